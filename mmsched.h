@@ -1,0 +1,4061 @@
+/*
+   mmsched.h - v0.1.0 - tensors, graphs and a multi-backend scheduler for Llama 3.2 Vision
+
+   This file is generated from src/ by tools/amalgamate.sh: edit the parts, not this file.
+
+   (The manual is written in src/api/manual.txt.)
+*/
+/* ==== begin src/api/prologue.h ==== */
+#ifndef MMSCHED_H
+#define MMSCHED_H
+
+#define MMS_VERSION_MAJOR 0
+#define MMS_VERSION_MINOR 1
+#define MMS_VERSION_PATCH 0
+#define MMS_VERSION_STRING "0.1.0"
+
+/* MMS_API decorates every public function: extern by default, static under MMS_STATIC
+   (so two differently configured copies can live in one program). */
+#ifndef MMS_API
+#  if defined(MMS_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#    define MMS_API static __attribute__((unused))
+#  elif defined(MMS_STATIC)
+#    define MMS_API static
+#  else
+#    define MMS_API extern
+#  endif
+#endif
+
+/* The implementation uses POSIX threads, clocks and mmap. Strict C99 builds (-std=c99) hide them
+   unless a feature macro is set before the first system header, so the file that defines
+   MMSCHED_IMPLEMENTATION should include mmsched.h before anything else. */
+#if defined(MMSCHED_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#  define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
+#else
+#  define MMS_PRINTF(fmt_idx, args_idx)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* ==== end src/api/prologue.h ==== */
+
+/* ==== begin src/api/base.h ==== */
+/* >>api-status ------------------------------------------------------------------------------------
+   Errors are values. Every call that user input can break returns an enum mms_status, or NULL
+   together with a status kept per thread (mms_last_status / mms_last_error). The library never
+   calls exit(); only broken internal invariants abort. */
+
+enum mms_status {
+    MMS_ABORTED          =  1,  /* a callback asked to stop */
+    MMS_OK               =  0,
+    MMS_ERR_INVALID_ARG  = -1,  /* bad argument: wrong shape, type, range or NULL */
+    MMS_ERR_OOM          = -2,  /* out of host or device memory */
+    MMS_ERR_IO           = -3,  /* a file could not be read or written */
+    MMS_ERR_FORMAT       = -4,  /* a file is malformed */
+    MMS_ERR_UNSUPPORTED  = -5,  /* not built in, or not supported by this backend */
+    MMS_ERR_BACKEND      = -6,  /* a backend (driver, device) failed */
+    MMS_ERR_STALE        = -7,  /* a tensor's memory was reused or freed since it was placed */
+    MMS_ERR_STATE        = -8   /* calls in the wrong order (e.g. compute before allocation) */
+};
+
+MMS_API const char      *mms_status_string(enum mms_status status);
+
+/* The last error raised on the calling thread: its status and a message that names what failed
+   and why. Successful calls do not clear it; mms_clear_error() does. */
+MMS_API enum mms_status  mms_last_status(void);
+MMS_API const char      *mms_last_error(void);
+MMS_API void             mms_clear_error(void);
+
+/* Raise an error: record status and message as the thread's last error, log it at ERROR level and
+   return status (so `return mms_set_error(MMS_ERR_INVALID_ARG, "...")` reads naturally). Meant for
+   code that implements the backend interface; the library uses it for all its own errors. */
+MMS_API enum mms_status  mms_set_error(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+
+enum mms_log_level {
+    MMS_LOG_DEBUG = 1,
+    MMS_LOG_INFO  = 2,
+    MMS_LOG_WARN  = 3,
+    MMS_LOG_ERROR = 4
+};
+
+/* Every error and warning goes through the log callback. The default prints WARN and ERROR lines
+   to stderr (MMS_LOG_LEVEL=debug|info|warn|error|none in the environment changes the threshold).
+   The message has no trailing newline. mms_log_set(NULL, NULL) restores the default. */
+typedef void (*mms_log_callback)(enum mms_log_level level, const char *message, void *user_data);
+MMS_API void mms_log_set(mms_log_callback callback, void *user_data);
+
+/* Wall-clock time in microseconds from an arbitrary origin (monotonic). */
+MMS_API int64_t mms_time_us(void);
+/* ==== end src/api/base.h ==== */
+
+/* ==== begin src/api/core.h ==== */
+/* >>api-types -------------------------------------------------------------------------------------
+   Element types. The numbering is ours (0 is invalid, so a zeroed struct never means F32); the GGUF
+   reader maps GGUF's type ids onto these. Append only. */
+
+enum mms_type {
+    MMS_TYPE_INVALID = 0,
+    MMS_TYPE_F32     = 1,
+    MMS_TYPE_F16     = 2,
+    MMS_TYPE_BF16    = 3,
+    MMS_TYPE_I32     = 4,
+    MMS_TYPE_COUNT
+};
+
+typedef uint16_t mms_fp16_t;  /* IEEE 754 half, stored as bits */
+typedef uint16_t mms_bf16_t;  /* bfloat16, stored as bits */
+
+/* One row of the traits table. Block types (quantized) have blck_size > 1: a row of n elements
+   takes n / blck_size * type_size bytes. to_float/from_float convert n elements (n a multiple of
+   blck_size); from_float rounds to nearest even. */
+struct mms_type_traits {
+    const char *name;
+    int64_t     blck_size;
+    size_t      type_size;
+    bool        is_quantized;
+    bool        is_float;       /* usable as a floating-point operand of the ops */
+    void      (*to_float)  (const void *src, float *dst, int64_t n);
+    void      (*from_float)(const float *src, void *dst, int64_t n);
+};
+
+MMS_API const struct mms_type_traits *mms_get_type_traits(enum mms_type type); /* NULL if invalid */
+MMS_API const char *mms_type_name(enum mms_type type);   /* "f32", ...; "invalid" if unknown */
+MMS_API size_t      mms_type_size(enum mms_type type);   /* bytes per block */
+MMS_API int64_t     mms_blck_size(enum mms_type type);   /* elements per block */
+MMS_API size_t      mms_row_size(enum mms_type type, int64_t ne);
+
+MMS_API float       mms_fp16_to_fp32(mms_fp16_t h);
+MMS_API mms_fp16_t  mms_fp32_to_fp16(float f);
+MMS_API float       mms_bf16_to_fp32(mms_bf16_t h);
+MMS_API mms_bf16_t  mms_fp32_to_bf16(float f);
+
+/* >>api-tensor ------------------------------------------------------------------------------------
+   Tensors are ggml-style: up to 4 dimensions, ne[] element counts with ne[0] the contiguous one,
+   nb[] byte strides. A tensor of a matrix W with `in` inputs and `out` outputs has ne = {in, out}. */
+
+#define MMS_MAX_DIMS      4
+#define MMS_MAX_SRC       6
+#define MMS_MAX_OP_PARAMS 64   /* bytes */
+#define MMS_MAX_NAME      64
+
+enum mms_op {
+    MMS_OP_NONE           = 0,   /* a leaf: weights, inputs, constants */
+    MMS_OP_DUP            = 1,
+    MMS_OP_ADD            = 2,
+    MMS_OP_SUB            = 3,
+    MMS_OP_MUL            = 4,
+    MMS_OP_DIV            = 5,
+    MMS_OP_SCALE          = 6,
+    MMS_OP_SQR            = 7,
+    MMS_OP_SQRT           = 8,
+    MMS_OP_EXP            = 9,
+    MMS_OP_TANH           = 10,
+    MMS_OP_SILU           = 11,
+    MMS_OP_GELU           = 12,  /* exact: x * Phi(x) with erf */
+    MMS_OP_GELU_TANH      = 13,  /* the tanh approximation (what ggml calls gelu) */
+    MMS_OP_SUM_ROWS       = 14,
+    MMS_OP_ARGMAX         = 15,
+    MMS_OP_NORM           = 16,
+    MMS_OP_RMS_NORM       = 17,
+    MMS_OP_MUL_MAT        = 18,
+    MMS_OP_SOFT_MAX       = 19,
+    MMS_OP_ROPE           = 20,
+    MMS_OP_CONCAT         = 21,
+    MMS_OP_PAD            = 22,
+    MMS_OP_IM2COL         = 23,
+    MMS_OP_GET_ROWS       = 24,
+    MMS_OP_CPY            = 25,
+    MMS_OP_CONT           = 26,
+    MMS_OP_FLASH_ATTN_EXT = 27,
+    MMS_OP_VIEW           = 28,
+    MMS_OP_RESHAPE        = 29,
+    MMS_OP_PERMUTE        = 30,
+    MMS_OP_TRANSPOSE      = 31,
+    MMS_OP_COUNT
+};
+
+MMS_API const char *mms_op_name(enum mms_op op);   /* "MUL_MAT", ... */
+MMS_API bool        mms_op_is_view(enum mms_op op); /* VIEW, RESHAPE, PERMUTE, TRANSPOSE */
+
+enum mms_tensor_flag {
+    MMS_TENSOR_FLAG_INPUT      = 1,  /* set by the caller before compute; placed first by allocators */
+    MMS_TENSOR_FLAG_OUTPUT     = 2,  /* read by the caller after compute; never reused in the graph */
+    MMS_TENSOR_FLAG_PERSISTENT = 4   /* kept across later graphs of the same scheduler */
+};
+
+enum mms_rope_mode {
+    MMS_ROPE_TYPE_NORMAL = 0,  /* rotate adjacent pairs (2i, 2i+1): Meta / GGUF llama layout */
+    MMS_ROPE_TYPE_NEOX   = 2   /* rotate halves (i, i + n_dims/2): Hugging Face layout */
+};
+
+struct mms_backend_buffer;
+
+struct mms_tensor {
+    enum mms_type type;
+    enum mms_op   op;
+    int64_t       ne[MMS_MAX_DIMS];  /* elements per dimension */
+    size_t        nb[MMS_MAX_DIMS];  /* bytes: nb[0] = type_size, nb[i] = nb[i-1] * ne[i-1] when contiguous */
+    int32_t       flags;             /* enum mms_tensor_flag */
+    int32_t       op_params[MMS_MAX_OP_PARAMS / sizeof(int32_t)];
+    struct mms_tensor *src[MMS_MAX_SRC];
+
+    struct mms_tensor *view_src;     /* the tensor whose memory a view (or CPY) uses */
+    size_t             view_offs;    /* byte offset into view_src */
+
+    void                      *data;        /* NULL until placed */
+    struct mms_backend_buffer *buffer;      /* NULL for host memory of an allocating context */
+    uint64_t                   buffer_uid;  /* the buffer's uid when placed: detects a freed buffer */
+    uint64_t                   generation;  /* the buffer's generation when placed: detects reuse */
+
+    void *extra;                     /* backend-private per-tensor state */
+    char  name[MMS_MAX_NAME];
+};
+
+/* >>api-context -----------------------------------------------------------------------------------
+   A context owns tensor metadata and, unless no_alloc, tensor data. mem_size = 0 lets it grow as
+   needed; with a caller-owned mem_buffer it never grows and running out is an MMS_ERR_OOM error. */
+
+struct mms_init_params {
+    size_t mem_size;    /* first block of memory (0: a default, growing as needed) */
+    void  *mem_buffer;  /* caller-owned memory of mem_size bytes, or NULL */
+    bool   no_alloc;    /* true: tensors get no data; a backend buffer or allocator places them */
+};
+
+struct mms_context;
+
+MMS_API struct mms_context *mms_init(struct mms_init_params params);  /* NULL + last error */
+MMS_API void   mms_free(struct mms_context *ctx);
+MMS_API void   mms_reset(struct mms_context *ctx);     /* drop every tensor and graph; keep the memory */
+MMS_API size_t mms_used_mem(const struct mms_context *ctx);
+MMS_API bool   mms_get_no_alloc(const struct mms_context *ctx);
+MMS_API void   mms_set_no_alloc(struct mms_context *ctx, bool no_alloc);
+MMS_API size_t mms_tensor_overhead(void);  /* metadata bytes per tensor, to size a fixed mem_buffer */
+MMS_API size_t mms_graph_overhead(void);   /* metadata bytes of an empty graph */
+
+/* Graph building is sticky: an op given bad arguments reports an error (naming the op, the tensors
+   and their shapes), returns NULL and records the first such error in the context. Later ops given
+   that NULL return NULL quietly, so a whole builder can run and be checked once at the end. */
+MMS_API enum mms_status mms_get_status(const struct mms_context *ctx);
+MMS_API const char     *mms_get_error(const struct mms_context *ctx);   /* "" when OK */
+MMS_API void            mms_clear_status(struct mms_context *ctx);
+
+MMS_API struct mms_tensor *mms_new_tensor(struct mms_context *ctx, enum mms_type type, int n_dims, const int64_t *ne);
+MMS_API struct mms_tensor *mms_new_tensor_1d(struct mms_context *ctx, enum mms_type type, int64_t ne0);
+MMS_API struct mms_tensor *mms_new_tensor_2d(struct mms_context *ctx, enum mms_type type, int64_t ne0, int64_t ne1);
+MMS_API struct mms_tensor *mms_new_tensor_3d(struct mms_context *ctx, enum mms_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+MMS_API struct mms_tensor *mms_new_tensor_4d(struct mms_context *ctx, enum mms_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+MMS_API struct mms_tensor *mms_dup_tensor(struct mms_context *ctx, const struct mms_tensor *src);  /* same type and shape, new memory */
+MMS_API struct mms_tensor *mms_view_tensor(struct mms_context *ctx, struct mms_tensor *src);       /* same memory */
+
+MMS_API struct mms_tensor *mms_get_first_tensor(const struct mms_context *ctx);
+MMS_API struct mms_tensor *mms_get_next_tensor(const struct mms_context *ctx, const struct mms_tensor *tensor);
+MMS_API struct mms_tensor *mms_get_tensor(const struct mms_context *ctx, const char *name);
+
+MMS_API const char        *mms_get_name(const struct mms_tensor *tensor);
+MMS_API struct mms_tensor *mms_set_name(struct mms_tensor *tensor, const char *name);  /* truncates to MMS_MAX_NAME-1 */
+MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *tensor, const char *fmt, ...) MMS_PRINTF(2, 3);
+
+MMS_API void mms_set_input(struct mms_tensor *tensor);
+MMS_API void mms_set_output(struct mms_tensor *tensor);
+MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* honoured by the scheduler */
+
+MMS_API int64_t mms_nelements(const struct mms_tensor *tensor);
+MMS_API int64_t mms_nrows(const struct mms_tensor *tensor);     /* ne[1] * ne[2] * ne[3] */
+MMS_API size_t  mms_nbytes(const struct mms_tensor *tensor);    /* bytes spanned, strides included */
+MMS_API int     mms_n_dims(const struct mms_tensor *tensor);    /* 1..4: index of the last dim > 1, plus one */
+MMS_API bool    mms_is_contiguous(const struct mms_tensor *tensor);
+MMS_API bool    mms_is_transposed(const struct mms_tensor *tensor);
+MMS_API bool    mms_is_permuted(const struct mms_tensor *tensor);
+MMS_API bool    mms_are_same_shape(const struct mms_tensor *a, const struct mms_tensor *b);
+MMS_API bool    mms_are_same_layout(const struct mms_tensor *a, const struct mms_tensor *b); /* type, ne and nb */
+MMS_API bool    mms_can_repeat(const struct mms_tensor *small, const struct mms_tensor *big); /* big.ne[i] % small.ne[i] == 0 */
+
+/* Op parameters, for backends that implement ops (layouts are listed with each op below). */
+MMS_API int32_t mms_get_op_params_i32(const struct mms_tensor *tensor, int index);
+MMS_API float   mms_get_op_params_f32(const struct mms_tensor *tensor, int index);
+
+/* >>api-ops ---------------------------------------------------------------------------------------
+   Each op returns a new tensor describing the result (no compute happens here), or NULL on error.
+   Shapes are checked now. Float operands may be F32, F16 or BF16 unless noted; results of
+   element-wise ops, norms, softmax and rope have the type of `a`, the others are F32.
+   [op params: ...] gives the layout of op_params for backend implementers. */
+
+/* Element-wise with broadcasting: b is repeated over a (a->ne[i] % b->ne[i] == 0). */
+MMS_API struct mms_tensor *mms_add(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+MMS_API struct mms_tensor *mms_sub(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+MMS_API struct mms_tensor *mms_mul(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+MMS_API struct mms_tensor *mms_div(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+MMS_API struct mms_tensor *mms_scale(struct mms_context *ctx, struct mms_tensor *a, float s);   /* [f32 s] */
+
+MMS_API struct mms_tensor *mms_sqr(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_sqrt(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_exp(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_tanh(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_silu(struct mms_context *ctx, struct mms_tensor *a);
+/* gelu is the exact erf form (Hugging Face "gelu"); ggml_gelu is the tanh form, here mms_gelu_tanh.
+   This is a deliberate difference from ggml: porting code that wants the approximation must rename. */
+MMS_API struct mms_tensor *mms_gelu(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_gelu_tanh(struct mms_context *ctx, struct mms_tensor *a);
+
+/* Reductions over ne[0]: sum_rows -> F32 [1, ne1, ne2, ne3]; argmax -> I32 [ne1, ne2, ne3]
+   (the first index of the maximum; NaN never wins). */
+MMS_API struct mms_tensor *mms_sum_rows(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_argmax(struct mms_context *ctx, struct mms_tensor *a);
+
+/* Normalisation over ne[0]: norm is layer norm without affine ((x - mean) / sqrt(var + eps)),
+   rms_norm is x / sqrt(mean(x^2) + eps). [f32 eps] */
+MMS_API struct mms_tensor *mms_norm(struct mms_context *ctx, struct mms_tensor *a, float eps);
+MMS_API struct mms_tensor *mms_rms_norm(struct mms_context *ctx, struct mms_tensor *a, float eps);
+
+/* Matrix product: a [K, M, A2, A3], b [K, N, B2, B3] -> F32 [M, N, B2, B3], out[m, n] = sum_k a[k, m] b[k, n].
+   a is broadcast over the batch dims (B2 % A2 == 0, B3 % A3 == 0): with grouped-query attention a
+   holds the KV heads, and query head h uses KV head h / (B2 / A2). Any strides are accepted. */
+MMS_API struct mms_tensor *mms_mul_mat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+
+/* softmax(a * scale + mask) over ne[0]. mask (optional, F32 or F16): [ne0, >= ne1, ne2 / k, ne3 / j],
+   broadcast over dims 2 and 3; -INFINITY masks out. A row entirely masked gives zeros.
+   max_bias (ALiBi) must be 0: it is not implemented. [f32 scale, f32 max_bias] */
+MMS_API struct mms_tensor *mms_soft_max(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask, float scale, float max_bias);
+
+/* Rotary embedding. a [head_dim, n_head, n_tokens, 1]; pos I32 [n_tokens]; freq_factors (optional)
+   F32 [n_dims / 2]: theta_i = pos * freq_scale * freq_base^(-2i / n_dims) / freq_factors[i].
+   The first n_dims of head_dim are rotated (pairs by mode), the rest pass through; cos and sin
+   are multiplied by attn_factor. YaRN (ext_factor != 0) is not implemented; n_ctx_orig, beta_fast
+   and beta_slow are only used by YaRN. [i32 n_dims, i32 mode, i32 n_ctx_orig, f32 freq_base,
+   f32 freq_scale, f32 ext_factor, f32 attn_factor, f32 beta_fast, f32 beta_slow] */
+MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *pos,
+                                        struct mms_tensor *freq_factors, int n_dims, int mode, int n_ctx_orig,
+                                        float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                                        float beta_fast, float beta_slow);
+
+/* Layout. concat joins along dim (same type; other dims equal). pad appends zeros at the end of
+   each dim. get_rows picks rows of a [ne0, R, ne2, ne3] by I32 indices b [n, ne2, ne3] ->
+   [ne0, n, ne2, ne3] (F32, or I32 for an I32 a); an index out of range gives a compute error.
+   [concat: i32 dim] [pad: i32 p0, p1, p2, p3] */
+MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
+MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
+MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+
+/* Copies. cpy writes a into b (same number of elements, converting between F32/F16/BF16) and
+   returns a view of b; dup and cont return a new contiguous copy of a; cont_Nd also reshapes. */
+MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a);
+MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1);
+MMS_API struct mms_tensor *mms_cont_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
+MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+/* Convolution as im2col + mul_mat (ggml's layout). 2-D: kernel a [KW, KH, IC, OC] (only its shape
+   is read), input b [W, H, IC, N] -> im2col [IC*KH*KW, OW, OH, N]; 1-D (is_2D false): a [KW, IC, OC],
+   b [W, IC, N] -> [IC*KW, OW, N]. OW = (W + 2*p0 - d0*(KW-1) - 1) / s0 + 1. dst_type F32 or F16.
+   conv_2d returns F32 [OW, OH, OC, N]. [im2col: i32 s0, s1, p0, p1, d0, d1, is_2D] */
+MMS_API struct mms_tensor *mms_im2col(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b,
+                                      int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum mms_type dst_type);
+MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b,
+                                       int s0, int s1, int p0, int p1, int d0, int d1);
+
+/* Fused attention, computed with a streaming softmax (the n_q x n_kv score matrix is never stored).
+   q [D, n_q, H, B] (float), k [D, n_kv, Hkv, B], v [Dv, n_kv, Hkv, B] (F32/F16/BF16, same type),
+   H % Hkv == 0 (grouped heads); mask optional F32/F16 [n_kv, >= n_q, 1 or H, 1 or B].
+   Result F32 [Dv, H, n_q, B] (note: heads before tokens, ready for a reshape to [Dv*H, n_q]).
+   logit_softcap c != 0 replaces each score s by c * tanh(s / c) (after scale). max_bias must be 0.
+   [f32 scale, f32 max_bias, f32 logit_softcap] */
+MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                              struct mms_tensor *v, struct mms_tensor *mask,
+                                              float scale, float max_bias, float logit_softcap);
+
+/* Views share memory with a; offsets and strides in bytes. The view must lie inside a's memory. */
+MMS_API struct mms_tensor *mms_view_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, size_t offset);
+MMS_API struct mms_tensor *mms_view_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1,
+                                       size_t nb1, size_t offset);
+MMS_API struct mms_tensor *mms_view_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2,
+                                       size_t nb1, size_t nb2, size_t offset);
+MMS_API struct mms_tensor *mms_view_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2,
+                                       int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+/* Reshapes need a contiguous a and the same number of elements. */
+MMS_API struct mms_tensor *mms_reshape(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *shape_of);
+MMS_API struct mms_tensor *mms_reshape_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0);
+MMS_API struct mms_tensor *mms_reshape_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1);
+MMS_API struct mms_tensor *mms_reshape_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
+MMS_API struct mms_tensor *mms_reshape_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+/* permute moves source dim i to position axis_i (ggml's convention); transpose swaps dims 0 and 1.
+   [permute: i32 axis0..3] */
+MMS_API struct mms_tensor *mms_permute(struct mms_context *ctx, struct mms_tensor *a, int axis0, int axis1, int axis2, int axis3);
+MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_tensor *a);
+
+/* >>api-graph -------------------------------------------------------------------------------------
+   A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
+   tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
+   with op NONE are leafs, the rest nodes (views included). Graphs grow without a size cap and
+   live in the context they were created in. */
+
+struct mms_cgraph;
+
+MMS_API struct mms_cgraph *mms_new_graph(struct mms_context *ctx);  /* NULL + last error */
+MMS_API void               mms_build_forward_expand(struct mms_cgraph *graph, struct mms_tensor *tensor);
+MMS_API int                mms_graph_n_nodes(const struct mms_cgraph *graph);
+MMS_API struct mms_tensor *mms_graph_node(const struct mms_cgraph *graph, int i);   /* i < 0 counts from the end */
+MMS_API int                mms_graph_n_leafs(const struct mms_cgraph *graph);
+MMS_API struct mms_tensor *mms_graph_leaf(const struct mms_cgraph *graph, int i);
+MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *graph, const char *name);
+MMS_API uint64_t           mms_graph_id(const struct mms_cgraph *graph);   /* unique per process, never 0 */
+/* The first error met while building (a NULL tensor from a failed op, a graph cycle), with its message. */
+MMS_API enum mms_status    mms_graph_status(const struct mms_cgraph *graph);
+MMS_API const char        *mms_graph_error(const struct mms_cgraph *graph);
+
+/* A table of nodes and leafs (op, type, shape, flags, sources) written to `out` (stdout if NULL). */
+MMS_API void            mms_graph_print(const struct mms_cgraph *graph, FILE *out);
+/* Graphviz: `dot -Tsvg graph.dot -o graph.svg`. Inputs, outputs and views are drawn distinctly. */
+MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *graph, const char *path);
+/* ==== end src/api/core.h ==== */
+
+/* ==== begin src/api/backend.h ==== */
+/* >>api-backend -----------------------------------------------------------------------------------
+   Memory and execution. A buffer type says where memory lives (host, a device); a buffer is one
+   allocation of it; tensors are placed inside buffers. A backend runs graphs whose tensors live in
+   memory it can read. Tensors keep the uid and generation of the buffer they were placed in, so
+   using one after its buffer was freed, or after its memory was handed out again
+   (mms_backend_buffer_reset), is an MMS_ERR_STALE error instead of silent garbage. */
+
+typedef struct mms_backend_buffer_type *mms_backend_buffer_type_t;
+typedef struct mms_backend_buffer      *mms_backend_buffer_t;
+typedef struct mms_backend             *mms_backend_t;
+typedef struct mms_backend_event       *mms_backend_event_t;
+
+enum mms_buffer_usage {
+    MMS_BUFFER_USAGE_ANY     = 0,
+    MMS_BUFFER_USAGE_WEIGHTS = 1,  /* the scheduler runs ops where their weights live */
+    MMS_BUFFER_USAGE_COMPUTE = 2   /* reused at every graph allocation */
+};
+
+MMS_API const char          *mms_backend_buft_name(mms_backend_buffer_type_t buft);
+MMS_API mms_backend_buffer_t mms_backend_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size); /* NULL + last error */
+MMS_API size_t               mms_backend_buft_get_alignment(mms_backend_buffer_type_t buft);
+MMS_API size_t               mms_backend_buft_get_max_size(mms_backend_buffer_type_t buft);  /* SIZE_MAX if unlimited */
+MMS_API size_t               mms_backend_buft_get_alloc_size(mms_backend_buffer_type_t buft, const struct mms_tensor *tensor);
+MMS_API bool                 mms_backend_buft_is_host(mms_backend_buffer_type_t buft);
+
+MMS_API void                 mms_backend_buffer_free(mms_backend_buffer_t buffer);   /* NULL is fine */
+MMS_API const char          *mms_backend_buffer_name(mms_backend_buffer_t buffer);
+MMS_API void                *mms_backend_buffer_get_base(mms_backend_buffer_t buffer);
+MMS_API size_t               mms_backend_buffer_get_size(mms_backend_buffer_t buffer);
+MMS_API size_t               mms_backend_buffer_get_alignment(mms_backend_buffer_t buffer);
+MMS_API size_t               mms_backend_buffer_get_alloc_size(mms_backend_buffer_t buffer, const struct mms_tensor *tensor);
+MMS_API bool                 mms_backend_buffer_is_host(mms_backend_buffer_t buffer);
+MMS_API mms_backend_buffer_type_t mms_backend_buffer_get_type(mms_backend_buffer_t buffer);
+MMS_API void                 mms_backend_buffer_set_usage(mms_backend_buffer_t buffer, enum mms_buffer_usage usage);
+MMS_API enum mms_buffer_usage mms_backend_buffer_get_usage(mms_backend_buffer_t buffer);
+MMS_API enum mms_status      mms_backend_buffer_clear(mms_backend_buffer_t buffer, uint8_t value);
+/* Start a new generation: every tensor placed in the buffer before becomes stale. Allocators call
+   this before handing the memory out again. */
+MMS_API void                 mms_backend_buffer_reset(mms_backend_buffer_t buffer);
+MMS_API uint64_t             mms_backend_buffer_get_generation(mms_backend_buffer_t buffer);
+
+/* Place a tensor (not a view) at addr inside buffer; tensor memory must not already be set. */
+MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t buffer, struct mms_tensor *tensor, void *addr);
+/* Give a view the memory of its view_src (which must be placed). */
+MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *tensor);
+/* OK if the tensor's memory is valid now; MMS_ERR_STATE if it was never placed; MMS_ERR_STALE if
+   its buffer was freed or reset since. The message says which and what to do. */
+MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *tensor);
+
+/* Data in and out, by byte range of a contiguous tensor. Works for tensors in any buffer and for
+   tensors of an allocating (host) context. Range, placement and staleness are checked. */
+MMS_API enum mms_status mms_backend_tensor_set(struct mms_tensor *tensor, const void *data, size_t offset, size_t size);
+MMS_API enum mms_status mms_backend_tensor_get(const struct mms_tensor *tensor, void *data, size_t offset, size_t size);
+MMS_API enum mms_status mms_backend_tensor_memset(struct mms_tensor *tensor, uint8_t value, size_t offset, size_t size);
+/* Copy between two tensors of the same layout, in any buffers (through the host if needed). */
+MMS_API enum mms_status mms_backend_tensor_copy(const struct mms_tensor *src, struct mms_tensor *dst);
+
+/* Place every tensor of ctx that has no memory yet (views are initialised from their sources) in
+   one new buffer. NULL + last error on failure (MMS_ERR_INVALID_ARG with nothing to allocate). */
+MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors_from_buft(struct mms_context *ctx, mms_backend_buffer_type_t buft);
+MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors(struct mms_context *ctx, mms_backend_t backend);
+
+MMS_API const char          *mms_backend_name(mms_backend_t backend);
+MMS_API void                 mms_backend_free(mms_backend_t backend);   /* NULL is fine */
+MMS_API mms_backend_buffer_type_t mms_backend_get_default_buffer_type(mms_backend_t backend);
+MMS_API mms_backend_buffer_t mms_backend_alloc_buffer(mms_backend_t backend, size_t size);
+MMS_API size_t               mms_backend_get_alignment(mms_backend_t backend);
+MMS_API size_t               mms_backend_get_max_size(mms_backend_t backend);
+MMS_API bool                 mms_backend_supports_op(mms_backend_t backend, const struct mms_tensor *op);
+MMS_API bool                 mms_backend_supports_buft(mms_backend_t backend, mms_backend_buffer_type_t buft);
+MMS_API bool                 mms_backend_offload_op(mms_backend_t backend, const struct mms_tensor *op);
+
+/* Compute every node of graph, in order. Every tensor must be placed in memory this backend can
+   read, and live (see mms_backend_tensor_check); a graph whose build failed is refused. */
+MMS_API enum mms_status mms_backend_graph_compute(mms_backend_t backend, struct mms_cgraph *graph);
+MMS_API enum mms_status mms_backend_graph_compute_async(mms_backend_t backend, struct mms_cgraph *graph);
+MMS_API enum mms_status mms_backend_synchronize(mms_backend_t backend);
+MMS_API enum mms_status mms_backend_tensor_set_async(mms_backend_t backend, struct mms_tensor *tensor, const void *data, size_t offset, size_t size);
+MMS_API enum mms_status mms_backend_tensor_get_async(mms_backend_t backend, const struct mms_tensor *tensor, void *data, size_t offset, size_t size);
+/* Queued on backend_dst after the work queued on backend_src; falls back to a synchronous copy. */
+MMS_API enum mms_status mms_backend_tensor_copy_async(mms_backend_t backend_src, mms_backend_t backend_dst,
+                                                      const struct mms_tensor *src, struct mms_tensor *dst);
+
+/* Events order work across backends. A backend without events gets NULL from event_new; the
+   scheduler then synchronizes instead. */
+MMS_API mms_backend_event_t mms_backend_event_new(mms_backend_t backend);
+MMS_API void                mms_backend_event_free(mms_backend_event_t event);
+MMS_API enum mms_status     mms_backend_event_record(mms_backend_event_t event);
+MMS_API enum mms_status     mms_backend_event_synchronize(mms_backend_event_t event);
+MMS_API enum mms_status     mms_backend_event_wait(mms_backend_t backend, mms_backend_event_t event);
+
+/* >>api-cpu ---------------------------------------------------------------------------------------
+   The CPU backend: host memory aligned to 64 bytes, a thread pool, AVX2/FMA/F16C kernels chosen at
+   run time when the CPU has them, and a portable scalar path. */
+
+MMS_API mms_backend_t   mms_backend_cpu_init(void);   /* NULL + last error */
+MMS_API bool            mms_backend_is_cpu(mms_backend_t backend);
+MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t backend, int n_threads); /* default: all cores */
+MMS_API int             mms_backend_cpu_get_n_threads(mms_backend_t backend);
+MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
+/* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
+MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
+
+enum mms_cpu_kernels {
+    MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */
+    MMS_CPU_KERNELS_SCALAR = 1,  /* portable C */
+    MMS_CPU_KERNELS_AVX2   = 2   /* AVX2 + FMA + F16C */
+};
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2 in the
+   environment, read once). AVX2 on a CPU or build without it is MMS_ERR_UNSUPPORTED. */
+MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);
+MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use: SCALAR or AVX2 */
+MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);
+MMS_API bool                  mms_cpu_has_avx2(void);            /* CPU and build both support it */
+MMS_API int                   mms_cpu_count(void);               /* online cores */
+
+/* >>api-cuda --------------------------------------------------------------------------------------
+   The CUDA backend lives in mmsched_cuda.cu, built with nvcc and linked when MMS_CUDA is defined.
+   Without it these return 0 / NULL / false, with MMS_ERR_UNSUPPORTED as the last error. */
+
+MMS_API int                       mms_backend_cuda_get_device_count(void);
+MMS_API mms_backend_t             mms_backend_cuda_init(int device);
+MMS_API bool                      mms_backend_is_cuda(mms_backend_t backend);
+MMS_API mms_backend_buffer_type_t mms_backend_cuda_buffer_type(int device);
+MMS_API mms_backend_buffer_type_t mms_backend_cuda_host_buffer_type(void);  /* pinned host memory */
+
+/* >>api-backend-impl ------------------------------------------------------------------------------
+   The interface a backend implements. The CPU backend, the CUDA backend and the test suite's
+   limited backend are all written against it. Members marked optional may be NULL. Errors are
+   reported with mms_set_error and returned as statuses. */
+
+struct mms_backend_buffer_type_i {
+    const char          *(*get_name)      (mms_backend_buffer_type_t buft);
+    mms_backend_buffer_t (*alloc_buffer)  (mms_backend_buffer_type_t buft, size_t size);  /* NULL + mms_set_error */
+    size_t               (*get_alignment) (mms_backend_buffer_type_t buft);
+    size_t               (*get_max_size)  (mms_backend_buffer_type_t buft);  /* optional: SIZE_MAX */
+    size_t               (*get_alloc_size)(mms_backend_buffer_type_t buft, const struct mms_tensor *tensor); /* optional: mms_nbytes */
+    bool                 (*is_host)       (mms_backend_buffer_type_t buft);  /* optional: false */
+};
+
+struct mms_backend_buffer_type {
+    struct mms_backend_buffer_type_i iface;
+    void *context;
+};
+
+struct mms_backend_buffer_i {
+    void            (*free_buffer)  (mms_backend_buffer_t buffer);  /* optional: release context */
+    void           *(*get_base)     (mms_backend_buffer_t buffer);
+    enum mms_status (*init_tensor)  (mms_backend_buffer_t buffer, struct mms_tensor *tensor);  /* optional */
+    enum mms_status (*memset_tensor)(mms_backend_buffer_t buffer, struct mms_tensor *tensor, uint8_t value, size_t offset, size_t size);
+    enum mms_status (*set_tensor)   (mms_backend_buffer_t buffer, struct mms_tensor *tensor, const void *data, size_t offset, size_t size);
+    enum mms_status (*get_tensor)   (mms_backend_buffer_t buffer, const struct mms_tensor *tensor, void *data, size_t offset, size_t size);
+    /* optional: copy src (in any buffer) into dst (in this buffer) directly; return false to let
+       the caller go through the host */
+    bool            (*cpy_tensor)   (mms_backend_buffer_t buffer, const struct mms_tensor *src, struct mms_tensor *dst);
+    enum mms_status (*clear)        (mms_backend_buffer_t buffer, uint8_t value);
+};
+
+struct mms_backend_buffer {
+    struct mms_backend_buffer_i iface;
+    mms_backend_buffer_type_t   buft;
+    void                       *context;
+    size_t                      size;
+    enum mms_buffer_usage       usage;
+    uint64_t                    uid;         /* unique in the process; set by mms_backend_buffer_init */
+    uint64_t                    generation;  /* starts at 1; bumped by mms_backend_buffer_reset */
+};
+
+/* Create the buffer object for memory a buffer type allocated (registers it as live). */
+MMS_API mms_backend_buffer_t mms_backend_buffer_init(mms_backend_buffer_type_t buft, struct mms_backend_buffer_i iface,
+                                                     void *context, size_t size);
+
+struct mms_backend_i {
+    const char               *(*get_name)(mms_backend_t backend);
+    void                      (*free)(mms_backend_t backend);
+    mms_backend_buffer_type_t (*get_default_buffer_type)(mms_backend_t backend);
+    bool                      (*supports_op)(mms_backend_t backend, const struct mms_tensor *op);
+    bool                      (*supports_buft)(mms_backend_t backend, mms_backend_buffer_type_t buft);
+    bool                      (*offload_op)(mms_backend_t backend, const struct mms_tensor *op);  /* optional */
+    /* May return before the work is done if the backend is asynchronous; synchronize waits. */
+    enum mms_status           (*graph_compute)(mms_backend_t backend, struct mms_cgraph *graph);
+    enum mms_status           (*synchronize)(mms_backend_t backend);                               /* optional */
+    enum mms_status           (*set_tensor_async)(mms_backend_t backend, struct mms_tensor *tensor,
+                                                  const void *data, size_t offset, size_t size);   /* optional */
+    enum mms_status           (*get_tensor_async)(mms_backend_t backend, const struct mms_tensor *tensor,
+                                                  void *data, size_t offset, size_t size);         /* optional */
+    /* optional: MMS_ERR_UNSUPPORTED lets the caller fall back to a synchronous copy */
+    enum mms_status           (*cpy_tensor_async)(mms_backend_t backend_src, mms_backend_t backend_dst,
+                                                  const struct mms_tensor *src, struct mms_tensor *dst);
+    mms_backend_event_t       (*event_new)(mms_backend_t backend);                                  /* optional */
+    void                      (*event_free)(mms_backend_event_t event);
+    enum mms_status           (*event_record)(mms_backend_event_t event);
+    enum mms_status           (*event_synchronize)(mms_backend_event_t event);
+    enum mms_status           (*event_wait)(mms_backend_t backend, mms_backend_event_t event);
+};
+
+struct mms_backend {
+    struct mms_backend_i iface;
+    void *context;
+};
+
+struct mms_backend_event {
+    mms_backend_t backend;
+    void *context;
+};
+/* ==== end src/api/backend.h ==== */
+
+/* ==== begin src/api/epilogue.h ==== */
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MMSCHED_H */
+/* ==== end src/api/epilogue.h ==== */
+
+/* ==== begin src/base/config.c ==== */
+/* >>impl ==========================================================================================
+   Everything below is compiled only in the one translation unit that defines MMSCHED_IMPLEMENTATION.
+   The inner guard lets that unit include the header more than once. */
+#if defined(MMSCHED_IMPLEMENTATION) && !defined(MMSCHED_IMPL_INCLUDED)
+#define MMSCHED_IMPL_INCLUDED
+
+/* Allocator override: all three or none. */
+#if defined(MMS_MALLOC) || defined(MMS_REALLOC) || defined(MMS_FREE)
+#  if !defined(MMS_MALLOC) || !defined(MMS_REALLOC) || !defined(MMS_FREE)
+#    error "mmsched: define all of MMS_MALLOC, MMS_REALLOC and MMS_FREE, or none"
+#  endif
+#else
+#  define MMS_MALLOC(size)       malloc(size)
+#  define MMS_REALLOC(ptr, size) realloc(ptr, size)
+#  define MMS_FREE(ptr)          free(ptr)
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <math.h>
+#include <float.h>
+#include <assert.h>
+
+#ifndef MMS_ASSERT
+#  define MMS_ASSERT(cond) assert(cond)
+#endif
+
+/* Internal invariants that must hold even in release builds: a failure is a bug in mmsched. */
+#define MMS__CHECK(cond) \
+    do { if (!(cond)) mms__abort(__FILE__, __LINE__, "internal check failed: %s", #cond); } while (0)
+
+#define MMS__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MMS__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MMS__ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define MMS__UNUSED(x) ((void)(x))
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define MMS__NORETURN __attribute__((noreturn))
+#  define MMS__MAYBE_UNUSED __attribute__((unused))
+#  define MMS__THREAD_LOCAL __thread
+#  define MMS__LIKELY(x) __builtin_expect(!!(x), 1)
+#elif defined(_MSC_VER)
+#  define MMS__NORETURN __declspec(noreturn)
+#  define MMS__MAYBE_UNUSED
+#  define MMS__THREAD_LOCAL __declspec(thread)
+#  define MMS__LIKELY(x) (x)
+#else
+#  define MMS__NORETURN
+#  define MMS__MAYBE_UNUSED
+#  define MMS__THREAD_LOCAL _Thread_local
+#  define MMS__LIKELY(x) (x)
+#endif
+
+/* The x86 SIMD kernels are compiled with a per-function target attribute and chosen at run time,
+   so one binary built for plain x86-64 runs everywhere. MMS_NO_SIMD leaves them out. */
+#if !defined(MMS_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#  define MMS__HAVE_AVX2 1
+#  include <immintrin.h>
+#  define MMS__TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#else
+#  define MMS__HAVE_AVX2 0
+#endif
+
+static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt, ...) MMS_PRINTF(3, 4);
+/* ==== end src/base/config.c ==== */
+
+/* ==== begin src/base/platform.c ==== */
+/* >>platform ======================================================================================
+   The only platform-specific code: threads, atomics, clocks, aligned memory, file mapping and CPU
+   features. Everything else is standard C. This section targets POSIX with gcc or clang; a Windows
+   port replaces the bodies here (CreateThread, SRWLOCK, VirtualAlloc, MapViewOfFile, __cpuid). */
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#if MMS__HAVE_AVX2
+#  include <cpuid.h>
+#endif
+
+/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+typedef struct { volatile int32_t v; } mms__atomic_int;
+static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
+static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
+static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return __atomic_fetch_add(&a->v, x, __ATOMIC_ACQ_REL); }
+static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+
+static void mms__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void mms__thread_yield(void) { sched_yield(); }
+
+/* -- threads, mutexes, condition variables -- */
+typedef pthread_t       mms__thread;
+typedef pthread_mutex_t mms__mutex;
+typedef pthread_cond_t  mms__cond;
+
+static bool mms__thread_create(mms__thread *t, void *(*fn)(void *), void *arg) { return pthread_create(t, NULL, fn, arg) == 0; }
+static void mms__thread_join(mms__thread t)      { pthread_join(t, NULL); }
+static void mms__mutex_init(mms__mutex *m)       { pthread_mutex_init(m, NULL); }
+static void mms__mutex_destroy(mms__mutex *m)    { pthread_mutex_destroy(m); }
+static void mms__mutex_lock(mms__mutex *m)       { pthread_mutex_lock(m); }
+static void mms__mutex_unlock(mms__mutex *m)     { pthread_mutex_unlock(m); }
+static void mms__cond_init(mms__cond *c)         { pthread_cond_init(c, NULL); }
+static void mms__cond_destroy(mms__cond *c)      { pthread_cond_destroy(c); }
+static void mms__cond_wait(mms__cond *c, mms__mutex *m) { pthread_cond_wait(c, m); }
+static void mms__cond_broadcast(mms__cond *c)    { pthread_cond_broadcast(c); }
+
+/* A process-wide mutex for the few global tables (live buffers, log settings). */
+static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
+static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
+static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
+
+MMS_API int64_t mms_time_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + (int64_t)ts.tv_nsec / 1000;
+}
+
+MMS_API int mms_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* -- aligned host memory; alignment is a power of two and at least sizeof(void *) -- */
+static void *mms__aligned_alloc(size_t alignment, size_t size) {
+    void *p = NULL;
+    if (size == 0) size = alignment;
+    if (posix_memalign(&p, alignment, size) != 0) return NULL;
+    return p;
+}
+static void mms__aligned_free(void *p) { free(p); }
+
+/* -- read-only file mapping, for model files -- */
+struct mms__mapping { void *addr; size_t size; };
+
+MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
+    int fd;
+    struct stat st;
+    out->addr = NULL;
+    out->size = 0;
+    fd = open(path, O_RDONLY);
+    if (fd < 0) return mms_set_error(MMS_ERR_IO, "cannot open '%s'", path);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return mms_set_error(MMS_ERR_IO, "'%s' is not a regular file", path);
+    }
+    out->size = (size_t)st.st_size;
+    if (out->size > 0) {
+        void *addr = mmap(NULL, out->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (addr == MAP_FAILED) {
+            close(fd);
+            return mms_set_error(MMS_ERR_IO, "cannot map '%s' (%zu bytes)", path, out->size);
+        }
+        out->addr = addr;
+    }
+    close(fd);
+    return MMS_OK;
+}
+
+MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
+    if (m->addr) munmap(m->addr, m->size);
+    m->addr = NULL;
+    m->size = 0;
+}
+
+/* -- CPU features: AVX2, FMA and F16C, with the OS saving the AVX state -- */
+static bool mms__cpu_detect_avx2(void) {
+#if MMS__HAVE_AVX2
+    unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    {
+        bool fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+        if (!(fma && osxsave && avx && f16c)) return false;
+    }
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    MMS__UNUSED(xcr0_hi);
+    if ((xcr0_lo & 6) != 6) return false;  /* XMM and YMM state enabled */
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 5) & 1;
+#else
+    return false;
+#endif
+}
+/* ==== end src/base/platform.c ==== */
+
+/* ==== begin src/base/status.c ==== */
+/* >>status ========================================================================================
+   The last error per thread, the log callback and the abort path for broken invariants. */
+
+#define MMS__ERROR_MAX 1024
+
+static MMS__THREAD_LOCAL enum mms_status mms__last_status = MMS_OK;
+static MMS__THREAD_LOCAL char mms__last_message[MMS__ERROR_MAX];
+
+static mms_log_callback mms__log_cb = NULL;
+static void            *mms__log_user = NULL;
+static int              mms__log_threshold = -1;  /* -1: read MMS_LOG_LEVEL on first use */
+
+MMS_API const char *mms_status_string(enum mms_status status) {
+    switch (status) {
+        case MMS_ABORTED:         return "aborted";
+        case MMS_OK:              return "ok";
+        case MMS_ERR_INVALID_ARG: return "invalid argument";
+        case MMS_ERR_OOM:         return "out of memory";
+        case MMS_ERR_IO:          return "i/o error";
+        case MMS_ERR_FORMAT:      return "malformed file";
+        case MMS_ERR_UNSUPPORTED: return "unsupported";
+        case MMS_ERR_BACKEND:     return "backend failure";
+        case MMS_ERR_STALE:       return "stale tensor";
+        case MMS_ERR_STATE:       return "wrong call order";
+    }
+    return "unknown status";
+}
+
+MMS_API enum mms_status mms_last_status(void) { return mms__last_status; }
+MMS_API const char     *mms_last_error(void)  { return mms__last_message; }
+MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; }
+
+MMS_API void mms_log_set(mms_log_callback callback, void *user_data) {
+    mms__global_lock();
+    mms__log_cb = callback;
+    mms__log_user = user_data;
+    mms__global_unlock();
+}
+
+static int mms__log_threshold_from_env(void) {
+    const char *s = getenv("MMS_LOG_LEVEL");
+    if (!s) return MMS_LOG_WARN;
+    if (!strcmp(s, "debug")) return MMS_LOG_DEBUG;
+    if (!strcmp(s, "info"))  return MMS_LOG_INFO;
+    if (!strcmp(s, "warn"))  return MMS_LOG_WARN;
+    if (!strcmp(s, "error")) return MMS_LOG_ERROR;
+    if (!strcmp(s, "none"))  return MMS_LOG_ERROR + 1;
+    return MMS_LOG_WARN;
+}
+
+static void mms__log_message(enum mms_log_level level, const char *msg) {
+    mms_log_callback cb;
+    void *user;
+    mms__global_lock();
+    cb = mms__log_cb;
+    user = mms__log_user;
+    if (mms__log_threshold < 0) mms__log_threshold = mms__log_threshold_from_env();
+    mms__global_unlock();
+    if (cb) {
+        cb(level, msg, user);
+    } else if ((int)level >= mms__log_threshold) {
+        static const char *names[] = { "", "debug", "info", "warning", "error" };
+        fprintf(stderr, "mmsched %s: %s\n", names[level], msg);
+    }
+}
+
+static void mms__logv(enum mms_log_level level, const char *fmt, va_list ap) {
+    char msg[MMS__ERROR_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    mms__log_message(level, msg);
+}
+
+static void mms__log(enum mms_log_level level, const char *fmt, ...) MMS_PRINTF(2, 3);
+static void mms__log(enum mms_log_level level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__logv(level, fmt, ap);
+    va_end(ap);
+}
+
+static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+    vsnprintf(mms__last_message, sizeof mms__last_message, fmt, ap);
+    mms__last_status = status;
+    mms__log_message(MMS_LOG_ERROR, mms__last_message);
+    return status;
+}
+
+MMS_API enum mms_status mms_set_error(enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__set_errorv(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static void mms__abort(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "mmsched: %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+/* Formats a shape as "[a,b,c,d]" into buf; returns buf. Used by every error that names a tensor. */
+static const char *mms__shape_str(const int64_t *ne, char *buf, size_t size) {
+    snprintf(buf, size, "[%lld,%lld,%lld,%lld]", (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);
+    return buf;
+}
+/* ==== end src/base/status.c ==== */
+
+/* ==== begin src/base/ptrmap.c ==== */
+/* >>ptrmap ========================================================================================
+   A small open-addressing hash map from non-zero 64-bit keys (pointers, uids) to pointers, with
+   linear probing and backward-shift deletion. It grows as needed; a zeroed struct is empty. */
+
+struct mms__ptrmap {
+    uint64_t *keys;   /* 0 = empty slot */
+    void    **vals;
+    size_t    cap;    /* power of two, or 0 */
+    size_t    count;
+};
+
+static size_t mms__hash64(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static void mms__ptrmap_free(struct mms__ptrmap *m) {
+    MMS_FREE(m->keys);
+    MMS_FREE(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+static size_t mms__ptrmap_slot(const struct mms__ptrmap *m, uint64_t key) {
+    size_t mask = m->cap - 1, i = mms__hash64(key) & mask;
+    while (m->keys[i] != 0 && m->keys[i] != key) i = (i + 1) & mask;
+    return i;
+}
+
+static void *mms__ptrmap_get(const struct mms__ptrmap *m, uint64_t key, bool *found) {
+    size_t i;
+    if (m->cap == 0) { if (found) *found = false; return NULL; }
+    i = mms__ptrmap_slot(m, key);
+    if (found) *found = m->keys[i] == key;
+    return m->keys[i] == key ? m->vals[i] : NULL;
+}
+
+static bool mms__ptrmap_grow(struct mms__ptrmap *m) {
+    struct mms__ptrmap bigger;
+    size_t i;
+    bigger.cap = m->cap ? m->cap * 2 : 64;
+    bigger.count = 0;
+    bigger.keys = (uint64_t *)MMS_MALLOC(bigger.cap * sizeof *bigger.keys);
+    bigger.vals = (void **)MMS_MALLOC(bigger.cap * sizeof *bigger.vals);
+    if (!bigger.keys || !bigger.vals) {
+        MMS_FREE(bigger.keys);
+        MMS_FREE(bigger.vals);
+        return false;
+    }
+    memset(bigger.keys, 0, bigger.cap * sizeof *bigger.keys);
+    for (i = 0; i < m->cap; i++) {
+        if (m->keys[i]) {
+            size_t j = mms__ptrmap_slot(&bigger, m->keys[i]);
+            bigger.keys[j] = m->keys[i];
+            bigger.vals[j] = m->vals[i];
+            bigger.count++;
+        }
+    }
+    mms__ptrmap_free(m);
+    *m = bigger;
+    return true;
+}
+
+/* Insert or replace. False only when memory runs out. */
+static bool mms__ptrmap_put(struct mms__ptrmap *m, uint64_t key, void *val) {
+    size_t i;
+    MMS_ASSERT(key != 0);
+    if ((m->count + 1) * 2 > m->cap && !mms__ptrmap_grow(m)) return false;
+    i = mms__ptrmap_slot(m, key);
+    if (m->keys[i] != key) { m->keys[i] = key; m->count++; }
+    m->vals[i] = val;
+    return true;
+}
+
+static void mms__ptrmap_remove(struct mms__ptrmap *m, uint64_t key) {
+    size_t mask, i, j;
+    if (m->cap == 0) return;
+    mask = m->cap - 1;
+    i = mms__ptrmap_slot(m, key);
+    if (m->keys[i] != key) return;
+    m->keys[i] = 0;
+    m->count--;
+    /* shift later members of the probe run back so lookups never stop early */
+    for (j = (i + 1) & mask; m->keys[j] != 0; j = (j + 1) & mask) {
+        size_t home = mms__hash64(m->keys[j]) & mask;
+        bool between = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!between) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            m->keys[j] = 0;
+            i = j;
+        }
+    }
+}
+/* ==== end src/base/ptrmap.c ==== */
+
+/* ==== begin src/core/types.c ==== */
+/* >>types =========================================================================================
+   The per-type traits table and the scalar float conversions. Quantized block types slot in as
+   more rows (blck_size > 1). The CPU backend has vectorised conversions of its own. */
+
+MMS_API float mms_fp16_to_fp32(mms_fp16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    uint32_t bits;
+    float f;
+    if (exp == 0) {                       /* zero or subnormal: mant * 2^-24 */
+        f = (float)mant * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    if (exp == 31) bits = sign | 0x7f800000u | (mant << 13);          /* inf, nan */
+    else           bits = sign | ((exp + 112) << 23) | (mant << 13);   /* rebias 15 -> 127 */
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+MMS_API mms_fp16_t mms_fp32_to_fp16(float f) {
+    uint32_t x, sign, ax;
+    memcpy(&x, &f, sizeof x);
+    sign = (x >> 16) & 0x8000;
+    ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)                 /* inf stays inf, nan stays a quiet nan */
+        return (mms_fp16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 | ((ax >> 13) & 0x3ff) : 0));
+    if (ax >= 0x477ff000u)                 /* rounds to above 65504 */
+        return (mms_fp16_t)(sign | 0x7c00);
+    if (ax < 0x38800000u) {                /* below 2^-14: a half subnormal, in units of 2^-24 */
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(ax >> 23);
+        uint32_t q, rem, half;
+        if (shift > 24) return (mms_fp16_t)sign;
+        q = m >> shift;
+        rem = m & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (mms_fp16_t)(sign | q);
+    }
+    ax += 0xfffu + ((ax >> 13) & 1);       /* round to nearest even, carry may bump the exponent */
+    return (mms_fp16_t)(sign | ((ax - 0x38000000u) >> 13));
+}
+
+MMS_API float mms_bf16_to_fp32(mms_bf16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+MMS_API mms_bf16_t mms_fp32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (mms_bf16_t)((x >> 16) | 0x40);  /* quiet nan */
+    return (mms_bf16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+static void mms__f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+static void mms__f32_from_float(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+static void mms__f16_to_float(const void *src, float *dst, int64_t n) {
+    const mms_fp16_t *s = (const mms_fp16_t *)src;
+    int64_t i;
+    for (i = 0; i < n; i++) dst[i] = mms_fp16_to_fp32(s[i]);
+}
+static void mms__f16_from_float(const float *src, void *dst, int64_t n) {
+    mms_fp16_t *d = (mms_fp16_t *)dst;
+    int64_t i;
+    for (i = 0; i < n; i++) d[i] = mms_fp32_to_fp16(src[i]);
+}
+static void mms__bf16_to_float(const void *src, float *dst, int64_t n) {
+    const mms_bf16_t *s = (const mms_bf16_t *)src;
+    int64_t i;
+    for (i = 0; i < n; i++) dst[i] = mms_bf16_to_fp32(s[i]);
+}
+static void mms__bf16_from_float(const float *src, void *dst, int64_t n) {
+    mms_bf16_t *d = (mms_bf16_t *)dst;
+    int64_t i;
+    for (i = 0; i < n; i++) d[i] = mms_fp32_to_bf16(src[i]);
+}
+
+static const struct mms_type_traits mms__type_traits[MMS_TYPE_COUNT] = {
+    /* INVALID */ { "invalid", 0, 0, false, false, NULL, NULL },
+    /* F32     */ { "f32",  1, sizeof(float),      false, true,  mms__f32_to_float,  mms__f32_from_float },
+    /* F16     */ { "f16",  1, sizeof(mms_fp16_t), false, true,  mms__f16_to_float,  mms__f16_from_float },
+    /* BF16    */ { "bf16", 1, sizeof(mms_bf16_t), false, true,  mms__bf16_to_float, mms__bf16_from_float },
+    /* I32     */ { "i32",  1, sizeof(int32_t),    false, false, NULL, NULL },
+};
+
+static bool mms__type_valid(enum mms_type type) { return type > MMS_TYPE_INVALID && type < MMS_TYPE_COUNT; }
+static bool mms__type_is_float(enum mms_type type) { return mms__type_valid(type) && mms__type_traits[type].is_float; }
+
+MMS_API const struct mms_type_traits *mms_get_type_traits(enum mms_type type) {
+    return mms__type_valid(type) ? &mms__type_traits[type] : NULL;
+}
+MMS_API const char *mms_type_name(enum mms_type type) {
+    return mms__type_valid(type) ? mms__type_traits[type].name : "invalid";
+}
+MMS_API size_t  mms_type_size(enum mms_type type) { return mms__type_valid(type) ? mms__type_traits[type].type_size : 0; }
+MMS_API int64_t mms_blck_size(enum mms_type type) { return mms__type_valid(type) ? mms__type_traits[type].blck_size : 0; }
+MMS_API size_t  mms_row_size(enum mms_type type, int64_t ne) {
+    return mms__type_valid(type) ? mms_type_size(type) * (size_t)(ne / mms_blck_size(type)) : 0;
+}
+/* ==== end src/core/types.c ==== */
+
+/* ==== begin src/core/tensor.c ==== */
+/* >>tensor ========================================================================================
+   Contexts (a growing arena of tensor metadata and, unless no_alloc, data), tensors, shapes,
+   names, flags and views. */
+
+#define MMS__OBJ_ALIGN   16
+#define MMS__DATA_ALIGN  64
+#define MMS__DEFAULT_BLOCK (1u << 20)
+#define MMS__MAX_BLOCK     ((size_t)64 << 20)
+
+struct mms__block {
+    struct mms__block *next;
+    char  *base;
+    size_t size;
+    size_t used;
+    bool   owned;      /* allocated by us, freed with the context */
+};
+
+/* Every tensor of a context sits in one of these; `next` threads them in creation order. */
+struct mms__tensor_obj {
+    struct mms_tensor       tensor;
+    struct mms__tensor_obj *next;
+};
+
+struct mms_cgraph;
+
+struct mms_context {
+    struct mms__block      *first_block;
+    struct mms__block      *cur_block;
+    size_t                  next_block_size;
+    bool                    fixed;        /* caller-owned memory: never grows */
+    bool                    no_alloc;
+    size_t                  used;
+
+    struct mms__tensor_obj *first_tensor;
+    struct mms__tensor_obj *last_tensor;
+    struct mms_cgraph      *graphs;       /* owned graphs, freed with the context */
+
+    enum mms_status         status;       /* first error raised while building */
+    char                    error[MMS__ERROR_MAX];
+};
+
+static void mms__graph_release_all(struct mms_context *ctx);  /* graph.c */
+
+/* Records the first build error in the context, and raises it as the thread's last error. */
+static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
+static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__set_errorv(status, fmt, ap);
+    va_end(ap);
+    if (ctx && ctx->status == MMS_OK) {
+        ctx->status = status;
+        snprintf(ctx->error, sizeof ctx->error, "%s", mms__last_message);
+    }
+}
+
+static struct mms__block *mms__block_new(size_t size) {
+    struct mms__block *b = (struct mms__block *)MMS_MALLOC(sizeof *b);
+    if (!b) return NULL;
+    b->base = (char *)mms__aligned_alloc(MMS__DATA_ALIGN, size);
+    if (!b->base) { MMS_FREE(b); return NULL; }
+    b->next = NULL;
+    b->size = size;
+    b->used = 0;
+    b->owned = true;
+    return b;
+}
+
+/* Memory from the arena, aligned; NULL (with an OOM error in the context) when it runs out. */
+static void *mms__ctx_alloc(struct mms_context *ctx, size_t size, size_t align) {
+    struct mms__block *b = ctx->cur_block;
+    for (;;) {
+        size_t start = MMS__ALIGN_UP((size_t)(uintptr_t)(b->base + b->used), align) - (size_t)(uintptr_t)b->base;
+        if (start + size <= b->size) {
+            ctx->used += start + size - b->used;
+            b->used = start + size;
+            return b->base + start;
+        }
+        if (b->next) {                   /* after a reset the later blocks are empty again */
+            b = b->next;
+            ctx->cur_block = b;
+            continue;
+        }
+        if (ctx->fixed) {
+            mms__ctx_error(ctx, MMS_ERR_OOM, "context memory exhausted: %zu more bytes needed, %zu of %zu used "
+                           "(pass a larger mem_size, or mem_buffer = NULL to let the context grow)",
+                           size, ctx->used, b->size);
+            return NULL;
+        }
+        {
+            size_t want = MMS__MAX(size + align, ctx->next_block_size);
+            struct mms__block *nb = mms__block_new(want);
+            if (!nb) {
+                mms__ctx_error(ctx, MMS_ERR_OOM, "out of host memory growing a context by %zu bytes", want);
+                return NULL;
+            }
+            b->next = nb;
+            b = nb;
+            ctx->cur_block = nb;
+            ctx->next_block_size = MMS__MIN(ctx->next_block_size * 2, MMS__MAX_BLOCK);
+        }
+    }
+}
+
+MMS_API struct mms_context *mms_init(struct mms_init_params params) {
+    struct mms_context *ctx = (struct mms_context *)MMS_MALLOC(sizeof *ctx);
+    if (!ctx) { mms_set_error(MMS_ERR_OOM, "mms_init: out of host memory"); return NULL; }
+    memset(ctx, 0, sizeof *ctx);
+    ctx->no_alloc = params.no_alloc;
+    if (params.mem_buffer) {
+        struct mms__block *b = (struct mms__block *)MMS_MALLOC(sizeof *b);
+        if (!b) { MMS_FREE(ctx); mms_set_error(MMS_ERR_OOM, "mms_init: out of host memory"); return NULL; }
+        if (params.mem_size == 0) {
+            MMS_FREE(b);
+            MMS_FREE(ctx);
+            mms_set_error(MMS_ERR_INVALID_ARG, "mms_init: mem_buffer given with mem_size 0");
+            return NULL;
+        }
+        b->next = NULL;
+        b->base = (char *)params.mem_buffer;
+        b->size = params.mem_size;
+        b->used = 0;
+        b->owned = false;
+        ctx->first_block = b;
+        ctx->fixed = true;
+    } else {
+        size_t size = params.mem_size ? params.mem_size : MMS__DEFAULT_BLOCK;
+        ctx->first_block = mms__block_new(size);
+        if (!ctx->first_block) {
+            MMS_FREE(ctx);
+            mms_set_error(MMS_ERR_OOM, "mms_init: cannot allocate %zu bytes", size);
+            return NULL;
+        }
+    }
+    ctx->cur_block = ctx->first_block;
+    ctx->next_block_size = MMS__MAX(ctx->first_block->size, (size_t)MMS__DEFAULT_BLOCK);
+    return ctx;
+}
+
+MMS_API void mms_free(struct mms_context *ctx) {
+    struct mms__block *b;
+    if (!ctx) return;
+    mms__graph_release_all(ctx);
+    b = ctx->first_block;
+    while (b) {
+        struct mms__block *next = b->next;
+        if (b->owned) mms__aligned_free(b->base);
+        MMS_FREE(b);
+        b = next;
+    }
+    MMS_FREE(ctx);
+}
+
+MMS_API void mms_reset(struct mms_context *ctx) {
+    struct mms__block *b;
+    if (!ctx) return;
+    mms__graph_release_all(ctx);
+    for (b = ctx->first_block; b; b = b->next) b->used = 0;
+    ctx->cur_block = ctx->first_block;
+    ctx->used = 0;
+    ctx->first_tensor = ctx->last_tensor = NULL;
+    ctx->status = MMS_OK;
+    ctx->error[0] = '\0';
+}
+
+MMS_API size_t mms_used_mem(const struct mms_context *ctx) { return ctx ? ctx->used : 0; }
+MMS_API bool   mms_get_no_alloc(const struct mms_context *ctx) { return ctx && ctx->no_alloc; }
+MMS_API void   mms_set_no_alloc(struct mms_context *ctx, bool no_alloc) { if (ctx) ctx->no_alloc = no_alloc; }
+MMS_API size_t mms_tensor_overhead(void) { return sizeof(struct mms__tensor_obj) + MMS__OBJ_ALIGN; }
+
+MMS_API enum mms_status mms_get_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
+MMS_API const char *mms_get_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
+MMS_API void mms_clear_status(struct mms_context *ctx) {
+    if (!ctx) return;
+    ctx->status = MMS_OK;
+    ctx->error[0] = '\0';
+}
+
+/* -- shapes -- */
+
+MMS_API int64_t mms_nelements(const struct mms_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+MMS_API int64_t mms_nrows(const struct mms_tensor *t)     { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+MMS_API size_t mms_nbytes(const struct mms_tensor *t) {
+    size_t bytes;
+    int i;
+    for (i = 0; i < MMS_MAX_DIMS; i++) if (t->ne[i] <= 0) return 0;
+    if (mms_blck_size(t->type) == 1) {
+        bytes = mms_type_size(t->type);
+        for (i = 0; i < MMS_MAX_DIMS; i++) bytes += (size_t)(t->ne[i] - 1) * t->nb[i];
+    } else {
+        bytes = mms_row_size(t->type, t->ne[0]);
+        for (i = 1; i < MMS_MAX_DIMS; i++) bytes += (size_t)(t->ne[i] - 1) * t->nb[i];
+    }
+    return bytes;
+}
+
+MMS_API int mms_n_dims(const struct mms_tensor *t) {
+    int i;
+    for (i = MMS_MAX_DIMS - 1; i >= 1; i--) if (t->ne[i] > 1) return i + 1;
+    return 1;
+}
+
+MMS_API bool mms_is_contiguous(const struct mms_tensor *t) {
+    size_t expect = mms_type_size(t->type);
+    int i;
+    if (t->ne[0] != mms_blck_size(t->type) && t->nb[0] != expect) return false;
+    expect = mms_row_size(t->type, t->ne[0]);
+    for (i = 1; i < MMS_MAX_DIMS; i++) {
+        if (t->ne[i] != 1 && t->nb[i] != expect) return false;
+        expect *= (size_t)t->ne[i];
+    }
+    return true;
+}
+
+MMS_API bool mms_is_transposed(const struct mms_tensor *t) { return t->nb[0] > t->nb[1]; }
+MMS_API bool mms_is_permuted(const struct mms_tensor *t) {
+    return t->nb[0] > t->nb[1] || t->nb[1] > t->nb[2] || t->nb[2] > t->nb[3];
+}
+
+MMS_API bool mms_are_same_shape(const struct mms_tensor *a, const struct mms_tensor *b) {
+    return a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1] && a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3];
+}
+
+MMS_API bool mms_are_same_layout(const struct mms_tensor *a, const struct mms_tensor *b) {
+    int i;
+    if (a->type != b->type) return false;
+    for (i = 0; i < MMS_MAX_DIMS; i++) if (a->ne[i] != b->ne[i] || (a->ne[i] > 1 && a->nb[i] != b->nb[i])) return false;
+    return true;
+}
+
+MMS_API bool mms_can_repeat(const struct mms_tensor *small, const struct mms_tensor *big) {
+    int i;
+    for (i = 0; i < MMS_MAX_DIMS; i++) if (small->ne[i] <= 0 || big->ne[i] % small->ne[i] != 0) return false;
+    return true;
+}
+
+/* "'name' f32 [4,3,1,1]" or "unnamed MUL_MAT f32 [...]": how errors refer to a tensor. */
+struct mms__desc { char s[MMS_MAX_NAME + 192]; };
+static struct mms__desc mms__tensor_desc(const struct mms_tensor *t) {
+    struct mms__desc d;
+    char shape[96];
+    if (!t) { snprintf(d.s, sizeof d.s, "NULL"); return d; }
+    mms__shape_str(t->ne, shape, sizeof shape);
+    if (t->name[0]) snprintf(d.s, sizeof d.s, "'%s' %s %s", t->name, mms_type_name(t->type), shape);
+    else            snprintf(d.s, sizeof d.s, "unnamed %s %s %s", mms_op_name(t->op), mms_type_name(t->type), shape);
+    return d;
+}
+
+/* -- tensor creation -- */
+
+static void mms__set_contiguous_strides(struct mms_tensor *t) {
+    int i;
+    t->nb[0] = mms_type_size(t->type);
+    t->nb[1] = mms_row_size(t->type, t->ne[0]);
+    for (i = 2; i < MMS_MAX_DIMS; i++) t->nb[i] = t->nb[i - 1] * (size_t)t->ne[i - 1];
+}
+
+/* Creates a tensor. With view_src it shares that tensor's memory at view_offs (views of views
+   point at the root); otherwise it gets data from the arena unless the context is no_alloc. */
+static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const char *who, enum mms_type type,
+                                               int n_dims, const int64_t *ne, struct mms_tensor *view_src, size_t view_offs) {
+    struct mms__tensor_obj *obj;
+    struct mms_tensor *t;
+    int64_t total = 1;
+    int i;
+
+    if (!ctx) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: context is NULL", who); return NULL; }
+    if (!mms__type_valid(type)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: invalid type %d", who, (int)type);
+        return NULL;
+    }
+    if (n_dims < 1 || n_dims > MMS_MAX_DIMS || !ne) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: n_dims must be 1..%d, got %d", who, MMS_MAX_DIMS, n_dims);
+        return NULL;
+    }
+    for (i = 0; i < n_dims; i++) {
+        if (ne[i] < 0 || (ne[i] > 0 && total > (INT64_C(1) << 60) / ne[i])) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: dimension %d has invalid size %lld", who, i, (long long)ne[i]);
+            return NULL;
+        }
+        total *= ne[i];
+    }
+    if (ne[0] % mms_blck_size(type) != 0) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: ne[0] = %lld is not a multiple of the %s block size %lld",
+                       who, (long long)ne[0], mms_type_name(type), (long long)mms_blck_size(type));
+        return NULL;
+    }
+    if (view_src && view_src->view_src) {
+        view_offs += view_src->view_offs;
+        view_src = view_src->view_src;
+    }
+
+    obj = (struct mms__tensor_obj *)mms__ctx_alloc(ctx, sizeof *obj, MMS__OBJ_ALIGN);
+    if (!obj) return NULL;
+    memset(obj, 0, sizeof *obj);
+    t = &obj->tensor;
+    t->type = type;
+    t->op = MMS_OP_NONE;
+    for (i = 0; i < MMS_MAX_DIMS; i++) t->ne[i] = i < n_dims ? ne[i] : 1;
+    mms__set_contiguous_strides(t);
+
+    if (view_src) {
+        t->view_src = view_src;
+        t->view_offs = view_offs;
+        if (view_src->data) {
+            t->data = (char *)view_src->data + view_offs;
+            t->buffer = view_src->buffer;
+            t->buffer_uid = view_src->buffer_uid;
+            t->generation = view_src->generation;
+        }
+    } else if (!ctx->no_alloc) {
+        size_t bytes = mms_nbytes(t);
+        t->data = mms__ctx_alloc(ctx, bytes ? bytes : 1, MMS__DATA_ALIGN);
+        if (!t->data) return NULL;   /* the tensor object stays unlinked: harmless */
+    }
+
+    if (ctx->last_tensor) ctx->last_tensor->next = obj;
+    else ctx->first_tensor = obj;
+    ctx->last_tensor = obj;
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_new_tensor(struct mms_context *ctx, enum mms_type type, int n_dims, const int64_t *ne) {
+    return mms__new_tensor_impl(ctx, "mms_new_tensor", type, n_dims, ne, NULL, 0);
+}
+MMS_API struct mms_tensor *mms_new_tensor_1d(struct mms_context *ctx, enum mms_type type, int64_t ne0) {
+    return mms__new_tensor_impl(ctx, "mms_new_tensor_1d", type, 1, &ne0, NULL, 0);
+}
+MMS_API struct mms_tensor *mms_new_tensor_2d(struct mms_context *ctx, enum mms_type type, int64_t ne0, int64_t ne1) {
+    int64_t ne[2];
+    ne[0] = ne0; ne[1] = ne1;
+    return mms__new_tensor_impl(ctx, "mms_new_tensor_2d", type, 2, ne, NULL, 0);
+}
+MMS_API struct mms_tensor *mms_new_tensor_3d(struct mms_context *ctx, enum mms_type type, int64_t ne0, int64_t ne1, int64_t ne2) {
+    int64_t ne[3];
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2;
+    return mms__new_tensor_impl(ctx, "mms_new_tensor_3d", type, 3, ne, NULL, 0);
+}
+MMS_API struct mms_tensor *mms_new_tensor_4d(struct mms_context *ctx, enum mms_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    int64_t ne[4];
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2; ne[3] = ne3;
+    return mms__new_tensor_impl(ctx, "mms_new_tensor_4d", type, 4, ne, NULL, 0);
+}
+
+MMS_API struct mms_tensor *mms_dup_tensor(struct mms_context *ctx, const struct mms_tensor *src) {
+    if (!src) { if (ctx && ctx->status == MMS_OK) mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_dup_tensor: src is NULL"); return NULL; }
+    return mms__new_tensor_impl(ctx, "mms_dup_tensor", src->type, MMS_MAX_DIMS, src->ne, NULL, 0);
+}
+
+MMS_API struct mms_tensor *mms_get_first_tensor(const struct mms_context *ctx) {
+    return ctx && ctx->first_tensor ? &ctx->first_tensor->tensor : NULL;
+}
+MMS_API struct mms_tensor *mms_get_next_tensor(const struct mms_context *ctx, const struct mms_tensor *tensor) {
+    const struct mms__tensor_obj *obj = (const struct mms__tensor_obj *)tensor;
+    MMS__UNUSED(ctx);
+    return obj && obj->next ? &obj->next->tensor : NULL;
+}
+MMS_API struct mms_tensor *mms_get_tensor(const struct mms_context *ctx, const char *name) {
+    struct mms__tensor_obj *obj;
+    if (!ctx || !name) return NULL;
+    for (obj = ctx->first_tensor; obj; obj = obj->next)
+        if (strcmp(obj->tensor.name, name) == 0) return &obj->tensor;
+    return NULL;
+}
+
+/* -- names, flags, op params -- */
+
+MMS_API const char *mms_get_name(const struct mms_tensor *t) { return t ? t->name : ""; }
+MMS_API struct mms_tensor *mms_set_name(struct mms_tensor *t, const char *name) {
+    if (t) snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    return t;
+}
+MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *t, const char *fmt, ...) {
+    va_list ap;
+    if (!t) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    return t;
+}
+
+MMS_API void mms_set_input(struct mms_tensor *t)      { if (t) t->flags |= MMS_TENSOR_FLAG_INPUT; }
+MMS_API void mms_set_output(struct mms_tensor *t)     { if (t) t->flags |= MMS_TENSOR_FLAG_OUTPUT; }
+MMS_API void mms_set_persistent(struct mms_tensor *t) { if (t) t->flags |= MMS_TENSOR_FLAG_PERSISTENT; }
+
+MMS_API int32_t mms_get_op_params_i32(const struct mms_tensor *t, int index) {
+    MMS_ASSERT(index >= 0 && index < (int)(MMS_MAX_OP_PARAMS / sizeof(int32_t)));
+    return t->op_params[index];
+}
+MMS_API float mms_get_op_params_f32(const struct mms_tensor *t, int index) {
+    float f;
+    MMS_ASSERT(index >= 0 && index < (int)(MMS_MAX_OP_PARAMS / sizeof(int32_t)));
+    memcpy(&f, &t->op_params[index], sizeof f);
+    return f;
+}
+static void mms__set_op_param_i32(struct mms_tensor *t, int index, int32_t v) { t->op_params[index] = v; }
+static void mms__set_op_param_f32(struct mms_tensor *t, int index, float v) { memcpy(&t->op_params[index], &v, sizeof v); }
+
+/* -- views -- */
+
+/* Argument checks shared by every op: NULL inputs propagate an earlier failure quietly. */
+static bool mms__args_ok(struct mms_context *ctx, const char *op, struct mms_tensor *a, struct mms_tensor *b) {
+    if (!ctx) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: context is NULL", op); return false; }
+    if (a && b) return true;
+    if (ctx->status == MMS_OK)
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: argument %s is NULL", op, a ? "b" : "a");
+    return false;
+}
+
+/* A view of a with the given shape at byte offset (relative to a); nb gives all four strides, or
+   NULL for contiguous ones. The view must lie inside the memory of a's root. */
+static struct mms_tensor *mms__view_impl(struct mms_context *ctx, const char *who, enum mms_op op, struct mms_tensor *a,
+                                         int n_dims, const int64_t *ne, const size_t *nb, size_t offset) {
+    struct mms_tensor *root = a->view_src ? a->view_src : a;
+    size_t base = (a->view_src ? a->view_offs : 0) + offset;
+    size_t extent, limit = mms_nbytes(root);
+    struct mms_tensor *t;
+    int i;
+
+    t = mms__new_tensor_impl(ctx, who, a->type, n_dims, ne, a, offset);
+    if (!t) return NULL;
+    if (nb) for (i = 0; i < MMS_MAX_DIMS; i++) t->nb[i] = nb[i];
+    extent = mms_nbytes(t);
+    if (extent > 0) {
+        if (base + extent > limit) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: view of %s at offset %zu spans %zu bytes, beyond the %zu bytes of its memory",
+                           who, mms__tensor_desc(a).s, offset, extent, limit > base ? limit - base : 0);
+            return NULL;
+        }
+    }
+    t->op = op;
+    t->src[0] = a;
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_view_tensor(struct mms_context *ctx, struct mms_tensor *src) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_view_tensor", src, src)) return NULL;
+    t = mms__view_impl(ctx, "mms_view_tensor", MMS_OP_VIEW, src, MMS_MAX_DIMS, src->ne, src->nb, 0);
+    if (t) mms_format_name(t, "%.50s (view)", src->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_view_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, size_t offset) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_view_1d", a, a)) return NULL;
+    t = mms__view_impl(ctx, "mms_view_1d", MMS_OP_VIEW, a, 1, &ne0, NULL, offset);
+    if (t) mms_format_name(t, "%.50s (view)", a->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_view_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1,
+                                       size_t nb1, size_t offset) {
+    int64_t ne[2];
+    size_t nb[4];
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_view_2d", a, a)) return NULL;
+    ne[0] = ne0; ne[1] = ne1;
+    nb[0] = mms_type_size(a->type); nb[1] = nb1; nb[2] = nb1 * (size_t)ne1; nb[3] = nb[2];
+    t = mms__view_impl(ctx, "mms_view_2d", MMS_OP_VIEW, a, 2, ne, nb, offset);
+    if (t) mms_format_name(t, "%.50s (view)", a->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_view_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2,
+                                       size_t nb1, size_t nb2, size_t offset) {
+    int64_t ne[3];
+    size_t nb[4];
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_view_3d", a, a)) return NULL;
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2;
+    nb[0] = mms_type_size(a->type); nb[1] = nb1; nb[2] = nb2; nb[3] = nb2 * (size_t)ne2;
+    t = mms__view_impl(ctx, "mms_view_3d", MMS_OP_VIEW, a, 3, ne, nb, offset);
+    if (t) mms_format_name(t, "%.50s (view)", a->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_view_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2,
+                                       int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    int64_t ne[4];
+    size_t nb[4];
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_view_4d", a, a)) return NULL;
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2; ne[3] = ne3;
+    nb[0] = mms_type_size(a->type); nb[1] = nb1; nb[2] = nb2; nb[3] = nb3;
+    t = mms__view_impl(ctx, "mms_view_4d", MMS_OP_VIEW, a, 4, ne, nb, offset);
+    if (t) mms_format_name(t, "%.50s (view)", a->name);
+    return t;
+}
+
+static struct mms_tensor *mms__reshape_impl(struct mms_context *ctx, const char *who, struct mms_tensor *a, int n_dims, const int64_t *ne) {
+    struct mms_tensor *t;
+    int64_t n = 1;
+    char shape[96];
+    int i;
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    for (i = 0; i < n_dims; i++) n *= ne[i];
+    if (!mms_is_contiguous(a)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: %s is not contiguous (use mms_cont first)", who, mms__tensor_desc(a).s);
+        return NULL;
+    }
+    if (n != mms_nelements(a)) {
+        int64_t full[4] = { 1, 1, 1, 1 };
+        for (i = 0; i < n_dims; i++) full[i] = ne[i];
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: cannot reshape %s (%lld elements) to %s (%lld elements)", who,
+                       mms__tensor_desc(a).s, (long long)mms_nelements(a), mms__shape_str(full, shape, sizeof shape), (long long)n);
+        return NULL;
+    }
+    t = mms__view_impl(ctx, who, MMS_OP_RESHAPE, a, n_dims, ne, NULL, 0);
+    if (t) mms_format_name(t, "%.50s (reshaped)", a->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_reshape(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *shape_of) {
+    if (!mms__args_ok(ctx, "mms_reshape", a, shape_of)) return NULL;
+    return mms__reshape_impl(ctx, "mms_reshape", a, MMS_MAX_DIMS, shape_of->ne);
+}
+MMS_API struct mms_tensor *mms_reshape_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0) {
+    return mms__reshape_impl(ctx, "mms_reshape_1d", a, 1, &ne0);
+}
+MMS_API struct mms_tensor *mms_reshape_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1) {
+    int64_t ne[2];
+    ne[0] = ne0; ne[1] = ne1;
+    return mms__reshape_impl(ctx, "mms_reshape_2d", a, 2, ne);
+}
+MMS_API struct mms_tensor *mms_reshape_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2) {
+    int64_t ne[3];
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2;
+    return mms__reshape_impl(ctx, "mms_reshape_3d", a, 3, ne);
+}
+MMS_API struct mms_tensor *mms_reshape_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    int64_t ne[4];
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2; ne[3] = ne3;
+    return mms__reshape_impl(ctx, "mms_reshape_4d", a, 4, ne);
+}
+
+static struct mms_tensor *mms__permute_impl(struct mms_context *ctx, const char *who, enum mms_op op, struct mms_tensor *a,
+                                            int axis0, int axis1, int axis2, int axis3) {
+    int axes[4];
+    int64_t ne[4];
+    size_t nb[4];
+    struct mms_tensor *t;
+    int i, seen = 0;
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    axes[0] = axis0; axes[1] = axis1; axes[2] = axis2; axes[3] = axis3;
+    for (i = 0; i < 4; i++) {
+        if (axes[i] < 0 || axes[i] > 3 || (seen & (1 << axes[i]))) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: axes (%d,%d,%d,%d) are not a permutation of 0..3",
+                           who, axis0, axis1, axis2, axis3);
+            return NULL;
+        }
+        seen |= 1 << axes[i];
+    }
+    for (i = 0; i < 4; i++) {
+        ne[axes[i]] = a->ne[i];
+        nb[axes[i]] = a->nb[i];
+    }
+    t = mms__view_impl(ctx, who, op, a, 4, ne, nb, 0);
+    if (!t) return NULL;
+    for (i = 0; i < 4; i++) mms__set_op_param_i32(t, i, axes[i]);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_permute(struct mms_context *ctx, struct mms_tensor *a, int axis0, int axis1, int axis2, int axis3) {
+    struct mms_tensor *t = mms__permute_impl(ctx, "mms_permute", MMS_OP_PERMUTE, a, axis0, axis1, axis2, axis3);
+    if (t) mms_format_name(t, "%.50s (permuted)", a->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_tensor *a) {
+    struct mms_tensor *t = mms__permute_impl(ctx, "mms_transpose", MMS_OP_TRANSPOSE, a, 1, 0, 2, 3);
+    if (t) mms_format_name(t, "%.50s (transposed)", a->name);
+    return t;
+}
+/* ==== end src/core/tensor.c ==== */
+
+/* ==== begin src/core/ops.c ==== */
+/* >>ops ===========================================================================================
+   Op constructors: check shapes and types, then describe the result. Nothing is computed here.
+   Every error names the op, the offending tensors and their shapes. */
+
+MMS_API const char *mms_op_name(enum mms_op op) {
+    static const char *names[MMS_OP_COUNT] = {
+        "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
+        "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"
+    };
+    return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
+}
+
+MMS_API bool mms_op_is_view(enum mms_op op) {
+    return op == MMS_OP_VIEW || op == MMS_OP_RESHAPE || op == MMS_OP_PERMUTE || op == MMS_OP_TRANSPOSE;
+}
+
+/* A new result tensor of op with up to three sources. */
+static struct mms_tensor *mms__new_op(struct mms_context *ctx, const char *who, enum mms_op op, enum mms_type type,
+                                      int n_dims, const int64_t *ne,
+                                      struct mms_tensor *src0, struct mms_tensor *src1, struct mms_tensor *src2) {
+    struct mms_tensor *t = mms__new_tensor_impl(ctx, who, type, n_dims, ne, NULL, 0);
+    if (!t) return NULL;
+    t->op = op;
+    t->src[0] = src0;
+    t->src[1] = src1;
+    t->src[2] = src2;
+    return t;
+}
+
+static bool mms__require_float(struct mms_context *ctx, const char *who, const char *role, const struct mms_tensor *t) {
+    if (mms__type_is_float(t->type)) return true;
+    mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: %s %s must be f32, f16 or bf16", who, role, mms__tensor_desc(t).s);
+    return false;
+}
+
+static bool mms__require_type(struct mms_context *ctx, const char *who, const char *role, const struct mms_tensor *t,
+                              enum mms_type type) {
+    if (t->type == type) return true;
+    mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: %s %s must be %s", who, role, mms__tensor_desc(t).s, mms_type_name(type));
+    return false;
+}
+
+/* -- element-wise -- */
+
+static struct mms_tensor *mms__binary(struct mms_context *ctx, const char *who, enum mms_op op,
+                                      struct mms_tensor *a, struct mms_tensor *b) {
+    if (!mms__args_ok(ctx, who, a, b)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a) || !mms__require_float(ctx, who, "b", b)) return NULL;
+    if (!mms_can_repeat(b, a)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG,
+                       "%s: cannot broadcast b %s over a %s (each dimension of a must be a multiple of b's)",
+                       who, mms__tensor_desc(b).s, mms__tensor_desc(a).s);
+        return NULL;
+    }
+    return mms__new_op(ctx, who, op, a->type, MMS_MAX_DIMS, a->ne, a, b, NULL);
+}
+
+MMS_API struct mms_tensor *mms_add(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) { return mms__binary(ctx, "mms_add", MMS_OP_ADD, a, b); }
+MMS_API struct mms_tensor *mms_sub(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) { return mms__binary(ctx, "mms_sub", MMS_OP_SUB, a, b); }
+MMS_API struct mms_tensor *mms_mul(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) { return mms__binary(ctx, "mms_mul", MMS_OP_MUL, a, b); }
+MMS_API struct mms_tensor *mms_div(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) { return mms__binary(ctx, "mms_div", MMS_OP_DIV, a, b); }
+
+static struct mms_tensor *mms__unary(struct mms_context *ctx, const char *who, enum mms_op op, struct mms_tensor *a) {
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a)) return NULL;
+    return mms__new_op(ctx, who, op, a->type, MMS_MAX_DIMS, a->ne, a, NULL, NULL);
+}
+
+MMS_API struct mms_tensor *mms_sqr(struct mms_context *ctx, struct mms_tensor *a)       { return mms__unary(ctx, "mms_sqr", MMS_OP_SQR, a); }
+MMS_API struct mms_tensor *mms_sqrt(struct mms_context *ctx, struct mms_tensor *a)      { return mms__unary(ctx, "mms_sqrt", MMS_OP_SQRT, a); }
+MMS_API struct mms_tensor *mms_exp(struct mms_context *ctx, struct mms_tensor *a)       { return mms__unary(ctx, "mms_exp", MMS_OP_EXP, a); }
+MMS_API struct mms_tensor *mms_tanh(struct mms_context *ctx, struct mms_tensor *a)      { return mms__unary(ctx, "mms_tanh", MMS_OP_TANH, a); }
+MMS_API struct mms_tensor *mms_silu(struct mms_context *ctx, struct mms_tensor *a)      { return mms__unary(ctx, "mms_silu", MMS_OP_SILU, a); }
+MMS_API struct mms_tensor *mms_gelu(struct mms_context *ctx, struct mms_tensor *a)      { return mms__unary(ctx, "mms_gelu", MMS_OP_GELU, a); }
+MMS_API struct mms_tensor *mms_gelu_tanh(struct mms_context *ctx, struct mms_tensor *a) { return mms__unary(ctx, "mms_gelu_tanh", MMS_OP_GELU_TANH, a); }
+
+MMS_API struct mms_tensor *mms_scale(struct mms_context *ctx, struct mms_tensor *a, float s) {
+    struct mms_tensor *t = mms__unary(ctx, "mms_scale", MMS_OP_SCALE, a);
+    if (t) mms__set_op_param_f32(t, 0, s);
+    return t;
+}
+
+/* -- reductions and norms -- */
+
+MMS_API struct mms_tensor *mms_sum_rows(struct mms_context *ctx, struct mms_tensor *a) {
+    int64_t ne[4];
+    if (!mms__args_ok(ctx, "mms_sum_rows", a, a)) return NULL;
+    if (!mms__require_float(ctx, "mms_sum_rows", "a", a)) return NULL;
+    ne[0] = 1; ne[1] = a->ne[1]; ne[2] = a->ne[2]; ne[3] = a->ne[3];
+    return mms__new_op(ctx, "mms_sum_rows", MMS_OP_SUM_ROWS, MMS_TYPE_F32, 4, ne, a, NULL, NULL);
+}
+
+MMS_API struct mms_tensor *mms_argmax(struct mms_context *ctx, struct mms_tensor *a) {
+    int64_t ne[3];
+    if (!mms__args_ok(ctx, "mms_argmax", a, a)) return NULL;
+    if (!mms__require_float(ctx, "mms_argmax", "a", a)) return NULL;
+    if (a->ne[0] < 1 || a->ne[0] > INT32_MAX) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_argmax: rows of %s must have 1..2^31-1 elements", mms__tensor_desc(a).s);
+        return NULL;
+    }
+    ne[0] = a->ne[1]; ne[1] = a->ne[2]; ne[2] = a->ne[3];
+    return mms__new_op(ctx, "mms_argmax", MMS_OP_ARGMAX, MMS_TYPE_I32, 3, ne, a, NULL, NULL);
+}
+
+static struct mms_tensor *mms__norm_impl(struct mms_context *ctx, const char *who, enum mms_op op, struct mms_tensor *a, float eps) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a)) return NULL;
+    if (!(eps >= 0.0f)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: eps must be >= 0, got %g", who, (double)eps);
+        return NULL;
+    }
+    t = mms__new_op(ctx, who, op, a->type, MMS_MAX_DIMS, a->ne, a, NULL, NULL);
+    if (t) mms__set_op_param_f32(t, 0, eps);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_norm(struct mms_context *ctx, struct mms_tensor *a, float eps)     { return mms__norm_impl(ctx, "mms_norm", MMS_OP_NORM, a, eps); }
+MMS_API struct mms_tensor *mms_rms_norm(struct mms_context *ctx, struct mms_tensor *a, float eps) { return mms__norm_impl(ctx, "mms_rms_norm", MMS_OP_RMS_NORM, a, eps); }
+
+/* -- matrix product -- */
+
+MMS_API struct mms_tensor *mms_mul_mat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
+    int64_t ne[4];
+    if (!mms__args_ok(ctx, "mms_mul_mat", a, b)) return NULL;
+    if (!mms__require_float(ctx, "mms_mul_mat", "a", a) || !mms__require_float(ctx, "mms_mul_mat", "b", b)) return NULL;
+    if (a->ne[0] != b->ne[0] || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG,
+                       "mms_mul_mat: a %s and b %s do not fit (need a.ne[0] == b.ne[0] and b.ne[2], b.ne[3] multiples of a's)",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    ne[0] = a->ne[1]; ne[1] = b->ne[1]; ne[2] = b->ne[2]; ne[3] = b->ne[3];
+    return mms__new_op(ctx, "mms_mul_mat", MMS_OP_MUL_MAT, MMS_TYPE_F32, 4, ne, a, b, NULL);
+}
+
+/* -- softmax -- */
+
+/* The mask shape rule shared by soft_max_ext and flash_attn_ext. */
+static bool mms__check_mask(struct mms_context *ctx, const char *who, const struct mms_tensor *mask,
+                            int64_t n_kv, int64_t n_rows, int64_t n2, int64_t n3) {
+    if (mask->type != MMS_TYPE_F32 && mask->type != MMS_TYPE_F16) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask %s must be f32 or f16", who, mms__tensor_desc(mask).s);
+        return false;
+    }
+    if (mask->ne[0] != n_kv || mask->ne[1] < n_rows || n2 % mask->ne[2] != 0 || n3 % mask->ne[3] != 0) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG,
+                       "%s: mask %s does not fit scores [%lld,%lld,%lld,%lld] (need ne[0] == %lld, ne[1] >= %lld, "
+                       "ne[2] and ne[3] dividing %lld and %lld)", who, mms__tensor_desc(mask).s,
+                       (long long)n_kv, (long long)n_rows, (long long)n2, (long long)n3,
+                       (long long)n_kv, (long long)n_rows, (long long)n2, (long long)n3);
+        return false;
+    }
+    return true;
+}
+
+MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask,
+                                            float scale, float max_bias) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_soft_max_ext", a, a)) return NULL;
+    if (!mms__require_float(ctx, "mms_soft_max_ext", "a", a)) return NULL;
+    if (mask && !mms__check_mask(ctx, "mms_soft_max_ext", mask, a->ne[0], a->ne[1], a->ne[2], a->ne[3])) return NULL;
+    if (max_bias != 0.0f) {
+        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "mms_soft_max_ext: max_bias %g (ALiBi) is not implemented; pass 0", (double)max_bias);
+        return NULL;
+    }
+    t = mms__new_op(ctx, "mms_soft_max_ext", MMS_OP_SOFT_MAX, a->type, MMS_MAX_DIMS, a->ne, a, mask, NULL);
+    if (!t) return NULL;
+    mms__set_op_param_f32(t, 0, scale);
+    mms__set_op_param_f32(t, 1, max_bias);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_soft_max(struct mms_context *ctx, struct mms_tensor *a) {
+    return mms_soft_max_ext(ctx, a, NULL, 1.0f, 0.0f);
+}
+
+/* -- rope -- */
+
+MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *pos,
+                                        struct mms_tensor *freq_factors, int n_dims, int mode, int n_ctx_orig,
+                                        float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                                        float beta_fast, float beta_slow) {
+    const char *who = "mms_rope_ext";
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, pos)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a) || !mms__require_type(ctx, who, "positions", pos, MMS_TYPE_I32)) return NULL;
+    if (mode != MMS_ROPE_TYPE_NORMAL && mode != MMS_ROPE_TYPE_NEOX) {
+        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: mode %d is not supported (MMS_ROPE_TYPE_NORMAL or MMS_ROPE_TYPE_NEOX)", who, mode);
+        return NULL;
+    }
+    if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: n_dims %d must be even and in 2..%lld for a %s",
+                       who, n_dims, (long long)a->ne[0], mms__tensor_desc(a).s);
+        return NULL;
+    }
+    if (mms_n_dims(pos) != 1 || pos->ne[0] != a->ne[2]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: positions %s must be 1-D with one entry per token of a %s (ne[2])",
+                       who, mms__tensor_desc(pos).s, mms__tensor_desc(a).s);
+        return NULL;
+    }
+    if (freq_factors && (!mms__require_type(ctx, who, "freq_factors", freq_factors, MMS_TYPE_F32) ||
+                         mms_nelements(freq_factors) < n_dims / 2)) {
+        if (ctx->status == MMS_OK)
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: freq_factors %s needs at least n_dims/2 = %d entries",
+                           who, mms__tensor_desc(freq_factors).s, n_dims / 2);
+        return NULL;
+    }
+    if (ext_factor != 0.0f) {
+        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: ext_factor %g (YaRN) is not implemented; pass 0", who, (double)ext_factor);
+        return NULL;
+    }
+    if (!(freq_base > 0.0f) || !(freq_scale > 0.0f)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: freq_base %g and freq_scale %g must be > 0", who, (double)freq_base, (double)freq_scale);
+        return NULL;
+    }
+    t = mms__new_op(ctx, who, MMS_OP_ROPE, a->type, MMS_MAX_DIMS, a->ne, a, pos, freq_factors);
+    if (!t) return NULL;
+    mms__set_op_param_i32(t, 0, n_dims);
+    mms__set_op_param_i32(t, 1, mode);
+    mms__set_op_param_i32(t, 2, n_ctx_orig);
+    mms__set_op_param_f32(t, 3, freq_base);
+    mms__set_op_param_f32(t, 4, freq_scale);
+    mms__set_op_param_f32(t, 5, ext_factor);
+    mms__set_op_param_f32(t, 6, attn_factor);
+    mms__set_op_param_f32(t, 7, beta_fast);
+    mms__set_op_param_f32(t, 8, beta_slow);
+    return t;
+}
+
+/* -- layout -- */
+
+MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim) {
+    int64_t ne[4];
+    struct mms_tensor *t;
+    int i;
+    if (!mms__args_ok(ctx, "mms_concat", a, b)) return NULL;
+    if (dim < 0 || dim >= MMS_MAX_DIMS) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_concat: dim %d is not in 0..3", dim);
+        return NULL;
+    }
+    if (a->type != b->type) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_concat: a %s and b %s have different types", mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    for (i = 0; i < MMS_MAX_DIMS; i++) {
+        if (i != dim && a->ne[i] != b->ne[i]) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_concat: a %s and b %s differ in dimension %d (only dim %d may differ)",
+                           mms__tensor_desc(a).s, mms__tensor_desc(b).s, i, dim);
+            return NULL;
+        }
+        ne[i] = a->ne[i] + (i == dim ? b->ne[i] : 0);
+    }
+    t = mms__new_op(ctx, "mms_concat", MMS_OP_CONCAT, a->type, 4, ne, a, b, NULL);
+    if (t) mms__set_op_param_i32(t, 0, dim);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3) {
+    int64_t ne[4];
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_pad", a, a)) return NULL;
+    if (!mms__require_float(ctx, "mms_pad", "a", a)) return NULL;
+    if (p0 < 0 || p1 < 0 || p2 < 0 || p3 < 0) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_pad: padding (%d,%d,%d,%d) must not be negative", p0, p1, p2, p3);
+        return NULL;
+    }
+    ne[0] = a->ne[0] + p0; ne[1] = a->ne[1] + p1; ne[2] = a->ne[2] + p2; ne[3] = a->ne[3] + p3;
+    t = mms__new_op(ctx, "mms_pad", MMS_OP_PAD, a->type, 4, ne, a, NULL, NULL);
+    if (!t) return NULL;
+    mms__set_op_param_i32(t, 0, p0);
+    mms__set_op_param_i32(t, 1, p1);
+    mms__set_op_param_i32(t, 2, p2);
+    mms__set_op_param_i32(t, 3, p3);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
+    int64_t ne[4];
+    if (!mms__args_ok(ctx, "mms_get_rows", a, b)) return NULL;
+    if (!mms__require_type(ctx, "mms_get_rows", "indices", b, MMS_TYPE_I32)) return NULL;
+    if (!mms__type_is_float(a->type) && a->type != MMS_TYPE_I32) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_get_rows: a %s has an unsupported type", mms__tensor_desc(a).s);
+        return NULL;
+    }
+    if (b->ne[3] != 1 || b->ne[1] != a->ne[2] || b->ne[2] != a->ne[3]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_get_rows: indices %s do not fit a %s (need [n, a.ne[2], a.ne[3]])",
+                       mms__tensor_desc(b).s, mms__tensor_desc(a).s);
+        return NULL;
+    }
+    ne[0] = a->ne[0]; ne[1] = b->ne[0]; ne[2] = b->ne[1]; ne[3] = b->ne[2];
+    return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
+}
+
+/* -- copies -- */
+
+MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_cpy", a, b)) return NULL;
+    if (mms_nelements(a) != mms_nelements(b)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: a %s and b %s have different numbers of elements",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    if (!(mms__type_is_float(a->type) && mms__type_is_float(b->type)) && a->type != b->type) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: cannot convert a %s to the type of b %s",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    /* the result shares b's memory: writing it is the copy */
+    t = mms__new_tensor_impl(ctx, "mms_cpy", b->type, MMS_MAX_DIMS, b->ne, b, 0);
+    if (!t) return NULL;
+    memcpy(t->nb, b->nb, sizeof t->nb);
+    t->op = MMS_OP_CPY;
+    t->src[0] = a;
+    t->src[1] = b;
+    mms_format_name(t, "%.50s (copy)", b->name);
+    return t;
+}
+
+static struct mms_tensor *mms__cont_impl(struct mms_context *ctx, const char *who, enum mms_op op, struct mms_tensor *a,
+                                         int n_dims, const int64_t *ne) {
+    struct mms_tensor *t;
+    int64_t n = 1;
+    int i;
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    for (i = 0; i < n_dims; i++) n *= ne[i];
+    if (n != mms_nelements(a)) {
+        char shape[96];
+        int64_t full[4] = { 1, 1, 1, 1 };
+        for (i = 0; i < n_dims; i++) full[i] = ne[i];
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: %s has %lld elements, the shape %s has %lld", who, mms__tensor_desc(a).s,
+                       (long long)mms_nelements(a), mms__shape_str(full, shape, sizeof shape), (long long)n);
+        return NULL;
+    }
+    t = mms__new_op(ctx, who, op, a->type, n_dims, ne, a, NULL, NULL);
+    if (t) mms_format_name(t, "%.50s (cont)", a->name);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a) {
+    if (!mms__args_ok(ctx, "mms_dup", a, a)) return NULL;
+    return mms__cont_impl(ctx, "mms_dup", MMS_OP_DUP, a, 4, a->ne);
+}
+MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a) {
+    if (!mms__args_ok(ctx, "mms_cont", a, a)) return NULL;
+    return mms__cont_impl(ctx, "mms_cont", MMS_OP_CONT, a, 4, a->ne);
+}
+MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1) {
+    int64_t ne[2];
+    ne[0] = ne0; ne[1] = ne1;
+    return mms__cont_impl(ctx, "mms_cont_2d", MMS_OP_CONT, a, 2, ne);
+}
+MMS_API struct mms_tensor *mms_cont_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2) {
+    int64_t ne[3];
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2;
+    return mms__cont_impl(ctx, "mms_cont_3d", MMS_OP_CONT, a, 3, ne);
+}
+MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    int64_t ne[4];
+    ne[0] = ne0; ne[1] = ne1; ne[2] = ne2; ne[3] = ne3;
+    return mms__cont_impl(ctx, "mms_cont_4d", MMS_OP_CONT, a, 4, ne);
+}
+
+/* -- convolution -- */
+
+static int64_t mms__conv_out_size(int64_t in, int64_t k, int s, int p, int d) {
+    return (in + 2 * (int64_t)p - (int64_t)d * (k - 1) - 1) / s + 1;
+}
+
+MMS_API struct mms_tensor *mms_im2col(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b,
+                                      int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum mms_type dst_type) {
+    const char *who = "mms_im2col";
+    int64_t ne[4];
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, b)) return NULL;
+    if (!mms__require_float(ctx, who, "input", b)) return NULL;
+    if (dst_type != MMS_TYPE_F32 && dst_type != MMS_TYPE_F16) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: dst_type must be f32 or f16, got %s", who, mms_type_name(dst_type));
+        return NULL;
+    }
+    if (s0 < 1 || s1 < 1 || d0 < 1 || d1 < 1 || p0 < 0 || p1 < 0) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: strides and dilations must be >= 1 and paddings >= 0 "
+                       "(got s %d,%d p %d,%d d %d,%d)", who, s0, s1, p0, p1, d0, d1);
+        return NULL;
+    }
+    if (is_2D) {
+        int64_t ow = mms__conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+        int64_t oh = mms__conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
+        if (a->ne[2] != b->ne[2] || ow < 1 || oh < 1) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: kernel %s [KW,KH,IC,OC] does not fit input %s [W,H,IC,N] "
+                           "(channels must match and the output must not be empty)", who, mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+            return NULL;
+        }
+        ne[0] = a->ne[2] * a->ne[1] * a->ne[0]; ne[1] = ow; ne[2] = oh; ne[3] = b->ne[3];
+    } else {
+        int64_t ow = mms__conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+        if (a->ne[1] != b->ne[1] || ow < 1 || b->ne[3] != 1) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: kernel %s [KW,IC,OC] does not fit input %s [W,IC,N] "
+                           "(channels must match and the output must not be empty)", who, mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+            return NULL;
+        }
+        ne[0] = a->ne[1] * a->ne[0]; ne[1] = ow; ne[2] = b->ne[2]; ne[3] = 1;
+    }
+    t = mms__new_op(ctx, who, MMS_OP_IM2COL, dst_type, 4, ne, a, b, NULL);
+    if (!t) return NULL;
+    mms__set_op_param_i32(t, 0, s0);
+    mms__set_op_param_i32(t, 1, s1);
+    mms__set_op_param_i32(t, 2, p0);
+    mms__set_op_param_i32(t, 3, p1);
+    mms__set_op_param_i32(t, 4, d0);
+    mms__set_op_param_i32(t, 5, d1);
+    mms__set_op_param_i32(t, 6, is_2D ? 1 : 0);
+    return t;
+}
+
+MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b,
+                                       int s0, int s1, int p0, int p1, int d0, int d1) {
+    struct mms_tensor *cols, *kernel, *prod;
+    if (!mms__args_ok(ctx, "mms_conv_2d", a, b)) return NULL;
+    if (!mms__require_float(ctx, "mms_conv_2d", "kernel", a)) return NULL;
+    cols = mms_im2col(ctx, a, b, s0, s1, p0, p1, d0, d1, true, MMS_TYPE_F32);        /* [K, OW, OH, N] */
+    if (!cols) return NULL;
+    kernel = mms_is_contiguous(a) ? a : mms_cont(ctx, a);
+    cols = mms_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2] * cols->ne[3]);
+    kernel = mms_reshape_2d(ctx, kernel, a->ne[0] * a->ne[1] * a->ne[2], a->ne[3]);  /* [K, OC] */
+    prod = mms_mul_mat(ctx, cols, kernel);                                           /* [OW*OH*N, OC] */
+    if (!prod) return NULL;
+    prod = mms_reshape_4d(ctx, prod, mms__conv_out_size(b->ne[0], a->ne[0], s0, p0, d0),
+                          mms__conv_out_size(b->ne[1], a->ne[1], s1, p1, d1), b->ne[3], a->ne[3]);
+    return mms_cont(ctx, mms_permute(ctx, prod, 0, 1, 3, 2));                         /* [OW, OH, OC, N] */
+}
+
+/* -- attention -- */
+
+MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                              struct mms_tensor *v, struct mms_tensor *mask,
+                                              float scale, float max_bias, float logit_softcap) {
+    const char *who = "mms_flash_attn_ext";
+    int64_t ne[4];
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, q, k)) return NULL;
+    if (!v) {
+        if (ctx->status == MMS_OK) mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: argument v is NULL", who);
+        return NULL;
+    }
+    if (!mms__require_float(ctx, who, "q", q) || !mms__require_float(ctx, who, "k", k) || !mms__require_float(ctx, who, "v", v)) return NULL;
+    if (k->type != v->type) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: k %s and v %s must have the same type", who, mms__tensor_desc(k).s, mms__tensor_desc(v).s);
+        return NULL;
+    }
+    if (q->ne[0] != k->ne[0] || k->ne[1] != v->ne[1] || k->ne[2] != v->ne[2] || q->ne[2] % k->ne[2] != 0 ||
+        q->ne[3] != k->ne[3] || v->ne[3] != k->ne[3]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: q %s, k %s and v %s do not fit (q [D,n_q,H,B], k [D,n_kv,Hkv,B], "
+                       "v [Dv,n_kv,Hkv,B] with H a multiple of Hkv)", who, mms__tensor_desc(q).s, mms__tensor_desc(k).s, mms__tensor_desc(v).s);
+        return NULL;
+    }
+    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], q->ne[1], q->ne[2], q->ne[3])) return NULL;
+    if (max_bias != 0.0f) {
+        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
+        return NULL;
+    }
+    if (!(logit_softcap >= 0.0f)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: logit_softcap must be >= 0, got %g", who, (double)logit_softcap);
+        return NULL;
+    }
+    ne[0] = v->ne[0]; ne[1] = q->ne[2]; ne[2] = q->ne[1]; ne[3] = q->ne[3];
+    t = mms__new_op(ctx, who, MMS_OP_FLASH_ATTN_EXT, MMS_TYPE_F32, 4, ne, q, k, v);
+    if (!t) return NULL;
+    t->src[3] = mask;
+    mms__set_op_param_f32(t, 0, scale);
+    mms__set_op_param_f32(t, 1, max_bias);
+    mms__set_op_param_f32(t, 2, logit_softcap);
+    return t;
+}
+/* ==== end src/core/ops.c ==== */
+
+/* ==== begin src/core/graph.c ==== */
+/* >>graph =========================================================================================
+   Graphs: the nodes needed for some outputs in execution order (depth first, sources in order),
+   and the leafs they read. Arrays grow; the graph is freed with its context. */
+
+struct mms_cgraph {
+    struct mms_context *ctx;
+    struct mms_cgraph  *next_in_ctx;
+    uint64_t            id;
+
+    struct mms_tensor **nodes;
+    int                 n_nodes, cap_nodes;
+    struct mms_tensor **leafs;
+    int                 n_leafs, cap_leafs;
+    struct mms__ptrmap  visited;     /* every tensor already in nodes or leafs */
+
+    enum mms_status     status;
+    char                error[MMS__ERROR_MAX];
+};
+
+static volatile uint64_t mms__graph_id_counter = 0;
+
+static void mms__graph_release(struct mms_cgraph *g) {
+    MMS_FREE(g->nodes);
+    MMS_FREE(g->leafs);
+    mms__ptrmap_free(&g->visited);
+    g->nodes = g->leafs = NULL;
+    g->n_nodes = g->cap_nodes = g->n_leafs = g->cap_leafs = 0;
+}
+
+static void mms__graph_release_all(struct mms_context *ctx) {
+    struct mms_cgraph *g;
+    for (g = ctx->graphs; g; g = g->next_in_ctx) mms__graph_release(g);
+    ctx->graphs = NULL;
+}
+
+MMS_API size_t mms_graph_overhead(void) { return sizeof(struct mms_cgraph) + MMS__OBJ_ALIGN; }
+
+MMS_API struct mms_cgraph *mms_new_graph(struct mms_context *ctx) {
+    struct mms_cgraph *g;
+    if (!ctx) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_new_graph: context is NULL"); return NULL; }
+    g = (struct mms_cgraph *)mms__ctx_alloc(ctx, sizeof *g, MMS__OBJ_ALIGN);
+    if (!g) return NULL;
+    memset(g, 0, sizeof *g);
+    g->ctx = ctx;
+    g->id = mms__atomic_next_u64(&mms__graph_id_counter);
+    g->next_in_ctx = ctx->graphs;
+    ctx->graphs = g;
+    return g;
+}
+
+static void mms__graph_fail(struct mms_cgraph *g, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
+static void mms__graph_fail(struct mms_cgraph *g, enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__set_errorv(status, fmt, ap);
+    va_end(ap);
+    if (g->status == MMS_OK) {
+        g->status = status;
+        snprintf(g->error, sizeof g->error, "%s", mms__last_message);
+    }
+}
+
+static bool mms__push_tensor(struct mms_tensor ***arr, int *n, int *cap, struct mms_tensor *t) {
+    if (*n == *cap) {
+        int new_cap = *cap ? *cap * 2 : 64;
+        struct mms_tensor **p = (struct mms_tensor **)MMS_REALLOC(*arr, (size_t)new_cap * sizeof *p);
+        if (!p) return false;
+        *arr = p;
+        *cap = new_cap;
+    }
+    (*arr)[(*n)++] = t;
+    return true;
+}
+
+struct mms__visit { struct mms_tensor *t; int next_src; };
+
+MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *tensor) {
+    struct mms__visit *stack = NULL;
+    int depth = 0, cap = 0;
+    bool oom = false;
+
+    if (!g) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_build_forward_expand: graph is NULL"); return; }
+    if (!tensor) {
+        mms__graph_fail(g, MMS_ERR_INVALID_ARG, "mms_build_forward_expand: tensor is NULL%s%s",
+                        g->ctx->status != MMS_OK ? "; an op before failed: " : "", g->ctx->status != MMS_OK ? g->ctx->error : "");
+        return;
+    }
+    if (mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)tensor, NULL)) return;
+
+    /* iterative depth-first post-order: deep chains cannot overflow the C stack */
+    #define MMS__VISIT_PUSH(x) do {                                                                 \
+        if (depth == cap) {                                                                         \
+            int nc = cap ? cap * 2 : 64;                                                            \
+            struct mms__visit *ns = (struct mms__visit *)MMS_REALLOC(stack, (size_t)nc * sizeof *ns); \
+            if (!ns) { oom = true; break; }                                                         \
+            stack = ns; cap = nc;                                                                   \
+        }                                                                                           \
+        if (!mms__ptrmap_put(&g->visited, (uint64_t)(uintptr_t)(x), (void *)1)) { oom = true; break; } \
+        stack[depth].t = (x); stack[depth].next_src = 0; depth++;                                   \
+    } while (0)
+
+    MMS__VISIT_PUSH(tensor);
+    while (depth > 0 && !oom) {
+        struct mms__visit *top = &stack[depth - 1];
+        if (top->next_src < MMS_MAX_SRC) {
+            struct mms_tensor *s = top->t->src[top->next_src++];
+            if (s && !mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)s, NULL)) MMS__VISIT_PUSH(s);
+            continue;
+        }
+        {
+            struct mms_tensor *t = top->t;
+            bool leaf = t->op == MMS_OP_NONE;
+            depth--;
+            if (!(leaf ? mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, t)
+                       : mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, t))) oom = true;
+        }
+    }
+    #undef MMS__VISIT_PUSH
+    MMS_FREE(stack);
+    if (oom) mms__graph_fail(g, MMS_ERR_OOM, "mms_build_forward_expand: out of host memory growing the graph");
+}
+
+MMS_API int mms_graph_n_nodes(const struct mms_cgraph *g) { return g ? g->n_nodes : 0; }
+MMS_API int mms_graph_n_leafs(const struct mms_cgraph *g) { return g ? g->n_leafs : 0; }
+
+MMS_API struct mms_tensor *mms_graph_node(const struct mms_cgraph *g, int i) {
+    if (!g) return NULL;
+    if (i < 0) i += g->n_nodes;
+    return (i >= 0 && i < g->n_nodes) ? g->nodes[i] : NULL;
+}
+
+MMS_API struct mms_tensor *mms_graph_leaf(const struct mms_cgraph *g, int i) {
+    if (!g) return NULL;
+    if (i < 0) i += g->n_leafs;
+    return (i >= 0 && i < g->n_leafs) ? g->leafs[i] : NULL;
+}
+
+MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *g, const char *name) {
+    int i;
+    if (!g || !name) return NULL;
+    for (i = 0; i < g->n_nodes; i++) if (strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
+    for (i = 0; i < g->n_leafs; i++) if (strcmp(g->leafs[i]->name, name) == 0) return g->leafs[i];
+    return NULL;
+}
+
+MMS_API uint64_t        mms_graph_id(const struct mms_cgraph *g)     { return g ? g->id : 0; }
+MMS_API enum mms_status mms_graph_status(const struct mms_cgraph *g) { return g ? g->status : MMS_ERR_INVALID_ARG; }
+MMS_API const char     *mms_graph_error(const struct mms_cgraph *g)  { return g ? g->error : "no graph"; }
+
+static const char *mms__flags_str(int32_t flags, char *buf) {
+    buf[0] = flags & MMS_TENSOR_FLAG_INPUT ? 'i' : '-';
+    buf[1] = flags & MMS_TENSOR_FLAG_OUTPUT ? 'o' : '-';
+    buf[2] = flags & MMS_TENSOR_FLAG_PERSISTENT ? 'p' : '-';
+    buf[3] = '\0';
+    return buf;
+}
+
+/* Position of t in the graph, as "N12" or "L3", or "?" if absent (for printing sources). */
+static void mms__graph_ref(const struct mms_cgraph *g, const struct mms_tensor *t, char *buf, size_t size) {
+    int i;
+    for (i = 0; i < g->n_nodes; i++) if (g->nodes[i] == t) { snprintf(buf, size, "N%d", i); return; }
+    for (i = 0; i < g->n_leafs; i++) if (g->leafs[i] == t) { snprintf(buf, size, "L%d", i); return; }
+    snprintf(buf, size, "?");
+}
+
+MMS_API void mms_graph_print(const struct mms_cgraph *g, FILE *out) {
+    char shape[96], flags[4], ref[32];
+    int i, j;
+    if (!out) out = stdout;
+    if (!g) { fprintf(out, "(no graph)\n"); return; }
+    fprintf(out, "graph %llu: %d nodes, %d leafs%s%s\n", (unsigned long long)g->id, g->n_nodes, g->n_leafs,
+            g->status != MMS_OK ? ", build failed: " : "", g->status != MMS_OK ? g->error : "");
+    fprintf(out, "  %-6s %-15s %-5s %-28s %-3s %-20s %s\n", "id", "op", "type", "ne", "fl", "sources", "name");
+    for (i = 0; i < g->n_nodes; i++) {
+        const struct mms_tensor *t = g->nodes[i];
+        char srcs[128] = "";
+        size_t len = 0;
+        for (j = 0; j < MMS_MAX_SRC; j++) {
+            if (!t->src[j]) continue;
+            mms__graph_ref(g, t->src[j], ref, sizeof ref);
+            len += (size_t)snprintf(srcs + len, len < sizeof srcs ? sizeof srcs - len : 0, "%s%s", len ? "," : "", ref);
+            if (len >= sizeof srcs) break;
+        }
+        fprintf(out, "  N%-5d %-15s %-5s %-28s %-3s %-20s %s\n", i, mms_op_name(t->op), mms_type_name(t->type),
+                mms__shape_str(t->ne, shape, sizeof shape), mms__flags_str(t->flags, flags), srcs, t->name);
+    }
+    for (i = 0; i < g->n_leafs; i++) {
+        const struct mms_tensor *t = g->leafs[i];
+        fprintf(out, "  L%-5d %-15s %-5s %-28s %-3s %-20s %s\n", i, "LEAF", mms_type_name(t->type),
+                mms__shape_str(t->ne, shape, sizeof shape), mms__flags_str(t->flags, flags), "", t->name);
+    }
+}
+
+/* Names go into quoted dot labels: keep them printable and free of quotes and backslashes. */
+static void mms__dot_escape(const char *in, char *out, size_t size) {
+    size_t i = 0;
+    for (; *in && i + 1 < size; in++) out[i++] = (*in == '"' || *in == '\\' || (unsigned char)*in < 32) ? '_' : *in;
+    out[i] = '\0';
+}
+
+MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const char *path) {
+    FILE *f;
+    char shape[96], name[MMS_MAX_NAME];
+    int i, j;
+    if (!g || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_graph_dump_dot: graph and path are required");
+    f = fopen(path, "w");
+    if (!f) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: cannot write '%s'", path);
+    fprintf(f, "digraph mmsched {\n  rankdir = TB;\n  node [fontname = \"monospace\", fontsize = 10];\n");
+    for (i = 0; i < g->n_leafs; i++) {
+        const struct mms_tensor *t = g->leafs[i];
+        mms__dot_escape(t->name, name, sizeof name);
+        fprintf(f, "  t%p [shape = box, style = filled, fillcolor = \"%s\", label = \"%s\\n%s %s\"];\n", (const void *)t,
+                t->flags & MMS_TENSOR_FLAG_INPUT ? "#b3d9ff" : "#eeeeee", name[0] ? name : "(leaf)",
+                mms_type_name(t->type), mms__shape_str(t->ne, shape, sizeof shape));
+    }
+    for (i = 0; i < g->n_nodes; i++) {
+        const struct mms_tensor *t = g->nodes[i];
+        const char *fill = t->flags & MMS_TENSOR_FLAG_OUTPUT ? "#ffd59e" : mms_op_is_view(t->op) ? "#ffffff" : "#d5f5d5";
+        mms__dot_escape(t->name, name, sizeof name);
+        fprintf(f, "  t%p [shape = %s, style = \"filled%s\", fillcolor = \"%s\", label = \"N%d %s\\n%s\\n%s %s\"];\n",
+                (const void *)t, mms_op_is_view(t->op) ? "ellipse" : "box", mms_op_is_view(t->op) ? ",dashed" : "", fill,
+                i, mms_op_name(t->op), name, mms_type_name(t->type), mms__shape_str(t->ne, shape, sizeof shape));
+        for (j = 0; j < MMS_MAX_SRC; j++)
+            if (t->src[j]) fprintf(f, "  t%p -> t%p [label = \"%d\"];\n", (const void *)t->src[j], (const void *)t, j);
+    }
+    fprintf(f, "}\n");
+    if (fclose(f) != 0) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: error writing '%s'", path);
+    return MMS_OK;
+}
+/* ==== end src/core/graph.c ==== */
+
+/* ==== begin src/backend/buffer.c ==== */
+/* >>buffer ========================================================================================
+   Buffer types and buffers, the registry of live buffers, tensor placement and data access.
+   Every buffer gets a process-unique uid; a tensor placed in it keeps the uid and the buffer's
+   generation, so a freed buffer or memory handed out again is detected, not silently reused. */
+
+static volatile uint64_t  mms__buffer_uid_counter = 0;
+static struct mms__ptrmap mms__live_buffers;   /* uid -> buffer, under the global lock */
+
+static mms_backend_buffer_t mms__live_buffer(uint64_t uid) {
+    mms_backend_buffer_t b;
+    mms__global_lock();
+    b = (mms_backend_buffer_t)mms__ptrmap_get(&mms__live_buffers, uid, NULL);
+    mms__global_unlock();
+    return b;
+}
+
+/* -- buffer types -- */
+
+MMS_API const char *mms_backend_buft_name(mms_backend_buffer_type_t buft) { return buft ? buft->iface.get_name(buft) : "(none)"; }
+
+MMS_API mms_backend_buffer_t mms_backend_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size) {
+    if (!buft) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_buft_alloc_buffer: buffer type is NULL"); return NULL; }
+    return buft->iface.alloc_buffer(buft, size);
+}
+MMS_API size_t mms_backend_buft_get_alignment(mms_backend_buffer_type_t buft) { return buft->iface.get_alignment(buft); }
+MMS_API size_t mms_backend_buft_get_max_size(mms_backend_buffer_type_t buft) {
+    return buft->iface.get_max_size ? buft->iface.get_max_size(buft) : SIZE_MAX;
+}
+MMS_API size_t mms_backend_buft_get_alloc_size(mms_backend_buffer_type_t buft, const struct mms_tensor *t) {
+    return buft->iface.get_alloc_size ? buft->iface.get_alloc_size(buft, t) : mms_nbytes(t);
+}
+MMS_API bool mms_backend_buft_is_host(mms_backend_buffer_type_t buft) { return buft->iface.is_host && buft->iface.is_host(buft); }
+
+/* -- buffers -- */
+
+MMS_API mms_backend_buffer_t mms_backend_buffer_init(mms_backend_buffer_type_t buft, struct mms_backend_buffer_i iface,
+                                                     void *context, size_t size) {
+    mms_backend_buffer_t b = (mms_backend_buffer_t)MMS_MALLOC(sizeof *b);
+    bool ok;
+    if (!b) { mms_set_error(MMS_ERR_OOM, "mms_backend_buffer_init: out of host memory"); return NULL; }
+    b->iface = iface;
+    b->buft = buft;
+    b->context = context;
+    b->size = size;
+    b->usage = MMS_BUFFER_USAGE_ANY;
+    b->uid = mms__atomic_next_u64(&mms__buffer_uid_counter);
+    b->generation = 1;
+    mms__global_lock();
+    ok = mms__ptrmap_put(&mms__live_buffers, b->uid, b);
+    mms__global_unlock();
+    if (!ok) {
+        MMS_FREE(b);
+        mms_set_error(MMS_ERR_OOM, "mms_backend_buffer_init: out of host memory");
+        return NULL;
+    }
+    return b;
+}
+
+MMS_API void mms_backend_buffer_free(mms_backend_buffer_t b) {
+    if (!b) return;
+    mms__global_lock();
+    mms__ptrmap_remove(&mms__live_buffers, b->uid);
+    if (mms__live_buffers.count == 0) mms__ptrmap_free(&mms__live_buffers);  /* leave nothing behind at exit */
+    mms__global_unlock();
+    if (b->iface.free_buffer) b->iface.free_buffer(b);
+    MMS_FREE(b);
+}
+
+MMS_API const char *mms_backend_buffer_name(mms_backend_buffer_t b) { return b ? mms_backend_buft_name(b->buft) : "(none)"; }
+MMS_API void  *mms_backend_buffer_get_base(mms_backend_buffer_t b) { return b->size ? b->iface.get_base(b) : NULL; }
+MMS_API size_t mms_backend_buffer_get_size(mms_backend_buffer_t b) { return b->size; }
+MMS_API size_t mms_backend_buffer_get_alignment(mms_backend_buffer_t b) { return mms_backend_buft_get_alignment(b->buft); }
+MMS_API size_t mms_backend_buffer_get_alloc_size(mms_backend_buffer_t b, const struct mms_tensor *t) { return mms_backend_buft_get_alloc_size(b->buft, t); }
+MMS_API bool   mms_backend_buffer_is_host(mms_backend_buffer_t b) { return mms_backend_buft_is_host(b->buft); }
+MMS_API mms_backend_buffer_type_t mms_backend_buffer_get_type(mms_backend_buffer_t b) { return b->buft; }
+MMS_API void   mms_backend_buffer_set_usage(mms_backend_buffer_t b, enum mms_buffer_usage usage) { b->usage = usage; }
+MMS_API enum mms_buffer_usage mms_backend_buffer_get_usage(mms_backend_buffer_t b) { return b->usage; }
+MMS_API enum mms_status mms_backend_buffer_clear(mms_backend_buffer_t b, uint8_t value) {
+    if (!b) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_buffer_clear: buffer is NULL");
+    return b->size ? b->iface.clear(b, value) : MMS_OK;
+}
+MMS_API void     mms_backend_buffer_reset(mms_backend_buffer_t b) { if (b) b->generation++; }
+MMS_API uint64_t mms_backend_buffer_get_generation(mms_backend_buffer_t b) { return b ? b->generation : 0; }
+
+/* -- placement -- */
+
+static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void *addr) {
+    t->buffer = b;
+    t->data = addr;
+    t->buffer_uid = b ? b->uid : 0;
+    t->generation = b ? b->generation : 0;
+}
+
+MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
+    char *base;
+    size_t need;
+    if (!b || !t) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: buffer and tensor are required");
+    if (t->view_src) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s is a view; use mms_backend_view_init", mms__tensor_desc(t).s);
+    if (t->data || t->buffer) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s already has memory", mms__tensor_desc(t).s);
+    base = (char *)mms_backend_buffer_get_base(b);
+    need = mms_backend_buffer_get_alloc_size(b, t);
+    if ((char *)addr < base || (size_t)((char *)addr - base) > b->size || need > b->size - (size_t)((char *)addr - base))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s (%zu bytes) does not fit at offset %td of buffer '%s' (%zu bytes)",
+                             mms__tensor_desc(t).s, need, (char *)addr - base, mms_backend_buffer_name(b), b->size);
+    mms__tensor_place(t, b, addr);
+    return b->iface.init_tensor ? b->iface.init_tensor(b, t) : MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *t) {
+    const struct mms_tensor *src;
+    if (!t || !t->view_src) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_view_init: not a view");
+    src = t->view_src;
+    if (!src->data) return mms_set_error(MMS_ERR_STATE, "mms_backend_view_init: the source of view %s has no memory yet", mms__tensor_desc(t).s);
+    t->data = (char *)src->data + t->view_offs;
+    t->buffer = src->buffer;
+    t->buffer_uid = src->buffer_uid;
+    t->generation = src->generation;
+    return (t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
+}
+
+/* The check behind every data access and every compute: placed, buffer alive, same generation. */
+static enum mms_status mms__tensor_check_one(const struct mms_tensor *t, const char *who) {
+    mms_backend_buffer_t live;
+    if (!t->data && !t->buffer)
+        return mms_set_error(MMS_ERR_STATE, "%s: tensor %s has no memory: allocate it first (mms_backend_alloc_ctx_tensors, "
+                             "a graph allocator or a scheduler)", who, mms__tensor_desc(t).s);
+    if (!t->buffer) return MMS_OK;   /* host memory of an allocating context */
+    live = mms__live_buffer(t->buffer_uid);
+    if (live != t->buffer)
+        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed; it must not be used any more",
+                             who, mms__tensor_desc(t).s);
+    if (live->generation != t->generation)
+        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: its memory in buffer '%s' has been handed out again "
+                             "(placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
+                             "mark it persistent or copy it out before the next allocation",
+                             who, mms__tensor_desc(t).s, mms_backend_buffer_name(live),
+                             (unsigned long long)t->generation, (unsigned long long)live->generation);
+    return MMS_OK;
+}
+
+static enum mms_status mms__tensor_check(const struct mms_tensor *t, const char *who) {
+    enum mms_status st;
+    if (!t) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
+    st = mms__tensor_check_one(t, who);
+    if (st == MMS_OK && t->view_src) st = mms__tensor_check_one(t->view_src, who);
+    return st;
+}
+
+MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *t) { return mms__tensor_check(t, "mms_backend_tensor_check"); }
+
+static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_t offset, size_t size, const char *who) {
+    enum mms_status st = mms__tensor_check(t, who);
+    if (st != MMS_OK) return st;
+    if (offset > mms_nbytes(t) || size > mms_nbytes(t) - offset)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: bytes [%zu, %zu) are outside tensor %s (%zu bytes)",
+                             who, offset, offset + size, mms__tensor_desc(t).s, mms_nbytes(t));
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_tensor_set(struct mms_tensor *t, const void *data, size_t offset, size_t size) {
+    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set");
+    if (st != MMS_OK || size == 0) return st;
+    if (!data) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_set: data is NULL");
+    if (!t->buffer) { memcpy((char *)t->data + offset, data, size); return MMS_OK; }
+    return t->buffer->iface.set_tensor(t->buffer, t, data, offset, size);
+}
+
+MMS_API enum mms_status mms_backend_tensor_get(const struct mms_tensor *t, void *data, size_t offset, size_t size) {
+    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get");
+    if (st != MMS_OK || size == 0) return st;
+    if (!data) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_get: data is NULL");
+    if (!t->buffer) { memcpy(data, (const char *)t->data + offset, size); return MMS_OK; }
+    return t->buffer->iface.get_tensor(t->buffer, t, data, offset, size);
+}
+
+MMS_API enum mms_status mms_backend_tensor_memset(struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
+    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_memset");
+    if (st != MMS_OK || size == 0) return st;
+    if (!t->buffer) { memset((char *)t->data + offset, value, size); return MMS_OK; }
+    return t->buffer->iface.memset_tensor(t->buffer, t, value, offset, size);
+}
+
+static bool mms__tensor_is_host(const struct mms_tensor *t) { return !t->buffer || mms_backend_buffer_is_host(t->buffer); }
+
+MMS_API enum mms_status mms_backend_tensor_copy(const struct mms_tensor *src, struct mms_tensor *dst) {
+    enum mms_status st;
+    size_t n;
+    void *tmp;
+    if (!src || !dst) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy: src and dst are required");
+    if (!mms_are_same_layout(src, dst))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy: src %s and dst %s differ in type, shape or strides",
+                             mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
+    if ((st = mms__tensor_check(src, "mms_backend_tensor_copy")) != MMS_OK) return st;
+    if ((st = mms__tensor_check(dst, "mms_backend_tensor_copy")) != MMS_OK) return st;
+    n = mms_nbytes(src);
+    if (src == dst || n == 0) return MMS_OK;
+    if (mms__tensor_is_host(src)) return mms_backend_tensor_set(dst, src->data, 0, n);
+    if (mms__tensor_is_host(dst)) return mms_backend_tensor_get(src, dst->data, 0, n);
+    if (dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return MMS_OK;
+    tmp = MMS_MALLOC(n);
+    if (!tmp) return mms_set_error(MMS_ERR_OOM, "mms_backend_tensor_copy: no host memory to stage %zu bytes", n);
+    st = mms_backend_tensor_get(src, tmp, 0, n);
+    if (st == MMS_OK) st = mms_backend_tensor_set(dst, tmp, 0, n);
+    MMS_FREE(tmp);
+    return st;
+}
+
+/* -- whole contexts -- */
+
+MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors_from_buft(struct mms_context *ctx, mms_backend_buffer_type_t buft) {
+    const char *who = "mms_backend_alloc_ctx_tensors";
+    struct mms_tensor *t;
+    mms_backend_buffer_t b;
+    size_t align, total = 0;
+    char *base;
+
+    if (!ctx || !buft) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: context and buffer type are required", who); return NULL; }
+    align = mms_backend_buft_get_alignment(buft);
+    for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
+        if (!t->data && !t->view_src) total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
+    if (total == 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "%s: no tensor of the context needs memory (all are placed, views or empty)", who);
+        return NULL;
+    }
+    if (total > mms_backend_buft_get_max_size(buft)) {
+        mms_set_error(MMS_ERR_UNSUPPORTED, "%s: the tensors need %zu bytes, more than the %zu bytes a '%s' buffer can hold",
+                      who, total, mms_backend_buft_get_max_size(buft), mms_backend_buft_name(buft));
+        return NULL;
+    }
+    b = mms_backend_buft_alloc_buffer(buft, total);
+    if (!b) return NULL;
+    base = (char *)mms_backend_buffer_get_base(b);
+    for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+        if (!t->data && !t->view_src) {
+            if (mms_backend_tensor_alloc(b, t, base) != MMS_OK) { mms_backend_buffer_free(b); return NULL; }
+            base += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
+        }
+    }
+    for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
+        if (t->view_src && !t->data && t->view_src->data && mms_backend_view_init(t) != MMS_OK) { mms_backend_buffer_free(b); return NULL; }
+    return b;
+}
+/* ==== end src/backend/buffer.c ==== */
+
+/* ==== begin src/backend/backend.c ==== */
+/* >>backend =======================================================================================
+   The generic side of backends: calls through the interface, with the checks every backend gets
+   for free (graph built without errors, every tensor placed, alive and readable here). */
+
+MMS_API const char *mms_backend_name(mms_backend_t b) { return b ? b->iface.get_name(b) : "(none)"; }
+MMS_API void mms_backend_free(mms_backend_t b) { if (b) b->iface.free(b); }
+MMS_API mms_backend_buffer_type_t mms_backend_get_default_buffer_type(mms_backend_t b) { return b->iface.get_default_buffer_type(b); }
+MMS_API mms_backend_buffer_t mms_backend_alloc_buffer(mms_backend_t b, size_t size) {
+    return mms_backend_buft_alloc_buffer(mms_backend_get_default_buffer_type(b), size);
+}
+MMS_API size_t mms_backend_get_alignment(mms_backend_t b) { return mms_backend_buft_get_alignment(mms_backend_get_default_buffer_type(b)); }
+MMS_API size_t mms_backend_get_max_size(mms_backend_t b)  { return mms_backend_buft_get_max_size(mms_backend_get_default_buffer_type(b)); }
+MMS_API bool mms_backend_supports_op(mms_backend_t b, const struct mms_tensor *op) { return b->iface.supports_op(b, op); }
+MMS_API bool mms_backend_supports_buft(mms_backend_t b, mms_backend_buffer_type_t buft) { return b->iface.supports_buft(b, buft); }
+MMS_API bool mms_backend_offload_op(mms_backend_t b, const struct mms_tensor *op) { return b->iface.offload_op && b->iface.offload_op(b, op); }
+
+MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors(struct mms_context *ctx, mms_backend_t b) {
+    if (!b) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_alloc_ctx_tensors: backend is NULL"); return NULL; }
+    return mms_backend_alloc_ctx_tensors_from_buft(ctx, mms_backend_get_default_buffer_type(b));
+}
+
+/* Can backend b read and write the memory of t? */
+static bool mms__backend_can_use(mms_backend_t b, const struct mms_tensor *t) {
+    if (!t->buffer) return mms_backend_supports_buft(b, mms_backend_cpu_buffer_type());
+    return mms_backend_supports_buft(b, t->buffer->buft);
+}
+
+static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *g, const char *who) {
+    int i, n;
+    if (!b || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: backend and graph are required", who);
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(mms_graph_status(g), "%s: the graph was not built correctly: %s", who, mms_graph_error(g));
+    for (n = 0; n < 2; n++) {
+        int count = n == 0 ? mms_graph_n_leafs(g) : mms_graph_n_nodes(g);
+        for (i = 0; i < count; i++) {
+            struct mms_tensor *t = n == 0 ? mms_graph_leaf(g, i) : mms_graph_node(g, i);
+            enum mms_status st;
+            if (mms_nelements(t) == 0) continue;
+            if (t->view_src && !t->data && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
+            st = mms__tensor_check(t, who);
+            if (st != MMS_OK) return st;
+            if (!mms__backend_can_use(b, t))
+                return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor %s lives in a '%s' buffer that backend %s cannot use",
+                                     who, mms__tensor_desc(t).s, t->buffer ? mms_backend_buffer_name(t->buffer) : "host", mms_backend_name(b));
+            if (n == 1 && !mms_op_is_view(t->op) && !mms_backend_supports_op(b, t))
+                return mms_set_error(MMS_ERR_UNSUPPORTED, "%s: backend %s does not support %s for %s", who,
+                                     mms_backend_name(b), mms_op_name(t->op), mms__tensor_desc(t).s);
+        }
+    }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_graph_compute_async(mms_backend_t b, struct mms_cgraph *g) {
+    enum mms_status st = mms__graph_check_for(b, g, "mms_backend_graph_compute");
+    return st != MMS_OK ? st : b->iface.graph_compute(b, g);
+}
+
+MMS_API enum mms_status mms_backend_synchronize(mms_backend_t b) {
+    if (!b) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_synchronize: backend is NULL");
+    return b->iface.synchronize ? b->iface.synchronize(b) : MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_graph_compute(mms_backend_t b, struct mms_cgraph *g) {
+    enum mms_status st = mms_backend_graph_compute_async(b, g);
+    return st != MMS_OK ? st : mms_backend_synchronize(b);
+}
+
+MMS_API enum mms_status mms_backend_tensor_set_async(mms_backend_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
+    enum mms_status st;
+    if (!b || !b->iface.set_tensor_async) return mms_backend_tensor_set(t, data, offset, size);
+    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set_async");
+    return st != MMS_OK ? st : b->iface.set_tensor_async(b, t, data, offset, size);
+}
+
+MMS_API enum mms_status mms_backend_tensor_get_async(mms_backend_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
+    enum mms_status st;
+    if (!b || !b->iface.get_tensor_async) return mms_backend_tensor_get(t, data, offset, size);
+    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get_async");
+    return st != MMS_OK ? st : b->iface.get_tensor_async(b, t, data, offset, size);
+}
+
+MMS_API enum mms_status mms_backend_tensor_copy_async(mms_backend_t backend_src, mms_backend_t backend_dst,
+                                                      const struct mms_tensor *src, struct mms_tensor *dst) {
+    enum mms_status st;
+    if (backend_dst && backend_dst->iface.cpy_tensor_async) {
+        if (!mms_are_same_layout(src, dst))
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy_async: src %s and dst %s differ in layout",
+                                 mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
+        st = backend_dst->iface.cpy_tensor_async(backend_src, backend_dst, src, dst);
+        if (st != MMS_ERR_UNSUPPORTED) return st;
+    }
+    /* synchronous fallback: the source must be complete before it is read */
+    if ((st = mms_backend_synchronize(backend_src)) != MMS_OK) return st;
+    if ((st = mms_backend_synchronize(backend_dst)) != MMS_OK) return st;
+    return mms_backend_tensor_copy(src, dst);
+}
+
+MMS_API mms_backend_event_t mms_backend_event_new(mms_backend_t b) {
+    return b && b->iface.event_new ? b->iface.event_new(b) : NULL;
+}
+MMS_API void mms_backend_event_free(mms_backend_event_t e) { if (e) e->backend->iface.event_free(e); }
+MMS_API enum mms_status mms_backend_event_record(mms_backend_event_t e) {
+    return e ? e->backend->iface.event_record(e) : mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_event_record: event is NULL");
+}
+MMS_API enum mms_status mms_backend_event_synchronize(mms_backend_event_t e) {
+    return e ? e->backend->iface.event_synchronize(e) : mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_event_synchronize: event is NULL");
+}
+MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_event_t e) {
+    if (!b || !e) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_event_wait: backend and event are required");
+    return b->iface.event_wait ? b->iface.event_wait(b, e) : mms_backend_event_synchronize(e);
+}
+/* ==== end src/backend/backend.c ==== */
+
+/* ==== begin src/backend/cpu/threadpool.c ==== */
+/* >>threadpool ====================================================================================
+   A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
+   worker; inside a job, workers meet at barriers that spin briefly and then yield, so the cost of a
+   barrier is microseconds. Between jobs, workers sleep on a condition variable. */
+
+struct mms__threadpool {
+    int           n_threads;        /* workers including the caller */
+    mms__thread  *threads;          /* n_threads - 1 */
+    mms__mutex    mutex;
+    mms__cond     cond;
+    int           job_seq;          /* bumped for each job, under mutex */
+    bool          stop;
+    void        (*fn)(void *arg, int ith, int nth);
+    void         *arg;
+    mms__atomic_int barrier_count;
+    mms__atomic_int barrier_phase;
+};
+
+struct mms__worker_arg { struct mms__threadpool *pool; int ith; };
+
+static void mms__threadpool_barrier(struct mms__threadpool *pool) {
+    int32_t phase;
+    int spins = 0;
+    if (pool->n_threads == 1) return;
+    phase = mms__atomic_load(&pool->barrier_phase);
+    if (mms__atomic_fetch_add(&pool->barrier_count, 1) == pool->n_threads - 1) {
+        mms__atomic_store(&pool->barrier_count, 0);
+        mms__atomic_fetch_add(&pool->barrier_phase, 1);
+        return;
+    }
+    while (mms__atomic_load(&pool->barrier_phase) == phase) {
+        if (++spins < 4096) mms__cpu_relax();
+        else mms__thread_yield();
+    }
+}
+
+static void *mms__threadpool_worker(void *p) {
+    struct mms__worker_arg *wa = (struct mms__worker_arg *)p;
+    struct mms__threadpool *pool = wa->pool;
+    int seen = 0;
+    for (;;) {
+        void (*fn)(void *, int, int);
+        void *arg;
+        mms__mutex_lock(&pool->mutex);
+        while (!pool->stop && pool->job_seq == seen) mms__cond_wait(&pool->cond, &pool->mutex);
+        if (pool->stop) { mms__mutex_unlock(&pool->mutex); break; }
+        seen = pool->job_seq;
+        fn = pool->fn;
+        arg = pool->arg;
+        mms__mutex_unlock(&pool->mutex);
+        fn(arg, wa->ith, pool->n_threads);
+        mms__threadpool_barrier(pool);   /* the job ends when every worker is done */
+    }
+    MMS_FREE(wa);
+    return NULL;
+}
+
+static void mms__threadpool_free(struct mms__threadpool *pool) {
+    int i;
+    if (!pool) return;
+    mms__mutex_lock(&pool->mutex);
+    pool->stop = true;
+    mms__cond_broadcast(&pool->cond);
+    mms__mutex_unlock(&pool->mutex);
+    for (i = 0; i < pool->n_threads - 1; i++) mms__thread_join(pool->threads[i]);
+    mms__mutex_destroy(&pool->mutex);
+    mms__cond_destroy(&pool->cond);
+    MMS_FREE(pool->threads);
+    MMS_FREE(pool);
+}
+
+static struct mms__threadpool *mms__threadpool_new(int n_threads) {
+    struct mms__threadpool *pool = (struct mms__threadpool *)MMS_MALLOC(sizeof *pool);
+    int i;
+    if (!pool) return NULL;
+    memset(pool, 0, sizeof *pool);
+    pool->n_threads = 1;
+    mms__mutex_init(&pool->mutex);
+    mms__cond_init(&pool->cond);
+    pool->threads = (mms__thread *)MMS_MALLOC(sizeof(mms__thread) * (size_t)(n_threads > 1 ? n_threads - 1 : 1));
+    if (!pool->threads) { mms__threadpool_free(pool); return NULL; }
+    for (i = 1; i < n_threads; i++) {
+        struct mms__worker_arg *wa = (struct mms__worker_arg *)MMS_MALLOC(sizeof *wa);
+        if (!wa) break;
+        wa->pool = pool;
+        wa->ith = i;
+        if (!mms__thread_create(&pool->threads[i - 1], mms__threadpool_worker, wa)) { MMS_FREE(wa); break; }
+        pool->n_threads++;   /* only workers that started count */
+    }
+    if (pool->n_threads != n_threads) { mms__threadpool_free(pool); return NULL; }
+    return pool;
+}
+
+/* Runs fn(arg, ith, n_threads) on every worker and returns when all are done. */
+static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *, int, int), void *arg) {
+    if (pool->n_threads > 1) {
+        mms__mutex_lock(&pool->mutex);
+        pool->fn = fn;
+        pool->arg = arg;
+        pool->job_seq++;
+        mms__cond_broadcast(&pool->cond);
+        mms__mutex_unlock(&pool->mutex);
+    }
+    fn(arg, 0, pool->n_threads);
+    mms__threadpool_barrier(pool);
+}
+/* ==== end src/backend/cpu/threadpool.c ==== */
+
+/* ==== begin src/backend/cpu/vec.c ==== */
+/* >>vec ===========================================================================================
+   Vector primitives of the CPU kernels, each with a portable scalar body and an AVX2/FMA/F16C body
+   chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
+
+static int mms__cpu_kernels_active = -1;   /* enum mms_cpu_kernels once resolved */
+
+MMS_API bool mms_cpu_has_avx2(void) {
+    static int has = -1;
+    if (has < 0) has = mms__cpu_detect_avx2() ? 1 : 0;
+    return has == 1;
+}
+
+MMS_API const char *mms_cpu_kernels_name(enum mms_cpu_kernels k) {
+    switch (k) {
+        case MMS_CPU_KERNELS_AUTO:   return "auto";
+        case MMS_CPU_KERNELS_SCALAR: return "scalar";
+        case MMS_CPU_KERNELS_AVX2:   return "avx2";
+    }
+    return "unknown";
+}
+
+MMS_API enum mms_status mms_cpu_set_kernels(enum mms_cpu_kernels k) {
+    if (k == MMS_CPU_KERNELS_AUTO) k = mms_cpu_has_avx2() ? MMS_CPU_KERNELS_AVX2 : MMS_CPU_KERNELS_SCALAR;
+    if (k == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2())
+        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: AVX2 kernels need a CPU with AVX2, FMA and F16C and an "
+                             "x86 build with gcc or clang (this %s)", MMS__HAVE_AVX2 ? "CPU lacks them" : "build has none");
+    if (k != MMS_CPU_KERNELS_SCALAR && k != MMS_CPU_KERNELS_AVX2)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
+    mms__cpu_kernels_active = (int)k;
+    return MMS_OK;
+}
+
+MMS_API enum mms_cpu_kernels mms_cpu_get_kernels(void) {
+    if (mms__cpu_kernels_active < 0) {
+        const char *env = getenv("MMS_CPU_KERNELS");
+        enum mms_cpu_kernels want = MMS_CPU_KERNELS_AUTO;
+        if (env && !strcmp(env, "scalar")) want = MMS_CPU_KERNELS_SCALAR;
+        else if (env && !strcmp(env, "avx2")) want = MMS_CPU_KERNELS_AVX2;
+        else if (env && strcmp(env, "auto") != 0 && env[0])
+            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2; using auto", env);
+        if (mms_cpu_set_kernels(want) != MMS_OK) mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
+    }
+    return (enum mms_cpu_kernels)mms__cpu_kernels_active;
+}
+
+static bool mms__avx2(void) {
+#if MMS__HAVE_AVX2
+    return (mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active) == MMS_CPU_KERNELS_AVX2;
+#else
+    return false;
+#endif
+}
+
+/* -- scalar bodies -- */
+
+/* Four partial sums break the add dependency chain, so the scalar path is not latency-bound. */
+static float mms__dot_f32_scalar(int64_t n, const float *x, const float *y) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i] * y[i];
+        s1 += x[i + 1] * y[i + 1];
+        s2 += x[i + 2] * y[i + 2];
+        s3 += x[i + 3] * y[i + 3];
+    }
+    for (; i < n; i++) s0 += x[i] * y[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+#if MMS__HAVE_AVX2
+static MMS__TARGET_AVX2 float mms__hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+static MMS__TARGET_AVX2 float mms__dot_f32_avx2(int64_t n, const float *x, const float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    float s;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    s = mms__hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+static MMS__TARGET_AVX2 void mms__f16_to_f32_avx2(const mms_fp16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = mms_fp16_to_fp32(x[i]);
+}
+
+static MMS__TARGET_AVX2 void mms__f32_to_f16_avx2(const float *x, mms_fp16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = mms_fp32_to_fp16(x[i]);
+}
+
+static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
+}
+
+static MMS__TARGET_AVX2 void mms__mad_f32_avx2(int64_t n, float *y, const float *x, float a) {
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i), r;
+        switch (op) {
+            case MMS_OP_ADD: r = _mm256_add_ps(a, b); break;
+            case MMS_OP_SUB: r = _mm256_sub_ps(a, b); break;
+            case MMS_OP_MUL: r = _mm256_mul_ps(a, b); break;
+            default:         r = _mm256_div_ps(a, b); break;
+        }
+        _mm256_storeu_ps(z + i, r);
+    }
+    for (; i < n; i++) {
+        switch (op) {
+            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
+            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
+            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
+            default:         z[i] = x[i] / y[i]; break;
+        }
+    }
+}
+#endif
+
+/* -- dispatching names -- */
+
+static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return mms__dot_f32_avx2(n, x, y);
+#endif
+    return mms__dot_f32_scalar(n, x, y);
+}
+
+/* y += a * x */
+static void mms__vec_mad_f32(int64_t n, float *y, const float *x, float a) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__mad_f32_avx2(n, y, x, a); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
+static void mms__vec_binary_f32(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__binary_f32_avx2(op, n, z, x, y); return; }
+#endif
+    switch (op) {
+        case MMS_OP_ADD: for (i = 0; i < n; i++) z[i] = x[i] + y[i]; break;
+        case MMS_OP_SUB: for (i = 0; i < n; i++) z[i] = x[i] - y[i]; break;
+        case MMS_OP_MUL: for (i = 0; i < n; i++) z[i] = x[i] * y[i]; break;
+        default:         for (i = 0; i < n; i++) z[i] = x[i] / y[i]; break;
+    }
+}
+
+/* n contiguous elements of a float type to f32 */
+static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t n) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        if (type == MMS_TYPE_F16)  { mms__f16_to_f32_avx2((const mms_fp16_t *)src, dst, n); return; }
+        if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_avx2((const mms_bf16_t *)src, dst, n); return; }
+    }
+#endif
+    mms__type_traits[type].to_float(src, dst, n);
+}
+
+/* n f32 values to contiguous elements of a float type */
+static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64_t n) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
+#endif
+    mms__type_traits[type].from_float(src, dst, n);
+}
+
+/* -- rows of tensors -- */
+
+static char *mms__row_ptr(const struct mms_tensor *t, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *)t->data + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] + i3 * (int64_t)t->nb[3];
+}
+
+/* Row (i1, i2, i3) of a float tensor as contiguous f32: a pointer into the tensor when it already
+   is one, else the row converted into buf (ne[0] floats). */
+static const float *mms__load_row(const struct mms_tensor *t, int64_t i1, int64_t i2, int64_t i3, float *buf) {
+    const char *row = mms__row_ptr(t, i1, i2, i3);
+    size_t ts = mms_type_size(t->type);
+    int64_t i, n = t->ne[0];
+    if (t->nb[0] == ts) {
+        if (t->type == MMS_TYPE_F32) return (const float *)row;
+        mms__to_f32(t->type, row, buf, n);
+        return buf;
+    }
+    for (i = 0; i < n; i++) mms__type_traits[t->type].to_float(row + i * (int64_t)t->nb[0], buf + i, 1);
+    return buf;
+}
+
+/* Writes n = ne[0] f32 values into row (i1, i2, i3) of a float tensor of any strides. */
+static void mms__store_row(const struct mms_tensor *t, int64_t i1, int64_t i2, int64_t i3, const float *src) {
+    char *row = mms__row_ptr(t, i1, i2, i3);
+    size_t ts = mms_type_size(t->type);
+    int64_t i, n = t->ne[0];
+    if (t->nb[0] == ts) {
+        if (t->type != MMS_TYPE_F32 || (const float *)row != src) mms__from_f32(t->type, src, row, n);
+        return;
+    }
+    for (i = 0; i < n; i++) mms__type_traits[t->type].from_float(src + i, row + i * (int64_t)t->nb[0], 1);
+}
+
+/* A writable f32 row of dst: the row itself when dst is contiguous f32, else buf (then store it). */
+static float *mms__out_row(const struct mms_tensor *t, int64_t i1, int64_t i2, int64_t i3, float *buf) {
+    if (t->type == MMS_TYPE_F32 && t->nb[0] == sizeof(float)) return (float *)mms__row_ptr(t, i1, i2, i3);
+    return buf;
+}
+
+/* Splits n items into nth near-equal ranges; thread ith gets [*lo, *hi). */
+static void mms__split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t per = n / nth, extra = n % nth;
+    *lo = ith * per + MMS__MIN((int64_t)ith, extra);
+    *hi = *lo + per + (ith < extra ? 1 : 0);
+}
+
+/* Row index r (0 .. nrows-1) to (i1, i2, i3) for a tensor of shape ne. */
+static void mms__unravel_row(const int64_t *ne, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3) {
+    *i1 = r % ne[1];
+    r /= ne[1];
+    *i2 = r % ne[2];
+    *i3 = r / ne[2];
+}
+/* ==== end src/backend/cpu/vec.c ==== */
+
+/* ==== begin src/backend/cpu/compute.c ==== */
+/* >>compute =======================================================================================
+   What a CPU kernel is given: its thread index, its scratch memory and the shared state of the
+   graph being computed (a work counter for dynamic scheduling, the first error). */
+
+struct mms__compute_state {
+    mms__atomic_int failed;
+    enum mms_status status;
+    char            error[MMS__ERROR_MAX];
+    mms__atomic_int counters[2];   /* alternate between consecutive nodes; see the graph worker */
+};
+
+struct mms__compute_params {
+    int   ith, nth;
+    float *wdata;                  /* this thread's scratch */
+    size_t wsize;                  /* bytes of it */
+    mms__atomic_int *counter;      /* starts at 0 for this node, shared by its threads */
+    struct mms__compute_state *state;
+};
+
+/* A kernel that meets bad data (an index out of range) reports it; the graph stops after the node. */
+static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
+static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    if (mms__atomic_fetch_add(&p->state->failed, 1) != 0) return;   /* keep the first */
+    va_start(ap, fmt);
+    vsnprintf(p->state->error, sizeof p->state->error, fmt, ap);
+    va_end(ap);
+    p->state->status = status;
+}
+
+/* One element of a float tensor as f32, at any strides. */
+static float mms__get_f32(const struct mms_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const char *ptr = mms__row_ptr(t, i1, i2, i3) + i0 * (int64_t)t->nb[0];
+    float f;
+    switch (t->type) {
+        case MMS_TYPE_F32:  memcpy(&f, ptr, sizeof f); return f;
+        case MMS_TYPE_F16:  { mms_fp16_t h; memcpy(&h, ptr, sizeof h); return mms_fp16_to_fp32(h); }
+        case MMS_TYPE_BF16: { mms_bf16_t h; memcpy(&h, ptr, sizeof h); return mms_bf16_to_fp32(h); }
+        default: mms__abort(__FILE__, __LINE__, "mms__get_f32 on a %s tensor", mms_type_name(t->type));
+    }
+}
+/* ==== end src/backend/cpu/compute.c ==== */
+
+/* ==== begin src/backend/cpu/ops_elementwise.c ==== */
+/* >>cpu-elementwise ===============================================================================
+   Element-wise ops (binary with broadcasting, unary, scale) and the copies (DUP, CONT, CPY).
+   Rows are split evenly across threads. Every kernel tolerates dst sharing memory with src[0]
+   (same position), which is what in-place reuse by an allocator produces. */
+
+static const double mms__sqrt_half = 0.70710678118654752440;   /* 1/sqrt(2) */
+static const double mms__sqrt_2_over_pi = 0.79788456080286535588;
+
+static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const int64_t ne0 = dst->ne[0], nb0 = b->ne[0];
+    float *abuf = p->wdata, *bbuf = abuf + ne0, *obuf = bbuf + ne0;
+    int64_t r, lo, hi, k;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        const float *x, *y;
+        float *out;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        x = mms__load_row(a, i1, i2, i3, abuf);
+        y = mms__load_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3], bbuf);
+        out = mms__out_row(dst, i1, i2, i3, obuf);
+        for (k = 0; k < ne0; k += nb0) mms__vec_binary_f32(dst->op, nb0, out + k, x + k, y);
+        if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
+    }
+}
+
+static float mms__unary_f32(enum mms_op op, float x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return x * s;
+        case MMS_OP_SQR:       return x * x;
+        case MMS_OP_SQRT:      return sqrtf(x);
+        case MMS_OP_EXP:       return expf(x);
+        case MMS_OP_TANH:      return tanhf(x);
+        case MMS_OP_SILU:      return x / (1.0f + expf(-x));
+        case MMS_OP_GELU:      return 0.5f * x * (1.0f + erff(x * (float)mms__sqrt_half));
+        case MMS_OP_GELU_TANH: return 0.5f * x * (1.0f + tanhf((float)mms__sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+        default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
+    }
+}
+
+static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    const int64_t ne0 = dst->ne[0];
+    const enum mms_op op = dst->op;
+    const float s = op == MMS_OP_SCALE ? mms_get_op_params_f32(dst, 0) : 0.0f;
+    float *abuf = p->wdata, *obuf = abuf + ne0;
+    int64_t r, lo, hi, i;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        const float *x;
+        float *out;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        x = mms__load_row(a, i1, i2, i3, abuf);
+        out = mms__out_row(dst, i1, i2, i3, obuf);
+        if (op == MMS_OP_SCALE) for (i = 0; i < ne0; i++) out[i] = x[i] * s;
+        else for (i = 0; i < ne0; i++) out[i] = mms__unary_f32(op, x[i], s);
+        if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
+    }
+}
+
+/* Copies a element by element into dst in logical (row-major) order; shapes may differ when the
+   element counts agree. Same types copy bits; float types convert. */
+static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    const size_t ts = mms_type_size(a->type);
+    int64_t lo, hi, r, i;
+    if (a->ne[0] == dst->ne[0]) {          /* rows line up one to one */
+        mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
+        for (r = lo; r < hi; r++) {
+            int64_t a1, a2, a3, d1, d2, d3;
+            mms__unravel_row(a->ne, r, &a1, &a2, &a3);
+            mms__unravel_row(dst->ne, r, &d1, &d2, &d3);
+            if (a->type == dst->type) {
+                const char *s = mms__row_ptr(a, a1, a2, a3);
+                char *d = mms__row_ptr(dst, d1, d2, d3);
+                if (a->nb[0] == ts && dst->nb[0] == ts) memmove(d, s, ts * (size_t)a->ne[0]);
+                else for (i = 0; i < a->ne[0]; i++) memmove(d + i * (int64_t)dst->nb[0], s + i * (int64_t)a->nb[0], ts);
+            } else {
+                mms__store_row(dst, d1, d2, d3, mms__load_row(a, a1, a2, a3, p->wdata));
+            }
+        }
+        return;
+    }
+    mms__split(mms_nelements(a), p->ith, p->nth, &lo, &hi);
+    for (i = lo; i < hi; i++) {               /* general case: map flat indices */
+        int64_t ai[4], di[4], k, rem;
+        const char *s;
+        char *d;
+        for (rem = i, k = 0; k < 4; k++) { ai[k] = rem % a->ne[k]; rem /= a->ne[k]; }
+        for (rem = i, k = 0; k < 4; k++) { di[k] = rem % dst->ne[k]; rem /= dst->ne[k]; }
+        s = mms__row_ptr(a, ai[1], ai[2], ai[3]) + ai[0] * (int64_t)a->nb[0];
+        d = mms__row_ptr(dst, di[1], di[2], di[3]) + di[0] * (int64_t)dst->nb[0];
+        if (a->type == dst->type) {
+            memmove(d, s, ts);
+        } else {
+            float f = mms__get_f32(a, ai[0], ai[1], ai[2], ai[3]);
+            mms__type_traits[dst->type].from_float(&f, d, 1);
+        }
+    }
+}
+/* ==== end src/backend/cpu/ops_elementwise.c ==== */
+
+/* ==== begin src/backend/cpu/ops_matmul.c ==== */
+/* >>cpu-matmul ====================================================================================
+   MUL_MAT: dst[m, n] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
+   into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
+   both cores stay busy whatever the sizes. Operands that are not contiguous f32 are converted per
+   tile into the thread's scratch. The AVX2 path computes 4x3 blocks of dot products at once
+   (7 loads feed 12 FMAs); edges and the scalar path use single dot products. */
+
+#define MMS__MM_MB 64
+#define MMS__MM_NB 48
+
+static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
+    return (size_t)(MMS__MM_MB + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float);
+}
+
+#if MMS__HAVE_AVX2
+/* c[i*3 + j] = dot(a_i, b_j) for 4 rows of a and 3 rows of b */
+static MMS__TARGET_AVX2 void mms__mm_4x3_avx2(int64_t K, const float *const *A, const float *const *B, float *c) {
+    const float *a0 = A[0], *a1 = A[1], *a2 = A[2], *a3 = A[3], *b0 = B[0], *b1 = B[1], *b2 = B[2];
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c32 = _mm256_setzero_ps();
+    int64_t k = 0;
+    int i, j;
+    for (; k + 8 <= K; k += 8) {
+        __m256 vb0 = _mm256_loadu_ps(b0 + k), vb1 = _mm256_loadu_ps(b1 + k), vb2 = _mm256_loadu_ps(b2 + k), va;
+        va = _mm256_loadu_ps(a0 + k);
+        c00 = _mm256_fmadd_ps(va, vb0, c00); c01 = _mm256_fmadd_ps(va, vb1, c01); c02 = _mm256_fmadd_ps(va, vb2, c02);
+        va = _mm256_loadu_ps(a1 + k);
+        c10 = _mm256_fmadd_ps(va, vb0, c10); c11 = _mm256_fmadd_ps(va, vb1, c11); c12 = _mm256_fmadd_ps(va, vb2, c12);
+        va = _mm256_loadu_ps(a2 + k);
+        c20 = _mm256_fmadd_ps(va, vb0, c20); c21 = _mm256_fmadd_ps(va, vb1, c21); c22 = _mm256_fmadd_ps(va, vb2, c22);
+        va = _mm256_loadu_ps(a3 + k);
+        c30 = _mm256_fmadd_ps(va, vb0, c30); c31 = _mm256_fmadd_ps(va, vb1, c31); c32 = _mm256_fmadd_ps(va, vb2, c32);
+    }
+    c[0] = mms__hsum256(c00); c[1]  = mms__hsum256(c01); c[2]  = mms__hsum256(c02);
+    c[3] = mms__hsum256(c10); c[4]  = mms__hsum256(c11); c[5]  = mms__hsum256(c12);
+    c[6] = mms__hsum256(c20); c[7]  = mms__hsum256(c21); c[8]  = mms__hsum256(c22);
+    c[9] = mms__hsum256(c30); c[10] = mms__hsum256(c31); c[11] = mms__hsum256(c32);
+    for (; k < K; k++)
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 3; j++) c[i * 3 + j] += A[i][k] * B[j][k];
+}
+#endif
+
+/* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
+static void mms__mm_tile(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
+    int64_t i = 0, j;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        float c[12];
+        int64_t jj, ii;
+        for (; i + 4 <= mr; i += 4) {
+            for (j = 0; j + 3 <= nr; j += 3) {
+                mms__mm_4x3_avx2(K, A + i, B + j, c);
+                for (ii = 0; ii < 4; ii++)
+                    for (jj = 0; jj < 3; jj++) out[(j + jj) * ldo + i + ii] = c[ii * 3 + jj];
+            }
+            for (; j < nr; j++)
+                for (ii = 0; ii < 4; ii++) out[j * ldo + i + ii] = mms__vec_dot_f32(K, A[i + ii], B[j]);
+        }
+    }
+#endif
+    for (; i < mr; i++)
+        for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_f32(K, A[i], B[j]);
+}
+
+/* Pointers to rows [r0, r0 + n) of t in batch (i2, i3) as contiguous f32, converting into buf. */
+static void mms__mm_rows(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3,
+                         float *buf, const float **rows) {
+    int64_t r;
+    for (r = 0; r < n; r++) rows[r] = mms__load_row(t, r0 + r, i2, i3, buf + r * t->ne[0]);
+}
+
+static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
+    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
+    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
+    float *abuf = p->wdata, *bbuf = abuf + MMS__MM_MB * K;
+    const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
+    int64_t cached_b = -1;   /* the item whose b tile is in brows, reused while tm varies */
+
+    if (K == 0) {            /* empty products are zero */
+        int64_t r, lo, hi;
+        mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+        for (r = lo; r < hi; r++) {
+            int64_t i1, i2, i3;
+            mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+            memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)M * sizeof(float));
+        }
+        return;
+    }
+    for (;;) {
+        int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr;
+        if (item >= n_items) break;
+        tm = item % tiles_m;
+        tn = (item / tiles_m) % tiles_n;
+        batch = item / (tiles_m * tiles_n);
+        i12 = batch % b->ne[2];
+        i13 = batch / b->ne[2];
+        m0 = tm * MMS__MM_MB;
+        n0 = tn * MMS__MM_NB;
+        mr = MMS__MIN(MMS__MM_MB, M - m0);
+        nr = MMS__MIN(MMS__MM_NB, N - n0);
+        if (cached_b != item / tiles_m) {
+            mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
+            cached_b = item / tiles_m;
+        }
+        mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
+        mms__mm_tile(K, arows, mr, brows, nr, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo);
+    }
+}
+/* ==== end src/backend/cpu/ops_matmul.c ==== */
+
+/* ==== begin src/backend/cpu/ops_norm.c ==== */
+/* >>cpu-norm ======================================================================================
+   Row reductions: layer norm, RMS norm, sum_rows, argmax. Sums are accumulated in double, so the
+   result does not depend on the row length or on the kernel set. */
+
+static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    const int64_t n = dst->ne[0];
+    const float eps = mms_get_op_params_f32(dst, 0);
+    float *abuf = p->wdata, *obuf = abuf + n;
+    int64_t r, lo, hi, i;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        const float *x;
+        float *out, scale;
+        double sum = 0.0, mean = 0.0;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        x = mms__load_row(a, i1, i2, i3, abuf);
+        out = mms__out_row(dst, i1, i2, i3, obuf);
+        if (dst->op == MMS_OP_NORM) {
+            for (i = 0; i < n; i++) sum += x[i];
+            mean = sum / (double)n;
+            sum = 0.0;
+            for (i = 0; i < n; i++) sum += ((double)x[i] - mean) * ((double)x[i] - mean);
+        } else {
+            for (i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+        }
+        scale = (float)(1.0 / sqrt(sum / (double)n + (double)eps));
+        for (i = 0; i < n; i++) out[i] = (float)((double)x[i] - mean) * scale;
+        if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
+    }
+}
+
+static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    int64_t r, lo, hi, i;
+    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        const float *x;
+        double sum = 0.0;
+        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
+        x = mms__load_row(a, i1, i2, i3, p->wdata);
+        for (i = 0; i < a->ne[0]; i++) sum += x[i];
+        *(float *)mms__row_ptr(dst, i1, i2, i3) = (float)sum;
+    }
+}
+
+static void mms__cpu_argmax(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    int64_t r, lo, hi, i;
+    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3, best = 0;
+        const float *x;
+        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
+        x = mms__load_row(a, i1, i2, i3, p->wdata);
+        for (i = 1; i < a->ne[0]; i++)
+            if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;   /* NaN never wins */
+        ((int32_t *)dst->data)[r] = (int32_t)best;
+    }
+}
+/* ==== end src/backend/cpu/ops_norm.c ==== */
+
+/* ==== begin src/backend/cpu/ops_attention.c ==== */
+/* >>cpu-attention =================================================================================
+   Softmax with scale and mask, rotary embeddings, and fused attention with a streaming softmax. */
+
+/* Masks: element (j, i, i2, i3) with broadcasting over dims 2 and 3, as f32. */
+static const char *mms__mask_row(const struct mms_tensor *mask, int64_t i, int64_t i2, int64_t i3) {
+    return mms__row_ptr(mask, i, i2 % mask->ne[2], i3 % mask->ne[3]);
+}
+static float mms__mask_at(const struct mms_tensor *mask, const char *row, int64_t j) {
+    const char *ptr = row + j * (int64_t)mask->nb[0];
+    if (mask->type == MMS_TYPE_F32) { float f; memcpy(&f, ptr, sizeof f); return f; }
+    { mms_fp16_t h; memcpy(&h, ptr, sizeof h); return mms_fp16_to_fp32(h); }
+}
+
+static void mms__cpu_soft_max(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *mask = dst->src[1];
+    const int64_t n = dst->ne[0];
+    const float scale = mms_get_op_params_f32(dst, 0);
+    float *abuf = p->wdata, *obuf = abuf + n;
+    int64_t r, lo, hi, i;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        const float *x;
+        const char *mrow = NULL;
+        float *out, max = -INFINITY;
+        double sum = 0.0;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        x = mms__load_row(a, i1, i2, i3, abuf);
+        out = mms__out_row(dst, i1, i2, i3, obuf);
+        if (mask) mrow = mms__mask_row(mask, i1, i2, i3);
+        for (i = 0; i < n; i++) {
+            float v = x[i] * scale + (mrow ? mms__mask_at(mask, mrow, i) : 0.0f);
+            out[i] = v;
+            if (v > max) max = v;
+        }
+        if (max == -INFINITY) {              /* every entry masked: no distribution, zeros */
+            for (i = 0; i < n; i++) out[i] = 0.0f;
+        } else {
+            float inv;
+            for (i = 0; i < n; i++) { out[i] = expf(out[i] - max); sum += out[i]; }
+            inv = (float)(1.0 / sum);
+            for (i = 0; i < n; i++) out[i] *= inv;
+        }
+        if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
+    }
+}
+
+static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *pos = dst->src[1], *ff = dst->src[2];
+    const int n_dims = mms_get_op_params_i32(dst, 0), mode = mms_get_op_params_i32(dst, 1);
+    const float freq_base = mms_get_op_params_f32(dst, 3), freq_scale = mms_get_op_params_f32(dst, 4);
+    const float attn_factor = mms_get_op_params_f32(dst, 6);
+    const int64_t n = dst->ne[0], half = n_dims / 2;
+    float *abuf = p->wdata, *obuf = abuf + n, *inv_freq = obuf + n, *cs = inv_freq + half, *sn = cs + half;
+    int64_t r, lo, hi, i, cached_token = -1;
+
+    for (i = 0; i < half; i++) {
+        double f = (double)freq_scale * pow((double)freq_base, -2.0 * (double)i / (double)n_dims);
+        if (ff) f /= (double)mms__get_f32(ff, i, 0, 0, 0);
+        inv_freq[i] = (float)f;
+    }
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        const float *x;
+        float *out;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        if (i2 != cached_token) {            /* angles depend on the token only: share them across heads */
+            int32_t position;
+            memcpy(&position, (const char *)pos->data + i2 * (int64_t)pos->nb[0], sizeof position);
+            for (i = 0; i < half; i++) {
+                float theta = (float)position * inv_freq[i];
+                cs[i] = (float)cos((double)theta) * attn_factor;
+                sn[i] = (float)sin((double)theta) * attn_factor;
+            }
+            cached_token = i2;
+        }
+        x = mms__load_row(a, i1, i2, i3, abuf);
+        out = mms__out_row(dst, i1, i2, i3, obuf);
+        for (i = 0; i < half; i++) {
+            int64_t j0 = mode == MMS_ROPE_TYPE_NEOX ? i : 2 * i, j1 = mode == MMS_ROPE_TYPE_NEOX ? i + half : 2 * i + 1;
+            float x0 = x[j0], x1 = x[j1];
+            out[j0] = x0 * cs[i] - x1 * sn[i];
+            out[j1] = x0 * sn[i] + x1 * cs[i];
+        }
+        for (i = n_dims; i < n; i++) out[i] = x[i];
+        if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
+    }
+}
+
+/* Flash attention: per query row, scores against a block of KB keys at a time; the running
+   maximum and sum rescale the accumulated output so the full score row is never stored. */
+#define MMS__FA_KB 128
+
+static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
+    return (size_t)(2 * dst->src[0]->ne[0] + 2 * dst->src[2]->ne[0] + MMS__FA_KB) * sizeof(float);
+}
+
+static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const int64_t D = q->ne[0], Dv = v->ne[0], n_q = q->ne[1], H = q->ne[2], n_kv = k->ne[1];
+    const int64_t group = H / k->ne[2];
+    const float scale = mms_get_op_params_f32(dst, 0), softcap = mms_get_op_params_f32(dst, 2);
+    float *qbuf = p->wdata, *kbuf = qbuf + D, *vbuf = kbuf + D, *acc = vbuf + Dv, *sc = acc + Dv;
+    int64_t r, lo, hi, i;
+
+    mms__split(n_q * H * q->ne[3], p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const int64_t h = r % H, iq = (r / H) % n_q, ib = r / (H * n_q), kh = h / group;
+        const float *qrow = mms__load_row(q, iq, h, ib, qbuf);
+        const char *mrow = mask ? mms__mask_row(mask, iq, h, ib) : NULL;
+        float m_run = -INFINITY, *out = (float *)mms__row_ptr(dst, h, iq, ib);
+        double s_run = 0.0;
+        int64_t j0, j;
+        for (i = 0; i < Dv; i++) acc[i] = 0.0f;
+        for (j0 = 0; j0 < n_kv; j0 += MMS__FA_KB) {
+            const int64_t nb = MMS__MIN((int64_t)MMS__FA_KB, n_kv - j0);
+            float m_blk = -INFINITY, m_new;
+            for (j = 0; j < nb; j++) {
+                float s = mms__vec_dot_f32(D, qrow, mms__load_row(k, j0 + j, kh, ib, kbuf)) * scale;
+                if (softcap != 0.0f) s = softcap * tanhf(s / softcap);
+                if (mrow) s += mms__mask_at(mask, mrow, j0 + j);
+                sc[j] = s;
+                if (s > m_blk) m_blk = s;
+            }
+            if (m_blk == -INFINITY) continue;              /* all masked */
+            m_new = m_blk > m_run ? m_blk : m_run;
+            if (m_new > m_run && m_run != -INFINITY) {    /* rescale what was accumulated */
+                float f = expf(m_run - m_new);
+                for (i = 0; i < Dv; i++) acc[i] *= f;
+                s_run *= f;
+            }
+            m_run = m_new;
+            for (j = 0; j < nb; j++) {
+                float w = expf(sc[j] - m_run);
+                if (w == 0.0f) continue;
+                s_run += w;
+                mms__vec_mad_f32(Dv, acc, mms__load_row(v, j0 + j, kh, ib, vbuf), w);
+            }
+        }
+        if (s_run > 0.0) {
+            float inv = (float)(1.0 / s_run);
+            for (i = 0; i < Dv; i++) out[i] = acc[i] * inv;
+        } else {
+            for (i = 0; i < Dv; i++) out[i] = 0.0f;   /* every key masked */
+        }
+    }
+}
+/* ==== end src/backend/cpu/ops_attention.c ==== */
+
+/* ==== begin src/backend/cpu/ops_layout.c ==== */
+/* >>cpu-layout ====================================================================================
+   Ops that move data: concat, pad, get_rows and im2col. */
+
+/* Copies n elements of ts bytes between strided rows. */
+static void mms__copy_elems(char *d, size_t dstride, const char *s, size_t sstride, int64_t n, size_t ts) {
+    int64_t i;
+    if (dstride == ts && sstride == ts) { memmove(d, s, (size_t)n * ts); return; }
+    for (i = 0; i < n; i++) memmove(d + i * (int64_t)dstride, s + i * (int64_t)sstride, ts);
+}
+
+static void mms__zero_elems(char *d, size_t dstride, int64_t n, size_t ts) {
+    int64_t i;
+    if (dstride == ts) { memset(d, 0, (size_t)n * ts); return; }
+    for (i = 0; i < n; i++) memset(d + i * (int64_t)dstride, 0, ts);
+}
+
+static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const int dim = mms_get_op_params_i32(dst, 0);
+    const size_t ts = mms_type_size(dst->type);
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t idx[4], k;
+        char *d;
+        mms__unravel_row(dst->ne, r, &idx[1], &idx[2], &idx[3]);
+        d = mms__row_ptr(dst, idx[1], idx[2], idx[3]);
+        if (dim == 0) {
+            mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, idx[1], idx[2], idx[3]), a->nb[0], a->ne[0], ts);
+            mms__copy_elems(d + a->ne[0] * (int64_t)dst->nb[0], dst->nb[0], mms__row_ptr(b, idx[1], idx[2], idx[3]), b->nb[0], b->ne[0], ts);
+        } else if (idx[dim] < a->ne[dim]) {
+            mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, idx[1], idx[2], idx[3]), a->nb[0], a->ne[0], ts);
+        } else {
+            for (k = 1; k < 4; k++) if (k == dim) idx[k] -= a->ne[dim];
+            mms__copy_elems(d, dst->nb[0], mms__row_ptr(b, idx[1], idx[2], idx[3]), b->nb[0], b->ne[0], ts);
+        }
+    }
+}
+
+static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    const size_t ts = mms_type_size(dst->type);
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        char *d;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        d = mms__row_ptr(dst, i1, i2, i3);
+        if (i1 < a->ne[1] && i2 < a->ne[2] && i3 < a->ne[3]) {
+            mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, i1, i2, i3), a->nb[0], a->ne[0], ts);
+            mms__zero_elems(d + a->ne[0] * (int64_t)dst->nb[0], dst->nb[0], dst->ne[0] - a->ne[0], ts);
+        } else {
+            mms__zero_elems(d, dst->nb[0], dst->ne[0], ts);
+        }
+    }
+}
+
+static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        int32_t row;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        memcpy(&row, mms__row_ptr(b, i2, i3, 0) + i1 * (int64_t)b->nb[0], sizeof row);
+        if (row < 0 || row >= a->ne[1]) {
+            mms__compute_fail(p, MMS_ERR_INVALID_ARG, "GET_ROWS %s: index %d at position %lld is outside 0..%lld of %s",
+                              mms__tensor_desc(dst).s, (int)row, (long long)i1, (long long)a->ne[1] - 1, mms__tensor_desc(a).s);
+            return;
+        }
+        if (a->type == MMS_TYPE_I32)
+            mms__copy_elems(mms__row_ptr(dst, i1, i2, i3), dst->nb[0], mms__row_ptr(a, row, i2, i3), a->nb[0], a->ne[0], sizeof(int32_t));
+        else
+            mms__store_row(dst, i1, i2, i3, mms__load_row(a, row, i2, i3, p->wdata));
+    }
+}
+
+/* One output row (a patch) per output position; column c = (ic*KH + ky)*KW + kx (2-D) or
+   ic*KW + kx (1-D), zero where the kernel reaches into the padding. */
+static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *kern = dst->src[0], *in = dst->src[1];
+    const int s0 = mms_get_op_params_i32(dst, 0), s1 = mms_get_op_params_i32(dst, 1);
+    const int p0 = mms_get_op_params_i32(dst, 2), p1 = mms_get_op_params_i32(dst, 3);
+    const int d0 = mms_get_op_params_i32(dst, 4), d1 = mms_get_op_params_i32(dst, 5);
+    const bool is_2D = mms_get_op_params_i32(dst, 6) != 0;
+    const int64_t KW = kern->ne[0], KH = is_2D ? kern->ne[1] : 1, IC = is_2D ? kern->ne[2] : kern->ne[1];
+    float *obuf = p->wdata;
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t ox, oy, n, ic, ky, kx;
+        float *out, *o;
+        mms__unravel_row(dst->ne, r, &ox, &oy, &n);
+        if (!is_2D) { n = oy; oy = 0; }
+        out = mms__out_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, obuf);
+        o = out;
+        for (ic = 0; ic < IC; ic++) {
+            for (ky = 0; ky < KH; ky++) {
+                const int64_t iy = oy * s1 + ky * d1 - p1;
+                for (kx = 0; kx < KW; kx++) {
+                    const int64_t ix = ox * s0 + kx * d0 - p0;
+                    if (is_2D) *o++ = (ix >= 0 && ix < in->ne[0] && iy >= 0 && iy < in->ne[1]) ? mms__get_f32(in, ix, iy, ic, n) : 0.0f;
+                    else       *o++ = (ix >= 0 && ix < in->ne[0]) ? mms__get_f32(in, ix, ic, n, 0) : 0.0f;
+                }
+            }
+        }
+        if (out == obuf) mms__store_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, out);
+    }
+}
+/* ==== end src/backend/cpu/ops_layout.c ==== */
+
+/* ==== begin src/backend/cpu/cpu_backend.c ==== */
+/* >>cpu-backend ===================================================================================
+   The CPU backend: its host buffer type, the op table and the graph loop on the thread pool. */
+
+#define MMS__CPU_ALIGN 64
+
+/* -- host buffers -- */
+
+static void *mms__cpu_buffer_get_base(mms_backend_buffer_t b) { return b->context; }
+static void  mms__cpu_buffer_free(mms_backend_buffer_t b)     { mms__aligned_free(b->context); }
+
+static enum mms_status mms__cpu_buffer_memset_tensor(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
+    MMS__UNUSED(b);
+    memset((char *)t->data + offset, value, size);
+    return MMS_OK;
+}
+static enum mms_status mms__cpu_buffer_set_tensor(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
+    MMS__UNUSED(b);
+    memcpy((char *)t->data + offset, data, size);
+    return MMS_OK;
+}
+static enum mms_status mms__cpu_buffer_get_tensor(mms_backend_buffer_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
+    MMS__UNUSED(b);
+    memcpy(data, (const char *)t->data + offset, size);
+    return MMS_OK;
+}
+static bool mms__cpu_buffer_cpy_tensor(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
+    MMS__UNUSED(b);
+    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;
+    memcpy(dst->data, src->data, mms_nbytes(src));
+    return true;
+}
+static enum mms_status mms__cpu_buffer_clear(mms_backend_buffer_t b, uint8_t value) {
+    memset(b->context, value, b->size);
+    return MMS_OK;
+}
+
+static const struct mms_backend_buffer_i mms__cpu_buffer_iface = {
+    mms__cpu_buffer_free, mms__cpu_buffer_get_base, NULL, mms__cpu_buffer_memset_tensor,
+    mms__cpu_buffer_set_tensor, mms__cpu_buffer_get_tensor, mms__cpu_buffer_cpy_tensor, mms__cpu_buffer_clear
+};
+
+/* the same, for memory the caller owns: freeing the buffer leaves it alone */
+static const struct mms_backend_buffer_i mms__cpu_ptr_buffer_iface = {
+    NULL, mms__cpu_buffer_get_base, NULL, mms__cpu_buffer_memset_tensor,
+    mms__cpu_buffer_set_tensor, mms__cpu_buffer_get_tensor, mms__cpu_buffer_cpy_tensor, mms__cpu_buffer_clear
+};
+
+static const char *mms__cpu_buft_get_name(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return "CPU"; }
+static size_t mms__cpu_buft_get_alignment(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return MMS__CPU_ALIGN; }
+static bool   mms__cpu_buft_is_host(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return true; }
+
+static mms_backend_buffer_t mms__cpu_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size) {
+    void *mem = mms__aligned_alloc(MMS__CPU_ALIGN, MMS__ALIGN_UP(size ? size : 1, MMS__CPU_ALIGN));
+    mms_backend_buffer_t b;
+    if (!mem) { mms_set_error(MMS_ERR_OOM, "CPU buffer: cannot allocate %zu bytes of host memory", size); return NULL; }
+    b = mms_backend_buffer_init(buft, mms__cpu_buffer_iface, mem, size);
+    if (!b) mms__aligned_free(mem);
+    return b;
+}
+
+static struct mms_backend_buffer_type mms__cpu_buft = {
+    { mms__cpu_buft_get_name, mms__cpu_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL, NULL, mms__cpu_buft_is_host },
+    NULL
+};
+
+MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void) { return &mms__cpu_buft; }
+
+MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size) {
+    if (!ptr && size) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_buffer_from_ptr: ptr is NULL"); return NULL; }
+    return mms_backend_buffer_init(&mms__cpu_buft, mms__cpu_ptr_buffer_iface, ptr, size);
+}
+
+/* -- the op table -- */
+
+typedef void (*mms__cpu_kernel)(const struct mms__compute_params *p, struct mms_tensor *dst);
+
+static mms__cpu_kernel mms__cpu_kernel_for(enum mms_op op) {
+    switch (op) {
+        case MMS_OP_ADD: case MMS_OP_SUB: case MMS_OP_MUL: case MMS_OP_DIV:
+            return mms__cpu_binary;
+        case MMS_OP_SCALE: case MMS_OP_SQR: case MMS_OP_SQRT: case MMS_OP_EXP: case MMS_OP_TANH:
+        case MMS_OP_SILU: case MMS_OP_GELU: case MMS_OP_GELU_TANH:
+            return mms__cpu_unary;
+        case MMS_OP_DUP: case MMS_OP_CONT: case MMS_OP_CPY:
+            return mms__cpu_copy;
+        case MMS_OP_NORM: case MMS_OP_RMS_NORM: return mms__cpu_norm;
+        case MMS_OP_SUM_ROWS:       return mms__cpu_sum_rows;
+        case MMS_OP_ARGMAX:         return mms__cpu_argmax;
+        case MMS_OP_MUL_MAT:        return mms__cpu_mul_mat;
+        case MMS_OP_SOFT_MAX:       return mms__cpu_soft_max;
+        case MMS_OP_ROPE:           return mms__cpu_rope;
+        case MMS_OP_FLASH_ATTN_EXT: return mms__cpu_flash_attn_ext;
+        case MMS_OP_CONCAT:         return mms__cpu_concat;
+        case MMS_OP_PAD:            return mms__cpu_pad;
+        case MMS_OP_GET_ROWS:       return mms__cpu_get_rows;
+        case MMS_OP_IM2COL:         return mms__cpu_im2col;
+        default:                    return NULL;   /* NONE and views compute nothing */
+    }
+}
+
+/* Scratch bytes one thread needs for a node. */
+static size_t mms__cpu_work_size(const struct mms_tensor *t) {
+    size_t row = (size_t)MMS__MAX(t->ne[0], t->src[0] ? t->src[0]->ne[0] : 0) * sizeof(float);
+    switch (t->op) {
+        case MMS_OP_MUL_MAT:        return mms__mul_mat_work_size(t);
+        case MMS_OP_FLASH_ATTN_EXT: return mms__flash_attn_work_size(t);
+        case MMS_OP_ROPE:           return 2 * row + 2 * (size_t)mms_get_op_params_i32(t, 0) * sizeof(float);
+        default:                    return 3 * row;
+    }
+}
+
+static bool mms__cpu_supports_types(const struct mms_tensor *t) {
+    int i;
+    for (i = 0; i < MMS_MAX_SRC; i++) if (t->src[i] && !mms__type_valid(t->src[i]->type)) return false;
+    return mms__type_valid(t->type);
+}
+
+/* -- the backend -- */
+
+struct mms__cpu_backend {
+    int                     n_threads;
+    struct mms__threadpool *pool;
+    void                   *work;         /* per-thread scratch, grown as needed */
+    size_t                  work_size;
+};
+
+struct mms__cpu_job {
+    struct mms_cgraph         *graph;
+    struct mms__threadpool    *pool;
+    char                      *work;
+    size_t                     wsize;     /* per thread, a multiple of the alignment */
+    struct mms__compute_state  state;
+};
+
+/* Every worker walks the whole graph; a barrier separates nodes. Node c (counting computed nodes
+   only) uses counters[c & 1]; worker 0 zeroes the other one for node c + 1, which nobody can
+   touch before the barrier that ends node c. */
+static void mms__cpu_graph_worker(void *arg, int ith, int nth) {
+    struct mms__cpu_job *job = (struct mms__cpu_job *)arg;
+    int i, n = mms_graph_n_nodes(job->graph), c = 0;
+    for (i = 0; i < n; i++) {
+        struct mms_tensor *node = mms_graph_node(job->graph, i);
+        mms__cpu_kernel kernel = mms__cpu_kernel_for(node->op);
+        struct mms__compute_params p;
+        if (!kernel || mms_nelements(node) == 0) continue;
+        p.ith = ith;
+        p.nth = nth;
+        p.wdata = (float *)(job->work + (size_t)ith * job->wsize);
+        p.wsize = job->wsize;
+        p.counter = &job->state.counters[c & 1];
+        p.state = &job->state;
+        if (ith == 0) mms__atomic_store(&job->state.counters[(c + 1) & 1], 0);
+        kernel(&p, node);
+        c++;
+        mms__threadpool_barrier(job->pool);
+        if (mms__atomic_load(&job->state.failed)) break;
+    }
+}
+
+static const char *mms__cpu_get_name(mms_backend_t b) { MMS__UNUSED(b); return "CPU"; }
+
+static void mms__cpu_free(mms_backend_t b) {
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    mms__threadpool_free(cpu->pool);
+    mms__aligned_free(cpu->work);
+    MMS_FREE(cpu);
+    MMS_FREE(b);
+}
+
+static mms_backend_buffer_type_t mms__cpu_get_default_buffer_type(mms_backend_t b) { MMS__UNUSED(b); return &mms__cpu_buft; }
+
+static bool mms__cpu_supports_op(mms_backend_t b, const struct mms_tensor *op) {
+    MMS__UNUSED(b);
+    return (op->op == MMS_OP_NONE || mms_op_is_view(op->op) || mms__cpu_kernel_for(op->op) != NULL) && mms__cpu_supports_types(op);
+}
+
+static bool mms__cpu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t buft) {
+    MMS__UNUSED(b);
+    return mms_backend_buft_is_host(buft);
+}
+
+static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph *g) {
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    struct mms__cpu_job job;
+    size_t wsize = 0;
+    int i;
+    for (i = 0; i < mms_graph_n_nodes(g); i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        if (mms__cpu_kernel_for(t->op)) wsize = MMS__MAX(wsize, mms__cpu_work_size(t));
+    }
+    wsize = MMS__ALIGN_UP(wsize + 64, MMS__CPU_ALIGN);
+    if (wsize * (size_t)cpu->n_threads > cpu->work_size) {
+        void *w = mms__aligned_alloc(MMS__CPU_ALIGN, wsize * (size_t)cpu->n_threads);
+        if (!w) return mms_set_error(MMS_ERR_OOM, "CPU backend: cannot allocate %zu bytes of scratch memory", wsize * (size_t)cpu->n_threads);
+        mms__aligned_free(cpu->work);
+        cpu->work = w;
+        cpu->work_size = wsize * (size_t)cpu->n_threads;
+    }
+    memset(&job, 0, sizeof job);
+    job.graph = g;
+    job.pool = cpu->pool;
+    job.work = (char *)cpu->work;
+    job.wsize = wsize;
+    mms__threadpool_run(cpu->pool, mms__cpu_graph_worker, &job);
+    if (job.state.failed.v) return mms_set_error(job.state.status, "%s", job.state.error);
+    return MMS_OK;
+}
+
+static const struct mms_backend_i mms__cpu_backend_iface = {
+    mms__cpu_get_name, mms__cpu_free, mms__cpu_get_default_buffer_type, mms__cpu_supports_op, mms__cpu_supports_buft,
+    NULL,                    /* offload_op */
+    mms__cpu_graph_compute,
+    NULL, NULL, NULL, NULL,  /* synchronous: no synchronize, async set/get or copies */
+    NULL, NULL, NULL, NULL, NULL
+};
+
+MMS_API mms_backend_t mms_backend_cpu_init(void) {
+    mms_backend_t b = (mms_backend_t)MMS_MALLOC(sizeof *b);
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)MMS_MALLOC(sizeof *cpu);
+    if (!b || !cpu) {
+        MMS_FREE(b);
+        MMS_FREE(cpu);
+        mms_set_error(MMS_ERR_OOM, "mms_backend_cpu_init: out of host memory");
+        return NULL;
+    }
+    memset(cpu, 0, sizeof *cpu);
+    cpu->n_threads = mms_cpu_count();
+    cpu->pool = mms__threadpool_new(cpu->n_threads);
+    if (!cpu->pool) {
+        MMS_FREE(b);
+        MMS_FREE(cpu);
+        mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_init: cannot start %d threads", mms_cpu_count());
+        return NULL;
+    }
+    mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
+    b->iface = mms__cpu_backend_iface;
+    b->context = cpu;
+    return b;
+}
+
+MMS_API bool mms_backend_is_cpu(mms_backend_t b) { return b && b->iface.get_name == mms__cpu_get_name; }
+
+MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_threads) {
+    struct mms__cpu_backend *cpu;
+    struct mms__threadpool *pool;
+    if (!mms_backend_is_cpu(b)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: not a CPU backend");
+    if (n_threads < 1 || n_threads > 4096)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096, got %d", n_threads);
+    cpu = (struct mms__cpu_backend *)b->context;
+    if (n_threads == cpu->n_threads) return MMS_OK;
+    pool = mms__threadpool_new(n_threads);
+    if (!pool) return mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_set_n_threads: cannot start %d threads", n_threads);
+    mms__threadpool_free(cpu->pool);
+    cpu->pool = pool;
+    cpu->n_threads = n_threads;
+    return MMS_OK;
+}
+
+MMS_API int mms_backend_cpu_get_n_threads(mms_backend_t b) {
+    return mms_backend_is_cpu(b) ? ((struct mms__cpu_backend *)b->context)->n_threads : 0;
+}
+/* ==== end src/backend/cpu/cpu_backend.c ==== */
+
+/* ==== begin src/backend/cuda_shim.c ==== */
+/* >>cuda-shim =====================================================================================
+   Without MMS_CUDA the CUDA entry points exist and say so; with it they come from mmsched_cuda.cu. */
+
+#ifndef MMS_CUDA
+static void mms__cuda_unsupported(const char *who) {
+    mms_set_error(MMS_ERR_UNSUPPORTED, "%s: mmsched was built without CUDA (define MMS_CUDA in the implementation file "
+                  "and compile and link mmsched_cuda.cu with nvcc; see 'make cuda')", who);
+}
+MMS_API int mms_backend_cuda_get_device_count(void) { mms__cuda_unsupported("mms_backend_cuda_get_device_count"); return 0; }
+MMS_API mms_backend_t mms_backend_cuda_init(int device) {
+    MMS__UNUSED(device);
+    mms__cuda_unsupported("mms_backend_cuda_init");
+    return NULL;
+}
+MMS_API bool mms_backend_is_cuda(mms_backend_t backend) { MMS__UNUSED(backend); return false; }
+MMS_API mms_backend_buffer_type_t mms_backend_cuda_buffer_type(int device) {
+    MMS__UNUSED(device);
+    mms__cuda_unsupported("mms_backend_cuda_buffer_type");
+    return NULL;
+}
+MMS_API mms_backend_buffer_type_t mms_backend_cuda_host_buffer_type(void) {
+    mms__cuda_unsupported("mms_backend_cuda_host_buffer_type");
+    return NULL;
+}
+#endif
+/* ==== end src/backend/cuda_shim.c ==== */
+
+/* ==== begin src/base/end.c ==== */
+#endif /* MMSCHED_IMPLEMENTATION */
+/* ==== end src/base/end.c ==== */
+
+/*
+   LICENSE
+
+   MIT License. Copyright (c) 2026 the mmsched authors.
+*/

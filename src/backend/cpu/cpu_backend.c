@@ -1,0 +1,261 @@
+/* >>cpu-backend ===================================================================================
+   The CPU backend: its host buffer type, the op table and the graph loop on the thread pool. */
+
+#define MMS__CPU_ALIGN 64
+
+/* -- host buffers -- */
+
+static void *mms__cpu_buffer_get_base(mms_backend_buffer_t b) { return b->context; }
+static void  mms__cpu_buffer_free(mms_backend_buffer_t b)     { mms__aligned_free(b->context); }
+
+static enum mms_status mms__cpu_buffer_memset_tensor(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
+    MMS__UNUSED(b);
+    memset((char *)t->data + offset, value, size);
+    return MMS_OK;
+}
+static enum mms_status mms__cpu_buffer_set_tensor(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
+    MMS__UNUSED(b);
+    memcpy((char *)t->data + offset, data, size);
+    return MMS_OK;
+}
+static enum mms_status mms__cpu_buffer_get_tensor(mms_backend_buffer_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
+    MMS__UNUSED(b);
+    memcpy(data, (const char *)t->data + offset, size);
+    return MMS_OK;
+}
+static bool mms__cpu_buffer_cpy_tensor(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
+    MMS__UNUSED(b);
+    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;
+    memcpy(dst->data, src->data, mms_nbytes(src));
+    return true;
+}
+static enum mms_status mms__cpu_buffer_clear(mms_backend_buffer_t b, uint8_t value) {
+    memset(b->context, value, b->size);
+    return MMS_OK;
+}
+
+static const struct mms_backend_buffer_i mms__cpu_buffer_iface = {
+    mms__cpu_buffer_free, mms__cpu_buffer_get_base, NULL, mms__cpu_buffer_memset_tensor,
+    mms__cpu_buffer_set_tensor, mms__cpu_buffer_get_tensor, mms__cpu_buffer_cpy_tensor, mms__cpu_buffer_clear
+};
+
+/* the same, for memory the caller owns: freeing the buffer leaves it alone */
+static const struct mms_backend_buffer_i mms__cpu_ptr_buffer_iface = {
+    NULL, mms__cpu_buffer_get_base, NULL, mms__cpu_buffer_memset_tensor,
+    mms__cpu_buffer_set_tensor, mms__cpu_buffer_get_tensor, mms__cpu_buffer_cpy_tensor, mms__cpu_buffer_clear
+};
+
+static const char *mms__cpu_buft_get_name(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return "CPU"; }
+static size_t mms__cpu_buft_get_alignment(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return MMS__CPU_ALIGN; }
+static bool   mms__cpu_buft_is_host(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return true; }
+
+static mms_backend_buffer_t mms__cpu_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size) {
+    void *mem = mms__aligned_alloc(MMS__CPU_ALIGN, MMS__ALIGN_UP(size ? size : 1, MMS__CPU_ALIGN));
+    mms_backend_buffer_t b;
+    if (!mem) { mms_set_error(MMS_ERR_OOM, "CPU buffer: cannot allocate %zu bytes of host memory", size); return NULL; }
+    b = mms_backend_buffer_init(buft, mms__cpu_buffer_iface, mem, size);
+    if (!b) mms__aligned_free(mem);
+    return b;
+}
+
+static struct mms_backend_buffer_type mms__cpu_buft = {
+    { mms__cpu_buft_get_name, mms__cpu_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL, NULL, mms__cpu_buft_is_host },
+    NULL
+};
+
+MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void) { return &mms__cpu_buft; }
+
+MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size) {
+    if (!ptr && size) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_buffer_from_ptr: ptr is NULL"); return NULL; }
+    return mms_backend_buffer_init(&mms__cpu_buft, mms__cpu_ptr_buffer_iface, ptr, size);
+}
+
+/* -- the op table -- */
+
+typedef void (*mms__cpu_kernel)(const struct mms__compute_params *p, struct mms_tensor *dst);
+
+static mms__cpu_kernel mms__cpu_kernel_for(enum mms_op op) {
+    switch (op) {
+        case MMS_OP_ADD: case MMS_OP_SUB: case MMS_OP_MUL: case MMS_OP_DIV:
+            return mms__cpu_binary;
+        case MMS_OP_SCALE: case MMS_OP_SQR: case MMS_OP_SQRT: case MMS_OP_EXP: case MMS_OP_TANH:
+        case MMS_OP_SILU: case MMS_OP_GELU: case MMS_OP_GELU_TANH:
+            return mms__cpu_unary;
+        case MMS_OP_DUP: case MMS_OP_CONT: case MMS_OP_CPY:
+            return mms__cpu_copy;
+        case MMS_OP_NORM: case MMS_OP_RMS_NORM: return mms__cpu_norm;
+        case MMS_OP_SUM_ROWS:       return mms__cpu_sum_rows;
+        case MMS_OP_ARGMAX:         return mms__cpu_argmax;
+        case MMS_OP_MUL_MAT:        return mms__cpu_mul_mat;
+        case MMS_OP_SOFT_MAX:       return mms__cpu_soft_max;
+        case MMS_OP_ROPE:           return mms__cpu_rope;
+        case MMS_OP_FLASH_ATTN_EXT: return mms__cpu_flash_attn_ext;
+        case MMS_OP_CONCAT:         return mms__cpu_concat;
+        case MMS_OP_PAD:            return mms__cpu_pad;
+        case MMS_OP_GET_ROWS:       return mms__cpu_get_rows;
+        case MMS_OP_IM2COL:         return mms__cpu_im2col;
+        default:                    return NULL;   /* NONE and views compute nothing */
+    }
+}
+
+/* Scratch bytes one thread needs for a node. */
+static size_t mms__cpu_work_size(const struct mms_tensor *t) {
+    size_t row = (size_t)MMS__MAX(t->ne[0], t->src[0] ? t->src[0]->ne[0] : 0) * sizeof(float);
+    switch (t->op) {
+        case MMS_OP_MUL_MAT:        return mms__mul_mat_work_size(t);
+        case MMS_OP_FLASH_ATTN_EXT: return mms__flash_attn_work_size(t);
+        case MMS_OP_ROPE:           return 2 * row + 2 * (size_t)mms_get_op_params_i32(t, 0) * sizeof(float);
+        default:                    return 3 * row;
+    }
+}
+
+static bool mms__cpu_supports_types(const struct mms_tensor *t) {
+    int i;
+    for (i = 0; i < MMS_MAX_SRC; i++) if (t->src[i] && !mms__type_valid(t->src[i]->type)) return false;
+    return mms__type_valid(t->type);
+}
+
+/* -- the backend -- */
+
+struct mms__cpu_backend {
+    int                     n_threads;
+    struct mms__threadpool *pool;
+    void                   *work;         /* per-thread scratch, grown as needed */
+    size_t                  work_size;
+};
+
+struct mms__cpu_job {
+    struct mms_cgraph         *graph;
+    struct mms__threadpool    *pool;
+    char                      *work;
+    size_t                     wsize;     /* per thread, a multiple of the alignment */
+    struct mms__compute_state  state;
+};
+
+/* Every worker walks the whole graph; a barrier separates nodes. Node c (counting computed nodes
+   only) uses counters[c & 1]; worker 0 zeroes the other one for node c + 1, which nobody can
+   touch before the barrier that ends node c. */
+static void mms__cpu_graph_worker(void *arg, int ith, int nth) {
+    struct mms__cpu_job *job = (struct mms__cpu_job *)arg;
+    int i, n = mms_graph_n_nodes(job->graph), c = 0;
+    for (i = 0; i < n; i++) {
+        struct mms_tensor *node = mms_graph_node(job->graph, i);
+        mms__cpu_kernel kernel = mms__cpu_kernel_for(node->op);
+        struct mms__compute_params p;
+        if (!kernel || mms_nelements(node) == 0) continue;
+        p.ith = ith;
+        p.nth = nth;
+        p.wdata = (float *)(job->work + (size_t)ith * job->wsize);
+        p.wsize = job->wsize;
+        p.counter = &job->state.counters[c & 1];
+        p.state = &job->state;
+        if (ith == 0) mms__atomic_store(&job->state.counters[(c + 1) & 1], 0);
+        kernel(&p, node);
+        c++;
+        mms__threadpool_barrier(job->pool);
+        if (mms__atomic_load(&job->state.failed)) break;
+    }
+}
+
+static const char *mms__cpu_get_name(mms_backend_t b) { MMS__UNUSED(b); return "CPU"; }
+
+static void mms__cpu_free(mms_backend_t b) {
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    mms__threadpool_free(cpu->pool);
+    mms__aligned_free(cpu->work);
+    MMS_FREE(cpu);
+    MMS_FREE(b);
+}
+
+static mms_backend_buffer_type_t mms__cpu_get_default_buffer_type(mms_backend_t b) { MMS__UNUSED(b); return &mms__cpu_buft; }
+
+static bool mms__cpu_supports_op(mms_backend_t b, const struct mms_tensor *op) {
+    MMS__UNUSED(b);
+    return (op->op == MMS_OP_NONE || mms_op_is_view(op->op) || mms__cpu_kernel_for(op->op) != NULL) && mms__cpu_supports_types(op);
+}
+
+static bool mms__cpu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t buft) {
+    MMS__UNUSED(b);
+    return mms_backend_buft_is_host(buft);
+}
+
+static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph *g) {
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    struct mms__cpu_job job;
+    size_t wsize = 0;
+    int i;
+    for (i = 0; i < mms_graph_n_nodes(g); i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        if (mms__cpu_kernel_for(t->op)) wsize = MMS__MAX(wsize, mms__cpu_work_size(t));
+    }
+    wsize = MMS__ALIGN_UP(wsize + 64, MMS__CPU_ALIGN);
+    if (wsize * (size_t)cpu->n_threads > cpu->work_size) {
+        void *w = mms__aligned_alloc(MMS__CPU_ALIGN, wsize * (size_t)cpu->n_threads);
+        if (!w) return mms_set_error(MMS_ERR_OOM, "CPU backend: cannot allocate %zu bytes of scratch memory", wsize * (size_t)cpu->n_threads);
+        mms__aligned_free(cpu->work);
+        cpu->work = w;
+        cpu->work_size = wsize * (size_t)cpu->n_threads;
+    }
+    memset(&job, 0, sizeof job);
+    job.graph = g;
+    job.pool = cpu->pool;
+    job.work = (char *)cpu->work;
+    job.wsize = wsize;
+    mms__threadpool_run(cpu->pool, mms__cpu_graph_worker, &job);
+    if (job.state.failed.v) return mms_set_error(job.state.status, "%s", job.state.error);
+    return MMS_OK;
+}
+
+static const struct mms_backend_i mms__cpu_backend_iface = {
+    mms__cpu_get_name, mms__cpu_free, mms__cpu_get_default_buffer_type, mms__cpu_supports_op, mms__cpu_supports_buft,
+    NULL,                    /* offload_op */
+    mms__cpu_graph_compute,
+    NULL, NULL, NULL, NULL,  /* synchronous: no synchronize, async set/get or copies */
+    NULL, NULL, NULL, NULL, NULL
+};
+
+MMS_API mms_backend_t mms_backend_cpu_init(void) {
+    mms_backend_t b = (mms_backend_t)MMS_MALLOC(sizeof *b);
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)MMS_MALLOC(sizeof *cpu);
+    if (!b || !cpu) {
+        MMS_FREE(b);
+        MMS_FREE(cpu);
+        mms_set_error(MMS_ERR_OOM, "mms_backend_cpu_init: out of host memory");
+        return NULL;
+    }
+    memset(cpu, 0, sizeof *cpu);
+    cpu->n_threads = mms_cpu_count();
+    cpu->pool = mms__threadpool_new(cpu->n_threads);
+    if (!cpu->pool) {
+        MMS_FREE(b);
+        MMS_FREE(cpu);
+        mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_init: cannot start %d threads", mms_cpu_count());
+        return NULL;
+    }
+    mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
+    b->iface = mms__cpu_backend_iface;
+    b->context = cpu;
+    return b;
+}
+
+MMS_API bool mms_backend_is_cpu(mms_backend_t b) { return b && b->iface.get_name == mms__cpu_get_name; }
+
+MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_threads) {
+    struct mms__cpu_backend *cpu;
+    struct mms__threadpool *pool;
+    if (!mms_backend_is_cpu(b)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: not a CPU backend");
+    if (n_threads < 1 || n_threads > 4096)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096, got %d", n_threads);
+    cpu = (struct mms__cpu_backend *)b->context;
+    if (n_threads == cpu->n_threads) return MMS_OK;
+    pool = mms__threadpool_new(n_threads);
+    if (!pool) return mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_set_n_threads: cannot start %d threads", n_threads);
+    mms__threadpool_free(cpu->pool);
+    cpu->pool = pool;
+    cpu->n_threads = n_threads;
+    return MMS_OK;
+}
+
+MMS_API int mms_backend_cpu_get_n_threads(mms_backend_t b) {
+    return mms_backend_is_cpu(b) ? ((struct mms__cpu_backend *)b->context)->n_threads : 0;
+}

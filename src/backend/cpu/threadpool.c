@@ -1,0 +1,106 @@
+/* >>threadpool ====================================================================================
+   A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
+   worker; inside a job, workers meet at barriers that spin briefly and then yield, so the cost of a
+   barrier is microseconds. Between jobs, workers sleep on a condition variable. */
+
+struct mms__threadpool {
+    int           n_threads;        /* workers including the caller */
+    mms__thread  *threads;          /* n_threads - 1 */
+    mms__mutex    mutex;
+    mms__cond     cond;
+    int           job_seq;          /* bumped for each job, under mutex */
+    bool          stop;
+    void        (*fn)(void *arg, int ith, int nth);
+    void         *arg;
+    mms__atomic_int barrier_count;
+    mms__atomic_int barrier_phase;
+};
+
+struct mms__worker_arg { struct mms__threadpool *pool; int ith; };
+
+static void mms__threadpool_barrier(struct mms__threadpool *pool) {
+    int32_t phase;
+    int spins = 0;
+    if (pool->n_threads == 1) return;
+    phase = mms__atomic_load(&pool->barrier_phase);
+    if (mms__atomic_fetch_add(&pool->barrier_count, 1) == pool->n_threads - 1) {
+        mms__atomic_store(&pool->barrier_count, 0);
+        mms__atomic_fetch_add(&pool->barrier_phase, 1);
+        return;
+    }
+    while (mms__atomic_load(&pool->barrier_phase) == phase) {
+        if (++spins < 4096) mms__cpu_relax();
+        else mms__thread_yield();
+    }
+}
+
+static void *mms__threadpool_worker(void *p) {
+    struct mms__worker_arg *wa = (struct mms__worker_arg *)p;
+    struct mms__threadpool *pool = wa->pool;
+    int seen = 0;
+    for (;;) {
+        void (*fn)(void *, int, int);
+        void *arg;
+        mms__mutex_lock(&pool->mutex);
+        while (!pool->stop && pool->job_seq == seen) mms__cond_wait(&pool->cond, &pool->mutex);
+        if (pool->stop) { mms__mutex_unlock(&pool->mutex); break; }
+        seen = pool->job_seq;
+        fn = pool->fn;
+        arg = pool->arg;
+        mms__mutex_unlock(&pool->mutex);
+        fn(arg, wa->ith, pool->n_threads);
+        mms__threadpool_barrier(pool);   /* the job ends when every worker is done */
+    }
+    MMS_FREE(wa);
+    return NULL;
+}
+
+static void mms__threadpool_free(struct mms__threadpool *pool) {
+    int i;
+    if (!pool) return;
+    mms__mutex_lock(&pool->mutex);
+    pool->stop = true;
+    mms__cond_broadcast(&pool->cond);
+    mms__mutex_unlock(&pool->mutex);
+    for (i = 0; i < pool->n_threads - 1; i++) mms__thread_join(pool->threads[i]);
+    mms__mutex_destroy(&pool->mutex);
+    mms__cond_destroy(&pool->cond);
+    MMS_FREE(pool->threads);
+    MMS_FREE(pool);
+}
+
+static struct mms__threadpool *mms__threadpool_new(int n_threads) {
+    struct mms__threadpool *pool = (struct mms__threadpool *)MMS_MALLOC(sizeof *pool);
+    int i;
+    if (!pool) return NULL;
+    memset(pool, 0, sizeof *pool);
+    pool->n_threads = 1;
+    mms__mutex_init(&pool->mutex);
+    mms__cond_init(&pool->cond);
+    pool->threads = (mms__thread *)MMS_MALLOC(sizeof(mms__thread) * (size_t)(n_threads > 1 ? n_threads - 1 : 1));
+    if (!pool->threads) { mms__threadpool_free(pool); return NULL; }
+    for (i = 1; i < n_threads; i++) {
+        struct mms__worker_arg *wa = (struct mms__worker_arg *)MMS_MALLOC(sizeof *wa);
+        if (!wa) break;
+        wa->pool = pool;
+        wa->ith = i;
+        if (!mms__thread_create(&pool->threads[i - 1], mms__threadpool_worker, wa)) { MMS_FREE(wa); break; }
+        pool->n_threads++;   /* only workers that started count */
+    }
+    if (pool->n_threads != n_threads) { mms__threadpool_free(pool); return NULL; }
+    return pool;
+}
+
+/* Runs fn(arg, ith, n_threads) on every worker and returns when all are done. */
+static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *, int, int), void *arg) {
+    if (pool->n_threads > 1) {
+        mms__mutex_lock(&pool->mutex);
+        pool->fn = fn;
+        pool->arg = arg;
+        pool->job_seq++;
+        mms__cond_broadcast(&pool->cond);
+        mms__mutex_unlock(&pool->mutex);
+    }
+    fn(arg, 0, pool->n_threads);
+    mms__threadpool_barrier(pool);
+}

@@ -1,0 +1,65 @@
+/* >>impl ==========================================================================================
+   Everything below is compiled only in the one translation unit that defines MMSCHED_IMPLEMENTATION.
+   The inner guard lets that unit include the header more than once. */
+#if defined(MMSCHED_IMPLEMENTATION) && !defined(MMSCHED_IMPL_INCLUDED)
+#define MMSCHED_IMPL_INCLUDED
+
+/* Allocator override: all three or none. */
+#if defined(MMS_MALLOC) || defined(MMS_REALLOC) || defined(MMS_FREE)
+#  if !defined(MMS_MALLOC) || !defined(MMS_REALLOC) || !defined(MMS_FREE)
+#    error "mmsched: define all of MMS_MALLOC, MMS_REALLOC and MMS_FREE, or none"
+#  endif
+#else
+#  define MMS_MALLOC(size)       malloc(size)
+#  define MMS_REALLOC(ptr, size) realloc(ptr, size)
+#  define MMS_FREE(ptr)          free(ptr)
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <math.h>
+#include <float.h>
+#include <assert.h>
+
+#ifndef MMS_ASSERT
+#  define MMS_ASSERT(cond) assert(cond)
+#endif
+
+/* Internal invariants that must hold even in release builds: a failure is a bug in mmsched. */
+#define MMS__CHECK(cond) \
+    do { if (!(cond)) mms__abort(__FILE__, __LINE__, "internal check failed: %s", #cond); } while (0)
+
+#define MMS__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MMS__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MMS__ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define MMS__UNUSED(x) ((void)(x))
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define MMS__NORETURN __attribute__((noreturn))
+#  define MMS__MAYBE_UNUSED __attribute__((unused))
+#  define MMS__THREAD_LOCAL __thread
+#  define MMS__LIKELY(x) __builtin_expect(!!(x), 1)
+#elif defined(_MSC_VER)
+#  define MMS__NORETURN __declspec(noreturn)
+#  define MMS__MAYBE_UNUSED
+#  define MMS__THREAD_LOCAL __declspec(thread)
+#  define MMS__LIKELY(x) (x)
+#else
+#  define MMS__NORETURN
+#  define MMS__MAYBE_UNUSED
+#  define MMS__THREAD_LOCAL _Thread_local
+#  define MMS__LIKELY(x) (x)
+#endif
+
+/* The x86 SIMD kernels are compiled with a per-function target attribute and chosen at run time,
+   so one binary built for plain x86-64 runs everywhere. MMS_NO_SIMD leaves them out. */
+#if !defined(MMS_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#  define MMS__HAVE_AVX2 1
+#  include <immintrin.h>
+#  define MMS__TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#else
+#  define MMS__HAVE_AVX2 0
+#endif
+
+static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt, ...) MMS_PRINTF(3, 4);

@@ -1,0 +1,1 @@
+#endif /* MMSCHED_IMPLEMENTATION */
