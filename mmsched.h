@@ -26,13 +26,6 @@
 #  endif
 #endif
 
-/* The implementation uses POSIX threads, clocks and mmap. Strict C99 builds (-std=c99) hide them
-   unless a feature macro is set before the first system header, so the file that defines
-   MMSCHED_IMPLEMENTATION should include mmsched.h before anything else. */
-#if defined(MMSCHED_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
-#  define _POSIX_C_SOURCE 200809L
-#endif
-
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -717,6 +710,7 @@ static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #if MMS__HAVE_AVX2
 #  include <cpuid.h>
 #endif
@@ -759,10 +753,18 @@ static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
 static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
 
+/* A monotonic clock when the headers expose one; strict C99 builds without POSIX feature macros
+   fall back to gettimeofday. */
 MMS_API int64_t mms_time_us(void) {
+#ifdef CLOCK_MONOTONIC
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + (int64_t)ts.tv_nsec / 1000;
+#else
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + (int64_t)tv.tv_usec;
+#endif
 }
 
 MMS_API int mms_cpu_count(void) {
@@ -770,14 +772,23 @@ MMS_API int mms_cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-/* -- aligned host memory; alignment is a power of two and at least sizeof(void *) -- */
+/* -- aligned host memory: over-allocate and keep the original pointer just below the block, so it
+   needs nothing beyond malloc (alignment is a power of two, at least sizeof(void *)) -- */
 static void *mms__aligned_alloc(size_t alignment, size_t size) {
-    void *p = NULL;
-    if (size == 0) size = alignment;
-    if (posix_memalign(&p, alignment, size) != 0) return NULL;
+    char *raw, *p;
+    if (size > SIZE_MAX - alignment - sizeof(void *)) return NULL;
+    raw = (char *)MMS_MALLOC(size + alignment + sizeof(void *));
+    if (!raw) return NULL;
+    p = (char *)MMS__ALIGN_UP((uintptr_t)(raw + sizeof(void *)), (uintptr_t)alignment);
+    memcpy(p - sizeof(void *), &raw, sizeof raw);
     return p;
 }
-static void mms__aligned_free(void *p) { free(p); }
+static void mms__aligned_free(void *p) {
+    char *raw;
+    if (!p) return;
+    memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
+    MMS_FREE(raw);
+}
 
 /* -- read-only file mapping, for model files -- */
 struct mms__mapping { void *addr; size_t size; };
@@ -937,6 +948,15 @@ static void mms__abort(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     abort();
+}
+
+/* Copies src into dst of size bytes, truncating; always terminated. (snprintf("%s") would do,
+   but compilers warn about intended truncation once it is inlined into user code.) */
+static void mms__copy_str(char *dst, size_t size, const char *src) {
+    size_t n = strlen(src);
+    if (n >= size) n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 /* Formats a shape as "[a,b,c,d]" into buf; returns buf. Used by every error that names a tensor. */
@@ -1204,7 +1224,7 @@ static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, cons
     va_end(ap);
     if (ctx && ctx->status == MMS_OK) {
         ctx->status = status;
-        snprintf(ctx->error, sizeof ctx->error, "%s", mms__last_message);
+        mms__copy_str(ctx->error, sizeof ctx->error, mms__last_message);
     }
 }
 
@@ -1522,7 +1542,7 @@ MMS_API struct mms_tensor *mms_get_tensor(const struct mms_context *ctx, const c
 
 MMS_API const char *mms_get_name(const struct mms_tensor *t) { return t ? t->name : ""; }
 MMS_API struct mms_tensor *mms_set_name(struct mms_tensor *t, const char *name) {
-    if (t) snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    if (t) mms__copy_str(t->name, sizeof t->name, name ? name : "");
     return t;
 }
 MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *t, const char *fmt, ...) {
@@ -2267,7 +2287,7 @@ static void mms__graph_fail(struct mms_cgraph *g, enum mms_status status, const 
     va_end(ap);
     if (g->status == MMS_OK) {
         g->status = status;
-        snprintf(g->error, sizeof g->error, "%s", mms__last_message);
+        mms__copy_str(g->error, sizeof g->error, mms__last_message);
     }
 }
 

@@ -8,6 +8,12 @@
 #include <string.h>
 #include <stdarg.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#  define TEST_FN static __attribute__((unused))
+#else
+#  define TEST_FN static
+#endif
+
 static int         test__passed, test__failed, test__case_failures;
 static const char *test__case_name = "";
 
@@ -15,7 +21,7 @@ static const char *test__case_name = "";
 #define EXPECT(cond, ...) \
     do { if (!(cond)) test__fail(__FILE__, __LINE__, #cond, __VA_ARGS__); } while (0)
 
-static void test__fail(const char *file, int line, const char *cond, const char *fmt, ...) {
+TEST_FN void test__fail(const char *file, int line, const char *cond, const char *fmt, ...) {
     va_list ap;
     if (test__case_failures++ < 8) {
         fprintf(stdout, "    %s:%d: %s: expected %s: ", file, line, test__case_name, cond);
@@ -28,7 +34,7 @@ static void test__fail(const char *file, int line, const char *cond, const char 
 
 /* Runs one case and prints PASS or FAIL with its name. */
 #define RUN(fn) test__run(#fn, fn)
-static void test__run(const char *name, void (*fn)(void)) {
+TEST_FN void test__run(const char *name, void (*fn)(void)) {
     test__case_name = name;
     test__case_failures = 0;
     fn();
@@ -37,7 +43,7 @@ static void test__run(const char *name, void (*fn)(void)) {
     fflush(stdout);
 }
 
-static int test_summary(void) {
+TEST_FN int test_summary(void) {
     printf("%d passed, %d failed\n", test__passed, test__failed);
     return test__failed ? 1 : 0;
 }
@@ -46,17 +52,17 @@ static int test_summary(void) {
    library said. */
 static char test__log[4096];
 static int  test__log_count;
-static void test__log_cb(enum mms_log_level level, const char *msg, void *user) {
+TEST_FN void test__log_cb(enum mms_log_level level, const char *msg, void *user) {
     (void)user;
     if (level < MMS_LOG_WARN) return;
     snprintf(test__log, sizeof test__log, "%s", msg);
     test__log_count++;
 }
-static void test_capture_log(void) { mms_log_set(test__log_cb, NULL); test__log[0] = '\0'; test__log_count = 0; }
-static const char *test_last_log(void) { return test__log; }
+TEST_FN void test_capture_log(void) { mms_log_set(test__log_cb, NULL); test__log[0] = '\0'; test__log_count = 0; }
+TEST_FN const char *test_last_log(void) { return test__log; }
 
 /* A status and a last-error message that must contain every given fragment (NULL-terminated). */
-static int test__error_is(enum mms_status got, enum mms_status want, ...) {
+TEST_FN int test__error_is(enum mms_status got, enum mms_status want, ...) {
     va_list ap;
     const char *frag;
     int ok = got == want;
@@ -73,21 +79,21 @@ static int test__error_is(enum mms_status got, enum mms_status want, ...) {
 /* Seeded random numbers: xorshift64*, the same sequence on every platform. The seed comes from
    MMS_TEST_SEED when set, else from the clock, and is printed so a failure can be replayed. */
 static unsigned long long test__rng = 88172645463325252ULL;
-static unsigned long long test_seed(void) {
+TEST_FN unsigned long long test_seed(void) {
     const char *env = getenv("MMS_TEST_SEED");
     unsigned long long s = env ? strtoull(env, NULL, 10) : (unsigned long long)mms_time_us();
     test__rng = s ? s : 1;
     printf("seed %llu (replay with MMS_TEST_SEED=%llu)\n", s, s);
     return s;
 }
-static unsigned long long test_rand_u64(void) {
+TEST_FN unsigned long long test_rand_u64(void) {
     test__rng ^= test__rng >> 12; test__rng ^= test__rng << 25; test__rng ^= test__rng >> 27;
     return test__rng * 2685821657736338717ULL;
 }
-static float test_rand_uniform(float lo, float hi) {  /* in [lo, hi) */
+TEST_FN float test_rand_uniform(float lo, float hi) {  /* in [lo, hi) */
     return lo + (hi - lo) * (float)((test_rand_u64() >> 40) * (1.0 / 16777216.0));
 }
-static int test_rand_int(int lo, int hi) {            /* in [lo, hi] */
+TEST_FN int test_rand_int(int lo, int hi) {            /* in [lo, hi] */
     return lo + (int)(test_rand_u64() % (unsigned long long)(hi - lo + 1));
 }
 

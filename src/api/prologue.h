@@ -18,13 +18,6 @@
 #  endif
 #endif
 
-/* The implementation uses POSIX threads, clocks and mmap. Strict C99 builds (-std=c99) hide them
-   unless a feature macro is set before the first system header, so the file that defines
-   MMSCHED_IMPLEMENTATION should include mmsched.h before anything else. */
-#if defined(MMSCHED_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
-#  define _POSIX_C_SOURCE 200809L
-#endif
-
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #if MMS__HAVE_AVX2
 #  include <cpuid.h>
 #endif
@@ -52,10 +53,18 @@ static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
 static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
 
+/* A monotonic clock when the headers expose one; strict C99 builds without POSIX feature macros
+   fall back to gettimeofday. */
 MMS_API int64_t mms_time_us(void) {
+#ifdef CLOCK_MONOTONIC
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + (int64_t)ts.tv_nsec / 1000;
+#else
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + (int64_t)tv.tv_usec;
+#endif
 }
 
 MMS_API int mms_cpu_count(void) {
@@ -63,14 +72,23 @@ MMS_API int mms_cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-/* -- aligned host memory; alignment is a power of two and at least sizeof(void *) -- */
+/* -- aligned host memory: over-allocate and keep the original pointer just below the block, so it
+   needs nothing beyond malloc (alignment is a power of two, at least sizeof(void *)) -- */
 static void *mms__aligned_alloc(size_t alignment, size_t size) {
-    void *p = NULL;
-    if (size == 0) size = alignment;
-    if (posix_memalign(&p, alignment, size) != 0) return NULL;
+    char *raw, *p;
+    if (size > SIZE_MAX - alignment - sizeof(void *)) return NULL;
+    raw = (char *)MMS_MALLOC(size + alignment + sizeof(void *));
+    if (!raw) return NULL;
+    p = (char *)MMS__ALIGN_UP((uintptr_t)(raw + sizeof(void *)), (uintptr_t)alignment);
+    memcpy(p - sizeof(void *), &raw, sizeof raw);
     return p;
 }
-static void mms__aligned_free(void *p) { free(p); }
+static void mms__aligned_free(void *p) {
+    char *raw;
+    if (!p) return;
+    memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
+    MMS_FREE(raw);
+}
 
 /* -- read-only file mapping, for model files -- */
 struct mms__mapping { void *addr; size_t size; };

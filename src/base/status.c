@@ -103,6 +103,15 @@ static void mms__abort(const char *file, int line, const char *fmt, ...) {
     abort();
 }
 
+/* Copies src into dst of size bytes, truncating; always terminated. (snprintf("%s") would do,
+   but compilers warn about intended truncation once it is inlined into user code.) */
+static void mms__copy_str(char *dst, size_t size, const char *src) {
+    size_t n = strlen(src);
+    if (n >= size) n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 /* Formats a shape as "[a,b,c,d]" into buf; returns buf. Used by every error that names a tensor. */
 static const char *mms__shape_str(const int64_t *ne, char *buf, size_t size) {
     snprintf(buf, size, "[%lld,%lld,%lld,%lld]", (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);

@@ -56,7 +56,7 @@ static void mms__graph_fail(struct mms_cgraph *g, enum mms_status status, const 
     va_end(ap);
     if (g->status == MMS_OK) {
         g->status = status;
-        snprintf(g->error, sizeof g->error, "%s", mms__last_message);
+        mms__copy_str(g->error, sizeof g->error, mms__last_message);
     }
 }
 

@@ -50,7 +50,7 @@ static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, cons
     va_end(ap);
     if (ctx && ctx->status == MMS_OK) {
         ctx->status = status;
-        snprintf(ctx->error, sizeof ctx->error, "%s", mms__last_message);
+        mms__copy_str(ctx->error, sizeof ctx->error, mms__last_message);
     }
 }
 
@@ -368,7 +368,7 @@ MMS_API struct mms_tensor *mms_get_tensor(const struct mms_context *ctx, const c
 
 MMS_API const char *mms_get_name(const struct mms_tensor *t) { return t ? t->name : ""; }
 MMS_API struct mms_tensor *mms_set_name(struct mms_tensor *t, const char *name) {
-    if (t) snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    if (t) mms__copy_str(t->name, sizeof t->name, name ? name : "");
     return t;
 }
 MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *t, const char *fmt, ...) {

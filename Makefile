@@ -1,0 +1,100 @@
+# mmsched build. Everything goes to build/. `make help` lists the targets.
+
+CC      ?= cc
+CXX     ?= c++
+NVCC    ?= nvcc
+OPT     ?= -O2 -g
+STD      = -std=c99
+WARN     = -Wall -Wextra -Werror -pedantic
+LIBS     = -lm -lpthread
+SAN      = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+CUDA_ARCHS ?= 80 90
+NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+
+TESTS    = test_core test_backend test_ops
+EXAMPLES = simple bench
+
+B = build
+
+.PHONY: all help header check-header test unit-tests asan-tests compile-tests cuda cuda-if-available examples demo bench clean
+
+all: examples
+
+help:
+	@echo "make test      header check, compile checks (C99, C++, static, twice), tests, tests under ASan+UBSan,"
+	@echo "               CUDA compile-and-link when nvcc is present; ends with 'N passed, N failed'"
+	@echo "make examples  build examples/ into build/"
+	@echo "make demo      the main job: runs the bundled example"
+	@echo "make bench     build and run the CPU benchmarks"
+	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
+	@echo "make header    regenerate mmsched.h from src/"
+
+header:
+	tools/amalgamate.sh
+
+check-header:
+	@tools/amalgamate.sh --check
+
+$(B) $(B)/tests $(B)/tests-asan $(B)/compile $(B)/cuda:
+	@mkdir -p $@
+
+# -- tests ------------------------------------------------------------------------------------------
+
+$(B)/tests/%: tests/%.c mmsched.h tests/test.h | $(B)/tests
+	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
+
+$(B)/tests-asan/%: tests/%.c mmsched.h tests/test.h | $(B)/tests-asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
+
+$(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile
+	gcc $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
+$(B)/compile/c99_clang: tests/compile/c99.c mmsched.h | $(B)/compile
+	@if command -v clang >/dev/null; then echo "clang $(STD) $(WARN) -O2 $< -o $@"; clang $(STD) $(WARN) -O2 $< -o $@ $(LIBS); \
+	 else echo "SKIP clang not installed"; fi
+$(B)/compile/cpp: tests/compile/cpp.cpp mmsched.h | $(B)/compile
+	$(CXX) -std=c++11 $(WARN) -O2 $< -o $@ $(LIBS)
+$(B)/compile/twice: tests/compile/twice.c mmsched.h | $(B)/compile
+	$(CC) $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
+$(B)/compile/static: tests/compile/static_a.c tests/compile/static_b.c mmsched.h | $(B)/compile
+	$(CC) $(STD) $(WARN) -O2 tests/compile/static_a.c tests/compile/static_b.c -o $@ $(LIBS)
+
+compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static
+unit-tests: $(addprefix $(B)/tests/,$(TESTS))
+asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
+
+# The scalar kernels are tested inside test_ops (it runs every case with both kernel sets).
+test: check-header compile-tests unit-tests asan-tests cuda-if-available
+	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(if $(wildcard $(B)/cuda/test_cuda),$(B)/cuda/test_cuda)
+
+# -- CUDA -------------------------------------------------------------------------------------------
+
+$(B)/cuda/mmsched_cuda.o: mmsched_cuda.cu mmsched.h | $(B)/cuda
+	$(NVCC) -O2 $(NVCC_GENCODE) -Xcompiler -Wall -c $< -o $@
+
+$(B)/cuda/test_cuda: tests/test_cuda.c $(B)/cuda/mmsched_cuda.o tests/test.h | $(B)/cuda
+	$(CC) $(STD) $(WARN) $(OPT) -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
+
+cuda: $(B)/cuda/test_cuda
+
+cuda-if-available:
+	@if command -v $(NVCC) >/dev/null; then $(MAKE) --no-print-directory cuda; \
+	 else echo "SKIP CUDA targets: nvcc not found"; fi
+
+# -- examples ---------------------------------------------------------------------------------------
+
+$(B)/%: examples/%.c mmsched.h | $(B)
+	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
+
+examples: $(addprefix $(B)/,$(EXAMPLES))
+
+demo: $(B)/simple
+	@echo "The Llama 3.2 Vision demo arrives with the mllama program; meanwhile the bundled example:"
+	$(B)/simple
+
+bench: $(B)/bench
+	$(B)/bench
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,296 @@
+/* Buffers, placement, data access, staleness, the CPU backend's graph compute and its errors. */
+#define MMSCHED_IMPLEMENTATION
+#include "../mmsched.h"
+#include "test.h"
+#include <math.h>
+
+static mms_backend_t cpu;
+
+static struct mms_context *new_ctx(bool no_alloc) {
+    struct mms_init_params ip;
+    ip.mem_size = 0;
+    ip.mem_buffer = NULL;
+    ip.no_alloc = no_alloc;
+    return mms_init(ip);
+}
+
+static void fill(struct mms_tensor *t, float lo, float hi) {
+    int64_t i, n = mms_nelements(t);
+    float *v = (float *)malloc((size_t)n * sizeof *v);
+    for (i = 0; i < n; i++) v[i] = test_rand_uniform(lo, hi);
+    mms_backend_tensor_set(t, v, 0, (size_t)n * sizeof *v);
+    free(v);
+}
+
+static void test_buffer_basics(void) {
+    mms_backend_buffer_t b = mms_backend_alloc_buffer(cpu, 1000);
+    EXPECT(b != NULL, "alloc: %s", mms_last_error());
+    EXPECT(mms_backend_buffer_get_size(b) == 1000 && mms_backend_buffer_get_alignment(b) == 64, "size/alignment");
+    EXPECT(((uintptr_t)mms_backend_buffer_get_base(b) % 64) == 0, "base alignment");
+    EXPECT(mms_backend_buffer_is_host(b) && strcmp(mms_backend_buffer_name(b), "CPU") == 0, "host/name");
+    EXPECT(mms_backend_buffer_get_type(b) == mms_backend_cpu_buffer_type(), "type");
+    EXPECT(mms_backend_buffer_get_usage(b) == MMS_BUFFER_USAGE_ANY, "default usage");
+    mms_backend_buffer_set_usage(b, MMS_BUFFER_USAGE_WEIGHTS);
+    EXPECT(mms_backend_buffer_get_usage(b) == MMS_BUFFER_USAGE_WEIGHTS, "usage");
+    EXPECT(mms_backend_buffer_clear(b, 7) == MMS_OK && ((unsigned char *)mms_backend_buffer_get_base(b))[999] == 7, "clear");
+    EXPECT(mms_backend_buffer_get_generation(b) == 1, "first generation");
+    mms_backend_buffer_reset(b);
+    EXPECT(mms_backend_buffer_get_generation(b) == 2, "reset bumps the generation");
+    EXPECT(mms_backend_get_max_size(cpu) == SIZE_MAX, "unlimited host buffers");
+    mms_backend_buffer_free(b);
+    mms_backend_buffer_free(NULL);
+}
+
+static void test_alloc_ctx_tensors_places_everything(void) {
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 3, 5);
+    struct mms_tensor *h = mms_new_tensor_1d(ctx, MMS_TYPE_F16, 7);
+    struct mms_tensor *v = mms_view_1d(ctx, a, 4, 2 * sizeof(float));
+    mms_backend_buffer_t b = mms_backend_alloc_ctx_tensors(ctx, cpu);
+    float in[15], out[4];
+    int i;
+    EXPECT(b != NULL, "alloc: %s", mms_last_error());
+    EXPECT(a->buffer == b && h->buffer == b && v->buffer == b, "buffers");
+    EXPECT(((uintptr_t)a->data % 64) == 0 && ((uintptr_t)h->data % 64) == 0, "alignment");
+    EXPECT((char *)h->data >= (char *)a->data + mms_nbytes(a) || (char *)a->data >= (char *)h->data + mms_nbytes(h), "overlap");
+    EXPECT(v->data == (char *)a->data + 8, "view initialised");
+    for (i = 0; i < 15; i++) in[i] = (float)i;
+    EXPECT(mms_backend_tensor_set(a, in, 0, sizeof in) == MMS_OK, "set");
+    EXPECT(mms_backend_tensor_get(v, out, 0, sizeof out) == MMS_OK && out[0] == 2.0f && out[3] == 5.0f, "view reads the source");
+    test_capture_log();
+    EXPECT(mms_backend_alloc_ctx_tensors(ctx, cpu) == NULL && strstr(mms_last_error(), "no tensor"), "second alloc: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(b);
+    mms_free(ctx);
+}
+
+static void test_tensor_data_errors(void) {
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *a = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), "weights");
+    struct mms_tensor *b;
+    mms_backend_buffer_t buf;
+    float x[8] = { 0 };
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_tensor_set(a, x, 0, 16), MMS_ERR_STATE, "'weights'", "has no memory");
+    buf = mms_backend_alloc_ctx_tensors(ctx, cpu);
+    EXPECT_ERROR(mms_backend_tensor_set(a, x, 8, 16), MMS_ERR_INVALID_ARG, "bytes [8, 24)", "16 bytes");
+    EXPECT_ERROR(mms_backend_tensor_get(a, x, 0, 17), MMS_ERR_INVALID_ARG, "outside tensor 'weights'");
+    EXPECT_ERROR(mms_backend_tensor_set(a, NULL, 0, 4), MMS_ERR_INVALID_ARG, "data is NULL");
+    EXPECT(mms_backend_tensor_set(a, x, 0, 0) == MMS_OK, "empty set");
+    b = mms_new_tensor_1d(ctx, MMS_TYPE_F16, 4);
+    EXPECT_ERROR(mms_backend_tensor_alloc(buf, a, buf->context), MMS_ERR_INVALID_ARG, "already has memory");
+    EXPECT_ERROR(mms_backend_tensor_alloc(buf, b, (char *)buf->context + 60), MMS_ERR_INVALID_ARG, "does not fit", "offset 60");
+    EXPECT_ERROR(mms_backend_tensor_copy(a, b), MMS_ERR_INVALID_ARG, "differ in type");
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+}
+
+/* The heart of the lifetime model at this level: memory handed out again or freed is detected. */
+static void test_stale_after_reset_and_free(void) {
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *a = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_F32, 16), "encoder_out");
+    struct mms_tensor *v = mms_view_1d(ctx, a, 4, 0);
+    mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, cpu), other;
+    float x[16] = { 0 };
+    test_capture_log();
+    EXPECT(mms_backend_tensor_check(a) == MMS_OK, "fresh tensor is live");
+    mms_backend_buffer_reset(buf);
+    EXPECT_ERROR(mms_backend_tensor_get(a, x, 0, sizeof x), MMS_ERR_STALE, "'encoder_out'", "handed out again",
+                 "generation 1", "at 2", "persistent");
+    EXPECT_ERROR(mms_backend_tensor_set(v, x, 0, 4), MMS_ERR_STALE, "handed out again");
+    mms_backend_buffer_free(buf);
+    other = mms_backend_alloc_buffer(cpu, 64);   /* may well reuse the freed address */
+    EXPECT_ERROR(mms_backend_tensor_check(a), MMS_ERR_STALE, "'encoder_out'", "freed");
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(other);
+    mms_free(ctx);
+}
+
+static void test_buffer_from_ptr_and_manual_placement(void) {
+    static float user_mem[64];
+    mms_backend_buffer_t b = mms_backend_cpu_buffer_from_ptr(user_mem, sizeof user_mem);
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *t = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 8), *v;
+    float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    EXPECT(b && mms_backend_buffer_get_base(b) == user_mem, "wrapped");
+    EXPECT(mms_backend_tensor_alloc(b, t, user_mem + 16) == MMS_OK, "place: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_set(t, x, 0, sizeof x) == MMS_OK && user_mem[16 + 7] == 8.0f, "write lands in user memory");
+    v = mms_view_1d(ctx, t, 2, 4 * sizeof(float));
+    EXPECT(v->data == (void *)(user_mem + 20), "view of a placed tensor gets its memory at creation");
+    mms_backend_buffer_free(b);   /* must not free user_mem (ASan would report it) */
+    mms_free(ctx);
+}
+
+/* A small graph mixing ops; returns the output as a malloc'ed array. */
+static float *run_mixed_graph(int n_threads, const float *xin, const float *win) {
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *x = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 33, 7), *w = mms_new_tensor_2d(ctx, MMS_TYPE_F16, 33, 19);
+    struct mms_tensor *y = mms_gelu(ctx, mms_mul_mat(ctx, w, mms_rms_norm(ctx, x, 1e-5f)));
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    mms_backend_buffer_t b;
+    mms_fp16_t wh[33 * 19];
+    float *out = (float *)malloc(19 * 7 * sizeof *out);
+    int i;
+    y = mms_soft_max_ext(ctx, y, NULL, 0.5f, 0.0f);
+    mms_build_forward_expand(g, y);
+    b = mms_backend_alloc_ctx_tensors(ctx, cpu);
+    for (i = 0; i < 33 * 19; i++) wh[i] = mms_fp32_to_fp16(win[i]);
+    mms_backend_tensor_set(x, xin, 0, 33 * 7 * sizeof(float));
+    mms_backend_tensor_set(w, wh, 0, sizeof wh);
+    mms_backend_cpu_set_n_threads(cpu, n_threads);
+    EXPECT(mms_backend_graph_compute(cpu, g) == MMS_OK, "compute: %s", mms_last_error());
+    mms_backend_tensor_get(y, out, 0, 19 * 7 * sizeof(float));
+    mms_backend_buffer_free(b);
+    mms_free(ctx);
+    return out;
+}
+
+static void test_results_do_not_depend_on_thread_count(void) {
+    float xin[33 * 7], win[33 * 19], *r1, *r2, *r3;
+    int i;
+    for (i = 0; i < 33 * 7; i++) xin[i] = test_rand_uniform(-2, 2);
+    for (i = 0; i < 33 * 19; i++) win[i] = test_rand_uniform(-1, 1);
+    r1 = run_mixed_graph(1, xin, win);
+    r2 = run_mixed_graph(2, xin, win);
+    r3 = run_mixed_graph(3, xin, win);
+    EXPECT(memcmp(r1, r2, 19 * 7 * sizeof(float)) == 0 && memcmp(r1, r3, 19 * 7 * sizeof(float)) == 0, "results differ by thread count");
+    for (i = 0; i < 7; i++) {   /* each softmax row sums to one: the graph really ran */
+        double s = 0;
+        int j;
+        for (j = 0; j < 19; j++) s += r1[i * 19 + j];
+        EXPECT(fabs(s - 1.0) < 1e-5, "row %d sums to %g", i, s);
+    }
+    EXPECT(mms_backend_cpu_get_n_threads(cpu) == 3, "n_threads");
+    free(r1); free(r2); free(r3);
+    mms_backend_cpu_set_n_threads(cpu, 2);
+}
+
+static void test_allocating_context_computes_directly(void) {
+    struct mms_context *ctx = new_ctx(false);
+    struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 5), *b = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 1);
+    struct mms_tensor *c = mms_div(ctx, a, b);
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    int i;
+    for (i = 0; i < 5; i++) ((float *)a->data)[i] = (float)i;
+    ((float *)b->data)[0] = 4.0f;
+    mms_build_forward_expand(g, c);
+    EXPECT(mms_backend_graph_compute(cpu, g) == MMS_OK, "compute: %s", mms_last_error());
+    EXPECT(((float *)c->data)[3] == 0.75f, "3/4 = %g", (double)((float *)c->data)[3]);
+    mms_free(ctx);
+}
+
+static void test_compute_errors(void) {
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 4, 3), *idx = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 2);
+    struct mms_tensor *rows = mms_set_name(mms_get_rows(ctx, a, idx), "picked");
+    struct mms_cgraph *g = mms_new_graph(ctx), *bad = mms_new_graph(ctx);
+    mms_backend_buffer_t buf;
+    int32_t ids[2] = { 1, 3 };
+    test_capture_log();
+    mms_build_forward_expand(g, rows);
+    EXPECT_ERROR(mms_backend_graph_compute(cpu, g), MMS_ERR_STATE, "has no memory");
+    buf = mms_backend_alloc_ctx_tensors(ctx, cpu);
+    fill(a, -1, 1);
+    mms_backend_tensor_set(idx, ids, 0, sizeof ids);
+    EXPECT_ERROR(mms_backend_graph_compute(cpu, g), MMS_ERR_INVALID_ARG, "GET_ROWS", "'picked'", "index 3", "0..2");
+    ids[1] = 2;
+    mms_backend_tensor_set(idx, ids, 0, sizeof ids);
+    EXPECT(mms_backend_graph_compute(cpu, g) == MMS_OK, "valid indices: %s", mms_last_error());
+    mms_build_forward_expand(bad, mms_add(ctx, a, idx));
+    EXPECT_ERROR(mms_backend_graph_compute(cpu, bad), MMS_ERR_INVALID_ARG, "not built correctly", "mms_add");
+    mms_backend_buffer_reset(buf);
+    EXPECT_ERROR(mms_backend_graph_compute(cpu, g), MMS_ERR_STALE, "handed out again");
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+}
+
+/* A buffer type the CPU cannot read (not host memory): compute must refuse tensors in it. */
+static const char *dev_name(mms_backend_buffer_type_t t) { (void)t; return "FakeDevice"; }
+static size_t dev_align(mms_backend_buffer_type_t t) { (void)t; return 64; }
+static void *dev_base(mms_backend_buffer_t b) { return b->context; }
+static void dev_free(mms_backend_buffer_t b) { free(b->context); }
+static mms_backend_buffer_t dev_alloc(mms_backend_buffer_type_t t, size_t size) {
+    struct mms_backend_buffer_i i;
+    memset(&i, 0, sizeof i);
+    i.get_base = dev_base;
+    i.free_buffer = dev_free;
+    return mms_backend_buffer_init(t, i, calloc(1, size), size);
+}
+
+static void test_compute_refuses_memory_it_cannot_read(void) {
+    struct mms_backend_buffer_type dev;
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *a = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), "on_device");
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    mms_backend_buffer_t b;
+    memset(&dev, 0, sizeof dev);
+    dev.iface.get_name = dev_name;
+    dev.iface.alloc_buffer = dev_alloc;
+    dev.iface.get_alignment = dev_align;
+    mms_build_forward_expand(g, mms_sqr(ctx, a));
+    b = mms_backend_alloc_ctx_tensors_from_buft(ctx, &dev);
+    EXPECT(b && !mms_backend_buffer_is_host(b) && mms_backend_buft_get_max_size(&dev) == SIZE_MAX, "fake device buffer");
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_graph_compute(cpu, g), MMS_ERR_INVALID_ARG, "'on_device'", "FakeDevice", "cannot use");
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(b);
+    mms_free(ctx);
+}
+
+static void test_async_wrappers_fall_back(void) {
+    struct mms_context *ctx = new_ctx(true);
+    struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), *b = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4);
+    mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, cpu);
+    float x[4] = { 1, 2, 3, 4 }, y[4] = { 0 };
+    EXPECT(mms_backend_tensor_set_async(cpu, a, x, 0, sizeof x) == MMS_OK, "set_async");
+    EXPECT(mms_backend_tensor_copy_async(cpu, cpu, a, b) == MMS_OK, "copy_async: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_get_async(cpu, b, y, 0, sizeof y) == MMS_OK && mms_backend_synchronize(cpu) == MMS_OK, "get_async");
+    EXPECT(memcmp(x, y, sizeof x) == 0, "copied values");
+    EXPECT(mms_backend_event_new(cpu) == NULL, "the CPU backend has no events");
+    EXPECT(mms_backend_tensor_memset(b, 0, 4, 8) == MMS_OK && mms_backend_tensor_get(b, y, 0, sizeof y) == MMS_OK &&
+           y[0] == 1.0f && y[1] == 0.0f && y[2] == 0.0f && y[3] == 4.0f, "memset of a byte range");
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+}
+
+static void test_backend_settings_and_cuda_entry_points(void) {
+    test_capture_log();
+    EXPECT(mms_backend_is_cpu(cpu) && strcmp(mms_backend_name(cpu), "CPU") == 0, "cpu identity");
+    EXPECT_ERROR(mms_backend_cpu_set_n_threads(cpu, 0), MMS_ERR_INVALID_ARG, "n_threads must be");
+    EXPECT(mms_cpu_count() >= 1, "cpu count");
+    EXPECT(mms_cpu_set_kernels(MMS_CPU_KERNELS_SCALAR) == MMS_OK && mms_cpu_get_kernels() == MMS_CPU_KERNELS_SCALAR, "scalar");
+    if (mms_cpu_has_avx2()) EXPECT(mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX2) == MMS_OK, "avx2 available");
+    else EXPECT_ERROR(mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX2), MMS_ERR_UNSUPPORTED, "AVX2");
+    EXPECT_ERROR(mms_cpu_set_kernels((enum mms_cpu_kernels)7), MMS_ERR_INVALID_ARG, "unknown kernel set");
+    mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
+#ifndef MMS_CUDA
+    mms_clear_error();
+    EXPECT(mms_backend_cuda_get_device_count() == 0, "device count without CUDA");
+    EXPECT(mms_backend_cuda_init(0) == NULL && mms_last_status() == MMS_ERR_UNSUPPORTED &&
+           strstr(mms_last_error(), "MMS_CUDA"), "cuda init: %s", mms_last_error());
+    EXPECT(mms_backend_cuda_buffer_type(0) == NULL && mms_backend_cuda_host_buffer_type() == NULL, "cuda buffer types");
+    EXPECT(!mms_backend_is_cuda(cpu), "the CPU is not CUDA");
+#endif
+    mms_log_set(NULL, NULL);
+}
+
+int main(void) {
+    test_seed();
+    cpu = mms_backend_cpu_init();
+    if (!cpu) { printf("cannot start the CPU backend: %s\n", mms_last_error()); return 1; }
+    RUN(test_buffer_basics);
+    RUN(test_alloc_ctx_tensors_places_everything);
+    RUN(test_tensor_data_errors);
+    RUN(test_stale_after_reset_and_free);
+    RUN(test_buffer_from_ptr_and_manual_placement);
+    RUN(test_results_do_not_depend_on_thread_count);
+    RUN(test_allocating_context_computes_directly);
+    RUN(test_compute_errors);
+    RUN(test_compute_refuses_memory_it_cannot_read);
+    RUN(test_async_wrappers_fall_back);
+    RUN(test_backend_settings_and_cuda_entry_points);
+    mms_backend_free(cpu);
+    return test_summary();
+}
