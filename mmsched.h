@@ -1,9 +1,196 @@
 /*
-   mmsched.h - v0.1.0 - tensors, graphs and a multi-backend scheduler for Llama 3.2 Vision
+   mmsched.h - v0.1.0 - tensors, graphs and backends for running Llama 3.2 Vision, in one file
 
    This file is generated from src/ by tools/amalgamate.sh: edit the parts, not this file.
 
-   (The manual is written in src/api/manual.txt.)
+   DO THIS
+       In exactly one C or C++ file, before any other include:
+
+           #define MMSCHED_IMPLEMENTATION
+           #include "mmsched.h"
+
+       Everywhere else just include it. Link with -lm -lpthread. The library needs a C99 compiler
+       (gcc or clang; the header also compiles as C++) and POSIX threads.
+
+       For the CUDA backend, also define MMS_CUDA in that file, compile mmsched_cuda.cu with nvcc
+       and link it with -lcudart -lcublas (`make cuda` shows the commands).
+
+   OPTIONS (define before the implementation include)
+       MMSCHED_IMPLEMENTATION   emit the definitions (one translation unit only)
+       MMS_STATIC               make every public function static: several differently configured
+                                copies can live in one program
+       MMS_API                  the decoration of public functions (default extern)
+       MMS_CUDA                 the CUDA entry points come from mmsched_cuda.cu; without it they
+                                exist and return MMS_ERR_UNSUPPORTED
+       MMS_MALLOC, MMS_REALLOC, MMS_FREE
+                                the host allocator; define all three or none
+       MMS_ASSERT(c)            internal invariant check (default assert)
+       MMS_NO_SIMD              leave out the AVX2 kernels (the scalar kernels always exist)
+
+   ENVIRONMENT
+       MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
+       MMS_CPU_KERNELS=auto|scalar|avx2           the CPU kernel set (default auto)
+
+   CONTENTS
+       1. Errors and logging
+       2. Types
+       3. Contexts and tensors
+       4. Ops
+       5. Graphs
+       6. Buffers, backends and tensor lifetimes
+       7. The CPU backend
+       8. The CUDA backend
+       9. Differences from ggml, on purpose
+
+   EXAMPLE
+       struct mms_init_params p = { 0, NULL, true };       // metadata only
+       struct mms_context *ctx = mms_init(p);
+       mms_backend_t cpu = mms_backend_cpu_init();
+
+       struct mms_tensor *w = mms_new_tensor_2d(ctx, MMS_TYPE_F16, 1280, 5120);   // in 1280, out 5120
+       struct mms_tensor *x = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1280, 1601);   // 1601 tokens
+       struct mms_tensor *y = mms_gelu(ctx, mms_mul_mat(ctx, w, x));             // [5120, 1601]
+       struct mms_cgraph *g = mms_new_graph(ctx);
+       mms_build_forward_expand(g, y);
+       if (mms_graph_status(g) != MMS_OK) fail(mms_graph_error(g));
+
+       mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, cpu);
+       mms_backend_tensor_set(w, weights, 0, mms_nbytes(w));
+       mms_backend_tensor_set(x, input, 0, mms_nbytes(x));
+       if (mms_backend_graph_compute(cpu, g) != MMS_OK) fail(mms_last_error());
+       mms_backend_tensor_get(y, output, 0, mms_nbytes(y));
+
+       mms_backend_buffer_free(buf); mms_backend_free(cpu); mms_free(ctx);
+
+       examples/simple.c is a complete program (a self-attention block computed two ways).
+
+   1. ERRORS AND LOGGING
+       Anything that user input can break returns an enum mms_status: MMS_OK (0), negative errors
+       (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and MMS_ABORTED (1).
+       Functions that create objects return NULL instead and leave the status and a message as the
+       calling thread's last error: mms_last_status(), mms_last_error(). Messages name what failed
+       (the op, the tensors with their names, types and shapes) and, where there is one, the fix.
+       Every error is also sent to the log callback (mms_log_set); the default one prints warnings
+       and errors to stderr. The library never exits; it aborts only on a broken internal invariant.
+
+       Building graphs is sticky: an op given bad arguments returns NULL and records the first error
+       in its context (mms_get_status, mms_get_error); ops given that NULL return NULL without a new
+       message, and a graph given it records the failure (mms_graph_status, mms_graph_error) and
+       refuses to compute. So a whole model builder can run and be checked once.
+
+   2. TYPES
+       MMS_TYPE_F32, F16 (IEEE half), BF16 (bfloat16) and I32 (indices, positions, argmax).
+       mms_get_type_traits(type) gives name, block size, bytes per block and row converters; later
+       quantized block types are more rows of the same table. Conversions to F16 and BF16 round to
+       nearest even; NaN stays NaN, overflow becomes infinity.
+
+   3. CONTEXTS AND TENSORS
+       A context (mms_init) holds tensor metadata and, unless no_alloc, tensor data. With
+       mem_size 0 it grows as needed; with a caller-owned mem_buffer it never grows and running out
+       is MMS_ERR_OOM. mms_reset drops every tensor and graph; mms_free releases everything.
+
+       struct mms_tensor is ggml's layout: type, op, ne[4] element counts (ne[0] is contiguous),
+       nb[4] byte strides, op_params, src[], view_src/view_offs, data, buffer, name and flags.
+       A weight matrix with `in` inputs and `out` outputs has ne = {in, out} and is used as
+       mms_mul_mat(W, x). Flags: mms_set_input (the caller writes it before compute), mms_set_output
+       (the caller reads it after compute; never reused inside the graph) and mms_set_persistent
+       (kept across later graphs of one scheduler: see the scheduler section when it lands).
+
+       Views share memory: view_1d..4d (byte strides and offset; must lie inside the source),
+       reshape_1d..4d (contiguous sources), permute (source dim i goes to position axis_i),
+       transpose, view_tensor. cont / cont_2d..4d and dup make contiguous copies.
+
+   4. OPS
+       Float operands may be F32, F16 or BF16; kernels compute in f32 (sums of norms and softmax in
+       double). Results of element-wise ops, norms, softmax and rope have a's type; others are F32.
+       Shapes are checked when the op is built.
+
+       op                          shapes
+       add sub mul div             a [any], b broadcast over a (a.ne[i] % b.ne[i] == 0)
+       scale                       a * s
+       sqr sqrt exp tanh silu      element-wise
+       gelu                        exact: 0.5 x (1 + erf(x / sqrt 2))
+       gelu_tanh                   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+       sum_rows                    [n, r1, r2, r3] -> F32 [1, r1, r2, r3]
+       argmax                      [n, r1, r2, r3] -> I32 [r1, r2, r3], first maximum, NaN never wins
+       norm, rms_norm              over ne[0]; layer norm has no affine part (multiply and add after)
+       mul_mat                     a [K, M, A2, A3] x b [K, N, B2, B3] -> F32 [M, N, B2, B3];
+                                   B2 % A2 == 0, B3 % A3 == 0 (grouped-query heads); any strides
+       soft_max_ext                softmax(a * scale + mask) over ne[0]; mask F32/F16 [ne0, >= ne1,
+                                   broadcast over dims 2, 3]; a row with every entry -inf gives zeros
+       rope_ext                    a [head_dim, n_head, n_tokens]; I32 positions [n_tokens]; NORMAL
+                                   pairs (2i, 2i+1), NEOX pairs (i, i + n_dims/2); optional F32
+                                   freq_factors [n_dims/2] divide the frequencies (llama3 scaling)
+       concat                      along one dim; other dims equal; same type (I32 too)
+       pad                         zeros appended at the end of each dim
+       get_rows                    a [ne0, R, A2, A3] by I32 b [n, A2, A3] -> [ne0, n, A2, A3]; an index
+                                   outside 0..R-1 is a compute error naming the node and the index
+       cpy                         a into b (same element count, row-major order, converting between
+                                   float types); returns a view of b
+       im2col                      kernel [KW, KH, IC, OC], input [W, H, IC, N] -> [IC*KH*KW, OW, OH, N]
+                                   (1-D: [KW, IC, OC], [W, IC, N] -> [IC*KW, OW, N])
+       conv_2d                     im2col + mul_mat -> F32 [OW, OH, OC, N] (the patch embedding)
+       flash_attn_ext              q [D, n_q, H, B], k [D, n_kv, Hkv, B], v [Dv, n_kv, Hkv, B],
+                                   mask [n_kv, >= n_q, 1|H, 1|B] -> F32 [Dv, H, n_q, B]; streaming
+                                   softmax: the n_q x n_kv scores are never stored; a query whose keys
+                                   are all masked gives zeros
+
+       Not implemented (an error says so when the op is built): ALiBi (max_bias != 0) and YaRN
+       (ext_factor != 0).
+
+   5. GRAPHS
+       mms_new_graph(ctx) then mms_build_forward_expand(graph, tensor) for each output. The order is
+       ggml's: depth first, sources in order, each tensor once. Tensors with op NONE are leafs, the
+       rest nodes (views are nodes that compute nothing). There is no size cap: arrays grow, and the
+       walk is iterative, so a chain of 100,000 ops is fine. mms_graph_print writes a table of
+       nodes and leafs (op, type, shape, flags i/o/p, sources); mms_graph_dump_dot writes Graphviz.
+
+   6. BUFFERS, BACKENDS AND TENSOR LIFETIMES
+       A buffer type says where memory lives, a buffer is one allocation of it, and tensors are
+       placed in buffers: all the tensors of a context at once (mms_backend_alloc_ctx_tensors), or
+       one by one at chosen addresses (mms_backend_tensor_alloc, mms_backend_view_init). Data moves
+       with mms_backend_tensor_set/get/memset/copy, which check the byte range.
+
+       Every buffer has a process-unique uid and a generation. A tensor placed in it remembers both,
+       and every data access and every compute checks them (mms_backend_tensor_check):
+         - never placed                       -> MMS_ERR_STATE, "has no memory: allocate it first"
+         - its buffer was freed               -> MMS_ERR_STALE, even if new memory now sits at the
+                                                 same address
+         - its buffer was reset since         -> MMS_ERR_STALE, "its memory ... has been handed out
+           (mms_backend_buffer_reset)            again": keep results across allocations by marking
+                                                 them persistent or copying them out
+       Graph allocators reset their buffers before handing memory out again, which is how the use
+       of a previous graph's intermediate becomes an error instead of silently wrong numbers.
+       The checks cost a hash lookup per tensor per compute; they are always on.
+
+       mms_backend_graph_compute(backend, graph) refuses a graph whose build failed, a tensor without
+       memory or with stale memory, memory the backend cannot use, and ops it does not support.
+       The backend interface (struct mms_backend_i and friends, at the end of the declarations) is
+       public: the CPU backend, the CUDA backend and the test suite's backends implement it.
+
+   7. THE CPU BACKEND
+       mms_backend_cpu_init() starts a thread pool with one worker per core
+       (mms_backend_cpu_set_n_threads changes it). Workers sleep between graphs and meet at a
+       spinning barrier between nodes. Rows (or, for mul_mat, tiles handed out through an atomic
+       counter) are split across workers; results are bit-identical whatever the thread count.
+       The kernel set is chosen at run time: AVX2 + FMA + F16C when the CPU and compiler have them,
+       else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS force one. The test suite runs every
+       op with both.
+
+   8. THE CUDA BACKEND
+       mmsched_cuda.cu is a placeholder until the CUDA backend lands: mms_backend_cuda_init and the
+       buffer types return NULL with MMS_ERR_UNSUPPORTED; mms_backend_cuda_get_device_count works.
+
+   9. DIFFERENCES FROM GGML, ON PURPOSE
+       Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
+       - mms_gelu is the exact erf GELU; ggml_gelu (tanh approximation) is mms_gelu_tanh.
+       - Unary ops are their own ops (MMS_OP_SILU, ...), not sub-ops of a UNARY op.
+       - Errors are statuses and NULL results with messages, not asserts; a failed op poisons the
+         rest of a graph build instead of aborting the program.
+       - Type ids are ours (0 is invalid); the GGUF reader maps GGUF's ids.
+       - Masks may be F32 or F16 and need no padding; flash_attn_ext accepts F32 k/v too.
+       - mms_backend_tensor_set/get also work on tensors of an allocating (host) context.
+       - Contexts and graphs grow; there is no graph size to choose.
 */
 /* ==== begin src/api/prologue.h ==== */
 #ifndef MMSCHED_H
