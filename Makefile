@@ -13,7 +13,7 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops
+TESTS    = test_core test_backend test_ops test_alloc
 EXAMPLES = simple bench
 
 B = build
@@ -42,10 +42,10 @@ $(B) $(B)/tests $(B)/tests-asan $(B)/compile $(B)/cuda:
 
 # -- tests ------------------------------------------------------------------------------------------
 
-$(B)/tests/%: tests/%.c mmsched.h tests/test.h | $(B)/tests
+$(B)/tests/%: tests/%.c mmsched.h tests/test.h examples/reference_graphs.h | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
 
-$(B)/tests-asan/%: tests/%.c mmsched.h tests/test.h | $(B)/tests-asan
+$(B)/tests-asan/%: tests/%.c mmsched.h tests/test.h examples/reference_graphs.h | $(B)/tests-asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 
 $(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile
@@ -84,7 +84,7 @@ cuda-if-available:
 
 # -- examples ---------------------------------------------------------------------------------------
 
-$(B)/%: examples/%.c mmsched.h | $(B)
+$(B)/%: examples/%.c mmsched.h examples/reference_graphs.h | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
 
 examples: $(addprefix $(B)/,$(EXAMPLES))

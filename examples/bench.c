@@ -5,13 +5,18 @@
    time, the rate (GFLOP/s or GB/s) and the fraction of the limit measured in the same run.
    One machine-readable line per case starts with "BENCH ".
 
-   Usage: build/bench [--threads N] [--reps N] [--filter SUBSTRING] */
+   Then the graph allocator on the reference graphs (reference_graphs.h): planned bytes against the
+   lower bound, the universal bound and ggml's figure, planning time, and an SVG picture of each
+   plan written to build/plan_<graph>.svg.
+
+   Usage: build/bench [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include "reference_graphs.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #  include <immintrin.h>
 #  define BENCH_X86 1
@@ -244,20 +249,65 @@ static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, in
     bench_done(&c);
 }
 
+/* -- allocator plans ----------------------------------------------------------------------------- */
+
+/* Plans one reference graph under both input rules; ggml_bytes is ggml's plan under its rule. */
+static void bench_plan(const char *name, struct ref_graph *r, size_t ggml_bytes) {
+    mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
+    struct mms_gallocr_buffer_info kept, reused;
+    double us[21];
+    char path[128], vs_ggml[64] = "ggml: n/a";
+    int i;
+    if (!ref_place_virtual(r)) { fprintf(stderr, "%s: %s\n", name, mms_last_error()); return; }
+    mms_gallocr_set_inputs_reusable(ga, true);
+    mms_gallocr_reserve(ga, r->graph);
+    mms_gallocr_get_buffer_info(ga, 0, &reused);
+    mms_gallocr_set_inputs_reusable(ga, false);
+    for (i = 0; i < 21; i++) {                        /* planning time: plan from scratch each time */
+        mms_gallocr_set_inplace(ga, true);            /* (setting an option drops the stored plan) */
+        if (mms_gallocr_reserve(ga, r->graph) != MMS_OK) { fprintf(stderr, "%s: %s\n", name, mms_last_error()); return; }
+        us[i] = (double)mms_gallocr_get_plan_time_us(ga);
+    }
+    mms_gallocr_get_buffer_info(ga, 0, &kept);
+    snprintf(path, sizeof path, "build/plan_%s.svg", name);
+    mms_gallocr_write_svg(ga, 0, path);
+    if (ggml_bytes) snprintf(vs_ggml, sizeof vs_ggml, "ggml %zu (ours %+.2f%%)", ggml_bytes, 100.0 * ((double)reused.planned / (double)ggml_bytes - 1.0));
+    printf("%-10s %4d nodes  inputs kept: planned %11zu, bound %11zu (+%.2f%%) | ggml rule: planned %11zu, bound C %11zu, "
+           "bound B %11zu, %s | no reuse %12zu | plan %.0f us\n",
+           name, mms_graph_n_nodes(r->graph), kept.planned, kept.lower_bound,
+           100.0 * ((double)kept.planned / (double)kept.lower_bound - 1.0), reused.planned, reused.lower_bound,
+           reused.bound_universal, vs_ggml, reused.no_reuse, median(us, 21));
+    printf("BENCH name=plan_%s planned=%zu lower_bound=%zu planned_ggml_rule=%zu bound_c=%zu bound_b=%zu no_reuse=%zu ggml=%zu plan_us=%.0f\n",
+           name, kept.planned, kept.lower_bound, reused.planned, reused.lower_bound, reused.bound_universal, reused.no_reuse,
+           ggml_bytes, median(us, 21));
+    mms_gallocr_free(ga);
+    ref_free(r);
+}
+
+static void bench_plans(void) {
+    struct ref_graph r;
+    printf("\ngraph allocator (bytes; ggml's figures from shared/docs/benchmarks.md; pictures in build/plan_*.svg)\n");
+    memset(&r, 0, sizeof r); ref_vit_layers(&r, 4, 0, MMS_TYPE_F32);          bench_plan("vit", &r, 205030464);
+    memset(&r, 0, sizeof r); ref_vit_layers(&r, 4, 1, MMS_TYPE_F32);          bench_plan("vit_flash", &r, 49182720);
+    memset(&r, 0, sizeof r); ref_llama_layers(&r, 4, 512, MMS_TYPE_F16);      bench_plan("llama", &r, 0);
+}
+
 int main(int argc, char **argv) {
     mms_backend_t cpu;
-    int i;
+    int i, plans_only = 0;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-        else { fprintf(stderr, "usage: %s [--threads N] [--reps N] [--filter SUBSTRING]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--plans-only")) plans_only = 1;
+        else { fprintf(stderr, "usage: %s [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only]\n", argv[0]); return 2; }
     }
     if (n_threads < 1 || n_threads > 64 || reps < 1 || reps > 64) { fprintf(stderr, "threads 1..64, reps 1..64\n"); return 2; }
     cpu = mms_backend_cpu_init();
     if (!cpu || mms_backend_cpu_set_n_threads(cpu, n_threads) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return 1; }
     printf("mmsched %s bench: %d threads, %d repetitions, CPU kernels %s\n", MMS_VERSION_STRING, n_threads, reps,
            mms_cpu_kernels_name(mms_cpu_get_kernels()));
+    if (plans_only) { bench_plans(); mms_backend_free(cpu); return 0; }
     measure_machine();
 
     bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, 0);
@@ -273,6 +323,7 @@ int main(int argc, char **argv) {
     bench_stream(cpu, "soft_max_ext [1601,1601,16]", MMS_OP_SOFT_MAX, 1601, 1601, 16);
     bench_stream(cpu, "gelu [5120,1601]", MMS_OP_GELU, 5120, 1601, 1);
     bench_stream(cpu, "rms_norm [1280,1601]", MMS_OP_RMS_NORM, 1280, 1601, 1);
+    bench_plans();
 
     mms_backend_free(cpu);
     return 0;
