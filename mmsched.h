@@ -528,8 +528,9 @@ MMS_API struct mms_tensor *mms_rms_norm(struct mms_context *ctx, struct mms_tens
    holds the KV heads, and query head h uses KV head h / (B2 / A2). Any strides are accepted. */
 MMS_API struct mms_tensor *mms_mul_mat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 
-/* softmax(a * scale + mask) over ne[0]. mask (optional, F32 or F16): [ne0, >= ne1, ne2 / k, ne3 / j],
-   broadcast over dims 2 and 3; -INFINITY masks out. A row entirely masked gives zeros.
+/* softmax(a * scale + mask) over ne[0]. mask (optional, F32 or F16): [ne0, >= ne1, m2, m3] with m2
+   dividing ne2 and m3 dividing ne3; row (i1, i2, i3) adds mask row (i1, i2 % m2, i3 % m3), so a
+   mask is repeated over heads like b of add. -INFINITY masks out; a row entirely masked gives zeros.
    max_bias (ALiBi) must be 0: it is not implemented. [f32 scale, f32 max_bias] */
 MMS_API struct mms_tensor *mms_soft_max(struct mms_context *ctx, struct mms_tensor *a);
 MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask, float scale, float max_bias);
@@ -565,6 +566,8 @@ MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tenso
 /* Convolution as im2col + mul_mat (ggml's layout). 2-D: kernel a [KW, KH, IC, OC] (only its shape
    is read), input b [W, H, IC, N] -> im2col [IC*KH*KW, OW, OH, N]; 1-D (is_2D false): a [KW, IC, OC],
    b [W, IC, N] -> [IC*KW, OW, N]. OW = (W + 2*p0 - d0*(KW-1) - 1) / s0 + 1. dst_type F32 or F16.
+   Column (ic*KH + ky)*KW + kx of output row (ox, oy, n) holds input (ox*s0 + kx*d0 - p0,
+   oy*s1 + ky*d1 - p1, ic, n), or 0 in the padding: the order a contiguous kernel is stored in.
    conv_2d returns F32 [OW, OH, OC, N]. [im2col: i32 s0, s1, p0, p1, d0, d1, is_2D] */
 MMS_API struct mms_tensor *mms_im2col(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b,
                                       int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum mms_type dst_type);
@@ -573,7 +576,8 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 
 /* Fused attention, computed with a streaming softmax (the n_q x n_kv score matrix is never stored).
    q [D, n_q, H, B] (float), k [D, n_kv, Hkv, B], v [Dv, n_kv, Hkv, B] (F32/F16/BF16, same type),
-   H % Hkv == 0 (grouped heads); mask optional F32/F16 [n_kv, >= n_q, 1 or H, 1 or B].
+   H % Hkv == 0 (grouped heads: query head h uses KV head h / (H / Hkv)); mask optional F32/F16
+   [n_kv, >= n_q, m2, m3] with m2 dividing H and m3 dividing B, repeated like soft_max_ext's.
    Result F32 [Dv, H, n_q, B] (note: heads before tokens, ready for a reshape to [Dv*H, n_q]).
    logit_softcap c != 0 replaces each score s by c * tanh(s / c) (after scale). max_bias must be 0.
    [f32 scale, f32 max_bias, f32 logit_softcap] */
@@ -2204,25 +2208,30 @@ static bool mms__check_mask(struct mms_context *ctx, const char *who, const stru
     return true;
 }
 
-MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask,
-                                            float scale, float max_bias) {
+static struct mms_tensor *mms__soft_max_impl(struct mms_context *ctx, const char *who, struct mms_tensor *a, struct mms_tensor *mask,
+                                             float scale, float max_bias) {
     struct mms_tensor *t;
-    if (!mms__args_ok(ctx, "mms_soft_max_ext", a, a)) return NULL;
-    if (!mms__require_float(ctx, "mms_soft_max_ext", "a", a)) return NULL;
-    if (mask && !mms__check_mask(ctx, "mms_soft_max_ext", mask, a->ne[0], a->ne[1], a->ne[2], a->ne[3])) return NULL;
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a)) return NULL;
+    if (mask && !mms__check_mask(ctx, who, mask, a->ne[0], a->ne[1], a->ne[2], a->ne[3])) return NULL;
     if (max_bias != 0.0f) {
-        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "mms_soft_max_ext: max_bias %g (ALiBi) is not implemented; pass 0", (double)max_bias);
+        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
         return NULL;
     }
-    t = mms__new_op(ctx, "mms_soft_max_ext", MMS_OP_SOFT_MAX, a->type, MMS_MAX_DIMS, a->ne, a, mask, NULL);
+    t = mms__new_op(ctx, who, MMS_OP_SOFT_MAX, a->type, MMS_MAX_DIMS, a->ne, a, mask, NULL);
     if (!t) return NULL;
     mms__set_op_param_f32(t, 0, scale);
     mms__set_op_param_f32(t, 1, max_bias);
     return t;
 }
 
+MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask,
+                                            float scale, float max_bias) {
+    return mms__soft_max_impl(ctx, "mms_soft_max_ext", a, mask, scale, max_bias);
+}
+
 MMS_API struct mms_tensor *mms_soft_max(struct mms_context *ctx, struct mms_tensor *a) {
-    return mms_soft_max_ext(ctx, a, NULL, 1.0f, 0.0f);
+    return mms__soft_max_impl(ctx, "mms_soft_max", a, NULL, 1.0f, 0.0f);
 }
 
 /* -- rope -- */
@@ -2469,6 +2478,11 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
     struct mms_tensor *cols, *kernel, *prod;
     if (!mms__args_ok(ctx, "mms_conv_2d", a, b)) return NULL;
     if (!mms__require_float(ctx, "mms_conv_2d", "kernel", a)) return NULL;
+    if (a->ne[2] != b->ne[2]) {   /* checked here too, so the error names the call the user made */
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_conv_2d: kernel %s [KW,KH,IC,OC] and input %s [W,H,IC,N] have different "
+                       "channel counts", mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
     cols = mms_im2col(ctx, a, b, s0, s1, p0, p1, d0, d1, true, MMS_TYPE_F32);        /* [K, OW, OH, N] */
     if (!cols) return NULL;
     kernel = mms_is_contiguous(a) ? a : mms_cont(ctx, a);

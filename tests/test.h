@@ -48,6 +48,15 @@ TEST_FN int test_summary(void) {
     return test__failed ? 1 : 0;
 }
 
+/* A context that grows as needed; no_alloc: metadata only. */
+TEST_FN struct mms_context *test_ctx(bool no_alloc) {
+    struct mms_init_params ip;
+    ip.mem_size = 0;
+    ip.mem_buffer = NULL;
+    ip.no_alloc = no_alloc;
+    return mms_init(ip);
+}
+
 /* A logger that keeps the last messages instead of printing them, so tests can check what the
    library said. */
 static char test__log[4096];

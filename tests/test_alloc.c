@@ -8,14 +8,6 @@
 
 static mms_backend_t cpu;
 
-static struct mms_context *new_ctx(bool no_alloc) {
-    struct mms_init_params ip;
-    ip.mem_size = 0;
-    ip.mem_buffer = NULL;
-    ip.no_alloc = no_alloc;
-    return mms_init(ip);
-}
-
 static struct mms_gallocr_buffer_info plan_info(struct ref_graph *r, bool inputs_reusable) {
     struct mms_gallocr_buffer_info bi;
     mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
@@ -137,8 +129,8 @@ static struct mms_cgraph *rg_build(struct rgen *g, unsigned long long seed, stru
     struct mms_cgraph *graph;
     int i, n_ops, tries = 0;
     g->rng = seed;
-    g->ctx = new_ctx(true);
-    g->wctx = new_ctx(false);
+    g->ctx = test_ctx(true);
+    g->wctx = test_ctx(false);
     g->n = 0;
     *n_inputs = 1 + (int)rg_next(g, 3);
     for (i = 0; i < *n_inputs; i++) {
@@ -296,7 +288,7 @@ static struct mms_cgraph *small_graph(struct mms_context *ctx, int64_t n, bool s
 }
 
 static void test_plan_reuse_and_replan(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
     struct mms_tensor *d;
     int plans;
@@ -317,7 +309,7 @@ static void test_plan_reuse_and_replan(void) {
 }
 
 static void test_reserve_then_alloc_same_graph(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
     struct mms_tensor *d;
     struct mms_cgraph *g = small_graph(ctx, 64, false, &d);
@@ -330,7 +322,7 @@ static void test_reserve_then_alloc_same_graph(void) {
 }
 
 static void test_old_allocation_is_stale(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
     struct mms_tensor *d1, *d2;
     float x[8];
@@ -347,7 +339,7 @@ static void test_old_allocation_is_stale(void) {
 }
 
 static void test_inputs_survive_compute(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
     struct mms_tensor *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 32), *y;
     struct mms_cgraph *g = mms_new_graph(ctx);
@@ -382,7 +374,7 @@ static size_t small_max(mms_backend_buffer_type_t buft) { (void)buft; return 409
 
 static void test_max_size_splits_into_chunks(void) {
     struct mms_backend_buffer_type small = *mms_backend_cpu_buffer_type();
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     mms_gallocr_t ga;
     struct mms_gallocr_buffer_info bi;
     struct mms_tensor *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 768), *y = x, *big;
@@ -419,7 +411,7 @@ static void test_max_size_splits_into_chunks(void) {
 static void test_several_buffers(void) {
     struct mms_backend_buffer_type second = *mms_backend_cpu_buffer_type();
     mms_backend_buffer_type_t types[2];
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 64), *b = mms_sqr(ctx, a), *c = mms_exp(ctx, b), *d = mms_tanh(ctx, c);
     struct mms_cgraph *g = mms_new_graph(ctx), *g2;
     int node_ids[3] = { 0, 1, 1 }, leaf_ids[1] = { 0 };
@@ -490,7 +482,7 @@ static void test_report_and_picture(void) {
 }
 
 static void test_errors(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
     struct mms_cgraph *g = mms_new_graph(ctx);
     struct mms_gallocr_buffer_info bi;

@@ -6,14 +6,6 @@
 
 static mms_backend_t cpu;
 
-static struct mms_context *new_ctx(bool no_alloc) {
-    struct mms_init_params ip;
-    ip.mem_size = 0;
-    ip.mem_buffer = NULL;
-    ip.no_alloc = no_alloc;
-    return mms_init(ip);
-}
-
 static void fill(struct mms_tensor *t, float lo, float hi) {
     int64_t i, n = mms_nelements(t);
     float *v = (float *)malloc((size_t)n * sizeof *v);
@@ -42,7 +34,7 @@ static void test_buffer_basics(void) {
 }
 
 static void test_alloc_ctx_tensors_places_everything(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 3, 5);
     struct mms_tensor *h = mms_new_tensor_1d(ctx, MMS_TYPE_F16, 7);
     struct mms_tensor *v = mms_view_1d(ctx, a, 4, 2 * sizeof(float));
@@ -65,7 +57,7 @@ static void test_alloc_ctx_tensors_places_everything(void) {
 }
 
 static void test_tensor_data_errors(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), "weights");
     struct mms_tensor *b;
     mms_backend_buffer_t buf;
@@ -88,7 +80,7 @@ static void test_tensor_data_errors(void) {
 
 /* The heart of the lifetime model at this level: memory handed out again or freed is detected. */
 static void test_stale_after_reset_and_free(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_F32, 16), "encoder_out");
     struct mms_tensor *v = mms_view_1d(ctx, a, 4, 0);
     mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, cpu), other;
@@ -110,7 +102,7 @@ static void test_stale_after_reset_and_free(void) {
 static void test_buffer_from_ptr_and_manual_placement(void) {
     static float user_mem[64];
     mms_backend_buffer_t b = mms_backend_cpu_buffer_from_ptr(user_mem, sizeof user_mem);
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *t = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 8), *v;
     float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     EXPECT(b && mms_backend_buffer_get_base(b) == user_mem, "wrapped");
@@ -124,7 +116,7 @@ static void test_buffer_from_ptr_and_manual_placement(void) {
 
 /* A small graph mixing ops; returns the output as a malloc'ed array. */
 static float *run_mixed_graph(int n_threads, const float *xin, const float *win) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *x = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 33, 7), *w = mms_new_tensor_2d(ctx, MMS_TYPE_F16, 33, 19);
     struct mms_tensor *y = mms_gelu(ctx, mms_mul_mat(ctx, w, mms_rms_norm(ctx, x, 1e-5f)));
     struct mms_cgraph *g = mms_new_graph(ctx);
@@ -167,7 +159,7 @@ static void test_results_do_not_depend_on_thread_count(void) {
 }
 
 static void test_allocating_context_computes_directly(void) {
-    struct mms_context *ctx = new_ctx(false);
+    struct mms_context *ctx = test_ctx(false);
     struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 5), *b = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 1);
     struct mms_tensor *c = mms_div(ctx, a, b);
     struct mms_cgraph *g = mms_new_graph(ctx);
@@ -181,7 +173,7 @@ static void test_allocating_context_computes_directly(void) {
 }
 
 static void test_compute_errors(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 4, 3), *idx = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 2);
     struct mms_tensor *rows = mms_set_name(mms_get_rows(ctx, a, idx), "picked");
     struct mms_cgraph *g = mms_new_graph(ctx), *bad = mms_new_graph(ctx);
@@ -221,7 +213,7 @@ static mms_backend_buffer_t dev_alloc(mms_backend_buffer_type_t t, size_t size) 
 
 static void test_compute_refuses_memory_it_cannot_read(void) {
     struct mms_backend_buffer_type dev;
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), "on_device");
     struct mms_cgraph *g = mms_new_graph(ctx);
     mms_backend_buffer_t b;
@@ -240,7 +232,7 @@ static void test_compute_refuses_memory_it_cannot_read(void) {
 }
 
 static void test_async_wrappers_fall_back(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), *b = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4);
     mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, cpu);
     float x[4] = { 1, 2, 3, 4 }, y[4] = { 0 };

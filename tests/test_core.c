@@ -4,18 +4,10 @@
 #include "test.h"
 #include <math.h>
 
-static struct mms_context *new_ctx(bool no_alloc) {
-    struct mms_init_params ip;
-    ip.mem_size = 0;
-    ip.mem_buffer = NULL;
-    ip.no_alloc = no_alloc;
-    return mms_init(ip);
-}
-
 /* -- contexts -- */
 
 static void test_context_allocating_and_growing(void) {
-    struct mms_context *ctx = new_ctx(false);
+    struct mms_context *ctx = test_ctx(false);
     struct mms_tensor *t = NULL;
     int i;
     EXPECT(ctx != NULL, "mms_init failed: %s", mms_last_error());
@@ -58,7 +50,7 @@ static void test_context_fixed_buffer_runs_out_with_error(void) {
 }
 
 static void test_no_alloc_context_has_no_data(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *t = mms_new_tensor_3d(ctx, MMS_TYPE_BF16, 5, 6, 7);
     EXPECT(t && t->data == NULL && t->buffer == NULL, "no_alloc tensor got data");
     EXPECT(mms_get_no_alloc(ctx), "no_alloc not reported");
@@ -68,7 +60,7 @@ static void test_no_alloc_context_has_no_data(void) {
 /* -- tensors -- */
 
 static void test_tensor_shape_and_strides(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *t = mms_new_tensor_4d(ctx, MMS_TYPE_F16, 7, 5, 3, 2);
     EXPECT(t->ne[0] == 7 && t->ne[1] == 5 && t->ne[2] == 3 && t->ne[3] == 2, "ne");
     EXPECT(t->nb[0] == 2 && t->nb[1] == 14 && t->nb[2] == 70 && t->nb[3] == 210, "nb %zu %zu %zu %zu", t->nb[0], t->nb[1], t->nb[2], t->nb[3]);
@@ -82,7 +74,7 @@ static void test_tensor_shape_and_strides(void) {
 }
 
 static void test_tensor_names_flags_lookup(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), *b = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4);
     char longname[200];
     memset(longname, 'x', sizeof longname - 1);
@@ -104,7 +96,7 @@ static void test_tensor_names_flags_lookup(void) {
 }
 
 static void test_tensor_creation_errors(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     int64_t ne[5] = { 2, 2, 2, 2, 2 };
     test_capture_log();
     EXPECT(mms_new_tensor(ctx, MMS_TYPE_F32, 5, ne) == NULL, "5 dims accepted");
@@ -122,7 +114,7 @@ static void test_tensor_creation_errors(void) {
 /* -- views -- */
 
 static void test_views_share_memory_and_strides(void) {
-    struct mms_context *ctx = new_ctx(false);
+    struct mms_context *ctx = test_ctx(false);
     struct mms_tensor *a = mms_new_tensor_3d(ctx, MMS_TYPE_F32, 4, 3, 2), *v, *p, *r, *tr;
     float *d = (float *)a->data;
     int i;
@@ -146,7 +138,7 @@ static void test_views_share_memory_and_strides(void) {
 }
 
 static void test_view_errors(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 8, 4), *p;
     test_capture_log();
     EXPECT(mms_view_1d(ctx, a, 8, 25 * sizeof(float)) == NULL, "view beyond the end accepted");
@@ -256,7 +248,7 @@ static void test_type_traits(void) {
 /* -- graphs -- */
 
 static void test_graph_order_is_depth_first(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4), *w = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4);
     struct mms_tensor *a, *b, *c, *d;
     struct mms_cgraph *g = mms_new_graph(ctx);
@@ -279,7 +271,7 @@ static void test_graph_order_is_depth_first(void) {
 }
 
 static void test_graph_grows_without_cap(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *t = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 1);
     struct mms_cgraph *g = mms_new_graph(ctx);
     int i;
@@ -291,7 +283,7 @@ static void test_graph_grows_without_cap(void) {
 }
 
 static void test_graph_records_failed_ops(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 4, 3), *b = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 5, 3);
     struct mms_cgraph *g = mms_new_graph(ctx);
     struct mms_tensor *bad;
@@ -309,7 +301,7 @@ static void test_graph_records_failed_ops(void) {
 }
 
 static void test_graph_print_and_dot(void) {
-    struct mms_context *ctx = new_ctx(true);
+    struct mms_context *ctx = test_ctx(true);
     struct mms_tensor *x = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 4, 2), "in\"put");
     struct mms_tensor *y = mms_set_name(mms_gelu(ctx, mms_transpose(ctx, x)), "y");
     struct mms_cgraph *g = mms_new_graph(ctx);

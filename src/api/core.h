@@ -221,8 +221,9 @@ MMS_API struct mms_tensor *mms_rms_norm(struct mms_context *ctx, struct mms_tens
    holds the KV heads, and query head h uses KV head h / (B2 / A2). Any strides are accepted. */
 MMS_API struct mms_tensor *mms_mul_mat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 
-/* softmax(a * scale + mask) over ne[0]. mask (optional, F32 or F16): [ne0, >= ne1, ne2 / k, ne3 / j],
-   broadcast over dims 2 and 3; -INFINITY masks out. A row entirely masked gives zeros.
+/* softmax(a * scale + mask) over ne[0]. mask (optional, F32 or F16): [ne0, >= ne1, m2, m3] with m2
+   dividing ne2 and m3 dividing ne3; row (i1, i2, i3) adds mask row (i1, i2 % m2, i3 % m3), so a
+   mask is repeated over heads like b of add. -INFINITY masks out; a row entirely masked gives zeros.
    max_bias (ALiBi) must be 0: it is not implemented. [f32 scale, f32 max_bias] */
 MMS_API struct mms_tensor *mms_soft_max(struct mms_context *ctx, struct mms_tensor *a);
 MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask, float scale, float max_bias);
@@ -258,6 +259,8 @@ MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tenso
 /* Convolution as im2col + mul_mat (ggml's layout). 2-D: kernel a [KW, KH, IC, OC] (only its shape
    is read), input b [W, H, IC, N] -> im2col [IC*KH*KW, OW, OH, N]; 1-D (is_2D false): a [KW, IC, OC],
    b [W, IC, N] -> [IC*KW, OW, N]. OW = (W + 2*p0 - d0*(KW-1) - 1) / s0 + 1. dst_type F32 or F16.
+   Column (ic*KH + ky)*KW + kx of output row (ox, oy, n) holds input (ox*s0 + kx*d0 - p0,
+   oy*s1 + ky*d1 - p1, ic, n), or 0 in the padding: the order a contiguous kernel is stored in.
    conv_2d returns F32 [OW, OH, OC, N]. [im2col: i32 s0, s1, p0, p1, d0, d1, is_2D] */
 MMS_API struct mms_tensor *mms_im2col(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b,
                                       int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum mms_type dst_type);
@@ -266,7 +269,8 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 
 /* Fused attention, computed with a streaming softmax (the n_q x n_kv score matrix is never stored).
    q [D, n_q, H, B] (float), k [D, n_kv, Hkv, B], v [Dv, n_kv, Hkv, B] (F32/F16/BF16, same type),
-   H % Hkv == 0 (grouped heads); mask optional F32/F16 [n_kv, >= n_q, 1 or H, 1 or B].
+   H % Hkv == 0 (grouped heads: query head h uses KV head h / (H / Hkv)); mask optional F32/F16
+   [n_kv, >= n_q, m2, m3] with m2 dividing H and m3 dividing B, repeated like soft_max_ext's.
    Result F32 [Dv, H, n_q, B] (note: heads before tokens, ready for a reshape to [Dv*H, n_q]).
    logit_softcap c != 0 replaces each score s by c * tanh(s / c) (after scale). max_bias must be 0.
    [f32 scale, f32 max_bias, f32 logit_softcap] */

@@ -155,25 +155,30 @@ static bool mms__check_mask(struct mms_context *ctx, const char *who, const stru
     return true;
 }
 
-MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask,
-                                            float scale, float max_bias) {
+static struct mms_tensor *mms__soft_max_impl(struct mms_context *ctx, const char *who, struct mms_tensor *a, struct mms_tensor *mask,
+                                             float scale, float max_bias) {
     struct mms_tensor *t;
-    if (!mms__args_ok(ctx, "mms_soft_max_ext", a, a)) return NULL;
-    if (!mms__require_float(ctx, "mms_soft_max_ext", "a", a)) return NULL;
-    if (mask && !mms__check_mask(ctx, "mms_soft_max_ext", mask, a->ne[0], a->ne[1], a->ne[2], a->ne[3])) return NULL;
+    if (!mms__args_ok(ctx, who, a, a)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a)) return NULL;
+    if (mask && !mms__check_mask(ctx, who, mask, a->ne[0], a->ne[1], a->ne[2], a->ne[3])) return NULL;
     if (max_bias != 0.0f) {
-        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "mms_soft_max_ext: max_bias %g (ALiBi) is not implemented; pass 0", (double)max_bias);
+        mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
         return NULL;
     }
-    t = mms__new_op(ctx, "mms_soft_max_ext", MMS_OP_SOFT_MAX, a->type, MMS_MAX_DIMS, a->ne, a, mask, NULL);
+    t = mms__new_op(ctx, who, MMS_OP_SOFT_MAX, a->type, MMS_MAX_DIMS, a->ne, a, mask, NULL);
     if (!t) return NULL;
     mms__set_op_param_f32(t, 0, scale);
     mms__set_op_param_f32(t, 1, max_bias);
     return t;
 }
 
+MMS_API struct mms_tensor *mms_soft_max_ext(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *mask,
+                                            float scale, float max_bias) {
+    return mms__soft_max_impl(ctx, "mms_soft_max_ext", a, mask, scale, max_bias);
+}
+
 MMS_API struct mms_tensor *mms_soft_max(struct mms_context *ctx, struct mms_tensor *a) {
-    return mms_soft_max_ext(ctx, a, NULL, 1.0f, 0.0f);
+    return mms__soft_max_impl(ctx, "mms_soft_max", a, NULL, 1.0f, 0.0f);
 }
 
 /* -- rope -- */
@@ -420,6 +425,11 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
     struct mms_tensor *cols, *kernel, *prod;
     if (!mms__args_ok(ctx, "mms_conv_2d", a, b)) return NULL;
     if (!mms__require_float(ctx, "mms_conv_2d", "kernel", a)) return NULL;
+    if (a->ne[2] != b->ne[2]) {   /* checked here too, so the error names the call the user made */
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_conv_2d: kernel %s [KW,KH,IC,OC] and input %s [W,H,IC,N] have different "
+                       "channel counts", mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
     cols = mms_im2col(ctx, a, b, s0, s1, p0, p1, d0, d1, true, MMS_TYPE_F32);        /* [K, OW, OH, N] */
     if (!cols) return NULL;
     kernel = mms_is_contiguous(a) ? a : mms_cont(ctx, a);
