@@ -99,7 +99,7 @@ static struct mms_tensor *rg_op(struct rgen *g) {
     struct mms_context *ctx = g->ctx;
     struct mms_tensor *a = rg_pick(g), *b = NULL;
     int i;
-    switch (rg_next(g, 14)) {
+    switch (rg_next(g, 15)) {
         case 0:  return mms_silu(ctx, a);
         case 1:  return mms_tanh(ctx, a);
         case 2:  return mms_scale(ctx, a, 0.5f);
@@ -120,6 +120,7 @@ static struct mms_tensor *rg_op(struct rgen *g) {
         case 10: return a->ne[1] >= 2 ? mms_view_2d(ctx, a, a->ne[0], a->ne[1] / 2, a->nb[1], a->nb[1]) : NULL;
         case 11: return mms_cont(ctx, a);
         case 12: return mms_concat(ctx, a, mms_gelu(ctx, a), (int)rg_next(g, 2));
+        case 13: return mms_permute(ctx, a, 0, 2, 1, 3);
         default: return mms_norm(ctx, a, 1e-5f);
     }
 }
@@ -136,7 +137,7 @@ static struct mms_cgraph *rg_build(struct rgen *g, unsigned long long seed, stru
     for (i = 0; i < *n_inputs; i++) {
         struct mms_tensor *t = mms_new_tensor_2d(g->ctx, MMS_TYPE_F32, rg_dim(g) * 2, rg_dim(g));
         mms_format_name(t, "in%d", i);
-        mms_set_input(t);
+        if (rg_next(g, 4)) mms_set_input(t);   /* an unflagged one is planned like any tensor */
         inputs[i] = g->pool[g->n++] = t;
     }
     n_ops = 5 + (int)rg_next(g, 36);
@@ -154,14 +155,14 @@ static struct mms_cgraph *rg_build(struct rgen *g, unsigned long long seed, stru
     return graph;
 }
 
-/* Fills the graph's input leafs with values fixed by the seed. */
+/* Fills the graph's input leafs ("in0".., flagged or not) with values fixed by the seed. */
 static void rg_set_inputs(struct mms_cgraph *graph, unsigned long long seed) {
     int i;
     for (i = 0; i < mms_graph_n_leafs(graph); i++) {
         struct mms_tensor *t = mms_graph_leaf(graph, i);
         int64_t k, ne = mms_nelements(t);
         float *v;
-        if (!(t->flags & MMS_TENSOR_FLAG_INPUT)) continue;
+        if (strncmp(t->name, "in", 2) != 0) continue;
         v = (float *)malloc((size_t)ne * sizeof *v);
         for (k = 0; k < ne; k++) v[k] = (float)((seed * 31 + (unsigned long long)(i * 977 + k * 7)) % 2001) / 1000.0f - 1.0f;
         mms_backend_tensor_set(t, v, 0, (size_t)ne * sizeof *v);
