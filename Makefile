@@ -13,8 +13,8 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_alloc
-EXAMPLES = simple bench
+TESTS    = test_core test_backend test_ops test_alloc test_sched
+EXAMPLES = simple two_graphs bench
 
 B = build
 
@@ -42,10 +42,10 @@ $(B) $(B)/tests $(B)/tests-asan $(B)/compile $(B)/cuda:
 
 # -- tests ------------------------------------------------------------------------------------------
 
-$(B)/tests/%: tests/%.c mmsched.h tests/test.h examples/reference_graphs.h | $(B)/tests
+$(B)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
 
-$(B)/tests-asan/%: tests/%.c mmsched.h tests/test.h examples/reference_graphs.h | $(B)/tests-asan
+$(B)/tests-asan/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/tests-asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 
 $(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile

@@ -30,6 +30,9 @@
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
        MMS_CPU_KERNELS=auto|scalar|avx2           the CPU kernel set (default auto)
+       MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
+       MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
+       MMS_SCHED_DUMP=glob, MMS_SCHED_DUMP_DIR    write matching computed tensors to files
 
    CONTENTS
        1. Errors and logging
@@ -39,9 +42,10 @@
        5. Graphs
        6. Buffers, backends and tensor lifetimes
        7. The graph allocator
-       8. The CPU backend
-       9. The CUDA backend
-       10. Differences from ggml, on purpose
+       8. The scheduler: several backends, and results kept across graphs
+       9. The CPU backend
+       10. The CUDA backend
+       11. Differences from ggml, on purpose
 
    EXAMPLE
        struct mms_init_params p = { 0, NULL, true };       // metadata only
@@ -190,7 +194,85 @@
        Every alloc_graph starts a new generation of the buffers, so a tensor of an earlier
        allocation that is still used (read back, set, or computed) is reported as stale, naming it.
 
-   8. THE CPU BACKEND
+   8. THE SCHEDULER: SEVERAL BACKENDS, AND RESULTS KEPT ACROSS GRAPHS
+       mms_backend_t backends[2] = { gpu, cpu };              // priority order
+       mms_backend_sched_t s = mms_backend_sched_new(backends, NULL, 2, false, false);
+       mms_backend_sched_reserve(s, worst_case_graph);        // optional: size memory up front
+       for each step: build graph g; mms_backend_sched_alloc_graph(s, g); set the inputs;
+                      mms_backend_sched_graph_compute(s, g); read the outputs.
+
+       Where an op runs, in this order: where the caller pinned it (set_tensor_backend); where the
+       memory it writes lives (a CPY into a cache); where the weights it reads live (src[0] or src[1]
+       in a buffer with usage MMS_BUFFER_USAGE_WEIGHTS; with op_offload, a higher-priority backend
+       whose offload_op accepts the op takes it from host weights); next to its neighbours (spread
+       down then up, first from every backend but the last, then from all); else the first backend
+       that supports it. A backend that does not support the op is never chosen (fallback to the
+       next that does). Views live with their source. Inputs without memory go to the last backend.
+       Consecutive ops on one backend form a split; a split copies in, before it runs, every tensor
+       it reads from memory its backend cannot use (synchronously for graph inputs, else after
+       waiting for the producing backend's event, or synchronizing it, asynchronously when the
+       destination backend can). With parallel, each split input has several copies and consecutive
+       graphs use them in turn.
+
+       The caller's graph is not rewired: the scheduler computes on its own clones of the nodes,
+       whose sources point at the copies, and gives each caller tensor the memory of its clone.
+       Its compute memory is one graph allocator with a buffer per backend (mms_backend_sched_
+       get_gallocr for the plan and the picture).
+
+       Results across graphs. A graph's tensors live in compute memory that the next allocation
+       hands out again. Three things follow:
+       - Mark a tensor with mms_set_persistent before its graph is allocated and it is placed in a
+         buffer of its own on its backend instead. It keeps its value for every later graph on the
+         scheduler; in a later graph it is a leaf (its producers are not walked again), and any
+         backend may read it (it is copied where needed). mms_backend_sched_release frees it;
+         sched_free frees them all.
+       - Using in a graph a result an earlier graph left in compute memory, next to new ops, is an
+         MMS_ERR_STALE error at allocation, e.g.
+           mms_backend_sched_alloc_graph: graph #7 'consumer' uses tensor 'image_features' f32
+           [48,16,1,1] as an input of ..., which graph #4 'encoder' computed in compute memory that
+           this allocation hands out again: its value would be lost. Mark it with
+           mms_set_persistent before graph #4 'encoder' is allocated ...
+         (A graph object rebuilt over exactly the tensors of one earlier graph, with nothing new, is
+         that graph again and allowed; input leafs are set anew after every allocation anyway.)
+       - Reading such a tensor afterwards (tensor_get/set, or computing with it) is MMS_ERR_STALE too,
+         naming the graph that placed it; so is any use of a tensor whose buffer was freed.
+       compute of a graph other than the one allocated is MMS_ERR_STATE; reserve-then-alloc of one
+       graph reuses the plan; a graph whose topology changed is planned again and the buffers grow
+       (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
+       inputs or graph size.
+
+       Eval callback (mms_backend_sched_set_eval_callback): asked for every computed node with
+       ask = true; for those it wants, the split is cut there, synchronized, and it is called again
+       with ask = false while the value is readable; returning false stops the graph (MMS_ABORTED).
+
+       Trace, MMS_SCHED_DEBUG=1 (or mms_backend_sched_set_debug(s, 1, file)), one block per alloc or
+       reserve, whatever the log level:
+           mms_sched: alloc graph #12 'decoder': 58 nodes, 14 leafs, 3 splits, 4 split inputs, 1 pipeline copies
+           mms_sched: ## split 0 on TEST: nodes 0..20, 1 inputs
+           mms_sched:    copy 'img' f32 [16,8,1,1] (512 B) from CPU to TEST as 'TEST#img#0'
+           mms_sched: compute memory on TEST: 3.2 KiB planned (lower bound 3.2 KiB), 12 tensors; persistent 0 B
+       MMS_SCHED_DEBUG=2 adds, inside each split, one line per node:
+           mms_sched:    node 5 MUL_MAT 'q' f32 [24,4,1,1] on CPU (its weights are there): CPU buffer,
+                         offset 1024, size 384, live 5..9
+       The reason is one of: pinned, its memory is there, its weights are there, offloaded: large
+       batch on host weights, graph input, next to its neighbours, fallback: where its weights are
+       cannot run it, first backend that runs it, view of a tensor there. "live a..b" are the
+       allocation graph's steps (copies count as steps); "in place of X" marks in-place reuse.
+
+       Poison, MMS_SCHED_POISON=1 (or mms_backend_sched_set_poison): every allocation fills the
+       compute buffers with 0xFF bytes, which read as NaN in f32, f16 and bf16. Inputs are set after
+       allocation, so only reads of memory this graph did not write (a stale pointer, an input left
+       unset) turn into NaN.
+
+       Dumps, MMS_SCHED_DUMP=glob (* and ?) with MMS_SCHED_DUMP_DIR=folder (default "."), or
+       mms_backend_sched_set_dump: after each computed node whose name matches, one file
+       <folder>/mms-dump-g<graph id>-n<node index>-<name>.bin holding a text line
+           mmsched-dump name=<name> type=<f32|f16|bf16|i32> ne=<a,b,c,d> bytes=<n> fnv1a64=<16 hex>
+       and then the elements, row-major and contiguous; the same line (with the path) goes to the
+       trace output. Equal checksums across runs, placements or backends mean equal values: the
+       way to bisect where two configurations start to differ.
+
+   9. THE CPU BACKEND
        mms_backend_cpu_init() starts a thread pool with one worker per core
        (mms_backend_cpu_set_n_threads changes it). Workers sleep between graphs and meet at a
        spinning barrier between nodes. Rows (or, for mul_mat, tiles handed out through an atomic
@@ -199,11 +281,11 @@
        else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS force one. The test suite runs every
        op with both.
 
-   9. THE CUDA BACKEND
+   10. THE CUDA BACKEND
        mmsched_cuda.cu is a placeholder until the CUDA backend lands: mms_backend_cuda_init and the
        buffer types return NULL with MMS_ERR_UNSUPPORTED; mms_backend_cuda_get_device_count works.
 
-   10. DIFFERENCES FROM GGML, ON PURPOSE
+   11. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
        - mms_gelu is the exact erf GELU; ggml_gelu (tanh approximation) is mms_gelu_tanh.
        - Unary ops are their own ops (MMS_OP_SILU, ...), not sub-ops of a UNARY op.
@@ -213,6 +295,11 @@
        - Masks may be F32 or F16 and need no padding; flash_attn_ext accepts F32 k/v too.
        - mms_backend_tensor_set/get also work on tensors of an allocating (host) context.
        - Contexts and graphs grow; there is no graph size to choose.
+       - The scheduler never rewires the caller's graph (ggml points sources at its copies), refuses
+         to compute a graph other than the one allocated (ggml silently runs the allocated one),
+         reports results used after their memory was handed out again (ggml: silent garbage), keeps
+         persistent tensors across graphs, and has no caps (ggml: 16 backends, graph_size hash).
+       - ggml_backend_sched_new takes a graph_size; mms_backend_sched_new does not need one.
        - The graph allocator keeps inputs alive through the whole graph (ggml lets an in-place op
          overwrite them; mms_gallocr_set_inputs_reusable restores that), reuses a stored plan only
          for the same topology (ggml compares node counts and sizes), replans and grows by itself
@@ -422,6 +509,7 @@ struct mms_tensor {
     struct mms_backend_buffer *buffer;      /* NULL for host memory of an allocating context */
     uint64_t                   buffer_uid;  /* the buffer's uid when placed: detects a freed buffer */
     uint64_t                   generation;  /* the buffer's generation when placed: detects reuse */
+    uint64_t                   graph_id;    /* the graph whose allocation placed it (0: none) */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];
@@ -607,8 +695,9 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). Graphs grow without a size cap and
-   live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
+   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
+   not walked again. Graphs grow without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 
@@ -620,6 +709,9 @@ MMS_API int                mms_graph_n_leafs(const struct mms_cgraph *graph);
 MMS_API struct mms_tensor *mms_graph_leaf(const struct mms_cgraph *graph, int i);
 MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *graph, const char *name);
 MMS_API uint64_t           mms_graph_id(const struct mms_cgraph *graph);   /* unique per process, never 0 */
+/* A name for messages and traces ("vision encoder"); graphs are "graph #<id>" without one. */
+MMS_API void               mms_graph_set_name(struct mms_cgraph *graph, const char *name);
+MMS_API const char        *mms_graph_get_name(const struct mms_cgraph *graph);
 /* The first error met while building (a NULL tensor from a failed op, a graph cycle), with its message. */
 MMS_API enum mms_status    mms_graph_status(const struct mms_cgraph *graph);
 MMS_API const char        *mms_graph_error(const struct mms_cgraph *graph);
@@ -922,6 +1014,82 @@ MMS_API void            mms_gallocr_print_plan(mms_gallocr_t galloc, FILE *out);
 MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t galloc, int buffer_id, const char *path);
 /* ==== end src/api/alloc.h ==== */
 
+/* ==== begin src/api/sched.h ==== */
+/* >>api-sched -------------------------------------------------------------------------------------
+   The scheduler runs graphs over several backends: it decides where each op runs, cuts the graph
+   into splits with the copies they need, plans all compute memory with one graph allocator, and
+   keeps the lifetime promises:
+   - an op runs where its weights live, where the caller pinned it, or where its neighbours run;
+     ops a backend does not support fall back to one that does; inputs of a split that live in
+     memory its backend cannot use are copied in;
+   - a graph tensor marked with mms_set_persistent before its graph is allocated is placed outside
+     the reusable compute memory, on its backend, and stays valid for every later graph of the same
+     scheduler (as an input, on any backend) until mms_backend_sched_release or sched_free;
+   - using in a new graph a result that an earlier graph left in compute memory is an error that
+     names the tensor, the graph it came from and the fix; so is reading it back (it is stale);
+   - the caller's graph is never rewired: the scheduler computes on its own copies of the nodes,
+     which share memory with the caller's tensors; reserve-then-alloc of one graph works, and
+     computing a graph other than the one allocated is an error.
+   Debugging aids (set by the environment when the scheduler is made, or by the calls below):
+     MMS_SCHED_DEBUG=1   a trace of each allocation: splits, their inputs and copies, buffer sizes
+     MMS_SCHED_DEBUG=2   also every node: backend, why there, buffer, offset, size, live range
+     MMS_SCHED_POISON=1  fill compute memory with 0xFF bytes (NaN in f32, f16 and bf16) at each
+                         allocation, so reading memory this graph did not write shows as NaN
+     MMS_SCHED_DUMP=glob write every computed node whose name matches (* and ?) to a file, with a
+                         checksum; MMS_SCHED_DUMP_DIR (default ".") chooses the folder
+   The trace goes to stderr (or the FILE given to mms_backend_sched_set_debug) whatever the log
+   level. Formats are described in the manual. */
+
+typedef struct mms_backend_sched *mms_backend_sched_t;
+
+/* ask = true: does the callback want to see tensor t after it is computed? ask = false: t has been
+   computed (read it with mms_backend_tensor_get); return false to stop (compute returns MMS_ABORTED). */
+typedef bool (*mms_backend_sched_eval_callback)(struct mms_tensor *t, bool ask, void *user_data);
+
+/* backends in priority order (index 0 first); bufts: the compute buffer type per backend, or NULL
+   for each backend's default. parallel: keep several copies of split inputs so consecutive graphs
+   can overlap (pipeline parallelism). op_offload: run ops with large batches on a higher-priority
+   backend even when their weights are in host memory (the weights are copied in). */
+MMS_API mms_backend_sched_t mms_backend_sched_new(mms_backend_t *backends, mms_backend_buffer_type_t *bufts, int n_backends,
+                                                  bool parallel, bool op_offload);   /* NULL + last error */
+MMS_API void                mms_backend_sched_free(mms_backend_sched_t sched);     /* releases persistent tensors too */
+
+/* Plan compute memory for a worst-case graph (no tensor is placed). */
+MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t sched, struct mms_cgraph *graph);
+/* Assign backends, split, plan (again only if the topology changed) and place every tensor. */
+MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t sched, struct mms_cgraph *graph);
+/* Compute the allocated graph (allocating it first if nothing is allocated). */
+MMS_API enum mms_status mms_backend_sched_graph_compute(mms_backend_sched_t sched, struct mms_cgraph *graph);
+MMS_API enum mms_status mms_backend_sched_graph_compute_async(mms_backend_sched_t sched, struct mms_cgraph *graph);
+MMS_API enum mms_status mms_backend_sched_synchronize(mms_backend_sched_t sched);
+/* Forget the allocation and the pins: every tensor in compute memory becomes stale. */
+MMS_API void            mms_backend_sched_reset(mms_backend_sched_t sched);
+
+/* Pin a tensor (an op) to a backend for the next allocations, until reset. */
+MMS_API enum mms_status mms_backend_sched_set_tensor_backend(mms_backend_sched_t sched, struct mms_tensor *tensor, mms_backend_t backend);
+MMS_API mms_backend_t   mms_backend_sched_get_tensor_backend(mms_backend_sched_t sched, const struct mms_tensor *tensor);
+MMS_API void            mms_backend_sched_set_eval_callback(mms_backend_sched_t sched, mms_backend_sched_eval_callback callback, void *user_data);
+
+/* Free the memory of a persistent tensor (it becomes stale). */
+MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t sched, struct mms_tensor *tensor);
+
+MMS_API int           mms_backend_sched_get_n_backends(mms_backend_sched_t sched);
+MMS_API mms_backend_t mms_backend_sched_get_backend(mms_backend_sched_t sched, int i);
+MMS_API int           mms_backend_sched_get_n_splits(mms_backend_sched_t sched);     /* of the last graph split */
+MMS_API int           mms_backend_sched_get_n_copies(mms_backend_sched_t sched);     /* pipeline copies: 1, or more with parallel */
+MMS_API int           mms_backend_sched_get_n_split_inputs(mms_backend_sched_t sched); /* tensors copied between backends per compute */
+MMS_API size_t        mms_backend_sched_get_buffer_size(mms_backend_sched_t sched, mms_backend_t backend);      /* compute memory */
+MMS_API size_t        mms_backend_sched_get_persistent_size(mms_backend_sched_t sched, mms_backend_t backend);  /* kept tensors */
+MMS_API int           mms_backend_sched_get_n_reallocs(mms_backend_sched_t sched);   /* compute buffer growths */
+/* The compute-memory plan of the last allocation: see mms_gallocr_* (buffer i is backend i). */
+MMS_API mms_gallocr_t mms_backend_sched_get_gallocr(mms_backend_sched_t sched);
+
+/* Debugging aids (the environment variables above set the defaults). */
+MMS_API void            mms_backend_sched_set_debug(mms_backend_sched_t sched, int level, FILE *out);   /* out NULL: stderr */
+MMS_API void            mms_backend_sched_set_poison(mms_backend_sched_t sched, bool poison);
+MMS_API enum mms_status mms_backend_sched_set_dump(mms_backend_sched_t sched, const char *pattern, const char *dir);
+/* ==== end src/api/sched.h ==== */
+
 /* ==== begin src/api/epilogue.h ==== */
 #ifdef __cplusplus
 }
@@ -954,6 +1122,7 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t galloc, int buffer_i
 #include <math.h>
 #include <float.h>
 #include <assert.h>
+#include <ctype.h>
 
 #ifndef MMS_ASSERT
 #  define MMS_ASSERT(cond) assert(cond)
@@ -2557,6 +2726,7 @@ struct mms_cgraph {
 
     enum mms_status     status;
     char                error[MMS__ERROR_MAX];
+    char                name[MMS_MAX_NAME];
 };
 
 static volatile uint64_t mms__graph_id_counter = 0;
@@ -2616,6 +2786,11 @@ static bool mms__push_tensor(struct mms_tensor ***arr, int *n, int *cap, struct 
 
 struct mms__visit { struct mms_tensor *t; int next_src; };
 
+/* Leafs: tensors without an op, and kept results of earlier graphs (persistent, with memory). */
+static bool mms__is_leaf(const struct mms_tensor *t) {
+    return t->op == MMS_OP_NONE || ((t->flags & MMS_TENSOR_FLAG_PERSISTENT) && t->data);
+}
+
 MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *tensor) {
     struct mms__visit *stack = NULL;
     int depth = 0, cap = 0;
@@ -2644,14 +2819,14 @@ MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *t
     MMS__VISIT_PUSH(tensor);
     while (depth > 0 && !oom) {
         struct mms__visit *top = &stack[depth - 1];
-        if (top->next_src < MMS_MAX_SRC) {
+        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t)) {
             struct mms_tensor *s = top->t->src[top->next_src++];
             if (s && !mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)s, NULL)) MMS__VISIT_PUSH(s);
             continue;
         }
         {
             struct mms_tensor *t = top->t;
-            bool leaf = t->op == MMS_OP_NONE;
+            bool leaf = mms__is_leaf(t);
             depth--;
             if (!(leaf ? mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, t)
                        : mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, t))) oom = true;
@@ -2686,6 +2861,22 @@ MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *g, cons
 }
 
 MMS_API uint64_t        mms_graph_id(const struct mms_cgraph *g)     { return g ? g->id : 0; }
+MMS_API void            mms_graph_set_name(struct mms_cgraph *g, const char *name) { if (g) mms__copy_str(g->name, sizeof g->name, name ? name : ""); }
+MMS_API const char     *mms_graph_get_name(const struct mms_cgraph *g) { return g ? g->name : ""; }
+
+/* A graph of exactly these nodes, in this order, without walking sources (the scheduler's splits
+   and its allocation graph). Leafs are given separately. */
+static struct mms_cgraph *mms__graph_from_lists(struct mms_context *ctx, struct mms_tensor **nodes, int n_nodes,
+                                                struct mms_tensor **leafs, int n_leafs) {
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    int i;
+    if (!g) return NULL;
+    for (i = 0; i < n_nodes; i++)
+        if (!mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, nodes[i])) { mms__graph_fail(g, MMS_ERR_OOM, "out of host memory"); break; }
+    for (i = 0; i < n_leafs; i++)
+        if (!mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, leafs[i])) { mms__graph_fail(g, MMS_ERR_OOM, "out of host memory"); break; }
+    return g;
+}
 MMS_API enum mms_status mms_graph_status(const struct mms_cgraph *g) { return g ? g->status : MMS_ERR_INVALID_ARG; }
 MMS_API const char     *mms_graph_error(const struct mms_cgraph *g)  { return g ? g->error : "no graph"; }
 
@@ -2710,7 +2901,8 @@ MMS_API void mms_graph_print(const struct mms_cgraph *g, FILE *out) {
     int i, j;
     if (!out) out = stdout;
     if (!g) { fprintf(out, "(no graph)\n"); return; }
-    fprintf(out, "graph %llu: %d nodes, %d leafs%s%s\n", (unsigned long long)g->id, g->n_nodes, g->n_leafs,
+    fprintf(out, "graph #%llu%s%s%s: %d nodes, %d leafs%s%s\n", (unsigned long long)g->id, g->name[0] ? " '" : "", g->name,
+            g->name[0] ? "'" : "", g->n_nodes, g->n_leafs,
             g->status != MMS_OK ? ", build failed: " : "", g->status != MMS_OK ? g->error : "");
     fprintf(out, "  %-6s %-15s %-5s %-28s %-3s %-20s %s\n", "id", "op", "type", "ne", "fl", "sources", "name");
     for (i = 0; i < g->n_nodes; i++) {
@@ -2863,6 +3055,7 @@ static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void
     t->data = addr;
     t->buffer_uid = b ? b->uid : 0;
     t->generation = b ? b->generation : 0;
+    t->graph_id = 0;   /* an allocator that places it for a graph sets this */
 }
 
 MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
@@ -2889,6 +3082,7 @@ MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *t) {
     t->buffer = src->buffer;
     t->buffer_uid = src->buffer_uid;
     t->generation = src->generation;
+    t->graph_id = src->graph_id;
     return (t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
 }
 
@@ -2900,15 +3094,22 @@ static enum mms_status mms__tensor_check_one(const struct mms_tensor *t, const c
                              "a graph allocator or a scheduler)", who, mms__tensor_desc(t).s);
     if (!t->buffer) return MMS_OK;   /* host memory of an allocating context */
     live = mms__live_buffer(t->buffer_uid);
-    if (live != t->buffer)
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed; it must not be used any more",
-                             who, mms__tensor_desc(t).s);
-    if (live->generation != t->generation)
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: its memory in buffer '%s' has been handed out again "
-                             "(placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
-                             "mark it persistent or copy it out before the next allocation",
-                             who, mms__tensor_desc(t).s, mms_backend_buffer_name(live),
+    if (live != t->buffer) {
+        char from[48] = "";
+        if (t->graph_id) snprintf(from, sizeof from, " (placed by graph #%llu)", (unsigned long long)t->graph_id);
+        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed%s; it must not be used any more "
+                             "(a result kept across graphs must be marked persistent, and not released while in use)",
+                             who, mms__tensor_desc(t).s, from);
+    }
+    if (live->generation != t->generation) {
+        char from[48] = "";
+        if (t->graph_id) snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)t->graph_id);
+        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: it was placed%s in buffer '%s', whose memory has been handed "
+                             "out again (placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
+                             "mark it persistent (mms_set_persistent) or copy it out before the next allocation",
+                             who, mms__tensor_desc(t).s, from, mms_backend_buffer_name(live),
                              (unsigned long long)t->generation, (unsigned long long)live->generation);
+    }
     return MMS_OK;
 }
 
@@ -4631,7 +4832,7 @@ static size_t mms__place_strategy(mms_gallocr_t ga, int id, int strategy, int *o
                                   struct mms__gap_item *scratch, int *n_chunks_out) {
     struct mms__gblock *blocks = ga->blocks;
     size_t capacity = mms_backend_buft_get_max_size(ga->bufs[id].buft), total = 0;
-    int i, c, n_placed = 0, n_chunks = 1, n_inputs = 0;
+    int i, c, n_placed = 0, n_chunks = n > 0 ? 1 : 0, n_inputs = 0;   /* nothing to place: no buffer */
     /* inputs first, in graph order; then the rest in the strategy's order */
     for (i = 0; i < n; i++) if (blocks[order[i]].input) { int t = order[n_inputs]; order[n_inputs++] = order[i]; order[i] = t; }
     mms__sort_blocks(order, n_inputs, blocks, mms__cmp_in_order);
@@ -4686,7 +4887,7 @@ static enum mms_status mms__place_buffer(mms_gallocr_t ga, int id) {
         }
     }
     MMS_FREE(buf->planned);
-    buf->planned = (size_t *)MMS_MALLOC(sizeof(size_t) * (size_t)best_chunks);
+    buf->planned = (size_t *)MMS_MALLOC(sizeof(size_t) * (size_t)(best_chunks + 1));
     if (!buf->planned) { st = mms_set_error(MMS_ERR_OOM, "mms_gallocr: out of host memory"); goto done; }
     buf->n_planned = best_chunks;
     for (c = 0; c < best_chunks; c++) buf->planned[c] = 0;
@@ -4960,12 +5161,64 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
     return fits;
 }
 
+/* The results of one graph must not become values of another: a graph that holds tensors placed
+   in this allocator's memory by a different graph, next to tensors of its own, would have that
+   memory handed out again under them. (A graph rebuilt over exactly the tensors of one earlier
+   graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
+static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
+                                                const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
+    const int n = mms__slot_count(g), nl = mms_graph_n_leafs(g);
+    const struct mms_tensor *culprit = NULL, *reader = NULL;
+    uint64_t old_id = 0;
+    int s, j, n_old = 0, n_fresh = 0;
+    bool mixed = false;
+    #define MMS__OLD(t) ((t)->data && mms__galloc_owns(ga, (t)->buffer) && (t)->graph_id != mms_graph_id(g))
+    for (s = 0; s < n; s++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, s);
+        if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;
+        if (MMS__OLD(t)) {
+            n_old++;
+            if (!old_id) old_id = t->graph_id;
+            else if (t->graph_id != old_id) mixed = true;
+        } else if (s >= nl && !t->data) {
+            n_fresh++;
+        }
+    }
+    if (n_old == 0 || (!mixed && n_fresh == 0)) return MMS_OK;
+    for (s = nl; s < n && !culprit; s++) {                     /* an old tensor that a new node reads */
+        const struct mms_tensor *t = mms__slot_tensor(g, s);
+        if (t->data) continue;
+        for (j = 0; j < MMS_MAX_SRC && !culprit; j++) {
+            const struct mms_tensor *r = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
+            if (r && MMS__OLD(r)) { culprit = r; reader = t; }
+        }
+    }
+    for (s = 0; s < n && !culprit; s++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, s);
+        if (!t->view_src && !(s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT)) && MMS__OLD(t)) culprit = t;
+    }
+    #undef MMS__OLD
+    {
+        const char *old_name = name_of ? name_of(user, culprit->graph_id) : "";
+        char old[MMS_MAX_NAME + 32];
+        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->graph_id, old_name[0] ? " '" : "", old_name,
+                 old_name[0] ? "'" : "");
+        return mms_set_error(MMS_ERR_STALE, "%s: graph #%llu%s%s%s uses tensor %s%s%s, which %s computed in compute memory that "
+                             "this allocation hands out again: its value would be lost. Mark it with mms_set_persistent before "
+                             "%s is allocated to keep it across graphs, or copy it out with mms_backend_tensor_get",
+                             who, (unsigned long long)mms_graph_id(g), mms_graph_get_name(g)[0] ? " '" : "", mms_graph_get_name(g),
+                             mms_graph_get_name(g)[0] ? "'" : "", mms__tensor_desc(culprit).s, reader ? " as an input of " : "",
+                             reader ? mms__tensor_desc(reader).s : "", old, old);
+    }
+}
+
 MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
     enum mms_status st;
     int id, c, s, k, i;
     if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
     if (mms_graph_status(g) != MMS_OK)
         return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
+    if ((st = mms__galloc_check_reuse(ga, g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
     if (!mms__galloc_plan_fits(ga, g)) {
         if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
             return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
@@ -4990,6 +5243,7 @@ MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgr
         t->buffer = NULL;
         st = mms_backend_tensor_alloc(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset);
         if (st != MMS_OK) return st;
+        t->graph_id = mms_graph_id(g);
         ga->infos[k].tensor = t;
         ga->infos[k].inplace_of = ga->slot_inplace_of[s] >= 0 ? mms__slot_tensor(g, ga->slot_inplace_of[s]) : NULL;
     }
@@ -5180,6 +5434,976 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
     return MMS_OK;
 }
 /* ==== end src/alloc/report.c ==== */
+
+/* ==== begin src/sched/sched.c ==== */
+/* >>sched =========================================================================================
+   The multi-backend scheduler. For each graph it
+     1. assigns a backend to every tensor (pins, memory, weights, offload, spreading, fallback);
+     2. cuts the nodes into splits of one backend each and lists, per split, the tensors it reads
+        from memory its backend cannot use (they are copied in before the split runs);
+     3. clones the caller's nodes into its own context with sources rewired to those copies, and
+        plans one allocation graph (copies and clones, one buffer per backend) with its gallocr;
+     4. places persistent tensors in buffers of their own, then copies every clone's placement back
+        to the caller's tensor, so results are read from the caller's tensors as usual.
+   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first. */
+
+#define MMS__SCHED_MAX_COPIES 4
+
+enum mms__sched_reason {
+    MMS__WHY_NONE, MMS__WHY_PIN, MMS__WHY_MEMORY, MMS__WHY_WEIGHTS, MMS__WHY_OFFLOAD, MMS__WHY_INPUT,
+    MMS__WHY_SPREAD, MMS__WHY_FALLBACK, MMS__WHY_DEFAULT, MMS__WHY_VIEW
+};
+
+static const char *const mms__sched_reason_names[] = {
+    "unassigned", "pinned", "its memory is there", "its weights are there", "offloaded: large batch on host weights",
+    "graph input", "next to its neighbours", "fallback: where its weights are cannot run it", "first backend that runs it",
+    "view of a tensor there"
+};
+
+struct mms__sched_input {
+    struct mms_tensor *src;                         /* what the split reads (the caller's tensor) */
+    int                src_backend;
+    int                split;
+    struct mms_tensor *copies[MMS__SCHED_MAX_COPIES];
+};
+
+struct mms__sched_split {
+    int                 backend;
+    int                 i0, i1;                     /* the caller's node positions [i0, i1) */
+    int                 first_input, n_inputs;
+    struct mms_cgraph  *graph;                      /* clones of its nodes that compute */
+    struct mms_tensor **originals;                  /* the caller's node behind each of them */
+};
+
+struct mms__sched_persist {
+    struct mms_tensor   *tensor;
+    mms_backend_buffer_t buffer;
+    int                  backend;
+};
+
+struct mms_backend_sched {
+    int                        n_backends;
+    mms_backend_t             *backends;
+    mms_backend_buffer_type_t *bufts;
+    int                        n_copies, cur_copy;
+    bool                       op_offload;
+    mms_gallocr_t              galloc;
+    struct mms_context        *ctx;                 /* clones, copies, internal graphs: reset per split */
+    mms_backend_event_t       *events;              /* [backend * n_copies + copy], NULL where unsupported */
+    struct mms__ptrmap         pins;                /* tensor -> backend index + 1 */
+
+    /* the graph last split */
+    struct mms_cgraph         *graph;
+    uint64_t                   graph_id;
+    bool                       allocated;
+    bool                       reserved_only;
+    int                        n_nodes, n_leafs;
+    struct mms__ptrmap         pos;                 /* tensor -> node index + 1, or -(leaf index + 1) */
+    int                       *node_backend, *leaf_backend;
+    unsigned char             *node_why, *leaf_why;
+    struct mms_tensor        **clones;              /* per node */
+    int                        cap_nodes, cap_leafs;
+    struct mms__sched_split   *splits;
+    int                        n_splits, cap_splits;
+    struct mms__sched_input   *inputs;
+    int                        n_inputs, cap_inputs;
+    struct mms_cgraph         *alloc_graph;
+
+    struct mms__sched_persist *persist;
+    int                        n_persist, cap_persist;
+
+    mms_backend_sched_eval_callback callback;
+    void                      *callback_user;
+    int                        debug;
+    FILE                      *debug_out;
+    bool                       poison;
+    char                       dump_pattern[256];
+    char                       dump_dir[512];
+
+    struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
+    int                        n_recent;
+};
+
+static char mms__sched_placeholder;   /* stands for persistent memory not yet given (reserve only) */
+
+static void mms__sched_debug_print(mms_backend_sched_t s);                                  /* debug.c */
+static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node);
+static bool mms__glob_match(const char *pattern, const char *s);
+
+/* Grows *arr (of elem-byte items) to hold at least need items. */
+static bool mms__grow(void **arr, int *cap, int need, size_t elem) {
+    int nc;
+    void *p;
+    if (need <= *cap) return true;
+    nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    p = MMS_REALLOC(*arr, elem * (size_t)nc);
+    if (!p) return false;
+    *arr = p;
+    *cap = nc;
+    return true;
+}
+
+/* -- creation -- */
+
+MMS_API mms_backend_sched_t mms_backend_sched_new(mms_backend_t *backends, mms_backend_buffer_type_t *bufts, int n_backends,
+                                                  bool parallel, bool op_offload) {
+    mms_backend_sched_t s;
+    struct mms_init_params ip = { 0, NULL, true };
+    const char *env;
+    int i, c;
+    if (!backends || n_backends < 1) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_new: needs at least one backend"); return NULL; }
+    for (i = 0; i < n_backends; i++)
+        if (!backends[i]) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_new: backend %d is NULL", i); return NULL; }
+    s = (mms_backend_sched_t)MMS_MALLOC(sizeof *s);
+    if (!s) { mms_set_error(MMS_ERR_OOM, "mms_backend_sched_new: out of host memory"); return NULL; }
+    memset(s, 0, sizeof *s);
+    s->n_backends = n_backends;
+    s->n_copies = parallel ? MMS__SCHED_MAX_COPIES : 1;
+    s->op_offload = op_offload;
+    s->backends = (mms_backend_t *)MMS_MALLOC(sizeof *s->backends * (size_t)n_backends);
+    s->bufts = (mms_backend_buffer_type_t *)MMS_MALLOC(sizeof *s->bufts * (size_t)n_backends);
+    s->events = (mms_backend_event_t *)MMS_MALLOC(sizeof *s->events * (size_t)(n_backends * s->n_copies));
+    s->ctx = mms_init(ip);
+    if (!s->backends || !s->bufts || !s->events || !s->ctx) {
+        mms_backend_sched_free(s);
+        mms_set_error(MMS_ERR_OOM, "mms_backend_sched_new: out of host memory");
+        return NULL;
+    }
+    for (i = 0; i < n_backends; i++) {
+        s->backends[i] = backends[i];
+        s->bufts[i] = bufts && bufts[i] ? bufts[i] : mms_backend_get_default_buffer_type(backends[i]);
+        if (!mms_backend_supports_buft(backends[i], s->bufts[i])) {
+            mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_new: backend %s cannot use buffer type %s",
+                          mms_backend_name(backends[i]), mms_backend_buft_name(s->bufts[i]));
+            mms_backend_sched_free(s);
+            return NULL;
+        }
+        for (c = 0; c < s->n_copies; c++) s->events[i * s->n_copies + c] = mms_backend_event_new(backends[i]);
+    }
+    s->galloc = mms_gallocr_new_n(s->bufts, n_backends);
+    if (!s->galloc) { mms_backend_sched_free(s); return NULL; }
+
+    env = getenv("MMS_SCHED_DEBUG");
+    s->debug = env ? atoi(env) : 0;
+    env = getenv("MMS_SCHED_POISON");
+    s->poison = env && atoi(env) != 0;
+    env = getenv("MMS_SCHED_DUMP");
+    if (env && env[0]) mms_backend_sched_set_dump(s, env, getenv("MMS_SCHED_DUMP_DIR"));
+    return s;
+}
+
+MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
+    int i;
+    if (!s) return;
+    for (i = 0; i < s->n_persist; i++) mms_backend_buffer_free(s->persist[i].buffer);
+    for (i = 0; s->events && i < s->n_backends * s->n_copies; i++) mms_backend_event_free(s->events[i]);
+    for (i = 0; i < s->n_splits; i++) MMS_FREE(s->splits[i].originals);
+    mms_gallocr_free(s->galloc);
+    mms_free(s->ctx);
+    mms__ptrmap_free(&s->pins);
+    mms__ptrmap_free(&s->pos);
+    MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
+    MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
+    MMS_FREE(s->clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s);
+}
+
+/* -- where memory is -- */
+
+static int mms__sched_backend_index(mms_backend_sched_t s, mms_backend_t b) {
+    int i;
+    for (i = 0; i < s->n_backends; i++) if (s->backends[i] == b) return i;
+    return -1;
+}
+
+/* The first backend (by priority) that can use memory of this buffer type, or -1. */
+static int mms__sched_backend_for_buft(mms_backend_sched_t s, mms_backend_buffer_type_t buft) {
+    int i;
+    for (i = 0; i < s->n_backends; i++) if (mms_backend_supports_buft(s->backends[i], buft)) return i;
+    return -1;
+}
+
+/* Memory the scheduler does not hand out again: weights, static buffers, persistent tensors. */
+static bool mms__sched_has_fixed_memory(mms_backend_sched_t s, const struct mms_tensor *t) {
+    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer);
+}
+
+static mms_backend_buffer_type_t mms__sched_buft_of(const struct mms_tensor *t) {
+    return t->buffer ? t->buffer->buft : mms_backend_cpu_buffer_type();
+}
+
+static int mms__sched_pos(mms_backend_sched_t s, const struct mms_tensor *t) {
+    return (int)(intptr_t)mms__ptrmap_get(&s->pos, (uint64_t)(uintptr_t)t, NULL);
+}
+
+/* The backend a tensor of the current graph lives on (views: their source's). */
+static int mms__sched_backend_of(mms_backend_sched_t s, const struct mms_tensor *t) {
+    int p = mms__sched_pos(s, t);
+    if (p > 0) return s->node_backend[p - 1];
+    if (p < 0) return s->leaf_backend[-p - 1];
+    return -1;
+}
+
+static bool mms__sched_supports(mms_backend_sched_t s, int b, const struct mms_tensor *t) {
+    return mms_op_is_view(t->op) || mms_backend_supports_op(s->backends[b], t);
+}
+
+static int mms__sched_first_supporting(mms_backend_sched_t s, const struct mms_tensor *t) {
+    int b;
+    for (b = 0; b < s->n_backends; b++) if (mms__sched_supports(s, b, t)) return b;
+    return -1;
+}
+
+/* -- 1. backends -- */
+
+static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
+        int b;
+        if (mms__sched_has_fixed_memory(s, t)) {
+            b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
+            if (b < 0)
+                return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
+                                     "scheduler's backends can use", mms__tensor_desc(t).s, mms_backend_buft_name(mms__sched_buft_of(t)));
+            s->leaf_why[i] = MMS__WHY_MEMORY;
+        } else if (pin >= 0) {
+            b = pin;
+            s->leaf_why[i] = MMS__WHY_PIN;
+        } else {
+            b = s->n_backends - 1;   /* inputs are set from the host: the last backend, as in ggml */
+            s->leaf_why[i] = MMS__WHY_INPUT;
+        }
+        s->leaf_backend[i] = b;
+    }
+    return MMS_OK;
+}
+
+/* Pins, memory, weights (and offload) decide first. */
+static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const int last = s->n_backends - 1;
+    int i, j;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *t = mms_graph_node(g, i);
+        int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
+        s->node_backend[i] = -1;
+        s->node_why[i] = MMS__WHY_NONE;
+        if (mms_op_is_view(t->op)) continue;
+        if (pin >= 0) {
+            if (!mms__sched_supports(s, pin, t))
+                return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_backend_sched: %s is pinned to %s, which cannot run %s",
+                                     mms__tensor_desc(t).s, mms_backend_name(s->backends[pin]), mms_op_name(t->op));
+            s->node_backend[i] = pin;
+            s->node_why[i] = MMS__WHY_PIN;
+            continue;
+        }
+        if (t->view_src ? mms__sched_has_fixed_memory(s, t->view_src) : mms__sched_has_fixed_memory(s, t)) {
+            const struct mms_tensor *m = t->view_src ? t->view_src : t;   /* e.g. a CPY into a cache */
+            int b = mms__sched_backend_for_buft(s, mms__sched_buft_of(m));
+            if (b < 0 || !mms__sched_supports(s, b, t))
+                return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_backend_sched: %s writes into '%s' memory, and no backend that can "
+                                     "use it runs %s", mms__tensor_desc(t).s, mms_backend_buft_name(mms__sched_buft_of(m)), mms_op_name(t->op));
+            s->node_backend[i] = b;
+            s->node_why[i] = MMS__WHY_MEMORY;
+            continue;
+        }
+        for (j = 0; j < 2 && s->node_backend[i] < 0; j++) {     /* src[0..1]: weights, biases, norm gains */
+            const struct mms_tensor *w = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
+            int wb, b;
+            if (!w || !w->buffer || w->buffer->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
+            wb = mms__sched_backend_for_buft(s, w->buffer->buft);
+            if (wb < 0) continue;
+            if (s->op_offload && wb == last) {
+                for (b = 0; b < last; b++)
+                    if (mms_backend_offload_op(s->backends[b], t) && mms__sched_supports(s, b, t)) {
+                        s->node_backend[i] = b;
+                        s->node_why[i] = MMS__WHY_OFFLOAD;
+                        break;
+                    }
+                if (s->node_backend[i] >= 0) break;
+            }
+            if (mms__sched_supports(s, wb, t)) {
+                s->node_backend[i] = wb;
+                s->node_why[i] = MMS__WHY_WEIGHTS;
+            } else {
+                s->node_backend[i] = mms__sched_first_supporting(s, t);
+                s->node_why[i] = MMS__WHY_FALLBACK;
+            }
+        }
+    }
+    return MMS_OK;
+}
+
+/* Unassigned ops join their neighbours: down then up, first without letting the last backend
+   (the host) spread, so accelerators get the ops between their weights. */
+static void mms__sched_spread(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const int last = s->n_backends - 1;
+    int round, dir, k;
+    for (round = 0; round < 2; round++) {
+        for (dir = 0; dir < 2; dir++) {
+            int cur = -1;
+            for (k = 0; k < s->n_nodes; k++) {
+                int i = dir == 0 ? k : s->n_nodes - 1 - k;
+                const struct mms_tensor *t = mms_graph_node(g, i);
+                if (mms_op_is_view(t->op)) continue;
+                if (s->node_backend[i] >= 0) {
+                    cur = (round == 0 && s->node_backend[i] == last) ? -1 : s->node_backend[i];
+                } else if (cur >= 0 && mms__sched_supports(s, cur, t)) {
+                    s->node_backend[i] = cur;
+                    s->node_why[i] = MMS__WHY_SPREAD;
+                }
+            }
+        }
+    }
+}
+
+static enum mms_status mms__sched_assign(mms_backend_sched_t s, struct mms_cgraph *g) {
+    enum mms_status st;
+    int i;
+    if ((st = mms__sched_assign_leafs(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_assign_fixed(s, g)) != MMS_OK) return st;
+    mms__sched_spread(s, g);
+    for (i = 0; i < s->n_nodes; i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        if (mms_op_is_view(t->op) || s->node_backend[i] >= 0) continue;
+        s->node_backend[i] = mms__sched_first_supporting(s, t);
+        s->node_why[i] = MMS__WHY_DEFAULT;
+        if (s->node_backend[i] < 0)
+            return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_backend_sched: no backend of the scheduler runs %s (for %s)",
+                                 mms_op_name(t->op), mms__tensor_desc(t).s);
+    }
+    for (i = 0; i < s->n_nodes; i++) {                 /* views live where their source lives */
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        if (!mms_op_is_view(t->op)) continue;
+        s->node_backend[i] = mms__sched_backend_of(s, t->view_src);
+        s->node_why[i] = MMS__WHY_VIEW;
+        if (s->node_backend[i] < 0) s->node_backend[i] = s->n_backends - 1;
+    }
+    return MMS_OK;
+}
+
+/* -- 2. splits and their inputs -- */
+
+/* Must a split on backend b copy src in first? */
+static bool mms__sched_needs_copy(mms_backend_sched_t s, int b, const struct mms_tensor *src) {
+    int owner = mms__sched_backend_of(s, src);
+    const struct mms_tensor *root = src->view_src ? src->view_src : src;
+    if (owner < 0 || owner == b) return false;
+    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(s, root) ? mms__sched_buft_of(root) : s->bufts[owner]);
+}
+
+static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_cgraph *g) {
+    struct mms__sched_split *cur = NULL;
+    int i, j, k;
+    s->n_splits = 0;
+    s->n_inputs = 0;
+    for (i = 0; i < s->n_nodes; i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        if (mms_op_is_view(t->op)) continue;
+        if (!cur || cur->backend != s->node_backend[i]) {
+            if (cur) cur->i1 = i;                  /* before the array may move */
+            if (!mms__grow((void **)&s->splits, &s->cap_splits, s->n_splits + 1, sizeof *s->splits))
+                return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+            cur = &s->splits[s->n_splits++];
+            memset(cur, 0, sizeof *cur);
+            cur->backend = s->node_backend[i];
+            cur->i0 = s->n_splits == 1 ? 0 : i;       /* leading views join the first split */
+            cur->first_input = s->n_inputs;
+        }
+        for (j = 0; j < MMS_MAX_SRC; j++) {
+            struct mms_tensor *src = t->src[j];
+            struct mms__sched_input *in;
+            if (!src || !mms__sched_needs_copy(s, cur->backend, src)) continue;
+            for (k = cur->first_input; k < s->n_inputs; k++) if (s->inputs[k].src == src) break;
+            if (k < s->n_inputs) continue;
+            if (!mms__grow((void **)&s->inputs, &s->cap_inputs, s->n_inputs + 1, sizeof *s->inputs))
+                return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+            in = &s->inputs[s->n_inputs++];
+            memset(in, 0, sizeof *in);
+            in->src = src;
+            in->src_backend = mms__sched_backend_of(s, src);
+            in->split = s->n_splits - 1;
+            cur->n_inputs++;
+        }
+    }
+    if (!cur && s->n_nodes > 0) {                      /* only views: one split that computes nothing */
+        if (!mms__grow((void **)&s->splits, &s->cap_splits, 1, sizeof *s->splits))
+            return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+        cur = &s->splits[s->n_splits++];
+        memset(cur, 0, sizeof *cur);
+        cur->backend = s->node_backend[0];
+    }
+    if (cur) cur->i1 = s->n_nodes;
+    return MMS_OK;
+}
+
+/* -- 3. clones, copies and the allocation graph -- */
+
+static struct mms_tensor *mms__sched_input_copy(mms_backend_sched_t s, int split, const struct mms_tensor *src) {
+    int k;
+    for (k = s->splits[split].first_input; k < s->splits[split].first_input + s->splits[split].n_inputs; k++)
+        if (s->inputs[k].src == src) return s->inputs[k].copies[s->cur_copy];
+    return NULL;
+}
+
+/* What a clone (or a copy) reads in place of the caller's tensor t. */
+static struct mms_tensor *mms__sched_mapped(mms_backend_sched_t s, struct mms_tensor *t) {
+    int p = mms__sched_pos(s, t);
+    return p > 0 ? s->clones[p - 1] : t;
+}
+
+/* Places a persistent node in a buffer of its own on its backend (allocation only; a reserve
+   lets it stand aside with a placeholder). */
+static enum mms_status mms__sched_place_persistent(mms_backend_sched_t s, struct mms_tensor *t, int b, bool reserve, uint64_t graph_id) {
+    struct mms__sched_persist *p;
+    mms_backend_buffer_t buf;
+    enum mms_status st;
+    if (reserve) return MMS_OK;
+    if (t->data && !mms__galloc_owns(s->galloc, t->buffer)) return MMS_OK;   /* kept already */
+    buf = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], t));
+    if (!buf) return mms_set_error(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
+                                   mms__tensor_desc(t).s, mms_backend_name(s->backends[b]), mms_last_error());
+    t->data = NULL;
+    t->buffer = NULL;
+    if ((st = mms_backend_tensor_alloc(buf, t, mms_backend_buffer_get_base(buf))) != MMS_OK) { mms_backend_buffer_free(buf); return st; }
+    t->graph_id = graph_id;
+    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + 1, sizeof *s->persist)) {
+        mms_backend_buffer_free(buf);
+        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    }
+    p = &s->persist[s->n_persist++];
+    p->tensor = t;
+    p->buffer = buf;
+    p->backend = b;
+    return MMS_OK;
+}
+
+static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **node_ids_out) {
+    struct mms_tensor **nodes = NULL, **leafs = NULL;
+    int *ids = NULL, n = 0, cap = s->n_nodes + s->n_inputs * s->n_copies + 1, i, j, k, c;
+    enum mms_status st = MMS_OK;
+
+    nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
+    ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
+    leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
+    if (!nodes || !ids || !leafs) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
+
+    for (k = 0; k < s->n_splits; k++) {
+        struct mms__sched_split *sp = &s->splits[k];
+        for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
+            struct mms__sched_input *in = &s->inputs[j];
+            for (c = 0; c < s->n_copies; c++) {
+                struct mms_tensor *cp = mms__new_tensor_impl(s->ctx, "mms_backend_sched", in->src->type, MMS_MAX_DIMS, in->src->ne, NULL, 0);
+                if (!cp) { st = mms_get_status(s->ctx); goto fail; }
+                memcpy(cp->nb, in->src->nb, sizeof cp->nb);   /* same layout: the copy is a byte copy */
+                cp->op = MMS_OP_DUP;
+                /* keeps the source alive until copied; a view's own clone may come later in this
+                   split, so a copy of a view depends on the view's source (a leaf or an earlier split) */
+                cp->src[0] = mms__sched_mapped(s, in->src->view_src ? in->src->view_src : in->src);
+                if (s->n_copies > 1) cp->flags = MMS_TENSOR_FLAG_INPUT | MMS_TENSOR_FLAG_OUTPUT;
+                mms_format_name(cp, "%s#%.40s#%d", mms_backend_name(s->backends[sp->backend]), in->src->name, c);
+                in->copies[c] = cp;
+                ids[n] = sp->backend;
+                nodes[n++] = cp;
+            }
+        }
+        for (i = sp->i0; i < sp->i1; i++) {
+            struct mms_tensor *orig = mms_graph_node(g, i);
+            struct mms_tensor *cl = mms__new_tensor_impl(s->ctx, "mms_backend_sched", orig->type, MMS_MAX_DIMS, orig->ne, NULL, 0);
+            if (!cl) { st = mms_get_status(s->ctx); goto fail; }
+            *cl = *orig;
+            for (j = 0; j < MMS_MAX_SRC; j++) {
+                struct mms_tensor *cp = orig->src[j] && !mms_op_is_view(orig->op) ? mms__sched_input_copy(s, k, orig->src[j]) : NULL;
+                cl->src[j] = cp ? cp : orig->src[j] ? mms__sched_mapped(s, orig->src[j]) : NULL;
+            }
+            if (orig->view_src) cl->view_src = mms__sched_mapped(s, orig->view_src);
+            if ((orig->flags & MMS_TENSOR_FLAG_PERSISTENT) && !orig->view_src) {
+                if ((st = mms__sched_place_persistent(s, orig, s->node_backend[i], reserve, mms_graph_id(g))) != MMS_OK) goto fail;
+                if (reserve && !mms__sched_has_fixed_memory(s, orig)) { cl->data = &mms__sched_placeholder; cl->buffer = NULL; }
+                else { cl->data = orig->data; cl->buffer = orig->buffer; cl->buffer_uid = orig->buffer_uid; cl->generation = orig->generation; }
+            } else if (orig->view_src || !mms__sched_has_fixed_memory(s, orig)) {
+                cl->data = NULL;                           /* planned (or, for views, given) by the gallocr */
+                cl->buffer = NULL;
+                cl->buffer_uid = cl->generation = cl->graph_id = 0;
+            }
+            s->clones[i] = cl;
+            ids[n] = s->node_backend[i];
+            nodes[n++] = cl;
+        }
+    }
+    for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms_graph_leaf(g, i); ids[n + i] = s->leaf_backend[i]; }
+    s->alloc_graph = mms__graph_from_lists(s->ctx, nodes, n, leafs, s->n_leafs);
+    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
+    MMS_FREE(nodes);
+    MMS_FREE(leafs);
+    *node_ids_out = ids;
+    return MMS_OK;
+fail:
+    MMS_FREE(nodes);
+    MMS_FREE(leafs);
+    MMS_FREE(ids);
+    return st;
+}
+
+/* The graphs each backend computes: the clones of a split that do work (not views). */
+static enum mms_status mms__sched_split_graphs(mms_backend_sched_t s) {
+    int k, i, n;
+    for (k = 0; k < s->n_splits; k++) {
+        struct mms__sched_split *sp = &s->splits[k];
+        struct mms_tensor **list = (struct mms_tensor **)MMS_MALLOC(sizeof *list * (size_t)(sp->i1 - sp->i0 + 1));
+        MMS_FREE(sp->originals);
+        sp->originals = (struct mms_tensor **)MMS_MALLOC(sizeof *sp->originals * (size_t)(sp->i1 - sp->i0 + 1));
+        if (!list || !sp->originals) { MMS_FREE(list); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+        for (i = sp->i0, n = 0; i < sp->i1; i++) {
+            if (mms_op_is_view(s->clones[i]->op)) continue;
+            sp->originals[n] = mms_graph_node(s->graph, i);
+            list[n++] = s->clones[i];
+        }
+        sp->graph = mms__graph_from_lists(s->ctx, list, n, NULL, 0);
+        MMS_FREE(list);
+        if (!sp->graph) return mms_get_status(s->ctx);
+    }
+    return MMS_OK;
+}
+
+/* Memory the graph relies on (weights, kept tensors, caches) must still be there: checked through
+   the registry of live buffers before anything looks at a tensor's buffer. */
+static enum mms_status mms__sched_check_memory(mms_backend_sched_t s, struct mms_cgraph *g, const char *who) {
+    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
+    for (i = 0; i < n; i++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, i);
+        const struct mms_tensor *m = t->view_src ? t->view_src : t;
+        enum mms_status st;
+        if (!m->data || m->data == &mms__sched_placeholder || mms__galloc_owns(s->galloc, m->buffer)) continue;
+        if ((st = mms__tensor_check(m, who)) != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
+static const char *mms__sched_graph_name(void *user, uint64_t id) {
+    mms_backend_sched_t s = (mms_backend_sched_t)user;
+    int i;
+    for (i = 0; i < 8; i++) if (s->recent[i].id == id) return s->recent[i].name;
+    return "";
+}
+
+static void mms__sched_remember_graph(mms_backend_sched_t s, const struct mms_cgraph *g) {
+    int slot = s->n_recent++ % 8;
+    s->recent[slot].id = mms_graph_id(g);
+    mms__copy_str(s->recent[slot].name, sizeof s->recent[slot].name, mms_graph_get_name(g));
+}
+
+/* Steps 1-3 for graph g: afterwards alloc_graph and the ids are ready for the gallocr. */
+static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
+    enum mms_status st;
+    int i;
+    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: graph is NULL");
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "mms_backend_sched: the graph was not built correctly: %s", mms_graph_error(g));
+    if ((st = mms__sched_check_memory(s, g, reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph")) != MMS_OK) return st;
+    if (!reserve && (st = mms__galloc_check_reuse(s->galloc, g, "mms_backend_sched_alloc_graph", mms__sched_graph_name, s)) != MMS_OK) return st;
+    s->allocated = false;
+    s->graph = g;
+    s->n_nodes = mms_graph_n_nodes(g);
+    s->n_leafs = mms_graph_n_leafs(g);
+    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
+    mms_reset(s->ctx);
+    mms__ptrmap_free(&s->pos);
+    if (!mms__grow((void **)&s->node_backend, &s->cap_nodes, s->n_nodes + 1, sizeof(int)) ||
+        !mms__grow((void **)&s->leaf_backend, &s->cap_leafs, s->n_leafs + 1, sizeof(int))) goto oom;
+    {   /* the other per-node and per-leaf arrays follow the same capacities */
+        unsigned char *nw = (unsigned char *)MMS_REALLOC(s->node_why, (size_t)s->cap_nodes);
+        unsigned char *lw = (unsigned char *)MMS_REALLOC(s->leaf_why, (size_t)s->cap_leafs);
+        struct mms_tensor **cl = (struct mms_tensor **)MMS_REALLOC(s->clones, sizeof *cl * (size_t)s->cap_nodes);
+        if (nw) s->node_why = nw;
+        if (lw) s->leaf_why = lw;
+        if (cl) s->clones = cl;
+        if (!nw || !lw || !cl) goto oom;
+    }
+    for (i = 0; i < s->n_nodes; i++)
+        if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_node(g, i), (void *)(intptr_t)(i + 1))) goto oom;
+    for (i = 0; i < s->n_leafs; i++)
+        if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_leaf(g, i), (void *)(intptr_t)-(i + 1))) goto oom;
+    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_build(s, g, reserve, ids)) != MMS_OK) return st;
+    return mms__sched_split_graphs(s);
+oom:
+    return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+}
+
+/* -- public: reserve, alloc, compute -- */
+
+MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct mms_cgraph *g) {
+    enum mms_status st;
+    int *ids = NULL;
+    if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_reserve: scheduler is NULL");
+    st = mms__sched_split_graph(s, g, true, &ids);
+    if (st == MMS_OK) st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
+    MMS_FREE(ids);
+    s->reserved_only = true;
+    if (st == MMS_OK && s->debug) mms__sched_debug_print(s);
+    return st;
+}
+
+MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, struct mms_cgraph *g) {
+    enum mms_status st;
+    int *ids = NULL, i, id, c;
+    if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_alloc_graph: scheduler is NULL");
+    s->cur_copy = (s->cur_copy + 1) % s->n_copies;
+    st = mms__sched_split_graph(s, g, false, &ids);
+    if (st == MMS_OK && !mms__galloc_plan_fits(s->galloc, s->alloc_graph))
+        st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
+    MMS_FREE(ids);
+    if (st == MMS_OK) st = mms_gallocr_alloc_graph(s->galloc, s->alloc_graph);
+    if (st != MMS_OK) return st;
+
+    /* the caller's tensors take the clones' placement: results are read from them */
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
+        orig->data = cl->data;
+        orig->buffer = cl->buffer;
+        orig->buffer_uid = cl->buffer_uid;
+        orig->generation = cl->generation;
+        orig->graph_id = mms_graph_id(g);
+    }
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        if (t->data && mms__galloc_owns(s->galloc, t->buffer)) t->graph_id = mms_graph_id(g);
+    }
+    if (s->poison)
+        for (id = 0; id < s->n_backends; id++)
+            for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_clear(s->galloc->bufs[id].chunks[c], 0xff);
+    s->allocated = true;
+    s->reserved_only = false;
+    s->graph_id = mms_graph_id(g);
+    mms__sched_remember_graph(s, g);
+    if (s->debug) mms__sched_debug_print(s);
+    return MMS_OK;
+}
+
+static bool mms__sched_wants(mms_backend_sched_t s, struct mms_tensor *orig) {
+    if (s->dump_pattern[0] && mms__glob_match(s->dump_pattern, orig->name)) return true;
+    return s->callback && s->callback(orig, true, s->callback_user);
+}
+
+/* Runs one split's graph, stopping after each node a callback or a dump asks for. */
+static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__sched_split *sp) {
+    mms_backend_t b = s->backends[sp->backend];
+    const int n = mms_graph_n_nodes(sp->graph);
+    int j = 0, k;
+    enum mms_status st;
+    if (!s->callback && !s->dump_pattern[0]) return mms_backend_graph_compute_async(b, sp->graph);
+    while (j < n) {
+        struct mms_cgraph *part;
+        struct mms_tensor **nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)n);
+        bool wanted = false;
+        if (!nodes) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+        for (k = j; k < n; k++) {
+            nodes[k - j] = mms_graph_node(sp->graph, k);
+            if ((wanted = mms__sched_wants(s, sp->originals[k])) != false) break;
+        }
+        if (k == n) k = n - 1;
+        part = mms__graph_from_lists(s->ctx, nodes, k - j + 1, NULL, 0);
+        MMS_FREE(nodes);
+        if (!part) return mms_get_status(s->ctx);
+        if ((st = mms_backend_graph_compute_async(b, part)) != MMS_OK) return st;
+        if (wanted) {
+            struct mms_tensor *orig = sp->originals[k];
+            if ((st = mms_backend_synchronize(b)) != MMS_OK) return st;
+            if (s->dump_pattern[0] && mms__glob_match(s->dump_pattern, orig->name) &&
+                (st = mms__sched_dump(s, orig, mms__sched_pos(s, orig) - 1)) != MMS_OK) return st;
+            if (s->callback && !s->callback(orig, false, s->callback_user))
+                return mms_set_error(MMS_ABORTED, "mms_backend_sched: the eval callback stopped the graph after %s", mms__tensor_desc(orig).s);
+        }
+        j = k + 1;
+    }
+    return MMS_OK;
+}
+
+static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
+    int k, j, i;
+    enum mms_status st;
+    for (i = 0; i < s->n_leafs; i++) {           /* weights, persistent tensors, inputs: all still valid? */
+        struct mms_tensor *t = mms_graph_leaf(s->graph, i);
+        if (mms_nelements(t) > 0 && (st = mms__tensor_check(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
+    }
+    for (k = 0; k < s->n_splits; k++) {
+        struct mms__sched_split *sp = &s->splits[k];
+        mms_backend_t b = s->backends[sp->backend];
+        mms_backend_event_t done;
+        for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
+            struct mms__sched_input *in = &s->inputs[j];
+            struct mms_tensor *copy = in->copies[s->cur_copy];
+            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(s, in->src);
+            if (user_input) {
+                st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
+            } else {
+                mms_backend_t src_b = s->backends[in->src_backend];
+                mms_backend_event_t ev = s->events[in->src_backend * s->n_copies + s->cur_copy];
+                st = ev ? mms_backend_event_wait(b, ev) : mms_backend_synchronize(src_b);
+                if (st == MMS_OK) st = mms_backend_tensor_copy_async(src_b, b, in->src, copy);
+            }
+            if (st != MMS_OK) return st;
+        }
+        if ((st = mms__sched_run_split(s, sp)) != MMS_OK) return st;
+        done = s->events[sp->backend * s->n_copies + s->cur_copy];
+        if (done && (st = mms_backend_event_record(done)) != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_sched_graph_compute_async(mms_backend_sched_t s, struct mms_cgraph *g) {
+    enum mms_status st;
+    if (!s || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_graph_compute: scheduler and graph are required");
+    if (!s->allocated && (st = mms_backend_sched_alloc_graph(s, g)) != MMS_OK) return st;
+    if (mms_graph_id(g) != s->graph_id)
+        return mms_set_error(MMS_ERR_STATE, "mms_backend_sched_graph_compute: graph #%llu%s%s%s was passed, but graph #%llu is the one "
+                             "allocated: call mms_backend_sched_alloc_graph for it first (or mms_backend_sched_reset)",
+                             (unsigned long long)mms_graph_id(g), mms_graph_get_name(g)[0] ? " '" : "", mms_graph_get_name(g),
+                             mms_graph_get_name(g)[0] ? "'" : "", (unsigned long long)s->graph_id);
+    if (mms_graph_n_nodes(g) != s->n_nodes || mms_graph_n_leafs(g) != s->n_leafs)
+        return mms_set_error(MMS_ERR_STATE, "mms_backend_sched_graph_compute: graph #%llu changed since it was allocated (%d nodes, "
+                             "now %d): allocate it again", (unsigned long long)s->graph_id, s->n_nodes, mms_graph_n_nodes(g));
+    return mms__sched_compute_splits(s);
+}
+
+MMS_API enum mms_status mms_backend_sched_synchronize(mms_backend_sched_t s) {
+    int i;
+    enum mms_status st;
+    if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_synchronize: scheduler is NULL");
+    for (i = 0; i < s->n_backends; i++) if ((st = mms_backend_synchronize(s->backends[i])) != MMS_OK) return st;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_sched_graph_compute(mms_backend_sched_t s, struct mms_cgraph *g) {
+    enum mms_status st = mms_backend_sched_graph_compute_async(s, g);
+    enum mms_status sy = s ? mms_backend_sched_synchronize(s) : MMS_OK;
+    return st != MMS_OK ? st : sy;
+}
+
+MMS_API void mms_backend_sched_reset(mms_backend_sched_t s) {
+    int id, c;
+    if (!s) return;
+    s->allocated = false;
+    s->graph_id = 0;
+    mms__ptrmap_free(&s->pins);
+    for (id = 0; id < s->n_backends; id++)
+        for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_reset(s->galloc->bufs[id].chunks[c]);
+}
+
+/* -- pins, persistent tensors, queries -- */
+
+MMS_API enum mms_status mms_backend_sched_set_tensor_backend(mms_backend_sched_t s, struct mms_tensor *t, mms_backend_t backend) {
+    int b;
+    if (!s || !t) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_set_tensor_backend: scheduler and tensor are required");
+    b = mms__sched_backend_index(s, backend);
+    if (b < 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_set_tensor_backend: backend %s is not one of the scheduler's",
+                                    mms_backend_name(backend));
+    if (!mms__ptrmap_put(&s->pins, (uint64_t)(uintptr_t)t, (void *)(intptr_t)(b + 1)))
+        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched_set_tensor_backend: out of host memory");
+    return MMS_OK;
+}
+
+MMS_API mms_backend_t mms_backend_sched_get_tensor_backend(mms_backend_sched_t s, const struct mms_tensor *t) {
+    int b;
+    if (!s || !t) return NULL;
+    b = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
+    if (b < 0 && s->graph) b = mms__sched_backend_of(s, t);
+    if (b < 0 && t->data && t->data != &mms__sched_placeholder) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
+    return b >= 0 ? s->backends[b] : NULL;
+}
+
+MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback cb, void *user) {
+    if (!s) return;
+    s->callback = cb;
+    s->callback_user = user;
+}
+
+MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct mms_tensor *t) {
+    int i;
+    if (!s || !t) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: scheduler and tensor are required");
+    for (i = 0; i < s->n_persist; i++) {
+        if (s->persist[i].tensor != t) continue;
+        mms_backend_buffer_free(s->persist[i].buffer);
+        s->persist[i] = s->persist[--s->n_persist];
+        return MMS_OK;
+    }
+    return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: %s is not a persistent tensor of this scheduler "
+                         "(mark it with mms_set_persistent before its graph is allocated)", mms__tensor_desc(t).s);
+}
+
+MMS_API int           mms_backend_sched_get_n_backends(mms_backend_sched_t s) { return s ? s->n_backends : 0; }
+MMS_API mms_backend_t mms_backend_sched_get_backend(mms_backend_sched_t s, int i) { return s && i >= 0 && i < s->n_backends ? s->backends[i] : NULL; }
+MMS_API int           mms_backend_sched_get_n_splits(mms_backend_sched_t s) { return s ? s->n_splits : 0; }
+MMS_API int           mms_backend_sched_get_n_copies(mms_backend_sched_t s) { return s ? s->n_copies : 0; }
+MMS_API int           mms_backend_sched_get_n_split_inputs(mms_backend_sched_t s) { return s ? s->n_inputs : 0; }
+MMS_API int           mms_backend_sched_get_n_reallocs(mms_backend_sched_t s) { return s ? mms_gallocr_get_n_reallocs(s->galloc) : 0; }
+MMS_API mms_gallocr_t mms_backend_sched_get_gallocr(mms_backend_sched_t s) { return s ? s->galloc : NULL; }
+
+MMS_API size_t mms_backend_sched_get_buffer_size(mms_backend_sched_t s, mms_backend_t backend) {
+    int b = s ? mms__sched_backend_index(s, backend) : -1;
+    return b >= 0 ? mms_gallocr_get_buffer_size(s->galloc, b) : 0;
+}
+
+MMS_API size_t mms_backend_sched_get_persistent_size(mms_backend_sched_t s, mms_backend_t backend) {
+    int b = s ? mms__sched_backend_index(s, backend) : -1, i;
+    size_t total = 0;
+    for (i = 0; b >= 0 && i < s->n_persist; i++) if (s->persist[i].backend == b) total += mms_backend_buffer_get_size(s->persist[i].buffer);
+    return total;
+}
+/* ==== end src/sched/sched.c ==== */
+
+/* ==== begin src/sched/debug.c ==== */
+/* >>sched-debug ===================================================================================
+   The scheduler's trace (MMS_SCHED_DEBUG), tensor dumps (MMS_SCHED_DUMP) and their settings. */
+
+MMS_API void mms_backend_sched_set_debug(mms_backend_sched_t s, int level, FILE *out) {
+    if (!s) return;
+    s->debug = level;
+    s->debug_out = out;
+}
+
+MMS_API void mms_backend_sched_set_poison(mms_backend_sched_t s, bool poison) { if (s) s->poison = poison; }
+
+MMS_API enum mms_status mms_backend_sched_set_dump(mms_backend_sched_t s, const char *pattern, const char *dir) {
+    if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_set_dump: scheduler is NULL");
+    if (pattern && strlen(pattern) >= sizeof s->dump_pattern)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_set_dump: pattern longer than %zu characters", sizeof s->dump_pattern - 1);
+    if (dir && strlen(dir) >= sizeof s->dump_dir)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_set_dump: folder name longer than %zu characters", sizeof s->dump_dir - 1);
+    mms__copy_str(s->dump_pattern, sizeof s->dump_pattern, pattern ? pattern : "");
+    mms__copy_str(s->dump_dir, sizeof s->dump_dir, dir && dir[0] ? dir : ".");
+    return MMS_OK;
+}
+
+/* '*' matches any run of characters, '?' any one character. */
+static bool mms__glob_match(const char *p, const char *s) {
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') { star = p++; resume = s; }
+        else if (*p == '?' || *p == *s) { p++; s++; }
+        else if (star) { p = star + 1; s = ++resume; }
+        else return false;
+    }
+    while (*p == '*') p++;
+    return *p == '\0';
+}
+
+static FILE *mms__sched_out(mms_backend_sched_t s) { return s->debug_out ? s->debug_out : stderr; }
+
+/* Sizes the way people read them: 512 B, 12.5 KiB, 3.20 MiB. */
+static const char *mms__bytes_str(size_t n, char *buf, size_t size) {
+    if (n < 1024) snprintf(buf, size, "%zu B", n);
+    else if (n < (size_t)1 << 20) snprintf(buf, size, "%.1f KiB", (double)n / 1024.0);
+    else snprintf(buf, size, "%.2f MiB", (double)n / (1024.0 * 1024.0));
+    return buf;
+}
+
+/* Level 1: the graph, its splits and their inputs, the buffers. Level 2: every node as well. */
+static void mms__sched_debug_print(mms_backend_sched_t s) {
+    FILE *f = mms__sched_out(s);
+    struct mms__ptrmap info_of;
+    char b1[32], b2[32], b3[32];
+    int k, j, i, b;
+    memset(&info_of, 0, sizeof info_of);
+    for (k = 0; k < mms_gallocr_get_n_tensor_infos(s->galloc); k++)
+        mms__ptrmap_put(&info_of, (uint64_t)(uintptr_t)mms_gallocr_get_tensor_info(s->galloc, k)->tensor, (void *)(intptr_t)(k + 1));
+    fprintf(f, "mms_sched: %s graph #%llu%s%s%s: %d nodes, %d leafs, %d splits, %d split inputs, %d pipeline copies\n",
+            s->reserved_only ? "reserve" : "alloc", (unsigned long long)mms_graph_id(s->graph), mms_graph_get_name(s->graph)[0] ? " '" : "",
+            mms_graph_get_name(s->graph), mms_graph_get_name(s->graph)[0] ? "'" : "", s->n_nodes, s->n_leafs, s->n_splits, s->n_inputs, s->n_copies);
+    for (k = 0; k < s->n_splits; k++) {
+        const struct mms__sched_split *sp = &s->splits[k];
+        fprintf(f, "mms_sched: ## split %d on %s: nodes %d..%d, %d inputs\n", k, mms_backend_name(s->backends[sp->backend]),
+                sp->i0, sp->i1 - 1, sp->n_inputs);
+        for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
+            const struct mms__sched_input *in = &s->inputs[j];
+            fprintf(f, "mms_sched:    copy %s (%s) from %s to %s as '%s'\n", mms__tensor_desc(in->src).s,
+                    mms__bytes_str(mms_nbytes(in->src), b1, sizeof b1), mms_backend_name(s->backends[in->src_backend]),
+                    mms_backend_name(s->backends[sp->backend]), in->copies[s->cur_copy]->name);
+        }
+        if (s->debug < 2) continue;
+        for (i = sp->i0; i < sp->i1; i++) {
+            const struct mms_tensor *t = mms_graph_node(s->graph, i);
+            int info = (int)(intptr_t)mms__ptrmap_get(&info_of, (uint64_t)(uintptr_t)s->clones[i], NULL);
+            fprintf(f, "mms_sched:    node %d %s %s on %s (%s)", i, mms_op_name(t->op), mms__tensor_desc(t).s,
+                    mms_backend_name(s->backends[s->node_backend[i]]), mms__sched_reason_names[s->node_why[i]]);
+            if (info > 0) {
+                const struct mms_gallocr_tensor_info *ti = mms_gallocr_get_tensor_info(s->galloc, info - 1);
+                fprintf(f, ": %s buffer, offset %zu, size %zu, live %d..%d%s%s", mms_backend_buft_name(s->bufts[ti->buffer_id]),
+                        ti->offset, ti->size, ti->first_use, ti->last_use, ti->inplace_of ? ", in place of " : "",
+                        ti->inplace_of ? (ti->inplace_of->name[0] ? ti->inplace_of->name : mms_op_name(ti->inplace_of->op)) : "");
+            } else if (t->view_src) {
+                fprintf(f, ": view of '%s'", t->view_src->name);
+            } else if (t->flags & MMS_TENSOR_FLAG_PERSISTENT) {
+                fprintf(f, ": persistent, %s", mms__bytes_str(mms_nbytes(t), b1, sizeof b1));
+            }
+            fputc('\n', f);
+        }
+    }
+    for (b = 0; b < s->n_backends; b++) {
+        struct mms_gallocr_buffer_info bi;
+        if (mms_gallocr_get_buffer_info(s->galloc, b, &bi) != MMS_OK) continue;
+        fprintf(f, "mms_sched: compute memory on %s: %s planned (lower bound %s), %d tensors; persistent %s\n",
+                mms_backend_name(s->backends[b]), mms__bytes_str(bi.planned, b1, sizeof b1),
+                mms__bytes_str(bi.lower_bound, b2, sizeof b2), bi.n_tensors,
+                mms__bytes_str(mms_backend_sched_get_persistent_size(s, s->backends[b]), b3, sizeof b3));
+    }
+    mms__ptrmap_free(&info_of);
+}
+
+static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
+
+/* One file per dumped node: a text line "mmsched-dump name=<name> type=<type> ne=<a,b,c,d>
+   bytes=<n> fnv1a64=<hex>" then the tensor's elements, row-major and contiguous. */
+static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node) {
+    const size_t row = mms_row_size(t->type, t->ne[0]);
+    const size_t bytes = row * (size_t)mms_nrows(t);
+    char path[768], safe[MMS_MAX_NAME];
+    unsigned char *data = (unsigned char *)MMS_MALLOC(bytes + 1);
+    uint64_t sum = 0xcbf29ce484222325ULL;
+    enum mms_status st = MMS_OK;
+    int64_t r;
+    FILE *f;
+    size_t i;
+    if (!data) return mms_set_error(MMS_ERR_OOM, "mms_sched dump: out of host memory for %zu bytes", bytes);
+    for (i = 0; t->name[i] && i + 1 < sizeof safe; i++)
+        safe[i] = (isalnum((unsigned char)t->name[i]) || t->name[i] == '.' || t->name[i] == '-') ? t->name[i] : '_';
+    safe[i] = '\0';
+    for (r = 0; r < mms_nrows(t) && st == MMS_OK; r++) {    /* rows one by one: views may have gaps */
+        int64_t i1, i2, i3;
+        mms__unravel_row(t->ne, r, &i1, &i2, &i3);
+        if (t->nb[0] == mms_type_size(t->type) || mms_blck_size(t->type) > 1)
+            st = mms_backend_tensor_get(t, data + (size_t)r * row, (size_t)(i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] + i3 * (int64_t)t->nb[3]), row);
+        else
+            st = mms_set_error(MMS_ERR_UNSUPPORTED, "mms_sched dump: %s has strided rows", mms__tensor_desc(t).s);
+    }
+    if (st == MMS_OK) {
+        sum = mms__fnv1a64(data, bytes, sum);
+        snprintf(path, sizeof path, "%s/mms-dump-g%llu-n%d-%s.bin", s->dump_dir, (unsigned long long)mms_graph_id(s->graph), node, safe);
+        f = fopen(path, "wb");
+        if (!f) {
+            st = mms_set_error(MMS_ERR_IO, "mms_sched dump: cannot write '%s'", path);
+        } else {
+            fprintf(f, "mmsched-dump name=%s type=%s ne=%lld,%lld,%lld,%lld bytes=%zu fnv1a64=%016llx\n", t->name, mms_type_name(t->type),
+                    (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], bytes, (unsigned long long)sum);
+            if (fwrite(data, 1, bytes, f) != bytes) st = mms_set_error(MMS_ERR_IO, "mms_sched dump: error writing '%s'", path);
+            if (fclose(f) != 0 && st == MMS_OK) st = mms_set_error(MMS_ERR_IO, "mms_sched dump: error writing '%s'", path);
+            fprintf(mms__sched_out(s), "mms_sched: dump node %d %s fnv1a64=%016llx -> %s\n", node, mms__tensor_desc(t).s,
+                    (unsigned long long)sum, path);
+        }
+    }
+    MMS_FREE(data);
+    return st;
+}
+/* ==== end src/sched/debug.c ==== */
 
 /* ==== begin src/base/end.c ==== */
 #endif /* MMSCHED_IMPLEMENTATION */

@@ -5,6 +5,7 @@
 #include "../mmsched.h"
 #include "test.h"
 #include "../examples/reference_graphs.h"
+#include "random_graphs.h"
 
 static mms_backend_t cpu;
 
@@ -68,117 +69,7 @@ static void test_llama_plan_near_bound(void) {
     ref_free(&r);
 }
 
-/* -- property test: random graphs ---------------------------------------------------------------- */
-
-struct rgen {
-    unsigned long long rng;
-    struct mms_context *ctx, *wctx;
-    struct mms_tensor *pool[96];
-    int n;
-};
-
-static unsigned rg_next(struct rgen *g, unsigned n) {
-    g->rng ^= g->rng >> 12; g->rng ^= g->rng << 25; g->rng ^= g->rng >> 27;
-    return (unsigned)((g->rng * 2685821657736338717ULL) >> 33) % n;
-}
-
-static struct mms_tensor *rg_pick(struct rgen *g) { return g->pool[rg_next(g, (unsigned)g->n)]; }
-
-/* A weight leaf with values fixed by the generator's state (host memory of wctx). */
-static struct mms_tensor *rg_weight(struct rgen *g, int64_t ne0, int64_t ne1) {
-    struct mms_tensor *w = mms_new_tensor_2d(g->wctx, MMS_TYPE_F32, ne0, ne1);
-    int64_t i;
-    for (i = 0; i < ne0 * ne1; i++) ((float *)w->data)[i] = (float)((int)rg_next(g, 2001) - 1000) / 1000.0f;
-    return w;
-}
-
-static int64_t rg_dim(struct rgen *g) { static const int64_t d[] = { 1, 2, 3, 4, 5, 8 }; return d[rg_next(g, 6)]; }
-
-/* One random op on the pool. Returns NULL when the pick does not suit the op (then try again). */
-static struct mms_tensor *rg_op(struct rgen *g) {
-    struct mms_context *ctx = g->ctx;
-    struct mms_tensor *a = rg_pick(g), *b = NULL;
-    int i;
-    switch (rg_next(g, 15)) {
-        case 0:  return mms_silu(ctx, a);
-        case 1:  return mms_tanh(ctx, a);
-        case 2:  return mms_scale(ctx, a, 0.5f);
-        case 3:  return mms_rms_norm(ctx, a, 1e-5f);
-        case 4:  return mms_soft_max_ext(ctx, a, NULL, 1.0f, 0.0f);
-        case 5: case 6:                                        /* binary, same shape or broadcast weight */
-            for (i = 0; i < g->n; i++) {
-                b = g->pool[(i + (int)rg_next(g, (unsigned)g->n)) % g->n];
-                if (b != a && mms_are_same_shape(a, b)) break;
-            }
-            if (i == g->n) b = rg_weight(g, a->ne[0], rg_next(g, 2) ? 1 : a->ne[1]);
-            if (a->ne[2] != 1 || a->ne[3] != 1) b = mms_are_same_shape(a, b) ? b : NULL;
-            if (!b) return NULL;
-            return rg_next(g, 2) ? mms_add(ctx, a, b) : mms_mul(ctx, a, b);
-        case 7:  return mms_mul_mat(ctx, rg_weight(g, a->ne[0], rg_dim(g)), a);
-        case 8:  return mms_is_contiguous(a) ? mms_reshape_2d(ctx, a, a->ne[1] * a->ne[2] * a->ne[3], a->ne[0]) : NULL;
-        case 9:  return mms_transpose(ctx, a);
-        case 10: return a->ne[1] >= 2 ? mms_view_2d(ctx, a, a->ne[0], a->ne[1] / 2, a->nb[1], a->nb[1]) : NULL;
-        case 11: return mms_cont(ctx, a);
-        case 12: return mms_concat(ctx, a, mms_gelu(ctx, a), (int)rg_next(g, 2));
-        case 13: return mms_permute(ctx, a, 0, 2, 1, 3);
-        default: return mms_norm(ctx, a, 1e-5f);
-    }
-}
-
-/* Builds the same random graph for the same seed, in fresh contexts. */
-static struct mms_cgraph *rg_build(struct rgen *g, unsigned long long seed, struct mms_tensor **inputs, int *n_inputs) {
-    struct mms_cgraph *graph;
-    int i, n_ops, tries = 0;
-    g->rng = seed;
-    g->ctx = test_ctx(true);
-    g->wctx = test_ctx(false);
-    g->n = 0;
-    *n_inputs = 1 + (int)rg_next(g, 3);
-    for (i = 0; i < *n_inputs; i++) {
-        struct mms_tensor *t = mms_new_tensor_2d(g->ctx, MMS_TYPE_F32, rg_dim(g) * 2, rg_dim(g));
-        mms_format_name(t, "in%d", i);
-        if (rg_next(g, 4)) mms_set_input(t);   /* an unflagged one is planned like any tensor */
-        inputs[i] = g->pool[g->n++] = t;
-    }
-    n_ops = 5 + (int)rg_next(g, 36);
-    while (g->n < (int)(sizeof g->pool / sizeof g->pool[0]) && n_ops > 0 && tries++ < 1000) {
-        struct mms_tensor *t = rg_op(g);
-        if (!t) { mms_clear_status(g->ctx); continue; }
-        mms_format_name(t, "t%d", g->n);
-        if (rg_next(g, 10) == 0) mms_set_output(t);
-        g->pool[g->n++] = t;
-        n_ops--;
-    }
-    mms_set_output(g->pool[g->n - 1]);
-    graph = mms_new_graph(g->ctx);
-    for (i = 0; i < g->n; i++) if (g->pool[i]->flags & MMS_TENSOR_FLAG_OUTPUT) mms_build_forward_expand(graph, g->pool[i]);
-    return graph;
-}
-
-/* Fills the graph's input leafs ("in0".., flagged or not) with values fixed by the seed. */
-static void rg_set_inputs(struct mms_cgraph *graph, unsigned long long seed) {
-    int i;
-    for (i = 0; i < mms_graph_n_leafs(graph); i++) {
-        struct mms_tensor *t = mms_graph_leaf(graph, i);
-        int64_t k, ne = mms_nelements(t);
-        float *v;
-        if (strncmp(t->name, "in", 2) != 0) continue;
-        v = (float *)malloc((size_t)ne * sizeof *v);
-        for (k = 0; k < ne; k++) v[k] = (float)((seed * 31 + (unsigned long long)(i * 977 + k * 7)) % 2001) / 1000.0f - 1.0f;
-        mms_backend_tensor_set(t, v, 0, (size_t)ne * sizeof *v);
-        free(v);
-    }
-}
-
-/* Tensors a and b (same position in two builds of one graph) hold the same bytes. */
-static bool same_bytes(const struct mms_tensor *a, const struct mms_tensor *b) {
-    size_t nb = mms_nbytes(a);
-    void *x = malloc(nb + 1), *y = malloc(nb + 1);
-    bool ok = mms_backend_tensor_get(a, x, 0, nb) == MMS_OK && mms_backend_tensor_get(b, y, 0, nb) == MMS_OK && memcmp(x, y, nb) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
+/* -- property test: random graphs (the generator is shared with test_sched) ---------------------- */
 
 static bool op_is_inplace_kind(enum mms_op op) {
     switch (op) {
@@ -239,7 +130,7 @@ static void test_random_graphs_against_own_memory(void) {
         int n_in1, n_in2, i, k;
         struct mms_cgraph *gr1 = rg_build(&g1, seed, in1, &n_in1), *gr2 = rg_build(&g2, seed, in2, &n_in2);
         mms_backend_buffer_t own = mms_backend_alloc_ctx_tensors(g2.ctx, cpu);   /* every tensor its own memory */
-        bool ok = own && mms_gallocr_alloc_graph(ga, gr1) == MMS_OK;
+        bool ok = own && rg_place_weights(&g1, NULL, 0) && rg_place_weights(&g2, NULL, 0) && mms_gallocr_alloc_graph(ga, gr1) == MMS_OK;
         if (ok) {
             rg_set_inputs(gr1, seed);
             rg_set_inputs(gr2, seed);
@@ -264,7 +155,8 @@ static void test_random_graphs_against_own_memory(void) {
             mms_gallocr_print_plan(ga, stdout);
         }
         mms_backend_buffer_free(own);
-        mms_free(g1.ctx); mms_free(g1.wctx); mms_free(g2.ctx); mms_free(g2.wctx);
+        rg_free(&g1);
+        rg_free(&g2);
     }
     EXPECT(failures == 0, "%d of %d random graphs failed", failures, gi);
     EXPECT(inplace_seen > n_graphs / 4, "in-place reuse happened only %d times: the test does not exercise it", inplace_seen);
@@ -334,6 +226,29 @@ static void test_old_allocation_is_stale(void) {
     mms_gallocr_alloc_graph(ga, small_graph(ctx, 8, true, &d2));
     EXPECT_ERROR(mms_backend_tensor_get(d1, x, 0, sizeof x), MMS_ERR_STALE, "'encoder_out'", "handed out again");
     EXPECT(mms_backend_tensor_get(d2, x, 0, sizeof x) == MMS_OK, "the new output is fine");
+    mms_log_set(NULL, NULL);
+    mms_gallocr_free(ga);
+    mms_free(ctx);
+}
+
+/* A result of one graph used by a new graph next to new ops is refused, naming it; a graph object
+   rebuilt over exactly the same tensors is the same graph and is fine. */
+static void test_results_of_other_graphs_are_refused(void) {
+    struct mms_context *ctx = test_ctx(true);
+    mms_gallocr_t ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
+    struct mms_tensor *a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 8), *enc = mms_set_name(mms_silu(ctx, a), "enc_out");
+    struct mms_cgraph *g1 = mms_new_graph(ctx), *again = mms_new_graph(ctx), *g2 = mms_new_graph(ctx);
+    char id[32];
+    mms_set_input(a);
+    mms_build_forward_expand(g1, enc);
+    mms_build_forward_expand(again, enc);
+    mms_build_forward_expand(g2, mms_scale(ctx, enc, 2.0f));
+    snprintf(id, sizeof id, "graph #%llu", (unsigned long long)mms_graph_id(g1));
+    EXPECT(mms_gallocr_alloc_graph(ga, g1) == MMS_OK, "alloc: %s", mms_last_error());
+    EXPECT(mms_gallocr_alloc_graph(ga, again) == MMS_OK, "the same tensors in a new graph object: %s", mms_last_error());
+    EXPECT(mms_gallocr_alloc_graph(ga, g1) == MMS_OK, "back to the first graph object: %s", mms_last_error());
+    test_capture_log();
+    EXPECT_ERROR(mms_gallocr_alloc_graph(ga, g2), MMS_ERR_STALE, "'enc_out'", id, "mms_set_persistent");
     mms_log_set(NULL, NULL);
     mms_gallocr_free(ga);
     mms_free(ctx);
@@ -431,7 +346,7 @@ static void test_several_buffers(void) {
     node_ids[0] = 2;
     EXPECT_ERROR(mms_gallocr_reserve_n(ga, g, node_ids, leaf_ids), MMS_ERR_INVALID_ARG, "buffer id 2");
     g2 = mms_new_graph(ctx);
-    mms_build_forward_expand(g2, mms_silu(ctx, d));
+    mms_build_forward_expand(g2, mms_silu(ctx, mms_new_tensor_1d(ctx, MMS_TYPE_F32, 64)));
     EXPECT_ERROR(mms_gallocr_alloc_graph(ga, g2), MMS_ERR_STATE, "mms_gallocr_reserve_n");
     mms_log_set(NULL, NULL);
     mms_gallocr_free(ga);
@@ -509,6 +424,7 @@ int main(void) {
     RUN(test_plan_reuse_and_replan);
     RUN(test_reserve_then_alloc_same_graph);
     RUN(test_old_allocation_is_stale);
+    RUN(test_results_of_other_graphs_are_refused);
     RUN(test_inputs_survive_compute);
     RUN(test_max_size_splits_into_chunks);
     RUN(test_several_buffers);

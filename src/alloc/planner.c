@@ -247,7 +247,7 @@ static size_t mms__place_strategy(mms_gallocr_t ga, int id, int strategy, int *o
                                   struct mms__gap_item *scratch, int *n_chunks_out) {
     struct mms__gblock *blocks = ga->blocks;
     size_t capacity = mms_backend_buft_get_max_size(ga->bufs[id].buft), total = 0;
-    int i, c, n_placed = 0, n_chunks = 1, n_inputs = 0;
+    int i, c, n_placed = 0, n_chunks = n > 0 ? 1 : 0, n_inputs = 0;   /* nothing to place: no buffer */
     /* inputs first, in graph order; then the rest in the strategy's order */
     for (i = 0; i < n; i++) if (blocks[order[i]].input) { int t = order[n_inputs]; order[n_inputs++] = order[i]; order[i] = t; }
     mms__sort_blocks(order, n_inputs, blocks, mms__cmp_in_order);
@@ -302,7 +302,7 @@ static enum mms_status mms__place_buffer(mms_gallocr_t ga, int id) {
         }
     }
     MMS_FREE(buf->planned);
-    buf->planned = (size_t *)MMS_MALLOC(sizeof(size_t) * (size_t)best_chunks);
+    buf->planned = (size_t *)MMS_MALLOC(sizeof(size_t) * (size_t)(best_chunks + 1));
     if (!buf->planned) { st = mms_set_error(MMS_ERR_OOM, "mms_gallocr: out of host memory"); goto done; }
     buf->n_planned = best_chunks;
     for (c = 0; c < best_chunks; c++) buf->planned[c] = 0;
@@ -576,12 +576,64 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
     return fits;
 }
 
+/* The results of one graph must not become values of another: a graph that holds tensors placed
+   in this allocator's memory by a different graph, next to tensors of its own, would have that
+   memory handed out again under them. (A graph rebuilt over exactly the tensors of one earlier
+   graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
+static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
+                                                const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
+    const int n = mms__slot_count(g), nl = mms_graph_n_leafs(g);
+    const struct mms_tensor *culprit = NULL, *reader = NULL;
+    uint64_t old_id = 0;
+    int s, j, n_old = 0, n_fresh = 0;
+    bool mixed = false;
+    #define MMS__OLD(t) ((t)->data && mms__galloc_owns(ga, (t)->buffer) && (t)->graph_id != mms_graph_id(g))
+    for (s = 0; s < n; s++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, s);
+        if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;
+        if (MMS__OLD(t)) {
+            n_old++;
+            if (!old_id) old_id = t->graph_id;
+            else if (t->graph_id != old_id) mixed = true;
+        } else if (s >= nl && !t->data) {
+            n_fresh++;
+        }
+    }
+    if (n_old == 0 || (!mixed && n_fresh == 0)) return MMS_OK;
+    for (s = nl; s < n && !culprit; s++) {                     /* an old tensor that a new node reads */
+        const struct mms_tensor *t = mms__slot_tensor(g, s);
+        if (t->data) continue;
+        for (j = 0; j < MMS_MAX_SRC && !culprit; j++) {
+            const struct mms_tensor *r = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
+            if (r && MMS__OLD(r)) { culprit = r; reader = t; }
+        }
+    }
+    for (s = 0; s < n && !culprit; s++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, s);
+        if (!t->view_src && !(s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT)) && MMS__OLD(t)) culprit = t;
+    }
+    #undef MMS__OLD
+    {
+        const char *old_name = name_of ? name_of(user, culprit->graph_id) : "";
+        char old[MMS_MAX_NAME + 32];
+        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->graph_id, old_name[0] ? " '" : "", old_name,
+                 old_name[0] ? "'" : "");
+        return mms_set_error(MMS_ERR_STALE, "%s: graph #%llu%s%s%s uses tensor %s%s%s, which %s computed in compute memory that "
+                             "this allocation hands out again: its value would be lost. Mark it with mms_set_persistent before "
+                             "%s is allocated to keep it across graphs, or copy it out with mms_backend_tensor_get",
+                             who, (unsigned long long)mms_graph_id(g), mms_graph_get_name(g)[0] ? " '" : "", mms_graph_get_name(g),
+                             mms_graph_get_name(g)[0] ? "'" : "", mms__tensor_desc(culprit).s, reader ? " as an input of " : "",
+                             reader ? mms__tensor_desc(reader).s : "", old, old);
+    }
+}
+
 MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
     enum mms_status st;
     int id, c, s, k, i;
     if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
     if (mms_graph_status(g) != MMS_OK)
         return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
+    if ((st = mms__galloc_check_reuse(ga, g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
     if (!mms__galloc_plan_fits(ga, g)) {
         if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
             return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
@@ -606,6 +658,7 @@ MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgr
         t->buffer = NULL;
         st = mms_backend_tensor_alloc(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset);
         if (st != MMS_OK) return st;
+        t->graph_id = mms_graph_id(g);
         ga->infos[k].tensor = t;
         ga->infos[k].inplace_of = ga->slot_inplace_of[s] >= 0 ? mms__slot_tensor(g, ga->slot_inplace_of[s]) : NULL;
     }

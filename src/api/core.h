@@ -115,6 +115,7 @@ struct mms_tensor {
     struct mms_backend_buffer *buffer;      /* NULL for host memory of an allocating context */
     uint64_t                   buffer_uid;  /* the buffer's uid when placed: detects a freed buffer */
     uint64_t                   generation;  /* the buffer's generation when placed: detects reuse */
+    uint64_t                   graph_id;    /* the graph whose allocation placed it (0: none) */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];
@@ -300,8 +301,9 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). Graphs grow without a size cap and
-   live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
+   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
+   not walked again. Graphs grow without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 
@@ -313,6 +315,9 @@ MMS_API int                mms_graph_n_leafs(const struct mms_cgraph *graph);
 MMS_API struct mms_tensor *mms_graph_leaf(const struct mms_cgraph *graph, int i);
 MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *graph, const char *name);
 MMS_API uint64_t           mms_graph_id(const struct mms_cgraph *graph);   /* unique per process, never 0 */
+/* A name for messages and traces ("vision encoder"); graphs are "graph #<id>" without one. */
+MMS_API void               mms_graph_set_name(struct mms_cgraph *graph, const char *name);
+MMS_API const char        *mms_graph_get_name(const struct mms_cgraph *graph);
 /* The first error met while building (a NULL tensor from a failed op, a graph cycle), with its message. */
 MMS_API enum mms_status    mms_graph_status(const struct mms_cgraph *graph);
 MMS_API const char        *mms_graph_error(const struct mms_cgraph *graph);

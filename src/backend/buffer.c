@@ -89,6 +89,7 @@ static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void
     t->data = addr;
     t->buffer_uid = b ? b->uid : 0;
     t->generation = b ? b->generation : 0;
+    t->graph_id = 0;   /* an allocator that places it for a graph sets this */
 }
 
 MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
@@ -115,6 +116,7 @@ MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *t) {
     t->buffer = src->buffer;
     t->buffer_uid = src->buffer_uid;
     t->generation = src->generation;
+    t->graph_id = src->graph_id;
     return (t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
 }
 
@@ -126,15 +128,22 @@ static enum mms_status mms__tensor_check_one(const struct mms_tensor *t, const c
                              "a graph allocator or a scheduler)", who, mms__tensor_desc(t).s);
     if (!t->buffer) return MMS_OK;   /* host memory of an allocating context */
     live = mms__live_buffer(t->buffer_uid);
-    if (live != t->buffer)
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed; it must not be used any more",
-                             who, mms__tensor_desc(t).s);
-    if (live->generation != t->generation)
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: its memory in buffer '%s' has been handed out again "
-                             "(placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
-                             "mark it persistent or copy it out before the next allocation",
-                             who, mms__tensor_desc(t).s, mms_backend_buffer_name(live),
+    if (live != t->buffer) {
+        char from[48] = "";
+        if (t->graph_id) snprintf(from, sizeof from, " (placed by graph #%llu)", (unsigned long long)t->graph_id);
+        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed%s; it must not be used any more "
+                             "(a result kept across graphs must be marked persistent, and not released while in use)",
+                             who, mms__tensor_desc(t).s, from);
+    }
+    if (live->generation != t->generation) {
+        char from[48] = "";
+        if (t->graph_id) snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)t->graph_id);
+        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: it was placed%s in buffer '%s', whose memory has been handed "
+                             "out again (placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
+                             "mark it persistent (mms_set_persistent) or copy it out before the next allocation",
+                             who, mms__tensor_desc(t).s, from, mms_backend_buffer_name(live),
                              (unsigned long long)t->generation, (unsigned long long)live->generation);
+    }
     return MMS_OK;
 }
 

@@ -21,6 +21,7 @@
 #include <math.h>
 #include <float.h>
 #include <assert.h>
+#include <ctype.h>
 
 #ifndef MMS_ASSERT
 #  define MMS_ASSERT(cond) assert(cond)

@@ -15,6 +15,7 @@ struct mms_cgraph {
 
     enum mms_status     status;
     char                error[MMS__ERROR_MAX];
+    char                name[MMS_MAX_NAME];
 };
 
 static volatile uint64_t mms__graph_id_counter = 0;
@@ -74,6 +75,11 @@ static bool mms__push_tensor(struct mms_tensor ***arr, int *n, int *cap, struct 
 
 struct mms__visit { struct mms_tensor *t; int next_src; };
 
+/* Leafs: tensors without an op, and kept results of earlier graphs (persistent, with memory). */
+static bool mms__is_leaf(const struct mms_tensor *t) {
+    return t->op == MMS_OP_NONE || ((t->flags & MMS_TENSOR_FLAG_PERSISTENT) && t->data);
+}
+
 MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *tensor) {
     struct mms__visit *stack = NULL;
     int depth = 0, cap = 0;
@@ -102,14 +108,14 @@ MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *t
     MMS__VISIT_PUSH(tensor);
     while (depth > 0 && !oom) {
         struct mms__visit *top = &stack[depth - 1];
-        if (top->next_src < MMS_MAX_SRC) {
+        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t)) {
             struct mms_tensor *s = top->t->src[top->next_src++];
             if (s && !mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)s, NULL)) MMS__VISIT_PUSH(s);
             continue;
         }
         {
             struct mms_tensor *t = top->t;
-            bool leaf = t->op == MMS_OP_NONE;
+            bool leaf = mms__is_leaf(t);
             depth--;
             if (!(leaf ? mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, t)
                        : mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, t))) oom = true;
@@ -144,6 +150,22 @@ MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *g, cons
 }
 
 MMS_API uint64_t        mms_graph_id(const struct mms_cgraph *g)     { return g ? g->id : 0; }
+MMS_API void            mms_graph_set_name(struct mms_cgraph *g, const char *name) { if (g) mms__copy_str(g->name, sizeof g->name, name ? name : ""); }
+MMS_API const char     *mms_graph_get_name(const struct mms_cgraph *g) { return g ? g->name : ""; }
+
+/* A graph of exactly these nodes, in this order, without walking sources (the scheduler's splits
+   and its allocation graph). Leafs are given separately. */
+static struct mms_cgraph *mms__graph_from_lists(struct mms_context *ctx, struct mms_tensor **nodes, int n_nodes,
+                                                struct mms_tensor **leafs, int n_leafs) {
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    int i;
+    if (!g) return NULL;
+    for (i = 0; i < n_nodes; i++)
+        if (!mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, nodes[i])) { mms__graph_fail(g, MMS_ERR_OOM, "out of host memory"); break; }
+    for (i = 0; i < n_leafs; i++)
+        if (!mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, leafs[i])) { mms__graph_fail(g, MMS_ERR_OOM, "out of host memory"); break; }
+    return g;
+}
 MMS_API enum mms_status mms_graph_status(const struct mms_cgraph *g) { return g ? g->status : MMS_ERR_INVALID_ARG; }
 MMS_API const char     *mms_graph_error(const struct mms_cgraph *g)  { return g ? g->error : "no graph"; }
 
@@ -168,7 +190,8 @@ MMS_API void mms_graph_print(const struct mms_cgraph *g, FILE *out) {
     int i, j;
     if (!out) out = stdout;
     if (!g) { fprintf(out, "(no graph)\n"); return; }
-    fprintf(out, "graph %llu: %d nodes, %d leafs%s%s\n", (unsigned long long)g->id, g->n_nodes, g->n_leafs,
+    fprintf(out, "graph #%llu%s%s%s: %d nodes, %d leafs%s%s\n", (unsigned long long)g->id, g->name[0] ? " '" : "", g->name,
+            g->name[0] ? "'" : "", g->n_nodes, g->n_leafs,
             g->status != MMS_OK ? ", build failed: " : "", g->status != MMS_OK ? g->error : "");
     fprintf(out, "  %-6s %-15s %-5s %-28s %-3s %-20s %s\n", "id", "op", "type", "ne", "fl", "sources", "name");
     for (i = 0; i < g->n_nodes; i++) {
