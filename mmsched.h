@@ -226,8 +226,8 @@
          scheduler; in a later graph it is a leaf (its producers are not walked again), and any
          backend may read it (it is copied where needed). mms_backend_sched_release frees it;
          sched_free frees them all.
-       - Using in a graph a result an earlier graph left in compute memory, next to new ops, is an
-         MMS_ERR_STALE error at allocation, e.g.
+       - Using in a graph a result an earlier graph left in compute memory (this scheduler's, or any
+         other allocator's), next to new ops, is an MMS_ERR_STALE error at allocation, e.g.
            mms_backend_sched_alloc_graph: graph #7 'consumer' uses tensor 'image_features' f32
            [48,16,1,1] as an input of ..., which graph #4 'encoder' computed in compute memory that
            this allocation hands out again: its value would be lost. Mark it with
@@ -4712,9 +4712,15 @@ static bool mms__galloc_owns(const mms_gallocr_t ga, const struct mms_backend_bu
     return false;
 }
 
-/* Planned here: not a view, and without memory or with memory of ours (allocated before). */
+/* Memory an allocator placed for one graph (not persistent): compute memory, ours or another
+   allocator's (maybe freed by now), never relied on by a new allocation. */
+static bool mms__tensor_is_transient(const struct mms_tensor *t) {
+    return t->graph_id != 0 && !(t->flags & MMS_TENSOR_FLAG_PERSISTENT);
+}
+
+/* Planned here: not a view, and without memory, or with compute memory (allocated before). */
 static bool mms__galloc_needs(const mms_gallocr_t ga, const struct mms_tensor *t) {
-    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer));
+    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer) || mms__tensor_is_transient(t));
 }
 
 static bool mms__op_can_inplace(enum mms_op op) {
@@ -5162,8 +5168,8 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
 }
 
 /* The results of one graph must not become values of another: a graph that holds tensors placed
-   in this allocator's memory by a different graph, next to tensors of its own, would have that
-   memory handed out again under them. (A graph rebuilt over exactly the tensors of one earlier
+   in compute memory (this allocator's or another's) by a different graph, next to tensors of its
+   own, would lose their values: the memory is handed out again, or the other allocator's is. (A graph rebuilt over exactly the tensors of one earlier
    graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
 static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
                                                 const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
@@ -5172,7 +5178,8 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     uint64_t old_id = 0;
     int s, j, n_old = 0, n_fresh = 0;
     bool mixed = false;
-    #define MMS__OLD(t) ((t)->data && mms__galloc_owns(ga, (t)->buffer) && (t)->graph_id != mms_graph_id(g))
+    #define MMS__OLD(t) ((t)->data && (mms__galloc_owns(ga, (t)->buffer) || mms__tensor_is_transient(t)) && \
+                         (t)->graph_id != mms_graph_id(g))
     for (s = 0; s < n; s++) {
         const struct mms_tensor *t = mms__slot_tensor(g, s);
         if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;
@@ -5626,7 +5633,7 @@ static int mms__sched_backend_for_buft(mms_backend_sched_t s, mms_backend_buffer
 
 /* Memory the scheduler does not hand out again: weights, static buffers, persistent tensors. */
 static bool mms__sched_has_fixed_memory(mms_backend_sched_t s, const struct mms_tensor *t) {
-    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer);
+    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer) && !mms__tensor_is_transient(t);
 }
 
 static mms_backend_buffer_type_t mms__sched_buft_of(const struct mms_tensor *t) {
@@ -5861,7 +5868,7 @@ static enum mms_status mms__sched_place_persistent(mms_backend_sched_t s, struct
     mms_backend_buffer_t buf;
     enum mms_status st;
     if (reserve) return MMS_OK;
-    if (t->data && !mms__galloc_owns(s->galloc, t->buffer)) return MMS_OK;   /* kept already */
+    if (mms__sched_has_fixed_memory(s, t)) return MMS_OK;   /* kept already */
     buf = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], t));
     if (!buf) return mms_set_error(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
                                    mms__tensor_desc(t).s, mms_backend_name(s->backends[b]), mms_last_error());
@@ -5976,7 +5983,7 @@ static enum mms_status mms__sched_check_memory(mms_backend_sched_t s, struct mms
         const struct mms_tensor *t = mms__slot_tensor(g, i);
         const struct mms_tensor *m = t->view_src ? t->view_src : t;
         enum mms_status st;
-        if (!m->data || m->data == &mms__sched_placeholder || mms__galloc_owns(s->galloc, m->buffer)) continue;
+        if (!mms__sched_has_fixed_memory(s, m)) continue;
         if ((st = mms__tensor_check(m, who)) != MMS_OK) return st;
     }
     return MMS_OK;

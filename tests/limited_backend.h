@@ -17,6 +17,7 @@ struct limited_backend {
     uint64_t                       op_mask;      /* bit (1 << op) set: supported */
     mms_backend_t                  cpu;          /* the arithmetic */
     struct mms_backend_buffer_type buft;
+    int64_t                        offload_min_batch;  /* offload_op: MUL_MAT with at least this many columns (0: never) */
     int                            n_computes;   /* graphs computed here */
     int                            n_events_recorded, n_events_waited;
 };
@@ -79,6 +80,10 @@ static bool limited_supports_op(mms_backend_t b, const struct mms_tensor *op) {
     return (int)op->op < 64 && (limited_of(b)->op_mask >> op->op & 1) && mms_backend_supports_op(limited_of(b)->cpu, op);
 }
 static bool limited_supports_buft(mms_backend_t b, mms_backend_buffer_type_t t) { return t == &limited_of(b)->buft; }
+static bool limited_offload_op(mms_backend_t b, const struct mms_tensor *op) {
+    int64_t min = limited_of(b)->offload_min_batch;
+    return min > 0 && op->op == MMS_OP_MUL_MAT && op->ne[1] >= min;
+}
 static enum mms_status limited_compute(mms_backend_t b, struct mms_cgraph *g) {
     limited_of(b)->n_computes++;
     /* straight to the CPU's implementation: the generic entry point would (rightly) refuse memory
@@ -116,6 +121,7 @@ static mms_backend_t limited_backend_new(const char *name, uint64_t op_mask) {
     b->iface.get_default_buffer_type = limited_default_buft;
     b->iface.supports_op = limited_supports_op;
     b->iface.supports_buft = limited_supports_buft;
+    b->iface.offload_op = limited_offload_op;
     b->iface.graph_compute = limited_compute;
     b->iface.set_tensor_async = limited_set_async;
     b->iface.get_tensor_async = limited_get_async;

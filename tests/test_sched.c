@@ -166,6 +166,30 @@ static int node_index(const struct mms_cgraph *g, const struct mms_tensor *t) {
     return -1;
 }
 
+/* (1b) the same across two schedulers: the consumer's scheduler would recompute the encoder from
+   an input nobody set again */
+static void test_report_stale_use_across_schedulers(void) {
+    struct model m;
+    struct mms_context *ctx = test_ctx(true);
+    mms_backend_sched_t a = new_sched(), b = new_sched();
+    struct mms_tensor *img, *tok, *enc;
+    struct mms_cgraph *g1 = mms_new_graph(ctx), *g2 = mms_new_graph(ctx);
+    model_init(&m, 0, false);
+    enc = build_encoder(ctx, &m, &img);
+    mms_build_forward_expand(g1, enc);
+    EXPECT(mms_backend_sched_alloc_graph(a, g1) == MMS_OK, "alloc: %s", mms_last_error());
+    set_img_and_tokens(img, NULL);
+    EXPECT(mms_backend_sched_graph_compute(a, g1) == MMS_OK, "compute: %s", mms_last_error());
+    mms_build_forward_expand(g2, build_decoder(ctx, &m, enc, &tok));
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_sched_alloc_graph(b, g2), MMS_ERR_STALE, "'enc_out'", "mms_set_persistent");
+    mms_log_set(NULL, NULL);
+    mms_backend_sched_free(a);
+    mms_backend_sched_free(b);
+    mms_free(ctx);
+    model_free(&m);
+}
+
 /* (2) kept with mms_set_persistent: the two graphs give exactly the one-graph result. Returns the
    output for the other report tests; dummies adds unrelated nodes to the consumer graph. */
 static void run_two_graphs(struct model *m, bool dummies, float *out, mms_backend_sched_t s) {
@@ -328,6 +352,85 @@ static void test_pins_and_queries(void) {
     mms_log_set(NULL, NULL);
     mms_backend_sched_free(s);
     mms_free(ctx);
+    model_free(&m);
+}
+
+/* Host weights, a large batch, op_offload: the product runs on dev and its weight is copied in. */
+static void test_offload_large_batches(void) {
+    struct mms_context *ctx = test_ctx(true), *wctx = test_ctx(true);
+    struct limited_backend *lb = limited_of(dev);
+    mms_backend_t bs[2];
+    mms_backend_sched_t s;
+    struct mms_tensor *w = mms_set_name(mms_new_tensor_2d(wctx, MMS_TYPE_F32, 32, 16), "w"), *x, *y, *small;
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    mms_backend_buffer_t wb = mms_backend_alloc_ctx_tensors(wctx, cpu);
+    float ref[16 * 64], got[16 * 64];
+    int i;
+    mms_backend_buffer_set_usage(wb, MMS_BUFFER_USAGE_WEIGHTS);
+    fill_det(w, 5);
+    x = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 32, 64);            /* 64 columns: a large batch */
+    mms_set_input(x);
+    y = mms_set_name(mms_mul_mat(ctx, w, x), "big");
+    small = mms_set_name(mms_mul_mat(ctx, w, mms_view_2d(ctx, x, 32, 2, x->nb[1], 0)), "small");
+    mms_set_output(y);
+    mms_set_output(small);
+    mms_build_forward_expand(g, y);
+    mms_build_forward_expand(g, small);
+    bs[0] = dev;
+    bs[1] = cpu;
+    lb->offload_min_batch = 32;
+    for (i = 0; i < 2; i++) {                                    /* without, then with offload */
+        FILE *f = tmpfile();
+        char line[512];
+        int offloaded = 0;
+        s = mms_backend_sched_new(bs, NULL, 2, false, i == 1);
+        mms_backend_sched_set_debug(s, 2, f);
+        EXPECT(mms_backend_sched_alloc_graph(s, g) == MMS_OK, "alloc: %s", mms_last_error());
+        fill_det(x, 6);
+        EXPECT(mms_backend_sched_graph_compute(s, g) == MMS_OK, "compute: %s", mms_last_error());
+        mms_backend_tensor_get(y, i == 0 ? ref : got, 0, sizeof ref);
+        EXPECT(mms_backend_sched_get_tensor_backend(s, y) == (i == 1 ? dev : cpu), "pass %d: 'big' ran on %s", i,
+               mms_backend_name(mms_backend_sched_get_tensor_backend(s, y)));
+        EXPECT(mms_backend_sched_get_tensor_backend(s, small) == cpu, "a small batch must stay with its weights");
+        rewind(f);
+        while (fgets(line, sizeof line, f)) offloaded += strstr(line, "'big'") && strstr(line, "offloaded") ? 1 : 0;
+        fclose(f);
+        EXPECT(offloaded == i, "pass %d: %d trace lines say 'big' was offloaded", i, offloaded);
+        mms_backend_sched_free(s);
+    }
+    EXPECT(memcmp(ref, got, sizeof ref) == 0, "offloading changed the result");
+    lb->offload_min_batch = 0;
+    mms_backend_buffer_free(wb);
+    mms_free(wctx);
+    mms_free(ctx);
+}
+
+/* parallel: several copies of each split input, used in turn by consecutive graphs */
+static void test_pipeline_copies(void) {
+    struct model m;
+    mms_backend_t bs[2];
+    mms_backend_sched_t s;
+    float ref[D * N_TOK], got[D * N_TOK];
+    int round;
+    bs[0] = dev;
+    bs[1] = cpu;
+    model_init(&m, 3, true);
+    reference_output(&m, ref);
+    s = mms_backend_sched_new(bs, NULL, 2, true, false);
+    EXPECT(mms_backend_sched_get_n_copies(s) > 1, "parallel gives %d copies", mms_backend_sched_get_n_copies(s));
+    for (round = 0; round < 6; round++) {
+        struct mms_context *ctx = test_ctx(true);
+        struct mms_tensor *img, *tok, *y = build_decoder(ctx, &m, build_encoder(ctx, &m, &img), &tok);
+        struct mms_cgraph *g = mms_new_graph(ctx);
+        mms_build_forward_expand(g, y);
+        EXPECT(mms_backend_sched_alloc_graph(s, g) == MMS_OK, "alloc: %s", mms_last_error());
+        set_img_and_tokens(img, tok);
+        EXPECT(mms_backend_sched_graph_compute(s, g) == MMS_OK, "compute: %s", mms_last_error());
+        mms_backend_tensor_get(y, got, 0, sizeof got);
+        EXPECT(memcmp(ref, got, sizeof ref) == 0, "round %d differs", round);
+        mms_free(ctx);
+    }
+    mms_backend_sched_free(s);
     model_free(&m);
 }
 
@@ -600,12 +703,15 @@ int main(void) {
     if (!cpu || !dev) { printf("cannot start the backends: %s\n", mms_last_error()); return 1; }
     mms_backend_cpu_set_n_threads(cpu, 2);
     RUN(test_report_stale_use_is_an_error);
+    RUN(test_report_stale_use_across_schedulers);
     RUN(test_report_persistent_hand_off);
     RUN(test_report_dummy_tensors_change_nothing);
     RUN(test_report_split_point_changes_nothing);
     RUN(test_report_poison_shows_stale_reads);
     RUN(test_fallback_and_copies);
     RUN(test_pins_and_queries);
+    RUN(test_offload_large_batches);
+    RUN(test_pipeline_copies);
     RUN(test_reserve_alloc_and_wrong_graph);
     RUN(test_growing_graph_replans_and_counts);
     RUN(test_persistent_on_other_backend_and_release);

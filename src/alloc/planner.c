@@ -127,9 +127,15 @@ static bool mms__galloc_owns(const mms_gallocr_t ga, const struct mms_backend_bu
     return false;
 }
 
-/* Planned here: not a view, and without memory or with memory of ours (allocated before). */
+/* Memory an allocator placed for one graph (not persistent): compute memory, ours or another
+   allocator's (maybe freed by now), never relied on by a new allocation. */
+static bool mms__tensor_is_transient(const struct mms_tensor *t) {
+    return t->graph_id != 0 && !(t->flags & MMS_TENSOR_FLAG_PERSISTENT);
+}
+
+/* Planned here: not a view, and without memory, or with compute memory (allocated before). */
 static bool mms__galloc_needs(const mms_gallocr_t ga, const struct mms_tensor *t) {
-    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer));
+    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer) || mms__tensor_is_transient(t));
 }
 
 static bool mms__op_can_inplace(enum mms_op op) {
@@ -577,8 +583,8 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
 }
 
 /* The results of one graph must not become values of another: a graph that holds tensors placed
-   in this allocator's memory by a different graph, next to tensors of its own, would have that
-   memory handed out again under them. (A graph rebuilt over exactly the tensors of one earlier
+   in compute memory (this allocator's or another's) by a different graph, next to tensors of its
+   own, would lose their values: the memory is handed out again, or the other allocator's is. (A graph rebuilt over exactly the tensors of one earlier
    graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
 static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
                                                 const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
@@ -587,7 +593,8 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     uint64_t old_id = 0;
     int s, j, n_old = 0, n_fresh = 0;
     bool mixed = false;
-    #define MMS__OLD(t) ((t)->data && mms__galloc_owns(ga, (t)->buffer) && (t)->graph_id != mms_graph_id(g))
+    #define MMS__OLD(t) ((t)->data && (mms__galloc_owns(ga, (t)->buffer) || mms__tensor_is_transient(t)) && \
+                         (t)->graph_id != mms_graph_id(g))
     for (s = 0; s < n; s++) {
         const struct mms_tensor *t = mms__slot_tensor(g, s);
         if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;

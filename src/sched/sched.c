@@ -188,7 +188,7 @@ static int mms__sched_backend_for_buft(mms_backend_sched_t s, mms_backend_buffer
 
 /* Memory the scheduler does not hand out again: weights, static buffers, persistent tensors. */
 static bool mms__sched_has_fixed_memory(mms_backend_sched_t s, const struct mms_tensor *t) {
-    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer);
+    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer) && !mms__tensor_is_transient(t);
 }
 
 static mms_backend_buffer_type_t mms__sched_buft_of(const struct mms_tensor *t) {
@@ -423,7 +423,7 @@ static enum mms_status mms__sched_place_persistent(mms_backend_sched_t s, struct
     mms_backend_buffer_t buf;
     enum mms_status st;
     if (reserve) return MMS_OK;
-    if (t->data && !mms__galloc_owns(s->galloc, t->buffer)) return MMS_OK;   /* kept already */
+    if (mms__sched_has_fixed_memory(s, t)) return MMS_OK;   /* kept already */
     buf = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], t));
     if (!buf) return mms_set_error(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
                                    mms__tensor_desc(t).s, mms_backend_name(s->backends[b]), mms_last_error());
@@ -538,7 +538,7 @@ static enum mms_status mms__sched_check_memory(mms_backend_sched_t s, struct mms
         const struct mms_tensor *t = mms__slot_tensor(g, i);
         const struct mms_tensor *m = t->view_src ? t->view_src : t;
         enum mms_status st;
-        if (!m->data || m->data == &mms__sched_placeholder || mms__galloc_owns(s->galloc, m->buffer)) continue;
+        if (!mms__sched_has_fixed_memory(s, m)) continue;
         if ((st = mms__tensor_check(m, who)) != MMS_OK) return st;
     }
     return MMS_OK;
