@@ -13,12 +13,12 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_alloc test_sched
+TESTS    = test_core test_backend test_ops test_alloc test_sched test_gguf test_image test_mllama
 EXAMPLES = simple two_graphs bench
 
 B = build
 
-.PHONY: all help header check-header test unit-tests asan-tests compile-tests cuda cuda-if-available examples demo bench clean
+.PHONY: all help header check-header test unit-tests asan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean
 
 all: examples
 
@@ -29,6 +29,7 @@ help:
 	@echo "make demo      the main job: runs the bundled example"
 	@echo "make bench     build and run the CPU benchmarks"
 	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
+	@echo "make fuzz      fuzz the GGUF reader with libFuzzer for FUZZ_SECONDS (60), seeded from tests/fuzz/corpus-gguf"
 	@echo "make header    regenerate mmsched.h from src/"
 
 header:
@@ -95,6 +96,17 @@ demo: $(B)/simple
 
 bench: $(B)/bench
 	$(B)/bench
+
+# -- fuzzing (clang with libFuzzer); the corpus is replayed by test_gguf in `make test` ----------------
+
+FUZZ_SECONDS ?= 60
+
+$(B)/fuzz_gguf: tests/fuzz/fuzz_gguf.c mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
+
+fuzz: $(B)/fuzz_gguf
+	@mkdir -p $(B)/fuzz-corpus && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
+	$(B)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-corpus
 
 clean:
 	rm -rf $(B)

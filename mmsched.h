@@ -45,7 +45,9 @@
        8. The scheduler: several backends, and results kept across graphs
        9. The CPU backend
        10. The CUDA backend
-       11. Differences from ggml, on purpose
+       11. GGUF files
+       12. Llama 3.2 Vision (mllama)
+       13. Differences from ggml, on purpose
 
    EXAMPLE
        struct mms_init_params p = { 0, NULL, true };       // metadata only
@@ -285,7 +287,47 @@
        mmsched_cuda.cu is a placeholder until the CUDA backend lands: mms_backend_cuda_init and the
        buffer types return NULL with MMS_ERR_UNSUPPORTED; mms_backend_cuda_get_device_count works.
 
-   11. DIFFERENCES FROM GGML, ON PURPOSE
+   11. GGUF FILES
+       mms_gguf_open(path) maps a GGUF file (versions 2 and 3) and validates it completely before
+       returning: every count, length, offset and size against the file's length, with overflow-safe
+       arithmetic, types, alignment, duplicate names, overlapping tensors. Anything wrong is an
+       MMS_ERR_FORMAT error naming the file, the problem and the byte offset; a truncated or hostile
+       file never crashes (tests/test_gguf.c runs a corpus of broken files; tests/fuzz/fuzz_gguf.c is
+       a libFuzzer target, `make fuzz`). Keys and tensors are found by name; typed getters convert
+       between integer widths when the value fits. mms_gguf_writer_* writes version 3 files.
+
+   12. LLAMA 3.2 VISION (MLLAMA)
+       struct mms_mllama_load_params lp = { "model.gguf", NULL, cpu, NULL, 0, false, false };
+       struct mms_mllama_model *model = mms_mllama_model_load(&lp);
+       struct mms_mllama_context *ctx = mms_mllama_context_new(model, NULL);   // reserves all graphs
+       struct mms_mllama_image img;                                            // from RGB8 pixels
+       mms_mllama_preprocess_image(&params_from_hparams, rgb, w, h, 0, &img);
+       mms_mllama_add_image(ctx, &img);                  // encoded once, kept (persistent tensors)
+       mms_mllama_decode(ctx, prompt_tokens, n, NULL);   // the prompt holds the <|image|> token
+       logits = mms_mllama_get_logits(ctx, 0);           // then decode one sampled token at a time
+
+       The numbers are those of transformers' MllamaForConditionalGeneration in float32 with eager
+       attention and the PIL image processor (tests/test_mllama.c compares every stage with fixtures
+       dumped from it); the vision encoder's intermediate taps follow Meta's rule (the inputs of the
+       listed layers), not the shifted rule of transformers 4.55 and later. Models load from Ollama's
+       single-file layout or its older pair (text file + projector file with ln1/ln2 and swapped
+       ffn_up/ffn_down); tools/convert_hf_to_gguf.py writes both from a Hugging Face checkpoint.
+       Converter conventions the loader relies on: self-attention q/k rows in Meta's interleaved
+       order (RoPE pairs (2i, 2i+1)) with rope_freqs.weight holding the llama3 divisors; vision gates
+       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw; cross-attention q/k in
+       Hugging Face's order (files from Ollama's own converter may permute them: check numerically).
+
+       Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
+       their KV cache; the vision tower goes where vision_on_gpu says, independently. Weights on the
+       host are used in place from the mapped file. One scheduler runs everything; an image's
+       per-layer cross-attention keys and values are persistent tensors on their layers' backends,
+       cached by the pixels' hash. Memory for the worst-case graphs is reserved when the context is
+       made (mms_mllama_context_print_memory reports it per backend). mms_mllama_model_shapes_only
+       gives a model with shapes and no weights, for planning: at the 11B shapes the 4-tile vision
+       graph plans at about 470 MiB of float32 activations (the attention runs fused, so the
+       16 x 6432 x 6432 scores are never stored).
+
+   13. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
        - mms_gelu is the exact erf GELU; ggml_gelu (tanh approximation) is mms_gelu_tanh.
        - Unary ops are their own ops (MMS_OP_SILU, ...), not sub-ops of a UNARY op.
@@ -474,6 +516,7 @@ enum mms_op {
     MMS_OP_RESHAPE        = 29,
     MMS_OP_PERMUTE        = 30,
     MMS_OP_TRANSPOSE      = 31,
+    MMS_OP_REPEAT         = 32,
     MMS_OP_COUNT
 };
 
@@ -641,6 +684,9 @@ MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
 MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
 MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+
+/* repeat tiles a over the shape of b (b.ne[i] % a.ne[i] == 0; only b's shape is used), any type. */
+MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 
 /* Copies. cpy writes a into b (same number of elements, converting between F32/F16/BF16) and
    returns a view of b; dup and cont return a new contiguous copy of a; cont_Nd also reshapes. */
@@ -1099,6 +1145,7 @@ MMS_API enum mms_status mms_backend_sched_set_dump(mms_backend_sched_t sched, co
    fit. Tensor data stays in the mapping until the file is closed. */
 
 enum mms_gguf_type {      /* GGUF's own value type ids */
+    MMS_GGUF_TYPE_NONE    = -1,  /* not in files: what the type getters return for a bad index */
     MMS_GGUF_TYPE_UINT8   = 0,
     MMS_GGUF_TYPE_INT8    = 1,
     MMS_GGUF_TYPE_UINT16  = 2,
@@ -1126,7 +1173,9 @@ MMS_API uint32_t    mms_gguf_get_version(const struct mms_gguf *gguf);
 MMS_API size_t      mms_gguf_get_alignment(const struct mms_gguf *gguf);   /* general.alignment, default 32 */
 MMS_API const char *mms_gguf_get_path(const struct mms_gguf *gguf);        /* "" for memory */
 
-/* Metadata. Keys are found by exact name; -1 if absent. */
+/* Metadata. Keys are found by exact name (bytes compared as they are); -1 if absent. A bad index
+   raises MMS_ERR_INVALID_ARG and gets NULL, MMS_GGUF_TYPE_NONE or -1, as does a non-array given to
+   the two array calls. */
 MMS_API int64_t            mms_gguf_get_n_kv(const struct mms_gguf *gguf);
 MMS_API int64_t            mms_gguf_find_key(const struct mms_gguf *gguf, const char *key);
 MMS_API const char        *mms_gguf_get_key(const struct mms_gguf *gguf, int64_t i);
@@ -1144,7 +1193,8 @@ MMS_API enum mms_status mms_gguf_get_f32(const struct mms_gguf *gguf, const char
 MMS_API enum mms_status mms_gguf_get_bool(const struct mms_gguf *gguf, const char *key, bool *out);
 /* Strings are not NUL-terminated in the file: the pointer is into the mapping, with its length. */
 MMS_API enum mms_status mms_gguf_get_str(const struct mms_gguf *gguf, const char *key, const char **out, size_t *len);
-/* Numeric arrays, converted element by element into out (cap elements); *n gets the length. */
+/* Numeric arrays, converted element by element into out (the first cap elements); *n gets the
+   length, so cap 0 with out NULL asks for it. i32 takes arrays of any integer type, f32 of f32/f64. */
 MMS_API enum mms_status mms_gguf_get_arr_i32(const struct mms_gguf *gguf, const char *key, int32_t *out, int64_t cap, int64_t *n);
 MMS_API enum mms_status mms_gguf_get_arr_f32(const struct mms_gguf *gguf, const char *key, float *out, int64_t cap, int64_t *n);
 /* Element i of a string array. */
@@ -1171,7 +1221,8 @@ MMS_API enum mms_status mms_gguf_get_tensor(const struct mms_gguf *gguf, int64_t
 MMS_API int             mms_gguf_type_from_mms(enum mms_type type);
 MMS_API enum mms_type   mms_gguf_type_to_mms(uint32_t ggml_type);
 
-/* Writer: keys and tensors in the order added; written in one go. Every add copies its data. */
+/* Writer: keys and tensors in the order added; written in one go. Every add copies its data.
+   Setting a key again replaces its value in place; general.alignment must be a u32 power of two. */
 struct mms_gguf_writer;
 
 MMS_API struct mms_gguf_writer *mms_gguf_writer_new(void);      /* NULL + last error */
@@ -1228,9 +1279,108 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
                                                     int width, int height, size_t stride, struct mms_mllama_image *out);
 MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
 
-/* PIL's Image.resize(..., BILINEAR) on RGB8, bit for bit (antialiased when shrinking). */
+/* Pillow's Image.resize(..., BILINEAR) on RGB8, bit for bit (antialiased when shrinking), as in
+   Pillow 13, which may run the vertical pass first; Pillow 12 and older can differ by one level on
+   some tall images. */
 MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                                                   uint8_t *dst, int dst_w, int dst_h);
+
+/* -- the model ----------------------------------------------------------------------------------------
+   Loaded from Ollama's GGUF layouts: the single file (text and vision together) or the older pair
+   of a text file and a vision projector file. Every hyper-parameter comes from the metadata, so a
+   tiny test model and the 11B model run the same code. Weights are placed on the backends the
+   caller chooses: text layers on `gpu` counted from the last (n_gpu_layers, like llama.cpp), the
+   rest and the token embeddings on `cpu`; the vision tower on either, independently. Host weights
+   are used in place from the mapped file (no copy). */
+
+struct mms_mllama_hparams {
+    /* text */
+    int   n_vocab;          /* logits rows */
+    int   n_embd_rows;      /* rows of the token embedding table (vocabulary + 8 for the image tokens) */
+    int   n_ctx_train;
+    int   n_embd, n_ff, n_head, n_head_kv, head_dim, n_layer;
+    float rope_freq_base, rms_eps;
+    int   n_cross;
+    const int *cross_layers;        /* indices of the cross-attention layers, ascending */
+    int   image_token_id;
+    /* vision (zero when the model has no vision tower) */
+    int   v_n_layer, v_n_global, v_n_embd, v_n_ff, v_n_head;
+    int   v_image_size, v_patch_size, v_max_tiles, v_channels;
+    float v_eps;
+    int   v_n_taps;
+    const int *v_taps;              /* intermediate layers whose inputs are tapped (Meta's rule) */
+    float image_mean[3], image_std[3];
+    int   v_n_patches;              /* per tile: (image_size / patch_size)^2 */
+    int   v_n_tokens;               /* per tile: patches + the class token */
+    int   v_n_tokens_padded;        /* rounded up to a multiple of 8 */
+    int   v_output_dim;             /* v_n_embd * (1 + v_n_taps) */
+};
+
+struct mms_mllama_load_params {
+    const char   *path;             /* the model, or the text part of the two-file layout */
+    const char   *mmproj_path;      /* the projector of the two-file layout, or NULL */
+    mms_backend_t cpu;              /* required: host backend */
+    mms_backend_t gpu;              /* optional: a second backend for offloaded layers */
+    int           n_gpu_layers;     /* text layers on gpu, counted from the last; >= n_layer also moves the output head */
+    bool          vision_on_gpu;    /* the vision tower on gpu (else cpu) */
+    bool          text_only;        /* do not load the vision tower */
+};
+
+struct mms_mllama_model;
+
+MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
+MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
+MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+/* A model with every weight's shape but no data (placed at addresses that are never read), for
+   planning memory: a context made from it reserves its graphs and reports buffer sizes, and
+   refuses to compute. */
+MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hparams, mms_backend_t cpu,
+                                                              enum mms_type weight_type);
+
+/* -- the runtime ------------------------------------------------------------------------------------
+   One scheduler runs the vision encoder and the text model. An image added to the conversation is
+   encoded once: its per-layer cross-attention keys and values are persistent tensors on the
+   backends of their layers, kept in a cache keyed by the pixels' hash (adding the same image again
+   costs no encode). Tokens are decoded in batches at the next positions; the k-th <|image|> token
+   of the conversation stands for the k-th image added, and each text token attends to the images
+   of the most recent group of consecutive image tokens before it (transformers' rule; tokens
+   before the first image token see a uniform mix and their MLP branch is zeroed). Without any
+   image the cross layers are skipped. The worst-case graphs (an image at max tiles, a batch of
+   n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
+   made, so a model that does not fit fails then, saying how much memory it needed where. */
+
+struct mms_mllama_context_params {
+    int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
+    int n_batch;         /* most tokens per decode call (0: 512) */
+    int max_images;      /* images per conversation (0: 2) */
+    int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
+};
+
+struct mms_mllama_context;
+
+MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *model, const struct mms_mllama_context_params *params);
+MMS_API void                       mms_mllama_context_free(struct mms_mllama_context *ctx);
+MMS_API mms_backend_sched_t        mms_mllama_context_get_sched(struct mms_mllama_context *ctx);
+/* Compute memory per backend after the reservation, the KV cache, and the kept images. */
+MMS_API void                       mms_mllama_context_print_memory(struct mms_mllama_context *ctx, FILE *out);
+
+/* Attach an image (preprocessed with the model's parameters) to the conversation. */
+MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image);
+/* Run the vision encoder alone; copies out the encoder output ([v_output_dim, tokens, tiles]) and
+   the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
+MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
+                                                float *vision_out, float *projected);
+/* Decode n tokens at the next positions; want[i] asks for row i's logits (NULL: the last row). */
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const int32_t *tokens, int n_tokens, const bool *want);
+MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);
+MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in order asked */
+MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
+MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
+/* Forget the conversation (tokens and images; encoded images stay cached), or keep its first n_keep tokens. */
+MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
+MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);
 /* ==== end src/api/mllama.h ==== */
 
 /* ==== begin src/api/epilogue.h ==== */
@@ -2371,7 +2521,7 @@ MMS_API const char *mms_op_name(enum mms_op op) {
     static const char *names[MMS_OP_COUNT] = {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
         "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
-        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT"
     };
     return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
 }
@@ -2661,6 +2811,16 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     }
     ne[0] = a->ne[0]; ne[1] = b->ne[0]; ne[2] = b->ne[1]; ne[3] = b->ne[2];
     return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
+}
+
+MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
+    if (!mms__args_ok(ctx, "mms_repeat", a, b)) return NULL;
+    if (!mms__type_valid(a->type) || !mms_can_repeat(a, b)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_repeat: %s cannot be repeated over the shape of %s (each dimension must divide)",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    return mms__new_op(ctx, "mms_repeat", MMS_OP_REPEAT, a->type, MMS_MAX_DIMS, b->ne, a, NULL, NULL);
 }
 
 /* -- copies -- */
@@ -4431,6 +4591,24 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
         if (out == obuf) mms__store_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, out);
     }
 }
+
+/* Each dst row is the matching row of a (indices modulo a's shape), repeated along ne[0]. */
+static void mms__cpu_repeat(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    const size_t ts = mms_type_size(dst->type);
+    int64_t r, lo, hi, k;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        char *d;
+        const char *s;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        d = mms__row_ptr(dst, i1, i2, i3);
+        s = mms__row_ptr(a, i1 % a->ne[1], i2 % a->ne[2], i3 % a->ne[3]);
+        for (k = 0; k < dst->ne[0]; k += a->ne[0])
+            mms__copy_elems(d + k * (int64_t)dst->nb[0], dst->nb[0], s, a->nb[0], a->ne[0], ts);
+    }
+}
 /* ==== end src/backend/cpu/ops_layout.c ==== */
 
 /* ==== begin src/backend/cpu/cpu_backend.c ==== */
@@ -4530,6 +4708,7 @@ static mms__cpu_kernel mms__cpu_kernel_for(enum mms_op op) {
         case MMS_OP_PAD:            return mms__cpu_pad;
         case MMS_OP_GET_ROWS:       return mms__cpu_get_rows;
         case MMS_OP_IM2COL:         return mms__cpu_im2col;
+        case MMS_OP_REPEAT:         return mms__cpu_repeat;
         default:                    return NULL;   /* NONE and views compute nothing */
     }
 }
@@ -5652,6 +5831,7 @@ struct mms_backend_sched {
     int                       *node_backend, *leaf_backend;
     unsigned char             *node_why, *leaf_why;
     struct mms_tensor        **clones;              /* per node */
+    struct mms_tensor        **leaf_clones;         /* per leaf: a placeholder for a kept tensor not made yet (reserve) */
     int                        cap_nodes, cap_leafs;
     struct mms__sched_split   *splits;
     int                        n_splits, cap_splits;
@@ -5755,7 +5935,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     mms__ptrmap_free(&s->pos);
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
-    MMS_FREE(s->clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
     MMS_FREE(s);
 }
 
@@ -6001,7 +6181,9 @@ static struct mms_tensor *mms__sched_input_copy(mms_backend_sched_t s, int split
 /* What a clone (or a copy) reads in place of the caller's tensor t. */
 static struct mms_tensor *mms__sched_mapped(mms_backend_sched_t s, struct mms_tensor *t) {
     int p = mms__sched_pos(s, t);
-    return p > 0 ? s->clones[p - 1] : t;
+    if (p > 0) return s->clones[p - 1];
+    if (p < 0 && s->leaf_clones[-p - 1]) return s->leaf_clones[-p - 1];
+    return t;
 }
 
 /* Places a persistent node in a buffer of its own on its backend (allocation only; a reserve
@@ -6039,6 +6221,25 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
     ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
     leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
     if (!nodes || !ids || !leafs) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
+
+    /* a kept tensor that no graph has computed yet: a placeholder when reserving, else an error */
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        s->leaf_clones[i] = NULL;
+        if (!(t->flags & MMS_TENSOR_FLAG_PERSISTENT) || t->view_src || mms__sched_has_fixed_memory(s, t)) continue;
+        if (!reserve) {
+            st = mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
+                               "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
+            goto fail;
+        }
+        if (!(s->leaf_clones[i] = mms__new_tensor_impl(s->ctx, "mms_backend_sched", t->type, MMS_MAX_DIMS, t->ne, NULL, 0))) {
+            st = mms_get_status(s->ctx);
+            goto fail;
+        }
+        *s->leaf_clones[i] = *t;
+        s->leaf_clones[i]->data = &mms__sched_placeholder;
+        s->leaf_clones[i]->buffer = NULL;
+    }
 
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
@@ -6083,7 +6284,7 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
             nodes[n++] = cl;
         }
     }
-    for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms_graph_leaf(g, i); ids[n + i] = s->leaf_backend[i]; }
+    for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms__sched_mapped(s, mms_graph_leaf(g, i)); ids[n + i] = s->leaf_backend[i]; }
     s->alloc_graph = mms__graph_from_lists(s->ctx, nodes, n, leafs, s->n_leafs);
     if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
     MMS_FREE(nodes);
@@ -6167,10 +6368,12 @@ static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_
         unsigned char *nw = (unsigned char *)MMS_REALLOC(s->node_why, (size_t)s->cap_nodes);
         unsigned char *lw = (unsigned char *)MMS_REALLOC(s->leaf_why, (size_t)s->cap_leafs);
         struct mms_tensor **cl = (struct mms_tensor **)MMS_REALLOC(s->clones, sizeof *cl * (size_t)s->cap_nodes);
+        struct mms_tensor **lc = (struct mms_tensor **)MMS_REALLOC(s->leaf_clones, sizeof *lc * (size_t)s->cap_leafs);
         if (nw) s->node_why = nw;
         if (lw) s->leaf_why = lw;
         if (cl) s->clones = cl;
-        if (!nw || !lw || !cl) goto oom;
+        if (lc) s->leaf_clones = lc;
+        if (!nw || !lw || !cl || !lc) goto oom;
     }
     for (i = 0; i < s->n_nodes; i++)
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_node(g, i), (void *)(intptr_t)(i + 1))) goto oom;
@@ -6557,18 +6760,2918 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
 
 /* ==== begin src/gguf/gguf.c ==== */
 /* >>gguf ==========================================================================================
-   The GGUF reader (being written). */
+   The GGUF reader. The file is mapped (or the caller's memory used as it is) and parsed in one
+   pass: every count, length, offset and size is checked against the bytes that remain before it is
+   used or anything is allocated from it, so a hostile header costs at most memory proportional to
+   the file's length. Values stay in the mapping; the handle keeps positions and lookup tables.
+   All multi-byte fields are decoded byte by byte: little-endian on any host, any alignment. */
+
+#define MMS__GGUF_DEFAULT_ALIGNMENT 32
+#define MMS__GGUF_MAX_KEY           65535
+#define MMS__GGUF_N_VALUE_TYPES     13
+/* The fewest bytes an entry can take, to bound counts before allocating for them:
+   key length + type + a 1-byte value, and name length + n_dims + one ne + type + offset. */
+#define MMS__GGUF_MIN_KV_BYTES      13
+#define MMS__GGUF_MIN_TENSOR_BYTES  32
+
+/* GGUF's tensor type ids that can be sized: elements and bytes per block, and our type if any. */
+struct mms__gguf_ttype { uint32_t id; const char *name; uint32_t blck; uint32_t bytes; enum mms_type type; };
+static const struct mms__gguf_ttype mms__gguf_ttypes[] = {
+    {  0, "f32",  1,   4, MMS_TYPE_F32 },     {  1, "f16",  1,   2, MMS_TYPE_F16 },
+    {  2, "q4_0", 32,  18, MMS_TYPE_INVALID }, {  3, "q4_1", 32,  20, MMS_TYPE_INVALID },
+    {  6, "q5_0", 32,  22, MMS_TYPE_INVALID }, {  7, "q5_1", 32,  24, MMS_TYPE_INVALID },
+    {  8, "q8_0", 32,  34, MMS_TYPE_INVALID }, {  9, "q8_1", 32,  36, MMS_TYPE_INVALID },
+    { 10, "q2_k", 256, 84, MMS_TYPE_INVALID }, { 11, "q3_k", 256, 110, MMS_TYPE_INVALID },
+    { 12, "q4_k", 256, 144, MMS_TYPE_INVALID }, { 13, "q5_k", 256, 176, MMS_TYPE_INVALID },
+    { 14, "q6_k", 256, 210, MMS_TYPE_INVALID }, { 15, "q8_k", 256, 292, MMS_TYPE_INVALID },
+    { 24, "i8",   1,   1, MMS_TYPE_INVALID }, { 25, "i16",  1,   2, MMS_TYPE_INVALID },
+    { 26, "i32",  1,   4, MMS_TYPE_I32 },     { 27, "i64",  1,   8, MMS_TYPE_INVALID },
+    { 28, "f64",  1,   8, MMS_TYPE_INVALID }, { 30, "bf16", 1,   2, MMS_TYPE_BF16 },
+};
+
+static const struct mms__gguf_ttype *mms__gguf_ttype_find(uint32_t id) {
+    size_t i;
+    for (i = 0; i < sizeof mms__gguf_ttypes / sizeof mms__gguf_ttypes[0]; i++)
+        if (mms__gguf_ttypes[i].id == id) return &mms__gguf_ttypes[i];
+    return NULL;
+}
+
+MMS_API enum mms_type mms_gguf_type_to_mms(uint32_t ggml_type) {
+    const struct mms__gguf_ttype *t = mms__gguf_ttype_find(ggml_type);
+    return t ? t->type : MMS_TYPE_INVALID;
+}
+
+MMS_API int mms_gguf_type_from_mms(enum mms_type type) {
+    size_t i;
+    if (type == MMS_TYPE_INVALID) return -1;
+    for (i = 0; i < sizeof mms__gguf_ttypes / sizeof mms__gguf_ttypes[0]; i++)
+        if (mms__gguf_ttypes[i].type == type) return (int)mms__gguf_ttypes[i].id;
+    return -1;
+}
+
+/* Value types: names for messages and the size of the fixed-size ones (0: string, array). */
+static const char *mms__gguf_type_name(uint32_t t) {
+    static const char *const names[MMS__GGUF_N_VALUE_TYPES] = {
+        "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64" };
+    return t < MMS__GGUF_N_VALUE_TYPES ? names[t] : "unknown";
+}
+static size_t mms__gguf_type_size(uint32_t t) {
+    static const unsigned char sizes[MMS__GGUF_N_VALUE_TYPES] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
+    return t < MMS__GGUF_N_VALUE_TYPES ? sizes[t] : 0;
+}
+
+static uint16_t mms__gguf_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t mms__gguf_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t mms__gguf_le64(const uint8_t *p) { return (uint64_t)mms__gguf_le32(p) | ((uint64_t)mms__gguf_le32(p + 4) << 32); }
+
+static bool mms__gguf_is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* Keys and names may hold any bytes: messages show them escaped and cut short. */
+static const char *mms__gguf_quote(const uint8_t *p, size_t n, char *buf, size_t size) {
+    size_t i, o = 0;
+    for (i = 0; i < n && o + 8 < size; i++) {
+        if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') buf[o++] = (char)p[i];
+        else o += (size_t)snprintf(buf + o, size - o, "\\x%02x", p[i]);
+    }
+    if (i < n) { buf[o++] = '.'; buf[o++] = '.'; buf[o++] = '.'; }
+    buf[o] = '\0';
+    return buf;
+}
+
+struct mms__gguf_kv {
+    size_t             at;        /* where the entry starts, for messages */
+    size_t             key_pos, key_len;
+    enum mms_gguf_type type;
+    enum mms_gguf_type arr_type;  /* arrays only */
+    uint64_t           n;         /* array elements */
+    size_t             val_pos;   /* scalar: the value; string: its length field; array: the first element */
+    size_t             raw_pos, raw_size;  /* the value as encoded after the type field, for copying */
+    size_t            *str_pos;   /* string arrays: each element's length field */
+    const char        *key;       /* NUL-terminated copy in the pool */
+};
+
+struct mms__gguf_tensor {
+    size_t        at, name_pos, name_len;
+    const char   *name;           /* NUL-terminated copy in the pool */
+    uint32_t      ggml_type;
+    enum mms_type type;
+    int           n_dims;
+    int64_t       ne[MMS_MAX_DIMS];
+    uint64_t      offset, size;
+};
+
+/* Open addressing over entry indices (stored + 1, 0 = empty), keyed by the name's bytes. The hash
+   is seeded per table so that a file cannot be crafted to make every key collide. */
+struct mms__gguf_index { int64_t *slots; size_t mask; uint64_t seed; };
+
+struct mms_gguf {
+    struct mms__mapping      map;       /* files only */
+    const uint8_t           *base;
+    size_t                   size;
+    char                    *path;      /* NULL for memory */
+    char                    *where;     /* "gguf 'path'" or "gguf memory": how messages name it */
+    uint32_t                 version;
+    size_t                   alignment;
+    int64_t                  n_kv, n_tensors;
+    struct mms__gguf_kv     *kv;
+    struct mms__gguf_tensor *tensors;
+    size_t                   data_pos;  /* the data section */
+    char                    *pool;      /* NUL-terminated keys and names */
+    struct mms__gguf_index   keys, names;
+};
+
+static uint64_t mms__gguf_hash(const uint8_t *p, size_t n, uint64_t seed) {
+    uint64_t h = 1469598103934665603ULL ^ seed;   /* FNV-1a */
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return mms__hash64(h);   /* FNV's low bits, which the table uses, mix poorly on their own */
+}
+
+static bool mms__gguf_index_init(struct mms__gguf_index *ix, int64_t n) {
+    size_t cap = 8;
+    while (cap < (size_t)n * 2) cap *= 2;   /* n is bounded by the file length, so this ends */
+    if (cap > SIZE_MAX / sizeof *ix->slots) return false;
+    ix->slots = (int64_t *)MMS_MALLOC(cap * sizeof *ix->slots);
+    if (!ix->slots) return false;
+    memset(ix->slots, 0, cap * sizeof *ix->slots);
+    ix->mask = cap - 1;
+    ix->seed = mms__hash64((uint64_t)(uintptr_t)ix ^ (uint64_t)mms_time_us());
+    return true;
+}
+
+static void mms__gguf_entry_name(const struct mms_gguf *g, bool tensor, int64_t i, size_t *pos, size_t *len) {
+    if (tensor) { *pos = g->tensors[i].name_pos; *len = g->tensors[i].name_len; }
+    else        { *pos = g->kv[i].key_pos;       *len = g->kv[i].key_len; }
+}
+
+/* The index of the entry named by exactly these bytes, or -1; *slot gets where it would go. */
+static int64_t mms__gguf_index_find(const struct mms_gguf *g, const struct mms__gguf_index *ix, bool tensor,
+                                    const uint8_t *p, size_t n, size_t *slot) {
+    size_t s;
+    if (!ix->slots) return -1;
+    for (s = (size_t)mms__gguf_hash(p, n, ix->seed) & ix->mask; ix->slots[s] != 0; s = (s + 1) & ix->mask) {
+        size_t pos, len;
+        mms__gguf_entry_name(g, tensor, ix->slots[s] - 1, &pos, &len);
+        if (len == n && (n == 0 || memcmp(g->base + pos, p, n) == 0)) break;
+    }
+    if (slot) *slot = s;
+    return ix->slots[s] - 1;
+}
+
+/* -- parsing -- */
+
+struct mms__gguf_parser {
+    struct mms_gguf *g;
+    size_t           pos;
+};
+
+static enum mms_status mms__gguf_fail(const struct mms__gguf_parser *ps, size_t at, const char *fmt, ...) MMS_PRINTF(3, 4);
+static enum mms_status mms__gguf_fail(const struct mms__gguf_parser *ps, size_t at, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return mms_set_error(MMS_ERR_FORMAT, "%s: %s (at byte offset %zu)", ps->g->where, msg, at);
+}
+
+static size_t mms__gguf_left(const struct mms__gguf_parser *ps) { return ps->g->size - ps->pos; }
+
+static enum mms_status mms__gguf_need(const struct mms__gguf_parser *ps, uint64_t n, const char *what) {
+    if (n > mms__gguf_left(ps))
+        return mms__gguf_fail(ps, ps->pos, "truncated: %s needs %llu bytes, %zu left", what, (unsigned long long)n, mms__gguf_left(ps));
+    return MMS_OK;
+}
+
+static enum mms_status mms__gguf_u32(struct mms__gguf_parser *ps, const char *what, uint32_t *out) {
+    enum mms_status st = mms__gguf_need(ps, 4, what);
+    if (st != MMS_OK) return st;
+    *out = mms__gguf_le32(ps->g->base + ps->pos);
+    ps->pos += 4;
+    return MMS_OK;
+}
+
+static enum mms_status mms__gguf_u64(struct mms__gguf_parser *ps, const char *what, uint64_t *out) {
+    enum mms_status st = mms__gguf_need(ps, 8, what);
+    if (st != MMS_OK) return st;
+    *out = mms__gguf_le64(ps->g->base + ps->pos);
+    ps->pos += 8;
+    return MMS_OK;
+}
+
+/* A gguf-string of at most max bytes: *pos gets where its bytes start. */
+static enum mms_status mms__gguf_str(struct mms__gguf_parser *ps, const char *what, uint64_t max, size_t *pos, size_t *len) {
+    size_t at = ps->pos;
+    uint64_t n;
+    enum mms_status st = mms__gguf_u64(ps, what, &n);
+    if (st != MMS_OK) return st;
+    if (n > max) return mms__gguf_fail(ps, at, "%s of %llu bytes is longer than %llu", what, (unsigned long long)n, (unsigned long long)max);
+    if (n > mms__gguf_left(ps))
+        return mms__gguf_fail(ps, at, "truncated: %s of %llu bytes, %zu left", what, (unsigned long long)n, mms__gguf_left(ps));
+    *pos = ps->pos;
+    *len = (size_t)n;
+    ps->pos += (size_t)n;
+    return MMS_OK;
+}
+
+static enum mms_status mms__gguf_parse_kv(struct mms__gguf_parser *ps, int64_t i) {
+    struct mms_gguf *g = ps->g;
+    struct mms__gguf_kv *kv = &g->kv[i];
+    char q[200];
+    uint32_t type, elem;
+    size_t slot, tpos, tmp_pos, tmp_len;
+    int64_t dup;
+    enum mms_status st;
+
+    kv->at = ps->pos;
+    if ((st = mms__gguf_str(ps, "key", MMS__GGUF_MAX_KEY, &kv->key_pos, &kv->key_len)) != MMS_OK) return st;
+    mms__gguf_quote(g->base + kv->key_pos, kv->key_len, q, sizeof q);
+    dup = mms__gguf_index_find(g, &g->keys, false, g->base + kv->key_pos, kv->key_len, &slot);
+    if (dup >= 0) return mms__gguf_fail(ps, kv->at, "duplicate key '%s' (first at byte offset %zu)", q, g->kv[dup].at);
+    g->keys.slots[slot] = i + 1;
+
+    tpos = ps->pos;
+    if ((st = mms__gguf_u32(ps, "value type", &type)) != MMS_OK) return st;
+    if (type >= MMS__GGUF_N_VALUE_TYPES) return mms__gguf_fail(ps, tpos, "unknown value type %u of key '%s'", type, q);
+    kv->type = (enum mms_gguf_type)type;
+    kv->raw_pos = ps->pos;
+    kv->n = 1;
+
+    if (type == MMS_GGUF_TYPE_STRING) {
+        kv->val_pos = ps->pos;
+        if ((st = mms__gguf_str(ps, "string value", UINT64_MAX, &tmp_pos, &tmp_len)) != MMS_OK) return st;
+    } else if (type == MMS_GGUF_TYPE_ARRAY) {
+        size_t count_at;
+        uint64_t n;
+        if ((st = mms__gguf_u32(ps, "array element type", &elem)) != MMS_OK) return st;
+        if (elem == MMS_GGUF_TYPE_ARRAY)
+            return mms__gguf_fail(ps, tpos + 4, "key '%s' is an array of arrays, which is not supported", q);
+        if (elem >= MMS__GGUF_N_VALUE_TYPES) return mms__gguf_fail(ps, tpos + 4, "unknown array element type %u of key '%s'", elem, q);
+        kv->arr_type = (enum mms_gguf_type)elem;
+        count_at = ps->pos;
+        if ((st = mms__gguf_u64(ps, "array count", &n)) != MMS_OK) return st;
+        kv->n = n;
+        kv->val_pos = ps->pos;
+        if (elem == MMS_GGUF_TYPE_STRING) {
+            uint64_t k;
+            /* every element has at least its 8-byte length: bounds the table before allocating it */
+            if (n > mms__gguf_left(ps) / 8)
+                return mms__gguf_fail(ps, count_at, "array count %llu of key '%s' does not fit in the %zu bytes left",
+                                      (unsigned long long)n, q, mms__gguf_left(ps));
+            if (n > 0) {
+                kv->str_pos = (size_t *)MMS_MALLOC((size_t)n * sizeof *kv->str_pos);
+                if (!kv->str_pos) return mms_set_error(MMS_ERR_OOM, "%s: out of memory for string array '%s'", g->where, q);
+            }
+            for (k = 0; k < n; k++) {
+                kv->str_pos[k] = ps->pos;
+                if ((st = mms__gguf_str(ps, "string array element", UINT64_MAX, &tmp_pos, &tmp_len)) != MMS_OK) return st;
+            }
+        } else {
+            size_t es = mms__gguf_type_size(elem);
+            if (n > mms__gguf_left(ps) / es)
+                return mms__gguf_fail(ps, count_at, "array count %llu of key '%s' (%s) does not fit in the %zu bytes left",
+                                      (unsigned long long)n, q, mms__gguf_type_name(elem), mms__gguf_left(ps));
+            if (elem == MMS_GGUF_TYPE_BOOL) {
+                size_t k;
+                for (k = 0; k < (size_t)n; k++)
+                    if (g->base[ps->pos + k] > 1)
+                        return mms__gguf_fail(ps, ps->pos + k, "bool value %u in array '%s' (must be 0 or 1)", g->base[ps->pos + k], q);
+            }
+            ps->pos += (size_t)n * es;
+        }
+    } else {
+        size_t s = mms__gguf_type_size(type);
+        kv->val_pos = ps->pos;
+        if ((st = mms__gguf_need(ps, s, "value")) != MMS_OK) return st;
+        if (type == MMS_GGUF_TYPE_BOOL && g->base[ps->pos] > 1)
+            return mms__gguf_fail(ps, ps->pos, "bool value %u of key '%s' (must be 0 or 1)", g->base[ps->pos], q);
+        ps->pos += s;
+    }
+    kv->raw_size = ps->pos - kv->raw_pos;
+    return MMS_OK;
+}
+
+static enum mms_status mms__gguf_parse_tensor(struct mms__gguf_parser *ps, int64_t i) {
+    struct mms_gguf *g = ps->g;
+    struct mms__gguf_tensor *t = &g->tensors[i];
+    const struct mms__gguf_ttype *tt;
+    char q[200];
+    uint32_t n_dims;
+    uint64_t rows = 1, elems = 1, row_bytes;
+    size_t slot, at;
+    int64_t dup;
+    int d;
+    enum mms_status st;
+
+    t->at = ps->pos;
+    if ((st = mms__gguf_str(ps, "tensor name", MMS_MAX_NAME - 1, &t->name_pos, &t->name_len)) != MMS_OK) return st;
+    mms__gguf_quote(g->base + t->name_pos, t->name_len, q, sizeof q);
+    dup = mms__gguf_index_find(g, &g->names, true, g->base + t->name_pos, t->name_len, &slot);
+    if (dup >= 0) return mms__gguf_fail(ps, t->at, "duplicate tensor name '%s' (first at byte offset %zu)", q, g->tensors[dup].at);
+    g->names.slots[slot] = i + 1;
+
+    at = ps->pos;
+    if ((st = mms__gguf_u32(ps, "n_dims", &n_dims)) != MMS_OK) return st;
+    if (n_dims < 1 || n_dims > MMS_MAX_DIMS)
+        return mms__gguf_fail(ps, at, "tensor '%s' has %u dimensions (must be 1 to %d)", q, n_dims, MMS_MAX_DIMS);
+    t->n_dims = (int)n_dims;
+    for (d = 0; d < MMS_MAX_DIMS; d++) t->ne[d] = 1;
+    for (d = 0; d < (int)n_dims; d++) {
+        uint64_t ne, f;
+        at = ps->pos;
+        if ((st = mms__gguf_u64(ps, "ne", &ne)) != MMS_OK) return st;
+        if (ne > (uint64_t)INT64_MAX)
+            return mms__gguf_fail(ps, at, "ne[%d] = %llu of tensor '%s' is out of range", d, (unsigned long long)ne, q);
+        /* zero counts as one here so that no product of the dimensions can overflow downstream */
+        f = ne ? ne : 1;
+        if (elems > (uint64_t)INT64_MAX / f)
+            return mms__gguf_fail(ps, at, "tensor '%s' has too many elements (ne[%d] = %llu overflows)", q, d, (unsigned long long)ne);
+        elems *= f;
+        t->ne[d] = (int64_t)ne;
+        if (d > 0) rows *= ne;   /* <= elems, cannot overflow */
+    }
+
+    at = ps->pos;
+    if ((st = mms__gguf_u32(ps, "tensor type", &t->ggml_type)) != MMS_OK) return st;
+    tt = mms__gguf_ttype_find(t->ggml_type);
+    if (!tt) return mms__gguf_fail(ps, at, "unsupported tensor type %u for tensor '%s'", t->ggml_type, q);
+    t->type = tt->type;
+    if ((uint64_t)t->ne[0] % tt->blck != 0)
+        return mms__gguf_fail(ps, at, "ne[0] = %lld of tensor '%s' is not a multiple of the block size %u of %s",
+                              (long long)t->ne[0], q, tt->blck, tt->name);
+    row_bytes = (uint64_t)t->ne[0] / tt->blck;
+    if (row_bytes > UINT64_MAX / tt->bytes || (rows != 0 && row_bytes * tt->bytes > UINT64_MAX / rows))
+        return mms__gguf_fail(ps, at, "the size of tensor '%s' overflows", q);
+    t->size = row_bytes * tt->bytes * rows;
+
+    at = ps->pos;
+    if ((st = mms__gguf_u64(ps, "tensor offset", &t->offset)) != MMS_OK) return st;
+    if (t->offset % g->alignment != 0)
+        return mms__gguf_fail(ps, at, "offset %llu of tensor '%s' is not a multiple of the alignment %zu",
+                              (unsigned long long)t->offset, q, g->alignment);
+    return MMS_OK;
+}
+
+static int mms__gguf_cmp_offset(const void *a, const void *b) {
+    const struct mms__gguf_tensor *x = *(const struct mms__gguf_tensor *const *)a, *y = *(const struct mms__gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
+}
+
+/* Every tensor's bytes inside the data section, and no two sharing a byte. */
+static enum mms_status mms__gguf_check_ranges(struct mms__gguf_parser *ps) {
+    struct mms_gguf *g = ps->g;
+    size_t data_len = g->size - g->data_pos, n = 0;
+    struct mms__gguf_tensor **order;
+    char q[200], q2[200];
+    int64_t i;
+    for (i = 0; i < g->n_tensors; i++) {
+        const struct mms__gguf_tensor *t = &g->tensors[i];
+        if (t->offset > data_len || t->size > data_len - t->offset)
+            return mms__gguf_fail(ps, t->at, "data of tensor '%s' (%llu bytes at data offset %llu) runs past the end of the file: "
+                                  "the data section at byte %zu has %zu bytes",
+                                  mms__gguf_quote(g->base + t->name_pos, t->name_len, q, sizeof q),
+                                  (unsigned long long)t->size, (unsigned long long)t->offset, g->data_pos, data_len);
+    }
+    if (g->n_tensors < 2) return MMS_OK;
+    order = (struct mms__gguf_tensor **)MMS_MALLOC((size_t)g->n_tensors * sizeof *order);
+    if (!order) return mms_set_error(MMS_ERR_OOM, "%s: out of memory for %lld tensors", g->where, (long long)g->n_tensors);
+    for (i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].size > 0) order[n++] = &g->tensors[i];   /* empty ranges share no byte */
+    qsort(order, n, sizeof *order, mms__gguf_cmp_offset);
+    for (i = 1; i < (int64_t)n; i++) {
+        const struct mms__gguf_tensor *a = order[i - 1], *b = order[i];
+        if (a->offset + a->size > b->offset) {
+            enum mms_status st = mms__gguf_fail(ps, b->at, "tensors '%s' (%llu bytes at data offset %llu) and '%s' (at data offset %llu) overlap",
+                                                mms__gguf_quote(g->base + a->name_pos, a->name_len, q, sizeof q),
+                                                (unsigned long long)a->size, (unsigned long long)a->offset,
+                                                mms__gguf_quote(g->base + b->name_pos, b->name_len, q2, sizeof q2),
+                                                (unsigned long long)b->offset);
+            MMS_FREE(order);
+            return st;
+        }
+    }
+    MMS_FREE(order);
+    return MMS_OK;
+}
+
+/* NUL-terminated copies of every key and name, in one block (at most the file's length plus one
+   byte per entry). */
+static enum mms_status mms__gguf_build_pool(struct mms_gguf *g) {
+    size_t total = 1, o = 0;
+    int64_t i;
+    for (i = 0; i < g->n_kv; i++) total += g->kv[i].key_len + 1;
+    for (i = 0; i < g->n_tensors; i++) total += g->tensors[i].name_len + 1;
+    g->pool = (char *)MMS_MALLOC(total);
+    if (!g->pool) return mms_set_error(MMS_ERR_OOM, "%s: out of memory for names (%zu bytes)", g->where, total);
+    for (i = 0; i < g->n_kv; i++) {
+        struct mms__gguf_kv *kv = &g->kv[i];
+        if (kv->key_len) memcpy(g->pool + o, g->base + kv->key_pos, kv->key_len);
+        g->pool[o + kv->key_len] = '\0';
+        kv->key = g->pool + o;
+        o += kv->key_len + 1;
+    }
+    for (i = 0; i < g->n_tensors; i++) {
+        struct mms__gguf_tensor *t = &g->tensors[i];
+        if (t->name_len) memcpy(g->pool + o, g->base + t->name_pos, t->name_len);
+        g->pool[o + t->name_len] = '\0';
+        t->name = g->pool + o;
+        o += t->name_len + 1;
+    }
+    return MMS_OK;
+}
+
+static void *mms__gguf_calloc(size_t n, size_t size) {
+    void *p;
+    if (n == 0) n = 1;
+    if (n > SIZE_MAX / size) return NULL;
+    p = MMS_MALLOC(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static enum mms_status mms__gguf_parse(struct mms_gguf *g) {
+    struct mms__gguf_parser ps;
+    uint32_t version;
+    uint64_t n_tensors, n_kv;
+    size_t at;
+    int64_t i;
+    enum mms_status st;
+    ps.g = g;
+    ps.pos = 0;
+
+    if ((st = mms__gguf_need(&ps, 4, "magic")) != MMS_OK) return st;
+    if (memcmp(g->base, "GGUF", 4) != 0)
+        return mms__gguf_fail(&ps, 0, "bad magic %02x %02x %02x %02x (not a GGUF file)", g->base[0], g->base[1], g->base[2], g->base[3]);
+    ps.pos = 4;
+    if ((st = mms__gguf_u32(&ps, "version", &version)) != MMS_OK) return st;
+    if (version != 2 && version != 3) {
+        uint32_t swapped = (version >> 24) | ((version >> 8) & 0xff00) | ((version << 8) & 0xff0000) | (version << 24);
+        if (swapped == 2 || swapped == 3)
+            return mms__gguf_fail(&ps, 4, "version %u read as %u: big-endian GGUF files are not supported", swapped, version);
+        return mms__gguf_fail(&ps, 4, "unsupported GGUF version %u (2 and 3 are read)", version);
+    }
+    g->version = version;
+
+    at = ps.pos;
+    if ((st = mms__gguf_u64(&ps, "n_tensors", &n_tensors)) != MMS_OK) return st;
+    if ((st = mms__gguf_u64(&ps, "n_kv", &n_kv)) != MMS_OK) return st;
+    if (n_kv > mms__gguf_left(&ps) / MMS__GGUF_MIN_KV_BYTES)
+        return mms__gguf_fail(&ps, at + 8, "n_kv %llu cannot fit in the %zu bytes left (an entry takes at least %d)",
+                              (unsigned long long)n_kv, mms__gguf_left(&ps), MMS__GGUF_MIN_KV_BYTES);
+    if (n_tensors > (mms__gguf_left(&ps) - n_kv * MMS__GGUF_MIN_KV_BYTES) / MMS__GGUF_MIN_TENSOR_BYTES)
+        return mms__gguf_fail(&ps, at, "n_tensors %llu cannot fit in the %zu bytes left after %llu keys (a tensor info takes at least %d)",
+                              (unsigned long long)n_tensors, mms__gguf_left(&ps), (unsigned long long)n_kv, MMS__GGUF_MIN_TENSOR_BYTES);
+    g->n_kv = (int64_t)n_kv;
+    g->n_tensors = (int64_t)n_tensors;
+    g->kv = (struct mms__gguf_kv *)mms__gguf_calloc((size_t)n_kv, sizeof *g->kv);
+    g->tensors = (struct mms__gguf_tensor *)mms__gguf_calloc((size_t)n_tensors, sizeof *g->tensors);
+    if (!g->kv || !g->tensors || !mms__gguf_index_init(&g->keys, g->n_kv) || !mms__gguf_index_init(&g->names, g->n_tensors))
+        return mms_set_error(MMS_ERR_OOM, "%s: out of memory for %llu keys and %llu tensors", g->where,
+                             (unsigned long long)n_kv, (unsigned long long)n_tensors);
+
+    for (i = 0; i < g->n_kv; i++)
+        if ((st = mms__gguf_parse_kv(&ps, i)) != MMS_OK) return st;
+
+    g->alignment = MMS__GGUF_DEFAULT_ALIGNMENT;
+    i = mms__gguf_index_find(g, &g->keys, false, (const uint8_t *)"general.alignment", 17, NULL);
+    if (i >= 0) {
+        const struct mms__gguf_kv *kv = &g->kv[i];
+        uint32_t a;
+        if (kv->type != MMS_GGUF_TYPE_UINT32)
+            return mms__gguf_fail(&ps, kv->at, "general.alignment has type %s (must be u32)", mms__gguf_type_name(kv->type));
+        a = mms__gguf_le32(g->base + kv->val_pos);
+        if (!mms__gguf_is_pow2(a))
+            return mms__gguf_fail(&ps, kv->val_pos, "general.alignment %u is not a non-zero power of two", a);
+        g->alignment = a;
+    }
+
+    for (i = 0; i < g->n_tensors; i++)
+        if ((st = mms__gguf_parse_tensor(&ps, i)) != MMS_OK) return st;
+
+    /* the data section starts at the next multiple of the alignment; a file without tensors may
+       end before it (nothing would be read there) */
+    {
+        size_t pad = (g->alignment - ps.pos % g->alignment) % g->alignment;
+        if (pad > mms__gguf_left(&ps)) {
+            if (g->n_tensors > 0)
+                return mms__gguf_fail(&ps, ps.pos, "truncated: the data section would start at byte %llu (aligned to %zu), past the end of the file (%zu bytes)",
+                                      (unsigned long long)ps.pos + pad, g->alignment, g->size);
+            pad = mms__gguf_left(&ps);
+        }
+        g->data_pos = ps.pos + pad;
+    }
+    if ((st = mms__gguf_check_ranges(&ps)) != MMS_OK) return st;
+    return mms__gguf_build_pool(g);
+}
+
+/* A zeroed handle named for messages as "gguf 'path'", or "gguf memory" when path is NULL. */
+static struct mms_gguf *mms__gguf_new(const char *path) {
+    struct mms_gguf *g = (struct mms_gguf *)MMS_MALLOC(sizeof *g);
+    size_t n = path ? strlen(path) : 0;
+    if (g) {
+        memset(g, 0, sizeof *g);
+        g->where = (char *)MMS_MALLOC(n + 16);
+        if (path) g->path = (char *)MMS_MALLOC(n + 1);
+    }
+    if (!g || !g->where || (path && !g->path)) {
+        mms_gguf_close(g);
+        mms_set_error(MMS_ERR_OOM, "gguf: out of memory opening %s", path ? path : "memory");
+        return NULL;
+    }
+    if (path) {
+        memcpy(g->path, path, n + 1);
+        memcpy(g->where, "gguf '", 6);
+        memcpy(g->where + 6, path, n);
+        memcpy(g->where + 6 + n, "'", 2);
+    } else {
+        memcpy(g->where, "gguf memory", 12);
+    }
+    return g;
+}
+
+MMS_API void mms_gguf_close(struct mms_gguf *g) {
+    int64_t i;
+    if (!g) return;
+    if (g->kv) for (i = 0; i < g->n_kv; i++) MMS_FREE(g->kv[i].str_pos);
+    MMS_FREE(g->kv);
+    MMS_FREE(g->tensors);
+    MMS_FREE(g->keys.slots);
+    MMS_FREE(g->names.slots);
+    MMS_FREE(g->pool);
+    MMS_FREE(g->path);
+    MMS_FREE(g->where);
+    mms__unmap_file(&g->map);
+    MMS_FREE(g);
+}
+
+static struct mms_gguf *mms__gguf_finish_open(struct mms_gguf *g) {
+    if (mms__gguf_parse(g) != MMS_OK) {
+        mms_gguf_close(g);
+        return NULL;
+    }
+    return g;
+}
+
+MMS_API struct mms_gguf *mms_gguf_open_memory(const void *data, size_t size) {
+    struct mms_gguf *g;
+    if (!data && size > 0) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_open_memory: data is NULL"); return NULL; }
+    if (!(g = mms__gguf_new(NULL))) return NULL;
+    g->base = (const uint8_t *)data;
+    g->size = size;
+    return mms__gguf_finish_open(g);
+}
+
+MMS_API struct mms_gguf *mms_gguf_open(const char *path) {
+    struct mms_gguf *g;
+    if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_open: path is NULL"); return NULL; }
+    if (!(g = mms__gguf_new(path))) return NULL;
+    if (mms__map_file(path, &g->map) != MMS_OK) {
+        mms_gguf_close(g);
+        return NULL;
+    }
+    g->base = (const uint8_t *)g->map.addr;
+    g->size = g->map.size;
+    return mms__gguf_finish_open(g);
+}
+
+/* -- the handle -- */
+
+MMS_API uint32_t    mms_gguf_get_version(const struct mms_gguf *g)   { return g ? g->version : 0; }
+MMS_API size_t      mms_gguf_get_alignment(const struct mms_gguf *g) { return g ? g->alignment : 0; }
+MMS_API const char *mms_gguf_get_path(const struct mms_gguf *g)      { return g && g->path ? g->path : ""; }
+MMS_API int64_t     mms_gguf_get_n_kv(const struct mms_gguf *g)      { return g ? g->n_kv : 0; }
+MMS_API int64_t     mms_gguf_get_n_tensors(const struct mms_gguf *g) { return g ? g->n_tensors : 0; }
+
+MMS_API int64_t mms_gguf_find_key(const struct mms_gguf *g, const char *key) {
+    if (!g || !key) return -1;
+    return mms__gguf_index_find(g, &g->keys, false, (const uint8_t *)key, strlen(key), NULL);
+}
+
+MMS_API int64_t mms_gguf_find_tensor(const struct mms_gguf *g, const char *name) {
+    if (!g || !name) return -1;
+    return mms__gguf_index_find(g, &g->names, true, (const uint8_t *)name, strlen(name), NULL);
+}
+
+static const struct mms__gguf_kv *mms__gguf_kv_at(const struct mms_gguf *g, int64_t i, const char *fn) {
+    if (!g) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: gguf is NULL", fn); return NULL; }
+    if (i < 0 || i >= g->n_kv) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key index %lld out of range (%lld keys)", fn, g->where, (long long)i, (long long)g->n_kv);
+        return NULL;
+    }
+    return &g->kv[i];
+}
+
+MMS_API const char *mms_gguf_get_key(const struct mms_gguf *g, int64_t i) {
+    const struct mms__gguf_kv *kv = mms__gguf_kv_at(g, i, "mms_gguf_get_key");
+    return kv ? kv->key : NULL;
+}
+
+MMS_API enum mms_gguf_type mms_gguf_get_kv_type(const struct mms_gguf *g, int64_t i) {
+    const struct mms__gguf_kv *kv = mms__gguf_kv_at(g, i, "mms_gguf_get_kv_type");
+    return kv ? kv->type : MMS_GGUF_TYPE_NONE;
+}
+
+MMS_API enum mms_gguf_type mms_gguf_get_arr_type(const struct mms_gguf *g, int64_t i) {
+    const struct mms__gguf_kv *kv = mms__gguf_kv_at(g, i, "mms_gguf_get_arr_type");
+    if (!kv) return MMS_GGUF_TYPE_NONE;
+    if (kv->type != MMS_GGUF_TYPE_ARRAY) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_get_arr_type: %s: key '%s' has type %s, not array", g->where, kv->key, mms__gguf_type_name(kv->type));
+        return MMS_GGUF_TYPE_NONE;
+    }
+    return kv->arr_type;
+}
+
+MMS_API int64_t mms_gguf_get_arr_n(const struct mms_gguf *g, int64_t i) {
+    const struct mms__gguf_kv *kv = mms__gguf_kv_at(g, i, "mms_gguf_get_arr_n");
+    if (!kv) return -1;
+    if (kv->type != MMS_GGUF_TYPE_ARRAY) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_get_arr_n: %s: key '%s' has type %s, not array", g->where, kv->key, mms__gguf_type_name(kv->type));
+        return -1;
+    }
+    return (int64_t)kv->n;   /* bounded by the file length */
+}
+
+/* -- typed getters -- */
+
+/* The key's entry, or NULL after raising MMS_ERR_INVALID_ARG. */
+static const struct mms__gguf_kv *mms__gguf_lookup(const struct mms_gguf *g, const char *key, const char *fn) {
+    int64_t i;
+    if (!g || !key) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, g ? "key" : "gguf"); return NULL; }
+    i = mms_gguf_find_key(g, key);
+    if (i < 0) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }
+    return &g->kv[i];
+}
+
+static enum mms_status mms__gguf_wrong_type(const struct mms_gguf *g, const struct mms__gguf_kv *kv, const char *fn, const char *wanted) {
+    if (kv->type == MMS_GGUF_TYPE_ARRAY)
+        return mms_set_error(MMS_ERR_FORMAT, "%s: %s: key '%s' has type array of %s, wanted %s", fn, g->where, kv->key,
+                             mms__gguf_type_name(kv->arr_type), wanted);
+    return mms_set_error(MMS_ERR_FORMAT, "%s: %s: key '%s' has type %s, wanted %s", fn, g->where, kv->key, mms__gguf_type_name(kv->type), wanted);
+}
+
+/* An integer of type t at p, as a sign and a value: *neg with *sv, or *uv. False for non-integers. */
+static bool mms__gguf_int(const uint8_t *p, uint32_t t, bool *neg, int64_t *sv, uint64_t *uv) {
+    int64_t s;
+    switch (t) {
+        case MMS_GGUF_TYPE_UINT8:  *neg = false; *uv = p[0]; return true;
+        case MMS_GGUF_TYPE_UINT16: *neg = false; *uv = mms__gguf_le16(p); return true;
+        case MMS_GGUF_TYPE_UINT32: *neg = false; *uv = mms__gguf_le32(p); return true;
+        case MMS_GGUF_TYPE_UINT64: *neg = false; *uv = mms__gguf_le64(p); return true;
+        case MMS_GGUF_TYPE_INT8:   s = (int8_t)p[0]; break;
+        case MMS_GGUF_TYPE_INT16:  s = (int16_t)mms__gguf_le16(p); break;
+        case MMS_GGUF_TYPE_INT32:  s = (int32_t)mms__gguf_le32(p); break;
+        case MMS_GGUF_TYPE_INT64:  s = (int64_t)mms__gguf_le64(p); break;
+        default: return false;
+    }
+    *neg = s < 0;
+    *sv = s;
+    *uv = (uint64_t)s;
+    return true;
+}
+
+/* A float of type t at p (f32 or f64). False for other types. */
+static bool mms__gguf_float(const uint8_t *p, uint32_t t, double *out) {
+    if (t == MMS_GGUF_TYPE_FLOAT32) {
+        uint32_t b = mms__gguf_le32(p);
+        float f;
+        memcpy(&f, &b, sizeof f);
+        *out = f;
+        return true;
+    }
+    if (t == MMS_GGUF_TYPE_FLOAT64) {
+        uint64_t b = mms__gguf_le64(p);
+        memcpy(out, &b, sizeof *out);
+        return true;
+    }
+    return false;
+}
+
+static bool mms__gguf_fits_f32(double v) { return v != v || v == HUGE_VAL || v == -HUGE_VAL || (v <= FLT_MAX && v >= -FLT_MAX); }
+
+static enum mms_status mms__gguf_out_of_range(const struct mms_gguf *g, const struct mms__gguf_kv *kv, const char *fn, int64_t elem,
+                                              bool neg, int64_t sv, uint64_t uv, uint32_t from, const char *to) {
+    char val[32], idx[32] = "";
+    if (neg) snprintf(val, sizeof val, "%lld", (long long)sv);
+    else     snprintf(val, sizeof val, "%llu", (unsigned long long)uv);
+    if (elem >= 0) snprintf(idx, sizeof idx, " element %lld", (long long)elem);
+    return mms_set_error(MMS_ERR_FORMAT, "%s: %s: key '%s'%s: %s value %s does not fit in %s", fn, g->where, kv->key, idx,
+                         mms__gguf_type_name(from), val, to);
+}
+
+MMS_API enum mms_status mms_gguf_get_u32(const struct mms_gguf *g, const char *key, uint32_t *out) {
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, "mms_gguf_get_u32");
+    bool neg; int64_t sv = 0; uint64_t uv = 0;
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type == MMS_GGUF_TYPE_ARRAY || !mms__gguf_int(g->base + kv->val_pos, kv->type, &neg, &sv, &uv))
+        return mms__gguf_wrong_type(g, kv, "mms_gguf_get_u32", "an integer");
+    if (neg || uv > UINT32_MAX) return mms__gguf_out_of_range(g, kv, "mms_gguf_get_u32", -1, neg, sv, uv, kv->type, "u32");
+    if (out) *out = (uint32_t)uv;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_get_i32(const struct mms_gguf *g, const char *key, int32_t *out) {
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, "mms_gguf_get_i32");
+    bool neg; int64_t sv = 0; uint64_t uv = 0;
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type == MMS_GGUF_TYPE_ARRAY || !mms__gguf_int(g->base + kv->val_pos, kv->type, &neg, &sv, &uv))
+        return mms__gguf_wrong_type(g, kv, "mms_gguf_get_i32", "an integer");
+    if (neg ? sv < INT32_MIN : uv > INT32_MAX) return mms__gguf_out_of_range(g, kv, "mms_gguf_get_i32", -1, neg, sv, uv, kv->type, "i32");
+    if (out) *out = neg ? (int32_t)sv : (int32_t)uv;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_get_u64(const struct mms_gguf *g, const char *key, uint64_t *out) {
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, "mms_gguf_get_u64");
+    bool neg; int64_t sv = 0; uint64_t uv = 0;
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type == MMS_GGUF_TYPE_ARRAY || !mms__gguf_int(g->base + kv->val_pos, kv->type, &neg, &sv, &uv))
+        return mms__gguf_wrong_type(g, kv, "mms_gguf_get_u64", "an integer");
+    if (neg) return mms__gguf_out_of_range(g, kv, "mms_gguf_get_u64", -1, neg, sv, uv, kv->type, "u64");
+    if (out) *out = uv;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_get_f32(const struct mms_gguf *g, const char *key, float *out) {
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, "mms_gguf_get_f32");
+    double v;
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type == MMS_GGUF_TYPE_ARRAY || !mms__gguf_float(g->base + kv->val_pos, kv->type, &v))
+        return mms__gguf_wrong_type(g, kv, "mms_gguf_get_f32", "f32 or f64");
+    if (!mms__gguf_fits_f32(v))
+        return mms_set_error(MMS_ERR_FORMAT, "mms_gguf_get_f32: %s: key '%s': f64 value %g does not fit in f32", g->where, kv->key, v);
+    if (out) *out = (float)v;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_get_bool(const struct mms_gguf *g, const char *key, bool *out) {
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, "mms_gguf_get_bool");
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type != MMS_GGUF_TYPE_BOOL) return mms__gguf_wrong_type(g, kv, "mms_gguf_get_bool", "a bool");
+    if (out) *out = g->base[kv->val_pos] != 0;
+    return MMS_OK;
+}
+
+static void mms__gguf_str_at(const struct mms_gguf *g, size_t pos, const char **out, size_t *len) {
+    if (out) *out = (const char *)(g->base + pos + 8);
+    if (len) *len = (size_t)mms__gguf_le64(g->base + pos);   /* checked against the file when opened */
+}
+
+MMS_API enum mms_status mms_gguf_get_str(const struct mms_gguf *g, const char *key, const char **out, size_t *len) {
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, "mms_gguf_get_str");
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type != MMS_GGUF_TYPE_STRING) return mms__gguf_wrong_type(g, kv, "mms_gguf_get_str", "a string");
+    mms__gguf_str_at(g, kv->val_pos, out, len);
+    return MMS_OK;
+}
+
+/* The array behind key for the array getters, with out/cap checked and *n set. */
+static const struct mms__gguf_kv *mms__gguf_array(const struct mms_gguf *g, const char *key, const char *fn, const void *out,
+                                                  int64_t cap, int64_t *n) {
+    const struct mms__gguf_kv *kv;
+    if (cap < 0 || (cap > 0 && !out)) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s", fn, cap < 0 ? "negative capacity" : "out is NULL with a non-zero capacity");
+        return NULL;
+    }
+    kv = mms__gguf_lookup(g, key, fn);
+    if (kv && kv->type == MMS_GGUF_TYPE_ARRAY && n) *n = (int64_t)kv->n;
+    return kv;
+}
+
+MMS_API enum mms_status mms_gguf_get_arr_i32(const struct mms_gguf *g, const char *key, int32_t *out, int64_t cap, int64_t *n) {
+    const char *fn = "mms_gguf_get_arr_i32";
+    const struct mms__gguf_kv *kv = mms__gguf_array(g, key, fn, out, cap, n);
+    size_t es;
+    int64_t i;
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    es = mms__gguf_type_size(kv->arr_type);
+    if (kv->type != MMS_GGUF_TYPE_ARRAY || kv->arr_type == MMS_GGUF_TYPE_BOOL || kv->arr_type == MMS_GGUF_TYPE_FLOAT32 ||
+        kv->arr_type == MMS_GGUF_TYPE_FLOAT64 || es == 0)
+        return mms__gguf_wrong_type(g, kv, fn, "an array of integers");
+    for (i = 0; i < cap && (uint64_t)i < kv->n; i++) {
+        bool neg; int64_t sv = 0; uint64_t uv = 0;
+        mms__gguf_int(g->base + kv->val_pos + (size_t)i * es, kv->arr_type, &neg, &sv, &uv);
+        if (neg ? sv < INT32_MIN : uv > INT32_MAX) return mms__gguf_out_of_range(g, kv, fn, i, neg, sv, uv, kv->arr_type, "i32");
+        out[i] = neg ? (int32_t)sv : (int32_t)uv;
+    }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_get_arr_f32(const struct mms_gguf *g, const char *key, float *out, int64_t cap, int64_t *n) {
+    const char *fn = "mms_gguf_get_arr_f32";
+    const struct mms__gguf_kv *kv = mms__gguf_array(g, key, fn, out, cap, n);
+    size_t es;
+    int64_t i;
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type != MMS_GGUF_TYPE_ARRAY || (kv->arr_type != MMS_GGUF_TYPE_FLOAT32 && kv->arr_type != MMS_GGUF_TYPE_FLOAT64))
+        return mms__gguf_wrong_type(g, kv, fn, "an array of f32 or f64");
+    es = mms__gguf_type_size(kv->arr_type);
+    for (i = 0; i < cap && (uint64_t)i < kv->n; i++) {
+        double v = 0;
+        mms__gguf_float(g->base + kv->val_pos + (size_t)i * es, kv->arr_type, &v);
+        if (!mms__gguf_fits_f32(v))
+            return mms_set_error(MMS_ERR_FORMAT, "%s: %s: key '%s' element %lld: f64 value %g does not fit in f32", fn, g->where, kv->key, (long long)i, v);
+        out[i] = (float)v;
+    }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_get_arr_str(const struct mms_gguf *g, const char *key, int64_t i, const char **out, size_t *len) {
+    const char *fn = "mms_gguf_get_arr_str";
+    const struct mms__gguf_kv *kv = mms__gguf_lookup(g, key, fn);
+    if (!kv) return MMS_ERR_INVALID_ARG;
+    if (kv->type != MMS_GGUF_TYPE_ARRAY || kv->arr_type != MMS_GGUF_TYPE_STRING)
+        return mms__gguf_wrong_type(g, kv, fn, "an array of strings");
+    if (i < 0 || (uint64_t)i >= kv->n)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: index %lld out of range for key '%s' (%llu strings)", fn, g->where,
+                             (long long)i, kv->key, (unsigned long long)kv->n);
+    mms__gguf_str_at(g, kv->str_pos[i], out, len);
+    return MMS_OK;
+}
+
+/* -- tensors -- */
+
+MMS_API enum mms_status mms_gguf_get_tensor(const struct mms_gguf *g, int64_t i, struct mms_gguf_tensor_info *info) {
+    const struct mms__gguf_tensor *t;
+    if (!g || !info) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_get_tensor: %s is NULL", g ? "info" : "gguf");
+    if (i < 0 || i >= g->n_tensors)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_get_tensor: %s: tensor index %lld out of range (%lld tensors)", g->where,
+                             (long long)i, (long long)g->n_tensors);
+    t = &g->tensors[i];
+    info->name = t->name;
+    info->ggml_type = t->ggml_type;
+    info->type = t->type;
+    info->n_dims = t->n_dims;
+    memcpy(info->ne, t->ne, sizeof info->ne);
+    info->offset = t->offset;
+    info->size = (size_t)t->size;   /* fits: it lies inside the file */
+    info->data = g->base + g->data_pos + (size_t)t->offset;
+    return MMS_OK;
+}
 /* ==== end src/gguf/gguf.c ==== */
 
 /* ==== begin src/gguf/gguf_write.c ==== */
 /* >>gguf-write ====================================================================================
-   The GGUF writer (being written). */
+   The GGUF writer. Each set or add encodes its value (or copies its tensor data) at once, so the
+   caller's memory is free afterwards and writing is one pass: header, keys, tensor infos, then the
+   data section with every tensor padded to the alignment (ggml's own reader expects the padding
+   after the last tensor too). general.alignment, when set, must be a u32 power of two. */
+
+struct mms__gguf_wkv {
+    char    *key;         /* key_len bytes, any bytes when copied from a file */
+    size_t   key_len;
+    uint32_t type;
+    uint8_t *val;         /* the value exactly as the file holds it after the type field */
+    size_t   val_size;
+};
+
+struct mms__gguf_wtensor {
+    char     name[MMS_MAX_NAME];
+    uint32_t ggml_type;
+    int      n_dims;
+    int64_t  ne[MMS_MAX_DIMS];
+    void    *data;
+    size_t   size;
+};
+
+struct mms_gguf_writer {
+    struct mms__gguf_wkv     *kv;
+    size_t                    n_kv, cap_kv;
+    struct mms__gguf_wtensor *tensors;
+    size_t                    n_tensors, cap_tensors;
+};
+
+/* A growing byte buffer that remembers running out of memory, so encoders need no checks. */
+struct mms__gguf_buf { uint8_t *p; size_t n, cap; bool oom; };
+
+static void mms__gguf_buf_put(struct mms__gguf_buf *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 64;
+        uint8_t *p;
+        while (cap - b->n < n) {
+            if (cap > SIZE_MAX / 2) { b->oom = true; return; }
+            cap *= 2;
+        }
+        p = (uint8_t *)MMS_REALLOC(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+static void mms__gguf_buf_u32(struct mms__gguf_buf *b, uint32_t v) {
+    uint8_t x[4];
+    int i;
+    for (i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));
+    mms__gguf_buf_put(b, x, 4);
+}
+static void mms__gguf_buf_u64(struct mms__gguf_buf *b, uint64_t v) {
+    uint8_t x[8];
+    int i;
+    for (i = 0; i < 8; i++) x[i] = (uint8_t)(v >> (8 * i));
+    mms__gguf_buf_put(b, x, 8);
+}
+static void mms__gguf_buf_f32(struct mms__gguf_buf *b, float f) {
+    uint32_t v;
+    memcpy(&v, &f, sizeof v);
+    mms__gguf_buf_u32(b, v);
+}
+static void mms__gguf_buf_str(struct mms__gguf_buf *b, const char *s, size_t n) {
+    mms__gguf_buf_u64(b, (uint64_t)n);
+    mms__gguf_buf_put(b, s, n);
+}
+
+MMS_API struct mms_gguf_writer *mms_gguf_writer_new(void) {
+    struct mms_gguf_writer *w = (struct mms_gguf_writer *)MMS_MALLOC(sizeof *w);
+    if (!w) { mms_set_error(MMS_ERR_OOM, "mms_gguf_writer_new: out of memory"); return NULL; }
+    memset(w, 0, sizeof *w);
+    return w;
+}
+
+MMS_API void mms_gguf_writer_free(struct mms_gguf_writer *w) {
+    size_t i;
+    if (!w) return;
+    for (i = 0; i < w->n_kv; i++) { MMS_FREE(w->kv[i].key); MMS_FREE(w->kv[i].val); }
+    for (i = 0; i < w->n_tensors; i++) MMS_FREE(w->tensors[i].data);
+    MMS_FREE(w->kv);
+    MMS_FREE(w->tensors);
+    MMS_FREE(w);
+}
+
+/* Room for one more element in an array of elements of size bytes. */
+static bool mms__gguf_grow(void **arr, size_t *cap, size_t n, size_t size) {
+    size_t c;
+    void *p;
+    if (n < *cap) return true;
+    c = *cap ? *cap * 2 : 16;
+    if (c > SIZE_MAX / size) return false;
+    p = MMS_REALLOC(*arr, c * size);
+    if (!p) return false;
+    *arr = p;
+    *cap = c;
+    return true;
+}
+
+/* Sets key (replacing its value in place if present) to an encoded value; takes val->p. */
+static enum mms_status mms__gguf_writer_set(struct mms_gguf_writer *w, const char *fn, const char *key, size_t key_len,
+                                            uint32_t type, struct mms__gguf_buf *val) {
+    struct mms__gguf_wkv *kv = NULL;
+    size_t i;
+    if (val->oom) {
+        MMS_FREE(val->p);
+        return mms_set_error(MMS_ERR_OOM, "%s: out of memory for the value of '%.*s'", fn, (int)MMS__MIN(key_len, 200), key);
+    }
+    for (i = 0; i < w->n_kv; i++)
+        if (w->kv[i].key_len == key_len && memcmp(w->kv[i].key, key, key_len) == 0) { kv = &w->kv[i]; break; }
+    if (kv) {
+        MMS_FREE(kv->val);
+    } else {
+        char *k = (char *)MMS_MALLOC(key_len ? key_len : 1);
+        if (!k || !mms__gguf_grow((void **)&w->kv, &w->cap_kv, w->n_kv, sizeof *w->kv)) {
+            MMS_FREE(k);
+            MMS_FREE(val->p);
+            return mms_set_error(MMS_ERR_OOM, "%s: out of memory for key '%.*s'", fn, (int)MMS__MIN(key_len, 200), key);
+        }
+        if (key_len) memcpy(k, key, key_len);
+        kv = &w->kv[w->n_kv++];
+        kv->key = k;
+        kv->key_len = key_len;
+    }
+    kv->type = type;
+    kv->val = val->p;
+    kv->val_size = val->n;
+    return MMS_OK;
+}
+
+/* The checks every setter shares: a writer, a key of sensible length, and general.alignment
+   only as a u32 power of two (the one key whose value changes the layout). */
+static enum mms_status mms__gguf_writer_check(struct mms_gguf_writer *w, const char *fn, const char *key, uint32_t type,
+                                              uint64_t u32_value) {
+    size_t n;
+    if (!w || !key) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "key" : "writer");
+    n = strlen(key);
+    if (n > MMS__GGUF_MAX_KEY)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: key of %zu bytes is longer than %d", fn, n, MMS__GGUF_MAX_KEY);
+    if (strcmp(key, "general.alignment") == 0) {
+        if (type != MMS_GGUF_TYPE_UINT32)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "%s: general.alignment must be a u32, not %s", fn, mms__gguf_type_name(type));
+        if (!mms__gguf_is_pow2(u32_value))
+            return mms_set_error(MMS_ERR_INVALID_ARG, "%s: general.alignment %llu is not a non-zero power of two", fn,
+                                 (unsigned long long)u32_value);
+    }
+    return MMS_OK;
+}
+
+/* A scalar of size bytes, already little-endian in bytes. */
+static enum mms_status mms__gguf_writer_scalar(struct mms_gguf_writer *w, const char *fn, const char *key, uint32_t type,
+                                               const uint8_t *bytes, size_t size, uint64_t u32_value) {
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    enum mms_status st = mms__gguf_writer_check(w, fn, key, type, u32_value);
+    if (st != MMS_OK) return st;
+    mms__gguf_buf_put(&b, bytes, size);
+    return mms__gguf_writer_set(w, fn, key, strlen(key), type, &b);
+}
+
+static void mms__gguf_le_bytes(uint64_t v, uint8_t *out, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) out[i] = (uint8_t)(v >> (8 * i));
+}
+
+MMS_API enum mms_status mms_gguf_writer_set_u32(struct mms_gguf_writer *w, const char *key, uint32_t v) {
+    uint8_t x[4];
+    mms__gguf_le_bytes(v, x, 4);
+    return mms__gguf_writer_scalar(w, "mms_gguf_writer_set_u32", key, MMS_GGUF_TYPE_UINT32, x, 4, v);
+}
+MMS_API enum mms_status mms_gguf_writer_set_i32(struct mms_gguf_writer *w, const char *key, int32_t v) {
+    uint8_t x[4];
+    mms__gguf_le_bytes((uint32_t)v, x, 4);
+    return mms__gguf_writer_scalar(w, "mms_gguf_writer_set_i32", key, MMS_GGUF_TYPE_INT32, x, 4, 0);
+}
+MMS_API enum mms_status mms_gguf_writer_set_u64(struct mms_gguf_writer *w, const char *key, uint64_t v) {
+    uint8_t x[8];
+    mms__gguf_le_bytes(v, x, 8);
+    return mms__gguf_writer_scalar(w, "mms_gguf_writer_set_u64", key, MMS_GGUF_TYPE_UINT64, x, 8, 0);
+}
+MMS_API enum mms_status mms_gguf_writer_set_f32(struct mms_gguf_writer *w, const char *key, float v) {
+    uint8_t x[4];
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    mms__gguf_le_bytes(bits, x, 4);
+    return mms__gguf_writer_scalar(w, "mms_gguf_writer_set_f32", key, MMS_GGUF_TYPE_FLOAT32, x, 4, 0);
+}
+MMS_API enum mms_status mms_gguf_writer_set_bool(struct mms_gguf_writer *w, const char *key, bool v) {
+    uint8_t x = v ? 1 : 0;
+    return mms__gguf_writer_scalar(w, "mms_gguf_writer_set_bool", key, MMS_GGUF_TYPE_BOOL, &x, 1, 0);
+}
+
+MMS_API enum mms_status mms_gguf_writer_set_str(struct mms_gguf_writer *w, const char *key, const char *v) {
+    const char *fn = "mms_gguf_writer_set_str";
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    enum mms_status st = mms__gguf_writer_check(w, fn, key, MMS_GGUF_TYPE_STRING, 0);
+    if (st != MMS_OK) return st;
+    if (!v) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: value of '%s' is NULL", fn, key);
+    mms__gguf_buf_str(&b, v, strlen(v));
+    return mms__gguf_writer_set(w, fn, key, strlen(key), MMS_GGUF_TYPE_STRING, &b);
+}
+
+/* The header of an array value, after the common checks of v and n. */
+static enum mms_status mms__gguf_writer_arr_begin(struct mms_gguf_writer *w, const char *fn, const char *key, const void *v,
+                                                  int64_t n, uint32_t elem, struct mms__gguf_buf *b) {
+    enum mms_status st = mms__gguf_writer_check(w, fn, key, MMS_GGUF_TYPE_ARRAY, 0);
+    if (st != MMS_OK) return st;
+    if (n < 0 || (n > 0 && !v))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: '%s': %s", fn, key, n < 0 ? "negative length" : "values are NULL");
+    mms__gguf_buf_u32(b, elem);
+    mms__gguf_buf_u64(b, (uint64_t)n);
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_writer_set_arr_i32(struct mms_gguf_writer *w, const char *key, const int32_t *v, int64_t n) {
+    const char *fn = "mms_gguf_writer_set_arr_i32";
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    int64_t i;
+    enum mms_status st = mms__gguf_writer_arr_begin(w, fn, key, v, n, MMS_GGUF_TYPE_INT32, &b);
+    if (st != MMS_OK) return st;
+    for (i = 0; i < n && !b.oom; i++) mms__gguf_buf_u32(&b, (uint32_t)v[i]);
+    return mms__gguf_writer_set(w, fn, key, strlen(key), MMS_GGUF_TYPE_ARRAY, &b);
+}
+
+MMS_API enum mms_status mms_gguf_writer_set_arr_f32(struct mms_gguf_writer *w, const char *key, const float *v, int64_t n) {
+    const char *fn = "mms_gguf_writer_set_arr_f32";
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    int64_t i;
+    enum mms_status st = mms__gguf_writer_arr_begin(w, fn, key, v, n, MMS_GGUF_TYPE_FLOAT32, &b);
+    if (st != MMS_OK) return st;
+    for (i = 0; i < n && !b.oom; i++) mms__gguf_buf_f32(&b, v[i]);
+    return mms__gguf_writer_set(w, fn, key, strlen(key), MMS_GGUF_TYPE_ARRAY, &b);
+}
+
+MMS_API enum mms_status mms_gguf_writer_set_arr_str(struct mms_gguf_writer *w, const char *key, const char *const *v, int64_t n) {
+    const char *fn = "mms_gguf_writer_set_arr_str";
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    int64_t i;
+    enum mms_status st = mms__gguf_writer_arr_begin(w, fn, key, v, n, MMS_GGUF_TYPE_STRING, &b);
+    if (st != MMS_OK) return st;
+    for (i = 0; i < n; i++) {
+        if (!v[i]) {
+            MMS_FREE(b.p);
+            return mms_set_error(MMS_ERR_INVALID_ARG, "%s: '%s': string %lld is NULL", fn, key, (long long)i);
+        }
+        mms__gguf_buf_str(&b, v[i], strlen(v[i]));
+    }
+    return mms__gguf_writer_set(w, fn, key, strlen(key), MMS_GGUF_TYPE_ARRAY, &b);
+}
+
+MMS_API enum mms_status mms_gguf_writer_copy_kv(struct mms_gguf_writer *w, const struct mms_gguf *src, int64_t i) {
+    const char *fn = "mms_gguf_writer_copy_kv";
+    const struct mms__gguf_kv *kv;
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    if (!w) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: writer is NULL", fn);
+    if (!(kv = mms__gguf_kv_at(src, i, fn))) return mms_last_status();
+    /* the source was validated when opened, general.alignment included: its bytes go as they are */
+    mms__gguf_buf_put(&b, src->base + kv->raw_pos, kv->raw_size);
+    return mms__gguf_writer_set(w, fn, (const char *)(src->base + kv->key_pos), kv->key_len, kv->type, &b);
+}
+
+MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, const char *name, enum mms_type type,
+                                                   int n_dims, const int64_t *ne, const void *data) {
+    const char *fn = "mms_gguf_writer_add_tensor";
+    struct mms__gguf_wtensor *t;
+    int id = mms_gguf_type_from_mms(type), d;
+    uint64_t rows = 1, row_size, size;
+    size_t i;
+    if (!w || !name || !ne)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, !w ? "writer" : !name ? "name" : "ne");
+    if (strlen(name) >= MMS_MAX_NAME)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor name '%.*s...' is longer than %d bytes", fn, 40, name, MMS_MAX_NAME - 1);
+    if (id < 0) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s': type %s has no GGUF type id", fn, name, mms_type_name(type));
+    if (n_dims < 1 || n_dims > MMS_MAX_DIMS)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s': %d dimensions (must be 1 to %d)", fn, name, n_dims, MMS_MAX_DIMS);
+    for (d = 0; d < n_dims; d++) {
+        if (ne[d] < 0) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s': ne[%d] = %lld is negative", fn, name, d, (long long)ne[d]);
+        if (d > 0) {
+            if (ne[d] != 0 && rows > (uint64_t)INT64_MAX / (uint64_t)ne[d])
+                return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s': too many rows", fn, name);
+            rows *= (uint64_t)ne[d];
+        }
+    }
+    if (ne[0] % mms_blck_size(type) != 0)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s': ne[0] = %lld is not a multiple of the block size %lld of %s", fn, name,
+                             (long long)ne[0], (long long)mms_blck_size(type), mms_type_name(type));
+    row_size = (uint64_t)(ne[0] / mms_blck_size(type));
+    if (row_size > SIZE_MAX / mms_type_size(type)) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s' is too large", fn, name);
+    row_size *= mms_type_size(type);
+    if (rows != 0 && row_size > SIZE_MAX / rows) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s' is too large", fn, name);
+    size = row_size * rows;
+    if (size > 0 && !data) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor '%s': data is NULL", fn, name);
+    for (i = 0; i < w->n_tensors; i++)
+        if (strcmp(w->tensors[i].name, name) == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: duplicate tensor name '%s'", fn, name);
+    if (!mms__gguf_grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors, sizeof *w->tensors))
+        return mms_set_error(MMS_ERR_OOM, "%s: out of memory for tensor '%s'", fn, name);
+    t = &w->tensors[w->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->data = MMS_MALLOC(size ? (size_t)size : 1);
+    if (!t->data) return mms_set_error(MMS_ERR_OOM, "%s: out of memory for the %llu bytes of tensor '%s'", fn, (unsigned long long)size, name);
+    if (size) memcpy(t->data, data, (size_t)size);
+    t->size = (size_t)size;
+    mms__copy_str(t->name, sizeof t->name, name);
+    t->ggml_type = (uint32_t)id;
+    t->n_dims = n_dims;
+    for (d = 0; d < MMS_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
+    w->n_tensors++;
+    return MMS_OK;
+}
+
+/* -- writing -- */
+
+struct mms__gguf_out { FILE *f; uint64_t pos; bool failed; };
+
+static void mms__gguf_out_put(struct mms__gguf_out *o, const void *p, size_t n) {
+    if (o->failed || n == 0) return;
+    if (fwrite(p, 1, n, o->f) != n) o->failed = true;
+    o->pos += n;
+}
+static void mms__gguf_out_buf(struct mms__gguf_out *o, const struct mms__gguf_buf *b) { mms__gguf_out_put(o, b->p, b->n); }
+static void mms__gguf_out_pad(struct mms__gguf_out *o, size_t alignment) {
+    static const uint8_t zeros[64] = { 0 };
+    size_t pad = (size_t)((alignment - o->pos % alignment) % alignment);
+    while (pad > 0) {
+        size_t k = MMS__MIN(pad, sizeof zeros);
+        mms__gguf_out_put(o, zeros, k);
+        pad -= k;
+    }
+}
+
+static size_t mms__gguf_writer_alignment(const struct mms_gguf_writer *w) {
+    size_t i;
+    for (i = 0; i < w->n_kv; i++)
+        if (w->kv[i].key_len == 17 && memcmp(w->kv[i].key, "general.alignment", 17) == 0 && w->kv[i].type == MMS_GGUF_TYPE_UINT32)
+            return mms__gguf_le32(w->kv[i].val);
+    return MMS__GGUF_DEFAULT_ALIGNMENT;
+}
+
+MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
+    const char *fn = "mms_gguf_writer_write";
+    struct mms__gguf_out o;
+    struct mms__gguf_buf b = { NULL, 0, 0, false };
+    size_t alignment, i;
+    uint64_t offset = 0;
+    int d;
+    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
+    alignment = mms__gguf_writer_alignment(w);
+
+    /* everything before the data section is small: encode it first, then write it in one go */
+    mms__gguf_buf_put(&b, "GGUF", 4);
+    mms__gguf_buf_u32(&b, 3);
+    mms__gguf_buf_u64(&b, (uint64_t)w->n_tensors);
+    mms__gguf_buf_u64(&b, (uint64_t)w->n_kv);
+    for (i = 0; i < w->n_kv; i++) {
+        mms__gguf_buf_str(&b, w->kv[i].key, w->kv[i].key_len);
+        mms__gguf_buf_u32(&b, w->kv[i].type);
+        mms__gguf_buf_put(&b, w->kv[i].val, w->kv[i].val_size);
+    }
+    for (i = 0; i < w->n_tensors; i++) {
+        const struct mms__gguf_wtensor *t = &w->tensors[i];
+        mms__gguf_buf_str(&b, t->name, strlen(t->name));
+        mms__gguf_buf_u32(&b, (uint32_t)t->n_dims);
+        for (d = 0; d < t->n_dims; d++) mms__gguf_buf_u64(&b, (uint64_t)t->ne[d]);
+        mms__gguf_buf_u32(&b, t->ggml_type);
+        mms__gguf_buf_u64(&b, offset);
+        offset += MMS__ALIGN_UP((uint64_t)t->size, (uint64_t)alignment);
+    }
+    if (b.oom) {
+        MMS_FREE(b.p);
+        return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
+    }
+
+    o.f = fopen(path, "wb");
+    o.pos = 0;
+    o.failed = false;
+    if (!o.f) {
+        MMS_FREE(b.p);
+        return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
+    }
+    mms__gguf_out_buf(&o, &b);
+    MMS_FREE(b.p);
+    mms__gguf_out_pad(&o, alignment);
+    for (i = 0; i < w->n_tensors; i++) {
+        mms__gguf_out_put(&o, w->tensors[i].data, w->tensors[i].size);
+        mms__gguf_out_pad(&o, alignment);
+    }
+    if (fclose(o.f) != 0) o.failed = true;
+    /* the partial file stays: path may be a device or pipe that is not ours to remove, and the
+       reader rejects a truncated file anyway */
+    if (o.failed) return mms_set_error(MMS_ERR_IO, "%s: writing '%s' failed (%llu bytes written): the file is incomplete", fn, path,
+                                       (unsigned long long)o.pos);
+    return MMS_OK;
+}
 /* ==== end src/gguf/gguf_write.c ==== */
 
 /* ==== begin src/mllama/image.c ==== */
 /* >>mllama-image ==================================================================================
-   Image preprocessing (being written). */
+   Image preprocessing (spec section 3): canvas choice, PIL's bilinear resize, padding, rescale,
+   normalisation and tiling. Every rounding step follows the PIL processor of transformers, so the
+   floats come out bit for bit the same. */
+
+/* -- PIL-compatible bilinear resize ------------------------------------------------------------------
+   PIL resamples separably, one pass per axis whose size changes, through an 8-bit temporary, so
+   the order of the passes shows in the result (see the rule below). Weights are the triangle
+   filter, widened by the scale factor when shrinking (antialiasing), normalised to sum 1 in
+   double, then turned into 22-bit fixed point; sums start at one half and are shifted and
+   clamped back to 8 bits. */
+
+#define MMS__RS_BITS 22   /* fraction bits: 32 less 8 for the value less 2 spare, as PIL */
+
+/* One pass along one axis: for output i, inputs first[i] .. first[i] + count[i] - 1 with weights
+   k[i * ksize ..]. */
+struct mms__rs_axis {
+    int      ksize;
+    int     *first, *count;
+    int32_t *k;
+};
+
+/* A double that is really rounded to double: stops a compiler from fusing it into a later add
+   (an FMA would round differently from PIL's builds). */
+static double mms__rs_round(double x) {
+    volatile double v = x;
+    return v;
+}
+
+static void mms__rs_axis_free(struct mms__rs_axis *ax) {
+    MMS_FREE(ax->first);
+    MMS_FREE(ax->count);
+    MMS_FREE(ax->k);
+    memset(ax, 0, sizeof *ax);
+}
+
+static enum mms_status mms__rs_axis_init(struct mms__rs_axis *ax, int in_size, int out_size) {
+    /* PIL passes the source box as floats and divides in double */
+    const double scale = (double)(float)in_size / (double)out_size;
+    const double filterscale = scale < 1.0 ? 1.0 : scale;
+    const double support = filterscale;          /* the triangle's support is 1 */
+    const double inv_filterscale = 1.0 / filterscale;
+    double *w = NULL;
+    int i, x;
+    memset(ax, 0, sizeof *ax);
+    /* ksize * out_size stays near 2 * in_size + 3 * out_size; these guard the int and size_t maths */
+    if (ceil(support) > (double)(0x3fffffff / 2 - 1) ||
+        (size_t)ceil(support) * 2 + 1 > ((size_t)-1 / sizeof(int32_t)) / (size_t)out_size)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "image resize: %d to %d pixels needs too wide a filter", in_size, out_size);
+    ax->ksize = (int)ceil(support) * 2 + 1;
+    ax->first = (int *)MMS_MALLOC((size_t)out_size * sizeof(int));
+    ax->count = (int *)MMS_MALLOC((size_t)out_size * sizeof(int));
+    ax->k = (int32_t *)MMS_MALLOC((size_t)out_size * (size_t)ax->ksize * sizeof(int32_t));
+    w = (double *)MMS_MALLOC((size_t)ax->ksize * sizeof(double));
+    if (!ax->first || !ax->count || !ax->k || !w) {
+        MMS_FREE(w);
+        mms__rs_axis_free(ax);
+        return mms_set_error(MMS_ERR_OOM, "image resize: no memory for the filter of %d to %d pixels", in_size, out_size);
+    }
+    for (i = 0; i < out_size; i++) {
+        const double center = mms__rs_round(((double)i + 0.5) * scale);
+        double ww = 0.0;
+        int32_t *k = ax->k + (size_t)i * (size_t)ax->ksize;
+        /* PIL truncates toward zero after adding one half, then clips to the image */
+        int lo = (int)(center - support + 0.5), hi = (int)(center + support + 0.5), n;
+        if (lo < 0) lo = 0;
+        if (hi > in_size) hi = in_size;
+        n = hi - lo;
+        for (x = 0; x < n; x++) {
+            double t = mms__rs_round(((double)(x + lo) - center + 0.5) * inv_filterscale);
+            if (t < 0.0) t = -t;
+            w[x] = t < 1.0 ? 1.0 - t : 0.0;
+            ww += w[x];
+        }
+        for (x = 0; x < n; x++) {
+            const double v = ww != 0.0 ? w[x] / ww : w[x];
+            k[x] = (int32_t)(0.5 + v * (double)(1 << MMS__RS_BITS));   /* weights are never negative */
+        }
+        ax->first[i] = lo;
+        ax->count[i] = n;
+    }
+    MMS_FREE(w);
+    return MMS_OK;
+}
+
+/* 64-bit sums: a 32-bit sum (PIL's) cannot overflow for any size PIL accepts, and gives the same
+   result; 64 bits keep larger filters exact too. */
+static uint8_t mms__rs_clip8(int64_t acc) {
+    acc >>= MMS__RS_BITS;
+    return (uint8_t)(acc < 0 ? 0 : acc > 255 ? 255 : acc);
+}
+
+/* Rows [y0, y1) of src, resampled along x into dst (tight rows of out_w pixels). */
+static void mms__rs_horizontal(const uint8_t *src, size_t src_stride, int y0, int y1, const struct mms__rs_axis *ax,
+                               int out_w, uint8_t *dst) {
+    const int64_t half = (int64_t)1 << (MMS__RS_BITS - 1);
+    int y, i, x;
+    for (y = y0; y < y1; y++) {
+        const uint8_t *s = src + (size_t)y * src_stride;
+        uint8_t *d = dst + (size_t)(y - y0) * (size_t)out_w * 3;
+        for (i = 0; i < out_w; i++) {
+            const int32_t *k = ax->k + (size_t)i * (size_t)ax->ksize;
+            const uint8_t *p = s + (size_t)ax->first[i] * 3;
+            const int n = ax->count[i];
+            int64_t a0 = half, a1 = half, a2 = half;
+            for (x = 0; x < n; x++) {
+                a0 += (int64_t)p[3 * x + 0] * k[x];
+                a1 += (int64_t)p[3 * x + 1] * k[x];
+                a2 += (int64_t)p[3 * x + 2] * k[x];
+            }
+            d[3 * i + 0] = mms__rs_clip8(a0);
+            d[3 * i + 1] = mms__rs_clip8(a1);
+            d[3 * i + 2] = mms__rs_clip8(a2);
+        }
+    }
+}
+
+/* Resamples along y: source row r is src + (r - row0) * src_stride. acc holds row_bytes sums. */
+static void mms__rs_vertical(const uint8_t *src, size_t src_stride, int row0, size_t row_bytes,
+                             const struct mms__rs_axis *ax, int out_h, uint8_t *dst, int64_t *acc) {
+    const int64_t half = (int64_t)1 << (MMS__RS_BITS - 1);
+    int j, y;
+    size_t b;
+    for (j = 0; j < out_h; j++) {
+        const int32_t *k = ax->k + (size_t)j * (size_t)ax->ksize;
+        uint8_t *d = dst + (size_t)j * row_bytes;
+        for (b = 0; b < row_bytes; b++) acc[b] = half;
+        for (y = 0; y < ax->count[j]; y++) {
+            const uint8_t *s = src + (size_t)(ax->first[j] + y - row0) * src_stride;
+            const int64_t ky = k[y];
+            for (b = 0; b < row_bytes; b++) acc[b] += (int64_t)s[b] * ky;
+        }
+        for (b = 0; b < row_bytes; b++) d[b] = mms__rs_clip8(acc[b]);
+    }
+}
+
+MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                                                  uint8_t *dst, int dst_w, int dst_h) {
+    struct mms__rs_axis ax, ay;
+    uint8_t *tmp = NULL;
+    int64_t *acc = NULL;
+    enum mms_status st = MMS_OK;
+    int need_x, need_y, vertical_first, y, y0 = 0, y1 = 0;
+    size_t tmp_bytes = 0, acc_n;
+    const size_t out_row = (size_t)dst_w * 3;
+    if (!src || !dst) return mms_set_error(MMS_ERR_INVALID_ARG, "image resize: %s is NULL", !src ? "src" : "dst");
+    if (src_w <= 0 || src_h <= 0 || dst_w <= 0 || dst_h <= 0)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "image resize: empty size (%dx%d to %dx%d)", src_w, src_h, dst_w, dst_h);
+    if (src_stride == 0) src_stride = (size_t)src_w * 3;
+    if (src_stride < (size_t)src_w * 3)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "image resize: stride %zu is shorter than a row of %d pixels", src_stride, src_w);
+    need_x = dst_w != src_w;
+    need_y = dst_h != src_h;
+    if (!need_x && !need_y) {   /* PIL copies */
+        for (y = 0; y < src_h; y++) memcpy(dst + (size_t)y * out_row, src + (size_t)y * src_stride, out_row);
+        return MMS_OK;
+    }
+    /* Pillow 13 runs the vertical pass first when the height loses more than twice as many pixels
+       as the width (older Pillow always went horizontal first; the two can differ by one level). */
+    vertical_first = (int64_t)src_h - dst_h > 0 && (int64_t)src_h - dst_h > ((int64_t)src_w - dst_w) * 2;
+    memset(&ax, 0, sizeof ax);
+    memset(&ay, 0, sizeof ay);
+    if (need_y && (st = mms__rs_axis_init(&ay, src_h, dst_h)) != MMS_OK) return st;
+    if (need_x && (st = mms__rs_axis_init(&ax, src_w, dst_w)) != MMS_OK) { mms__rs_axis_free(&ay); return st; }
+    if (need_x && need_y) {
+        if (vertical_first) {
+            tmp_bytes = (size_t)src_w * 3 * (size_t)dst_h;
+        } else {   /* only the source rows the vertical filter reads */
+            y0 = ay.first[0];
+            y1 = ay.first[dst_h - 1] + ay.count[dst_h - 1];
+            tmp_bytes = out_row * (size_t)(y1 - y0);
+        }
+        tmp = (uint8_t *)MMS_MALLOC(tmp_bytes);
+    }
+    acc_n = (size_t)(vertical_first ? src_w : dst_w) * 3;
+    if (need_y) acc = (int64_t *)MMS_MALLOC(acc_n * sizeof(int64_t));
+    if ((need_x && need_y && !tmp) || (need_y && !acc)) {
+        st = mms_set_error(MMS_ERR_OOM, "image resize: no memory to resize %dx%d to %dx%d", src_w, src_h, dst_w, dst_h);
+    } else if (!need_y) {
+        mms__rs_horizontal(src, src_stride, 0, src_h, &ax, dst_w, dst);
+    } else if (!need_x) {
+        mms__rs_vertical(src, src_stride, 0, out_row, &ay, dst_h, dst, acc);
+    } else if (vertical_first) {
+        mms__rs_vertical(src, src_stride, 0, acc_n, &ay, dst_h, tmp, acc);
+        mms__rs_horizontal(tmp, acc_n, 0, dst_h, &ax, dst_w, dst);
+    } else {
+        mms__rs_horizontal(src, src_stride, y0, y1, &ax, dst_w, tmp);
+        mms__rs_vertical(tmp, out_row, y0, out_row, &ay, dst_h, dst, acc);
+    }
+    MMS_FREE(tmp);
+    MMS_FREE(acc);
+    mms__rs_axis_free(&ax);
+    mms__rs_axis_free(&ay);
+    return st;
+}
+
+/* -- canvas, fit and tiles ------------------------------------------------------------------------- */
+
+/* The CLIP statistics of the 11B model's preprocessor_config.json. */
+static const float mms__mllama_mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
+static const float mms__mllama_std[3]  = {0.26862954f, 0.26130258f, 0.27577711f};
+
+/* get_optimal_tiled_canvas: entries (rows, cols) for rows, cols in 1..max with rows * cols <= max,
+   in that order. Scales are float64 quotients; equality is exact, as numpy compares them. */
+static void mms__mllama_canvas(int w, int h, int tile, int max_tiles, int *out_rows, int *out_cols, int *out_id) {
+    double best = 0.0;
+    int have_up = 0, pass, r, c, id, best_area = 0;
+    /* pass 0 picks the scale, pass 1 the entry of smallest area with exactly that scale */
+    for (pass = 0; pass < 2; pass++) {
+        id = 0;
+        for (r = 1; r <= max_tiles; r++) {
+            for (c = 1; c <= max_tiles; c++) {
+                double sh, sw, s;
+                if (r * c > max_tiles) continue;
+                id++;
+                sh = (double)tile * r / (double)h;
+                sw = (double)tile * c / (double)w;
+                s = sw > sh ? sh : sw;
+                if (pass == 0) {
+                    /* the smallest scale >= 1 if there is one, else the largest */
+                    if (s >= 1.0) { if (!have_up || s < best) best = s; have_up = 1; }
+                    else if (!have_up && (id == 1 || s > best)) best = s;
+                } else if (s == best && (best_area == 0 || r * c < best_area)) {
+                    best_area = r * c;
+                    *out_rows = r;
+                    *out_cols = c;
+                    *out_id = id;
+                }
+            }
+        }
+    }
+}
+
+/* get_image_size_fit_to_canvas, with newer transformers' `or 1` for sides that floor to 0. */
+static void mms__mllama_fit(int w, int h, int canvas_w, int canvas_h, int tile, int *new_w, int *new_h) {
+    const int tw = MMS__MIN(MMS__MAX(w, tile), canvas_w);
+    const int th = MMS__MIN(MMS__MAX(h, tile), canvas_h);
+    const double sw = (double)tw / (double)w, sh = (double)th / (double)h;
+    if (sw < sh) {
+        double f = floor(mms__rs_round((double)h * sw));
+        *new_w = tw;
+        *new_h = f < 1.0 ? 1 : f > (double)th ? th : (int)f;
+    } else {
+        double f = floor(mms__rs_round((double)w * sh));
+        *new_h = th;
+        *new_w = f < 1.0 ? 1 : f > (double)tw ? tw : (int)f;
+    }
+}
+
+MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_image_params *params, const uint8_t *rgb,
+                                                    int width, int height, size_t stride, struct mms_mllama_image *out) {
+    float lut[3][256];
+    const float *mean, *std;
+    uint8_t *resized = NULL;
+    size_t tile_floats, n_floats;
+    enum mms_status st;
+    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h;
+    if (out) memset(out, 0, sizeof *out);
+    if (!params || !rgb || !out)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: %s is NULL", !params ? "params" : !rgb ? "rgb" : "out");
+    if (width <= 0 || height <= 0)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: empty image (%dx%d)", width, height);
+    if (stride == 0) stride = (size_t)width * 3;
+    if (stride < (size_t)width * 3)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: stride %zu is shorter than a row of %d pixels", stride, width);
+    if (params->max_num_tiles < 1 || params->max_num_tiles > 16)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16", params->max_num_tiles);
+    S = params->image_size;
+    /* the canvas side (up to 16 tiles) must fit an int */
+    if (S < 1 || S > 0x7fffffff / 16)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range", S);
+    mean = params->mean;
+    std = params->std;
+    if (mean[0] == 0.0f && mean[1] == 0.0f && mean[2] == 0.0f && std[0] == 0.0f && std[1] == 0.0f && std[2] == 0.0f) {
+        mean = mms__mllama_mean;
+        std = mms__mllama_std;
+    }
+    for (c = 0; c < 3; c++)
+        if (!(std[c] != 0.0f) || !(std[c] - std[c] == 0.0f) || !(mean[c] - mean[c] == 0.0f))
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: channel %d has mean %g, std %g (mean and std must be finite, std non-zero)",
+                                 c, (double)mean[c], (double)std[c]);
+    tile_floats = (size_t)3 * (size_t)S * (size_t)S;
+    if ((size_t)S > ((size_t)-1 / sizeof(float)) / 48 / (size_t)S)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is too large for memory", S);
+    n_floats = tile_floats * (size_t)params->max_num_tiles;
+
+    mms__mllama_canvas(width, height, S, params->max_num_tiles, &rows, &cols, &id);
+    mms__mllama_fit(width, height, S * cols, S * rows, S, &new_w, &new_h);
+
+    resized = (uint8_t *)MMS_MALLOC((size_t)new_w * (size_t)new_h * 3);
+    out->pixels = (float *)MMS_MALLOC(n_floats * sizeof(float));
+    if (!resized || !out->pixels) {
+        MMS_FREE(resized);
+        MMS_FREE(out->pixels);
+        out->pixels = NULL;
+        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", params->max_num_tiles, S);
+    }
+    st = mms_image_resize_bilinear(rgb, width, height, stride, resized, new_w, new_h);
+    if (st != MMS_OK) {
+        MMS_FREE(resized);
+        MMS_FREE(out->pixels);
+        out->pixels = NULL;
+        return st;
+    }
+
+    /* rescale: uint8 to float64 times 1/255, stored as float32; normalise: float32 (x - mean) / std.
+       A table per channel gives exactly those roundings; volatile keeps them in float. */
+    for (c = 0; c < 3; c++)
+        for (i = 0; i < 256; i++) {
+            volatile float x = (float)((double)i * (1.0 / 255.0));
+            volatile float d = x - mean[c];
+            lut[c][i] = d / std[c];
+        }
+
+    /* tiles in row-major order; padding (bottom, right) is black, i.e. lut[c][0] */
+    for (t = 0; t < rows * cols; t++) {
+        const int ty = (t / cols) * S, tx = (t % cols) * S;
+        for (c = 0; c < 3; c++) {
+            float *plane = out->pixels + (size_t)t * tile_floats + (size_t)c * (size_t)S * (size_t)S;
+            int y, x;
+            for (y = 0; y < S; y++) {
+                float *d = plane + (size_t)y * (size_t)S;
+                const int cy = ty + y;
+                const int nx = cy < new_h ? MMS__MAX(MMS__MIN(new_w - tx, S), 0) : 0;   /* image pixels on this row */
+                x = 0;
+                if (nx > 0) {
+                    const uint8_t *s = resized + ((size_t)cy * (size_t)new_w + (size_t)tx) * 3 + (size_t)c;
+                    for (x = 0; x < nx; x++) d[x] = lut[c][s[3 * x]];
+                }
+                for (; x < S; x++) d[x] = lut[c][0];
+            }
+        }
+    }
+    /* unused slots are zeros, not black */
+    if (rows * cols < params->max_num_tiles)
+        memset(out->pixels + (size_t)rows * (size_t)cols * tile_floats, 0,
+               (size_t)(params->max_num_tiles - rows * cols) * tile_floats * sizeof(float));
+    MMS_FREE(resized);
+
+    out->max_num_tiles = params->max_num_tiles;
+    out->image_size = S;
+    out->tiles_rows = rows;
+    out->tiles_cols = cols;
+    out->n_tiles = rows * cols;
+    out->aspect_ratio_id = id;
+    for (t = 0; t < 16; t++) out->aspect_ratio_mask[t] = t == 0 || t < rows * cols;
+    out->resized_width = new_w;
+    out->resized_height = new_h;
+    return MMS_OK;
+}
+
+MMS_API void mms_mllama_image_free(struct mms_mllama_image *image) {
+    if (!image) return;
+    MMS_FREE(image->pixels);
+    memset(image, 0, sizeof *image);
+}
 /* ==== end src/mllama/image.c ==== */
+
+/* ==== begin src/mllama/model.c ==== */
+/* >>mllama-model ==================================================================================
+   Loading Llama 3.2 Vision: hyper-parameters from GGUF metadata, weights by name with their shapes
+   checked, placement on the caller's backends. Ollama's single-file layout names the vision MLP
+   ffn_up (fc1) / ffn_down (fc2) and its norms attn_norm / ffn_norm; the older projector file names
+   them ln1 / ln2 and swaps ffn_up and ffn_down. Gates of the vision tower are stored already
+   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw. */
+
+struct mms__mllama_vlayer {
+    struct mms_tensor *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    struct mms_tensor *gate_attn, *gate_ffn;    /* global layers only: tanh(gate) */
+};
+
+struct mms__mllama_tlayer {
+    bool   cross;
+    int    backend;                             /* 0: cpu, 1: gpu */
+    struct mms_tensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
+    struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
+};
+
+struct mms_mllama_model {
+    struct mms_mllama_hparams  hp;
+    int                       *cross_layers, *taps;
+    bool                      *is_cross;                 /* per text layer */
+    struct mms_gguf           *files[2];
+    int                        n_files;
+    mms_backend_t              backends[2];              /* [0] cpu, [1] gpu (cpu again without one) */
+    struct mms_context        *wctx[2];                  /* weight tensors by backend */
+    mms_backend_buffer_t       bufs[4];
+    int                        n_bufs;
+    bool                       shapes_only;
+    int                        vision_backend, output_backend;
+
+    struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
+    struct mms__mllama_tlayer *layers;
+
+    bool               has_vision;
+    struct mms_tensor *patch_embd, *class_embd, *pos_embd, *pos_gate, *tile_pos_embd, *tile_pos_gate;
+    struct mms_tensor *pre_tile_embd, *pre_tile_gate, *post_tile_embd, *post_tile_gate;
+    struct mms_tensor *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b, *mm_w, *mm_b;
+    struct mms__mllama_vlayer *vlayers, *vglobal;
+};
+
+/* The aspect ratios with rows * cols <= max_tiles, in the processor's order; returns how many. */
+static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
+    int w, h, n = 0;
+    for (w = 1; w <= max_tiles; w++)
+        for (h = 1; h <= max_tiles; h++)
+            if (w * h <= max_tiles) {
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                n++;
+            }
+    return n;
+}
+
+static void mms__mllama_derive(struct mms_mllama_hparams *hp) {
+    if (hp->v_patch_size > 0) {
+        int side = hp->v_image_size / hp->v_patch_size;
+        hp->v_n_patches = side * side;
+        hp->v_n_tokens = hp->v_n_patches + 1;
+        hp->v_n_tokens_padded = (hp->v_n_tokens + 7) / 8 * 8;
+        hp->v_output_dim = hp->v_n_embd * (1 + hp->v_n_taps);
+    }
+}
+
+MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
+    static const int cross[8] = { 3, 8, 13, 18, 23, 28, 33, 38 }, taps[5] = { 3, 7, 15, 23, 30 };
+    memset(hp, 0, sizeof *hp);
+    hp->n_vocab = 128256; hp->n_embd_rows = 128264; hp->n_ctx_train = 131072;
+    hp->n_embd = 4096; hp->n_ff = 14336; hp->n_head = 32; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 40;
+    hp->rope_freq_base = 500000.0f; hp->rms_eps = 1e-5f;
+    hp->n_cross = 8; hp->cross_layers = cross; hp->image_token_id = 128256;
+    hp->v_n_layer = 32; hp->v_n_global = 8; hp->v_n_embd = 1280; hp->v_n_ff = 5120; hp->v_n_head = 16;
+    hp->v_image_size = 560; hp->v_patch_size = 14; hp->v_max_tiles = 4; hp->v_channels = 3; hp->v_eps = 1e-5f;
+    hp->v_n_taps = 5; hp->v_taps = taps;
+    hp->image_mean[0] = 0.48145466f; hp->image_mean[1] = 0.4578275f; hp->image_mean[2] = 0.40821073f;
+    hp->image_std[0] = 0.26862954f; hp->image_std[1] = 0.26130258f; hp->image_std[2] = 0.27577711f;
+    mms__mllama_derive(hp);
+}
+
+MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *m) { return m ? &m->hp : NULL; }
+
+MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
+    int i;
+    if (!m) return;
+    for (i = 0; i < m->n_bufs; i++) mms_backend_buffer_free(m->bufs[i]);
+    for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
+    for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
+    MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal);
+    MMS_FREE(m);
+}
+
+/* -- hyper-parameters -- */
+
+/* A required positive integer key; the error names the key and the file. */
+static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char *key, int *out, bool required) {
+    uint32_t v;
+    enum mms_status st = mms_gguf_get_u32(g, key, &v);
+    if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
+    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
+    *out = (int)v;
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
+    enum mms_status st = mms_gguf_get_f32(g, key, out);
+    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
+    return MMS_OK;
+}
+
+/* An int32 array key into a new array; every element in [0, limit). */
+static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char *key, int limit, int **out, int *n_out) {
+    int64_t n = 0, i;
+    int32_t *tmp;
+    enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
+    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
+    tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
+    *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
+    if (!tmp || !*out) { MMS_FREE(tmp); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+    if ((st = mms_gguf_get_arr_i32(g, key, tmp, n, &n)) != MMS_OK) { MMS_FREE(tmp); return st; }
+    for (i = 0; i < n; i++) {
+        if (tmp[i] < 0 || tmp[i] >= limit || (i > 0 && tmp[i] <= tmp[i - 1])) {
+            int bad = (int)tmp[i];
+            MMS_FREE(tmp);
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s': entry %lld = %d is not an ascending index below %d",
+                                 key, mms_gguf_get_path(g), (long long)i, bad, limit);
+        }
+        (*out)[i] = tmp[i];
+    }
+    *n_out = (int)n;
+    MMS_FREE(tmp);
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, const struct mms_gguf *text, const struct mms_gguf *vision) {
+    struct mms_mllama_hparams *hp = &m->hp;
+    const char *arch;
+    size_t len;
+    enum mms_status st;
+    int i;
+    if (mms_gguf_get_str(text, "general.architecture", &arch, &len) != MMS_OK || len != 6 || memcmp(arch, "mllama", 6) != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not an mllama model (general.architecture must be \"mllama\")", mms_gguf_get_path(text));
+    if ((st = mms__mllama_key_int(text, "mllama.vocab_size", &hp->n_vocab, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.block_count", &hp->n_layer, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.context_length", &hp->n_ctx_train, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.embedding_length", &hp->n_embd, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.feed_forward_length", &hp->n_ff, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.attention.head_count", &hp->n_head, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.attention.head_count_kv", &hp->n_head_kv, true)) != MMS_OK ||
+        (st = mms__mllama_key_float(text, "mllama.rope.freq_base", &hp->rope_freq_base)) != MMS_OK ||
+        (st = mms__mllama_key_float(text, "mllama.attention.layer_norm_rms_epsilon", &hp->rms_eps)) != MMS_OK ||
+        (st = mms__mllama_key_list(text, "mllama.attention.cross_attention_layers", hp->n_layer, &m->cross_layers, &hp->n_cross)) != MMS_OK)
+        return st;
+    hp->cross_layers = m->cross_layers;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = mms__mllama_key_int(text, "mllama.rope.dimension_count", &hp->head_dim, false)) != MMS_OK) return st;
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
+                             mms_gguf_get_path(text), hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
+    hp->image_token_id = hp->n_vocab;
+    if ((st = mms__mllama_key_int(text, "mllama.image_token_index", &hp->image_token_id, false)) != MMS_OK) return st;
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    if (!vision) return MMS_OK;
+
+    if ((st = mms__mllama_key_int(vision, "mllama.vision.block_count", &hp->v_n_layer, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.global.block_count", &hp->v_n_global, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.embedding_length", &hp->v_n_embd, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.feed_forward_length", &hp->v_n_ff, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.attention.head_count", &hp->v_n_head, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.image_size", &hp->v_image_size, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.patch_size", &hp->v_patch_size, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.max_num_tiles", &hp->v_max_tiles, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.num_channels", &hp->v_channels, true)) != MMS_OK ||
+        (st = mms__mllama_key_float(vision, "mllama.vision.attention.layer_norm_epsilon", &hp->v_eps)) != MMS_OK ||
+        (st = mms__mllama_key_list(vision, "mllama.vision.intermediate_layers_indices", hp->v_n_layer, &m->taps, &hp->v_n_taps)) != MMS_OK)
+        return st;
+    hp->v_taps = m->taps;
+    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
+                             mms_gguf_get_path(vision), hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    {   /* mean and std of the image processor: ours when the converter wrote them, else CLIP's */
+        struct mms_mllama_hparams clip;
+        int64_t n = 0;
+        mms_mllama_hparams_11b(&clip);
+        memcpy(hp->image_mean, clip.image_mean, sizeof hp->image_mean);
+        memcpy(hp->image_std, clip.image_std, sizeof hp->image_std);
+        if (mms_gguf_find_key(vision, "mllama.vision.image_mean") >= 0 &&
+            (mms_gguf_get_arr_f32(vision, "mllama.vision.image_mean", hp->image_mean, 3, &n) != MMS_OK || n != 3 ||
+             mms_gguf_get_arr_f32(vision, "mllama.vision.image_std", hp->image_std, 3, &n) != MMS_OK || n != 3))
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: mllama.vision.image_mean/image_std in '%s' must be 3 floats each", mms_gguf_get_path(vision));
+    }
+    mms__mllama_derive(hp);
+    return MMS_OK;
+}
+
+/* -- weights -- */
+
+struct mms__wloader {
+    struct mms_mllama_model *m;
+    const struct mms_gguf   *g;            /* the file tensors come from now */
+    enum mms_type            shape_type;   /* shapes only: the type of matrices */
+    enum mms_status          st;
+};
+
+/* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L). */
+static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, const char *name,
+                                      int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    const int64_t want[4] = { ne0, ne1, ne2, ne3 };
+    struct mms_gguf_tensor_info info;
+    struct mms_tensor *t;
+    int64_t idx;
+    int i;
+    if (L->st != MMS_OK) return NULL;
+    if (L->m->shapes_only) {
+        enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
+        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        return mms_set_name(t, name);
+    }
+    idx = mms_gguf_find_tensor(L->g, name);
+    if (idx < 0) {
+        if (required) L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
+        return NULL;
+    }
+    if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return NULL;
+    for (i = 0; i < 4; i++) {
+        if (info.ne[i] != want[i]) {
+            char got[96], exp[96];
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the metadata implies %s", name,
+                                  mms_gguf_get_path(L->g), mms__shape_str(info.ne, got, sizeof got), mms__shape_str(want, exp, sizeof exp));
+            return NULL;
+        }
+    }
+    if (info.type == MMS_TYPE_INVALID) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has GGUF type %u, which mmsched cannot load",
+                              name, mms_gguf_get_path(L->g), info.ggml_type);
+        return NULL;
+    }
+    t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
+    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    mms_set_name(t, name);
+    t->extra = (void *)info.data;              /* where its bytes are, until placement */
+    return t;
+}
+
+#define MMS__W1(L, b, req, n0, ...)        mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 1, n0, 1, 1, 1)
+#define MMS__W2(L, b, req, n0, n1, ...)    mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
+
+static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) MMS_PRINTF(3, 4);
+static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+static void mms__mllama_text_weights(struct mms__wloader *L, int n_gpu_layers) {
+    struct mms_mllama_model *m = L->m;
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim, FF = hp->n_ff;
+    char nb[96];
+    int il;
+    {   /* the embedding table's row count comes from the file: vocabulary plus the image rows */
+        int64_t idx = m->shapes_only ? -1 : mms_gguf_find_tensor(L->g, "token_embd.weight");
+        struct mms_gguf_tensor_info info;
+        m->hp.n_embd_rows = hp->n_vocab + 8;
+        if (idx >= 0 && mms_gguf_get_tensor(L->g, idx, &info) == MMS_OK) m->hp.n_embd_rows = (int)info.ne[1];
+        if (hp->n_embd_rows <= hp->image_token_id && L->st == MMS_OK)
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: token_embd has %d rows, too few for the image token %d", hp->n_embd_rows, hp->image_token_id);
+    }
+    m->token_embd = MMS__W2(L, 0, true, D, hp->n_embd_rows, "token_embd.weight");
+    m->output_norm = MMS__W1(L, m->output_backend, true, D, "output_norm.weight");
+    m->output = MMS__W2(L, m->output_backend, true, D, hp->n_vocab, "output.weight");
+    m->rope_freqs = MMS__W1(L, 0, false, hp->head_dim / 2, "rope_freqs.weight");
+    for (il = 0; il < hp->n_layer; il++) {
+        struct mms__mllama_tlayer *ly = &m->layers[il];
+        int b = ly->backend = (m->backends[1] != m->backends[0] && il >= hp->n_layer - n_gpu_layers) ? 1 : 0;
+        ly->cross = m->is_cross[il];
+        ly->attn_norm = MMS__W1(L, b, true, D, "blk.%d.attn_norm.weight", il);
+        ly->ffn_norm = MMS__W1(L, b, true, D, "blk.%d.ffn_norm.weight", il);
+        ly->ffn_gate = MMS__W2(L, b, true, D, FF, "blk.%d.ffn_gate.weight", il);
+        ly->ffn_up = MMS__W2(L, b, true, D, FF, "blk.%d.ffn_up.weight", il);
+        ly->ffn_down = MMS__W2(L, b, true, FF, D, "blk.%d.ffn_down.weight", il);
+        if (ly->cross) {
+            ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.cross_attn_q_proj.weight", il);
+            ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_k_proj.weight", il);
+            ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_v_proj.weight", il);
+            ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.cross_attn_o_proj.weight", il);
+            ly->q_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_q_norm.weight", il);
+            ly->k_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_k_norm.weight", il);
+            ly->gate_attn = MMS__W1(L, b, true, 1, "blk.%d.cross_attn_attn_gate", il);
+            ly->gate_mlp = MMS__W1(L, b, true, 1, "blk.%d.cross_attn_mlp_gate", il);
+        } else {
+            ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.attn_q.weight", il);
+            ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.attn_k.weight", il);
+            ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.attn_v.weight", il);
+            ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.attn_output.weight", il);
+        }
+    }
+}
+
+/* legacy: the projector file of the older two-file layout (ln1/ln2, attn_out, fc1/fc2 swapped) */
+static void mms__mllama_vision_layer(struct mms__wloader *L, struct mms__mllama_vlayer *ly, const char *prefix, int il, bool global, bool legacy) {
+    const struct mms_mllama_hparams *hp = &L->m->hp;
+    const int b = L->m->vision_backend;
+    const int64_t D = hp->v_n_embd, FF = hp->v_n_ff;
+    const char *ln1 = legacy ? "ln1" : "attn_norm", *ln2 = legacy ? "ln2" : "ffn_norm";
+    const char *fc1 = legacy ? "ffn_down" : "ffn_up", *fc2 = legacy ? "ffn_up" : "ffn_down";
+    char nb[96];
+    ly->ln1_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln1);
+    ly->ln1_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln1);
+    ly->ln2_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln2);
+    ly->ln2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln2);
+    ly->wq = MMS__W2(L, b, true, D, D, "%s.%d.attn_q.weight", prefix, il);
+    ly->wk = MMS__W2(L, b, true, D, D, "%s.%d.attn_k.weight", prefix, il);
+    ly->wv = MMS__W2(L, b, true, D, D, "%s.%d.attn_v.weight", prefix, il);
+    ly->wo = MMS__W2(L, b, true, D, D, "%s.%d.%s.weight", prefix, il, legacy ? "attn_out" : "attn_output");
+    ly->fc1_w = MMS__W2(L, b, true, D, FF, "%s.%d.%s.weight", prefix, il, fc1);
+    ly->fc1_b = MMS__W1(L, b, true, FF, "%s.%d.%s.bias", prefix, il, fc1);
+    ly->fc2_w = MMS__W2(L, b, true, FF, D, "%s.%d.%s.weight", prefix, il, fc2);
+    ly->fc2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, fc2);
+    if (global) {
+        ly->gate_attn = MMS__W1(L, b, true, 1, "%s.%d.attn_gate", prefix, il);
+        ly->gate_ffn = MMS__W1(L, b, true, 1, "%s.%d.ffn_gate", prefix, il);
+    }
+}
+
+static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
+    struct mms_mllama_model *m = L->m;
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int b = m->vision_backend;
+    const int64_t D = hp->v_n_embd, T = hp->v_max_tiles, N = hp->v_n_tokens;
+    const int64_t n_ids = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL) + 1;   /* id 0 is padding */
+    char nb[96];
+    int il;
+    m->patch_embd = mms__weight(L, b, true, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, D);
+    m->class_embd = MMS__W1(L, b, true, D, "v.class_embd");
+    m->pos_embd = MMS__W2(L, b, true, D, N, "v.position_embd.weight");
+    m->pos_gate = MMS__W1(L, b, true, 1, "v.position_embd.gate");
+    m->tile_pos_embd = MMS__W2(L, b, true, T * N * D, n_ids, "v.tile_position_embd.weight");
+    m->tile_pos_gate = MMS__W1(L, b, true, 1, "v.tile_position_embd.gate");
+    m->pre_tile_embd = MMS__W2(L, b, true, T * D, n_ids, "v.pre_tile_position_embd.weight");
+    m->pre_tile_gate = MMS__W1(L, b, true, 1, "v.pre_tile_position_embd.gate");
+    m->post_tile_embd = MMS__W2(L, b, true, T * D, n_ids, "v.post_tile_position_embd.weight");
+    m->post_tile_gate = MMS__W1(L, b, true, 1, "v.post_tile_position_embd.gate");
+    m->pre_ln_w = MMS__W1(L, b, true, D, "v.pre_ln.weight");
+    m->pre_ln_b = MMS__W1(L, b, true, D, "v.pre_ln.bias");
+    m->post_ln_w = MMS__W1(L, b, true, D, "v.post_ln.weight");
+    m->post_ln_b = MMS__W1(L, b, true, D, "v.post_ln.bias");
+    m->mm_w = MMS__W2(L, b, true, hp->v_output_dim, hp->n_embd, "mm.0.weight");
+    m->mm_b = MMS__W1(L, b, true, hp->n_embd, "mm.0.bias");
+    for (il = 0; il < hp->v_n_layer; il++) mms__mllama_vision_layer(L, &m->vlayers[il], "v.blk", il, false, legacy);
+    for (il = 0; il < hp->v_n_global; il++) mms__mllama_vision_layer(L, &m->vglobal[il], "v.global.blk", il, true, legacy);
+}
+
+/* The bytes a file's tensors span in its mapping. */
+static void mms__gguf_data_span(const struct mms_gguf *g, const char **lo, const char **hi) {
+    int64_t i;
+    *lo = *hi = NULL;
+    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
+        struct mms_gguf_tensor_info info;
+        const char *d;
+        if (mms_gguf_get_tensor(g, i, &info) != MMS_OK) continue;
+        d = (const char *)info.data;
+        if (!*lo || d < *lo) *lo = d;
+        if (!*hi || d + info.size > *hi) *hi = d + info.size;
+    }
+}
+
+static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_backend_buffer_t buf) {
+    if (!buf) return mms_last_status();
+    if (m->n_bufs == (int)(sizeof m->bufs / sizeof m->bufs[0])) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_STATE, "mllama: too many weight buffers"); }
+    mms_backend_buffer_set_usage(buf, MMS_BUFFER_USAGE_WEIGHTS);
+    m->bufs[m->n_bufs++] = buf;
+    return MMS_OK;
+}
+
+/* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
+   their backend. Without a file (shapes only) they get addresses that are never read. */
+static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
+    int b, f;
+    enum mms_status st;
+    for (b = 0; b < 2; b++) {
+        struct mms_context *ctx = m->wctx[b];
+        struct mms_tensor *t;
+        if (!mms_get_first_tensor(ctx)) continue;
+        if (m->shapes_only) {
+            char *at = (char *)(uintptr_t)4096;
+            size_t total = 0;
+            mms_backend_buffer_t buf;
+            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) total += MMS__ALIGN_UP(mms_nbytes(t), 64);
+            buf = mms_backend_cpu_buffer_from_ptr(at, total);
+            if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+                if ((st = mms_backend_tensor_alloc(buf, t, at)) != MMS_OK) return st;
+                at += MMS__ALIGN_UP(mms_nbytes(t), 64);
+            }
+        } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
+            for (f = 0; f < m->n_files; f++) {
+                const char *lo, *hi;
+                mms_backend_buffer_t buf;
+                mms__gguf_data_span(m->files[f], &lo, &hi);
+                if (!lo) continue;
+                buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
+                if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+                    const char *d = (const char *)t->extra;
+                    if (!d || d < lo || d >= hi) continue;
+                    t->extra = NULL;
+                    if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
+                }
+            }
+        } else {
+            mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
+            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+                const void *src = t->extra;
+                t->extra = NULL;
+                if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
+            }
+        }
+    }
+    return MMS_OK;
+}
+
+/* The model object with its arrays, once the hyper-parameters are known. */
+static enum mms_status mms__mllama_alloc_layers(struct mms_mllama_model *m) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    int b;
+    for (b = 0; b < 2; b++) {
+        struct mms_init_params ip = { 0, NULL, true };
+        if (!(m->wctx[b] = mms_init(ip))) return mms_last_status();
+    }
+    m->layers = (struct mms__mllama_tlayer *)MMS_MALLOC(sizeof *m->layers * (size_t)hp->n_layer);
+    m->vlayers = (struct mms__mllama_vlayer *)MMS_MALLOC(sizeof *m->vlayers * (size_t)(hp->v_n_layer + 1));
+    m->vglobal = (struct mms__mllama_vlayer *)MMS_MALLOC(sizeof *m->vglobal * (size_t)(hp->v_n_global + 1));
+    if (!m->layers || !m->vlayers || !m->vglobal) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    memset(m->layers, 0, sizeof *m->layers * (size_t)hp->n_layer);
+    memset(m->vlayers, 0, sizeof *m->vlayers * (size_t)(hp->v_n_layer + 1));
+    memset(m->vglobal, 0, sizeof *m->vglobal * (size_t)(hp->v_n_global + 1));
+    return MMS_OK;
+}
+
+MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *p) {
+    struct mms_mllama_model *m;
+    struct mms__wloader L;
+    const struct mms_gguf *vision_file;
+    enum mms_status st;
+    if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
+    if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+    memset(m, 0, sizeof *m);
+    m->backends[0] = p->cpu;
+    m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
+    if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
+    vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
+    if (vision_file && mms_gguf_find_key(vision_file, "mllama.vision.block_count") < 0) {
+        if (p->mmproj_path) { mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has no vision tower (mllama.vision.*)", p->mmproj_path); goto fail; }
+        vision_file = NULL;   /* a text-only model */
+    }
+    if ((st = mms__mllama_read_hparams(m, m->files[0], vision_file)) != MMS_OK || (st = mms__mllama_alloc_layers(m)) != MMS_OK) goto fail;
+    m->has_vision = vision_file != NULL;
+    m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
+    m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    L.g = m->files[0];
+    mms__mllama_text_weights(&L, p->n_gpu_layers);
+    if (m->has_vision) {
+        L.g = vision_file;
+        mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
+    }
+    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    return m;
+fail:
+    mms_mllama_model_free(m);
+    return NULL;
+}
+
+MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hp, mms_backend_t cpu, enum mms_type weight_type) {
+    struct mms_mllama_model *m;
+    struct mms__wloader L;
+    int i;
+    if (!hp || !cpu || hp->n_layer < 1) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_shapes_only: hparams and a cpu backend are required"); return NULL; }
+    if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+    memset(m, 0, sizeof *m);
+    m->hp = *hp;
+    m->shapes_only = true;
+    m->backends[0] = m->backends[1] = cpu;
+    m->cross_layers = (int *)MMS_MALLOC(sizeof(int) * (size_t)(hp->n_cross + 1));
+    m->taps = (int *)MMS_MALLOC(sizeof(int) * (size_t)(hp->v_n_taps + 1));
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->cross_layers || !m->taps || !m->is_cross || mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
+    for (i = 0; i < hp->n_cross; i++) m->cross_layers[i] = hp->cross_layers[i];
+    for (i = 0; i < hp->v_n_taps; i++) m->taps[i] = hp->v_taps[i];
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    m->hp.cross_layers = m->cross_layers;
+    m->hp.v_taps = m->taps;
+    mms__mllama_derive(&m->hp);
+    m->has_vision = hp->v_n_layer > 0;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    L.shape_type = weight_type;
+    mms__mllama_text_weights(&L, 0);
+    if (m->has_vision) mms__mllama_vision_weights(&L, false);
+    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    return m;
+fail:
+    mms_mllama_model_free(m);
+    return NULL;
+}
+/* ==== end src/mllama/model.c ==== */
+
+/* ==== begin src/mllama/vision.c ==== */
+/* >>mllama-vision =================================================================================
+   The vision encoder and projector as a graph (spec section 4). Shapes, with T tiles (all
+   max_num_tiles slots, padded ones included, as transformers computes them), N tokens per tile
+   (patches + class token), Np = N rounded up to 8, D the vision width:
+     pixels [S, S, 3, T] -> patches [D, N-1, T] -> + pre-tile, class token, position and tile
+     embeddings -> layer norm -> padded [D, Np, T] seen as one sequence of Np*T tokens ->
+     local layers (taps: the inputs of the listed layers) -> layer norm -> + post-tile ->
+     gated global layers -> [D + taps*D, N, T] (taps interleaved: feature 5*d + k) ->
+     projector [text width, N*T]. */
+
+struct mms__mllama_vision_inputs {
+    struct mms_tensor *pixels;      /* F32 [S, S, 3, T] */
+    struct mms_tensor *aspect_id;   /* I32 [1] */
+    struct mms_tensor *mask;        /* F16 [Np*T, Np*T]: -inf where query and key are both padding */
+};
+
+static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, struct mms_tensor *b, float eps) {
+    return mms_add(ctx, mms_mul(ctx, mms_norm(ctx, x, eps), w), b);
+}
+
+/* Multi-head attention without biases; x [D, L] -> [D, L]. */
+static struct mms_tensor *mms__mllama_vision_attn(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
+                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
+    const int64_t D = hp->v_n_embd, H = hp->v_n_head, HD = D / H, L = x->ne[1];
+    struct mms_tensor *q = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, x), HD, H, L), 0, 2, 1, 3);
+    struct mms_tensor *k = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, x), HD, H, L), 0, 2, 1, 3);
+    struct mms_tensor *v = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, x), HD, H, L), 0, 2, 1, 3);
+    struct mms_tensor *o = mms_flash_attn_ext(ctx, q, k, v, mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
+    return mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, D, L));
+}
+
+/* A pre-LN encoder layer; the global ones gate both branches with their (stored) tanh(gate). */
+static struct mms_tensor *mms__mllama_vision_layer_build(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
+                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
+    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), mask);
+    struct mms_tensor *f;
+    if (ly->gate_attn) a = mms_mul(ctx, a, ly->gate_attn);
+    x = mms_add(ctx, x, a);
+    f = mms_add(ctx, mms_mul_mat(ctx, ly->fc1_w, mms__layer_norm(ctx, x, ly->ln2_w, ly->ln2_b, hp->v_eps)), ly->fc1_b);
+    f = mms_add(ctx, mms_mul_mat(ctx, ly->fc2_w, mms_gelu(ctx, f)), ly->fc2_b);
+    if (ly->gate_ffn) f = mms_mul(ctx, f, ly->gate_ffn);
+    return mms_add(ctx, x, f);
+}
+
+/* A table row chosen by the aspect-ratio id, seen as [D, rows, T], times its gate. */
+static struct mms_tensor *mms__mllama_aspect_embd(struct mms_context *ctx, struct mms_tensor *table, struct mms_tensor *gate,
+                                                  struct mms_tensor *aspect_id, int64_t D, int64_t rows, int64_t T) {
+    return mms_mul(ctx, mms_reshape_3d(ctx, mms_get_rows(ctx, table, aspect_id), D, rows, T), gate);
+}
+
+/* Builds the encoder; returns the projector's output [text width, N*T] and sets *vision_out to
+   the encoder's output [D*(1+taps), N, T]. */
+static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, const struct mms_mllama_model *m,
+                                                   const struct mms__mllama_vision_inputs *in, struct mms_tensor **vision_out) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int64_t D = hp->v_n_embd, T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded;
+    const int64_t P = hp->v_patch_size, K = P * P * hp->v_channels, side = hp->v_image_size / hp->v_patch_size;
+    struct mms_tensor *x, *cls, *taps = NULL, *out, *feat;
+    int il, k = 0;
+
+    /* patch embedding: a convolution with stride = kernel, as one product [D, patches * T] */
+    x = mms_im2col(ctx, m->patch_embd, in->pixels, (int)P, (int)P, 0, 0, 1, 1, true, MMS_TYPE_F32);      /* [K, side, side, T] */
+    x = mms_mul_mat(ctx, mms_reshape_2d(ctx, m->patch_embd, K, D), mms_reshape_2d(ctx, x, K, side * side * T));
+    x = mms_reshape_3d(ctx, x, D, side * side, T);
+    x = mms_add(ctx, x, mms__mllama_aspect_embd(ctx, m->pre_tile_embd, m->pre_tile_gate, in->aspect_id, D, 1, T));
+    cls = mms_repeat(ctx, mms_reshape_3d(ctx, m->class_embd, D, 1, 1), mms_new_tensor_3d(ctx, MMS_TYPE_F32, D, 1, T));
+    x = mms_concat(ctx, cls, x, 1);                                                                         /* [D, N, T] */
+    x = mms_add(ctx, x, mms_mul(ctx, m->pos_embd, m->pos_gate));                        /* (1 - tanh g) * E_pos */
+    x = mms_add(ctx, x, mms__mllama_aspect_embd(ctx, m->tile_pos_embd, m->tile_pos_gate, in->aspect_id, D, N, T));
+    x = mms__layer_norm(ctx, x, m->pre_ln_w, m->pre_ln_b, hp->v_eps);
+    x = mms_reshape_2d(ctx, mms_pad(ctx, x, 0, (int)(Np - N), 0, 0), D, Np * T);                         /* [D, Np*T] */
+
+    for (il = 0; il < hp->v_n_layer; il++) {
+        if (k < hp->v_n_taps && hp->v_taps[k] == il) {     /* Meta's rule: the layer's input; taps interleave */
+            struct mms_tensor *tap = mms_reshape_3d(ctx, x, 1, D, Np * T);
+            taps = taps ? mms_concat(ctx, taps, tap, 0) : tap;
+            k++;
+        }
+        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in->mask);
+    }
+    x = mms__layer_norm(ctx, x, m->post_ln_w, m->post_ln_b, hp->v_eps);
+    x = mms_add(ctx, mms_reshape_3d(ctx, x, D, Np, T), mms__mllama_aspect_embd(ctx, m->post_tile_embd, m->post_tile_gate, in->aspect_id, D, 1, T));
+    x = mms_reshape_2d(ctx, x, D, Np * T);
+    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in->mask);
+
+    /* drop the padding tokens; [global ‖ taps] per token */
+    out = mms_cont(ctx, mms_view_3d(ctx, x, D, N, T, x->nb[1], x->nb[1] * (size_t)Np, 0));
+    if (taps) {
+        struct mms_tensor *t = mms_reshape_3d(ctx, mms_cont(ctx, taps), D * hp->v_n_taps, Np, T);
+        out = mms_concat(ctx, out, mms_cont(ctx, mms_view_3d(ctx, t, t->ne[0], N, T, t->nb[1], t->nb[2], 0)), 0);
+    }
+    feat = mms_set_name(out, "vision_out");                                                              /* [D*(1+taps), N, T] */
+    *vision_out = feat;
+    x = mms_add(ctx, mms_mul_mat(ctx, m->mm_w, mms_reshape_2d(ctx, feat, hp->v_output_dim, N * T)), m->mm_b);
+    return mms_set_name(x, "vision_projected");                                                          /* [text width, N*T] */
+}
+
+/* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
+   unused; only query-and-key both padding is masked (spec section 4.7). F16 [Np*T, Np*T]. */
+static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *out) {
+    const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
+    const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
+    int64_t q, k;
+    for (q = 0; q < L; q++) {
+        bool q_pad = q % Np >= N || !aspect_mask[q / Np];
+        for (k = 0; k < L; k++) out[q * L + k] = q_pad && (k % Np >= N || !aspect_mask[k / Np]) ? neg_inf : zero;
+    }
+}
+/* ==== end src/mllama/vision.c ==== */
+
+/* ==== begin src/mllama/text.c ==== */
+/* >>mllama-text ===================================================================================
+   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
+   layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
+   rows asked; and the per-image cross-attention K/V, computed once and kept. */
+
+struct mms__mllama_text_inputs {
+    struct mms_tensor *tokens;       /* I32 [n] */
+    struct mms_tensor *pos;          /* I32 [n] */
+    struct mms_tensor *kq_mask;      /* F32 [n_kv, n]: causal */
+    struct mms_tensor *cross_mask;   /* F32 [L, n], NULL: text only, cross layers skipped */
+    struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
+    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+};
+
+static struct mms_tensor *mms__rms(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, float eps) {
+    return mms_mul(ctx, mms_rms_norm(ctx, x, eps), w);
+}
+
+static struct mms_tensor *mms__mllama_mlp(struct mms_context *ctx, const struct mms__mllama_tlayer *ly, struct mms_tensor *h) {
+    return mms_mul_mat(ctx, ly->ffn_down, mms_mul(ctx, mms_silu(ctx, mms_mul_mat(ctx, ly->ffn_gate, h)), mms_mul_mat(ctx, ly->ffn_up, h)));
+}
+
+static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *x, struct mms_tensor *pos) {
+    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
+                        m->hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+}
+
+/* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
+static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
+
+/* Self-attention layer il; new keys and values go into the cache at n_past (the copies are added
+   to the graph first, so they run before the attention that reads the cache). */
+static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
+                                                 struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
+                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const struct mms__mllama_tlayer *ly = &m->layers[il];
+    const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past n_past + n */
+    struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *k, *v, *o;
+    q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
+    k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
+    v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
+    mms_build_forward_expand(gf, mms_cpy(ctx, k, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n, k_cache->nb[1], k_cache->nb[2], (size_t)n_past * k_cache->nb[2])));
+    mms_build_forward_expand(gf, mms_cpy(ctx, v, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n, v_cache->nb[1], v_cache->nb[2], (size_t)n_past * v_cache->nb[2])));
+    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], 0));
+    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], 0));
+    o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
+    x = mms_add(ctx, x, mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n)));
+    return mms_add(ctx, x, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)));
+}
+
+/* Cross-attention layer il over the kept image keys [HD, Hkv, L] and values [HD*Hkv, L]. */
+static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const struct mms_mllama_model *m, int il, struct mms_tensor *x,
+                                                  struct mms_tensor *k, struct mms_tensor *v, const struct mms__mllama_text_inputs *in) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const struct mms__mllama_tlayer *ly = &m->layers[il];
+    const int64_t HD = hp->head_dim, n = x->ne[1];
+    struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *o, *f;
+    q = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), ly->q_norm, hp->rms_eps);
+    v = mms_reshape_3d(ctx, v, HD, hp->n_head_kv, v->ne[1]);
+    o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), mms__heads(ctx, k), mms__heads(ctx, v), in->cross_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);
+    o = mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n));
+    x = mms_add(ctx, x, mms_mul(ctx, o, mms_tanh(ctx, ly->gate_attn)));
+    f = mms_mul(ctx, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)), in->cross_rows);   /* HF: MLP branch only */
+    return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
+}
+
+/* A batch of n tokens at n_past; caches per text layer (NULL for cross layers), cross K/V per
+   cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
+static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
+                                                 struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
+                                                 struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
+                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
+    int il;
+    for (il = 0; il < hp->n_layer; il++) {
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], n_past, in);
+        else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
+        /* no image in the conversation: cross layers are the identity (as in transformers) */
+    }
+    x = mms_get_rows(ctx, x, in->out_ids);
+    x = mms_mul_mat(ctx, m->output, mms__rms(ctx, x, m->output_norm, hp->rms_eps));
+    mms_set_output(x);
+    return mms_set_name(x, "logits");
+}
+
+/* The keys [HD, Hkv, L] (after k_norm) and values [HD*Hkv, L] of every cross layer for projected
+   image states [D, L]. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
+                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int64_t HD = hp->head_dim, L = states->ne[1];
+    int il;
+    for (il = 0; il < hp->n_layer; il++) {
+        const struct mms__mllama_tlayer *ly = &m->layers[il];
+        if (!ly->cross) continue;
+        k_out[il] = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
+        v_out[il] = mms_mul_mat(ctx, ly->wv, states);
+        mms_format_name(k_out[il], "blk.%d.cross_k", il);
+        mms_format_name(v_out[il], "blk.%d.cross_v", il);
+    }
+}
+/* ==== end src/mllama/text.c ==== */
+
+/* ==== begin src/mllama/runtime.c ==== */
+/* >>mllama-runtime ================================================================================
+   Encoding images and decoding tokens on one scheduler, the KV cache, the cache of encoded images
+   and the cross-attention masks. */
+
+#define MMS__MLLAMA_KV_STEP 256   /* attention spans grow in steps, so decode graphs repeat and reuse their plan */
+
+struct mms__mllama_image_entry {
+    uint64_t            hash;
+    int                 n_tiles;
+    struct mms_context *ctx;            /* its graph; the persistent tensors in it stay valid */
+    struct mms_tensor **k, **v;         /* per text layer, set for cross layers */
+    int64_t             last_use;
+};
+
+struct mms_mllama_context {
+    struct mms_mllama_model         *m;
+    struct mms_mllama_context_params p;
+    mms_backend_sched_t              sched;
+    struct mms_context              *cache_ctx[2];
+    mms_backend_buffer_t             cache_buf[2];
+    struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones) */
+    struct mms_context              *gctx;                   /* the current graph; reset before each */
+    int                              n_past;
+
+    int                             *conv_images;            /* cache entries, in the order added */
+    int                              n_conv_images;
+    int                             *image_pos;              /* positions of the <|image|> tokens seen */
+    int                              n_image_pos;
+
+    struct mms__mllama_image_entry  *images;
+    int                              n_images;
+    int64_t                          clock;
+    int                              n_encodes;
+
+    float                           *logits;
+    int                              n_logits;
+
+    struct {                                                 /* what each reserved graph planned, per backend */
+        char   name[40];
+        size_t planned[2], lower_bound[2];
+    } reserved[2];
+    int                              n_reserved;
+};
+
+MMS_API mms_backend_sched_t mms_mllama_context_get_sched(struct mms_mllama_context *c) { return c ? c->sched : NULL; }
+MMS_API int mms_mllama_get_n_logits(const struct mms_mllama_context *c) { return c ? c->n_logits : 0; }
+MMS_API const float *mms_mllama_get_logits(const struct mms_mllama_context *c, int i) {
+    return c && i >= 0 && i < c->n_logits ? c->logits + (size_t)i * (size_t)c->m->hp.n_vocab : NULL;
+}
+MMS_API int mms_mllama_get_n_past(const struct mms_mllama_context *c) { return c ? c->n_past : 0; }
+MMS_API int mms_mllama_get_n_encodes(const struct mms_mllama_context *c) { return c ? c->n_encodes : 0; }
+
+static struct mms_context *mms__mllama_fresh_graph_ctx(struct mms_mllama_context *c) {
+    mms_reset(c->gctx);
+    return c->gctx;
+}
+
+static void mms__mllama_image_release(struct mms_mllama_context *c, struct mms__mllama_image_entry *e) {
+    int il;
+    for (il = 0; il < c->m->hp.n_layer && e->k; il++) {
+        if (e->k[il]) mms_backend_sched_release(c->sched, e->k[il]);
+        if (e->v[il]) mms_backend_sched_release(c->sched, e->v[il]);
+    }
+    MMS_FREE(e->k);
+    MMS_FREE(e->v);
+    mms_free(e->ctx);
+    memset(e, 0, sizeof *e);
+}
+
+MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
+    int i;
+    if (!c) return;
+    for (i = 0; i < c->n_images; i++) mms__mllama_image_release(c, &c->images[i]);
+    mms_backend_sched_free(c->sched);
+    for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
+    mms_free(c->gctx);
+    MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
+    MMS_FREE(c->images); MMS_FREE(c->logits);
+    MMS_FREE(c);
+}
+
+/* -- graphs -- */
+
+struct mms__mllama_vision_graph {
+    struct mms_cgraph *graph;
+    struct mms__mllama_vision_inputs in;
+    struct mms_tensor *vision_out, *projected;
+};
+
+/* The image graph: encoder and projector, and (keep) every cross layer's K/V, persistent. */
+static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_context *ctx, bool keep,
+                                     struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
+    int il;
+    out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
+    out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
+    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, L), "vision_mask");
+    mms_set_input(out->in.pixels);
+    mms_set_input(out->in.aspect_id);
+    mms_set_input(out->in.mask);
+    out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
+    out->graph = mms_new_graph(ctx);
+    mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
+    if (keep) {
+        mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
+        for (il = 0; il < hp->n_layer; il++) {
+            if (!k[il]) continue;
+            mms_set_persistent(k[il]);
+            mms_set_persistent(v[il]);
+            mms_build_forward_expand(out->graph, k[il]);
+            mms_build_forward_expand(out->graph, v[il]);
+        }
+    } else {
+        mms_set_output(out->vision_out);
+        mms_set_output(out->projected);
+        mms_build_forward_expand(out->graph, out->vision_out);
+        mms_build_forward_expand(out->graph, out->projected);
+    }
+}
+
+struct mms__mllama_text_graph {
+    struct mms_cgraph *graph;
+    struct mms__mllama_text_inputs in;
+    struct mms_tensor *logits;
+    int n_kv;
+};
+
+/* The decode graph for n tokens (n_out logits rows); cross K/V of the given per-layer lists of
+   n_img images (n_img 0: text only). */
+static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_context *ctx, int n, int n_out,
+                                   struct mms_tensor ***img_k, struct mms_tensor ***img_v, int n_img, struct mms__mllama_text_graph *out) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    struct mms_tensor **ck = NULL, **cv = NULL;
+    int il, j;
+    out->n_kv = MMS__MIN(c->p.n_ctx, (c->n_past + n + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
+    memset(&out->in, 0, sizeof out->in);
+    out->in.tokens = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "tokens");
+    out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
+    out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
+    out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
+    mms_set_input(out->in.tokens);
+    mms_set_input(out->in.pos);
+    mms_set_input(out->in.kq_mask);
+    mms_set_input(out->in.out_ids);
+    if (n_img > 0) {
+        const int64_t L = (int64_t)n_img * hp->v_max_tiles * hp->v_n_tokens;
+        out->in.cross_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, L, n), "cross_mask");
+        out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
+        mms_set_input(out->in.cross_mask);
+        mms_set_input(out->in.cross_rows);
+        ck = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *ck * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
+        cv = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *cv * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
+        for (il = 0; ck && cv && il < hp->n_layer; il++) {
+            ck[il] = cv[il] = NULL;
+            if (!c->m->layers[il].cross) continue;
+            ck[il] = img_k[0][il];
+            cv[il] = img_v[0][il];
+            for (j = 1; j < n_img; j++) {   /* keys in conversation order, as the mask lays them out */
+                ck[il] = mms_concat(ctx, ck[il], img_k[j][il], 2);
+                cv[il] = mms_concat(ctx, cv[il], img_v[j][il], 1);
+            }
+        }
+    }
+    out->graph = mms_new_graph(ctx);
+    mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, c->n_past, &out->in);
+    mms_build_forward_expand(out->graph, out->logits);
+}
+
+/* -- creation: caches and the reservation of every graph -- */
+
+static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    int il, b;
+    c->k_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->k_cache * (size_t)hp->n_layer);
+    c->v_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->v_cache * (size_t)hp->n_layer);
+    if (!c->k_cache || !c->v_cache) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (b = 0; b < 2; b++) {
+        struct mms_init_params ip = { 0, NULL, true };
+        if (!(c->cache_ctx[b] = mms_init(ip))) return mms_last_status();
+    }
+    for (il = 0; il < hp->n_layer; il++) {
+        struct mms_context *ctx = c->cache_ctx[c->m->layers[il].backend];
+        c->k_cache[il] = c->v_cache[il] = NULL;
+        if (c->m->layers[il].cross) continue;
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
+    }
+    for (b = 0; b < 2; b++) {
+        if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
+        c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
+        if (!c->cache_buf[b])
+            return mms_set_error(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
+                                 mms_backend_name(c->m->backends[b]), mms_last_error());
+        /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
+        mms_backend_buffer_clear(c->cache_buf[b], 0);
+    }
+    return MMS_OK;
+}
+
+/* Reserves a graph and records its plan; when memory runs out the message says for which graph. */
+static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct mms_cgraph *g) {
+    enum mms_status st = mms_backend_sched_reserve(c->sched, g);
+    int b;
+    if (st == MMS_ERR_OOM || st == MMS_ERR_BACKEND)
+        return mms_set_error(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
+    if (st == MMS_OK && c->n_reserved < 2) {
+        mms__copy_str(c->reserved[c->n_reserved].name, sizeof c->reserved[0].name, mms_graph_get_name(g));
+        for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++) {
+            struct mms_gallocr_buffer_info bi;
+            memset(&bi, 0, sizeof bi);
+            mms_gallocr_get_buffer_info(mms_backend_sched_get_gallocr(c->sched), b, &bi);
+            c->reserved[c->n_reserved].planned[b] = bi.planned;
+            c->reserved[c->n_reserved].lower_bound[b] = bi.lower_bound;
+        }
+        c->n_reserved++;
+    }
+    return st;
+}
+
+static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    struct mms__mllama_vision_graph vg;
+    struct mms__mllama_text_graph tg;
+    struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms_context *ctx;
+    enum mms_status st = MMS_OK;
+    int j, il, n_img = c->m->has_vision ? c->p.max_images : 0;
+
+    if (c->m->has_vision) {
+        struct mms_tensor **k0, **v0;
+        ctx = mms__mllama_fresh_graph_ctx(c);
+        k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
+        if (!k0) return mms_get_status(ctx);
+        v0 = k0 + hp->n_layer;
+        memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
+        mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
+        if ((st = mms__mllama_reserve(c, vg.graph)) != MMS_OK) return st;
+    }
+    /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
+    ctx = mms__mllama_fresh_graph_ctx(c);
+    k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
+    if (!k) return mms_get_status(ctx);
+    v = k + n_img + 1;
+    for (j = 0; j < n_img; j++) {
+        k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
+        if (!k[j]) return mms_get_status(ctx);
+        v[j] = k[j] + hp->n_layer;
+        for (il = 0; il < hp->n_layer; il++) {
+            const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
+            k[j][il] = v[j][il] = NULL;
+            if (!c->m->layers[il].cross) continue;
+            k[j][il] = mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, L);
+            v[j][il] = mms_new_tensor_2d(ctx, MMS_TYPE_F32, (int64_t)hp->head_dim * hp->n_head_kv, L);
+            mms_set_persistent(k[j][il]);
+            mms_set_persistent(v[j][il]);
+            mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
+            mms_backend_sched_set_tensor_backend(c->sched, v[j][il], c->m->backends[c->m->layers[il].backend]);
+        }
+    }
+    c->n_past = c->p.n_ctx - c->p.n_batch;   /* the widest attention span */
+    mms__mllama_text_graph(c, ctx, c->p.n_batch, c->p.n_batch, k, v, n_img, &tg);
+    st = mms__mllama_reserve(c, tg.graph);
+    c->n_past = 0;
+    mms_backend_sched_reset(c->sched);          /* drops the stand-ins' pins */
+    return st;
+}
+
+MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *m, const struct mms_mllama_context_params *params) {
+    struct mms_mllama_context *c;
+    struct mms_init_params ip = { 0, NULL, true };
+    mms_backend_t backends[2];
+    if (!m) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: model is NULL"); return NULL; }
+    if (!(c = (struct mms_mllama_context *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    if (params) c->p = *params;
+    if (c->p.n_ctx <= 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
+    if (c->p.n_batch <= 0) c->p.n_batch = 512;
+    if (c->p.max_images <= 0) c->p.max_images = 2;
+    if (c->p.image_cache < c->p.max_images) c->p.image_cache = c->p.max_images + 2;
+    c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
+    if (c->p.n_ctx > m->hp.n_ctx_train) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
+        MMS_FREE(c);
+        return NULL;
+    }
+    backends[0] = m->backends[1];   /* the offload backend first: ops go there unless pinned elsewhere */
+    backends[1] = m->backends[0];
+    c->sched = mms_backend_sched_new(backends, NULL, m->backends[1] == m->backends[0] ? 1 : 2, false, false);
+    c->gctx = mms_init(ip);
+    c->conv_images = (int *)MMS_MALLOC(sizeof(int) * (size_t)c->p.max_images);
+    c->image_pos = (int *)MMS_MALLOC(sizeof(int) * (size_t)c->p.max_images);
+    c->images = (struct mms__mllama_image_entry *)MMS_MALLOC(sizeof *c->images * (size_t)c->p.image_cache);
+    if (!c->sched || !c->gctx || !c->conv_images || !c->image_pos || !c->images) goto fail;
+    memset(c->images, 0, sizeof *c->images * (size_t)c->p.image_cache);
+    if (mms__mllama_make_kv_cache(c) != MMS_OK || mms__mllama_reserve_all(c) != MMS_OK) goto fail;
+    return c;
+fail:
+    if (mms_last_status() == MMS_OK) mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    mms_mllama_context_free(c);
+    return NULL;
+}
+
+MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE *out) {
+    int b, i;
+    if (!out) out = stdout;
+    if (!c) return;
+    for (b = 0; b < 2; b++) {
+        mms_backend_t be = c->m->backends[b];
+        size_t weights = 0, kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
+        if (b == 1 && be == c->m->backends[0]) break;
+        for (i = 0; i < c->m->n_bufs; i++)
+            if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
+                (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB\n",
+                mms_backend_name(be), (double)weights / 1048576.0, (double)kv / 1048576.0,
+                (double)mms_backend_sched_get_buffer_size(c->sched, be) / 1048576.0,
+                (double)mms_backend_sched_get_persistent_size(c->sched, be) / 1048576.0);
+    }
+    for (i = 0; i < c->n_reserved; i++)
+        for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
+            fprintf(out, "mllama graph '%s' on %s: compute %zu bytes (%.2f MiB), lower bound %zu bytes (%.2f MiB)\n", c->reserved[i].name,
+                    mms_backend_name(mms_backend_sched_get_backend(c->sched, b)), c->reserved[i].planned[b],
+                    (double)c->reserved[i].planned[b] / 1048576.0, c->reserved[i].lower_bound[b], (double)c->reserved[i].lower_bound[b] / 1048576.0);
+}
+
+/* -- images -- */
+
+static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const unsigned char *p = (const unsigned char *)img->pixels;
+    size_t i, n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
+    return h ? h : 1;
+}
+
+static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, const struct mms_mllama_image *img, const char *who) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "%s: the model has shapes only, no weights", who);
+    if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "%s: the model was loaded without its vision tower", who);
+    if (!img || !img->pixels || img->image_size != hp->v_image_size || img->max_num_tiles != hp->v_max_tiles ||
+        img->n_tiles < 1 || img->n_tiles > hp->v_max_tiles)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: the image was not preprocessed for this model (tile %d, %d tiles; the model "
+                             "wants tile %d, up to %d tiles)", who, img ? img->image_size : 0, img ? img->max_num_tiles : 0,
+                             hp->v_image_size, hp->v_max_tiles);
+    return MMS_OK;
+}
+
+/* Sets the inputs of an allocated vision graph. */
+static enum mms_status mms__mllama_set_vision_inputs(struct mms_mllama_context *c, const struct mms__mllama_vision_graph *vg,
+                                                     const struct mms_mllama_image *img) {
+    const int64_t L = vg->in.mask->ne[0];
+    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(L * L));
+    int32_t id = img->aspect_ratio_id;
+    enum mms_status st;
+    if (!mask) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask");
+    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask);
+    st = mms_backend_tensor_set(vg->in.mask, mask, 0, mms_nbytes(vg->in.mask));
+    MMS_FREE(mask);
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.pixels, img->pixels, 0, mms_nbytes(vg->in.pixels));
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.aspect_id, &id, 0, sizeof id);
+    return st;
+}
+
+MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *c, const struct mms_mllama_image *img, float *vision_out, float *projected) {
+    struct mms__mllama_vision_graph vg;
+    enum mms_status st;
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_encode_image: context is NULL");
+    if ((st = mms__mllama_check_image(c, img, "mms_mllama_encode_image")) != MMS_OK) return st;
+    mms__mllama_vision_graph(c, mms__mllama_fresh_graph_ctx(c), false, NULL, NULL, &vg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
+        (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
+        (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) return st;
+    c->n_encodes++;
+    if (vision_out && (st = mms_backend_tensor_get(vg.vision_out, vision_out, 0, mms_nbytes(vg.vision_out))) != MMS_OK) return st;
+    if (projected && (st = mms_backend_tensor_get(vg.projected, projected, 0, mms_nbytes(vg.projected))) != MMS_OK) return st;
+    return MMS_OK;
+}
+
+/* The cache entry for img: found by hash, or encoded into a free (or the least recently used,
+   not in the conversation) slot. */
+static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, const struct mms_mllama_image *img, int *slot) {
+    const uint64_t hash = mms__mllama_image_hash(img);
+    struct mms__mllama_vision_graph vg;
+    struct mms__mllama_image_entry *e;
+    struct mms_init_params ip = { 0, NULL, true };
+    enum mms_status st;
+    int i, j, pick = -1;
+    for (i = 0; i < c->n_images; i++)
+        if (c->images[i].ctx && c->images[i].hash == hash) { *slot = i; c->images[i].last_use = ++c->clock; return MMS_OK; }
+    for (i = 0; i < c->p.image_cache && pick < 0; i++) if (!c->images[i].ctx) pick = i;
+    for (i = 0; i < c->p.image_cache && pick < 0; i++) {   /* evict the least recently used image not in use */
+        bool used = false;
+        for (j = 0; j < c->n_conv_images; j++) used |= c->conv_images[j] == i;
+        if (!used && (pick < 0 || c->images[i].last_use < c->images[pick].last_use)) pick = i;
+    }
+    if (pick < 0) return mms_set_error(MMS_ERR_STATE, "mllama: the image cache (%d) is full of images in use", c->p.image_cache);
+    e = &c->images[pick];
+    if (e->ctx) mms__mllama_image_release(c, e);
+    if (pick >= c->n_images) c->n_images = pick + 1;
+    e->ctx = mms_init(ip);
+    e->k = (struct mms_tensor **)MMS_MALLOC(sizeof *e->k * (size_t)c->m->hp.n_layer);
+    e->v = (struct mms_tensor **)MMS_MALLOC(sizeof *e->v * (size_t)c->m->hp.n_layer);
+    if (!e->ctx || !e->k || !e->v) { mms__mllama_image_release(c, e); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+    memset(e->k, 0, sizeof *e->k * (size_t)c->m->hp.n_layer);
+    memset(e->v, 0, sizeof *e->v * (size_t)c->m->hp.n_layer);
+    mms__mllama_vision_graph(c, e->ctx, true, e->k, e->v, &vg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
+        (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
+        (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) {
+        mms__mllama_image_release(c, e);
+        return st;
+    }
+    c->n_encodes++;
+    e->hash = hash;
+    e->n_tiles = img->n_tiles;
+    e->last_use = ++c->clock;
+    *slot = pick;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const struct mms_mllama_image *img) {
+    enum mms_status st;
+    int slot = -1;
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: context is NULL");
+    if ((st = mms__mllama_check_image(c, img, "mms_mllama_add_image")) != MMS_OK) return st;
+    if (c->n_conv_images == c->p.max_images)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: the conversation already has %d images (max_images)", c->p.max_images);
+    if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
+    c->conv_images[c->n_conv_images++] = slot;
+    return MMS_OK;
+}
+
+/* -- decoding -- */
+
+/* The cross-attention inputs for rows at positions p0..p0+n-1: keys are the conversation's images
+   in order, T tiles of N tokens each. A row sees the images of the last group of consecutive
+   <|image|> tokens at or before it, minus their unused tiles; before the first one it sees
+   nothing, which transformers turns into an all-zero mask row and a zeroed MLP (cross_rows 0). */
+static void mms__mllama_cross_masks(const struct mms_mllama_context *c, int p0, int n, float *mask, float *rows) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    const int T = hp->v_max_tiles, N = hp->v_n_tokens, L = c->n_conv_images * T * N;
+    int i, j, t, k;
+    for (i = 0; i < n; i++) {
+        int p = p0 + i, first = -1, last = -1;
+        float *row = mask + (size_t)i * (size_t)L;
+        for (j = 0; j < c->n_image_pos; j++) {          /* the group: a run of consecutive image tokens */
+            if (c->image_pos[j] > p) break;
+            if (j == 0 || c->image_pos[j] != c->image_pos[j - 1] + 1) first = j;
+            last = j;
+        }
+        rows[i] = first >= 0 ? 1.0f : 0.0f;
+        for (j = 0; j < c->n_conv_images; j++) {
+            int n_tiles = c->images[c->conv_images[j]].n_tiles;
+            for (t = 0; t < T; t++) {
+                float v = first < 0 ? 0.0f : (j >= first && j <= last && t < n_tiles) ? 0.0f : -INFINITY;
+                for (k = 0; k < N; k++) row[((size_t)j * T + t) * N + k] = v;
+            }
+        }
+    }
+}
+
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const int32_t *tokens, int n, const bool *want) {
+    const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
+    struct mms__mllama_text_graph tg;
+    struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms_context *ctx;
+    int32_t *pos = NULL, *out_ids = NULL;
+    float *buf = NULL;
+    enum mms_status st = MMS_OK;
+    int i, j, n_out = 0, n_image_tokens = 0, n_img;
+    if (!c || !tokens || n < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
+    if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
+    if (n > c->p.n_batch) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens in one batch, more than n_batch %d", n, c->p.n_batch);
+    if (c->n_past + n > c->p.n_ctx)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens after %d do not fit in the context of %d tokens", n, c->n_past, c->p.n_ctx);
+    for (i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= hp->n_embd_rows)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: token %d at %d is outside the vocabulary (0..%d)", tokens[i], i, hp->n_embd_rows - 1);
+        if (tokens[i] == hp->image_token_id) n_image_tokens++;
+        if (!want || want[i]) n_out++;
+    }
+    if (!want) n_out = 1;
+    if (c->n_image_pos + n_image_tokens > c->n_conv_images)
+        return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: %d <|image|> tokens in the conversation but %d images added "
+                             "(add each image with mms_mllama_add_image before its token)", c->n_image_pos + n_image_tokens, c->n_conv_images);
+    if (n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
+    for (i = 0; i < n; i++) if (tokens[i] == hp->image_token_id) c->image_pos[c->n_image_pos++] = c->n_past + i;
+
+    ctx = mms__mllama_fresh_graph_ctx(c);
+    n_img = c->n_conv_images;
+    if (n_img > 0) {
+        k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
+        if (!k) { st = mms_get_status(ctx); goto done; }
+        v = k + n_img;
+        for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
+    }
+    mms__mllama_text_graph(c, ctx, n, n_out, k, v, n_img, &tg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
+
+    pos = (int32_t *)MMS_MALLOC(sizeof *pos * (size_t)n);
+    out_ids = (int32_t *)MMS_MALLOC(sizeof *out_ids * (size_t)n);
+    buf = (float *)MMS_MALLOC(sizeof *buf * (size_t)tg.n_kv * (size_t)n);
+    if (!pos || !out_ids || !buf) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); goto done; }
+    for (i = 0, j = 0; i < n; i++) {
+        pos[i] = c->n_past + i;
+        if (want ? want[i] : i == n - 1) out_ids[j++] = i;
+    }
+    for (i = 0; i < n; i++)                          /* causal: a row sees positions up to its own */
+        for (j = 0; j < tg.n_kv; j++) buf[(size_t)i * (size_t)tg.n_kv + (size_t)j] = j <= pos[i] ? 0.0f : -INFINITY;
+    if ((st = mms_backend_tensor_set(tg.in.tokens, tokens, 0, sizeof *tokens * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.pos, pos, 0, sizeof *pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.out_ids, out_ids, 0, sizeof *out_ids * (size_t)n_out)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.kq_mask, buf, 0, mms_nbytes(tg.in.kq_mask))) != MMS_OK) goto done;
+    if (n_img > 0) {
+        float *cm = (float *)MMS_MALLOC(sizeof *cm * (size_t)tg.in.cross_mask->ne[0] * (size_t)n), *rows = buf;
+        if (!cm) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the cross-attention mask"); goto done; }
+        mms__mllama_cross_masks(c, c->n_past, n, cm, rows);
+        st = mms_backend_tensor_set(tg.in.cross_mask, cm, 0, mms_nbytes(tg.in.cross_mask));
+        MMS_FREE(cm);
+        if (st == MMS_OK) st = mms_backend_tensor_set(tg.in.cross_rows, rows, 0, sizeof *rows * (size_t)n);
+        if (st != MMS_OK) goto done;
+    }
+    if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
+    {
+        float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)n_out * (size_t)hp->n_vocab);
+        if (!l) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits"); goto done; }
+        c->logits = l;
+        if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
+        c->n_logits = n_out;
+    }
+    c->n_past += n;
+done:
+    if (st != MMS_OK) c->n_image_pos -= n_image_tokens;   /* the batch did not happen */
+    MMS_FREE(pos);
+    MMS_FREE(out_ids);
+    MMS_FREE(buf);
+    return st;
+}
+
+MMS_API void mms_mllama_kv_clear(struct mms_mllama_context *c) {
+    if (!c) return;
+    c->n_past = 0;
+    c->n_image_pos = 0;
+    c->n_conv_images = 0;
+    c->n_logits = 0;
+}
+
+MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_keep) {
+    if (!c || n_keep < 0 || n_keep > c->n_past)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: n_keep must be in 0..%d", c ? c->n_past : 0);
+    c->n_past = n_keep;
+    while (c->n_image_pos > 0 && c->image_pos[c->n_image_pos - 1] >= n_keep) c->n_image_pos--;
+    if (c->n_conv_images > c->n_image_pos) c->n_conv_images = c->n_image_pos;   /* images whose token went */
+    return MMS_OK;
+}
+/* ==== end src/mllama/runtime.c ==== */
 
 /* ==== begin src/base/end.c ==== */
 #endif /* MMSCHED_IMPLEMENTATION */

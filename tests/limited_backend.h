@@ -5,7 +5,8 @@
    CPU backend refuses it: every tensor crossing between the two must be copied by the scheduler.
    It runs only the ops in a mask the test chooses, so unsupported ops must fall back. Events and
    async copies exist (trivially) so the scheduler's event paths run. The arithmetic is borrowed
-   from a CPU backend, so results are bit-identical to CPU-only runs whatever the split. */
+   from a CPU backend, so results are bit-identical to CPU-only runs whatever the split.
+   Include after test.h. */
 #ifndef MMS_LIMITED_BACKEND_H
 #define MMS_LIMITED_BACKEND_H
 
@@ -134,6 +135,6 @@ static mms_backend_t limited_backend_new(const char *name, uint64_t op_mask) {
     return b;
 }
 
-static uint64_t limited_op_bit(enum mms_op op) { return (uint64_t)1 << op; }
+TEST_FN uint64_t limited_op_bit(enum mms_op op) { return (uint64_t)1 << op; }
 
 #endif

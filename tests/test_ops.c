@@ -816,6 +816,35 @@ static void test_pad(void) {
     }
 }
 
+/* ---- repeat: a tiled over b's shape (indices modulo a's shape), any type ---- */
+
+static void test_repeat(void) {
+    static const struct { enum mms_type type; int64_t na[4], nb[4]; enum layout lay; } cfg[] = {
+        { F32,  { 5, 1, 3, 1 }, { 10, 4, 3, 2 }, CONTIG },
+        { F16,  { 1, 1, 1, 1 }, { 7, 33, 1, 1 }, CONTIG },
+        { I32,  { 3, 2, 1, 1 }, { 3, 6, 2, 1 },  CONTIG },
+        { BF16, { 4, 3, 2, 1 }, { 8, 3, 4, 2 },  PERMUTED },
+    };
+    size_t k;
+    for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        struct tcase c;
+        struct mms_tensor *a, *shape, *out;
+        const int64_t *na = cfg[k].na, *ne = cfg[k].nb;
+        case_begin(&c);
+        a = tensor_rand(&c, cfg[k].type, na, cfg[k].lay, -1, 1);
+        shape = mms_new_tensor_4d(c.ctx, F32, ne[0], ne[1], ne[2], ne[3]);
+        case_label(&c, "a %s over [%lld,%lld,%lld,%lld]", desc(&c, a), (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);
+        out = case_out(&c, mms_repeat(c.ctx, a, shape));
+        if (case_compute(&c)) {
+            double *ref = ref_new(ne);
+            int64_t i0, i1, i2, i3;
+            FOR4(ne) ref[AT(ne, i0, i1, i2, i3)] = in_at(&c, a, i0 % na[0], i1 % na[1], i2 % na[2], i3 % na[3]);
+            check(&c, "mms_repeat", out, ne, cfg[k].type, ref, 0.0);
+        }
+        case_end(&c);
+    }
+}
+
 /* ---- get_rows (f32/f16/bf16/i32 sources, 1-D to 3-D indices) ---- */
 
 static void test_get_rows(void) {
@@ -1296,6 +1325,7 @@ static void test_errors_layout(void) {
 
     BAD(ctx, mms_pad(ctx, ai, 1, 0, 0, 0), INVALID, "mms_pad", "[4,3,1,1]");
     BAD(ctx, mms_pad(ctx, a, 1, -1, 0, 0), INVALID, "mms_pad", "-1");
+    BAD(ctx, mms_repeat(ctx, a, T(ctx, F32, 6, 3, 1, 1)), INVALID, "mms_repeat", "[4,3,1,1]", "[6,3,1,1]");
 
     BAD(ctx, mms_get_rows(ctx, rows, T(ctx, F32, 3, 2, 1, 1)), INVALID, "mms_get_rows", "[3,2,1,1]");
     BAD(ctx, mms_get_rows(ctx, rows, T(ctx, I32, 3, 3, 1, 1)), INVALID, "mms_get_rows", "[3,3,1,1]", "[4,10,2,1]");
@@ -1402,6 +1432,7 @@ int main(void) {
         run_numeric("soft_max", test_soft_max);
         run_numeric("rope", test_rope);
         run_numeric("concat", test_concat);
+        run_numeric("repeat", test_repeat);
         run_numeric("pad", test_pad);
         run_numeric("get_rows", test_get_rows);
         run_numeric("cpy", test_cpy);

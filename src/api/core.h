@@ -80,6 +80,7 @@ enum mms_op {
     MMS_OP_RESHAPE        = 29,
     MMS_OP_PERMUTE        = 30,
     MMS_OP_TRANSPOSE      = 31,
+    MMS_OP_REPEAT         = 32,
     MMS_OP_COUNT
 };
 
@@ -247,6 +248,9 @@ MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
 MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
 MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+
+/* repeat tiles a over the shape of b (b.ne[i] % a.ne[i] == 0; only b's shape is used), any type. */
+MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 
 /* Copies. cpy writes a into b (same number of elements, converting between F32/F16/BF16) and
    returns a view of b; dup and cont return a new contiguous copy of a; cont_Nd also reshapes. */

@@ -6,6 +6,7 @@
    fit. Tensor data stays in the mapping until the file is closed. */
 
 enum mms_gguf_type {      /* GGUF's own value type ids */
+    MMS_GGUF_TYPE_NONE    = -1,  /* not in files: what the type getters return for a bad index */
     MMS_GGUF_TYPE_UINT8   = 0,
     MMS_GGUF_TYPE_INT8    = 1,
     MMS_GGUF_TYPE_UINT16  = 2,
@@ -33,7 +34,9 @@ MMS_API uint32_t    mms_gguf_get_version(const struct mms_gguf *gguf);
 MMS_API size_t      mms_gguf_get_alignment(const struct mms_gguf *gguf);   /* general.alignment, default 32 */
 MMS_API const char *mms_gguf_get_path(const struct mms_gguf *gguf);        /* "" for memory */
 
-/* Metadata. Keys are found by exact name; -1 if absent. */
+/* Metadata. Keys are found by exact name (bytes compared as they are); -1 if absent. A bad index
+   raises MMS_ERR_INVALID_ARG and gets NULL, MMS_GGUF_TYPE_NONE or -1, as does a non-array given to
+   the two array calls. */
 MMS_API int64_t            mms_gguf_get_n_kv(const struct mms_gguf *gguf);
 MMS_API int64_t            mms_gguf_find_key(const struct mms_gguf *gguf, const char *key);
 MMS_API const char        *mms_gguf_get_key(const struct mms_gguf *gguf, int64_t i);
@@ -51,7 +54,8 @@ MMS_API enum mms_status mms_gguf_get_f32(const struct mms_gguf *gguf, const char
 MMS_API enum mms_status mms_gguf_get_bool(const struct mms_gguf *gguf, const char *key, bool *out);
 /* Strings are not NUL-terminated in the file: the pointer is into the mapping, with its length. */
 MMS_API enum mms_status mms_gguf_get_str(const struct mms_gguf *gguf, const char *key, const char **out, size_t *len);
-/* Numeric arrays, converted element by element into out (cap elements); *n gets the length. */
+/* Numeric arrays, converted element by element into out (the first cap elements); *n gets the
+   length, so cap 0 with out NULL asks for it. i32 takes arrays of any integer type, f32 of f32/f64. */
 MMS_API enum mms_status mms_gguf_get_arr_i32(const struct mms_gguf *gguf, const char *key, int32_t *out, int64_t cap, int64_t *n);
 MMS_API enum mms_status mms_gguf_get_arr_f32(const struct mms_gguf *gguf, const char *key, float *out, int64_t cap, int64_t *n);
 /* Element i of a string array. */
@@ -78,7 +82,8 @@ MMS_API enum mms_status mms_gguf_get_tensor(const struct mms_gguf *gguf, int64_t
 MMS_API int             mms_gguf_type_from_mms(enum mms_type type);
 MMS_API enum mms_type   mms_gguf_type_to_mms(uint32_t ggml_type);
 
-/* Writer: keys and tensors in the order added; written in one go. Every add copies its data. */
+/* Writer: keys and tensors in the order added; written in one go. Every add copies its data.
+   Setting a key again replaces its value in place; general.alignment must be a u32 power of two. */
 struct mms_gguf_writer;
 
 MMS_API struct mms_gguf_writer *mms_gguf_writer_new(void);      /* NULL + last error */

@@ -32,6 +32,105 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
                                                     int width, int height, size_t stride, struct mms_mllama_image *out);
 MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
 
-/* PIL's Image.resize(..., BILINEAR) on RGB8, bit for bit (antialiased when shrinking). */
+/* Pillow's Image.resize(..., BILINEAR) on RGB8, bit for bit (antialiased when shrinking), as in
+   Pillow 13, which may run the vertical pass first; Pillow 12 and older can differ by one level on
+   some tall images. */
 MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                                                   uint8_t *dst, int dst_w, int dst_h);
+
+/* -- the model ----------------------------------------------------------------------------------------
+   Loaded from Ollama's GGUF layouts: the single file (text and vision together) or the older pair
+   of a text file and a vision projector file. Every hyper-parameter comes from the metadata, so a
+   tiny test model and the 11B model run the same code. Weights are placed on the backends the
+   caller chooses: text layers on `gpu` counted from the last (n_gpu_layers, like llama.cpp), the
+   rest and the token embeddings on `cpu`; the vision tower on either, independently. Host weights
+   are used in place from the mapped file (no copy). */
+
+struct mms_mllama_hparams {
+    /* text */
+    int   n_vocab;          /* logits rows */
+    int   n_embd_rows;      /* rows of the token embedding table (vocabulary + 8 for the image tokens) */
+    int   n_ctx_train;
+    int   n_embd, n_ff, n_head, n_head_kv, head_dim, n_layer;
+    float rope_freq_base, rms_eps;
+    int   n_cross;
+    const int *cross_layers;        /* indices of the cross-attention layers, ascending */
+    int   image_token_id;
+    /* vision (zero when the model has no vision tower) */
+    int   v_n_layer, v_n_global, v_n_embd, v_n_ff, v_n_head;
+    int   v_image_size, v_patch_size, v_max_tiles, v_channels;
+    float v_eps;
+    int   v_n_taps;
+    const int *v_taps;              /* intermediate layers whose inputs are tapped (Meta's rule) */
+    float image_mean[3], image_std[3];
+    int   v_n_patches;              /* per tile: (image_size / patch_size)^2 */
+    int   v_n_tokens;               /* per tile: patches + the class token */
+    int   v_n_tokens_padded;        /* rounded up to a multiple of 8 */
+    int   v_output_dim;             /* v_n_embd * (1 + v_n_taps) */
+};
+
+struct mms_mllama_load_params {
+    const char   *path;             /* the model, or the text part of the two-file layout */
+    const char   *mmproj_path;      /* the projector of the two-file layout, or NULL */
+    mms_backend_t cpu;              /* required: host backend */
+    mms_backend_t gpu;              /* optional: a second backend for offloaded layers */
+    int           n_gpu_layers;     /* text layers on gpu, counted from the last; >= n_layer also moves the output head */
+    bool          vision_on_gpu;    /* the vision tower on gpu (else cpu) */
+    bool          text_only;        /* do not load the vision tower */
+};
+
+struct mms_mllama_model;
+
+MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
+MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
+MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+/* A model with every weight's shape but no data (placed at addresses that are never read), for
+   planning memory: a context made from it reserves its graphs and reports buffer sizes, and
+   refuses to compute. */
+MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hparams, mms_backend_t cpu,
+                                                              enum mms_type weight_type);
+
+/* -- the runtime ------------------------------------------------------------------------------------
+   One scheduler runs the vision encoder and the text model. An image added to the conversation is
+   encoded once: its per-layer cross-attention keys and values are persistent tensors on the
+   backends of their layers, kept in a cache keyed by the pixels' hash (adding the same image again
+   costs no encode). Tokens are decoded in batches at the next positions; the k-th <|image|> token
+   of the conversation stands for the k-th image added, and each text token attends to the images
+   of the most recent group of consecutive image tokens before it (transformers' rule; tokens
+   before the first image token see a uniform mix and their MLP branch is zeroed). Without any
+   image the cross layers are skipped. The worst-case graphs (an image at max tiles, a batch of
+   n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
+   made, so a model that does not fit fails then, saying how much memory it needed where. */
+
+struct mms_mllama_context_params {
+    int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
+    int n_batch;         /* most tokens per decode call (0: 512) */
+    int max_images;      /* images per conversation (0: 2) */
+    int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
+};
+
+struct mms_mllama_context;
+
+MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *model, const struct mms_mllama_context_params *params);
+MMS_API void                       mms_mllama_context_free(struct mms_mllama_context *ctx);
+MMS_API mms_backend_sched_t        mms_mllama_context_get_sched(struct mms_mllama_context *ctx);
+/* Compute memory per backend after the reservation, the KV cache, and the kept images. */
+MMS_API void                       mms_mllama_context_print_memory(struct mms_mllama_context *ctx, FILE *out);
+
+/* Attach an image (preprocessed with the model's parameters) to the conversation. */
+MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image);
+/* Run the vision encoder alone; copies out the encoder output ([v_output_dim, tokens, tiles]) and
+   the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
+MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
+                                                float *vision_out, float *projected);
+/* Decode n tokens at the next positions; want[i] asks for row i's logits (NULL: the last row). */
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const int32_t *tokens, int n_tokens, const bool *want);
+MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);
+MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in order asked */
+MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
+MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
+/* Forget the conversation (tokens and images; encoded images stay cached), or keep its first n_keep tokens. */
+MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
+MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);

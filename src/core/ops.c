@@ -6,7 +6,7 @@ MMS_API const char *mms_op_name(enum mms_op op) {
     static const char *names[MMS_OP_COUNT] = {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
         "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
-        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT"
     };
     return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
 }
@@ -296,6 +296,16 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     }
     ne[0] = a->ne[0]; ne[1] = b->ne[0]; ne[2] = b->ne[1]; ne[3] = b->ne[2];
     return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
+}
+
+MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
+    if (!mms__args_ok(ctx, "mms_repeat", a, b)) return NULL;
+    if (!mms__type_valid(a->type) || !mms_can_repeat(a, b)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_repeat: %s cannot be repeated over the shape of %s (each dimension must divide)",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    return mms__new_op(ctx, "mms_repeat", MMS_OP_REPEAT, a->type, MMS_MAX_DIMS, b->ne, a, NULL, NULL);
 }
 
 /* -- copies -- */

@@ -64,6 +64,7 @@ struct mms_backend_sched {
     int                       *node_backend, *leaf_backend;
     unsigned char             *node_why, *leaf_why;
     struct mms_tensor        **clones;              /* per node */
+    struct mms_tensor        **leaf_clones;         /* per leaf: a placeholder for a kept tensor not made yet (reserve) */
     int                        cap_nodes, cap_leafs;
     struct mms__sched_split   *splits;
     int                        n_splits, cap_splits;
@@ -167,7 +168,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     mms__ptrmap_free(&s->pos);
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
-    MMS_FREE(s->clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
     MMS_FREE(s);
 }
 
@@ -413,7 +414,9 @@ static struct mms_tensor *mms__sched_input_copy(mms_backend_sched_t s, int split
 /* What a clone (or a copy) reads in place of the caller's tensor t. */
 static struct mms_tensor *mms__sched_mapped(mms_backend_sched_t s, struct mms_tensor *t) {
     int p = mms__sched_pos(s, t);
-    return p > 0 ? s->clones[p - 1] : t;
+    if (p > 0) return s->clones[p - 1];
+    if (p < 0 && s->leaf_clones[-p - 1]) return s->leaf_clones[-p - 1];
+    return t;
 }
 
 /* Places a persistent node in a buffer of its own on its backend (allocation only; a reserve
@@ -451,6 +454,25 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
     ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
     leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
     if (!nodes || !ids || !leafs) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
+
+    /* a kept tensor that no graph has computed yet: a placeholder when reserving, else an error */
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        s->leaf_clones[i] = NULL;
+        if (!(t->flags & MMS_TENSOR_FLAG_PERSISTENT) || t->view_src || mms__sched_has_fixed_memory(s, t)) continue;
+        if (!reserve) {
+            st = mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
+                               "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
+            goto fail;
+        }
+        if (!(s->leaf_clones[i] = mms__new_tensor_impl(s->ctx, "mms_backend_sched", t->type, MMS_MAX_DIMS, t->ne, NULL, 0))) {
+            st = mms_get_status(s->ctx);
+            goto fail;
+        }
+        *s->leaf_clones[i] = *t;
+        s->leaf_clones[i]->data = &mms__sched_placeholder;
+        s->leaf_clones[i]->buffer = NULL;
+    }
 
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
@@ -495,7 +517,7 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
             nodes[n++] = cl;
         }
     }
-    for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms_graph_leaf(g, i); ids[n + i] = s->leaf_backend[i]; }
+    for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms__sched_mapped(s, mms_graph_leaf(g, i)); ids[n + i] = s->leaf_backend[i]; }
     s->alloc_graph = mms__graph_from_lists(s->ctx, nodes, n, leafs, s->n_leafs);
     if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
     MMS_FREE(nodes);
@@ -579,10 +601,12 @@ static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_
         unsigned char *nw = (unsigned char *)MMS_REALLOC(s->node_why, (size_t)s->cap_nodes);
         unsigned char *lw = (unsigned char *)MMS_REALLOC(s->leaf_why, (size_t)s->cap_leafs);
         struct mms_tensor **cl = (struct mms_tensor **)MMS_REALLOC(s->clones, sizeof *cl * (size_t)s->cap_nodes);
+        struct mms_tensor **lc = (struct mms_tensor **)MMS_REALLOC(s->leaf_clones, sizeof *lc * (size_t)s->cap_leafs);
         if (nw) s->node_why = nw;
         if (lw) s->leaf_why = lw;
         if (cl) s->clones = cl;
-        if (!nw || !lw || !cl) goto oom;
+        if (lc) s->leaf_clones = lc;
+        if (!nw || !lw || !cl || !lc) goto oom;
     }
     for (i = 0; i < s->n_nodes; i++)
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_node(g, i), (void *)(intptr_t)(i + 1))) goto oom;

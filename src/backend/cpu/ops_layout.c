@@ -109,3 +109,21 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
         if (out == obuf) mms__store_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, out);
     }
 }
+
+/* Each dst row is the matching row of a (indices modulo a's shape), repeated along ne[0]. */
+static void mms__cpu_repeat(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0];
+    const size_t ts = mms_type_size(dst->type);
+    int64_t r, lo, hi, k;
+    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        char *d;
+        const char *s;
+        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
+        d = mms__row_ptr(dst, i1, i2, i3);
+        s = mms__row_ptr(a, i1 % a->ne[1], i2 % a->ne[2], i3 % a->ne[3]);
+        for (k = 0; k < dst->ne[0]; k += a->ne[0])
+            mms__copy_elems(d + k * (int64_t)dst->nb[0], dst->nb[0], s, a->nb[0], a->ne[0], ts);
+    }
+}

@@ -1,0 +1,521 @@
+/* >>mllama-model ==================================================================================
+   Loading Llama 3.2 Vision: hyper-parameters from GGUF metadata, weights by name with their shapes
+   checked, placement on the caller's backends. Ollama's single-file layout names the vision MLP
+   ffn_up (fc1) / ffn_down (fc2) and its norms attn_norm / ffn_norm; the older projector file names
+   them ln1 / ln2 and swaps ffn_up and ffn_down. Gates of the vision tower are stored already
+   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw. */
+
+struct mms__mllama_vlayer {
+    struct mms_tensor *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    struct mms_tensor *gate_attn, *gate_ffn;    /* global layers only: tanh(gate) */
+};
+
+struct mms__mllama_tlayer {
+    bool   cross;
+    int    backend;                             /* 0: cpu, 1: gpu */
+    struct mms_tensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
+    struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
+};
+
+struct mms_mllama_model {
+    struct mms_mllama_hparams  hp;
+    int                       *cross_layers, *taps;
+    bool                      *is_cross;                 /* per text layer */
+    struct mms_gguf           *files[2];
+    int                        n_files;
+    mms_backend_t              backends[2];              /* [0] cpu, [1] gpu (cpu again without one) */
+    struct mms_context        *wctx[2];                  /* weight tensors by backend */
+    mms_backend_buffer_t       bufs[4];
+    int                        n_bufs;
+    bool                       shapes_only;
+    int                        vision_backend, output_backend;
+
+    struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
+    struct mms__mllama_tlayer *layers;
+
+    bool               has_vision;
+    struct mms_tensor *patch_embd, *class_embd, *pos_embd, *pos_gate, *tile_pos_embd, *tile_pos_gate;
+    struct mms_tensor *pre_tile_embd, *pre_tile_gate, *post_tile_embd, *post_tile_gate;
+    struct mms_tensor *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b, *mm_w, *mm_b;
+    struct mms__mllama_vlayer *vlayers, *vglobal;
+};
+
+/* The aspect ratios with rows * cols <= max_tiles, in the processor's order; returns how many. */
+static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
+    int w, h, n = 0;
+    for (w = 1; w <= max_tiles; w++)
+        for (h = 1; h <= max_tiles; h++)
+            if (w * h <= max_tiles) {
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                n++;
+            }
+    return n;
+}
+
+static void mms__mllama_derive(struct mms_mllama_hparams *hp) {
+    if (hp->v_patch_size > 0) {
+        int side = hp->v_image_size / hp->v_patch_size;
+        hp->v_n_patches = side * side;
+        hp->v_n_tokens = hp->v_n_patches + 1;
+        hp->v_n_tokens_padded = (hp->v_n_tokens + 7) / 8 * 8;
+        hp->v_output_dim = hp->v_n_embd * (1 + hp->v_n_taps);
+    }
+}
+
+MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
+    static const int cross[8] = { 3, 8, 13, 18, 23, 28, 33, 38 }, taps[5] = { 3, 7, 15, 23, 30 };
+    memset(hp, 0, sizeof *hp);
+    hp->n_vocab = 128256; hp->n_embd_rows = 128264; hp->n_ctx_train = 131072;
+    hp->n_embd = 4096; hp->n_ff = 14336; hp->n_head = 32; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 40;
+    hp->rope_freq_base = 500000.0f; hp->rms_eps = 1e-5f;
+    hp->n_cross = 8; hp->cross_layers = cross; hp->image_token_id = 128256;
+    hp->v_n_layer = 32; hp->v_n_global = 8; hp->v_n_embd = 1280; hp->v_n_ff = 5120; hp->v_n_head = 16;
+    hp->v_image_size = 560; hp->v_patch_size = 14; hp->v_max_tiles = 4; hp->v_channels = 3; hp->v_eps = 1e-5f;
+    hp->v_n_taps = 5; hp->v_taps = taps;
+    hp->image_mean[0] = 0.48145466f; hp->image_mean[1] = 0.4578275f; hp->image_mean[2] = 0.40821073f;
+    hp->image_std[0] = 0.26862954f; hp->image_std[1] = 0.26130258f; hp->image_std[2] = 0.27577711f;
+    mms__mllama_derive(hp);
+}
+
+MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *m) { return m ? &m->hp : NULL; }
+
+MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
+    int i;
+    if (!m) return;
+    for (i = 0; i < m->n_bufs; i++) mms_backend_buffer_free(m->bufs[i]);
+    for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
+    for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
+    MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal);
+    MMS_FREE(m);
+}
+
+/* -- hyper-parameters -- */
+
+/* A required positive integer key; the error names the key and the file. */
+static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char *key, int *out, bool required) {
+    uint32_t v;
+    enum mms_status st = mms_gguf_get_u32(g, key, &v);
+    if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
+    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
+    *out = (int)v;
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
+    enum mms_status st = mms_gguf_get_f32(g, key, out);
+    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
+    return MMS_OK;
+}
+
+/* An int32 array key into a new array; every element in [0, limit). */
+static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char *key, int limit, int **out, int *n_out) {
+    int64_t n = 0, i;
+    int32_t *tmp;
+    enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
+    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
+    tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
+    *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
+    if (!tmp || !*out) { MMS_FREE(tmp); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+    if ((st = mms_gguf_get_arr_i32(g, key, tmp, n, &n)) != MMS_OK) { MMS_FREE(tmp); return st; }
+    for (i = 0; i < n; i++) {
+        if (tmp[i] < 0 || tmp[i] >= limit || (i > 0 && tmp[i] <= tmp[i - 1])) {
+            int bad = (int)tmp[i];
+            MMS_FREE(tmp);
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s': entry %lld = %d is not an ascending index below %d",
+                                 key, mms_gguf_get_path(g), (long long)i, bad, limit);
+        }
+        (*out)[i] = tmp[i];
+    }
+    *n_out = (int)n;
+    MMS_FREE(tmp);
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, const struct mms_gguf *text, const struct mms_gguf *vision) {
+    struct mms_mllama_hparams *hp = &m->hp;
+    const char *arch;
+    size_t len;
+    enum mms_status st;
+    int i;
+    if (mms_gguf_get_str(text, "general.architecture", &arch, &len) != MMS_OK || len != 6 || memcmp(arch, "mllama", 6) != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not an mllama model (general.architecture must be \"mllama\")", mms_gguf_get_path(text));
+    if ((st = mms__mllama_key_int(text, "mllama.vocab_size", &hp->n_vocab, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.block_count", &hp->n_layer, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.context_length", &hp->n_ctx_train, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.embedding_length", &hp->n_embd, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.feed_forward_length", &hp->n_ff, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.attention.head_count", &hp->n_head, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(text, "mllama.attention.head_count_kv", &hp->n_head_kv, true)) != MMS_OK ||
+        (st = mms__mllama_key_float(text, "mllama.rope.freq_base", &hp->rope_freq_base)) != MMS_OK ||
+        (st = mms__mllama_key_float(text, "mllama.attention.layer_norm_rms_epsilon", &hp->rms_eps)) != MMS_OK ||
+        (st = mms__mllama_key_list(text, "mllama.attention.cross_attention_layers", hp->n_layer, &m->cross_layers, &hp->n_cross)) != MMS_OK)
+        return st;
+    hp->cross_layers = m->cross_layers;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = mms__mllama_key_int(text, "mllama.rope.dimension_count", &hp->head_dim, false)) != MMS_OK) return st;
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
+                             mms_gguf_get_path(text), hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
+    hp->image_token_id = hp->n_vocab;
+    if ((st = mms__mllama_key_int(text, "mllama.image_token_index", &hp->image_token_id, false)) != MMS_OK) return st;
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    if (!vision) return MMS_OK;
+
+    if ((st = mms__mllama_key_int(vision, "mllama.vision.block_count", &hp->v_n_layer, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.global.block_count", &hp->v_n_global, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.embedding_length", &hp->v_n_embd, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.feed_forward_length", &hp->v_n_ff, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.attention.head_count", &hp->v_n_head, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.image_size", &hp->v_image_size, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.patch_size", &hp->v_patch_size, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.max_num_tiles", &hp->v_max_tiles, true)) != MMS_OK ||
+        (st = mms__mllama_key_int(vision, "mllama.vision.num_channels", &hp->v_channels, true)) != MMS_OK ||
+        (st = mms__mllama_key_float(vision, "mllama.vision.attention.layer_norm_epsilon", &hp->v_eps)) != MMS_OK ||
+        (st = mms__mllama_key_list(vision, "mllama.vision.intermediate_layers_indices", hp->v_n_layer, &m->taps, &hp->v_n_taps)) != MMS_OK)
+        return st;
+    hp->v_taps = m->taps;
+    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
+                             mms_gguf_get_path(vision), hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    {   /* mean and std of the image processor: ours when the converter wrote them, else CLIP's */
+        struct mms_mllama_hparams clip;
+        int64_t n = 0;
+        mms_mllama_hparams_11b(&clip);
+        memcpy(hp->image_mean, clip.image_mean, sizeof hp->image_mean);
+        memcpy(hp->image_std, clip.image_std, sizeof hp->image_std);
+        if (mms_gguf_find_key(vision, "mllama.vision.image_mean") >= 0 &&
+            (mms_gguf_get_arr_f32(vision, "mllama.vision.image_mean", hp->image_mean, 3, &n) != MMS_OK || n != 3 ||
+             mms_gguf_get_arr_f32(vision, "mllama.vision.image_std", hp->image_std, 3, &n) != MMS_OK || n != 3))
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: mllama.vision.image_mean/image_std in '%s' must be 3 floats each", mms_gguf_get_path(vision));
+    }
+    mms__mllama_derive(hp);
+    return MMS_OK;
+}
+
+/* -- weights -- */
+
+struct mms__wloader {
+    struct mms_mllama_model *m;
+    const struct mms_gguf   *g;            /* the file tensors come from now */
+    enum mms_type            shape_type;   /* shapes only: the type of matrices */
+    enum mms_status          st;
+};
+
+/* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L). */
+static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, const char *name,
+                                      int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    const int64_t want[4] = { ne0, ne1, ne2, ne3 };
+    struct mms_gguf_tensor_info info;
+    struct mms_tensor *t;
+    int64_t idx;
+    int i;
+    if (L->st != MMS_OK) return NULL;
+    if (L->m->shapes_only) {
+        enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
+        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        return mms_set_name(t, name);
+    }
+    idx = mms_gguf_find_tensor(L->g, name);
+    if (idx < 0) {
+        if (required) L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
+        return NULL;
+    }
+    if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return NULL;
+    for (i = 0; i < 4; i++) {
+        if (info.ne[i] != want[i]) {
+            char got[96], exp[96];
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the metadata implies %s", name,
+                                  mms_gguf_get_path(L->g), mms__shape_str(info.ne, got, sizeof got), mms__shape_str(want, exp, sizeof exp));
+            return NULL;
+        }
+    }
+    if (info.type == MMS_TYPE_INVALID) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has GGUF type %u, which mmsched cannot load",
+                              name, mms_gguf_get_path(L->g), info.ggml_type);
+        return NULL;
+    }
+    t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
+    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    mms_set_name(t, name);
+    t->extra = (void *)info.data;              /* where its bytes are, until placement */
+    return t;
+}
+
+#define MMS__W1(L, b, req, n0, ...)        mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 1, n0, 1, 1, 1)
+#define MMS__W2(L, b, req, n0, n1, ...)    mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
+
+static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) MMS_PRINTF(3, 4);
+static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+static void mms__mllama_text_weights(struct mms__wloader *L, int n_gpu_layers) {
+    struct mms_mllama_model *m = L->m;
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim, FF = hp->n_ff;
+    char nb[96];
+    int il;
+    {   /* the embedding table's row count comes from the file: vocabulary plus the image rows */
+        int64_t idx = m->shapes_only ? -1 : mms_gguf_find_tensor(L->g, "token_embd.weight");
+        struct mms_gguf_tensor_info info;
+        m->hp.n_embd_rows = hp->n_vocab + 8;
+        if (idx >= 0 && mms_gguf_get_tensor(L->g, idx, &info) == MMS_OK) m->hp.n_embd_rows = (int)info.ne[1];
+        if (hp->n_embd_rows <= hp->image_token_id && L->st == MMS_OK)
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: token_embd has %d rows, too few for the image token %d", hp->n_embd_rows, hp->image_token_id);
+    }
+    m->token_embd = MMS__W2(L, 0, true, D, hp->n_embd_rows, "token_embd.weight");
+    m->output_norm = MMS__W1(L, m->output_backend, true, D, "output_norm.weight");
+    m->output = MMS__W2(L, m->output_backend, true, D, hp->n_vocab, "output.weight");
+    m->rope_freqs = MMS__W1(L, 0, false, hp->head_dim / 2, "rope_freqs.weight");
+    for (il = 0; il < hp->n_layer; il++) {
+        struct mms__mllama_tlayer *ly = &m->layers[il];
+        int b = ly->backend = (m->backends[1] != m->backends[0] && il >= hp->n_layer - n_gpu_layers) ? 1 : 0;
+        ly->cross = m->is_cross[il];
+        ly->attn_norm = MMS__W1(L, b, true, D, "blk.%d.attn_norm.weight", il);
+        ly->ffn_norm = MMS__W1(L, b, true, D, "blk.%d.ffn_norm.weight", il);
+        ly->ffn_gate = MMS__W2(L, b, true, D, FF, "blk.%d.ffn_gate.weight", il);
+        ly->ffn_up = MMS__W2(L, b, true, D, FF, "blk.%d.ffn_up.weight", il);
+        ly->ffn_down = MMS__W2(L, b, true, FF, D, "blk.%d.ffn_down.weight", il);
+        if (ly->cross) {
+            ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.cross_attn_q_proj.weight", il);
+            ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_k_proj.weight", il);
+            ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_v_proj.weight", il);
+            ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.cross_attn_o_proj.weight", il);
+            ly->q_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_q_norm.weight", il);
+            ly->k_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_k_norm.weight", il);
+            ly->gate_attn = MMS__W1(L, b, true, 1, "blk.%d.cross_attn_attn_gate", il);
+            ly->gate_mlp = MMS__W1(L, b, true, 1, "blk.%d.cross_attn_mlp_gate", il);
+        } else {
+            ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.attn_q.weight", il);
+            ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.attn_k.weight", il);
+            ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.attn_v.weight", il);
+            ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.attn_output.weight", il);
+        }
+    }
+}
+
+/* legacy: the projector file of the older two-file layout (ln1/ln2, attn_out, fc1/fc2 swapped) */
+static void mms__mllama_vision_layer(struct mms__wloader *L, struct mms__mllama_vlayer *ly, const char *prefix, int il, bool global, bool legacy) {
+    const struct mms_mllama_hparams *hp = &L->m->hp;
+    const int b = L->m->vision_backend;
+    const int64_t D = hp->v_n_embd, FF = hp->v_n_ff;
+    const char *ln1 = legacy ? "ln1" : "attn_norm", *ln2 = legacy ? "ln2" : "ffn_norm";
+    const char *fc1 = legacy ? "ffn_down" : "ffn_up", *fc2 = legacy ? "ffn_up" : "ffn_down";
+    char nb[96];
+    ly->ln1_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln1);
+    ly->ln1_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln1);
+    ly->ln2_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln2);
+    ly->ln2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln2);
+    ly->wq = MMS__W2(L, b, true, D, D, "%s.%d.attn_q.weight", prefix, il);
+    ly->wk = MMS__W2(L, b, true, D, D, "%s.%d.attn_k.weight", prefix, il);
+    ly->wv = MMS__W2(L, b, true, D, D, "%s.%d.attn_v.weight", prefix, il);
+    ly->wo = MMS__W2(L, b, true, D, D, "%s.%d.%s.weight", prefix, il, legacy ? "attn_out" : "attn_output");
+    ly->fc1_w = MMS__W2(L, b, true, D, FF, "%s.%d.%s.weight", prefix, il, fc1);
+    ly->fc1_b = MMS__W1(L, b, true, FF, "%s.%d.%s.bias", prefix, il, fc1);
+    ly->fc2_w = MMS__W2(L, b, true, FF, D, "%s.%d.%s.weight", prefix, il, fc2);
+    ly->fc2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, fc2);
+    if (global) {
+        ly->gate_attn = MMS__W1(L, b, true, 1, "%s.%d.attn_gate", prefix, il);
+        ly->gate_ffn = MMS__W1(L, b, true, 1, "%s.%d.ffn_gate", prefix, il);
+    }
+}
+
+static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
+    struct mms_mllama_model *m = L->m;
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int b = m->vision_backend;
+    const int64_t D = hp->v_n_embd, T = hp->v_max_tiles, N = hp->v_n_tokens;
+    const int64_t n_ids = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL) + 1;   /* id 0 is padding */
+    char nb[96];
+    int il;
+    m->patch_embd = mms__weight(L, b, true, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, D);
+    m->class_embd = MMS__W1(L, b, true, D, "v.class_embd");
+    m->pos_embd = MMS__W2(L, b, true, D, N, "v.position_embd.weight");
+    m->pos_gate = MMS__W1(L, b, true, 1, "v.position_embd.gate");
+    m->tile_pos_embd = MMS__W2(L, b, true, T * N * D, n_ids, "v.tile_position_embd.weight");
+    m->tile_pos_gate = MMS__W1(L, b, true, 1, "v.tile_position_embd.gate");
+    m->pre_tile_embd = MMS__W2(L, b, true, T * D, n_ids, "v.pre_tile_position_embd.weight");
+    m->pre_tile_gate = MMS__W1(L, b, true, 1, "v.pre_tile_position_embd.gate");
+    m->post_tile_embd = MMS__W2(L, b, true, T * D, n_ids, "v.post_tile_position_embd.weight");
+    m->post_tile_gate = MMS__W1(L, b, true, 1, "v.post_tile_position_embd.gate");
+    m->pre_ln_w = MMS__W1(L, b, true, D, "v.pre_ln.weight");
+    m->pre_ln_b = MMS__W1(L, b, true, D, "v.pre_ln.bias");
+    m->post_ln_w = MMS__W1(L, b, true, D, "v.post_ln.weight");
+    m->post_ln_b = MMS__W1(L, b, true, D, "v.post_ln.bias");
+    m->mm_w = MMS__W2(L, b, true, hp->v_output_dim, hp->n_embd, "mm.0.weight");
+    m->mm_b = MMS__W1(L, b, true, hp->n_embd, "mm.0.bias");
+    for (il = 0; il < hp->v_n_layer; il++) mms__mllama_vision_layer(L, &m->vlayers[il], "v.blk", il, false, legacy);
+    for (il = 0; il < hp->v_n_global; il++) mms__mllama_vision_layer(L, &m->vglobal[il], "v.global.blk", il, true, legacy);
+}
+
+/* The bytes a file's tensors span in its mapping. */
+static void mms__gguf_data_span(const struct mms_gguf *g, const char **lo, const char **hi) {
+    int64_t i;
+    *lo = *hi = NULL;
+    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
+        struct mms_gguf_tensor_info info;
+        const char *d;
+        if (mms_gguf_get_tensor(g, i, &info) != MMS_OK) continue;
+        d = (const char *)info.data;
+        if (!*lo || d < *lo) *lo = d;
+        if (!*hi || d + info.size > *hi) *hi = d + info.size;
+    }
+}
+
+static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_backend_buffer_t buf) {
+    if (!buf) return mms_last_status();
+    if (m->n_bufs == (int)(sizeof m->bufs / sizeof m->bufs[0])) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_STATE, "mllama: too many weight buffers"); }
+    mms_backend_buffer_set_usage(buf, MMS_BUFFER_USAGE_WEIGHTS);
+    m->bufs[m->n_bufs++] = buf;
+    return MMS_OK;
+}
+
+/* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
+   their backend. Without a file (shapes only) they get addresses that are never read. */
+static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
+    int b, f;
+    enum mms_status st;
+    for (b = 0; b < 2; b++) {
+        struct mms_context *ctx = m->wctx[b];
+        struct mms_tensor *t;
+        if (!mms_get_first_tensor(ctx)) continue;
+        if (m->shapes_only) {
+            char *at = (char *)(uintptr_t)4096;
+            size_t total = 0;
+            mms_backend_buffer_t buf;
+            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) total += MMS__ALIGN_UP(mms_nbytes(t), 64);
+            buf = mms_backend_cpu_buffer_from_ptr(at, total);
+            if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+                if ((st = mms_backend_tensor_alloc(buf, t, at)) != MMS_OK) return st;
+                at += MMS__ALIGN_UP(mms_nbytes(t), 64);
+            }
+        } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
+            for (f = 0; f < m->n_files; f++) {
+                const char *lo, *hi;
+                mms_backend_buffer_t buf;
+                mms__gguf_data_span(m->files[f], &lo, &hi);
+                if (!lo) continue;
+                buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
+                if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+                    const char *d = (const char *)t->extra;
+                    if (!d || d < lo || d >= hi) continue;
+                    t->extra = NULL;
+                    if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
+                }
+            }
+        } else {
+            mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
+            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
+                const void *src = t->extra;
+                t->extra = NULL;
+                if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
+            }
+        }
+    }
+    return MMS_OK;
+}
+
+/* The model object with its arrays, once the hyper-parameters are known. */
+static enum mms_status mms__mllama_alloc_layers(struct mms_mllama_model *m) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    int b;
+    for (b = 0; b < 2; b++) {
+        struct mms_init_params ip = { 0, NULL, true };
+        if (!(m->wctx[b] = mms_init(ip))) return mms_last_status();
+    }
+    m->layers = (struct mms__mllama_tlayer *)MMS_MALLOC(sizeof *m->layers * (size_t)hp->n_layer);
+    m->vlayers = (struct mms__mllama_vlayer *)MMS_MALLOC(sizeof *m->vlayers * (size_t)(hp->v_n_layer + 1));
+    m->vglobal = (struct mms__mllama_vlayer *)MMS_MALLOC(sizeof *m->vglobal * (size_t)(hp->v_n_global + 1));
+    if (!m->layers || !m->vlayers || !m->vglobal) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    memset(m->layers, 0, sizeof *m->layers * (size_t)hp->n_layer);
+    memset(m->vlayers, 0, sizeof *m->vlayers * (size_t)(hp->v_n_layer + 1));
+    memset(m->vglobal, 0, sizeof *m->vglobal * (size_t)(hp->v_n_global + 1));
+    return MMS_OK;
+}
+
+MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *p) {
+    struct mms_mllama_model *m;
+    struct mms__wloader L;
+    const struct mms_gguf *vision_file;
+    enum mms_status st;
+    if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
+    if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+    memset(m, 0, sizeof *m);
+    m->backends[0] = p->cpu;
+    m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
+    if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
+    vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
+    if (vision_file && mms_gguf_find_key(vision_file, "mllama.vision.block_count") < 0) {
+        if (p->mmproj_path) { mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has no vision tower (mllama.vision.*)", p->mmproj_path); goto fail; }
+        vision_file = NULL;   /* a text-only model */
+    }
+    if ((st = mms__mllama_read_hparams(m, m->files[0], vision_file)) != MMS_OK || (st = mms__mllama_alloc_layers(m)) != MMS_OK) goto fail;
+    m->has_vision = vision_file != NULL;
+    m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
+    m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    L.g = m->files[0];
+    mms__mllama_text_weights(&L, p->n_gpu_layers);
+    if (m->has_vision) {
+        L.g = vision_file;
+        mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
+    }
+    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    return m;
+fail:
+    mms_mllama_model_free(m);
+    return NULL;
+}
+
+MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hp, mms_backend_t cpu, enum mms_type weight_type) {
+    struct mms_mllama_model *m;
+    struct mms__wloader L;
+    int i;
+    if (!hp || !cpu || hp->n_layer < 1) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_shapes_only: hparams and a cpu backend are required"); return NULL; }
+    if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+    memset(m, 0, sizeof *m);
+    m->hp = *hp;
+    m->shapes_only = true;
+    m->backends[0] = m->backends[1] = cpu;
+    m->cross_layers = (int *)MMS_MALLOC(sizeof(int) * (size_t)(hp->n_cross + 1));
+    m->taps = (int *)MMS_MALLOC(sizeof(int) * (size_t)(hp->v_n_taps + 1));
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->cross_layers || !m->taps || !m->is_cross || mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
+    for (i = 0; i < hp->n_cross; i++) m->cross_layers[i] = hp->cross_layers[i];
+    for (i = 0; i < hp->v_n_taps; i++) m->taps[i] = hp->v_taps[i];
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    m->hp.cross_layers = m->cross_layers;
+    m->hp.v_taps = m->taps;
+    mms__mllama_derive(&m->hp);
+    m->has_vision = hp->v_n_layer > 0;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    L.shape_type = weight_type;
+    mms__mllama_text_weights(&L, 0);
+    if (m->has_vision) mms__mllama_vision_weights(&L, false);
+    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    return m;
+fail:
+    mms_mllama_model_free(m);
+    return NULL;
+}

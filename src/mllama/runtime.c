@@ -1,0 +1,559 @@
+/* >>mllama-runtime ================================================================================
+   Encoding images and decoding tokens on one scheduler, the KV cache, the cache of encoded images
+   and the cross-attention masks. */
+
+#define MMS__MLLAMA_KV_STEP 256   /* attention spans grow in steps, so decode graphs repeat and reuse their plan */
+
+struct mms__mllama_image_entry {
+    uint64_t            hash;
+    int                 n_tiles;
+    struct mms_context *ctx;            /* its graph; the persistent tensors in it stay valid */
+    struct mms_tensor **k, **v;         /* per text layer, set for cross layers */
+    int64_t             last_use;
+};
+
+struct mms_mllama_context {
+    struct mms_mllama_model         *m;
+    struct mms_mllama_context_params p;
+    mms_backend_sched_t              sched;
+    struct mms_context              *cache_ctx[2];
+    mms_backend_buffer_t             cache_buf[2];
+    struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones) */
+    struct mms_context              *gctx;                   /* the current graph; reset before each */
+    int                              n_past;
+
+    int                             *conv_images;            /* cache entries, in the order added */
+    int                              n_conv_images;
+    int                             *image_pos;              /* positions of the <|image|> tokens seen */
+    int                              n_image_pos;
+
+    struct mms__mllama_image_entry  *images;
+    int                              n_images;
+    int64_t                          clock;
+    int                              n_encodes;
+
+    float                           *logits;
+    int                              n_logits;
+
+    struct {                                                 /* what each reserved graph planned, per backend */
+        char   name[40];
+        size_t planned[2], lower_bound[2];
+    } reserved[2];
+    int                              n_reserved;
+};
+
+MMS_API mms_backend_sched_t mms_mllama_context_get_sched(struct mms_mllama_context *c) { return c ? c->sched : NULL; }
+MMS_API int mms_mllama_get_n_logits(const struct mms_mllama_context *c) { return c ? c->n_logits : 0; }
+MMS_API const float *mms_mllama_get_logits(const struct mms_mllama_context *c, int i) {
+    return c && i >= 0 && i < c->n_logits ? c->logits + (size_t)i * (size_t)c->m->hp.n_vocab : NULL;
+}
+MMS_API int mms_mllama_get_n_past(const struct mms_mllama_context *c) { return c ? c->n_past : 0; }
+MMS_API int mms_mllama_get_n_encodes(const struct mms_mllama_context *c) { return c ? c->n_encodes : 0; }
+
+static struct mms_context *mms__mllama_fresh_graph_ctx(struct mms_mllama_context *c) {
+    mms_reset(c->gctx);
+    return c->gctx;
+}
+
+static void mms__mllama_image_release(struct mms_mllama_context *c, struct mms__mllama_image_entry *e) {
+    int il;
+    for (il = 0; il < c->m->hp.n_layer && e->k; il++) {
+        if (e->k[il]) mms_backend_sched_release(c->sched, e->k[il]);
+        if (e->v[il]) mms_backend_sched_release(c->sched, e->v[il]);
+    }
+    MMS_FREE(e->k);
+    MMS_FREE(e->v);
+    mms_free(e->ctx);
+    memset(e, 0, sizeof *e);
+}
+
+MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
+    int i;
+    if (!c) return;
+    for (i = 0; i < c->n_images; i++) mms__mllama_image_release(c, &c->images[i]);
+    mms_backend_sched_free(c->sched);
+    for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
+    mms_free(c->gctx);
+    MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
+    MMS_FREE(c->images); MMS_FREE(c->logits);
+    MMS_FREE(c);
+}
+
+/* -- graphs -- */
+
+struct mms__mllama_vision_graph {
+    struct mms_cgraph *graph;
+    struct mms__mllama_vision_inputs in;
+    struct mms_tensor *vision_out, *projected;
+};
+
+/* The image graph: encoder and projector, and (keep) every cross layer's K/V, persistent. */
+static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_context *ctx, bool keep,
+                                     struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
+    int il;
+    out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
+    out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
+    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, L), "vision_mask");
+    mms_set_input(out->in.pixels);
+    mms_set_input(out->in.aspect_id);
+    mms_set_input(out->in.mask);
+    out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
+    out->graph = mms_new_graph(ctx);
+    mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
+    if (keep) {
+        mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
+        for (il = 0; il < hp->n_layer; il++) {
+            if (!k[il]) continue;
+            mms_set_persistent(k[il]);
+            mms_set_persistent(v[il]);
+            mms_build_forward_expand(out->graph, k[il]);
+            mms_build_forward_expand(out->graph, v[il]);
+        }
+    } else {
+        mms_set_output(out->vision_out);
+        mms_set_output(out->projected);
+        mms_build_forward_expand(out->graph, out->vision_out);
+        mms_build_forward_expand(out->graph, out->projected);
+    }
+}
+
+struct mms__mllama_text_graph {
+    struct mms_cgraph *graph;
+    struct mms__mllama_text_inputs in;
+    struct mms_tensor *logits;
+    int n_kv;
+};
+
+/* The decode graph for n tokens (n_out logits rows); cross K/V of the given per-layer lists of
+   n_img images (n_img 0: text only). */
+static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_context *ctx, int n, int n_out,
+                                   struct mms_tensor ***img_k, struct mms_tensor ***img_v, int n_img, struct mms__mllama_text_graph *out) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    struct mms_tensor **ck = NULL, **cv = NULL;
+    int il, j;
+    out->n_kv = MMS__MIN(c->p.n_ctx, (c->n_past + n + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
+    memset(&out->in, 0, sizeof out->in);
+    out->in.tokens = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "tokens");
+    out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
+    out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
+    out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
+    mms_set_input(out->in.tokens);
+    mms_set_input(out->in.pos);
+    mms_set_input(out->in.kq_mask);
+    mms_set_input(out->in.out_ids);
+    if (n_img > 0) {
+        const int64_t L = (int64_t)n_img * hp->v_max_tiles * hp->v_n_tokens;
+        out->in.cross_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, L, n), "cross_mask");
+        out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
+        mms_set_input(out->in.cross_mask);
+        mms_set_input(out->in.cross_rows);
+        ck = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *ck * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
+        cv = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *cv * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
+        for (il = 0; ck && cv && il < hp->n_layer; il++) {
+            ck[il] = cv[il] = NULL;
+            if (!c->m->layers[il].cross) continue;
+            ck[il] = img_k[0][il];
+            cv[il] = img_v[0][il];
+            for (j = 1; j < n_img; j++) {   /* keys in conversation order, as the mask lays them out */
+                ck[il] = mms_concat(ctx, ck[il], img_k[j][il], 2);
+                cv[il] = mms_concat(ctx, cv[il], img_v[j][il], 1);
+            }
+        }
+    }
+    out->graph = mms_new_graph(ctx);
+    mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, c->n_past, &out->in);
+    mms_build_forward_expand(out->graph, out->logits);
+}
+
+/* -- creation: caches and the reservation of every graph -- */
+
+static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    int il, b;
+    c->k_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->k_cache * (size_t)hp->n_layer);
+    c->v_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->v_cache * (size_t)hp->n_layer);
+    if (!c->k_cache || !c->v_cache) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (b = 0; b < 2; b++) {
+        struct mms_init_params ip = { 0, NULL, true };
+        if (!(c->cache_ctx[b] = mms_init(ip))) return mms_last_status();
+    }
+    for (il = 0; il < hp->n_layer; il++) {
+        struct mms_context *ctx = c->cache_ctx[c->m->layers[il].backend];
+        c->k_cache[il] = c->v_cache[il] = NULL;
+        if (c->m->layers[il].cross) continue;
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
+    }
+    for (b = 0; b < 2; b++) {
+        if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
+        c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
+        if (!c->cache_buf[b])
+            return mms_set_error(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
+                                 mms_backend_name(c->m->backends[b]), mms_last_error());
+        /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
+        mms_backend_buffer_clear(c->cache_buf[b], 0);
+    }
+    return MMS_OK;
+}
+
+/* Reserves a graph and records its plan; when memory runs out the message says for which graph. */
+static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct mms_cgraph *g) {
+    enum mms_status st = mms_backend_sched_reserve(c->sched, g);
+    int b;
+    if (st == MMS_ERR_OOM || st == MMS_ERR_BACKEND)
+        return mms_set_error(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
+    if (st == MMS_OK && c->n_reserved < 2) {
+        mms__copy_str(c->reserved[c->n_reserved].name, sizeof c->reserved[0].name, mms_graph_get_name(g));
+        for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++) {
+            struct mms_gallocr_buffer_info bi;
+            memset(&bi, 0, sizeof bi);
+            mms_gallocr_get_buffer_info(mms_backend_sched_get_gallocr(c->sched), b, &bi);
+            c->reserved[c->n_reserved].planned[b] = bi.planned;
+            c->reserved[c->n_reserved].lower_bound[b] = bi.lower_bound;
+        }
+        c->n_reserved++;
+    }
+    return st;
+}
+
+static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    struct mms__mllama_vision_graph vg;
+    struct mms__mllama_text_graph tg;
+    struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms_context *ctx;
+    enum mms_status st = MMS_OK;
+    int j, il, n_img = c->m->has_vision ? c->p.max_images : 0;
+
+    if (c->m->has_vision) {
+        struct mms_tensor **k0, **v0;
+        ctx = mms__mllama_fresh_graph_ctx(c);
+        k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
+        if (!k0) return mms_get_status(ctx);
+        v0 = k0 + hp->n_layer;
+        memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
+        mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
+        if ((st = mms__mllama_reserve(c, vg.graph)) != MMS_OK) return st;
+    }
+    /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
+    ctx = mms__mllama_fresh_graph_ctx(c);
+    k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
+    if (!k) return mms_get_status(ctx);
+    v = k + n_img + 1;
+    for (j = 0; j < n_img; j++) {
+        k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
+        if (!k[j]) return mms_get_status(ctx);
+        v[j] = k[j] + hp->n_layer;
+        for (il = 0; il < hp->n_layer; il++) {
+            const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
+            k[j][il] = v[j][il] = NULL;
+            if (!c->m->layers[il].cross) continue;
+            k[j][il] = mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, L);
+            v[j][il] = mms_new_tensor_2d(ctx, MMS_TYPE_F32, (int64_t)hp->head_dim * hp->n_head_kv, L);
+            mms_set_persistent(k[j][il]);
+            mms_set_persistent(v[j][il]);
+            mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
+            mms_backend_sched_set_tensor_backend(c->sched, v[j][il], c->m->backends[c->m->layers[il].backend]);
+        }
+    }
+    c->n_past = c->p.n_ctx - c->p.n_batch;   /* the widest attention span */
+    mms__mllama_text_graph(c, ctx, c->p.n_batch, c->p.n_batch, k, v, n_img, &tg);
+    st = mms__mllama_reserve(c, tg.graph);
+    c->n_past = 0;
+    mms_backend_sched_reset(c->sched);          /* drops the stand-ins' pins */
+    return st;
+}
+
+MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *m, const struct mms_mllama_context_params *params) {
+    struct mms_mllama_context *c;
+    struct mms_init_params ip = { 0, NULL, true };
+    mms_backend_t backends[2];
+    if (!m) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: model is NULL"); return NULL; }
+    if (!(c = (struct mms_mllama_context *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    if (params) c->p = *params;
+    if (c->p.n_ctx <= 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
+    if (c->p.n_batch <= 0) c->p.n_batch = 512;
+    if (c->p.max_images <= 0) c->p.max_images = 2;
+    if (c->p.image_cache < c->p.max_images) c->p.image_cache = c->p.max_images + 2;
+    c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
+    if (c->p.n_ctx > m->hp.n_ctx_train) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
+        MMS_FREE(c);
+        return NULL;
+    }
+    backends[0] = m->backends[1];   /* the offload backend first: ops go there unless pinned elsewhere */
+    backends[1] = m->backends[0];
+    c->sched = mms_backend_sched_new(backends, NULL, m->backends[1] == m->backends[0] ? 1 : 2, false, false);
+    c->gctx = mms_init(ip);
+    c->conv_images = (int *)MMS_MALLOC(sizeof(int) * (size_t)c->p.max_images);
+    c->image_pos = (int *)MMS_MALLOC(sizeof(int) * (size_t)c->p.max_images);
+    c->images = (struct mms__mllama_image_entry *)MMS_MALLOC(sizeof *c->images * (size_t)c->p.image_cache);
+    if (!c->sched || !c->gctx || !c->conv_images || !c->image_pos || !c->images) goto fail;
+    memset(c->images, 0, sizeof *c->images * (size_t)c->p.image_cache);
+    if (mms__mllama_make_kv_cache(c) != MMS_OK || mms__mllama_reserve_all(c) != MMS_OK) goto fail;
+    return c;
+fail:
+    if (mms_last_status() == MMS_OK) mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    mms_mllama_context_free(c);
+    return NULL;
+}
+
+MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE *out) {
+    int b, i;
+    if (!out) out = stdout;
+    if (!c) return;
+    for (b = 0; b < 2; b++) {
+        mms_backend_t be = c->m->backends[b];
+        size_t weights = 0, kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
+        if (b == 1 && be == c->m->backends[0]) break;
+        for (i = 0; i < c->m->n_bufs; i++)
+            if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
+                (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB\n",
+                mms_backend_name(be), (double)weights / 1048576.0, (double)kv / 1048576.0,
+                (double)mms_backend_sched_get_buffer_size(c->sched, be) / 1048576.0,
+                (double)mms_backend_sched_get_persistent_size(c->sched, be) / 1048576.0);
+    }
+    for (i = 0; i < c->n_reserved; i++)
+        for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
+            fprintf(out, "mllama graph '%s' on %s: compute %zu bytes (%.2f MiB), lower bound %zu bytes (%.2f MiB)\n", c->reserved[i].name,
+                    mms_backend_name(mms_backend_sched_get_backend(c->sched, b)), c->reserved[i].planned[b],
+                    (double)c->reserved[i].planned[b] / 1048576.0, c->reserved[i].lower_bound[b], (double)c->reserved[i].lower_bound[b] / 1048576.0);
+}
+
+/* -- images -- */
+
+static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const unsigned char *p = (const unsigned char *)img->pixels;
+    size_t i, n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
+    return h ? h : 1;
+}
+
+static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, const struct mms_mllama_image *img, const char *who) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "%s: the model has shapes only, no weights", who);
+    if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "%s: the model was loaded without its vision tower", who);
+    if (!img || !img->pixels || img->image_size != hp->v_image_size || img->max_num_tiles != hp->v_max_tiles ||
+        img->n_tiles < 1 || img->n_tiles > hp->v_max_tiles)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "%s: the image was not preprocessed for this model (tile %d, %d tiles; the model "
+                             "wants tile %d, up to %d tiles)", who, img ? img->image_size : 0, img ? img->max_num_tiles : 0,
+                             hp->v_image_size, hp->v_max_tiles);
+    return MMS_OK;
+}
+
+/* Sets the inputs of an allocated vision graph. */
+static enum mms_status mms__mllama_set_vision_inputs(struct mms_mllama_context *c, const struct mms__mllama_vision_graph *vg,
+                                                     const struct mms_mllama_image *img) {
+    const int64_t L = vg->in.mask->ne[0];
+    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(L * L));
+    int32_t id = img->aspect_ratio_id;
+    enum mms_status st;
+    if (!mask) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask");
+    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask);
+    st = mms_backend_tensor_set(vg->in.mask, mask, 0, mms_nbytes(vg->in.mask));
+    MMS_FREE(mask);
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.pixels, img->pixels, 0, mms_nbytes(vg->in.pixels));
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.aspect_id, &id, 0, sizeof id);
+    return st;
+}
+
+MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *c, const struct mms_mllama_image *img, float *vision_out, float *projected) {
+    struct mms__mllama_vision_graph vg;
+    enum mms_status st;
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_encode_image: context is NULL");
+    if ((st = mms__mllama_check_image(c, img, "mms_mllama_encode_image")) != MMS_OK) return st;
+    mms__mllama_vision_graph(c, mms__mllama_fresh_graph_ctx(c), false, NULL, NULL, &vg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
+        (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
+        (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) return st;
+    c->n_encodes++;
+    if (vision_out && (st = mms_backend_tensor_get(vg.vision_out, vision_out, 0, mms_nbytes(vg.vision_out))) != MMS_OK) return st;
+    if (projected && (st = mms_backend_tensor_get(vg.projected, projected, 0, mms_nbytes(vg.projected))) != MMS_OK) return st;
+    return MMS_OK;
+}
+
+/* The cache entry for img: found by hash, or encoded into a free (or the least recently used,
+   not in the conversation) slot. */
+static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, const struct mms_mllama_image *img, int *slot) {
+    const uint64_t hash = mms__mllama_image_hash(img);
+    struct mms__mllama_vision_graph vg;
+    struct mms__mllama_image_entry *e;
+    struct mms_init_params ip = { 0, NULL, true };
+    enum mms_status st;
+    int i, j, pick = -1;
+    for (i = 0; i < c->n_images; i++)
+        if (c->images[i].ctx && c->images[i].hash == hash) { *slot = i; c->images[i].last_use = ++c->clock; return MMS_OK; }
+    for (i = 0; i < c->p.image_cache && pick < 0; i++) if (!c->images[i].ctx) pick = i;
+    for (i = 0; i < c->p.image_cache && pick < 0; i++) {   /* evict the least recently used image not in use */
+        bool used = false;
+        for (j = 0; j < c->n_conv_images; j++) used |= c->conv_images[j] == i;
+        if (!used && (pick < 0 || c->images[i].last_use < c->images[pick].last_use)) pick = i;
+    }
+    if (pick < 0) return mms_set_error(MMS_ERR_STATE, "mllama: the image cache (%d) is full of images in use", c->p.image_cache);
+    e = &c->images[pick];
+    if (e->ctx) mms__mllama_image_release(c, e);
+    if (pick >= c->n_images) c->n_images = pick + 1;
+    e->ctx = mms_init(ip);
+    e->k = (struct mms_tensor **)MMS_MALLOC(sizeof *e->k * (size_t)c->m->hp.n_layer);
+    e->v = (struct mms_tensor **)MMS_MALLOC(sizeof *e->v * (size_t)c->m->hp.n_layer);
+    if (!e->ctx || !e->k || !e->v) { mms__mllama_image_release(c, e); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+    memset(e->k, 0, sizeof *e->k * (size_t)c->m->hp.n_layer);
+    memset(e->v, 0, sizeof *e->v * (size_t)c->m->hp.n_layer);
+    mms__mllama_vision_graph(c, e->ctx, true, e->k, e->v, &vg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
+        (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
+        (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) {
+        mms__mllama_image_release(c, e);
+        return st;
+    }
+    c->n_encodes++;
+    e->hash = hash;
+    e->n_tiles = img->n_tiles;
+    e->last_use = ++c->clock;
+    *slot = pick;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const struct mms_mllama_image *img) {
+    enum mms_status st;
+    int slot = -1;
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: context is NULL");
+    if ((st = mms__mllama_check_image(c, img, "mms_mllama_add_image")) != MMS_OK) return st;
+    if (c->n_conv_images == c->p.max_images)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: the conversation already has %d images (max_images)", c->p.max_images);
+    if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
+    c->conv_images[c->n_conv_images++] = slot;
+    return MMS_OK;
+}
+
+/* -- decoding -- */
+
+/* The cross-attention inputs for rows at positions p0..p0+n-1: keys are the conversation's images
+   in order, T tiles of N tokens each. A row sees the images of the last group of consecutive
+   <|image|> tokens at or before it, minus their unused tiles; before the first one it sees
+   nothing, which transformers turns into an all-zero mask row and a zeroed MLP (cross_rows 0). */
+static void mms__mllama_cross_masks(const struct mms_mllama_context *c, int p0, int n, float *mask, float *rows) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    const int T = hp->v_max_tiles, N = hp->v_n_tokens, L = c->n_conv_images * T * N;
+    int i, j, t, k;
+    for (i = 0; i < n; i++) {
+        int p = p0 + i, first = -1, last = -1;
+        float *row = mask + (size_t)i * (size_t)L;
+        for (j = 0; j < c->n_image_pos; j++) {          /* the group: a run of consecutive image tokens */
+            if (c->image_pos[j] > p) break;
+            if (j == 0 || c->image_pos[j] != c->image_pos[j - 1] + 1) first = j;
+            last = j;
+        }
+        rows[i] = first >= 0 ? 1.0f : 0.0f;
+        for (j = 0; j < c->n_conv_images; j++) {
+            int n_tiles = c->images[c->conv_images[j]].n_tiles;
+            for (t = 0; t < T; t++) {
+                float v = first < 0 ? 0.0f : (j >= first && j <= last && t < n_tiles) ? 0.0f : -INFINITY;
+                for (k = 0; k < N; k++) row[((size_t)j * T + t) * N + k] = v;
+            }
+        }
+    }
+}
+
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const int32_t *tokens, int n, const bool *want) {
+    const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
+    struct mms__mllama_text_graph tg;
+    struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms_context *ctx;
+    int32_t *pos = NULL, *out_ids = NULL;
+    float *buf = NULL;
+    enum mms_status st = MMS_OK;
+    int i, j, n_out = 0, n_image_tokens = 0, n_img;
+    if (!c || !tokens || n < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
+    if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
+    if (n > c->p.n_batch) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens in one batch, more than n_batch %d", n, c->p.n_batch);
+    if (c->n_past + n > c->p.n_ctx)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens after %d do not fit in the context of %d tokens", n, c->n_past, c->p.n_ctx);
+    for (i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= hp->n_embd_rows)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: token %d at %d is outside the vocabulary (0..%d)", tokens[i], i, hp->n_embd_rows - 1);
+        if (tokens[i] == hp->image_token_id) n_image_tokens++;
+        if (!want || want[i]) n_out++;
+    }
+    if (!want) n_out = 1;
+    if (c->n_image_pos + n_image_tokens > c->n_conv_images)
+        return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: %d <|image|> tokens in the conversation but %d images added "
+                             "(add each image with mms_mllama_add_image before its token)", c->n_image_pos + n_image_tokens, c->n_conv_images);
+    if (n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
+    for (i = 0; i < n; i++) if (tokens[i] == hp->image_token_id) c->image_pos[c->n_image_pos++] = c->n_past + i;
+
+    ctx = mms__mllama_fresh_graph_ctx(c);
+    n_img = c->n_conv_images;
+    if (n_img > 0) {
+        k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
+        if (!k) { st = mms_get_status(ctx); goto done; }
+        v = k + n_img;
+        for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
+    }
+    mms__mllama_text_graph(c, ctx, n, n_out, k, v, n_img, &tg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
+
+    pos = (int32_t *)MMS_MALLOC(sizeof *pos * (size_t)n);
+    out_ids = (int32_t *)MMS_MALLOC(sizeof *out_ids * (size_t)n);
+    buf = (float *)MMS_MALLOC(sizeof *buf * (size_t)tg.n_kv * (size_t)n);
+    if (!pos || !out_ids || !buf) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); goto done; }
+    for (i = 0, j = 0; i < n; i++) {
+        pos[i] = c->n_past + i;
+        if (want ? want[i] : i == n - 1) out_ids[j++] = i;
+    }
+    for (i = 0; i < n; i++)                          /* causal: a row sees positions up to its own */
+        for (j = 0; j < tg.n_kv; j++) buf[(size_t)i * (size_t)tg.n_kv + (size_t)j] = j <= pos[i] ? 0.0f : -INFINITY;
+    if ((st = mms_backend_tensor_set(tg.in.tokens, tokens, 0, sizeof *tokens * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.pos, pos, 0, sizeof *pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.out_ids, out_ids, 0, sizeof *out_ids * (size_t)n_out)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.kq_mask, buf, 0, mms_nbytes(tg.in.kq_mask))) != MMS_OK) goto done;
+    if (n_img > 0) {
+        float *cm = (float *)MMS_MALLOC(sizeof *cm * (size_t)tg.in.cross_mask->ne[0] * (size_t)n), *rows = buf;
+        if (!cm) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the cross-attention mask"); goto done; }
+        mms__mllama_cross_masks(c, c->n_past, n, cm, rows);
+        st = mms_backend_tensor_set(tg.in.cross_mask, cm, 0, mms_nbytes(tg.in.cross_mask));
+        MMS_FREE(cm);
+        if (st == MMS_OK) st = mms_backend_tensor_set(tg.in.cross_rows, rows, 0, sizeof *rows * (size_t)n);
+        if (st != MMS_OK) goto done;
+    }
+    if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
+    {
+        float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)n_out * (size_t)hp->n_vocab);
+        if (!l) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits"); goto done; }
+        c->logits = l;
+        if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
+        c->n_logits = n_out;
+    }
+    c->n_past += n;
+done:
+    if (st != MMS_OK) c->n_image_pos -= n_image_tokens;   /* the batch did not happen */
+    MMS_FREE(pos);
+    MMS_FREE(out_ids);
+    MMS_FREE(buf);
+    return st;
+}
+
+MMS_API void mms_mllama_kv_clear(struct mms_mllama_context *c) {
+    if (!c) return;
+    c->n_past = 0;
+    c->n_image_pos = 0;
+    c->n_conv_images = 0;
+    c->n_logits = 0;
+}
+
+MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_keep) {
+    if (!c || n_keep < 0 || n_keep > c->n_past)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: n_keep must be in 0..%d", c ? c->n_past : 0);
+    c->n_past = n_keep;
+    while (c->n_image_pos > 0 && c->image_pos[c->n_image_pos - 1] >= n_keep) c->n_image_pos--;
+    if (c->n_conv_images > c->n_image_pos) c->n_conv_images = c->n_image_pos;   /* images whose token went */
+    return MMS_OK;
+}

@@ -1,0 +1,104 @@
+/* >>mllama-text ===================================================================================
+   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
+   layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
+   rows asked; and the per-image cross-attention K/V, computed once and kept. */
+
+struct mms__mllama_text_inputs {
+    struct mms_tensor *tokens;       /* I32 [n] */
+    struct mms_tensor *pos;          /* I32 [n] */
+    struct mms_tensor *kq_mask;      /* F32 [n_kv, n]: causal */
+    struct mms_tensor *cross_mask;   /* F32 [L, n], NULL: text only, cross layers skipped */
+    struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
+    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+};
+
+static struct mms_tensor *mms__rms(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, float eps) {
+    return mms_mul(ctx, mms_rms_norm(ctx, x, eps), w);
+}
+
+static struct mms_tensor *mms__mllama_mlp(struct mms_context *ctx, const struct mms__mllama_tlayer *ly, struct mms_tensor *h) {
+    return mms_mul_mat(ctx, ly->ffn_down, mms_mul(ctx, mms_silu(ctx, mms_mul_mat(ctx, ly->ffn_gate, h)), mms_mul_mat(ctx, ly->ffn_up, h)));
+}
+
+static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *x, struct mms_tensor *pos) {
+    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
+                        m->hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+}
+
+/* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
+static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
+
+/* Self-attention layer il; new keys and values go into the cache at n_past (the copies are added
+   to the graph first, so they run before the attention that reads the cache). */
+static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
+                                                 struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
+                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const struct mms__mllama_tlayer *ly = &m->layers[il];
+    const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past n_past + n */
+    struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *k, *v, *o;
+    q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
+    k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
+    v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
+    mms_build_forward_expand(gf, mms_cpy(ctx, k, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n, k_cache->nb[1], k_cache->nb[2], (size_t)n_past * k_cache->nb[2])));
+    mms_build_forward_expand(gf, mms_cpy(ctx, v, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n, v_cache->nb[1], v_cache->nb[2], (size_t)n_past * v_cache->nb[2])));
+    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], 0));
+    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], 0));
+    o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
+    x = mms_add(ctx, x, mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n)));
+    return mms_add(ctx, x, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)));
+}
+
+/* Cross-attention layer il over the kept image keys [HD, Hkv, L] and values [HD*Hkv, L]. */
+static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const struct mms_mllama_model *m, int il, struct mms_tensor *x,
+                                                  struct mms_tensor *k, struct mms_tensor *v, const struct mms__mllama_text_inputs *in) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const struct mms__mllama_tlayer *ly = &m->layers[il];
+    const int64_t HD = hp->head_dim, n = x->ne[1];
+    struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *o, *f;
+    q = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), ly->q_norm, hp->rms_eps);
+    v = mms_reshape_3d(ctx, v, HD, hp->n_head_kv, v->ne[1]);
+    o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), mms__heads(ctx, k), mms__heads(ctx, v), in->cross_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);
+    o = mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n));
+    x = mms_add(ctx, x, mms_mul(ctx, o, mms_tanh(ctx, ly->gate_attn)));
+    f = mms_mul(ctx, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)), in->cross_rows);   /* HF: MLP branch only */
+    return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
+}
+
+/* A batch of n tokens at n_past; caches per text layer (NULL for cross layers), cross K/V per
+   cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
+static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
+                                                 struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
+                                                 struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
+                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
+    int il;
+    for (il = 0; il < hp->n_layer; il++) {
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], n_past, in);
+        else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
+        /* no image in the conversation: cross layers are the identity (as in transformers) */
+    }
+    x = mms_get_rows(ctx, x, in->out_ids);
+    x = mms_mul_mat(ctx, m->output, mms__rms(ctx, x, m->output_norm, hp->rms_eps));
+    mms_set_output(x);
+    return mms_set_name(x, "logits");
+}
+
+/* The keys [HD, Hkv, L] (after k_norm) and values [HD*Hkv, L] of every cross layer for projected
+   image states [D, L]. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
+                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
+    const struct mms_mllama_hparams *hp = &m->hp;
+    const int64_t HD = hp->head_dim, L = states->ne[1];
+    int il;
+    for (il = 0; il < hp->n_layer; il++) {
+        const struct mms__mllama_tlayer *ly = &m->layers[il];
+        if (!ly->cross) continue;
+        k_out[il] = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
+        v_out[il] = mms_mul_mat(ctx, ly->wv, states);
+        mms_format_name(k_out[il], "blk.%d.cross_k", il);
+        mms_format_name(v_out[il], "blk.%d.cross_v", il);
+    }
+}

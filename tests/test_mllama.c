@@ -1,0 +1,386 @@
+/* Llama 3.2 Vision against Hugging Face transformers: tiny random models converted to GGUF and
+   reference tensors dumped from transformers in float32 (tools/gen_mllama_fixtures.py, committed
+   under tests/fixtures/mllama/). Compared stage by stage: preprocessing, vision output, projector
+   output, logits of prompts (image first, image after text, text only, two images), and 16 greedy
+   tokens; the same through the two-file layout, an f16 model, and text layers split across a
+   second backend. Plus the runtime's promises (an image sent twice is encoded once) and errors. */
+#define MMSCHED_IMPLEMENTATION
+#include "../mmsched.h"
+#include "test.h"
+#include "limited_backend.h"
+#include <math.h>
+
+#define FIX "tests/fixtures/mllama/"
+
+static mms_backend_t cpu, dev;
+
+/* -- comparisons -- */
+
+struct cmp { double nmse, max_err, max_ref; };
+
+static struct cmp compare(const float *got, const float *want, int64_t n) {
+    struct cmp c = { 0, 0, 0 };
+    double num = 0, den = 0;
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+        if (fabs(d) > c.max_err || d != d) c.max_err = d != d ? INFINITY : fabs(d);
+        if (fabs(want[i]) > c.max_ref) c.max_ref = fabs(want[i]);
+    }
+    c.nmse = den > 0 ? num / den : num;
+    return c;
+}
+
+/* got matches want within the normalised MSE and a max error relative to the largest value. */
+static void expect_close(const float *got, const float *want, int64_t n, double nmse_tol, double rel_tol, const char *fmt, ...) MMS_PRINTF(6, 7);
+static void expect_close(const float *got, const float *want, int64_t n, double nmse_tol, double rel_tol, const char *fmt, ...) {
+    struct cmp c = compare(got, want, n);
+    char label[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(label, sizeof label, fmt, ap);
+    va_end(ap);
+    EXPECT(c.nmse <= nmse_tol && c.max_err <= rel_tol * c.max_ref, "%s: nmse %.3g (tol %.1g), max err %.3g of max %.3g",
+           label, c.nmse, nmse_tol, c.max_err, c.max_ref);
+}
+
+/* -- reference file access -- */
+
+static uint32_t ref_u32(const struct mms_gguf *r, const char *fmt, int k) {
+    char key[96];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, fmt, k);
+    EXPECT(mms_gguf_get_u32(r, key, &v) == MMS_OK, "reference key %s: %s", key, mms_last_error());
+    return v;
+}
+
+/* A reference tensor's data as floats (NULL and a failed expectation if absent). */
+static const void *ref_tensor(const struct mms_gguf *r, const char *fmt, int k, struct mms_gguf_tensor_info *info) {
+    char name[96];
+    int64_t idx;
+    snprintf(name, sizeof name, fmt, k);
+    idx = mms_gguf_find_tensor(r, name);
+    EXPECT(idx >= 0 && mms_gguf_get_tensor(r, idx, info) == MMS_OK, "reference tensor %s missing", name);
+    return idx >= 0 ? info->data : NULL;
+}
+
+static int64_t ref_i32s(const struct mms_gguf *r, const char *fmt, int k, int32_t *out, int64_t cap) {
+    char key[96];
+    int64_t n = 0;
+    snprintf(key, sizeof key, fmt, k);
+    EXPECT(mms_gguf_get_arr_i32(r, key, out, cap, &n) == MMS_OK, "reference key %s: %s", key, mms_last_error());
+    return n;
+}
+
+struct fixture {
+    const char *name;
+    struct mms_gguf *ref;
+    struct mms_mllama_model *model;
+    struct mms_mllama_context *ctx;
+    struct mms_mllama_image *images;
+    int n_images;
+};
+
+static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers) {
+    struct mms_mllama_load_params lp;
+    memset(&lp, 0, sizeof lp);
+    lp.path = path;
+    lp.mmproj_path = mmproj;
+    lp.cpu = cpu;
+    lp.gpu = gpu;
+    lp.n_gpu_layers = n_gpu_layers;
+    return mms_mllama_model_load(&lp);
+}
+
+static struct mms_mllama_context *context(struct mms_mllama_model *m) {
+    struct mms_mllama_context_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 128;
+    cp.n_batch = 64;
+    cp.max_images = 2;
+    return mms_mllama_context_new(m, &cp);
+}
+
+/* Preprocesses every reference image with the model's parameters. */
+static void preprocess_all(struct fixture *f) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f->model);
+    struct mms_mllama_image_params ip;
+    int k;
+    memset(&ip, 0, sizeof ip);
+    ip.image_size = hp->v_image_size;
+    ip.max_num_tiles = hp->v_max_tiles;
+    memcpy(ip.mean, hp->image_mean, sizeof ip.mean);
+    memcpy(ip.std, hp->image_std, sizeof ip.std);
+    f->n_images = (int)ref_u32(f->ref, "ref.n_images%.0d", 0);
+    f->images = (struct mms_mllama_image *)calloc((size_t)f->n_images + 1, sizeof *f->images);
+    for (k = 0; k < f->n_images; k++) {
+        struct mms_gguf_tensor_info info;
+        const uint8_t *rgb = (const uint8_t *)ref_tensor(f->ref, "img.%d.rgb", k, &info);
+        int w = (int)ref_u32(f->ref, "img.%d.width", k), h = (int)ref_u32(f->ref, "img.%d.height", k);
+        if (rgb) EXPECT(mms_mllama_preprocess_image(&ip, rgb, w, h, 0, &f->images[k]) == MMS_OK, "preprocess %s image %d: %s", f->name, k, mms_last_error());
+    }
+}
+
+static bool fixture_open(struct fixture *f, const char *name) {
+    char path[256];
+    memset(f, 0, sizeof *f);
+    f->name = name;
+    snprintf(path, sizeof path, FIX "%s-ref.gguf", name);
+    f->ref = mms_gguf_open(path);
+    snprintf(path, sizeof path, FIX "%s.gguf", name);
+    f->model = load(path, NULL, NULL, 0);
+    EXPECT(f->ref && f->model, "fixture %s: %s", name, mms_last_error());
+    if (!f->ref || !f->model) return false;
+    f->ctx = context(f->model);
+    EXPECT(f->ctx != NULL, "context: %s", mms_last_error());
+    preprocess_all(f);
+    return f->ctx != NULL;
+}
+
+static void fixture_close(struct fixture *f) {
+    int k;
+    for (k = 0; k < f->n_images; k++) mms_mllama_image_free(&f->images[k]);
+    free(f->images);
+    mms_mllama_context_free(f->ctx);
+    mms_mllama_model_free(f->model);
+    mms_gguf_close(f->ref);
+}
+
+/* -- stages -- */
+
+static uint64_t fnv1a64(const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
+
+/* Our preprocessing against the PIL processor's: ids, masks and every pixel value, exactly (the
+   reference keeps a hash of the float bytes; tests/test_image.c compares values one by one). */
+static void check_preprocessing(struct fixture *f) {
+    int k, t, n_bad = 0;
+    for (k = 0; k < f->n_images; k++) {
+        const struct mms_mllama_image *img = &f->images[k];
+        char key[64];
+        int32_t mask[16];
+        int64_t n = ref_i32s(f->ref, "img.%d.aspect_ratio_mask", k, mask, 16);
+        uint64_t want = 0;
+        snprintf(key, sizeof key, "img.%d.pixel_values_fnv1a64", k);
+        EXPECT(mms_gguf_get_u64(f->ref, key, &want) == MMS_OK, "reference key %s: %s", key, mms_last_error());
+        if (!img->pixels) continue;
+        EXPECT(img->aspect_ratio_id == (int)ref_u32(f->ref, "img.%d.aspect_ratio_id", k) &&
+               img->n_tiles == (int)ref_u32(f->ref, "img.%d.num_tiles", k), "%s image %d: id %d tiles %d", f->name, k, img->aspect_ratio_id, img->n_tiles);
+        for (t = 0; t < (int)n; t++) n_bad += mask[t] != img->aspect_ratio_mask[t];
+        EXPECT(fnv1a64(img->pixels, sizeof(float) * 3 * (size_t)img->max_num_tiles * (size_t)img->image_size * (size_t)img->image_size) == want,
+               "%s image %d: pixel values differ from the PIL processor's", f->name, k);
+    }
+    EXPECT(n_bad == 0, "%d aspect-ratio mask entries differ", n_bad);
+}
+
+static void check_vision(struct fixture *f) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f->model);
+    const int64_t nv = (int64_t)hp->v_output_dim * hp->v_n_tokens * hp->v_max_tiles, np = (int64_t)hp->n_embd * hp->v_n_tokens * hp->v_max_tiles;
+    float *vis = (float *)malloc(sizeof(float) * (size_t)nv), *proj = (float *)malloc(sizeof(float) * (size_t)np);
+    int k;
+    for (k = 0; k < f->n_images; k++) {
+        struct mms_gguf_tensor_info iv, ip;
+        const float *want_v = (const float *)ref_tensor(f->ref, "img.%d.vision_out", k, &iv);
+        const float *want_p = (const float *)ref_tensor(f->ref, "img.%d.proj_out", k, &ip);
+        if (!want_v || !want_p || !f->images[k].pixels) continue;
+        EXPECT(iv.size == sizeof(float) * (size_t)nv && ip.size == sizeof(float) * (size_t)np, "%s image %d: reference shapes", f->name, k);
+        if (mms_mllama_encode_image(f->ctx, &f->images[k], vis, proj) != MMS_OK) { EXPECT(0, "encode: %s", mms_last_error()); continue; }
+        expect_close(vis, want_v, nv, 1e-9, 1e-4, "%s image %d vision output", f->name, k);
+        expect_close(proj, want_p, np, 1e-9, 1e-4, "%s image %d projector output", f->name, k);
+    }
+    free(vis);
+    free(proj);
+}
+
+/* Runs prompt p of the reference on ctx from a clear conversation; fills logits (all rows) and 16
+   greedy tokens. */
+static bool run_prompt(struct fixture *f, struct mms_mllama_context *ctx, int p, float *logits, int32_t *greedy, int *n_tokens) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f->model);
+    int32_t tokens[256], imgs[8];
+    bool want[256] = { false };
+    int64_t n = ref_i32s(f->ref, "prompt.%d.tokens", p, tokens, 256), n_img = ref_i32s(f->ref, "prompt.%d.images", p, imgs, 8), i;
+    mms_mllama_kv_clear(ctx);
+    for (i = 0; i < n_img; i++)
+        if (mms_mllama_add_image(ctx, &f->images[imgs[i]]) != MMS_OK) { EXPECT(0, "add image: %s", mms_last_error()); return false; }
+    for (i = 0; i < n; i++) want[i] = true;
+    if (mms_mllama_decode(ctx, tokens, (int)n, want) != MMS_OK) { EXPECT(0, "decode prompt %d: %s", p, mms_last_error()); return false; }
+    for (i = 0; i < n; i++) memcpy(logits + i * hp->n_vocab, mms_mllama_get_logits(ctx, (int)i), sizeof(float) * (size_t)hp->n_vocab);
+    *n_tokens = (int)n;
+    for (i = 0; i < 16; i++) {                 /* greedy: the argmax of the last row, one token at a time */
+        const float *l = mms_mllama_get_logits(ctx, mms_mllama_get_n_logits(ctx) - 1);
+        int32_t best = 0, j;
+        for (j = 1; j < hp->n_vocab; j++) if (l[j] > l[best]) best = j;
+        greedy[i] = best;
+        if (i < 15 && mms_mllama_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "decode: %s", mms_last_error()); return false; }
+    }
+    return true;
+}
+
+static void check_prompts(struct fixture *f, struct mms_mllama_context *ctx, double nmse_tol, bool exact_greedy, const char *what) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f->model);
+    int p, n_prompts = (int)ref_u32(f->ref, "ref.n_prompts%.0d", 0);
+    float *logits = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab);
+    for (p = 0; p < n_prompts; p++) {
+        struct mms_gguf_tensor_info info;
+        const float *want = (const float *)ref_tensor(f->ref, "prompt.%d.logits", p, &info);
+        int32_t greedy[16], want_greedy[16];
+        int n = 0;
+        ref_i32s(f->ref, "prompt.%d.greedy", p, want_greedy, 16);
+        if (!want || !run_prompt(f, ctx, p, logits, greedy, &n)) continue;
+        expect_close(logits, want, (int64_t)n * hp->n_vocab, nmse_tol, exact_greedy ? 1e-3 : 0.2, "%s %s prompt %d logits", f->name, what, p);
+        if (exact_greedy) EXPECT(memcmp(greedy, want_greedy, sizeof greedy) == 0, "%s %s prompt %d: greedy tokens differ (first %d, want %d)",
+                                 f->name, what, p, greedy[0], want_greedy[0]);
+    }
+    free(logits);
+}
+
+/* -- cases -- */
+
+/* Every stage of one fixture against transformers, on the CPU. */
+static void check_against_transformers(const char *name) {
+    struct fixture f;
+    if (fixture_open(&f, name)) {
+        check_preprocessing(&f);
+        check_vision(&f);
+        check_prompts(&f, f.ctx, 1e-9, true, "cpu");
+    }
+    fixture_close(&f);
+}
+
+static void test_tiny1_against_transformers(void) { check_against_transformers("tiny1"); }
+static void test_tiny4_against_transformers(void) { check_against_transformers("tiny4"); }
+
+static void test_two_file_layout(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        struct mms_mllama_model *m2 = load(FIX "tiny4-text.gguf", FIX "tiny4-proj.gguf", NULL, 0);
+        struct mms_mllama_context *c2 = m2 ? context(m2) : NULL;
+        EXPECT(m2 && c2, "two-file layout: %s", mms_last_error());
+        if (c2) {
+            struct mms_mllama_model *saved = f.model;
+            f.model = m2;
+            check_prompts(&f, c2, 1e-9, true, "two-file");
+            f.model = saved;
+        }
+        mms_mllama_context_free(c2);
+        mms_mllama_model_free(m2);
+    }
+    fixture_close(&f);
+}
+
+static void test_f16_model(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        struct mms_mllama_model *m2 = load(FIX "tiny4-f16.gguf", NULL, NULL, 0);
+        struct mms_mllama_context *c2 = m2 ? context(m2) : NULL;
+        EXPECT(m2 && c2, "f16 model: %s", mms_last_error());
+        if (c2) check_prompts(&f, c2, 1e-4, false, "f16");
+        mms_mllama_context_free(c2);
+        mms_mllama_model_free(m2);
+    }
+    fixture_close(&f);
+}
+
+/* The text layers split between the CPU and a second backend, k = 0..all: identical logits. */
+static void test_split_layers_change_nothing(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+        float *ref = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab), *got = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab);
+        int32_t g_ref[16], g[16];
+        int n = 0, k;
+        run_prompt(&f, f.ctx, 0, ref, g_ref, &n);
+        for (k = 1; k <= hp->n_layer + 1; k += 2) {
+            struct mms_mllama_model *m2 = load(FIX "tiny4.gguf", NULL, dev, k);
+            struct mms_mllama_context *c2 = m2 ? context(m2) : NULL;
+            if (!c2) { EXPECT(0, "k = %d: %s", k, mms_last_error()); mms_mllama_model_free(m2); continue; }
+            run_prompt(&f, c2, 0, got, g, &n);
+            EXPECT(memcmp(ref, got, sizeof(float) * (size_t)n * (size_t)hp->n_vocab) == 0 && memcmp(g_ref, g, sizeof g) == 0,
+                   "%d text layers on %s change the output", k, mms_backend_name(dev));
+            EXPECT(k <= 1 || mms_backend_sched_get_n_splits(mms_mllama_context_get_sched(c2)) >= 2, "k = %d: not split", k);
+            mms_mllama_context_free(c2);
+            mms_mllama_model_free(m2);
+        }
+        free(ref);
+        free(got);
+    }
+    fixture_close(&f);
+}
+
+static void test_same_image_twice_is_encoded_once(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        int before;
+        mms_mllama_kv_clear(f.ctx);
+        EXPECT(mms_mllama_add_image(f.ctx, &f.images[0]) == MMS_OK, "add: %s", mms_last_error());
+        before = mms_mllama_get_n_encodes(f.ctx);
+        mms_mllama_kv_clear(f.ctx);
+        EXPECT(mms_mllama_add_image(f.ctx, &f.images[0]) == MMS_OK, "add again: %s", mms_last_error());
+        EXPECT(mms_mllama_get_n_encodes(f.ctx) == before, "the second add encoded again (%d encodes)", mms_mllama_get_n_encodes(f.ctx));
+        EXPECT(mms_mllama_add_image(f.ctx, &f.images[1]) == MMS_OK && mms_mllama_get_n_encodes(f.ctx) == before + 1, "a new image is encoded");
+    }
+    fixture_close(&f);
+}
+
+static void test_errors(void) {
+    struct fixture f;
+    test_capture_log();
+    EXPECT(load("tests/fixtures/mllama/nope.gguf", NULL, NULL, 0) == NULL && mms_last_status() == MMS_ERR_IO &&
+           strstr(mms_last_error(), "nope.gguf"), "missing file: %s", mms_last_error());
+    EXPECT(load("tests/fixtures/mllama/tiny1-ref.gguf", NULL, NULL, 0) == NULL && mms_last_status() == MMS_ERR_FORMAT &&
+           strstr(mms_last_error(), "not an mllama model"), "wrong file: %s", mms_last_error());
+    {   /* a truncated model */
+        FILE *in = fopen(FIX "tiny1.gguf", "rb"), *out = fopen("build/test_mllama_truncated.gguf", "wb");
+        char buf[4096];
+        size_t n, total = 0;
+        while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0 && total < 20000) { fwrite(buf, 1, n, out); total += n; }
+        if (in) fclose(in);
+        if (out) fclose(out);
+        EXPECT(load("build/test_mllama_truncated.gguf", NULL, NULL, 0) == NULL && mms_last_status() == MMS_ERR_FORMAT, "truncated: %s", mms_last_error());
+    }
+    if (fixture_open(&f, "tiny1")) {
+        const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+        int32_t toks[200];
+        int i;
+        for (i = 0; i < 200; i++) toks[i] = 1;
+        mms_mllama_kv_clear(f.ctx);
+        toks[3] = hp->image_token_id;
+        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 5, NULL), MMS_ERR_STATE, "<|image|>", "mms_mllama_add_image");
+        toks[3] = 1;
+        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 100, NULL), MMS_ERR_INVALID_ARG, "n_batch");
+        toks[0] = hp->n_embd_rows;
+        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "outside the vocabulary");
+        toks[0] = 1;
+        for (i = 0; i < 2; i++) mms_mllama_decode(f.ctx, toks, 64, NULL);
+        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "do not fit in the context");
+        EXPECT(mms_mllama_kv_trim(f.ctx, 10) == MMS_OK && mms_mllama_get_n_past(f.ctx) == 10, "trim");
+    }
+    fixture_close(&f);
+    mms_log_set(NULL, NULL);
+}
+
+int main(void) {
+    FILE *probe = fopen(FIX "tiny1.gguf", "rb");
+    test_seed();
+    if (!probe) { printf("fixtures missing: run tools/gen_mllama_fixtures.py\n0 passed, 1 failed\n"); return 1; }
+    fclose(probe);
+    cpu = mms_backend_cpu_init();
+    dev = limited_backend_new("TEST", LIMITED_ALL_OPS);
+    RUN(test_tiny1_against_transformers);
+    RUN(test_tiny4_against_transformers);
+    RUN(test_two_file_layout);
+    RUN(test_f16_model);
+    RUN(test_split_layers_change_nothing);
+    RUN(test_same_image_twice_is_encoded_once);
+    RUN(test_errors);
+    mms_backend_free(dev);
+    mms_backend_free(cpu);
+    return test_summary();
+}
