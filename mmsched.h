@@ -322,7 +322,15 @@
        host are used in place from the mapped file. One scheduler runs everything; an image's
        per-layer cross-attention keys and values are persistent tensors on their layers' backends,
        cached by the pixels' hash. Memory for the worst-case graphs is reserved when the context is
-       made (mms_mllama_context_print_memory reports it per backend). mms_mllama_model_shapes_only
+       made (mms_mllama_context_print_memory reports it per backend; a model that does not fit fails
+       then, naming what did not fit where and how many bytes it needed).
+
+       Images and tokens: the k-th <|image|> token stands for the k-th image added; a text token
+       attends to the images of the last group of consecutive image tokens at or before it; tokens
+       before the first image token see a uniform mix and their MLP branch is zeroed (transformers'
+       rule). An image added after some tokens were decoded does not change those tokens (Ollama does
+       the same); transformers would compute them again with the image present, so for exact parity
+       clear the conversation and decode it again. mms_mllama_model_shapes_only
        gives a model with shapes and no weights, for planning: at the 11B shapes the 4-tile vision
        graph plans at about 470 MiB of float32 activations (the attention runs fused, so the
        16 x 6432 x 6432 scores are never stored).
@@ -1689,7 +1697,9 @@ static void mms__log(enum mms_log_level level, const char *fmt, ...) {
 }
 
 static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
-    vsnprintf(mms__last_message, sizeof mms__last_message, fmt, ap);
+    char msg[MMS__ERROR_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);   /* the arguments may include mms_last_error() itself */
+    memcpy(mms__last_message, msg, sizeof msg);
     mms__last_status = status;
     mms__log_message(MMS_LOG_ERROR, mms__last_message);
     return status;

@@ -19,6 +19,7 @@ struct limited_backend {
     mms_backend_t                  cpu;          /* the arithmetic */
     struct mms_backend_buffer_type buft;
     int64_t                        offload_min_batch;  /* offload_op: MUL_MAT with at least this many columns (0: never) */
+    size_t                         max_alloc;    /* buffers larger than this fail as out of memory (0: no limit) */
     int                            n_computes;   /* graphs computed here */
     int                            n_events_recorded, n_events_waited;
 };
@@ -52,7 +53,8 @@ static const char *limited_buft_name(mms_backend_buffer_type_t t) { return ((str
 static size_t limited_buft_align(mms_backend_buffer_type_t t) { (void)t; return 32; }
 static mms_backend_buffer_t limited_buft_alloc(mms_backend_buffer_type_t t, size_t size) {
     struct mms_backend_buffer_i i;
-    void *mem = calloc(1, size ? size : 1);
+    size_t limit = ((struct limited_backend *)t->context)->max_alloc;
+    void *mem = limit && size > limit ? NULL : calloc(1, size ? size : 1);
     mms_backend_buffer_t b;
     if (!mem) { mms_set_error(MMS_ERR_OOM, "%s: cannot allocate %zu bytes", limited_buft_name(t), size); return NULL; }
     memset(&i, 0, sizeof i);

@@ -83,7 +83,7 @@ struct fixture {
     int n_images;
 };
 
-static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers) {
+static struct mms_mllama_model *load_vision_on(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers, bool vision_on_gpu) {
     struct mms_mllama_load_params lp;
     memset(&lp, 0, sizeof lp);
     lp.path = path;
@@ -91,7 +91,12 @@ static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_b
     lp.cpu = cpu;
     lp.gpu = gpu;
     lp.n_gpu_layers = n_gpu_layers;
+    lp.vision_on_gpu = vision_on_gpu;
     return mms_mllama_model_load(&lp);
+}
+
+static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers) {
+    return load_vision_on(path, mmproj, gpu, n_gpu_layers, false);
 }
 
 static struct mms_mllama_context *context(struct mms_mllama_model *m) {
@@ -314,6 +319,74 @@ static void test_split_layers_change_nothing(void) {
     fixture_close(&f);
 }
 
+/* The vision tower on the second backend, the text on the CPU (placement independent of
+   n_gpu_layers): the same encoder output, bit for bit. */
+static void test_vision_on_other_backend(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+        const size_t nv = (size_t)hp->v_output_dim * (size_t)hp->v_n_tokens * (size_t)hp->v_max_tiles;
+        float *a = (float *)malloc(sizeof(float) * nv), *b = (float *)malloc(sizeof(float) * nv);
+        struct mms_mllama_model *m2 = load_vision_on(FIX "tiny4.gguf", NULL, dev, 0, true);
+        struct mms_mllama_context *c2 = m2 ? context(m2) : NULL;
+        EXPECT(c2 != NULL, "vision on %s: %s", mms_backend_name(dev), mms_last_error());
+        if (c2 && mms_mllama_encode_image(f.ctx, &f.images[2], a, NULL) == MMS_OK && mms_mllama_encode_image(c2, &f.images[2], b, NULL) == MMS_OK)
+            EXPECT(memcmp(a, b, sizeof(float) * nv) == 0, "the vision output depends on where the tower runs");
+        else EXPECT(0, "encode: %s", mms_last_error());
+        mms_mllama_context_free(c2);
+        mms_mllama_model_free(m2);
+        free(a);
+        free(b);
+    }
+    fixture_close(&f);
+}
+
+/* An image added in a later turn: the earlier tokens stay as they were decoded (text only, as
+   Ollama does; transformers would recompute them with the image present), and the tokens after
+   the image token see it. */
+static void test_image_in_a_later_turn(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+        int32_t turn1[6] = { 3, 17, 40, 9, 12, 99 }, turn2[4], i;
+        float *with = (float *)malloc(sizeof(float) * (size_t)hp->n_vocab), *without = (float *)malloc(sizeof(float) * (size_t)hp->n_vocab);
+        turn2[0] = hp->image_token_id; turn2[1] = 55; turn2[2] = 61; turn2[3] = 70;
+        for (i = 0; i < 2; i++) {
+            mms_mllama_kv_clear(f.ctx);
+            EXPECT(mms_mllama_decode(f.ctx, turn1, 6, NULL) == MMS_OK, "turn 1: %s", mms_last_error());
+            if (i == 0) EXPECT(mms_mllama_add_image(f.ctx, &f.images[1]) == MMS_OK, "add: %s", mms_last_error());
+            else turn2[0] = 5;                      /* the same turn with a text token instead */
+            EXPECT(mms_mllama_decode(f.ctx, turn2, 4, NULL) == MMS_OK, "turn 2: %s", mms_last_error());
+            memcpy(i == 0 ? with : without, mms_mllama_get_logits(f.ctx, 0), sizeof(float) * (size_t)hp->n_vocab);
+        }
+        EXPECT(compare(with, without, hp->n_vocab).nmse > 1e-6, "the image in the later turn changed nothing");
+        free(with);
+        free(without);
+    }
+    fixture_close(&f);
+}
+
+/* A model whose graphs do not fit fails when the context is made, saying where. */
+static void test_too_big_fails_at_load(void) {
+    struct limited_backend *lb = limited_of(dev);
+    struct mms_mllama_model *m = load_vision_on(FIX "tiny4.gguf", NULL, dev, 100, true);
+    struct mms_mllama_context *c;
+    EXPECT(m != NULL, "load: %s", mms_last_error());
+    test_capture_log();
+    lb->max_alloc = 4096;                             /* weights are in; the KV cache will not fit */
+    c = m ? context(m) : NULL;
+    EXPECT(c == NULL && mms_last_status() == MMS_ERR_OOM && strstr(mms_last_error(), "KV cache") && strstr(mms_last_error(), "TEST"),
+           "the error should say what does not fit where: %s", mms_last_error());
+    lb->max_alloc = 100000;                           /* the KV cache fits; the vision graph does not */
+    c = m && !c ? context(m) : c;
+    EXPECT(c == NULL && mms_last_status() == MMS_ERR_OOM && strstr(mms_last_error(), "vision encoder") && strstr(mms_last_error(), "TEST"),
+           "the error should name the graph and the backend: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    lb->max_alloc = 0;
+    mms_mllama_context_free(c);
+    mms_mllama_model_free(m);
+}
+
 static void test_same_image_twice_is_encoded_once(void) {
     struct fixture f;
     if (fixture_open(&f, "tiny4")) {
@@ -378,6 +451,9 @@ int main(void) {
     RUN(test_two_file_layout);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
+    RUN(test_vision_on_other_backend);
+    RUN(test_image_in_a_later_turn);
+    RUN(test_too_big_fails_at_load);
     RUN(test_same_image_twice_is_encoded_once);
     RUN(test_errors);
     mms_backend_free(dev);

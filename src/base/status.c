@@ -79,7 +79,9 @@ static void mms__log(enum mms_log_level level, const char *fmt, ...) {
 }
 
 static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
-    vsnprintf(mms__last_message, sizeof mms__last_message, fmt, ap);
+    char msg[MMS__ERROR_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);   /* the arguments may include mms_last_error() itself */
+    memcpy(mms__last_message, msg, sizeof msg);
     mms__last_status = status;
     mms__log_message(MMS_LOG_ERROR, mms__last_message);
     return status;
