@@ -22,6 +22,7 @@
 #include <float.h>
 #include <assert.h>
 #include <ctype.h>
+#include <limits.h>
 
 #ifndef MMS_ASSERT
 #  define MMS_ASSERT(cond) assert(cond)

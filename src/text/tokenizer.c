@@ -1,0 +1,796 @@
+/* >>text-tokenizer ================================================================================
+   Llama 3's byte-level BPE, with Hugging Face tokenizers' results (the fixtures check every id).
+   Load: the tokens, types and merges are copied into one vocab; two open-addressing tables map a
+   token's text to its id and a pair of ids to (merge rank, merged id); each token's decoded bytes
+   are precomputed. Tokenize: special tokens are cut out first (longest match at the leftmost
+   position, like HF's added-token splitting), each remaining segment is decoded to code points
+   (an invalid UTF-8 maximal subpart counts as one U+FFFD, as bytes.decode('utf-8', 'replace')
+   gives, but keeps its bytes), split into pieces by a hand-written matcher of the Llama 3 rule,
+   and each piece is looked up whole ("ignore_merges", as Llama 3's tokenizer.json and tiktoken do)
+   or merged from its bytes with a heap ordered by (rank, position), so long pieces cost
+   O(n log n). Decode: bytes to UTF-8 with one U+FFFD per maximal invalid subpart (Python's and
+   Rust's from_utf8_lossy rule), also incrementally for streaming. Nothing mutable is global. */
+
+/* GPT-2's byte <-> printable character map: bytes that are printable Latin-1 stand for
+   themselves, the others (0-32, 127-160, 173) get U+0100 onwards in byte order. */
+static bool mms__tok_byte_is_self(int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255); }
+
+static uint32_t mms__tok_byte_to_cp(int b) {
+    int k = 0, i;
+    if (mms__tok_byte_is_self(b)) return (uint32_t)b;
+    for (i = 0; i < b; i++) if (!mms__tok_byte_is_self(i)) k++;
+    return 256u + (uint32_t)k;
+}
+
+static size_t mms__tok_put_utf8(uint32_t cp, unsigned char *o) {
+    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | (cp >> 6)); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12)); o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18)); o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* One UTF-8 unit at s[0..n), n >= 1: returns its length > 0 with *cp for a valid character, or
+   -len for an invalid maximal subpart (Unicode's "best practice", which Python and Rust follow);
+   *incomplete is set when that subpart is a valid prefix cut by the end of the data. */
+static int mms__tok_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp, bool *incomplete) {
+    unsigned b0 = s[0], lo, hi, need, k;
+    uint32_t c;
+    *incomplete = false;
+    if (b0 < 0x80) { *cp = b0; return 1; }
+    if (b0 < 0xC2 || b0 > 0xF4) return -1;
+    if (b0 < 0xE0) { need = 1; lo = 0x80; hi = 0xBF; c = b0 & 0x1F; }
+    else if (b0 < 0xF0) { need = 2; lo = b0 == 0xE0 ? 0xA0 : 0x80; hi = b0 == 0xED ? 0x9F : 0xBF; c = b0 & 0x0F; }
+    else { need = 3; lo = b0 == 0xF0 ? 0x90 : 0x80; hi = b0 == 0xF4 ? 0x8F : 0xBF; c = b0 & 0x07; }
+    for (k = 1; k <= need; k++) {
+        unsigned b;
+        if (k >= n) { *incomplete = true; return -(int)k; }
+        b = s[k];
+        if (b < (k == 1 ? lo : 0x80u) || b > (k == 1 ? hi : 0xBFu)) return -(int)k;
+        c = (c << 6) | (b & 0x3F);
+    }
+    *cp = c;
+    return (int)need + 1;
+}
+
+/* -- the vocabulary -- */
+
+struct mms_vocab {
+    int32_t        n_tokens;
+    char          *text;         /* every token's text, each followed by a NUL */
+    size_t        *text_off;     /* n_tokens + 1 */
+    uint8_t       *type;
+    unsigned char *piece;        /* every token's decoded bytes */
+    size_t        *piece_off;    /* n_tokens + 1 */
+    size_t         max_piece;
+    int32_t       *map;          /* text -> id, open addressing; -1 = empty */
+    size_t         map_mask;
+    uint64_t      *pair_key;     /* (left + 1) << 32 | right; 0 = empty */
+    uint32_t      *pair_rank;
+    int32_t       *pair_id;
+    size_t         pair_mask;
+    int32_t        byte_id[256];
+    unsigned char  byte_utf8[256][2];   /* each byte's character, in UTF-8 (1 or 2 bytes) */
+    uint8_t        byte_utf8_len[256];
+    int32_t       *special;      /* control and user-defined ids, by first byte, longest first */
+    int32_t        special_start[257];
+    int32_t        bos, eos;
+    int32_t       *eog;
+    int            n_eog;
+};
+
+static size_t mms__tok_hash(const void *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    uint64_t h = 0xCBF29CE484222325ull;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull;
+    return mms__hash64(h);
+}
+
+static const char *mms__vocab_text(const struct mms_vocab *v, int32_t id, size_t *len) {
+    *len = v->text_off[id + 1] - v->text_off[id] - 1;
+    return v->text + v->text_off[id];
+}
+
+static int32_t mms__vocab_lookup(const struct mms_vocab *v, const void *s, size_t n) {
+    size_t i = mms__tok_hash(s, n) & v->map_mask;
+    for (; v->map[i] >= 0; i = (i + 1) & v->map_mask) {
+        size_t len;
+        const char *t = mms__vocab_text(v, v->map[i], &len);
+        if (len == n && memcmp(t, s, n) == 0) return v->map[i];
+    }
+    return -1;
+}
+
+static uint64_t mms__vocab_pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a + 1) << 32 | (uint32_t)b; }
+
+/* The slot of a pair: its own, or the empty one where it would go. */
+static size_t mms__vocab_pair_slot(const struct mms_vocab *v, uint64_t key) {
+    size_t i = mms__hash64(key) & v->pair_mask;
+    while (v->pair_key[i] != 0 && v->pair_key[i] != key) i = (i + 1) & v->pair_mask;
+    return i;
+}
+
+static bool mms__vocab_is_special(const struct mms_vocab *v, int32_t id) {
+    return v->type[id] == MMS_TOKEN_CONTROL || v->type[id] == MMS_TOKEN_USER_DEFINED;
+}
+
+MMS_API void mms_vocab_free(struct mms_vocab *v) {
+    if (!v) return;
+    MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
+    MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
+    MMS_FREE(v->special); MMS_FREE(v->eog);
+    MMS_FREE(v);
+}
+
+static void *mms__vocab_alloc(size_t n, size_t size) {
+    if (n != 0 && size > (size_t)-1 / n) return NULL;
+    return MMS_MALLOC(n * size > 0 ? n * size : 1);
+}
+
+static const char *mms__vocab_where(const struct mms_gguf *g) {
+    const char *p = mms_gguf_get_path(g);
+    return p && *p ? p : "(memory)";
+}
+
+/* The quoted start of a token text for messages. */
+static const char *mms__vocab_quote(const char *s, size_t n, char *buf, size_t cap) {
+    size_t i, o = 0;
+    buf[o++] = '"';
+    for (i = 0; i < n && o + 6 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 32 && c < 127 && c != '"' && c != '\\') buf[o++] = (char)c;
+        else { snprintf(buf + o, cap - o, "\\x%02x", c); o += 4; }
+    }
+    if (i < n && o + 4 < cap) { buf[o++] = '.'; buf[o++] = '.'; buf[o++] = '.'; }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
+}
+
+/* A key that must be there, as an array of elem (NONE: any integer type); its length in *n. */
+static enum mms_status mms__vocab_need_array(const struct mms_gguf *g, const char *key, enum mms_gguf_type elem, int64_t *n) {
+    int64_t i = mms_gguf_find_key(g, key);
+    enum mms_gguf_type at;
+    if (i < 0) return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s is missing", mms__vocab_where(g), key);
+    at = mms_gguf_get_arr_type(g, i);
+    if (mms_gguf_get_kv_type(g, i) != MMS_GGUF_TYPE_ARRAY ||
+        (elem == MMS_GGUF_TYPE_NONE ? (at == MMS_GGUF_TYPE_BOOL || at == MMS_GGUF_TYPE_FLOAT32 || at == MMS_GGUF_TYPE_FLOAT64 ||
+                                       at == MMS_GGUF_TYPE_STRING || at == MMS_GGUF_TYPE_ARRAY)
+                                    : at != elem))
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s must be an array of %s", mms__vocab_where(g), key,
+                             elem == MMS_GGUF_TYPE_STRING ? "strings" : "integers");
+    *n = mms_gguf_get_arr_n(g, i);
+    return MMS_OK;
+}
+
+/* An optional token id key: -1 when absent, else checked against the vocabulary size. */
+static enum mms_status mms__vocab_opt_id(const struct mms_gguf *g, const char *key, int32_t n, int32_t *out) {
+    uint32_t v;
+    *out = -1;
+    if (mms_gguf_find_key(g, key) < 0) return MMS_OK;
+    if (mms_gguf_get_u32(g, key, &v) != MMS_OK)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
+    if (v >= (uint32_t)n)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: id %u out of range (%d tokens)", mms__vocab_where(g), key,
+                             v, (int)n);
+    *out = (int32_t)v;
+    return MMS_OK;
+}
+
+/* The decoded bytes of token id into out (room for its text length): byte-level characters
+   when all of them are, else the text as it is (as HF's ByteLevel decoder falls back to). */
+static size_t mms__vocab_decode_token(const struct mms_vocab *v, int32_t id, const int16_t *rev, unsigned char *out) {
+    size_t len, i = 0, o = 0;
+    const unsigned char *s = (const unsigned char *)mms__vocab_text(v, id, &len);
+    if (v->type[id] == MMS_TOKEN_UNUSED) return 0;
+    if (v->type[id] == MMS_TOKEN_BYTE && len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>') {
+        char hex[3];
+        char *end;
+        unsigned long b;
+        hex[0] = (char)s[3]; hex[1] = (char)s[4]; hex[2] = '\0';
+        b = strtoul(hex, &end, 16);
+        if (end == hex + 2) { out[0] = (unsigned char)b; return 1; }
+    }
+    while (i < len) {
+        uint32_t cp = 0;
+        bool inc;
+        int u = mms__tok_utf8_unit(s + i, len - i, &cp, &inc), b = u > 0 && cp < 256 + 68 ? rev[cp] : -1;
+        if (b < 0) { memcpy(out, s, len); return len; }
+        out[o++] = (unsigned char)b;
+        i += (size_t)u;
+    }
+    return o;
+}
+
+static enum mms_status mms__vocab_oom(void) { return mms_set_error(MMS_ERR_OOM, "mms_vocab_load: out of memory"); }
+
+static int mms__vocab_special_cmp(const struct mms_vocab *v, int32_t a, int32_t b) {
+    size_t la, lb;
+    const unsigned char *ta = (const unsigned char *)mms__vocab_text(v, a, &la), *tb = (const unsigned char *)mms__vocab_text(v, b, &lb);
+    if (ta[0] != tb[0]) return ta[0] < tb[0] ? -1 : 1;
+    if (la != lb) return la > lb ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gguf *g) {
+    const char *where = mms__vocab_where(g), *model, *s;
+    const char *K_TOK = "tokenizer.ggml.tokens", *K_TYPE = "tokenizer.ggml.token_type", *K_MERGE = "tokenizer.ggml.merges";
+    size_t len, total = 0, i, cap;
+    int64_t n64, nt, nm, k;
+    int32_t n, *types32 = NULL, id;
+    char q[96];
+    unsigned char *tmp;
+    enum mms_status st;
+
+    if (mms_gguf_find_key(g, "tokenizer.ggml.model") < 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is missing (no tokenizer in the file)", where);
+    if (mms_gguf_get_str(g, "tokenizer.ggml.model", &model, &len) != MMS_OK)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
+    if (len != 4 || memcmp(model, "gpt2", 4) != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is %s, expected \"gpt2\" (byte-level BPE)",
+                             where, mms__vocab_quote(model, len, q, sizeof q));
+
+    if ((st = mms__vocab_need_array(g, K_TOK, MMS_GGUF_TYPE_STRING, &n64)) != MMS_OK) return st;
+    if (n64 < 256 || n64 > INT32_MAX / 2)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s has %lld tokens, expected 256 to %d", where, K_TOK,
+                             (long long)n64, INT32_MAX / 2);
+    n = (int32_t)n64;
+    v->n_tokens = n;
+    if ((st = mms__vocab_need_array(g, K_TYPE, MMS_GGUF_TYPE_NONE, &nt)) != MMS_OK) return st;
+    if (nt != n64)
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s has %lld entries, %s has %lld", where, K_TYPE, (long long)nt,
+                             K_TOK, (long long)n64);
+    if ((st = mms__vocab_need_array(g, K_MERGE, MMS_GGUF_TYPE_STRING, &nm)) != MMS_OK) return st;
+
+    /* tokens and types */
+    v->text_off = (size_t *)mms__vocab_alloc((size_t)n + 1, sizeof *v->text_off);
+    v->piece_off = (size_t *)mms__vocab_alloc((size_t)n + 1, sizeof *v->piece_off);
+    v->type = (uint8_t *)mms__vocab_alloc((size_t)n, 1);
+    types32 = (int32_t *)mms__vocab_alloc((size_t)n, sizeof *types32);
+    if (!v->text_off || !v->piece_off || !v->type || !types32) { MMS_FREE(types32); return mms__vocab_oom(); }
+    if (mms_gguf_get_arr_i32(g, K_TYPE, types32, n, NULL) != MMS_OK) {
+        MMS_FREE(types32);
+        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
+    }
+    for (id = 0; id < n; id++) {
+        if (types32[id] < MMS_TOKEN_NORMAL || types32[id] > MMS_TOKEN_BYTE) {
+            st = mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is %d, expected 1 to 6", where, K_TYPE, (int)id,
+                               (int)types32[id]);
+            MMS_FREE(types32);
+            return st;
+        }
+        v->type[id] = (uint8_t)types32[id];
+    }
+    MMS_FREE(types32);
+    for (id = 0; id < n; id++) {
+        if (mms_gguf_get_arr_str(g, K_TOK, id, &s, &len) != MMS_OK)
+            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
+        if (len == 0 && v->type[id] != MMS_TOKEN_UNUSED)
+            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is an empty string", where, K_TOK, (int)id);
+        if (memchr(s, '\0', len))
+            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] contains a NUL byte", where, K_TOK, (int)id);
+        if (len > ((size_t)-1 >> 2) - total) return mms__vocab_oom();
+        v->text_off[id] = total;
+        total += len + 1;
+    }
+    v->text_off[n] = total;
+    v->text = (char *)mms__vocab_alloc(total, 1);
+    v->piece = (unsigned char *)mms__vocab_alloc(total, 1);
+    for (cap = 1; cap < (size_t)n * 2; cap <<= 1) {}
+    v->map = (int32_t *)mms__vocab_alloc(cap, sizeof *v->map);
+    if (!v->text || !v->piece || !v->map) return mms__vocab_oom();
+    v->map_mask = cap - 1;
+    memset(v->map, 0xFF, cap * sizeof *v->map);
+    for (id = 0; id < n; id++) {
+        mms_gguf_get_arr_str(g, K_TOK, id, &s, &len);
+        memcpy(v->text + v->text_off[id], s, len);
+        v->text[v->text_off[id] + len] = '\0';
+        if (len > 0 && mms__vocab_lookup(v, s, len) < 0) {   /* a repeated text keeps its first id */
+            for (i = mms__tok_hash(s, len) & v->map_mask; v->map[i] >= 0; i = (i + 1) & v->map_mask) {}
+            v->map[i] = id;
+        }
+    }
+    /* the byte-level alphabet, both ways */
+    {
+        int16_t rev[256 + 68];
+        for (i = 0; i < 256 + 68; i++) rev[i] = -1;
+        for (i = 0; i < 256; i++) {
+            uint32_t c = mms__tok_byte_to_cp((int)i);
+            rev[c] = (int16_t)i;
+            v->byte_utf8_len[i] = (uint8_t)mms__tok_put_utf8(c, v->byte_utf8[i]);
+        }
+        for (id = 0, total = 0; id < n; id++) {   /* decoded pieces */
+            size_t plen = mms__vocab_decode_token(v, id, rev, v->piece + total);
+            v->piece_off[id] = total;
+            total += plen;
+            if (plen > v->max_piece) v->max_piece = plen;
+        }
+    }
+    v->piece_off[n] = total;
+
+    /* bytes */
+    for (i = 0; i < 256; i++) {
+        v->byte_id[i] = mms__vocab_lookup(v, v->byte_utf8[i], v->byte_utf8_len[i]);
+        if (v->byte_id[i] < 0)
+            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s has no token for byte 0x%02x (%s)", where, K_TOK, (unsigned)i,
+                                 mms__vocab_quote((const char *)v->byte_utf8[i], v->byte_utf8_len[i], q, sizeof q));
+    }
+
+    /* merges */
+    for (cap = 1; cap < (size_t)nm * 2 + 2; cap <<= 1) {}
+    v->pair_key = (uint64_t *)mms__vocab_alloc(cap, sizeof *v->pair_key);
+    v->pair_rank = (uint32_t *)mms__vocab_alloc(cap, sizeof *v->pair_rank);
+    v->pair_id = (int32_t *)mms__vocab_alloc(cap, sizeof *v->pair_id);
+    tmp = (unsigned char *)mms__vocab_alloc(v->text_off[n] + 1, 1);
+    if (!v->pair_key || !v->pair_rank || !v->pair_id || !tmp) { MMS_FREE(tmp); return mms__vocab_oom(); }
+    memset(v->pair_key, 0, cap * sizeof *v->pair_key);
+    v->pair_mask = cap - 1;
+    for (k = 0; k < nm; k++) {
+        const char *sp;
+        int32_t a, b, r;
+        size_t slot;
+        if (mms_gguf_get_arr_str(g, K_MERGE, k, &s, &len) != MMS_OK) {
+            MMS_FREE(tmp);
+            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
+        }
+        sp = len > 2 ? (const char *)memchr(s + 1, ' ', len - 2) : NULL;   /* neither half may be empty */
+        a = sp ? mms__vocab_lookup(v, s, (size_t)(sp - s)) : -1;
+        b = sp ? mms__vocab_lookup(v, sp + 1, len - (size_t)(sp - s) - 1) : -1;
+        r = -1;
+        if (a >= 0 && b >= 0) {
+            memcpy(tmp, s, (size_t)(sp - s));
+            memcpy(tmp + (sp - s), sp + 1, len - (size_t)(sp - s) - 1);
+            r = mms__vocab_lookup(v, tmp, len - 1);
+        }
+        if (r < 0) {
+            st = mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld] %s: %s", where, K_MERGE, (long long)k,
+                               mms__vocab_quote(s, len, q, sizeof q),
+                               !sp ? "not two tokens separated by a space"
+                               : a < 0 || b < 0 ? "names a token that is not in tokenizer.ggml.tokens"
+                                                : "makes a token that is not in tokenizer.ggml.tokens");
+            MMS_FREE(tmp);
+            return st;
+        }
+        slot = mms__vocab_pair_slot(v, mms__vocab_pair_key(a, b));
+        v->pair_key[slot] = mms__vocab_pair_key(a, b);   /* a repeated pair takes the later rank, as HF's map does */
+        v->pair_rank[slot] = (uint32_t)k;
+        v->pair_id[slot] = r;
+    }
+    MMS_FREE(tmp);
+
+    /* special tokens, sorted by first byte and then longest first, for the longest match */
+    {
+        int32_t ns = 0, j, c;
+        for (id = 0; id < n; id++) ns += mms__vocab_is_special(v, id) && v->text_off[id + 1] - v->text_off[id] > 1;
+        v->special = (int32_t *)mms__vocab_alloc((size_t)ns, sizeof *v->special);
+        if (!v->special) return mms__vocab_oom();
+        for (id = 0, ns = 0; id < n; id++)
+            if (mms__vocab_is_special(v, id) && v->text_off[id + 1] - v->text_off[id] > 1) {
+                for (j = ns++; j > 0 && mms__vocab_special_cmp(v, v->special[j - 1], id) > 0; j--) v->special[j] = v->special[j - 1];
+                v->special[j] = id;
+            }
+        for (c = 0, j = 0; c <= 256; c++) {
+            while (j < ns && (unsigned char)v->text[v->text_off[v->special[j]]] < c) j++;
+            v->special_start[c] = j;
+        }
+    }
+
+    /* bos, eos and the end-of-generation ids */
+    if ((st = mms__vocab_opt_id(g, "tokenizer.ggml.bos_token_id", n, &v->bos)) != MMS_OK) return st;
+    if ((st = mms__vocab_opt_id(g, "tokenizer.ggml.eos_token_id", n, &v->eos)) != MMS_OK) return st;
+    {
+        const char *K_EOS = "tokenizer.ggml.eos_token_ids", *named[3] = { "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>" };
+        int64_t ne = 0, e;
+        int32_t *ids;
+        if (mms_gguf_find_key(g, K_EOS) >= 0 && (st = mms__vocab_need_array(g, K_EOS, MMS_GGUF_TYPE_NONE, &ne)) != MMS_OK) return st;
+        if (ne > n) return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s has %lld ids", where, K_EOS, (long long)ne);
+        v->eog = (int32_t *)mms__vocab_alloc((size_t)ne + 4, sizeof *v->eog);
+        if (!v->eog) return mms__vocab_oom();
+        ids = v->eog;
+        if (ne > 0 && mms_gguf_get_arr_i32(g, K_EOS, ids, ne, NULL) != MMS_OK)
+            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
+        for (e = 0; e < ne; e++)
+            if (ids[e] < 0 || ids[e] >= n)
+                return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: id %d out of range (%d tokens)", where, K_EOS,
+                                     (long long)e, (int)ids[e], (int)n);
+        v->n_eog = (int)ne;
+        if (v->eos >= 0) v->eog[v->n_eog++] = v->eos;
+        for (e = 0; e < 3; e++) {
+            int32_t t = mms__vocab_lookup(v, named[e], strlen(named[e]));
+            if (t >= 0) v->eog[v->n_eog++] = t;
+        }
+    }
+    return MMS_OK;
+}
+
+MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
+    struct mms_vocab *v;
+    if (!gguf) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load: gguf is NULL"); return NULL; }
+    v = (struct mms_vocab *)MMS_MALLOC(sizeof *v);
+    if (!v) { mms__vocab_oom(); return NULL; }
+    memset(v, 0, sizeof *v);
+    v->bos = v->eos = -1;
+    if (mms__vocab_build(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    return v;
+}
+
+MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
+    struct mms_gguf *g;
+    struct mms_vocab *v;
+    if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (!(g = mms_gguf_open(path))) return NULL;
+    v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    return v;
+}
+
+MMS_API int32_t mms_vocab_n_tokens(const struct mms_vocab *v) { return v ? v->n_tokens : 0; }
+MMS_API int32_t mms_vocab_bos(const struct mms_vocab *v) { return v ? v->bos : -1; }
+MMS_API int32_t mms_vocab_eos(const struct mms_vocab *v) { return v ? v->eos : -1; }
+
+MMS_API bool mms_vocab_is_eog(const struct mms_vocab *v, int32_t id) {
+    int i;
+    if (!v || id < 0 || id >= v->n_tokens) return false;
+    for (i = 0; i < v->n_eog; i++) if (v->eog[i] == id) return true;
+    return false;
+}
+
+MMS_API enum mms_token_type mms_vocab_token_type(const struct mms_vocab *v, int32_t id) {
+    if (!v || id < 0 || id >= v->n_tokens) return (enum mms_token_type)0;
+    return (enum mms_token_type)v->type[id];
+}
+
+MMS_API int32_t mms_vocab_find(const struct mms_vocab *v, const char *text) {
+    size_t n;
+    if (!v || !text || !(n = strlen(text))) return -1;
+    return mms__vocab_lookup(v, text, n);
+}
+
+MMS_API const char *mms_vocab_token_text(const struct mms_vocab *v, int32_t id) {
+    size_t len;
+    if (!v || id < 0 || id >= v->n_tokens) return NULL;
+    return mms__vocab_text(v, id, &len);
+}
+
+/* -- tokenize -- */
+
+struct mms__tok_out {      /* ids written up to cap, counted beyond */
+    int32_t *ids;
+    size_t   cap, n;
+};
+
+static void mms__tok_emit(struct mms__tok_out *o, int32_t id) {
+    if (o->n < o->cap) o->ids[o->n] = id;
+    o->n++;
+}
+
+struct mms__tok_work {     /* per-call scratch, sized for the whole text */
+    uint32_t      *cp;     /* code points of a segment (U+FFFD for an invalid subpart) */
+    uint8_t       *cls;
+    size_t        *off;    /* byte offset of each code point, one more at the end */
+    unsigned char *bl;     /* a piece in byte-level characters */
+    int32_t       *sym_id; /* the merge symbols: id, neighbours */
+    int32_t       *sym_prev, *sym_next;
+    uint64_t      *heap;   /* (rank << 32) | position of the left symbol */
+    size_t         n_heap;
+};
+
+/* The end of the piece that starts at code point i (< n): the first alternative of
+   '(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+   \s*[\r\n]+|\s+(?!\S)|\s+' that matches there, with greedy quantifiers and backtracking. */
+static size_t mms__tok_match(const uint32_t *cp, const uint8_t *cl, size_t i, size_t n) {
+    uint32_t c = cp[i];
+    size_t j, end;
+#define MMS__TOK_NL(x) ((x) == '\r' || (x) == '\n')
+    if (c == '\'' && i + 1 < n) {
+        int a = mms__uni_contraction_letter(cp[i + 1]), b = i + 2 < n ? mms__uni_contraction_letter(cp[i + 2]) : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+    j = (cl[i] != MMS__UNI_LETTER && cl[i] != MMS__UNI_NUMBER && !MMS__TOK_NL(c)) ? i + 1 : i;
+    if (j < n && cl[j] == MMS__UNI_LETTER) {          /* the optional prefix may only be dropped if cp[i] is a letter */
+        while (j < n && cl[j] == MMS__UNI_LETTER) j++;
+        return j;
+    }
+    if (cl[i] == MMS__UNI_NUMBER) {
+        for (j = i + 1; j < n && j < i + 3 && cl[j] == MMS__UNI_NUMBER; j++) {}
+        return j;
+    }
+    j = (c == ' ' && i + 1 < n && cl[i + 1] == MMS__UNI_OTHER) ? i + 1 : i;
+    if (cl[j] == MMS__UNI_OTHER) {
+        while (j < n && cl[j] == MMS__UNI_OTHER) j++;
+        while (j < n && MMS__TOK_NL(cp[j])) j++;
+        return j;
+    }
+    /* whitespace: the run, then \s*[\r\n]+ up to its last line break, \s+(?!\S), \s+ */
+    for (end = i; end < n && cl[end] == MMS__UNI_SPACE; end++) {}
+    for (j = end; j > i; j--) if (MMS__TOK_NL(cp[j - 1])) return j;
+    if (end == n || end - i == 1) return end;
+    return end - 1;
+#undef MMS__TOK_NL
+}
+
+static void mms__tok_heap_push(struct mms__tok_work *w, uint64_t x) {
+    size_t i = w->n_heap++;
+    while (i > 0 && w->heap[(i - 1) / 2] > x) { w->heap[i] = w->heap[(i - 1) / 2]; i = (i - 1) / 2; }
+    w->heap[i] = x;
+}
+
+static uint64_t mms__tok_heap_pop(struct mms__tok_work *w) {
+    uint64_t top = w->heap[0], x = w->heap[--w->n_heap];
+    size_t i = 0, n = w->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && w->heap[c + 1] < w->heap[c]) c++;
+        if (w->heap[c] >= x) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    if (n > 0) w->heap[i] = x;
+    return top;
+}
+
+/* Queues the merge of symbol i with its right neighbour, if there is one. */
+static void mms__tok_queue_pair(const struct mms_vocab *v, struct mms__tok_work *w, int32_t i) {
+    int32_t r = w->sym_next[i];
+    size_t slot;
+    if (r < 0) return;
+    slot = mms__vocab_pair_slot(v, mms__vocab_pair_key(w->sym_id[i], w->sym_id[r]));
+    if (v->pair_key[slot] != 0) mms__tok_heap_push(w, (uint64_t)v->pair_rank[slot] << 32 | (uint32_t)i);
+}
+
+/* BPE of one piece of n bytes. */
+static void mms__tok_bpe(const struct mms_vocab *v, struct mms__tok_work *w, const unsigned char *p, size_t n, struct mms__tok_out *o) {
+    size_t i, bl = 0;
+    int32_t id;
+    if (n == 1) { mms__tok_emit(o, v->byte_id[p[0]]); return; }
+    for (i = 0; i < n; i++) {
+        memcpy(w->bl + bl, v->byte_utf8[p[i]], 2);
+        bl += v->byte_utf8_len[p[i]];
+    }
+    id = mms__vocab_lookup(v, w->bl, bl);
+    if (id >= 0 && v->type[id] == MMS_TOKEN_NORMAL) { mms__tok_emit(o, id); return; }
+    w->n_heap = 0;
+    for (i = 0; i < n; i++) {
+        w->sym_id[i] = v->byte_id[p[i]];
+        w->sym_prev[i] = (int32_t)i - 1;
+        w->sym_next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (i = 0; i + 1 < n; i++) mms__tok_queue_pair(v, w, (int32_t)i);
+    while (w->n_heap > 0) {
+        uint64_t top = mms__tok_heap_pop(w);
+        int32_t l = (int32_t)(uint32_t)top, r = w->sym_next[l];
+        size_t slot;
+        if (w->sym_id[l] < 0 || r < 0) continue;   /* merged away, or nothing on its right any more */
+        slot = mms__vocab_pair_slot(v, mms__vocab_pair_key(w->sym_id[l], w->sym_id[r]));
+        if (v->pair_key[slot] == 0 || v->pair_rank[slot] != (uint32_t)(top >> 32)) continue;   /* stale */
+        w->sym_id[l] = v->pair_id[slot];
+        w->sym_id[r] = -1;
+        w->sym_next[l] = w->sym_next[r];
+        if (w->sym_next[r] >= 0) w->sym_prev[w->sym_next[r]] = l;
+        if (w->sym_prev[l] >= 0) mms__tok_queue_pair(v, w, w->sym_prev[l]);
+        mms__tok_queue_pair(v, w, l);
+    }
+    for (i = 0; i < n; i = (size_t)w->sym_next[i]) {
+        mms__tok_emit(o, w->sym_id[i]);
+        if (w->sym_next[i] < 0) break;
+    }
+}
+
+/* The code points of s[0..len) with their classes and byte offsets (off[n] = len); returns n. */
+static size_t mms__tok_decode_cps(const unsigned char *s, size_t len, uint32_t *cps, uint8_t *cls, size_t *off) {
+    size_t pos = 0, n = 0;
+    while (pos < len) {
+        uint32_t cp = 0xFFFD;
+        bool inc;
+        int u = mms__tok_utf8_unit(s + pos, len - pos, &cp, &inc);
+        if (u < 0) { u = -u; cp = 0xFFFD; }
+        cps[n] = cp;
+        cls[n] = (uint8_t)mms__uni_class(cp);
+        off[n++] = pos;
+        pos += (size_t)u;
+    }
+    off[n] = len;
+    return n;
+}
+
+/* Pre-tokenizes and merges one segment of text without special tokens. */
+static void mms__tok_segment(const struct mms_vocab *v, struct mms__tok_work *w, const unsigned char *s, size_t len,
+                             struct mms__tok_out *o) {
+    size_t n = mms__tok_decode_cps(s, len, w->cp, w->cls, w->off), i;
+    for (i = 0; i < n;) {
+        size_t j = mms__tok_match(w->cp, w->cls, i, n);
+        mms__tok_bpe(v, w, s + w->off[i], w->off[j] - w->off[i], o);
+        i = j;
+    }
+}
+
+/* The longest special token at s[0..n), or -1. */
+static int32_t mms__tok_special_at(const struct mms_vocab *v, const unsigned char *s, size_t n) {
+    int32_t k;
+    for (k = v->special_start[s[0]]; k < v->special_start[s[0] + 1]; k++) {
+        size_t len;
+        const char *t = mms__vocab_text(v, v->special[k], &len);
+        if (len <= n && memcmp(t, s, len) == 0) return v->special[k];
+    }
+    return -1;
+}
+
+MMS_API int mms_tokenize(const struct mms_vocab *vocab, const char *text, size_t len, int32_t *out, int cap, bool add_bos,
+                         bool parse_special) {
+    const unsigned char *s = (const unsigned char *)text;
+    struct mms__tok_out o;
+    struct mms__tok_work w;
+    size_t start = 0, i;
+    if (!vocab || (!text && len > 0) || (!out && cap > 0) || cap < 0)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_tokenize: %s", !vocab ? "vocab is NULL" : (!text && len > 0) ? "text is NULL"
+                                                                    : cap < 0 ? "negative cap" : "out is NULL with a non-zero cap");
+    if (add_bos && vocab->bos < 0) return mms_set_error(MMS_ERR_STATE, "mms_tokenize: add_bos, but the vocabulary has no bos token");
+    if (len > (size_t)INT32_MAX) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_tokenize: text of %zu bytes is too long", len);
+    o.ids = out;
+    o.cap = (size_t)cap;
+    o.n = 0;
+    if (add_bos && !(parse_special && len > 0 && mms__tok_special_at(vocab, s, len) == vocab->bos)) mms__tok_emit(&o, vocab->bos);
+    memset(&w, 0, sizeof w);
+    w.cp = (uint32_t *)mms__vocab_alloc(len + 1, sizeof *w.cp);
+    w.cls = (uint8_t *)mms__vocab_alloc(len + 1, 1);
+    w.off = (size_t *)mms__vocab_alloc(len + 1, sizeof *w.off);
+    w.bl = (unsigned char *)mms__vocab_alloc(len + 1, 2);
+    w.sym_id = (int32_t *)mms__vocab_alloc(len + 1, sizeof *w.sym_id);
+    w.sym_prev = (int32_t *)mms__vocab_alloc(len + 1, sizeof *w.sym_prev);
+    w.sym_next = (int32_t *)mms__vocab_alloc(len + 1, sizeof *w.sym_next);
+    w.heap = (uint64_t *)mms__vocab_alloc(len * 3 + 1, sizeof *w.heap);   /* each merge queues at most 2 */
+    if (w.cp && w.cls && w.off && w.bl && w.sym_id && w.sym_prev && w.sym_next && w.heap) {
+        for (i = 0; i < len; i++) {
+            int32_t sp = parse_special && vocab->special_start[s[i]] < vocab->special_start[s[i] + 1]
+                       ? mms__tok_special_at(vocab, s + i, len - i) : -1;
+            if (sp < 0) continue;
+            mms__tok_segment(vocab, &w, s + start, i - start, &o);
+            mms__tok_emit(&o, sp);
+            i += vocab->text_off[sp + 1] - vocab->text_off[sp] - 2;   /* the loop adds the last one */
+            start = i + 1;
+        }
+        mms__tok_segment(vocab, &w, s + start, len - start, &o);
+    }
+    MMS_FREE(w.cp); MMS_FREE(w.cls); MMS_FREE(w.off); MMS_FREE(w.bl);
+    MMS_FREE(w.sym_id); MMS_FREE(w.sym_prev); MMS_FREE(w.sym_next); MMS_FREE(w.heap);
+    if (!w.cp || !w.cls || !w.off || !w.bl || !w.sym_id || !w.sym_prev || !w.sym_next || !w.heap)
+        return mms_set_error(MMS_ERR_OOM, "mms_tokenize: out of memory for %zu bytes of text", len);
+    if (o.n > (size_t)INT_MAX) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_tokenize: more than INT_MAX tokens");
+    return (int)o.n;
+}
+
+/* -- detokenize -- */
+
+struct mms__tok_text {     /* bytes written up to cap, counted beyond */
+    char  *buf;
+    size_t cap, n;
+};
+
+static void mms__tok_put(struct mms__tok_text *t, const void *p, size_t n) {
+    if (t->n < t->cap) memcpy(t->buf + t->n, p, t->cap - t->n < n ? t->cap - t->n : n);
+    t->n += n;
+}
+
+/* The bytes token id stands for, given render_special; NULL for a bad id. */
+static const unsigned char *mms__tok_piece(const struct mms_vocab *v, int32_t id, bool render_special, size_t *len) {
+    if (!v || id < 0 || id >= v->n_tokens) return NULL;
+    *len = v->piece_off[id + 1] - v->piece_off[id];
+    if (!render_special && (v->type[id] == MMS_TOKEN_CONTROL || v->type[id] == MMS_TOKEN_UNKNOWN)) *len = 0;
+    return v->piece + v->piece_off[id];
+}
+
+/* Decodes s[0..n) after the pending bytes of d into t: whole characters, U+FFFD for each invalid
+   subpart; a valid prefix cut by the end stays pending (final: becomes U+FFFD). */
+static void mms__tok_decode(struct mms_detokenizer *d, const unsigned char *s, size_t n, bool final, struct mms__tok_text *t) {
+    static const unsigned char fffd[3] = { 0xEF, 0xBF, 0xBD };
+    unsigned char tmp[8];
+    size_t tn = (size_t)d->n_pending, p = 0, q;
+    uint32_t cp;
+    bool inc;
+    int u;
+    /* first the characters that start in the pending bytes */
+    memcpy(tmp, d->pending, tn);
+    if (n > 0) memcpy(tmp + tn, s, n < 4 ? n : 4);
+    while (p < (size_t)d->n_pending) {
+        size_t avail = tn + (n < 4 ? n : 4) - p;
+        u = mms__tok_utf8_unit(tmp + p, avail, &cp, &inc);
+        if (inc && !final) {   /* all of s is in tmp: keep the lot pending */
+            memmove(d->pending, tmp + p, avail);
+            d->n_pending = (int)avail;
+            return;
+        }
+        if (u > 0) mms__tok_put(t, tmp + p, (size_t)u); else { mms__tok_put(t, fffd, 3); u = -u; }
+        p += (size_t)u;
+    }
+    d->n_pending = 0;
+    for (q = p - tn; q < n;) {
+        u = mms__tok_utf8_unit(s + q, n - q, &cp, &inc);
+        if (inc && !final) {
+            memcpy(d->pending, s + q, n - q);
+            d->n_pending = (int)(n - q);
+            return;
+        }
+        if (u > 0) mms__tok_put(t, s + q, (size_t)u); else { mms__tok_put(t, fffd, 3); u = -u; }
+        q += (size_t)u;
+    }
+}
+
+MMS_API int mms_token_to_piece(const struct mms_vocab *vocab, int32_t id, char *buf, int cap, bool render_special) {
+    size_t len = 0;
+    const unsigned char *p = mms__tok_piece(vocab, id, render_special, &len);
+    if (!p) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_token_to_piece: %s", vocab ? "token id out of range" : "vocab is NULL");
+    if (cap < 0 || (!buf && cap > 0)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_token_to_piece: bad buffer (cap %d)", cap);
+    if (cap > 0 && len > 0) memcpy(buf, p, (size_t)cap < len ? (size_t)cap : len);
+    return (int)len;
+}
+
+MMS_API int mms_detokenize(const struct mms_vocab *vocab, const int32_t *ids, int n, char *buf, int cap, bool render_special) {
+    struct mms_detokenizer d;
+    struct mms__tok_text t;
+    int i;
+    if (!vocab || (!ids && n > 0) || n < 0 || cap < 0 || (!buf && cap > 0))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenize: %s", !vocab ? "vocab is NULL" : (!ids && n > 0) ? "ids is NULL"
+                                                                      : n < 0 ? "negative n" : "bad buffer");
+    memset(&d, 0, sizeof d);
+    t.buf = buf;
+    t.cap = (size_t)cap;
+    t.n = 0;
+    for (i = 0; i < n; i++) {
+        size_t len = 0;
+        const unsigned char *p = mms__tok_piece(vocab, ids[i], render_special, &len);
+        if (!p) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenize: ids[%d] = %d is out of range", i, (int)ids[i]);
+        mms__tok_decode(&d, p, len, false, &t);
+    }
+    mms__tok_decode(&d, NULL, 0, true, &t);
+    if (t.n > (size_t)INT_MAX - 1) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenize: the text is longer than INT_MAX");
+    if (t.n < t.cap) buf[t.n] = '\0';
+    return (int)t.n;
+}
+
+MMS_API int mms_detokenizer_push(const struct mms_vocab *vocab, struct mms_detokenizer *d, int32_t id, char *buf, int cap,
+                                 bool render_special) {
+    struct mms_detokenizer next;
+    struct mms__tok_text t;
+    size_t len = 0;
+    const unsigned char *p;
+    if (!vocab || !d || !buf || cap < 1 || d->n_pending < 0 || d->n_pending > 3)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenizer_push: %s", !vocab ? "vocab is NULL" : !d ? "d is NULL"
+                                                                            : (!buf || cap < 1) ? "no room for the NUL" : "corrupt state");
+    if (!(p = mms__tok_piece(vocab, id, render_special, &len)))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenizer_push: token id %d out of range", (int)id);
+    next = *d;
+    t.buf = buf;
+    t.cap = (size_t)cap;
+    t.n = 0;
+    mms__tok_decode(&next, p, len, false, &t);
+    if (t.n >= t.cap)   /* the state stays as it was: the caller may retry with more room */
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenizer_push: token %d needs %zu bytes and the NUL, cap is %d", (int)id, t.n, cap);
+    buf[t.n] = '\0';
+    *d = next;
+    return (int)t.n;
+}
+
+MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap) {
+    struct mms_detokenizer next;
+    struct mms__tok_text t;
+    if (!d || !buf || cap < 1 || d->n_pending < 0 || d->n_pending > 3)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenizer_flush: %s", !d ? "d is NULL" : (!buf || cap < 1) ? "no room for the NUL"
+                                                                                                    : "corrupt state");
+    t.buf = buf;
+    t.cap = (size_t)cap;
+    t.n = 0;
+    next = *d;
+    mms__tok_decode(&next, NULL, 0, true, &t);
+    if (t.n >= t.cap) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_detokenizer_flush: needs %zu bytes and the NUL, cap is %d", t.n, cap);
+    buf[t.n] = '\0';
+    *d = next;
+    return (int)t.n;
+}
