@@ -30,6 +30,7 @@
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
        MMS_CPU_KERNELS=auto|scalar|avx2           the CPU kernel set (default auto)
+       MMS_CPU_PROFILE=1                          per-op-type CPU time, printed when the backend is freed (section 9)
        MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
        MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
        MMS_SCHED_DUMP=glob, MMS_SCHED_DUMP_DIR    write matching computed tensors to files
@@ -277,12 +278,42 @@
 
    9. THE CPU BACKEND
        mms_backend_cpu_init() starts a thread pool with one worker per core
-       (mms_backend_cpu_set_n_threads changes it). Workers sleep between graphs and meet at a
-       spinning barrier between nodes. Rows (or, for mul_mat, tiles handed out through an atomic
-       counter) are split across workers; results are bit-identical whatever the thread count.
-       The kernel set is chosen at run time: AVX2 + FMA + F16C when the CPU and compiler have them,
-       else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS force one. The test suite runs every
-       op with both.
+       (mms_backend_cpu_set_n_threads changes it). Every worker walks the graph and meets the others
+       at a barrier after each node; a waiting worker spins for a few microseconds (the usual gap
+       between two nodes) and then sleeps on a condition variable, so on a busy machine the OS can
+       run the straggler on its core. Between graphs workers spin as briefly on the job counter,
+       then sleep. build/bench measures both costs ("threadpool": about 0.1-0.3 us per barrier when
+       the cores are free, about 10 us when another process holds one).
+       Work is cut into pieces that depend on the shapes only (rows, or tiles handed out through an
+       atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
+       whatever the thread count.
+
+       The kernel set is chosen at run time: AVX2 + FMA + F16C when the CPU and compiler have them
+       (function-level target attributes, so a binary built for plain x86-64 runs anywhere; define
+       MMS_NO_SIMD to leave them out), else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS=
+       scalar|avx2 force one. The test suite runs every op with both. The AVX2 kernels:
+         mul_mat, more than 4 columns: a tile of 64 rows of a is packed transposed into panels of 16
+           (f16/bf16 converted on the way) and kept while tiles of b pass; a 6 x 16 register block
+           (12 accumulators, 12 FMAs per 8 loads) writes dst directly. About 95% of one core's FMA
+           peak on 1280x1280x1601.
+         mul_mat, 1 to 4 columns (decode): dot products straight from the weight rows, f16 converted
+           inside the dot, so the weights stream from memory once (about 85-90% of the read bandwidth).
+         flash_attn_ext: blocks of 96 query rows (the heads of a group share one, so grouped K/V are
+           read once per group) against blocks of 128 keys; S = Q K^T and O += P V with the same
+           register block, a streaming softmax per row, key blocks masked for every row skipped
+           (causal prefill, unused cache), strided V rows copied once per block. The score matrix is
+           never stored: memory is a few hundred KB per thread.
+         soft_max, silu, gelu (erf through a Chebyshev fit of erfc, relative error < 1.2e-7),
+           gelu_tanh, exp, sqr, sqrt, scale: 8 lanes with a Cephes-style exp (about 1 ulp; exactly 0
+           below -87.3, so -inf mask entries weigh nothing). tanh keeps the C library.
+         norm, rms_norm: sums in double, 4 lanes. f16/bf16 rows convert with F16C / shifts.
+       Host buffers of 8 MiB and more are aligned to 2 MiB and offered to transparent huge pages
+       (madvise), which helps ops that read big tensors with large strides.
+
+       Where the time goes: mms_backend_cpu_set_profile(cpu, true) adds each node's time (until the
+       last thread is done with it) to its op type; mms_backend_cpu_print_profile(cpu, out) prints
+       the totals, slowest first, and resets them. MMS_CPU_PROFILE=1 turns it on for every CPU
+       backend and prints to stderr when the backend is freed. build/bench --profile uses it.
 
    10. THE CUDA BACKEND
        mmsched_cuda.cu is a placeholder until the CUDA backend lands: mms_backend_cuda_init and the
@@ -358,6 +389,13 @@
        gives a model with shapes and no weights, for planning: at the 11B shapes the 4-tile vision
        graph plans at about 470 MiB of float32 activations (the attention runs fused, so the
        16 x 6432 x 6432 scores are never stored).
+
+       mms_mllama_add_image_rgb preprocesses with the model's own parameters and adds in one call.
+       mms_mllama_get_timings (and _print_timings) splits the time by phase: load, context,
+       preprocess, image encode (vision encoder + projector), cross-attention K/V, prompt and
+       generation with tokens/s (a one-token decode is generation), and memory per backend (weights,
+       KV cache, compute, kept images at their peak). A progress callback in the load parameters
+       reports the load and can stop it.
 
    14. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
@@ -903,6 +941,12 @@ MMS_API int             mms_backend_cpu_get_n_threads(mms_backend_t backend);
 MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
+/* Per-op-type time profile: while on, each computed node's wall time (from its start until every
+   thread is done with it) is added to its op's total. print writes one line per op type, slowest
+   first, and resets the totals. MMS_CPU_PROFILE=1 in the environment turns it on for every CPU
+   backend and prints to stderr when the backend is freed. */
+MMS_API void            mms_backend_cpu_set_profile(mms_backend_t backend, bool on);
+MMS_API void            mms_backend_cpu_print_profile(mms_backend_t backend, FILE *out);
 
 enum mms_cpu_kernels {
     MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */
@@ -1459,6 +1503,11 @@ MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
 MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                                                   uint8_t *dst, int dst_w, int dst_h);
 
+/* RGBA8 to RGB8 over a white background, as the processor's convert_to_rgb (PIL's alpha_composite
+   onto opaque white): each channel becomes round((c * a + 255 * (255 - a)) / 255). rgba rows are
+   stride bytes apart (0: width * 4); rgb is width * height * 3 bytes. */
+MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int width, int height, size_t stride, uint8_t *rgb);
+
 /* -- the model ----------------------------------------------------------------------------------------
    Loaded from Ollama's GGUF layouts: the single file (text and vision together) or the older pair
    of a text file and a vision projector file. Every hyper-parameter comes from the metadata, so a
@@ -1498,6 +1547,11 @@ struct mms_mllama_load_params {
     int           n_gpu_layers;     /* text layers on gpu, counted from the last; >= n_layer also moves the output head */
     bool          vision_on_gpu;    /* the vision tower on gpu (else cpu) */
     bool          text_only;        /* do not load the vision tower */
+    /* Called as weights are read, with the fraction done (0..1); return false to stop the load
+       (MMS_ABORTED). When set, mapped host weights are read through once (page by page) so that the
+       load really happens here rather than during the first decode. */
+    bool        (*progress)(float fraction, void *user_data);
+    void         *progress_user_data;
 };
 
 struct mms_mllama_model;
@@ -1542,6 +1596,11 @@ MMS_API void                       mms_mllama_context_print_memory(struct mms_ml
 
 /* Attach an image (preprocessed with the model's parameters) to the conversation. */
 MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image);
+/* The same from RGB8 pixels (rows stride bytes apart, 0: width * 3), preprocessed with the model's
+   tile size, tile count, mean and std. */
+MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *ctx, const uint8_t *rgb, int width, int height, size_t stride);
+/* The model's preprocessing parameters (for mms_mllama_preprocess_image). */
+MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struct mms_mllama_model *model);
 /* Run the vision encoder alone; copies out the encoder output ([v_output_dim, tokens, tiles]) and
    the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
 MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
@@ -1552,6 +1611,29 @@ MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context 
 MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in order asked */
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
+/* Where the time and the memory went, since the context was made or the timings were reset.
+   Decode calls of one token count as generation, longer ones as prompt. Memory is per backend:
+   weights, KV cache, compute memory (planned at creation; grows only if a graph needs more) and
+   the kept cross-attention K/V of encoded images at their largest. */
+struct mms_mllama_timings {
+    double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
+    double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
+    int    n_preprocessed;
+    double encode_ms, cross_kv_ms;        /* vision encoder + projector; then the cross K/V of each layer */
+    int    n_encodes;
+    double prompt_ms, gen_ms;
+    int    n_prompt_tokens, n_gen_tokens;
+    int    n_backends;
+    struct {
+        char   name[32];
+        size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+    } memory[2];
+};
+MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
+MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
+/* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
+MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
+
 /* Forget the conversation (tokens and images; encoded images stay cached), or keep its first n_keep tokens. */
 MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
 MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);
@@ -1646,6 +1728,7 @@ static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -1668,7 +1751,7 @@ static void mms__cpu_relax(void) {
 #endif
 }
 
-static void mms__thread_yield(void) { sched_yield(); }
+MMS__MAYBE_UNUSED static void mms__thread_yield(void) { sched_yield(); }
 
 /* -- threads, mutexes, condition variables -- */
 typedef pthread_t       mms__thread;
@@ -1721,6 +1804,17 @@ static void *mms__aligned_alloc(size_t alignment, size_t size) {
     memcpy(p - sizeof(void *), &raw, sizeof raw);
     return p;
 }
+/* Asks the kernel to back [p, p + size) with transparent huge pages where it can (Linux with THP
+   in "madvise" mode): large tensors read with big strides then miss the TLB far less. */
+MMS__MAYBE_UNUSED static void mms__advise_huge_pages(void *p, size_t size) {
+#if defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20, lo = MMS__ALIGN_UP((uintptr_t)p, huge), hi = ((uintptr_t)p + size) / huge * huge;
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE);
+#else
+    MMS__UNUSED(p);
+    MMS__UNUSED(size);
+#endif
+}
 static void mms__aligned_free(void *p) {
     char *raw;
     if (!p) return;
@@ -1737,7 +1831,7 @@ MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct 
     out->addr = NULL;
     out->size = 0;
     fd = open(path, O_RDONLY);
-    if (fd < 0) return mms_set_error(MMS_ERR_IO, "cannot open '%s'", path);
+    if (fd < 0) return mms_set_error(MMS_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return mms_set_error(MMS_ERR_IO, "'%s' is not a regular file", path);
@@ -1746,8 +1840,9 @@ MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct 
     if (out->size > 0) {
         void *addr = mmap(NULL, out->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (addr == MAP_FAILED) {
+            const int err = errno;
             close(fd);
-            return mms_set_error(MMS_ERR_IO, "cannot map '%s' (%zu bytes)", path, out->size);
+            return mms_set_error(MMS_ERR_IO, "cannot map '%s' (%zu bytes): %s", path, out->size, strerror(err));
         }
         out->addr = addr;
     }
@@ -3814,38 +3909,57 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
 /* ==== begin src/backend/cpu/threadpool.c ==== */
 /* >>threadpool ====================================================================================
    A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
-   worker; inside a job, workers meet at barriers that spin briefly and then yield, so the cost of a
-   barrier is microseconds. Between jobs, workers sleep on a condition variable. */
+   worker; inside a job, workers meet at barriers. Whoever waits spins for a few microseconds (the
+   usual wait between two nodes) and then sleeps on a condition variable, so a busy machine's
+   scheduler can run the straggler on the waiter's core instead of watching it spin (build/bench
+   measures a barrier). Between jobs, workers spin as briefly on the job counter (back-to-back
+   graphs, as the scheduler's splits make, start at once) and then sleep too. */
+
+#define MMS__POOL_SPINS 256    /* pause instructions before sleeping: about 6 us on Zen 3, 10 us on recent Intel */
 
 struct mms__threadpool {
     int           n_threads;        /* workers including the caller */
     mms__thread  *threads;          /* n_threads - 1 */
     mms__mutex    mutex;
-    mms__cond     cond;
-    int           job_seq;          /* bumped for each job, under mutex */
+    mms__cond     cond;             /* a new job or stop */
+    mms__cond     barrier_cond;     /* a barrier's phase changed */
+    mms__atomic_int job_seq;        /* bumped for each job, under mutex; read while spinning */
     bool          stop;
     void        (*fn)(void *arg, int ith, int nth);
     void         *arg;
     mms__atomic_int barrier_count;
     mms__atomic_int barrier_phase;
+    mms__atomic_int barrier_sleepers;
 };
 
 struct mms__worker_arg { struct mms__threadpool *pool; int ith; };
 
 static void mms__threadpool_barrier(struct mms__threadpool *pool) {
     int32_t phase;
-    int spins = 0;
+    int spins;
     if (pool->n_threads == 1) return;
     phase = mms__atomic_load(&pool->barrier_phase);
     if (mms__atomic_fetch_add(&pool->barrier_count, 1) == pool->n_threads - 1) {
         mms__atomic_store(&pool->barrier_count, 0);
         mms__atomic_fetch_add(&pool->barrier_phase, 1);
+        /* A sleeper counts itself before it checks the phase under the mutex; both steps here are
+           read-modify-writes and loads in that order, so a sleeper is either seen or sees the phase. */
+        if (mms__atomic_load(&pool->barrier_sleepers) > 0) {
+            mms__mutex_lock(&pool->mutex);
+            mms__cond_broadcast(&pool->barrier_cond);
+            mms__mutex_unlock(&pool->mutex);
+        }
         return;
     }
-    while (mms__atomic_load(&pool->barrier_phase) == phase) {
-        if (++spins < 4096) mms__cpu_relax();
-        else mms__thread_yield();
+    for (spins = 0; spins < MMS__POOL_SPINS; spins++) {
+        if (mms__atomic_load(&pool->barrier_phase) != phase) return;
+        mms__cpu_relax();
     }
+    mms__atomic_fetch_add(&pool->barrier_sleepers, 1);
+    mms__mutex_lock(&pool->mutex);
+    while (mms__atomic_load(&pool->barrier_phase) == phase) mms__cond_wait(&pool->barrier_cond, &pool->mutex);
+    mms__mutex_unlock(&pool->mutex);
+    mms__atomic_fetch_add(&pool->barrier_sleepers, -1);
 }
 
 static void *mms__threadpool_worker(void *p) {
@@ -3855,10 +3969,12 @@ static void *mms__threadpool_worker(void *p) {
     for (;;) {
         void (*fn)(void *, int, int);
         void *arg;
+        int spins;
+        for (spins = 0; spins < MMS__POOL_SPINS && mms__atomic_load(&pool->job_seq) == seen; spins++) mms__cpu_relax();
         mms__mutex_lock(&pool->mutex);
-        while (!pool->stop && pool->job_seq == seen) mms__cond_wait(&pool->cond, &pool->mutex);
+        while (!pool->stop && mms__atomic_load(&pool->job_seq) == seen) mms__cond_wait(&pool->cond, &pool->mutex);
         if (pool->stop) { mms__mutex_unlock(&pool->mutex); break; }
-        seen = pool->job_seq;
+        seen = mms__atomic_load(&pool->job_seq);
         fn = pool->fn;
         arg = pool->arg;
         mms__mutex_unlock(&pool->mutex);
@@ -3879,6 +3995,7 @@ static void mms__threadpool_free(struct mms__threadpool *pool) {
     for (i = 0; i < pool->n_threads - 1; i++) mms__thread_join(pool->threads[i]);
     mms__mutex_destroy(&pool->mutex);
     mms__cond_destroy(&pool->cond);
+    mms__cond_destroy(&pool->barrier_cond);
     MMS_FREE(pool->threads);
     MMS_FREE(pool);
 }
@@ -3891,6 +4008,7 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     pool->n_threads = 1;
     mms__mutex_init(&pool->mutex);
     mms__cond_init(&pool->cond);
+    mms__cond_init(&pool->barrier_cond);
     pool->threads = (mms__thread *)MMS_MALLOC(sizeof(mms__thread) * (size_t)(n_threads > 1 ? n_threads - 1 : 1));
     if (!pool->threads) { mms__threadpool_free(pool); return NULL; }
     for (i = 1; i < n_threads; i++) {
@@ -3911,7 +4029,7 @@ static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *,
         mms__mutex_lock(&pool->mutex);
         pool->fn = fn;
         pool->arg = arg;
-        pool->job_seq++;
+        mms__atomic_fetch_add(&pool->job_seq, 1);
         mms__cond_broadcast(&pool->cond);
         mms__mutex_unlock(&pool->mutex);
     }
@@ -3991,7 +4109,10 @@ static float mms__dot_f32_scalar(int64_t n, const float *x, const float *y) {
 }
 
 #if MMS__HAVE_AVX2
-static MMS__TARGET_AVX2 float mms__hsum256(__m256 v) {
+/* for the 8-lane helpers that must inline into their loops */
+#define MMS__AVX2_INLINE MMS__TARGET_AVX2 __attribute__((always_inline)) inline
+
+static MMS__AVX2_INLINE float mms__hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
@@ -4037,13 +4158,6 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__mad_f32_avx2(int64_t n, float *y, const float *x, float a) {
-    __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
 static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -4074,15 +4188,6 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
     if (mms__avx2()) return mms__dot_f32_avx2(n, x, y);
 #endif
     return mms__dot_f32_scalar(n, x, y);
-}
-
-/* y += a * x */
-static void mms__vec_mad_f32(int64_t n, float *y, const float *x, float a) {
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__mad_f32_avx2(n, y, x, a); return; }
-#endif
-    for (i = 0; i < n; i++) y[i] += a * x[i];
 }
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
@@ -4116,6 +4221,393 @@ static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
 #endif
     mms__type_traits[type].from_float(src, dst, n);
+}
+
+/* -- the unary ops, one value (the scalar path, and TANH everywhere) -- */
+
+static const double mms__sqrt_half = 0.70710678118654752440;   /* 1/sqrt(2) */
+static const double mms__sqrt_2_over_pi = 0.79788456080286535588;
+
+static float mms__unary_scalar(enum mms_op op, float x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return x * s;
+        case MMS_OP_SQR:       return x * x;
+        case MMS_OP_SQRT:      return sqrtf(x);
+        case MMS_OP_EXP:       return expf(x);
+        case MMS_OP_TANH:      return tanhf(x);
+        case MMS_OP_SILU:      return x / (1.0f + expf(-x));
+        case MMS_OP_GELU:      return 0.5f * x * (1.0f + erff(x * (float)mms__sqrt_half));
+        case MMS_OP_GELU_TANH: return 0.5f * x * (1.0f + tanhf((float)mms__sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+        default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
+    }
+}
+/* -- exp, erf and the activations, 8 lanes at a time -- */
+
+#if MMS__HAVE_AVX2
+/* exp(x) = 2^n p(r), n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-6 fit
+   (about 1 ulp). Below -87.3 the result is exactly 0 (so masked -inf scores weigh nothing);
+   above 88.7 it saturates at about 3.4e38 instead of inf. */
+static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), n, r, r2, p;
+    __m256i e;
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
+    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+/* x / (1 + exp(-a x)): silu with a = 1; gelu_tanh is x / (1 + exp(-2u)) with u its tanh argument */
+static MMS__AVX2_INLINE __m256 mms__sigmoid_mul8(__m256 x, __m256 ax) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), mms__exp8(_mm256_sub_ps(_mm256_setzero_ps(), ax))));
+}
+
+/* gelu(x) = x/2 (1 + erf(x/sqrt 2)) through erfc(z), z = |x|/sqrt 2, with the Chebyshev fit of
+   Numerical Recipes (relative error < 1.2e-7 everywhere, so the negative tail stays accurate). */
+static MMS__AVX2_INLINE __m256 mms__gelu8(__m256 x) {
+    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0.70710678118654752f));
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(half, z, one)), p = _mm256_set1_ps(c[9]), erfc, neg;
+    int i;
+    for (i = 8; i >= 0; i--) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[i]));
+    erfc = _mm256_mul_ps(t, mms__exp8(_mm256_fnmadd_ps(z, z, p)));
+    neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, neg));
+}
+
+/* One unary op on 8 lanes (every unary op but TANH, which keeps the scalar body for its accuracy near 0). */
+static MMS__AVX2_INLINE __m256 mms__unary8(enum mms_op op, __m256 x, __m256 s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return _mm256_mul_ps(x, s);
+        case MMS_OP_SQR:       return _mm256_mul_ps(x, x);
+        case MMS_OP_SQRT:      return _mm256_sqrt_ps(x);
+        case MMS_OP_EXP:       return mms__exp8(x);
+        case MMS_OP_SILU:      return mms__sigmoid_mul8(x, x);
+        case MMS_OP_GELU:      return mms__gelu8(x);
+        default: {             /* GELU_TANH */
+            __m256 u = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(0.044715f), _mm256_set1_ps(1.0f)));
+            return mms__sigmoid_mul8(x, _mm256_mul_ps(u, _mm256_set1_ps(2.0f * 0.79788456080286535588f)));
+        }
+    }
+}
+
+static MMS__TARGET_AVX2 void mms__unary_f32_avx2(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    const __m256 vs = _mm256_set1_ps(s);
+    float tx[8], ty[8];
+    int64_t i = 0, j;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, mms__unary8(op, _mm256_loadu_ps(x + i), vs));
+    if (i < n) {                       /* the tail through a padded copy: the same code, so the same results */
+        for (j = 0; j < 8; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
+        _mm256_storeu_ps(ty, mms__unary8(op, _mm256_loadu_ps(tx), vs));
+        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
+    }
+}
+
+static MMS__TARGET_AVX2 float mms__max_f32_avx2(int64_t n, const float *x) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    __m128 h;
+    int64_t i = 0;
+    float m;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+        m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    }
+    m0 = _mm256_max_ps(m0, m1);
+    h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    m = _mm_cvtss_f32(h);
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+/* y = exp(x - m), returns the sum; y may be x */
+static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const float *x, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    float s;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)), e1 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        _mm256_storeu_ps(y + i, e0);
+        _mm256_storeu_ps(y + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(y + i, e0);
+        s0 = _mm256_add_ps(s0, e0);
+    }
+    s = mms__hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+/* y = x * a + b (b may be NULL) */
+static MMS__TARGET_AVX2 void mms__axpb_f32_avx2(int64_t n, float *y, const float *x, float a, const float *b) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    if (b) for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(b + i)));
+    else   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+/* Sums for the norms, in double like the scalar path: sum(x) and sum((x - c)^2). */
+static MMS__TARGET_AVX2 void mms__sums_f64_avx2(int64_t n, const float *x, double c, double *sum, double *sq) {
+    const __m256d vc = _mm256_set1_pd(c);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
+    double t[4], ts = 0.0, tq = 0.0;
+    int64_t i = 0;
+    int j;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        const __m256d da = _mm256_sub_pd(a, vc), db = _mm256_sub_pd(b, vc);
+        s0 = _mm256_add_pd(s0, a);
+        s1 = _mm256_add_pd(s1, b);
+        q0 = _mm256_fmadd_pd(da, da, q0);
+        q1 = _mm256_fmadd_pd(db, db, q1);
+    }
+    _mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
+    for (j = 0; j < 4; j++) ts += t[j];
+    _mm256_storeu_pd(t, _mm256_add_pd(q0, q1));
+    for (j = 0; j < 4; j++) tq += t[j];
+    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
+    *sum = ts;
+    *sq = tq;
+}
+
+/* y = (x - c) * s */
+static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, const float *x, float c, float s) {
+    const __m256 vc = _mm256_set1_ps(c), vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vc), vs));
+    for (; i < n; i++) y[i] = (x[i] - c) * s;
+}
+
+/* The register block of the small GEMMs (flash attention): C[r][0..15] (+)= sum_k A[r lda + k]
+   B[k ldb + 0..15] for R rows; per k, 2 loads and R broadcasts feed 2R FMAs. One body, written
+   once for each R so the accumulators stay in registers. */
+#define MMS__GR_DECL(r)  __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+#define MMS__GR_STEP(r)  { __m256 a = _mm256_broadcast_ss(A + r * lda + k);                                  \
+                           c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1); }
+#define MMS__GR_STORE(r) if (acc) { c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(C + r * ldc));               \
+                                    c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(C + r * ldc + 8)); }        \
+                         _mm256_storeu_ps(C + r * ldc, c##r##0); _mm256_storeu_ps(C + r * ldc + 8, c##r##1);
+#define MMS__GR_ROWS1(X) X(0)
+#define MMS__GR_ROWS2(X) X(0) X(1)
+#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
+#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
+#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
+#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define MMS__GR_DEFINE(R)                                                                                           \
+    static MMS__TARGET_AVX2 void mms__gemm_r##R##x16_avx2(int64_t K, const float *A, int64_t lda, const float *B,   \
+                                                          int64_t ldb, float *C, int64_t ldc, int acc) {          \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GR_DECL)                                                                               \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);                 \
+            MMS__GR_ROWS##R(MMS__GR_STEP)                                                                           \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GR_STORE)                                                                              \
+    }
+MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_DEFINE(5) MMS__GR_DEFINE(6)
+
+static MMS__TARGET_AVX2 void mms__gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                                            int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
+    static void (*const rows[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+        NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2,
+        mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
+    float tmp[6 * 16];
+    int64_t i, j, r, c;
+    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
+        const float *bp = B + j / 16 * bpanel;
+        const int64_t nc = MMS__MIN(16, N - j);
+        for (i = 0; i < M; i += 6) {
+            const int64_t nr = MMS__MIN(6, M - i);
+            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
+            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
+                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
+            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
+            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
+        }
+    }
+}
+
+/* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
+   4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
+#define MMS__DOT4_BODY(LOAD, CVT1)                                                                                 \
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                    \
+    int64_t i = 0;                                                                                                 \
+    int r;                                                                                                         \
+    for (; i + 8 <= n; i += 8) {                                                                                   \
+        const __m256 vy = _mm256_loadu_ps(y + i);                                                                  \
+        a0 = _mm256_fmadd_ps(LOAD(x + i), vy, a0);                                                                 \
+        a1 = _mm256_fmadd_ps(LOAD(x + ldx + i), vy, a1);                                                           \
+        a2 = _mm256_fmadd_ps(LOAD(x + 2 * ldx + i), vy, a2);                                                       \
+        a3 = _mm256_fmadd_ps(LOAD(x + 3 * ldx + i), vy, a3);                                                       \
+    }                                                                                                              \
+    out[0] = mms__hsum256(a0); out[1] = mms__hsum256(a1); out[2] = mms__hsum256(a2); out[3] = mms__hsum256(a3);    \
+    for (; i < n; i++) for (r = 0; r < 4; r++) out[r] += CVT1(x[r * ldx + i]) * y[i];
+#define MMS__LOAD_F32(p) _mm256_loadu_ps(p)
+#define MMS__LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define MMS__CVT_F32(v)  (v)
+static MMS__TARGET_AVX2 void mms__dot4_f32_avx2(int64_t n, const float *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4_BODY(MMS__LOAD_F32, MMS__CVT_F32)
+}
+static MMS__TARGET_AVX2 void mms__dot4_f16_avx2(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4_BODY(MMS__LOAD_F16, mms_fp16_to_fp32)
+}
+#undef MMS__DOT4_BODY
+#undef MMS__LOAD_F32
+#undef MMS__LOAD_F16
+#undef MMS__CVT_F32
+
+static MMS__TARGET_AVX2 float mms__dot_f16_f32_avx2(int64_t n, const mms_fp16_t *x, const float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    float s;
+#define MMS__H8(o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + (o))))
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(MMS__H8(0), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(MMS__H8(8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(MMS__H8(16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(MMS__H8(24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(MMS__H8(0), _mm256_loadu_ps(y + i), a0);
+#undef MMS__H8
+    s = mms__hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += mms_fp16_to_fp32(x[i]) * y[i];
+    return s;
+}
+
+/* 8x8 transpose of f32 from rows of src (stride lds) into rows of dst (stride ldd) */
+static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+           r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    r0 = _mm256_shuffle_ps(t0, t2, 0x44); r1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    r2 = _mm256_shuffle_ps(t1, t3, 0x44); r3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    r4 = _mm256_shuffle_ps(t4, t6, 0x44); r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    r6 = _mm256_shuffle_ps(t5, t7, 0x44); r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst,           _mm256_permute2f128_ps(r0, r4, 0x20));
+    _mm256_storeu_ps(dst + ldd,     _mm256_permute2f128_ps(r1, r5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(r2, r6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(r3, r7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(r0, r4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(r1, r5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(r2, r6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(r3, r7, 0x31));
+}
+#endif
+
+/* -- dispatching names of the above -- */
+
+
+/* y = op(x) for the unary ops (s: SCALE's factor); y may be x */
+static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
+}
+
+static float mms__vec_max_f32(int64_t n, const float *x) {
+    float m = -INFINITY;
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return mms__max_f32_avx2(n, x);
+#endif
+    for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+/* y = exp(x - m) and the sum of y (in double on the scalar path); y may be x */
+static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m) {
+    double s = 0.0;
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
+#endif
+    for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+/* sum(x) and sum((x - c)^2) in double */
+static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, double *sq) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
+#endif
+    *sum = *sq = 0.0;
+    for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
+}
+
+/* y = (x - c) * s; y may be x */
+static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double c, float s) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
+}
+
+/* y = x * a + b, b optional; y may be x or b */
+static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+/* C[M x N] (+ if acc)= A[M x K] B[K x N], row-major with leading dimensions. B comes in panels of
+   16 columns, panel p at B + p bpanel (16 for a plain row-major B, 16 ldb for packed panels), and
+   must be readable (padded) up to a whole panel; C is written only in its N columns. */
+static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          int64_t bpanel, float *C, int64_t ldc, int acc) {
+    int64_t i, j, k;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__gemm_avx2(M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+#endif
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            const float *b = B + j / 16 * bpanel + j % 16;
+            float s = 0.0f;
+            for (k = 0; k < K; k++) s += A[i * lda + k] * b[k * ldb];
+            C[i * ldc + j] = acc ? C[i * ldc + j] + s : s;
+        }
+}
+
+/* dst[c][r] = src[r][c] for r < R, c < Cn */
+static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
+    int64_t r = 0, c;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        for (; r + 8 <= R; r += 8) {
+            for (c = 0; c + 8 <= Cn; c += 8) mms__transpose8_avx2(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+            for (; c < Cn; c++) { int64_t i; for (i = 0; i < 8; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c]; }
+        }
+    }
+#endif
+    for (; r < R; r++)
+        for (c = 0; c < Cn; c++) dst[c * ldd + r] = src[r * lds + c];
 }
 
 /* -- rows of tensors -- */
@@ -4223,9 +4715,6 @@ static float mms__get_f32(const struct mms_tensor *t, int64_t i0, int64_t i1, in
    Rows are split evenly across threads. Every kernel tolerates dst sharing memory with src[0]
    (same position), which is what in-place reuse by an allocator produces. */
 
-static const double mms__sqrt_half = 0.70710678118654752440;   /* 1/sqrt(2) */
-static const double mms__sqrt_2_over_pi = 0.79788456080286535588;
-
 static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t ne0 = dst->ne[0], nb0 = b->ne[0];
@@ -4245,27 +4734,13 @@ static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tens
     }
 }
 
-static float mms__unary_f32(enum mms_op op, float x, float s) {
-    switch (op) {
-        case MMS_OP_SCALE:     return x * s;
-        case MMS_OP_SQR:       return x * x;
-        case MMS_OP_SQRT:      return sqrtf(x);
-        case MMS_OP_EXP:       return expf(x);
-        case MMS_OP_TANH:      return tanhf(x);
-        case MMS_OP_SILU:      return x / (1.0f + expf(-x));
-        case MMS_OP_GELU:      return 0.5f * x * (1.0f + erff(x * (float)mms__sqrt_half));
-        case MMS_OP_GELU_TANH: return 0.5f * x * (1.0f + tanhf((float)mms__sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
-        default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
-    }
-}
-
 static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const int64_t ne0 = dst->ne[0];
     const enum mms_op op = dst->op;
     const float s = op == MMS_OP_SCALE ? mms_get_op_params_f32(dst, 0) : 0.0f;
     float *abuf = p->wdata, *obuf = abuf + ne0;
-    int64_t r, lo, hi, i;
+    int64_t r, lo, hi;
     mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
     for (r = lo; r < hi; r++) {
         int64_t i1, i2, i3;
@@ -4274,8 +4749,7 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
         mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
-        if (op == MMS_OP_SCALE) for (i = 0; i < ne0; i++) out[i] = x[i] * s;
-        else for (i = 0; i < ne0; i++) out[i] = mms__unary_f32(op, x[i], s);
+        mms__vec_unary_f32(op, ne0, out, x, s);
         if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
     }
 }
@@ -4324,69 +4798,30 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 
 /* ==== begin src/backend/cpu/ops_matmul.c ==== */
 /* >>cpu-matmul ====================================================================================
-   MUL_MAT: dst[m, n] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
+   MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
-   both cores stay busy whatever the sizes. Operands that are not contiguous f32 are converted per
-   tile into the thread's scratch. The AVX2 path computes 4x3 blocks of dot products at once
-   (7 loads feed 12 FMAs); edges and the scalar path use single dot products. */
+   both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
+   results do not depend on the thread count.
+   - AVX2, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
+     converted on the way) and kept while consecutive tiles walk along b; the register block then
+     broadcasts 6 b values per k against 2 vectors of the panel (12 FMAs per 8 loads), writing dst
+     rows directly. Tiles walk along b first so each thread packs a tile of a once.
+   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (AVX2: 4 rows
+     of weights against one column at a time, f16 converted inside the dot), so the weights stream
+     from memory exactly once. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
+#define MMS__MM_GEMV_N 4
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
-    return (size_t)(MMS__MM_MB + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float);
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float) + 64;
 }
-
-#if MMS__HAVE_AVX2
-/* c[i*3 + j] = dot(a_i, b_j) for 4 rows of a and 3 rows of b */
-static MMS__TARGET_AVX2 void mms__mm_4x3_avx2(int64_t K, const float *const *A, const float *const *B, float *c) {
-    const float *a0 = A[0], *a1 = A[1], *a2 = A[2], *a3 = A[3], *b0 = B[0], *b1 = B[1], *b2 = B[2];
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c32 = _mm256_setzero_ps();
-    int64_t k = 0;
-    int i, j;
-    for (; k + 8 <= K; k += 8) {
-        __m256 vb0 = _mm256_loadu_ps(b0 + k), vb1 = _mm256_loadu_ps(b1 + k), vb2 = _mm256_loadu_ps(b2 + k), va;
-        va = _mm256_loadu_ps(a0 + k);
-        c00 = _mm256_fmadd_ps(va, vb0, c00); c01 = _mm256_fmadd_ps(va, vb1, c01); c02 = _mm256_fmadd_ps(va, vb2, c02);
-        va = _mm256_loadu_ps(a1 + k);
-        c10 = _mm256_fmadd_ps(va, vb0, c10); c11 = _mm256_fmadd_ps(va, vb1, c11); c12 = _mm256_fmadd_ps(va, vb2, c12);
-        va = _mm256_loadu_ps(a2 + k);
-        c20 = _mm256_fmadd_ps(va, vb0, c20); c21 = _mm256_fmadd_ps(va, vb1, c21); c22 = _mm256_fmadd_ps(va, vb2, c22);
-        va = _mm256_loadu_ps(a3 + k);
-        c30 = _mm256_fmadd_ps(va, vb0, c30); c31 = _mm256_fmadd_ps(va, vb1, c31); c32 = _mm256_fmadd_ps(va, vb2, c32);
-    }
-    c[0] = mms__hsum256(c00); c[1]  = mms__hsum256(c01); c[2]  = mms__hsum256(c02);
-    c[3] = mms__hsum256(c10); c[4]  = mms__hsum256(c11); c[5]  = mms__hsum256(c12);
-    c[6] = mms__hsum256(c20); c[7]  = mms__hsum256(c21); c[8]  = mms__hsum256(c22);
-    c[9] = mms__hsum256(c30); c[10] = mms__hsum256(c31); c[11] = mms__hsum256(c32);
-    for (; k < K; k++)
-        for (i = 0; i < 4; i++)
-            for (j = 0; j < 3; j++) c[i * 3 + j] += A[i][k] * B[j][k];
-}
-#endif
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
 static void mms__mm_tile(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
-    int64_t i = 0, j;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) {
-        float c[12];
-        int64_t jj, ii;
-        for (; i + 4 <= mr; i += 4) {
-            for (j = 0; j + 3 <= nr; j += 3) {
-                mms__mm_4x3_avx2(K, A + i, B + j, c);
-                for (ii = 0; ii < 4; ii++)
-                    for (jj = 0; jj < 3; jj++) out[(j + jj) * ldo + i + ii] = c[ii * 3 + jj];
-            }
-            for (; j < nr; j++)
-                for (ii = 0; ii < 4; ii++) out[j * ldo + i + ii] = mms__vec_dot_f32(K, A[i + ii], B[j]);
-        }
-    }
-#endif
-    for (; i < mr; i++)
+    int64_t i, j;
+    for (i = 0; i < mr; i++)
         for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_f32(K, A[i], B[j]);
 }
 
@@ -4397,6 +4832,37 @@ static void mms__mm_rows(const struct mms_tensor *t, int64_t r0, int64_t n, int6
     for (r = 0; r < n; r++) rows[r] = mms__load_row(t, r0 + r, i2, i3, buf + r * t->ne[0]);
 }
 
+/* Rows [r0, r0 + n) of t as f32 with one leading dimension: in place when t has it, else copied. */
+static const float *mms__mm_block(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, float *buf, int64_t *ld) {
+    const int64_t K = t->ne[0];
+    int64_t r;
+    if (t->type == MMS_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0) {
+        *ld = (int64_t)(t->nb[1] / sizeof(float));
+        return (const float *)mms__row_ptr(t, r0, i2, i3);
+    }
+    for (r = 0; r < n; r++) {
+        const float *x = mms__load_row(t, r0 + r, i2, i3, buf + r * K);
+        if (x != buf + r * K) memcpy(buf + r * K, x, (size_t)K * sizeof(float));
+    }
+    *ld = K;
+    return buf;
+}
+
+/* Packs rows [m0, m0 + mr) of a into panels of 16: pack[p * 16 K + k * 16 + i] = a[m0 + 16 p + i][k],
+   zero past mr. rowbuf holds 16 converted rows. */
+static void mms__mm_pack(const struct mms_tensor *a, int64_t m0, int64_t mr, int64_t i2, int64_t i3, float *pack, float *rowbuf) {
+    const int64_t K = a->ne[0];
+    int64_t p, k, i;
+    for (p = 0; p * 16 < mr; p++) {
+        const int64_t n = MMS__MIN(16, mr - p * 16);
+        int64_t ld;
+        const float *rows = mms__mm_block(a, m0 + p * 16, n, i2, i3, rowbuf, &ld);
+        float *panel = pack + p * 16 * K;
+        mms__transpose_f32(n, K, rows, ld, panel, 16);
+        if (n < 16) for (k = 0; k < K; k++) for (i = n; i < 16; i++) panel[k * 16 + i] = 0.0f;
+    }
+}
+
 static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
@@ -4404,9 +4870,14 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    float *abuf = p->wdata, *bbuf = abuf + MMS__MM_MB * K;
+    const bool gemm = mms__avx2() && N > MMS__MM_GEMV_N;
+    const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
+    const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
+    float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
+    MMS__UNUSED(f16_direct);
+    MMS__UNUSED(f32_direct);
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
-    int64_t cached_b = -1;   /* the item whose b tile is in brows, reused while tm varies */
+    int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
     if (K == 0) {            /* empty products are zero */
         int64_t r, lo, hi;
@@ -4421,8 +4892,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     for (;;) {
         int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr;
         if (item >= n_items) break;
-        tm = item % tiles_m;
-        tn = (item / tiles_m) % tiles_n;
+        if (gemm) {          /* along b first: the packed tile of a is reused */
+            tn = item % tiles_n;
+            tm = (item / tiles_n) % tiles_m;
+        } else {             /* along a first: the converted b rows are reused */
+            tm = item % tiles_m;
+            tn = (item / tiles_m) % tiles_n;
+        }
         batch = item / (tiles_m * tiles_n);
         i12 = batch % b->ne[2];
         i13 = batch / b->ne[2];
@@ -4430,46 +4906,75 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         n0 = tn * MMS__MM_NB;
         mr = MMS__MIN(MMS__MM_MB, M - m0);
         nr = MMS__MIN(MMS__MM_NB, N - n0);
-        if (cached_b != item / tiles_m) {
-            mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-            cached_b = item / tiles_m;
+        if (gemm) {
+            const int64_t key = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
+            const float *brow;
+            int64_t ldb;
+            if (cached != key) {
+                mms__mm_pack(a, m0, mr, i12 / r2, i13 / r3, abuf, rowbuf);
+                cached = key;
+            }
+            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
+            mms__gemm_f32(nr, mr, K, brow, ldb, abuf, 16, 16 * K, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
+        } else {
+            float *out = (float *)mms__row_ptr(dst, n0, i12, i13) + m0;
+            if (cached != item / tiles_m) {
+                mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
+                cached = item / tiles_m;
+            }
+#if MMS__HAVE_AVX2
+            if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+                const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
+                const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);
+                int64_t i = 0, j, r;
+                float d[4];
+                for (; i + 4 <= mr; i += 4)
+                    for (j = 0; j < nr; j++) {
+                        if (f16_direct) mms__dot4_f16_avx2(K, (const mms_fp16_t *)a0 + i * lda, lda, brows[j], d);
+                        else            mms__dot4_f32_avx2(K, (const float *)a0 + i * lda, lda, brows[j], d);
+                        for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
+                    }
+                for (; i < mr; i++)
+                    for (j = 0; j < nr; j++)
+                        out[j * ldo + i] = f16_direct ? mms__dot_f16_f32_avx2(K, (const mms_fp16_t *)a0 + i * lda, brows[j])
+                                                      : mms__dot_f32_avx2(K, (const float *)a0 + i * lda, brows[j]);
+                continue;
+            }
+#endif
+            mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
+            mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
         }
-        mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
-        mms__mm_tile(K, arows, mr, brows, nr, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo);
     }
 }
 /* ==== end src/backend/cpu/ops_matmul.c ==== */
 
 /* ==== begin src/backend/cpu/ops_norm.c ==== */
 /* >>cpu-norm ======================================================================================
-   Row reductions: layer norm, RMS norm, sum_rows, argmax. Sums are accumulated in double, so the
-   result does not depend on the row length or on the kernel set. */
+   Row reductions: layer norm, RMS norm, sum_rows, argmax. Sums are accumulated in double (on the
+   AVX2 path too, four lanes at a time), so long rows lose no precision. */
 
 static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const int64_t n = dst->ne[0];
     const float eps = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n;
-    int64_t r, lo, hi, i;
+    int64_t r, lo, hi;
     mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
     for (r = lo; r < hi; r++) {
         int64_t i1, i2, i3;
         const float *x;
         float *out, scale;
-        double sum = 0.0, mean = 0.0;
+        double sum, sq, mean = 0.0;
         mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
-        if (dst->op == MMS_OP_NORM) {
-            for (i = 0; i < n; i++) sum += x[i];
+        if (dst->op == MMS_OP_NORM) {           /* the mean first, then squares around it */
+            mms__vec_sums_f64(n, x, 0.0, &sum, &sq);
             mean = sum / (double)n;
-            sum = 0.0;
-            for (i = 0; i < n; i++) sum += ((double)x[i] - mean) * ((double)x[i] - mean);
-        } else {
-            for (i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
         }
-        scale = (float)(1.0 / sqrt(sum / (double)n + (double)eps));
-        for (i = 0; i < n; i++) out[i] = (float)((double)x[i] - mean) * scale;
+        mms__vec_sums_f64(n, x, mean, &sum, &sq);
+        scale = (float)(1.0 / sqrt(sq / (double)n + (double)eps));
+        mms__vec_shift_scale_f32(n, out, x, mean, scale);
         if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
     }
 }
@@ -4519,35 +5024,37 @@ static float mms__mask_at(const struct mms_tensor *mask, const char *row, int64_
     { mms_fp16_t h; memcpy(&h, ptr, sizeof h); return mms_fp16_to_fp32(h); }
 }
 
+/* One row of mask as contiguous f32 (columns j0 .. j0 + n): a pointer into the mask when it is
+   contiguous f32, else converted into buf. */
+static const float *mms__mask_span(const struct mms_tensor *mask, const char *row, int64_t j0, int64_t n, float *buf) {
+    int64_t j;
+    if (mask->type == MMS_TYPE_F32 && mask->nb[0] == sizeof(float)) return (const float *)row + j0;
+    if (mask->nb[0] == mms_type_size(mask->type)) { mms__to_f32(mask->type, row + j0 * (int64_t)mask->nb[0], buf, n); return buf; }
+    for (j = 0; j < n; j++) buf[j] = mms__mask_at(mask, row, j0 + j);
+    return buf;
+}
+
 static void mms__cpu_soft_max(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *mask = dst->src[1];
     const int64_t n = dst->ne[0];
     const float scale = mms_get_op_params_f32(dst, 0);
-    float *abuf = p->wdata, *obuf = abuf + n;
+    float *abuf = p->wdata, *obuf = abuf + n, *mbuf = obuf + n;
     int64_t r, lo, hi, i;
     mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
     for (r = lo; r < hi; r++) {
         int64_t i1, i2, i3;
         const float *x;
-        const char *mrow = NULL;
-        float *out, max = -INFINITY;
-        double sum = 0.0;
+        float *out, max;
         mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
-        if (mask) mrow = mms__mask_row(mask, i1, i2, i3);
-        for (i = 0; i < n; i++) {
-            float v = x[i] * scale + (mrow ? mms__mask_at(mask, mrow, i) : 0.0f);
-            out[i] = v;
-            if (v > max) max = v;
-        }
+        mms__vec_axpb_f32(n, out, x, scale, mask ? mms__mask_span(mask, mms__mask_row(mask, i1, i2, i3), 0, n, mbuf) : NULL);
+        max = mms__vec_max_f32(n, out);
         if (max == -INFINITY) {              /* every entry masked: no distribution, zeros */
             for (i = 0; i < n; i++) out[i] = 0.0f;
         } else {
-            float inv;
-            for (i = 0; i < n; i++) { out[i] = expf(out[i] - max); sum += out[i]; }
-            inv = (float)(1.0 / sum);
-            for (i = 0; i < n; i++) out[i] *= inv;
+            double sum = mms__vec_exp_sum_f32(n, out, out, max);
+            mms__vec_axpb_f32(n, out, out, (float)(1.0 / sum), NULL);
         }
         if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
     }
@@ -4596,61 +5103,120 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
     }
 }
 
-/* Flash attention: per query row, scores against a block of KB keys at a time; the running
-   maximum and sum rescale the accumulated output so the full score row is never stored. */
+/* Flash attention, tiled. A work item is a block of QB query rows that share one K/V head (with
+   grouped heads, the rows of every head of the group, so K and V are read once per group), run
+   against blocks of KB keys. Per key block: S = Q K^T (Q pre-scaled, K packed transposed so the
+   register block runs along keys), softcap and mask, the streaming softmax per row (running max m
+   and sum l; the output accumulated so far is rescaled when m grows), then O += P V. Only the
+   QB x KB score block ever exists. Blocks are fixed by the shapes, never by the thread count, so
+   results do not depend on it. */
+#define MMS__FA_QB 96
 #define MMS__FA_KB 128
 
+struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-column register block */
+
 static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
-    return (size_t)(2 * dst->src[0]->ne[0] + 2 * dst->src[2]->ne[0] + MMS__FA_KB) * sizeof(float);
+    const int64_t D = dst->src[0]->ne[0], Dvp = MMS__ALIGN_UP(dst->src[2]->ne[0], 16);
+    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB;
+    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + 10 * 16) * sizeof(float);
+}
+
+/* Rows j0 .. j0 + n of t in (i2, i3) as f32 rows with leading dimension *ld (at least width
+   floats, zero beyond ne[0] up to width): in place when t already is that (and, if dense, its rows
+   are packed: V rows of a ViT projection lie 5 KB apart, and reading panels of them again and
+   again costs TLB misses that one copy avoids), else copied into buf. */
+static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t n, int64_t i2, int64_t i3,
+                                 int64_t width, bool dense, float *buf, int64_t *ld) {
+    int64_t j, i;
+    if (t->type == MMS_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 && width == t->ne[0] &&
+        (!dense || t->nb[1] == (size_t)width * sizeof(float))) {
+        *ld = (int64_t)(t->nb[1] / sizeof(float));
+        return (const float *)mms__row_ptr(t, j0, i2, i3);
+    }
+    for (j = 0; j < n; j++) {
+        float *row = buf + j * width;
+        const float *x = mms__load_row(t, j0 + j, i2, i3, row);
+        if (x != row) memcpy(row, x, (size_t)t->ne[0] * sizeof(float));
+        for (i = t->ne[0]; i < width; i++) row[i] = 0.0f;
+    }
+    *ld = width;
+    return buf;
 }
 
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
-    const int64_t D = q->ne[0], Dv = v->ne[0], n_q = q->ne[1], H = q->ne[2], n_kv = k->ne[1];
-    const int64_t group = H / k->ne[2];
+    const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
+    const int64_t group = q->ne[2] / k->ne[2], Hkv = k->ne[2], rows = n_q * group;
+    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, n_blocks = (rows + QB - 1) / QB;
     const float scale = mms_get_op_params_f32(dst, 0), softcap = mms_get_op_params_f32(dst, 2);
-    float *qbuf = p->wdata, *kbuf = qbuf + D, *vbuf = kbuf + D, *acc = vbuf + Dv, *sc = acc + Dv;
-    int64_t r, lo, hi, i;
+    float *qb = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
+    float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
+    float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
+    float *mb = vb + KB * Dvp;
+    const char *mrow[MMS__FA_QB];
+    const float *mspan[MMS__FA_QB];
+    int64_t ih[MMS__FA_QB], iqs[MMS__FA_QB];
 
-    mms__split(n_q * H * q->ne[3], p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        const int64_t h = r % H, iq = (r / H) % n_q, ib = r / (H * n_q), kh = h / group;
-        const float *qrow = mms__load_row(q, iq, h, ib, qbuf);
-        const char *mrow = mask ? mms__mask_row(mask, iq, h, ib) : NULL;
-        float m_run = -INFINITY, *out = (float *)mms__row_ptr(dst, h, iq, ib);
-        double s_run = 0.0;
-        int64_t j0, j;
-        for (i = 0; i < Dv; i++) acc[i] = 0.0f;
-        for (j0 = 0; j0 < n_kv; j0 += MMS__FA_KB) {
-            const int64_t nb = MMS__MIN((int64_t)MMS__FA_KB, n_kv - j0);
-            float m_blk = -INFINITY, m_new;
-            for (j = 0; j < nb; j++) {
-                float s = mms__vec_dot_f32(D, qrow, mms__load_row(k, j0 + j, kh, ib, kbuf)) * scale;
-                if (softcap != 0.0f) s = softcap * tanhf(s / softcap);
-                if (mrow) s += mms__mask_at(mask, mrow, j0 + j);
-                sc[j] = s;
-                if (s > m_blk) m_blk = s;
-            }
-            if (m_blk == -INFINITY) continue;              /* all masked */
-            m_new = m_blk > m_run ? m_blk : m_run;
-            if (m_new > m_run && m_run != -INFINITY) {    /* rescale what was accumulated */
-                float f = expf(m_run - m_new);
-                for (i = 0; i < Dv; i++) acc[i] *= f;
-                s_run *= f;
-            }
-            m_run = m_new;
-            for (j = 0; j < nb; j++) {
-                float w = expf(sc[j] - m_run);
-                if (w == 0.0f) continue;
-                s_run += w;
-                mms__vec_mad_f32(Dv, acc, mms__load_row(v, j0 + j, kh, ib, vbuf), w);
-            }
+    for (;;) {
+        const int64_t item = mms__atomic_fetch_add(p->counter, 1);
+        int64_t ib, kh, r0, nr, i, j0;
+        if (item >= n_blocks * Hkv * q->ne[3]) break;
+        r0 = (item % n_blocks) * QB;
+        kh = (item / n_blocks) % Hkv;
+        ib = item / (n_blocks * Hkv);
+        nr = MMS__MIN(QB, rows - r0);
+        for (i = 0; i < nr; i++) {           /* row r0 + i: query r / group of head kh * group + r % group */
+            float *qrow = qb + i * D;
+            const float *x;
+            iqs[i] = (r0 + i) / group;
+            ih[i] = kh * group + (r0 + i) % group;
+            x = mms__load_row(q, iqs[i], ih[i], ib, qrow);
+            mms__vec_axpb_f32(D, qrow, x, scale, NULL);
+            mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            mr[i] = -INFINITY;
+            lr[i] = 0.0f;
         }
-        if (s_run > 0.0) {
-            float inv = (float)(1.0 / s_run);
-            for (i = 0; i < Dv; i++) out[i] = acc[i] * inv;
-        } else {
-            for (i = 0; i < Dv; i++) out[i] = 0.0f;   /* every key masked */
+        memset(ob, 0, (size_t)(nr * Dvp) * sizeof(float));
+        for (j0 = 0; j0 < n_kv; j0 += KB) {
+            const int64_t nk = MMS__MIN(KB, n_kv - j0), nkp = MMS__ALIGN_UP(nk, 16);
+            int64_t ldk, ldv, j;
+            const float *ks, *vs;
+            if (mask) {                      /* a key block masked for every row adds nothing: skip it */
+                bool any = false;            /* (causal prefill halves its work; decode skips the unused cache) */
+                for (i = 0; i < nr; i++) {
+                    mspan[i] = mms__mask_span(mask, mrow[i], j0, nk, mb + i * KB);
+                    any = any || mms__vec_max_f32(nk, mspan[i]) > -INFINITY;
+                }
+                if (!any) continue;
+            }
+            ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
+            mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
+            for (j = 0; j < D; j++) memset(kt + j * nkp + nk, 0, (size_t)(nkp - nk) * sizeof(float));
+            mms__gemm_f32(nr, nkp, D, qb, D, kt, nkp, 16, sb, KB, 0);
+            for (i = 0; i < nr; i++) {
+                float *srow = sb + i * KB, m_blk, m_new;
+                if (softcap != 0.0f) for (j = 0; j < nk; j++) srow[j] = softcap * tanhf(srow[j] / softcap);
+                if (mask) mms__vec_axpb_f32(nk, srow, srow, 1.0f, mspan[i]);
+                m_blk = mms__vec_max_f32(nk, srow);
+                if (m_blk == -INFINITY) {    /* every key of the block masked: weights 0 */
+                    memset(srow, 0, (size_t)nk * sizeof(float));
+                    continue;
+                }
+                m_new = m_blk > mr[i] ? m_blk : mr[i];
+                if (m_new > mr[i]) {         /* rescale what was accumulated (nothing yet when m was -inf) */
+                    const float f = expf(mr[i] - m_new);
+                    mms__vec_axpb_f32(Dvp, ob + i * Dvp, ob + i * Dvp, f, NULL);
+                    lr[i] *= f;
+                    mr[i] = m_new;
+                }
+                lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
+            }
+            vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
+            mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
+        }
+        for (i = 0; i < nr; i++) {
+            float *out = (float *)mms__row_ptr(dst, ih[i], iqs[i], ib);
+            mms__vec_axpb_f32(Dv, out, ob + i * Dvp, lr[i] > 0.0f ? 1.0f / lr[i] : 0.0f, NULL);   /* all keys masked: zeros */
         }
     }
 }
@@ -4841,9 +5407,11 @@ static size_t mms__cpu_buft_get_alignment(mms_backend_buffer_type_t buft) { MMS_
 static bool   mms__cpu_buft_is_host(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return true; }
 
 static mms_backend_buffer_t mms__cpu_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size) {
-    void *mem = mms__aligned_alloc(MMS__CPU_ALIGN, MMS__ALIGN_UP(size ? size : 1, MMS__CPU_ALIGN));
+    const size_t align = size >= ((size_t)8 << 20) ? (size_t)2 << 20 : MMS__CPU_ALIGN;   /* big ones: huge-page aligned */
+    void *mem = mms__aligned_alloc(align, MMS__ALIGN_UP(size ? size : 1, MMS__CPU_ALIGN));
     mms_backend_buffer_t b;
     if (!mem) { mms_set_error(MMS_ERR_OOM, "CPU buffer: cannot allocate %zu bytes of host memory", size); return NULL; }
+    if (align != MMS__CPU_ALIGN) mms__advise_huge_pages(mem, size);
     b = mms_backend_buffer_init(buft, mms__cpu_buffer_iface, mem, size);
     if (!b) mms__aligned_free(mem);
     return b;
@@ -4909,11 +5477,17 @@ static bool mms__cpu_supports_types(const struct mms_tensor *t) {
 
 /* -- the backend -- */
 
+struct mms__cpu_profile {
+    bool    on, print_at_free;            /* print_at_free: turned on by MMS_CPU_PROFILE */
+    int64_t us[MMS_OP_COUNT], nodes[MMS_OP_COUNT], graphs, t0;
+};
+
 struct mms__cpu_backend {
     int                     n_threads;
     struct mms__threadpool *pool;
     void                   *work;         /* per-thread scratch, grown as needed */
     size_t                  work_size;
+    struct mms__cpu_profile prof;
 };
 
 struct mms__cpu_job {
@@ -4922,6 +5496,7 @@ struct mms__cpu_job {
     char                      *work;
     size_t                     wsize;     /* per thread, a multiple of the alignment */
     struct mms__compute_state  state;
+    struct mms__cpu_profile   *prof;      /* NULL unless profiling */
 };
 
 /* Every worker walks the whole graph; a barrier separates nodes. Node c (counting computed nodes
@@ -4945,14 +5520,46 @@ static void mms__cpu_graph_worker(void *arg, int ith, int nth) {
         kernel(&p, node);
         c++;
         mms__threadpool_barrier(job->pool);
+        if (job->prof && ith == 0) {    /* after the barrier: the slowest thread's time */
+            int64_t t = mms_time_us();
+            job->prof->us[node->op] += t - job->prof->t0;
+            job->prof->nodes[node->op]++;
+            job->prof->t0 = t;
+        }
         if (mms__atomic_load(&job->state.failed)) break;
     }
 }
 
 static const char *mms__cpu_get_name(mms_backend_t b) { MMS__UNUSED(b); return "CPU"; }
 
+MMS_API void mms_backend_cpu_set_profile(mms_backend_t b, bool on) {
+    if (mms_backend_is_cpu(b)) ((struct mms__cpu_backend *)b->context)->prof.on = on;
+}
+
+MMS_API void mms_backend_cpu_print_profile(mms_backend_t b, FILE *out) {
+    struct mms__cpu_profile *pr;
+    int64_t total = 0;
+    int i, best;
+    bool done[MMS_OP_COUNT];
+    if (!mms_backend_is_cpu(b) || !out) return;
+    pr = &((struct mms__cpu_backend *)b->context)->prof;
+    for (i = 0; i < MMS_OP_COUNT; i++) { total += pr->us[i]; done[i] = pr->nodes[i] == 0; }
+    fprintf(out, "CPU profile: %lld graphs, %.3f ms in nodes\n", (long long)pr->graphs, (double)total / 1000.0);
+    for (;;) {                           /* slowest op type first */
+        for (best = -1, i = 0; i < MMS_OP_COUNT; i++) if (!done[i] && (best < 0 || pr->us[i] > pr->us[best])) best = i;
+        if (best < 0) break;
+        done[best] = true;
+        fprintf(out, "  %-16s %6lld nodes %12.3f ms %5.1f%%\n", mms_op_name((enum mms_op)best), (long long)pr->nodes[best],
+                (double)pr->us[best] / 1000.0, total ? 100.0 * (double)pr->us[best] / (double)total : 0.0);
+    }
+    memset(pr->us, 0, sizeof pr->us);
+    memset(pr->nodes, 0, sizeof pr->nodes);
+    pr->graphs = 0;
+}
+
 static void mms__cpu_free(mms_backend_t b) {
     struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    if (cpu->prof.print_at_free && cpu->prof.graphs) mms_backend_cpu_print_profile(b, stderr);
     mms__threadpool_free(cpu->pool);
     mms__aligned_free(cpu->work);
     MMS_FREE(cpu);
@@ -4993,6 +5600,11 @@ static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph
     job.pool = cpu->pool;
     job.work = (char *)cpu->work;
     job.wsize = wsize;
+    if (cpu->prof.on) {
+        job.prof = &cpu->prof;
+        cpu->prof.graphs++;
+        cpu->prof.t0 = mms_time_us();
+    }
     mms__threadpool_run(cpu->pool, mms__cpu_graph_worker, &job);
     if (job.state.failed.v) return mms_set_error(job.state.status, "%s", job.state.error);
     return MMS_OK;
@@ -5025,6 +5637,7 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
         return NULL;
     }
     mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
+    if (getenv("MMS_CPU_PROFILE") && atoi(getenv("MMS_CPU_PROFILE")) > 0) cpu->prof.on = cpu->prof.print_at_free = true;
     b->iface = mms__cpu_backend_iface;
     b->context = cpu;
     return b;
@@ -6750,6 +7363,12 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
     if (!s) return;
     s->callback = cb;
     s->callback_user = user;
+}
+
+/* For layers above that chain their own callback in front of the caller's. */
+static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+    *cb = s->callback;
+    *user = s->callback_user;
 }
 
 MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct mms_tensor *t) {
@@ -9892,6 +10511,22 @@ MMS_API void mms_mllama_image_free(struct mms_mllama_image *image) {
     MMS_FREE(image->pixels);
     memset(image, 0, sizeof *image);
 }
+
+MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int w, int h, size_t stride, uint8_t *rgb) {
+    int x, y, k;
+    if (!rgba || !rgb || w < 1 || h < 1 || (stride && stride < (size_t)w * 4))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_image_rgba_over_white: pixels and a %dx%d size (stride %zu) are required", w, h, stride);
+    if (!stride) stride = (size_t)w * 4;
+    for (y = 0; y < h; y++) {
+        const uint8_t *s = rgba + (size_t)y * stride;
+        uint8_t *d = rgb + (size_t)y * (size_t)w * 3;
+        for (x = 0; x < w; x++, s += 4, d += 3) {
+            const unsigned a = s[3];
+            for (k = 0; k < 3; k++) d[k] = (uint8_t)((2u * (s[k] * a + 255u * (255u - a)) + 255u) / 510u);   /* x / 255 rounded half up */
+        }
+    }
+    return MMS_OK;
+}
 /* ==== end src/mllama/image.c ==== */
 
 /* ==== begin src/mllama/model.c ==== */
@@ -9926,6 +10561,7 @@ struct mms_mllama_model {
     int                        n_bufs;
     bool                       shapes_only;
     int                        vision_backend, output_backend;
+    int64_t                    load_us;
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -10280,11 +10916,36 @@ static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_b
     return MMS_OK;
 }
 
+/* Progress of the load by bytes of weights read; the callback may stop it. */
+struct mms__load_progress {
+    bool  (*cb)(float fraction, void *user);
+    void   *user;
+    size_t  done, total;
+};
+
+static enum mms_status mms__load_step(struct mms__load_progress *lp, size_t bytes) {
+    if (!lp || !lp->cb) return MMS_OK;
+    lp->done += bytes;
+    if (!lp->cb(lp->total ? (float)((double)lp->done / (double)lp->total) : 1.0f, lp->user))
+        return mms_set_error(MMS_ABORTED, "mllama: the progress callback stopped the load");
+    return MMS_OK;
+}
+
+/* Reads mapped memory page by page, so the file is read now. Returns a sum the compiler cannot drop. */
+static unsigned mms__touch_pages(const void *p, size_t n) {
+    const volatile unsigned char *c = (const volatile unsigned char *)p;
+    unsigned sum = 0;
+    size_t i;
+    for (i = 0; i < n; i += 4096) sum += c[i];
+    return sum;
+}
+
 /* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
    their backend. Without a file (shapes only) they get addresses that are never read. */
-static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
+static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, struct mms__load_progress *lp) {
     int b, f;
     enum mms_status st;
+    unsigned touched = 0;
     for (b = 0; b < 2; b++) {
         struct mms_context *ctx = m->wctx[b];
         struct mms_tensor *t;
@@ -10313,6 +10974,8 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
                     if (!d || d < lo || d >= hi) continue;
                     t->extra = NULL;
                     if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(d, mms_nbytes(t));
+                    if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
                 }
             }
         } else {
@@ -10323,9 +10986,11 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
                 const void *src = t->extra;
                 t->extra = NULL;
                 if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
+                if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
             }
         }
     }
+    (void)touched;
     return MMS_OK;
 }
 
@@ -10350,8 +11015,10 @@ static enum mms_status mms__mllama_alloc_layers(struct mms_mllama_model *m) {
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *p) {
     struct mms_mllama_model *m;
     struct mms__wloader L;
+    struct mms__load_progress lp;
     const struct mms_gguf *vision_file;
     enum mms_status st;
+    const int64_t t0 = mms_time_us();
     if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
     if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(m, 0, sizeof *m);
@@ -10376,11 +11043,33 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         L.g = vision_file;
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
-    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    if (L.st != MMS_OK) goto fail;
+    memset(&lp, 0, sizeof lp);
+    lp.cb = p->progress;
+    lp.user = p->progress_user_data;
+    if (lp.cb) {
+        int b;
+        struct mms_tensor *t;
+        for (b = 0; b < 2; b++)
+            for (t = mms_get_first_tensor(m->wctx[b]); t; t = mms_get_next_tensor(m->wctx[b], t)) lp.total += mms_nbytes(t);
+    }
+    if (mms__mllama_place_weights(m, &lp) != MMS_OK) goto fail;
+    m->load_us = mms_time_us() - t0;
     return m;
 fail:
     mms_mllama_model_free(m);
     return NULL;
+}
+
+MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struct mms_mllama_model *m) {
+    struct mms_mllama_image_params ip;
+    memset(&ip, 0, sizeof ip);
+    if (!m) return ip;
+    ip.image_size = m->hp.v_image_size;
+    ip.max_num_tiles = m->hp.v_max_tiles;
+    memcpy(ip.mean, m->hp.image_mean, sizeof ip.mean);
+    memcpy(ip.std, m->hp.image_std, sizeof ip.std);
+    return ip;
 }
 
 MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hp, mms_backend_t cpu, enum mms_type weight_type) {
@@ -10410,7 +11099,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
     L.shape_type = weight_type;
     mms__mllama_text_weights(&L, 0);
     if (m->has_vision) mms__mllama_vision_weights(&L, false);
-    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    if (L.st != MMS_OK || mms__mllama_place_weights(m, NULL) != MMS_OK) goto fail;
     return m;
 fail:
     mms_mllama_model_free(m);
@@ -10674,6 +11363,8 @@ struct mms_mllama_context {
     float                           *logits;
     int                              n_logits;
 
+    struct mms_mllama_timings        t;                      /* memory filled in when asked */
+    size_t                           kept_peak[2];
     struct {                                                 /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
@@ -10910,6 +11601,7 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     struct mms_mllama_context *c;
     struct mms_init_params ip = { 0, NULL, true };
     mms_backend_t backends[2];
+    const int64_t t0 = mms_time_us();
     if (!m) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: model is NULL"); return NULL; }
     if (!(c = (struct mms_mllama_context *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(c, 0, sizeof *c);
@@ -10935,6 +11627,8 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     if (!c->sched || !c->gctx || !c->conv_images || !c->image_pos || !c->images) goto fail;
     memset(c->images, 0, sizeof *c->images * (size_t)c->p.image_cache);
     if (mms__mllama_make_kv_cache(c) != MMS_OK || mms__mllama_reserve_all(c) != MMS_OK) goto fail;
+    c->t.load_ms = (double)m->load_us / 1000.0;
+    c->t.context_ms = (double)(mms_time_us() - t0) / 1000.0;
     return c;
 fail:
     if (mms_last_status() == MMS_OK) mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
@@ -10942,21 +11636,39 @@ fail:
     return NULL;
 }
 
+/* Bytes on backend b (0 cpu, 1 gpu): weights, KV cache, compute memory, kept images now. */
+static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *kv, size_t *compute, size_t *kept) {
+    mms_backend_t be = c->m->backends[b];
+    int i;
+    *weights = 0;
+    *kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
+    for (i = 0; i < c->m->n_bufs; i++)
+        if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
+            (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+    *compute = mms_backend_sched_get_buffer_size(c->sched, be);
+    *kept = mms_backend_sched_get_persistent_size(c->sched, be);
+}
+
+static int mms__mllama_n_devices(const struct mms_mllama_context *c) { return c->m->backends[1] == c->m->backends[0] ? 1 : 2; }
+
+static void mms__mllama_note_kept(struct mms_mllama_context *c) {
+    int b;
+    for (b = 0; b < mms__mllama_n_devices(c); b++) {
+        size_t kept = mms_backend_sched_get_persistent_size(c->sched, c->m->backends[b]);
+        if (kept > c->kept_peak[b]) c->kept_peak[b] = kept;
+    }
+}
+
 MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE *out) {
     int b, i;
     if (!out) out = stdout;
     if (!c) return;
-    for (b = 0; b < 2; b++) {
-        mms_backend_t be = c->m->backends[b];
-        size_t weights = 0, kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
-        if (b == 1 && be == c->m->backends[0]) break;
-        for (i = 0; i < c->m->n_bufs; i++)
-            if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
-                (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+    for (b = 0; b < mms__mllama_n_devices(c); b++) {
+        size_t weights, kv, compute, kept;
+        mms__mllama_memory(c, b, &weights, &kv, &compute, &kept);
         fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB\n",
-                mms_backend_name(be), (double)weights / 1048576.0, (double)kv / 1048576.0,
-                (double)mms_backend_sched_get_buffer_size(c->sched, be) / 1048576.0,
-                (double)mms_backend_sched_get_persistent_size(c->sched, be) / 1048576.0);
+                mms_backend_name(c->m->backends[b]), (double)weights / 1048576.0, (double)kv / 1048576.0, (double)compute / 1048576.0,
+                (double)kept / 1048576.0);
     }
     for (i = 0; i < c->n_reserved; i++)
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
@@ -11019,6 +11731,23 @@ MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *c, co
     return MMS_OK;
 }
 
+/* Stamps the time the projector finishes, to split an image's time into encode and cross K/V;
+   the caller's eval callback still sees what it asks for. */
+struct mms__mllama_stamp {
+    struct mms_tensor              *mark;
+    int64_t                         at;
+    mms_backend_sched_eval_callback user_cb;
+    void                           *user;
+};
+
+static bool mms__mllama_stamp_cb(struct mms_tensor *t, bool ask, void *ud) {
+    struct mms__mllama_stamp *st = (struct mms__mllama_stamp *)ud;
+    const bool user_wants = st->user_cb && st->user_cb(t, true, st->user);
+    if (ask) return t == st->mark || user_wants;
+    if (t == st->mark) st->at = mms_time_us();
+    return user_wants ? st->user_cb(t, false, st->user) : true;
+}
+
 /* The cache entry for img: found by hash, or encoded into a free (or the least recently used,
    not in the conversation) slot. */
 static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, const struct mms_mllama_image *img, int *slot) {
@@ -11047,12 +11776,27 @@ static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, con
     memset(e->k, 0, sizeof *e->k * (size_t)c->m->hp.n_layer);
     memset(e->v, 0, sizeof *e->v * (size_t)c->m->hp.n_layer);
     mms__mllama_vision_graph(c, e->ctx, true, e->k, e->v, &vg);
-    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
-        (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
-        (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) {
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) == MMS_OK && (st = mms__mllama_set_vision_inputs(c, &vg, img)) == MMS_OK) {
+        struct mms__mllama_stamp stamp;
+        const int64_t t0 = mms_time_us();
+        stamp.mark = vg.projected;
+        stamp.at = 0;
+        mms__sched_get_eval_callback(c->sched, &stamp.user_cb, &stamp.user);
+        mms_backend_sched_set_eval_callback(c->sched, mms__mllama_stamp_cb, &stamp);
+        st = mms_backend_sched_graph_compute(c->sched, vg.graph);
+        mms_backend_sched_set_eval_callback(c->sched, stamp.user_cb, stamp.user);
+        if (st == MMS_OK) {
+            const int64_t t1 = mms_time_us(), mid = stamp.at ? stamp.at : t1;
+            c->t.encode_ms += (double)(mid - t0) / 1000.0;
+            c->t.cross_kv_ms += (double)(t1 - mid) / 1000.0;
+            c->t.n_encodes++;
+        }
+    }
+    if (st != MMS_OK) {
         mms__mllama_image_release(c, e);
         return st;
     }
+    mms__mllama_note_kept(c);
     c->n_encodes++;
     e->hash = hash;
     e->n_tiles = img->n_tiles;
@@ -11071,6 +11815,22 @@ MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const
     if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
     c->conv_images[c->n_conv_images++] = slot;
     return MMS_OK;
+}
+
+MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *c, const uint8_t *rgb, int w, int h, size_t stride) {
+    struct mms_mllama_image_params ip;
+    struct mms_mllama_image img;
+    enum mms_status st;
+    int64_t t0 = mms_time_us();
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image_rgb: context is NULL");
+    if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_mllama_add_image_rgb: the model was loaded without its vision tower");
+    ip = mms_mllama_model_image_params(c->m);
+    if ((st = mms_mllama_preprocess_image(&ip, rgb, w, h, stride, &img)) != MMS_OK) return st;
+    c->t.preprocess_ms += (double)(mms_time_us() - t0) / 1000.0;
+    c->t.n_preprocessed++;
+    st = mms_mllama_add_image(c, &img);
+    mms_mllama_image_free(&img);
+    return st;
 }
 
 /* -- decoding -- */
@@ -11111,6 +11871,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
     float *buf = NULL;
     enum mms_status st = MMS_OK;
     int i, j, n_out = 0, n_image_tokens = 0, n_img;
+    const int64_t t0 = mms_time_us();
     if (!c || !tokens || n < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
     if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
     if (n > c->p.n_batch) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens in one batch, more than n_batch %d", n, c->p.n_batch);
@@ -11172,6 +11933,8 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
         c->n_logits = n_out;
     }
     c->n_past += n;
+    if (n == 1) { c->t.gen_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_gen_tokens++; }
+    else { c->t.prompt_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_prompt_tokens += n; }
 done:
     if (st != MMS_OK) c->n_image_pos -= n_image_tokens;   /* the batch did not happen */
     MMS_FREE(pos);
@@ -11195,6 +11958,54 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_k
     while (c->n_image_pos > 0 && c->image_pos[c->n_image_pos - 1] >= n_keep) c->n_image_pos--;
     if (c->n_conv_images > c->n_image_pos) c->n_conv_images = c->n_image_pos;   /* images whose token went */
     return MMS_OK;
+}
+
+/* -- timings -- */
+
+MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct mms_mllama_timings *out) {
+    int b;
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    *out = c->t;
+    out->n_backends = mms__mllama_n_devices(c);
+    for (b = 0; b < out->n_backends; b++) {
+        size_t kept;
+        mms__copy_str(out->memory[b].name, sizeof out->memory[b].name, mms_backend_name(c->m->backends[b]));
+        mms__mllama_memory(c, b, &out->memory[b].weights, &out->memory[b].kv_cache, &out->memory[b].compute, &kept);
+        out->memory[b].kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
+        out->memory[b].peak = out->memory[b].weights + out->memory[b].kv_cache + out->memory[b].compute + out->memory[b].kept_images_peak;
+    }
+}
+
+MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
+    double load, context;
+    if (!c) return;
+    load = c->t.load_ms;
+    context = c->t.context_ms;
+    memset(&c->t, 0, sizeof c->t);
+    c->t.load_ms = load;
+    c->t.context_ms = context;
+}
+
+static double mms__per_s(int n, double ms) { return ms > 0.0 ? (double)n * 1000.0 / ms : 0.0; }
+
+MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *out) {
+    struct mms_mllama_timings t;
+    int b;
+    if (!out) out = stdout;
+    mms_mllama_get_timings(c, &t);
+    fprintf(out, "load          %10.2f ms\n", t.load_ms);
+    fprintf(out, "context       %10.2f ms   (KV cache, reserving the graphs)\n", t.context_ms);
+    fprintf(out, "preprocess    %10.2f ms   images: %d\n", t.preprocess_ms, t.n_preprocessed);
+    fprintf(out, "image encode  %10.2f ms   encodes: %d (vision encoder + projector)\n", t.encode_ms, t.n_encodes);
+    fprintf(out, "cross K/V     %10.2f ms\n", t.cross_kv_ms);
+    fprintf(out, "prompt        %10.2f ms   %d tokens, %.2f tokens/s\n", t.prompt_ms, t.n_prompt_tokens, mms__per_s(t.n_prompt_tokens, t.prompt_ms));
+    fprintf(out, "generation    %10.2f ms   %d tokens, %.2f tokens/s\n", t.gen_ms, t.n_gen_tokens, mms__per_s(t.n_gen_tokens, t.gen_ms));
+    for (b = 0; b < t.n_backends; b++)
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", t.memory[b].name,
+                (double)t.memory[b].peak / 1048576.0, (double)t.memory[b].weights / 1048576.0, (double)t.memory[b].kv_cache / 1048576.0,
+                (double)t.memory[b].compute / 1048576.0, (double)t.memory[b].kept_images_peak / 1048576.0);
 }
 /* ==== end src/mllama/runtime.c ==== */
 

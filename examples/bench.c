@@ -1,15 +1,21 @@
 /* bench.c - CPU benchmarks: the machine's own limits, then single ops at the shapes that matter
-   for Llama 3.2 Vision (see shared/docs/benchmarks.md for ggml's figures on this kind of machine).
+   for Llama 3.2 Vision, the thread pool's synchronisation, the 4-layer ViT reference graph, and
+   optionally the full mllama graphs at 11B shapes with random weights (see
+   shared/docs/benchmarks.md for ggml's figures on this kind of machine).
 
-   Each case is a small graph computed `reps` times on the CPU backend; the table shows the median
-   time, the rate (GFLOP/s or GB/s) and the fraction of the limit measured in the same run.
-   One machine-readable line per case starts with "BENCH ".
+   Each case is computed `reps` times on the CPU backend; the table shows the median time, the rate
+   (GFLOP/s or GB/s) and the fraction of the limit measured in the same run (an FMA loop and a
+   streaming read loop, run first). One machine-readable line per case starts with "BENCH ".
 
    Then the graph allocator on the reference graphs (reference_graphs.h): planned bytes against the
    lower bound, the universal bound and ggml's figure, planning time, and an SVG picture of each
    plan written to build/plan_<graph>.svg.
 
-   Usage: build/bench [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] */
+   Usage: build/bench [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] [--profile]
+                      [--mllama [--text-layers N] [--vision-layers N]]
+   --profile prints where the time went (per op type) after each graph case.
+   --mllama writes a GGUF with random weights at Llama 3.2 11B Vision shapes to build/ and times one
+   4-tile image encode, a 512-token prefill and single-token decodes through the mllama API. */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <math.h>
@@ -24,7 +30,7 @@
 #  define BENCH_X86 0
 #endif
 
-static int n_threads = 2, reps = 5;
+static int n_threads = 2, reps = 5, profile = 0;
 static const char *filter = NULL;
 static double peak_gflops = 0.0, peak_gbs = 0.0;   /* measured below */
 
@@ -76,12 +82,35 @@ static void *fma_worker(void *p) {
     return NULL;
 }
 
-static void *read_worker(void *p) {   /* streams its slice once: four sums keep loads in flight */
-    struct worker *w = (struct worker *)p;
+#if BENCH_X86
+__attribute__((target("avx2"))) static double read_sum(const float *x, size_t n) {   /* four sums keep loads in flight */
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    float out[8];
+    double total = 0;
+    size_t i;
+    int j;
+    for (i = 0; i + 32 <= n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + i + 24));
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (j = 0; j < 8; j++) total += out[j];
+    return total;
+}
+#else
+static double read_sum(const float *x, size_t n) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     size_t i;
-    for (i = 0; i + 4 <= w->n; i += 4) { s0 += w->data[i]; s1 += w->data[i + 1]; s2 += w->data[i + 2]; s3 += w->data[i + 3]; }
-    w->result = s0 + s1 + s2 + s3;
+    for (i = 0; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
+    return s0 + s1 + s2 + s3;
+}
+#endif
+
+static void *read_worker(void *p) {   /* streams its slice once */
+    struct worker *w = (struct worker *)p;
+    w->result = read_sum(w->data, w->n);
     return NULL;
 }
 
@@ -116,8 +145,9 @@ static void measure_machine(void) {
     }
     peak_gbs = (double)(per * (size_t)n_threads * sizeof(float)) / median(t, 7) * 1e-9;
     free(data);
-    printf("machine (%d threads): FMA peak %.1f GFLOP/s%s, streaming read %.1f GB/s\n\n", n_threads, peak_gflops,
+    printf("machine (%d threads): FMA peak %.1f GFLOP/s%s, streaming read %.1f GB/s (256 MiB, AVX2 sums)\n\n", n_threads, peak_gflops,
            BENCH_X86 ? "" : " (not measured on this CPU)", peak_gbs);
+    printf("BENCH name=machine fma_gflops=%.2f read_gbs=%.2f threads=%d\n", peak_gflops, peak_gbs, n_threads);
 }
 
 /* -- op cases ---------------------------------------------------------------------------------- */
@@ -128,19 +158,21 @@ struct bench_case {
     mms_backend_buffer_t buffer;
 };
 
-static void fill_random(struct mms_tensor *t, unsigned *state) {
+static void fill_random_scaled(struct mms_tensor *t, unsigned *state, float scale, float offset) {
     int64_t i, n = mms_nelements(t);
     float *v;
     void *data;
     if (t->type == MMS_TYPE_I32) return;
     v = (float *)malloc((size_t)n * sizeof *v);
     data = malloc(mms_nbytes(t));
-    for (i = 0; i < n; i++) { *state = *state * 1664525u + 1013904223u; v[i] = (float)(*state >> 8) / 8388608.0f - 1.0f; }
+    for (i = 0; i < n; i++) { *state = *state * 1664525u + 1013904223u; v[i] = offset + scale * ((float)(*state >> 8) / 8388608.0f - 1.0f); }
     mms_get_type_traits(t->type)->from_float(v, data, n);
     mms_backend_tensor_set(t, data, 0, mms_nbytes(t));
     free(v);
     free(data);
 }
+
+static void fill_random(struct mms_tensor *t, unsigned *state) { fill_random_scaled(t, state, 1.0f, 0.0f); }
 
 /* Allocates every tensor of the case's context, fills the leafs with random values. */
 static int bench_ready(struct bench_case *c, mms_backend_t cpu) {
@@ -159,13 +191,45 @@ static void bench_done(struct bench_case *c) {
     mms_free(c->ctx);
 }
 
+/* A case name as one token for the BENCH lines: "mul_mat f16 1280x1280 * 1601" -> "mul_mat_f16_1280x1280_x_1601". */
+static const char *slug(const char *name) {
+    static char out[128];
+    size_t i, j = 0;
+    for (i = 0; name[i] && j + 1 < sizeof out; i++) {
+        char ch = name[i];
+        if (ch == '[' || ch == ']' || ch == '(' || ch == ')') continue;
+        out[j++] = ch == ' ' || ch == '/' ? '_' : ch == '*' || ch == ',' ? 'x' : ch;
+    }
+    out[j] = 0;
+    return out;
+}
+
+/* ggml's medians on this kind of machine (2 threads, llamafile build; shared/docs/benchmarks.md) */
+static double ggml_ms(const char *name) {
+    static const struct { const char *name; double ms; } ref[] = {
+        { "mul_mat f32 1280x1280 * 1601", 59 }, { "mul_mat f16 1280x1280 * 1601", 42 },
+        { "mul_mat f32 5120x1280 * 1601", 246 }, { "mul_mat f16 5120x1280 * 1601", 175 },
+        { "mul_mat f32 4096x4096 * 512", 185 }, { "mul_mat f16 4096x4096 * 512", 130 },
+        { "mul_mat f32 4096x4096 * 1 cold", 3.8 }, { "mul_mat f16 4096x4096 * 1 cold", 2.2 },
+        { "attention 16x1601x80 three ops", 700 }, { "attention 16x1601x80 flash_attn_ext", 190 },
+        { "soft_max_ext [1601,1601,16]", 70 }, { "gelu [5120,1601]", 27 }, { "rms_norm [1280,1601]", 2 },
+        { "vit 4 layers flash_attn f32 weights", 3845 }, { "vit 4 layers flash_attn f16 weights", 3072 },
+        { "vit 4 layers mm+softmax f32 weights", 6442 },
+    };
+    size_t i;
+    for (i = 0; i < sizeof ref / sizeof ref[0]; i++) if (!strcmp(ref[i].name, name)) return ref[i].ms;
+    return 0.0;
+}
+
 /* work: flops (rate in GFLOP/s) or, with bytes_mode, bytes (rate in GB/s) */
 static void report(const char *name, double *ms, int n, double work, int bytes_mode) {
-    double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, limit = bytes_mode ? peak_gbs : peak_gflops;
-    printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
-           limit > 0 ? 100.0 * rate / limit : 0.0);
-    printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f threads=%d kernels=%s\n", name, med, rate,
-           bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, n_threads, mms_cpu_kernels_name(mms_cpu_get_kernels()));
+    double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, limit = bytes_mode ? peak_gbs : peak_gflops, g = ggml_ms(name);
+    char vs[48] = "";
+    if (g > 0) snprintf(vs, sizeof vs, "   ggml %.1f ms (x%.2f)", g, g / med);
+    printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit%s\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
+           limit > 0 ? 100.0 * rate / limit : 0.0, vs);
+    printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f ggml_ms=%.1f threads=%d kernels=%s\n", slug(name), med, rate,
+           bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, g, n_threads, mms_cpu_kernels_name(mms_cpu_get_kernels()));
     fflush(stdout);
 }
 
@@ -209,17 +273,25 @@ static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int
     for (i = 0; i < n_graphs; i++) bench_done(&c[i]);
 }
 
-static void bench_attention(mms_backend_t cpu, int fused) {
+/* Heads as the ViT graph makes them: views [80, T, 16] of a [1280, T] projection (rows 5120 B apart). */
+static struct mms_tensor *vit_heads(struct mms_context *ctx, enum mms_type type, int64_t D, int64_t T, int64_t H) {
+    return mms_permute(ctx, mms_reshape_3d(ctx, mms_new_tensor_2d(ctx, type, D * H, T), D, H, T), 0, 2, 1, 3);
+}
+
+/* views: q, k, v as permuted views of projections (the ViT layout) rather than contiguous heads */
+static void bench_attention(mms_backend_t cpu, int fused, enum mms_type kvtype, int views) {
     const int64_t D = 80, T = 1601, H = 16;
     struct bench_case c;
     struct mms_tensor *q, *k, *v, *out;
-    const char *name = fused ? "attention 16x1601x80 flash_attn_ext" : "attention 16x1601x80 three ops";
+    char name[96];
+    snprintf(name, sizeof name, "attention 16x1601x80 %s%s%s", fused ? "flash_attn_ext" : "three ops",
+             kvtype == MMS_TYPE_F16 ? " f16 K/V" : "", views ? " (ViT views)" : "");
     if (!wanted(name)) return;
     c.ctx = new_ctx();
-    q = mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, D, T, H);
-    k = mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, D, T, H);
+    q = views ? vit_heads(c.ctx, MMS_TYPE_F32, D, T, H) : mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, D, T, H);
+    k = views ? vit_heads(c.ctx, kvtype, D, T, H) : mms_new_tensor_3d(c.ctx, kvtype, D, T, H);
     if (fused) {
-        v = mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, D, T, H);
+        v = views ? vit_heads(c.ctx, kvtype, D, T, H) : mms_new_tensor_3d(c.ctx, kvtype, D, T, H);
         out = mms_flash_attn_ext(c.ctx, q, k, v, NULL, 1.0f / sqrtf((float)D), 0.0f, 0.0f);
     } else {
         v = mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, T, D, H);   /* already transposed, as the ViT graph makes it */
@@ -239,14 +311,341 @@ static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, in
     if (!wanted(name)) return;
     c.ctx = new_ctx();
     a = mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, ne0, ne1, ne2);
-    out = op == MMS_OP_SOFT_MAX ? mms_soft_max_ext(c.ctx, a, NULL, 0.125f, 0.0f)
-        : op == MMS_OP_GELU     ? mms_gelu(c.ctx, a)
-        :                         mms_rms_norm(c.ctx, a, 1e-5f);
+    switch (op) {
+        case MMS_OP_SOFT_MAX:  out = mms_soft_max_ext(c.ctx, a, NULL, 0.125f, 0.0f); break;
+        case MMS_OP_GELU:      out = mms_gelu(c.ctx, a); break;
+        case MMS_OP_GELU_TANH: out = mms_gelu_tanh(c.ctx, a); break;
+        case MMS_OP_SILU:      out = mms_silu(c.ctx, a); break;
+        case MMS_OP_NORM:      out = mms_norm(c.ctx, a, 1e-5f); break;
+        case MMS_OP_ROPE: {
+            struct mms_tensor *pos = mms_new_tensor_1d(c.ctx, MMS_TYPE_I32, ne2);
+            out = mms_rope_ext(c.ctx, a, pos, NULL, (int)ne0, MMS_ROPE_TYPE_NORMAL, 0, 500000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+            c.graph = mms_new_graph(c.ctx);
+            mms_build_forward_expand(c.graph, out);
+            if (!bench_ready(&c, cpu)) return;
+            { int32_t *p = (int32_t *)malloc((size_t)ne2 * sizeof *p); int64_t i; for (i = 0; i < ne2; i++) p[i] = (int32_t)i;
+              mms_backend_tensor_set(pos, p, 0, (size_t)ne2 * sizeof *p); free(p); }
+            run_case(name, cpu, &c, 1, 2.0 * (double)mms_nbytes(a), 1);
+            bench_done(&c);
+            return;
+        }
+        default:               out = mms_rms_norm(c.ctx, a, 1e-5f); break;
+    }
     c.graph = mms_new_graph(c.ctx);
     mms_build_forward_expand(c.graph, out);
     if (!bench_ready(&c, cpu)) return;
     run_case(name, cpu, &c, 1, 2.0 * (double)mms_nbytes(a), 1);
     bench_done(&c);
+}
+
+/* The thread pool: a chain of n tiny nodes costs about n barriers (plus one job start); a 1-node
+   graph costs one job start (waking the workers) and one barrier. Medians over many computes. */
+static void bench_threadpool(mms_backend_t cpu) {
+    const int n_nodes = 256, n_runs = 200;
+    struct bench_case c[2];
+    double us[200], med[2];
+    int g, r, i;
+    if (!wanted("threadpool")) return;
+    for (g = 0; g < 2; g++) {
+        struct mms_tensor *x;
+        c[g].ctx = new_ctx();
+        x = mms_new_tensor_1d(c[g].ctx, MMS_TYPE_F32, 64);
+        for (i = 0; i < (g == 0 ? n_nodes : 1); i++) x = mms_scale(c[g].ctx, x, 1.0f);
+        c[g].graph = mms_new_graph(c[g].ctx);
+        mms_build_forward_expand(c[g].graph, x);
+        if (!bench_ready(&c[g], cpu)) return;
+        mms_backend_graph_compute(cpu, c[g].graph);
+        for (r = 0; r < n_runs; r++) {
+            int64_t t0 = mms_time_us();
+            mms_backend_graph_compute(cpu, c[g].graph);
+            us[r] = (double)(mms_time_us() - t0);
+        }
+        med[g] = median(us, n_runs);
+        bench_done(&c[g]);
+    }
+    printf("%-44s %10.2f us per node (%d-node chain), %.2f us per 1-node graph\n", "threadpool barrier / graph start",
+           (med[0] - med[1]) / (n_nodes - 1), n_nodes, med[1]);
+    printf("BENCH name=threadpool barrier_us=%.3f graph_1node_us=%.3f threads=%d\n", (med[0] - med[1]) / (n_nodes - 1), med[1], n_threads);
+}
+
+/* -- graphs ------------------------------------------------------------------------------------ */
+
+/* The 4-layer ViT of benchmarks.md section 2 with random weights (scaled like trained ones, so
+   activations stay in range), compute memory planned by the graph allocator. The input is refilled
+   before every compute (in-place reuse may overwrite it), outside the timing. */
+static void bench_vit(mms_backend_t cpu, enum mms_type wtype, int flash) {
+    const double flops = 304.3e9;
+    struct ref_graph r;
+    struct mms_tensor *t;
+    mms_gallocr_t ga;
+    unsigned state = 7;
+    double ms[64];
+    char name[96];
+    int i;
+    snprintf(name, sizeof name, "vit 4 layers %s %s weights", flash ? "flash_attn" : "mm+softmax", mms_type_name(wtype));
+    if (!wanted(name)) return;
+    memset(&r, 0, sizeof r);
+    ref_vit_layers(&r, 4, flash, wtype);
+    r.wbuf = mms_backend_alloc_ctx_tensors(r.wctx, cpu);
+    ga = mms_gallocr_new(mms_backend_cpu_buffer_type());
+    if (!r.wbuf || !ga || mms_gallocr_alloc_graph(ga, r.graph) != MMS_OK) { fprintf(stderr, "%s: %s\n", name, mms_last_error()); goto done; }
+    for (t = mms_get_first_tensor(r.wctx); t; t = mms_get_next_tensor(r.wctx, t)) {
+        const char *n = mms_get_name(t);
+        if (strstr(n, "ln") && strstr(n, "_w")) fill_random_scaled(t, &state, 0.1f, 1.0f);
+        else if (t->ne[1] > 1) fill_random_scaled(t, &state, 1.7f / sqrtf((float)t->ne[0]), 0.0f);
+        else fill_random_scaled(t, &state, 0.02f, 0.0f);
+    }
+    if (profile) mms_backend_cpu_set_profile(cpu, true);
+    for (i = -1; i < reps; i++) {          /* -1: warm-up */
+        int64_t t0;
+        fill_random(r.input, &state);
+        t0 = mms_time_us();
+        if (mms_backend_graph_compute(cpu, r.graph) != MMS_OK) { fprintf(stderr, "%s: %s\n", name, mms_last_error()); goto done; }
+        if (i >= 0) ms[i] = (double)(mms_time_us() - t0) * 1e-3;
+        if (i == -1 && profile) mms_backend_cpu_set_profile(cpu, false);
+    }
+    report(name, ms, reps, flops, 0);
+    if (profile) mms_backend_cpu_print_profile(cpu, stdout);
+done:
+    mms_gallocr_free(ga);
+    ref_free(&r);
+}
+
+/* -- the full mllama graphs at Llama 3.2 11B Vision shapes, random weights ------------------------
+   A GGUF in Ollama's single-file layout with every shape of the 11B model but fewer layers (the
+   layers of each stack are identical, so time per layer scales), f16 matrices, written once to
+   build/ and loaded (mapped) through the mllama API like a real model. Default: a text stack of 5
+   layers (4 self-attention + 1 cross-attention, the 11B model's 4:1 pattern; 1/8 of its 40) and a
+   vision tower of 4 local + 1 global layers (1/8 of its 32 + 8), with the full-size embedding table,
+   output head, patch and position embeddings and projector. */
+
+static int mllama_text_layers = 5, mllama_vision_layers = 4;
+
+struct gguf_gen { struct mms_gguf_writer *w; unsigned state; int failed; };
+
+/* One weight: matrices f16 (the 11B model's type), vectors f32; values uniform in offset +- scale. */
+static void gen_weight(struct gguf_gen *g, const char *name, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                       float scale, float offset) {
+    const int64_t ne[4] = { ne0, ne1, ne2, ne3 }, n = ne0 * ne1 * ne2 * ne3, pool = n < (1 << 20) ? n : (1 << 20);
+    const enum mms_type type = n_dims >= 2 && ne1 > 1 ? MMS_TYPE_F16 : MMS_TYPE_F32;
+    const size_t ts = mms_type_size(type);
+    float *v = (float *)malloc((size_t)pool * sizeof *v);
+    char *data = (char *)malloc((size_t)n * ts);
+    int64_t i;
+    if (g->failed) { free(v); free(data); return; }
+    if (!v || !data) { g->failed = 1; fprintf(stderr, "out of memory for %s\n", name); free(v); free(data); return; }
+    for (i = 0; i < pool; i++) {
+        g->state = g->state * 1664525u + 1013904223u;
+        v[i] = offset + scale * ((float)(g->state >> 8) / 8388608.0f - 1.0f);
+    }
+    mms_get_type_traits(type)->from_float(v, data, pool);
+    for (i = pool; i < n; i += pool) {     /* tile the pool from a random start: values do not change the speed */
+        int64_t start, len = n - i < pool ? n - i : pool;
+        g->state = g->state * 1664525u + 1013904223u;
+        start = (int64_t)(g->state % (unsigned)(pool - len + 1));
+        memcpy(data + i * (int64_t)ts, data + start * (int64_t)ts, (size_t)len * ts);
+    }
+    if (mms_gguf_writer_add_tensor(g->w, name, type, n_dims, ne, data) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); g->failed = 1; }
+    free(v);
+    free(data);
+}
+
+#define GEN1(name, n0, sc, off) gen_weight(g, name, 1, n0, 1, 1, 1, sc, off)
+#define GEN2(name, n0, n1)      gen_weight(g, name, 2, n0, n1, 1, 1, 1.7f / sqrtf((float)(n0)), 0.0f)
+
+static void gen_vision_layer(struct gguf_gen *g, const char *prefix, int il, int64_t D, int64_t FF, int gated) {
+    char n[96];
+#define VN(suffix) (snprintf(n, sizeof n, "%s.%d.%s", prefix, il, suffix), n)
+    GEN1(VN("attn_norm.weight"), D, 0.1f, 1.0f); GEN1(VN("attn_norm.bias"), D, 0.02f, 0.0f);
+    GEN1(VN("ffn_norm.weight"), D, 0.1f, 1.0f);  GEN1(VN("ffn_norm.bias"), D, 0.02f, 0.0f);
+    GEN2(VN("attn_q.weight"), D, D); GEN2(VN("attn_k.weight"), D, D); GEN2(VN("attn_v.weight"), D, D); GEN2(VN("attn_output.weight"), D, D);
+    GEN2(VN("ffn_up.weight"), D, FF); GEN1(VN("ffn_up.bias"), FF, 0.02f, 0.0f);
+    GEN2(VN("ffn_down.weight"), FF, D); GEN1(VN("ffn_down.bias"), D, 0.02f, 0.0f);
+    if (gated) { GEN1(VN("attn_gate"), 1, 0.1f, 0.5f); GEN1(VN("ffn_gate"), 1, 0.1f, 0.5f); }
+#undef VN
+}
+
+static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global) {
+    static const int32_t taps11b[5] = { 3, 7, 15, 23, 30 };
+    const int64_t D = hp->n_embd, FF = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t VD = hp->v_n_embd, VT = hp->v_max_tiles, VN = (int64_t)(hp->v_image_size / hp->v_patch_size) * (hp->v_image_size / hp->v_patch_size) + 1;
+    const int64_t n_ids = 9;   /* the 8 tile layouts of up to 4 tiles, plus padding id 0 */
+    struct gguf_gen gen, *g = &gen;
+    int32_t cross[8], taps[5];
+    int n_cross = 0, n_taps = 0, il;
+    char n[96];
+    memset(g, 0, sizeof *g);
+    g->state = 12345;
+    g->w = mms_gguf_writer_new();
+    if (!g->w) return 0;
+    for (il = 3; il < n_text && n_cross < 8; il += 5) cross[n_cross++] = il;   /* the 11B model's layers 3, 8, 13, ... */
+    for (il = 0; il < 5; il++) if (taps11b[il] < n_local) taps[n_taps++] = taps11b[il];
+    if (n_taps == 0) taps[n_taps++] = n_local - 1;
+    mms_gguf_writer_set_str(g->w, "general.architecture", "mllama");
+    mms_gguf_writer_set_str(g->w, "general.name", "mmsched-bench random 11B shapes");
+    mms_gguf_writer_set_u32(g->w, "mllama.vocab_size", (uint32_t)hp->n_vocab);
+    mms_gguf_writer_set_u32(g->w, "mllama.block_count", (uint32_t)n_text);
+    mms_gguf_writer_set_u32(g->w, "mllama.context_length", (uint32_t)hp->n_ctx_train);
+    mms_gguf_writer_set_u32(g->w, "mllama.embedding_length", (uint32_t)D);
+    mms_gguf_writer_set_u32(g->w, "mllama.feed_forward_length", (uint32_t)FF);
+    mms_gguf_writer_set_u32(g->w, "mllama.attention.head_count", (uint32_t)hp->n_head);
+    mms_gguf_writer_set_u32(g->w, "mllama.attention.head_count_kv", (uint32_t)hp->n_head_kv);
+    mms_gguf_writer_set_u32(g->w, "mllama.rope.dimension_count", (uint32_t)hp->head_dim);
+    mms_gguf_writer_set_f32(g->w, "mllama.rope.freq_base", hp->rope_freq_base);
+    mms_gguf_writer_set_f32(g->w, "mllama.attention.layer_norm_rms_epsilon", hp->rms_eps);
+    mms_gguf_writer_set_arr_i32(g->w, "mllama.attention.cross_attention_layers", cross, n_cross);
+    mms_gguf_writer_set_u32(g->w, "mllama.image_token_index", (uint32_t)hp->image_token_id);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.block_count", (uint32_t)n_local);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.global.block_count", (uint32_t)n_global);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.embedding_length", (uint32_t)VD);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.feed_forward_length", (uint32_t)hp->v_n_ff);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.attention.head_count", (uint32_t)hp->v_n_head);
+    mms_gguf_writer_set_f32(g->w, "mllama.vision.attention.layer_norm_epsilon", hp->v_eps);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.image_size", (uint32_t)hp->v_image_size);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.patch_size", (uint32_t)hp->v_patch_size);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.max_num_tiles", (uint32_t)VT);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.num_channels", (uint32_t)hp->v_channels);
+    mms_gguf_writer_set_arr_i32(g->w, "mllama.vision.intermediate_layers_indices", taps, n_taps);
+    mms_gguf_writer_set_u32(g->w, "mllama.vision.projection_dim", (uint32_t)D);
+
+    gen_weight(g, "token_embd.weight", 2, D, hp->n_embd_rows, 1, 1, 0.02f, 0.0f);
+    GEN1("output_norm.weight", D, 0.1f, 1.0f);
+    GEN2("output.weight", D, hp->n_vocab);
+    for (il = 0; il < n_text; il++) {
+        int c, is_cross = 0;
+        for (c = 0; c < n_cross; c++) is_cross |= cross[c] == il;
+#define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", il, suffix), n)
+        GEN1(TN("attn_norm.weight"), D, 0.1f, 1.0f);
+        GEN1(TN("ffn_norm.weight"), D, 0.1f, 1.0f);
+        GEN2(TN("ffn_gate.weight"), D, FF); GEN2(TN("ffn_up.weight"), D, FF); GEN2(TN("ffn_down.weight"), FF, D);
+        if (is_cross) {
+            GEN2(TN("cross_attn_q_proj.weight"), D, Q); GEN2(TN("cross_attn_k_proj.weight"), D, KV);
+            GEN2(TN("cross_attn_v_proj.weight"), D, KV); GEN2(TN("cross_attn_o_proj.weight"), Q, D);
+            GEN1(TN("cross_attn_q_norm.weight"), hp->head_dim, 0.1f, 1.0f); GEN1(TN("cross_attn_k_norm.weight"), hp->head_dim, 0.1f, 1.0f);
+            GEN1(TN("cross_attn_attn_gate"), 1, 0.1f, 0.5f); GEN1(TN("cross_attn_mlp_gate"), 1, 0.1f, 0.5f);
+        } else {
+            GEN2(TN("attn_q.weight"), D, Q); GEN2(TN("attn_k.weight"), D, KV); GEN2(TN("attn_v.weight"), D, KV); GEN2(TN("attn_output.weight"), Q, D);
+        }
+#undef TN
+    }
+    gen_weight(g, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, VD,
+               1.7f / sqrtf((float)(hp->v_patch_size * hp->v_patch_size * hp->v_channels)), 0.0f);
+    GEN1("v.class_embd", VD, 0.02f, 0.0f);
+    gen_weight(g, "v.position_embd.weight", 2, VD, VN, 1, 1, 0.02f, 0.0f);
+    GEN1("v.position_embd.gate", 1, 0.1f, 0.5f);
+    gen_weight(g, "v.tile_position_embd.weight", 2, VT * VN * VD, n_ids, 1, 1, 0.02f, 0.0f);
+    GEN1("v.tile_position_embd.gate", 1, 0.1f, 0.5f);
+    gen_weight(g, "v.pre_tile_position_embd.weight", 2, VT * VD, n_ids, 1, 1, 0.02f, 0.0f);
+    GEN1("v.pre_tile_position_embd.gate", 1, 0.1f, 0.5f);
+    gen_weight(g, "v.post_tile_position_embd.weight", 2, VT * VD, n_ids, 1, 1, 0.02f, 0.0f);
+    GEN1("v.post_tile_position_embd.gate", 1, 0.1f, 0.5f);
+    GEN1("v.pre_ln.weight", VD, 0.1f, 1.0f); GEN1("v.pre_ln.bias", VD, 0.02f, 0.0f);
+    GEN1("v.post_ln.weight", VD, 0.1f, 1.0f); GEN1("v.post_ln.bias", VD, 0.02f, 0.0f);
+    for (il = 0; il < n_local; il++) gen_vision_layer(g, "v.blk", il, VD, hp->v_n_ff, 0);
+    for (il = 0; il < n_global; il++) gen_vision_layer(g, "v.global.blk", il, VD, hp->v_n_ff, 1);
+    GEN2("mm.0.weight", VD * (1 + n_taps), D);
+    GEN1("mm.0.bias", D, 0.02f, 0.0f);
+    if (!g->failed && mms_gguf_writer_write(g->w, path) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); g->failed = 1; }
+    mms_gguf_writer_free(g->w);
+    return !g->failed;
+}
+#undef GEN1
+#undef GEN2
+
+static void print_profile(mms_backend_t cpu, const char *what) {
+    if (!profile) return;
+    printf("%s: ", what);
+    mms_backend_cpu_print_profile(cpu, stdout);
+}
+
+static void bench_mllama(mms_backend_t cpu) {
+    const int n_local = mllama_vision_layers, n_global = (mllama_vision_layers + 3) / 4, n_text = mllama_text_layers;
+    const int n_prompt = 512, n_gen = 8;
+    struct mms_mllama_hparams hp;
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_model *m = NULL;
+    struct mms_mllama_context *c = NULL;
+    struct mms_mllama_image img;
+    struct mms_mllama_image_params ip;
+    struct mms_mllama_timings t;
+    char path[160];
+    uint8_t *rgb;
+    int32_t *tokens = NULL;
+    double gen_ms[64], ms, scale_v, scale_t;
+    int64_t t0;
+    FILE *f;
+    int i;
+    mms_mllama_hparams_11b(&hp);
+    snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v%d+%d.gguf", n_text, n_local, n_global);
+    printf("\nLlama 3.2 11B Vision shapes, random f16 weights: %d of 40 text layers, %d + %d of 32 + 8 vision layers (%s)\n",
+           n_text, n_local, n_global, path);
+    if ((f = fopen(path, "rb")) != NULL) {
+        fclose(f);
+    } else {
+        t0 = mms_time_us();
+        if (!write_mllama_gguf(path, &hp, n_text, n_local, n_global)) { remove(path); return; }
+        printf("wrote the model in %.1f s\n", (double)(mms_time_us() - t0) * 1e-6);
+    }
+    memset(&lp, 0, sizeof lp);
+    lp.path = path;
+    lp.cpu = cpu;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 2048;
+    cp.n_batch = n_prompt;
+    cp.max_images = 1;
+    if (!(m = mms_mllama_model_load(&lp)) || !(c = mms_mllama_context_new(m, &cp))) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+    ip = mms_mllama_model_image_params(m);
+    rgb = (uint8_t *)malloc((size_t)1120 * 1120 * 3);   /* 2 x 2 tiles */
+    for (i = 0; i < 1120 * 1120 * 3; i++) rgb[i] = (uint8_t)((i * 7) ^ (i >> 11));
+    memset(&img, 0, sizeof img);
+    if (mms_mllama_preprocess_image(&ip, rgb, 1120, 1120, 0, &img) != MMS_OK) { free(rgb); fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+    free(rgb);
+    scale_v = 40.0 / (n_local + n_global);
+    scale_t = 40.0 / n_text;
+
+    /* the image: vision encoder + projector, then each cross layer's K/V */
+    if (profile) mms_backend_cpu_set_profile(cpu, true);
+    mms_mllama_reset_timings(c);
+    t0 = mms_time_us();
+    if (mms_mllama_add_image(c, &img) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); mms_mllama_image_free(&img); goto done; }
+    ms = (double)(mms_time_us() - t0) * 1e-3;
+    mms_mllama_image_free(&img);
+    mms_mllama_get_timings(c, &t);
+    printf("%-44s %10.2f ms\n", "mllama vision encode, 4 tiles", ms);
+    printf("    encoder + projector %.0f ms, cross K/V %.0f ms; x %.0f for 40 vision layers: about %.1f s (an upper bound)\n",
+           t.encode_ms, t.cross_kv_ms, scale_v, t.encode_ms * scale_v * 1e-3);
+    printf("BENCH name=mllama_vision_encode_4tiles median_ms=%.1f runs=1 layers=%d+%d encode_ms=%.1f cross_kv_ms=%.1f est_40_layers_ms=%.0f\n",
+           ms, n_local, n_global, t.encode_ms, t.cross_kv_ms, t.encode_ms * scale_v);
+    print_profile(cpu, "vision encode profile");
+
+    /* a 512-token prompt that starts with the image, then single tokens */
+    tokens = (int32_t *)malloc(sizeof *tokens * (size_t)n_prompt);
+    for (i = 0; i < n_prompt; i++) tokens[i] = i == 0 ? hp.image_token_id : (int32_t)((i * 7919) % 128000);
+    t0 = mms_time_us();
+    if (mms_mllama_decode(c, tokens, n_prompt, NULL) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+    ms = (double)(mms_time_us() - t0) * 1e-3;
+    printf("%-44s %10.2f ms\n", "mllama prefill, 512 tokens", ms);
+    printf("    %.1f tokens/s; x %.0f for 40 layers: about %.1f s (an upper bound: embeddings and head scale too)\n",
+           n_prompt / (ms * 1e-3), scale_t, ms * scale_t * 1e-3);
+    printf("BENCH name=mllama_prefill_512 median_ms=%.1f runs=1 text_layers=%d tokens_per_s=%.2f\n", ms, n_text, n_prompt / (ms * 1e-3));
+    print_profile(cpu, "prefill profile");
+    for (i = 0; i < n_gen; i++) {
+        int32_t tok = (int32_t)(1000 + i);
+        t0 = mms_time_us();
+        if (mms_mllama_decode(c, &tok, 1, NULL) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+        gen_ms[i] = (double)(mms_time_us() - t0) * 1e-3;
+    }
+    ms = median(gen_ms, n_gen);
+    printf("%-44s %10.2f ms (median of %d)\n", "mllama decode, 1 token", ms, n_gen);
+    printf("    %.2f tokens/s with %d layers\n", 1000.0 / ms, n_text);
+    printf("BENCH name=mllama_decode_1 median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f\n", ms, n_gen, n_text, 1000.0 / ms);
+    print_profile(cpu, "decode profile");
+    if (profile) mms_backend_cpu_set_profile(cpu, false);
+done:
+    free(tokens);
+    mms_mllama_context_free(c);
+    mms_mllama_model_free(m);
 }
 
 /* -- allocator plans ----------------------------------------------------------------------------- */
@@ -318,13 +717,21 @@ static void bench_plans(void) {
 
 int main(int argc, char **argv) {
     mms_backend_t cpu;
-    int i, plans_only = 0;
+    int i, plans_only = 0, mllama = 0;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--plans-only")) plans_only = 1;
-        else { fprintf(stderr, "usage: %s [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--mllama")) mllama = 1;
+        else if (!strcmp(argv[i], "--text-layers") && i + 1 < argc) mllama_text_layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--vision-layers") && i + 1 < argc) mllama_vision_layers = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] [--profile] "
+                    "[--mllama [--text-layers N] [--vision-layers N]]\n", argv[0]);
+            return 2;
+        }
     }
     if (n_threads < 1 || n_threads > 64 || reps < 1 || reps > 64) { fprintf(stderr, "threads 1..64, reps 1..64\n"); return 2; }
     cpu = mms_backend_cpu_init();
@@ -342,13 +749,24 @@ int main(int argc, char **argv) {
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, 0);
     bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1);
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1);
-    bench_attention(cpu, 0);
-    bench_attention(cpu, 1);
+    bench_attention(cpu, 0, MMS_TYPE_F32, 0);
+    bench_attention(cpu, 1, MMS_TYPE_F32, 0);
+    bench_attention(cpu, 1, MMS_TYPE_F32, 1);
+    bench_attention(cpu, 1, MMS_TYPE_F16, 0);
     bench_stream(cpu, "soft_max_ext [1601,1601,16]", MMS_OP_SOFT_MAX, 1601, 1601, 16);
     bench_stream(cpu, "gelu [5120,1601]", MMS_OP_GELU, 5120, 1601, 1);
+    bench_stream(cpu, "gelu_tanh [5120,1601]", MMS_OP_GELU_TANH, 5120, 1601, 1);
+    bench_stream(cpu, "silu [14336,512]", MMS_OP_SILU, 14336, 512, 1);
     bench_stream(cpu, "rms_norm [1280,1601]", MMS_OP_RMS_NORM, 1280, 1601, 1);
-    bench_plans();
-    bench_mllama_memory(cpu);
+    bench_stream(cpu, "norm [1280,1601]", MMS_OP_NORM, 1280, 1601, 1);
+    bench_stream(cpu, "rope [128,32,512]", MMS_OP_ROPE, 128, 32, 512);
+    bench_threadpool(cpu);
+    bench_vit(cpu, MMS_TYPE_F32, 1);
+    bench_vit(cpu, MMS_TYPE_F16, 1);
+    bench_vit(cpu, MMS_TYPE_F32, 0);
+    if (mllama) bench_mllama(cpu);
+    if (wanted("plan")) bench_plans();
+    if (wanted("plan")) bench_mllama_memory(cpu);
 
     mms_backend_free(cpu);
     return 0;

@@ -504,6 +504,26 @@ static void test_fixture_opens(void) {
     EXPECT(fx != NULL, "tests/fixtures/images/preprocess-ref.gguf: %s", mms_last_error());
 }
 
+/* Every colour and alpha over white equals PIL's alpha_composite (the fixture holds its hash). */
+static void test_alpha_over_white_matches_pil(void) {
+    uint8_t *grid = (uint8_t *)malloc(256 * 256 * 4), *rgb = (uint8_t *)malloc(256 * 256 * 3);
+    uint64_t want = 0;
+    int a, c;
+    EXPECT(mms_gguf_get_u64(fx, "alpha.grid_rgb_fnv1a64", &want) == MMS_OK, "fixture key: %s", mms_last_error());
+    for (a = 0; a < 256; a++)
+        for (c = 0; c < 256; c++) {
+            uint8_t *p = grid + ((size_t)a * 256 + (size_t)c) * 4;
+            p[0] = (uint8_t)c; p[1] = (uint8_t)(255 - c); p[2] = (uint8_t)((c * 7 + a) & 255); p[3] = (uint8_t)a;
+        }
+    EXPECT(mms_image_rgba_over_white(grid, 256, 256, 0, rgb) == MMS_OK, "%s", mms_last_error());
+    EXPECT(fnv1a64(rgb, 256 * 256 * 3) == want, "composited grid differs from PIL's");
+    EXPECT(rgb[0] == 255 && rgb[(255 * 256 + 10) * 3] == 10, "a = 0 gives white, a = 255 the colour");
+    EXPECT_ERROR(mms_image_rgba_over_white(grid, 0, 256, 0, rgb), MMS_ERR_INVALID_ARG, "size");
+    EXPECT_ERROR(mms_image_rgba_over_white(grid, 256, 256, 100, rgb), MMS_ERR_INVALID_ARG, "stride");
+    free(grid);
+    free(rgb);
+}
+
 int main(void) {
     test_seed();
     fx = open_fixture();
@@ -512,6 +532,7 @@ int main(void) {
         RUN(test_fixture_provenance);
         RUN(test_resize_matches_pil);
         RUN(test_preprocess_matches_transformers);
+        RUN(test_alpha_over_white_matches_pil);
     }
     RUN(test_resize_honours_stride);
     RUN(test_worked_example_640x480);

@@ -402,6 +402,75 @@ static void test_same_image_twice_is_encoded_once(void) {
     fixture_close(&f);
 }
 
+/* Load progress: fractions rise to 1 and returning false stops the load with MMS_ABORTED. */
+struct progress_log { int calls, stop_after; float last; bool rising; };
+
+static bool on_progress(float fraction, void *user) {
+    struct progress_log *pl = (struct progress_log *)user;
+    if (fraction < pl->last) pl->rising = false;
+    pl->last = fraction;
+    return ++pl->calls < pl->stop_after;
+}
+
+static void test_load_progress(void) {
+    struct mms_mllama_load_params lp;
+    struct progress_log pl = { 0, 1 << 30, 0.0f, true };
+    struct mms_mllama_model *m;
+    memset(&lp, 0, sizeof lp);
+    lp.path = FIX "tiny4.gguf";
+    lp.cpu = cpu;
+    lp.progress = on_progress;
+    lp.progress_user_data = &pl;
+    m = mms_mllama_model_load(&lp);
+    EXPECT(m != NULL, "load: %s", mms_last_error());
+    EXPECT(pl.calls >= 2 && pl.rising && pl.last == 1.0f, "progress: %d calls, last %g, rising %d", pl.calls, (double)pl.last, pl.rising);
+    mms_mllama_model_free(m);
+    pl.calls = 0; pl.stop_after = 1; pl.last = 0.0f;
+    m = mms_mllama_model_load(&lp);
+    EXPECT(m == NULL && mms_last_status() == MMS_ABORTED && pl.calls == 1, "a stopped load: %p, %s", (void *)m, mms_last_error());
+    mms_mllama_model_free(m);
+}
+
+/* The timings count what was run: one encode, prompt and generation tokens, memory per backend. */
+static void test_timings(void) {
+    struct fixture f;
+    if (fixture_open(&f, "tiny4")) {
+        const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+        int32_t prompt[5] = { 3, 0, 17, 40, 9 }, next = 12;
+        struct mms_mllama_timings t;
+        int i;
+        char text[2048];
+        FILE *tmp = tmpfile();
+        size_t n;
+        prompt[1] = hp->image_token_id;
+        mms_mllama_reset_timings(f.ctx);
+        mms_mllama_get_timings(f.ctx, &t);
+        EXPECT(t.load_ms > 0 && t.context_ms > 0 && t.n_encodes == 0 && t.n_prompt_tokens == 0 && t.n_gen_tokens == 0,
+               "after a reset: load %g ms, context %g ms, %d encodes, %d + %d tokens", t.load_ms, t.context_ms, t.n_encodes,
+               t.n_prompt_tokens, t.n_gen_tokens);
+        EXPECT(mms_mllama_add_image(f.ctx, &f.images[0]) == MMS_OK, "add: %s", mms_last_error());
+        EXPECT(mms_mllama_decode(f.ctx, prompt, 5, NULL) == MMS_OK, "prompt: %s", mms_last_error());
+        for (i = 0; i < 3; i++) EXPECT(mms_mllama_decode(f.ctx, &next, 1, NULL) == MMS_OK, "token %d: %s", i, mms_last_error());
+        mms_mllama_get_timings(f.ctx, &t);
+        EXPECT(t.n_encodes == 1 && t.encode_ms > 0 && t.cross_kv_ms > 0, "encode: %d, %g ms + cross K/V %g ms", t.n_encodes, t.encode_ms, t.cross_kv_ms);
+        EXPECT(t.n_prompt_tokens == 5 && t.prompt_ms > 0 && t.n_gen_tokens == 3 && t.gen_ms > 0, "tokens: prompt %d (%g ms), generation %d (%g ms)",
+               t.n_prompt_tokens, t.prompt_ms, t.n_gen_tokens, t.gen_ms);
+        EXPECT(t.n_backends == 1 && !strcmp(t.memory[0].name, "CPU") && t.memory[0].weights > 0 && t.memory[0].kv_cache > 0 &&
+               t.memory[0].compute > 0 && t.memory[0].kept_images_peak > 0 &&
+               t.memory[0].peak == t.memory[0].weights + t.memory[0].kv_cache + t.memory[0].compute + t.memory[0].kept_images_peak,
+               "memory: %d backends, %s", t.n_backends, t.memory[0].name);
+        if (tmp) {
+            mms_mllama_print_timings(f.ctx, tmp);
+            rewind(tmp);
+            n = fread(text, 1, sizeof text - 1, tmp);
+            text[n] = '\0';
+            fclose(tmp);
+            EXPECT(strstr(text, "image encode") && strstr(text, "3 tokens") && strstr(text, "memory CPU"), "print:\n%s", text);
+        }
+    }
+    fixture_close(&f);
+}
+
 static void test_errors(void) {
     struct fixture f;
     test_capture_log();
@@ -455,6 +524,8 @@ int main(void) {
     RUN(test_image_in_a_later_turn);
     RUN(test_too_big_fails_at_load);
     RUN(test_same_image_twice_is_encoded_once);
+    RUN(test_load_progress);
+    RUN(test_timings);
     RUN(test_errors);
     mms_backend_free(dev);
     mms_backend_free(cpu);

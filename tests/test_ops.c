@@ -623,6 +623,13 @@ static void test_mul_mat(void) {
         { F16,  { 7, 1, 1, 1 },    CONTIG,     BF16, { 7, 1, 1, 1 },    STRIDED },    /* M = N = 1 */
         { F32,  { 40, 130, 2, 1 }, TRANSPOSED, F16,  { 40, 100, 4, 1 }, CONTIG },     /* several tiles of M, N and batch */
         { F32,  { 0, 5, 1, 1 },    CONTIG,     F32,  { 0, 3, 1, 1 },    CONTIG },     /* K = 0: zeros */
+        /* the AVX2 paths: N <= 4 takes dot products (f16 weights converted inside the dot), N > 4 the
+           packed GEMM (panels of 16 rows of a, blocks of 6 rows of b, partial ones at the edges) */
+        { F16,  { 1601, 33, 1, 1 }, CONTIG,    F32,  { 1601, 2, 1, 1 }, CONTIG },     /* f16 GEMV, K with a tail */
+        { F16,  { 64, 9, 1, 1 },   CONTIG,     F32,  { 64, 4, 1, 1 },   STRIDED },    /* N = 4: still dot products */
+        { F16,  { 1601, 20, 1, 1 }, CONTIG,    F32,  { 1601, 7, 1, 1 }, CONTIG },     /* GEMM: M = 16 + 4, N = 6 + 1 */
+        { BF16, { 37, 70, 1, 1 },  CONTIG,     F32,  { 37, 53, 1, 1 },  STRIDED },    /* bf16 packed, N = 48 + 5 */
+        { F32,  { 19, 64, 3, 1 },  STRIDED,    F32,  { 19, 96, 6, 1 },  PERMUTED },   /* whole panels and blocks, broadcast */
     };
     size_t k;
     for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
@@ -662,6 +669,7 @@ static void test_soft_max(void) {
         { F16,  { 64, 5, 2, 1 },   CONTIG,     0,   { 0, 0, 0, 0 },    CONTIG,  1.0f, true },
         { BF16, { 7, 33, 1, 1 },   TRANSPOSED, F16, { 7, 33, 1, 1 },   STRIDED, 0.5f, false },
         { F32,  { 1, 3, 2, 1 },    PERMUTED,   F32, { 1, 3, 1, 1 },    CONTIG,  2.0f, false },
+        { F32,  { 1601, 5, 2, 1 }, CONTIG,     F32, { 1601, 5, 1, 1 }, CONTIG,  0.3f, false },   /* mask read in place */
     };
     size_t k;
     for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
@@ -1088,11 +1096,18 @@ static void test_flash_attn(void) {
         enum mms_type tq, tkv; enum layout lq, lk, lv;
         enum mms_type tm; int64_t mh, mb;   /* mask type (0: none) and its dims 2, 3 (1 or H, 1 or B) */
         float scale, softcap;
+        int64_t causal;                     /* > 0: also mask keys after query i + causal (whole key blocks masked) */
     } cfg[] = {
-        { 16, 16, 7, 4, 2, 2, 33,   F32, F32,  CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.25f, 0.0f },
-        { 8,  8,  3, 4, 1, 1, 1601, F32, F16,  PERMUTED, CONTIG,     STRIDED,  F16, 4, 1, 0.35f, 1.0f },
-        { 16, 12, 5, 4, 2, 1, 40,   F16, BF16, STRIDED,  TRANSPOSED, PERMUTED, 0,   1, 1, 0.25f, 0.0f },
-        { 64, 64, 1, 8, 2, 2, 129,  F32, F16,  CONTIG,   STRIDED,    CONTIG,   F32, 8, 2, 0.125f, 0.0f },
+        { 16, 16, 7, 4, 2, 2, 33,   F32, F32,  CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.25f, 0.0f, 0 },
+        { 8,  8,  3, 4, 1, 1, 1601, F32, F16,  PERMUTED, CONTIG,     STRIDED,  F16, 4, 1, 0.35f, 1.0f, 0 },
+        { 16, 12, 5, 4, 2, 1, 40,   F16, BF16, STRIDED,  TRANSPOSED, PERMUTED, 0,   1, 1, 0.25f, 0.0f, 0 },
+        { 64, 64, 1, 8, 2, 2, 129,  F32, F16,  CONTIG,   STRIDED,    CONTIG,   F32, 8, 2, 0.125f, 0.0f, 0 },
+        /* the tiled kernel: query blocks of 96 rows (grouped heads share one), key blocks of 128 */
+        { 80, 80, 100, 2, 2, 1, 300, F32, F32, CONTIG,   STRIDED,    STRIDED,  0,   1, 1, 0.11f, 0.0f, 0 },   /* K in place, V copied */
+        { 80, 80, 50, 2, 2, 1, 260,  F32, F32, CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.11f, 0.0f, 0 },   /* K and V in place */
+        { 64, 48, 40, 8, 2, 1, 400,  F32, F16, STRIDED,  CONTIG,     CONTIG,   F16, 1, 1, 0.125f, 0.0f, 150 }, /* causal, GQA 4 */
+        { 128, 128, 1, 8, 2, 1, 1000, F32, F16, CONTIG,  CONTIG,     CONTIG,   F32, 1, 1, 0.09f, 0.0f, 700 }, /* decode, unused cache */
+        { 32, 40, 33, 2, 1, 2, 200,  F32, F32, CONTIG,   PERMUTED,   CONTIG,   F32, 2, 2, 0.2f, 2.0f, 0 },    /* softcap, Dv % 16 != 0 */
     };
     size_t k;
     for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
@@ -1111,6 +1126,11 @@ static void test_flash_attn(void) {
             for (i = 0; i < n_kv; i++) {
                 if (i < n_kv / 2) in_set(&c, mask, i, 0, 0, 0, -INFINITY);   /* leading key blocks all masked */
                 if (n_q > 1) in_set(&c, mask, i, 1, nm[2] - 1, 0, -INFINITY);   /* a fully masked query row */
+            }
+            if (cfg[k].causal > 0) {
+                int64_t iq, h2, b2;
+                for (b2 = 0; b2 < nm[3]; b2++) for (h2 = 0; h2 < nm[2]; h2++) for (iq = 0; iq < nm[1]; iq++)
+                    for (i = iq + cfg[k].causal + 1; i < n_kv; i++) in_set(&c, mask, i, iq, h2, b2, -INFINITY);
             }
         }
         case_label(&c, "q %s k %s v %s mask %s scale %g softcap %g", desc(&c, q), desc(&c, kt), desc(&c, v),

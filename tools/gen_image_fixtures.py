@@ -247,6 +247,14 @@ def main():
         w.add_tensor(p + "src", i8(src), raw_dtype=gguf.GGMLQuantizationType.I8)
         w.add_tensor(p + "dst", i8(dst), raw_dtype=gguf.GGMLQuantizationType.I8)
 
+    # transparency: every (colour, alpha) pair composited over white as the processor's
+    # convert_to_rgb does (PIL alpha_composite); the grid is rebuilt by the test from its rule
+    a, c = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")          # row a, column c
+    grid = np.stack([c, 255 - c, (c * 7 + a) & 255, a], -1).astype(np.uint8)
+    over = Image.alpha_composite(Image.new("RGBA", (256, 256), (255, 255, 255)), Image.fromarray(grid, "RGBA"))
+    w.add_uint64("alpha.grid_rgb_fnv1a64", fnv1a64(np.asarray(over.convert("RGB"))))
+    print("alpha grid composited over white")
+
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

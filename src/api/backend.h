@@ -100,6 +100,12 @@ MMS_API int             mms_backend_cpu_get_n_threads(mms_backend_t backend);
 MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
+/* Per-op-type time profile: while on, each computed node's wall time (from its start until every
+   thread is done with it) is added to its op's total. print writes one line per op type, slowest
+   first, and resets the totals. MMS_CPU_PROFILE=1 in the environment turns it on for every CPU
+   backend and prints to stderr when the backend is freed. */
+MMS_API void            mms_backend_cpu_set_profile(mms_backend_t backend, bool on);
+MMS_API void            mms_backend_cpu_print_profile(mms_backend_t backend, FILE *out);
 
 enum mms_cpu_kernels {
     MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */

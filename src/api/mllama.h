@@ -38,6 +38,11 @@ MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
 MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                                                   uint8_t *dst, int dst_w, int dst_h);
 
+/* RGBA8 to RGB8 over a white background, as the processor's convert_to_rgb (PIL's alpha_composite
+   onto opaque white): each channel becomes round((c * a + 255 * (255 - a)) / 255). rgba rows are
+   stride bytes apart (0: width * 4); rgb is width * height * 3 bytes. */
+MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int width, int height, size_t stride, uint8_t *rgb);
+
 /* -- the model ----------------------------------------------------------------------------------------
    Loaded from Ollama's GGUF layouts: the single file (text and vision together) or the older pair
    of a text file and a vision projector file. Every hyper-parameter comes from the metadata, so a
@@ -77,6 +82,11 @@ struct mms_mllama_load_params {
     int           n_gpu_layers;     /* text layers on gpu, counted from the last; >= n_layer also moves the output head */
     bool          vision_on_gpu;    /* the vision tower on gpu (else cpu) */
     bool          text_only;        /* do not load the vision tower */
+    /* Called as weights are read, with the fraction done (0..1); return false to stop the load
+       (MMS_ABORTED). When set, mapped host weights are read through once (page by page) so that the
+       load really happens here rather than during the first decode. */
+    bool        (*progress)(float fraction, void *user_data);
+    void         *progress_user_data;
 };
 
 struct mms_mllama_model;
@@ -121,6 +131,11 @@ MMS_API void                       mms_mllama_context_print_memory(struct mms_ml
 
 /* Attach an image (preprocessed with the model's parameters) to the conversation. */
 MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image);
+/* The same from RGB8 pixels (rows stride bytes apart, 0: width * 3), preprocessed with the model's
+   tile size, tile count, mean and std. */
+MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *ctx, const uint8_t *rgb, int width, int height, size_t stride);
+/* The model's preprocessing parameters (for mms_mllama_preprocess_image). */
+MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struct mms_mllama_model *model);
 /* Run the vision encoder alone; copies out the encoder output ([v_output_dim, tokens, tiles]) and
    the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
 MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
@@ -131,6 +146,29 @@ MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context 
 MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in order asked */
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
+/* Where the time and the memory went, since the context was made or the timings were reset.
+   Decode calls of one token count as generation, longer ones as prompt. Memory is per backend:
+   weights, KV cache, compute memory (planned at creation; grows only if a graph needs more) and
+   the kept cross-attention K/V of encoded images at their largest. */
+struct mms_mllama_timings {
+    double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
+    double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
+    int    n_preprocessed;
+    double encode_ms, cross_kv_ms;        /* vision encoder + projector; then the cross K/V of each layer */
+    int    n_encodes;
+    double prompt_ms, gen_ms;
+    int    n_prompt_tokens, n_gen_tokens;
+    int    n_backends;
+    struct {
+        char   name[32];
+        size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+    } memory[2];
+};
+MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
+MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
+/* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
+MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
+
 /* Forget the conversation (tokens and images; encoded images stay cached), or keep its first n_keep tokens. */
 MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
 MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -30,7 +31,7 @@ static void mms__cpu_relax(void) {
 #endif
 }
 
-static void mms__thread_yield(void) { sched_yield(); }
+MMS__MAYBE_UNUSED static void mms__thread_yield(void) { sched_yield(); }
 
 /* -- threads, mutexes, condition variables -- */
 typedef pthread_t       mms__thread;
@@ -83,6 +84,17 @@ static void *mms__aligned_alloc(size_t alignment, size_t size) {
     memcpy(p - sizeof(void *), &raw, sizeof raw);
     return p;
 }
+/* Asks the kernel to back [p, p + size) with transparent huge pages where it can (Linux with THP
+   in "madvise" mode): large tensors read with big strides then miss the TLB far less. */
+MMS__MAYBE_UNUSED static void mms__advise_huge_pages(void *p, size_t size) {
+#if defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20, lo = MMS__ALIGN_UP((uintptr_t)p, huge), hi = ((uintptr_t)p + size) / huge * huge;
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE);
+#else
+    MMS__UNUSED(p);
+    MMS__UNUSED(size);
+#endif
+}
 static void mms__aligned_free(void *p) {
     char *raw;
     if (!p) return;
@@ -99,7 +111,7 @@ MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct 
     out->addr = NULL;
     out->size = 0;
     fd = open(path, O_RDONLY);
-    if (fd < 0) return mms_set_error(MMS_ERR_IO, "cannot open '%s'", path);
+    if (fd < 0) return mms_set_error(MMS_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return mms_set_error(MMS_ERR_IO, "'%s' is not a regular file", path);
@@ -108,8 +120,9 @@ MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct 
     if (out->size > 0) {
         void *addr = mmap(NULL, out->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (addr == MAP_FAILED) {
+            const int err = errno;
             close(fd);
-            return mms_set_error(MMS_ERR_IO, "cannot map '%s' (%zu bytes)", path, out->size);
+            return mms_set_error(MMS_ERR_IO, "cannot map '%s' (%zu bytes): %s", path, out->size, strerror(err));
         }
         out->addr = addr;
     }

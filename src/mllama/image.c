@@ -354,3 +354,19 @@ MMS_API void mms_mllama_image_free(struct mms_mllama_image *image) {
     MMS_FREE(image->pixels);
     memset(image, 0, sizeof *image);
 }
+
+MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int w, int h, size_t stride, uint8_t *rgb) {
+    int x, y, k;
+    if (!rgba || !rgb || w < 1 || h < 1 || (stride && stride < (size_t)w * 4))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_image_rgba_over_white: pixels and a %dx%d size (stride %zu) are required", w, h, stride);
+    if (!stride) stride = (size_t)w * 4;
+    for (y = 0; y < h; y++) {
+        const uint8_t *s = rgba + (size_t)y * stride;
+        uint8_t *d = rgb + (size_t)y * (size_t)w * 3;
+        for (x = 0; x < w; x++, s += 4, d += 3) {
+            const unsigned a = s[3];
+            for (k = 0; k < 3; k++) d[k] = (uint8_t)((2u * (s[k] * a + 255u * (255u - a)) + 255u) / 510u);   /* x / 255 rounded half up */
+        }
+    }
+    return MMS_OK;
+}

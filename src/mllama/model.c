@@ -29,6 +29,7 @@ struct mms_mllama_model {
     int                        n_bufs;
     bool                       shapes_only;
     int                        vision_backend, output_backend;
+    int64_t                    load_us;
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -383,11 +384,36 @@ static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_b
     return MMS_OK;
 }
 
+/* Progress of the load by bytes of weights read; the callback may stop it. */
+struct mms__load_progress {
+    bool  (*cb)(float fraction, void *user);
+    void   *user;
+    size_t  done, total;
+};
+
+static enum mms_status mms__load_step(struct mms__load_progress *lp, size_t bytes) {
+    if (!lp || !lp->cb) return MMS_OK;
+    lp->done += bytes;
+    if (!lp->cb(lp->total ? (float)((double)lp->done / (double)lp->total) : 1.0f, lp->user))
+        return mms_set_error(MMS_ABORTED, "mllama: the progress callback stopped the load");
+    return MMS_OK;
+}
+
+/* Reads mapped memory page by page, so the file is read now. Returns a sum the compiler cannot drop. */
+static unsigned mms__touch_pages(const void *p, size_t n) {
+    const volatile unsigned char *c = (const volatile unsigned char *)p;
+    unsigned sum = 0;
+    size_t i;
+    for (i = 0; i < n; i += 4096) sum += c[i];
+    return sum;
+}
+
 /* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
    their backend. Without a file (shapes only) they get addresses that are never read. */
-static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
+static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, struct mms__load_progress *lp) {
     int b, f;
     enum mms_status st;
+    unsigned touched = 0;
     for (b = 0; b < 2; b++) {
         struct mms_context *ctx = m->wctx[b];
         struct mms_tensor *t;
@@ -416,6 +442,8 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
                     if (!d || d < lo || d >= hi) continue;
                     t->extra = NULL;
                     if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(d, mms_nbytes(t));
+                    if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
                 }
             }
         } else {
@@ -426,9 +454,11 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m) {
                 const void *src = t->extra;
                 t->extra = NULL;
                 if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
+                if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
             }
         }
     }
+    (void)touched;
     return MMS_OK;
 }
 
@@ -453,8 +483,10 @@ static enum mms_status mms__mllama_alloc_layers(struct mms_mllama_model *m) {
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *p) {
     struct mms_mllama_model *m;
     struct mms__wloader L;
+    struct mms__load_progress lp;
     const struct mms_gguf *vision_file;
     enum mms_status st;
+    const int64_t t0 = mms_time_us();
     if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
     if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(m, 0, sizeof *m);
@@ -479,11 +511,33 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         L.g = vision_file;
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
-    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    if (L.st != MMS_OK) goto fail;
+    memset(&lp, 0, sizeof lp);
+    lp.cb = p->progress;
+    lp.user = p->progress_user_data;
+    if (lp.cb) {
+        int b;
+        struct mms_tensor *t;
+        for (b = 0; b < 2; b++)
+            for (t = mms_get_first_tensor(m->wctx[b]); t; t = mms_get_next_tensor(m->wctx[b], t)) lp.total += mms_nbytes(t);
+    }
+    if (mms__mllama_place_weights(m, &lp) != MMS_OK) goto fail;
+    m->load_us = mms_time_us() - t0;
     return m;
 fail:
     mms_mllama_model_free(m);
     return NULL;
+}
+
+MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struct mms_mllama_model *m) {
+    struct mms_mllama_image_params ip;
+    memset(&ip, 0, sizeof ip);
+    if (!m) return ip;
+    ip.image_size = m->hp.v_image_size;
+    ip.max_num_tiles = m->hp.v_max_tiles;
+    memcpy(ip.mean, m->hp.image_mean, sizeof ip.mean);
+    memcpy(ip.std, m->hp.image_std, sizeof ip.std);
+    return ip;
 }
 
 MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hp, mms_backend_t cpu, enum mms_type weight_type) {
@@ -513,7 +567,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
     L.shape_type = weight_type;
     mms__mllama_text_weights(&L, 0);
     if (m->has_vision) mms__mllama_vision_weights(&L, false);
-    if (L.st != MMS_OK || mms__mllama_place_weights(m) != MMS_OK) goto fail;
+    if (L.st != MMS_OK || mms__mllama_place_weights(m, NULL) != MMS_OK) goto fail;
     return m;
 fail:
     mms_mllama_model_free(m);

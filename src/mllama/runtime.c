@@ -35,6 +35,8 @@ struct mms_mllama_context {
     float                           *logits;
     int                              n_logits;
 
+    struct mms_mllama_timings        t;                      /* memory filled in when asked */
+    size_t                           kept_peak[2];
     struct {                                                 /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
@@ -271,6 +273,7 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     struct mms_mllama_context *c;
     struct mms_init_params ip = { 0, NULL, true };
     mms_backend_t backends[2];
+    const int64_t t0 = mms_time_us();
     if (!m) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: model is NULL"); return NULL; }
     if (!(c = (struct mms_mllama_context *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(c, 0, sizeof *c);
@@ -296,6 +299,8 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     if (!c->sched || !c->gctx || !c->conv_images || !c->image_pos || !c->images) goto fail;
     memset(c->images, 0, sizeof *c->images * (size_t)c->p.image_cache);
     if (mms__mllama_make_kv_cache(c) != MMS_OK || mms__mllama_reserve_all(c) != MMS_OK) goto fail;
+    c->t.load_ms = (double)m->load_us / 1000.0;
+    c->t.context_ms = (double)(mms_time_us() - t0) / 1000.0;
     return c;
 fail:
     if (mms_last_status() == MMS_OK) mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
@@ -303,21 +308,39 @@ fail:
     return NULL;
 }
 
+/* Bytes on backend b (0 cpu, 1 gpu): weights, KV cache, compute memory, kept images now. */
+static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *kv, size_t *compute, size_t *kept) {
+    mms_backend_t be = c->m->backends[b];
+    int i;
+    *weights = 0;
+    *kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
+    for (i = 0; i < c->m->n_bufs; i++)
+        if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
+            (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+    *compute = mms_backend_sched_get_buffer_size(c->sched, be);
+    *kept = mms_backend_sched_get_persistent_size(c->sched, be);
+}
+
+static int mms__mllama_n_devices(const struct mms_mllama_context *c) { return c->m->backends[1] == c->m->backends[0] ? 1 : 2; }
+
+static void mms__mllama_note_kept(struct mms_mllama_context *c) {
+    int b;
+    for (b = 0; b < mms__mllama_n_devices(c); b++) {
+        size_t kept = mms_backend_sched_get_persistent_size(c->sched, c->m->backends[b]);
+        if (kept > c->kept_peak[b]) c->kept_peak[b] = kept;
+    }
+}
+
 MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE *out) {
     int b, i;
     if (!out) out = stdout;
     if (!c) return;
-    for (b = 0; b < 2; b++) {
-        mms_backend_t be = c->m->backends[b];
-        size_t weights = 0, kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
-        if (b == 1 && be == c->m->backends[0]) break;
-        for (i = 0; i < c->m->n_bufs; i++)
-            if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
-                (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+    for (b = 0; b < mms__mllama_n_devices(c); b++) {
+        size_t weights, kv, compute, kept;
+        mms__mllama_memory(c, b, &weights, &kv, &compute, &kept);
         fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB\n",
-                mms_backend_name(be), (double)weights / 1048576.0, (double)kv / 1048576.0,
-                (double)mms_backend_sched_get_buffer_size(c->sched, be) / 1048576.0,
-                (double)mms_backend_sched_get_persistent_size(c->sched, be) / 1048576.0);
+                mms_backend_name(c->m->backends[b]), (double)weights / 1048576.0, (double)kv / 1048576.0, (double)compute / 1048576.0,
+                (double)kept / 1048576.0);
     }
     for (i = 0; i < c->n_reserved; i++)
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
@@ -380,6 +403,23 @@ MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *c, co
     return MMS_OK;
 }
 
+/* Stamps the time the projector finishes, to split an image's time into encode and cross K/V;
+   the caller's eval callback still sees what it asks for. */
+struct mms__mllama_stamp {
+    struct mms_tensor              *mark;
+    int64_t                         at;
+    mms_backend_sched_eval_callback user_cb;
+    void                           *user;
+};
+
+static bool mms__mllama_stamp_cb(struct mms_tensor *t, bool ask, void *ud) {
+    struct mms__mllama_stamp *st = (struct mms__mllama_stamp *)ud;
+    const bool user_wants = st->user_cb && st->user_cb(t, true, st->user);
+    if (ask) return t == st->mark || user_wants;
+    if (t == st->mark) st->at = mms_time_us();
+    return user_wants ? st->user_cb(t, false, st->user) : true;
+}
+
 /* The cache entry for img: found by hash, or encoded into a free (or the least recently used,
    not in the conversation) slot. */
 static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, const struct mms_mllama_image *img, int *slot) {
@@ -408,12 +448,27 @@ static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, con
     memset(e->k, 0, sizeof *e->k * (size_t)c->m->hp.n_layer);
     memset(e->v, 0, sizeof *e->v * (size_t)c->m->hp.n_layer);
     mms__mllama_vision_graph(c, e->ctx, true, e->k, e->v, &vg);
-    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
-        (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
-        (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) {
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) == MMS_OK && (st = mms__mllama_set_vision_inputs(c, &vg, img)) == MMS_OK) {
+        struct mms__mllama_stamp stamp;
+        const int64_t t0 = mms_time_us();
+        stamp.mark = vg.projected;
+        stamp.at = 0;
+        mms__sched_get_eval_callback(c->sched, &stamp.user_cb, &stamp.user);
+        mms_backend_sched_set_eval_callback(c->sched, mms__mllama_stamp_cb, &stamp);
+        st = mms_backend_sched_graph_compute(c->sched, vg.graph);
+        mms_backend_sched_set_eval_callback(c->sched, stamp.user_cb, stamp.user);
+        if (st == MMS_OK) {
+            const int64_t t1 = mms_time_us(), mid = stamp.at ? stamp.at : t1;
+            c->t.encode_ms += (double)(mid - t0) / 1000.0;
+            c->t.cross_kv_ms += (double)(t1 - mid) / 1000.0;
+            c->t.n_encodes++;
+        }
+    }
+    if (st != MMS_OK) {
         mms__mllama_image_release(c, e);
         return st;
     }
+    mms__mllama_note_kept(c);
     c->n_encodes++;
     e->hash = hash;
     e->n_tiles = img->n_tiles;
@@ -432,6 +487,22 @@ MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const
     if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
     c->conv_images[c->n_conv_images++] = slot;
     return MMS_OK;
+}
+
+MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *c, const uint8_t *rgb, int w, int h, size_t stride) {
+    struct mms_mllama_image_params ip;
+    struct mms_mllama_image img;
+    enum mms_status st;
+    int64_t t0 = mms_time_us();
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image_rgb: context is NULL");
+    if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_mllama_add_image_rgb: the model was loaded without its vision tower");
+    ip = mms_mllama_model_image_params(c->m);
+    if ((st = mms_mllama_preprocess_image(&ip, rgb, w, h, stride, &img)) != MMS_OK) return st;
+    c->t.preprocess_ms += (double)(mms_time_us() - t0) / 1000.0;
+    c->t.n_preprocessed++;
+    st = mms_mllama_add_image(c, &img);
+    mms_mllama_image_free(&img);
+    return st;
 }
 
 /* -- decoding -- */
@@ -472,6 +543,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
     float *buf = NULL;
     enum mms_status st = MMS_OK;
     int i, j, n_out = 0, n_image_tokens = 0, n_img;
+    const int64_t t0 = mms_time_us();
     if (!c || !tokens || n < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
     if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
     if (n > c->p.n_batch) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens in one batch, more than n_batch %d", n, c->p.n_batch);
@@ -533,6 +605,8 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
         c->n_logits = n_out;
     }
     c->n_past += n;
+    if (n == 1) { c->t.gen_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_gen_tokens++; }
+    else { c->t.prompt_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_prompt_tokens += n; }
 done:
     if (st != MMS_OK) c->n_image_pos -= n_image_tokens;   /* the batch did not happen */
     MMS_FREE(pos);
@@ -556,4 +630,52 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_k
     while (c->n_image_pos > 0 && c->image_pos[c->n_image_pos - 1] >= n_keep) c->n_image_pos--;
     if (c->n_conv_images > c->n_image_pos) c->n_conv_images = c->n_image_pos;   /* images whose token went */
     return MMS_OK;
+}
+
+/* -- timings -- */
+
+MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct mms_mllama_timings *out) {
+    int b;
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    *out = c->t;
+    out->n_backends = mms__mllama_n_devices(c);
+    for (b = 0; b < out->n_backends; b++) {
+        size_t kept;
+        mms__copy_str(out->memory[b].name, sizeof out->memory[b].name, mms_backend_name(c->m->backends[b]));
+        mms__mllama_memory(c, b, &out->memory[b].weights, &out->memory[b].kv_cache, &out->memory[b].compute, &kept);
+        out->memory[b].kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
+        out->memory[b].peak = out->memory[b].weights + out->memory[b].kv_cache + out->memory[b].compute + out->memory[b].kept_images_peak;
+    }
+}
+
+MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
+    double load, context;
+    if (!c) return;
+    load = c->t.load_ms;
+    context = c->t.context_ms;
+    memset(&c->t, 0, sizeof c->t);
+    c->t.load_ms = load;
+    c->t.context_ms = context;
+}
+
+static double mms__per_s(int n, double ms) { return ms > 0.0 ? (double)n * 1000.0 / ms : 0.0; }
+
+MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *out) {
+    struct mms_mllama_timings t;
+    int b;
+    if (!out) out = stdout;
+    mms_mllama_get_timings(c, &t);
+    fprintf(out, "load          %10.2f ms\n", t.load_ms);
+    fprintf(out, "context       %10.2f ms   (KV cache, reserving the graphs)\n", t.context_ms);
+    fprintf(out, "preprocess    %10.2f ms   images: %d\n", t.preprocess_ms, t.n_preprocessed);
+    fprintf(out, "image encode  %10.2f ms   encodes: %d (vision encoder + projector)\n", t.encode_ms, t.n_encodes);
+    fprintf(out, "cross K/V     %10.2f ms\n", t.cross_kv_ms);
+    fprintf(out, "prompt        %10.2f ms   %d tokens, %.2f tokens/s\n", t.prompt_ms, t.n_prompt_tokens, mms__per_s(t.n_prompt_tokens, t.prompt_ms));
+    fprintf(out, "generation    %10.2f ms   %d tokens, %.2f tokens/s\n", t.gen_ms, t.n_gen_tokens, mms__per_s(t.n_gen_tokens, t.gen_ms));
+    for (b = 0; b < t.n_backends; b++)
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", t.memory[b].name,
+                (double)t.memory[b].peak / 1048576.0, (double)t.memory[b].weights / 1048576.0, (double)t.memory[b].kv_cache / 1048576.0,
+                (double)t.memory[b].compute / 1048576.0, (double)t.memory[b].kept_images_peak / 1048576.0);
 }

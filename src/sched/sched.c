@@ -808,6 +808,12 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
     s->callback_user = user;
 }
 
+/* For layers above that chain their own callback in front of the caller's. */
+static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+    *cb = s->callback;
+    *user = s->callback_user;
+}
+
 MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct mms_tensor *t) {
     int i;
     if (!s || !t) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: scheduler and tensor are required");

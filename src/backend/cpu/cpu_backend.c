@@ -50,9 +50,11 @@ static size_t mms__cpu_buft_get_alignment(mms_backend_buffer_type_t buft) { MMS_
 static bool   mms__cpu_buft_is_host(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return true; }
 
 static mms_backend_buffer_t mms__cpu_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size) {
-    void *mem = mms__aligned_alloc(MMS__CPU_ALIGN, MMS__ALIGN_UP(size ? size : 1, MMS__CPU_ALIGN));
+    const size_t align = size >= ((size_t)8 << 20) ? (size_t)2 << 20 : MMS__CPU_ALIGN;   /* big ones: huge-page aligned */
+    void *mem = mms__aligned_alloc(align, MMS__ALIGN_UP(size ? size : 1, MMS__CPU_ALIGN));
     mms_backend_buffer_t b;
     if (!mem) { mms_set_error(MMS_ERR_OOM, "CPU buffer: cannot allocate %zu bytes of host memory", size); return NULL; }
+    if (align != MMS__CPU_ALIGN) mms__advise_huge_pages(mem, size);
     b = mms_backend_buffer_init(buft, mms__cpu_buffer_iface, mem, size);
     if (!b) mms__aligned_free(mem);
     return b;
@@ -118,11 +120,17 @@ static bool mms__cpu_supports_types(const struct mms_tensor *t) {
 
 /* -- the backend -- */
 
+struct mms__cpu_profile {
+    bool    on, print_at_free;            /* print_at_free: turned on by MMS_CPU_PROFILE */
+    int64_t us[MMS_OP_COUNT], nodes[MMS_OP_COUNT], graphs, t0;
+};
+
 struct mms__cpu_backend {
     int                     n_threads;
     struct mms__threadpool *pool;
     void                   *work;         /* per-thread scratch, grown as needed */
     size_t                  work_size;
+    struct mms__cpu_profile prof;
 };
 
 struct mms__cpu_job {
@@ -131,6 +139,7 @@ struct mms__cpu_job {
     char                      *work;
     size_t                     wsize;     /* per thread, a multiple of the alignment */
     struct mms__compute_state  state;
+    struct mms__cpu_profile   *prof;      /* NULL unless profiling */
 };
 
 /* Every worker walks the whole graph; a barrier separates nodes. Node c (counting computed nodes
@@ -154,14 +163,46 @@ static void mms__cpu_graph_worker(void *arg, int ith, int nth) {
         kernel(&p, node);
         c++;
         mms__threadpool_barrier(job->pool);
+        if (job->prof && ith == 0) {    /* after the barrier: the slowest thread's time */
+            int64_t t = mms_time_us();
+            job->prof->us[node->op] += t - job->prof->t0;
+            job->prof->nodes[node->op]++;
+            job->prof->t0 = t;
+        }
         if (mms__atomic_load(&job->state.failed)) break;
     }
 }
 
 static const char *mms__cpu_get_name(mms_backend_t b) { MMS__UNUSED(b); return "CPU"; }
 
+MMS_API void mms_backend_cpu_set_profile(mms_backend_t b, bool on) {
+    if (mms_backend_is_cpu(b)) ((struct mms__cpu_backend *)b->context)->prof.on = on;
+}
+
+MMS_API void mms_backend_cpu_print_profile(mms_backend_t b, FILE *out) {
+    struct mms__cpu_profile *pr;
+    int64_t total = 0;
+    int i, best;
+    bool done[MMS_OP_COUNT];
+    if (!mms_backend_is_cpu(b) || !out) return;
+    pr = &((struct mms__cpu_backend *)b->context)->prof;
+    for (i = 0; i < MMS_OP_COUNT; i++) { total += pr->us[i]; done[i] = pr->nodes[i] == 0; }
+    fprintf(out, "CPU profile: %lld graphs, %.3f ms in nodes\n", (long long)pr->graphs, (double)total / 1000.0);
+    for (;;) {                           /* slowest op type first */
+        for (best = -1, i = 0; i < MMS_OP_COUNT; i++) if (!done[i] && (best < 0 || pr->us[i] > pr->us[best])) best = i;
+        if (best < 0) break;
+        done[best] = true;
+        fprintf(out, "  %-16s %6lld nodes %12.3f ms %5.1f%%\n", mms_op_name((enum mms_op)best), (long long)pr->nodes[best],
+                (double)pr->us[best] / 1000.0, total ? 100.0 * (double)pr->us[best] / (double)total : 0.0);
+    }
+    memset(pr->us, 0, sizeof pr->us);
+    memset(pr->nodes, 0, sizeof pr->nodes);
+    pr->graphs = 0;
+}
+
 static void mms__cpu_free(mms_backend_t b) {
     struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    if (cpu->prof.print_at_free && cpu->prof.graphs) mms_backend_cpu_print_profile(b, stderr);
     mms__threadpool_free(cpu->pool);
     mms__aligned_free(cpu->work);
     MMS_FREE(cpu);
@@ -202,6 +243,11 @@ static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph
     job.pool = cpu->pool;
     job.work = (char *)cpu->work;
     job.wsize = wsize;
+    if (cpu->prof.on) {
+        job.prof = &cpu->prof;
+        cpu->prof.graphs++;
+        cpu->prof.t0 = mms_time_us();
+    }
     mms__threadpool_run(cpu->pool, mms__cpu_graph_worker, &job);
     if (job.state.failed.v) return mms_set_error(job.state.status, "%s", job.state.error);
     return MMS_OK;
@@ -234,6 +280,7 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
         return NULL;
     }
     mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
+    if (getenv("MMS_CPU_PROFILE") && atoi(getenv("MMS_CPU_PROFILE")) > 0) cpu->prof.on = cpu->prof.print_at_free = true;
     b->iface = mms__cpu_backend_iface;
     b->context = cpu;
     return b;

@@ -11,35 +11,37 @@ static float mms__mask_at(const struct mms_tensor *mask, const char *row, int64_
     { mms_fp16_t h; memcpy(&h, ptr, sizeof h); return mms_fp16_to_fp32(h); }
 }
 
+/* One row of mask as contiguous f32 (columns j0 .. j0 + n): a pointer into the mask when it is
+   contiguous f32, else converted into buf. */
+static const float *mms__mask_span(const struct mms_tensor *mask, const char *row, int64_t j0, int64_t n, float *buf) {
+    int64_t j;
+    if (mask->type == MMS_TYPE_F32 && mask->nb[0] == sizeof(float)) return (const float *)row + j0;
+    if (mask->nb[0] == mms_type_size(mask->type)) { mms__to_f32(mask->type, row + j0 * (int64_t)mask->nb[0], buf, n); return buf; }
+    for (j = 0; j < n; j++) buf[j] = mms__mask_at(mask, row, j0 + j);
+    return buf;
+}
+
 static void mms__cpu_soft_max(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *mask = dst->src[1];
     const int64_t n = dst->ne[0];
     const float scale = mms_get_op_params_f32(dst, 0);
-    float *abuf = p->wdata, *obuf = abuf + n;
+    float *abuf = p->wdata, *obuf = abuf + n, *mbuf = obuf + n;
     int64_t r, lo, hi, i;
     mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
     for (r = lo; r < hi; r++) {
         int64_t i1, i2, i3;
         const float *x;
-        const char *mrow = NULL;
-        float *out, max = -INFINITY;
-        double sum = 0.0;
+        float *out, max;
         mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
-        if (mask) mrow = mms__mask_row(mask, i1, i2, i3);
-        for (i = 0; i < n; i++) {
-            float v = x[i] * scale + (mrow ? mms__mask_at(mask, mrow, i) : 0.0f);
-            out[i] = v;
-            if (v > max) max = v;
-        }
+        mms__vec_axpb_f32(n, out, x, scale, mask ? mms__mask_span(mask, mms__mask_row(mask, i1, i2, i3), 0, n, mbuf) : NULL);
+        max = mms__vec_max_f32(n, out);
         if (max == -INFINITY) {              /* every entry masked: no distribution, zeros */
             for (i = 0; i < n; i++) out[i] = 0.0f;
         } else {
-            float inv;
-            for (i = 0; i < n; i++) { out[i] = expf(out[i] - max); sum += out[i]; }
-            inv = (float)(1.0 / sum);
-            for (i = 0; i < n; i++) out[i] *= inv;
+            double sum = mms__vec_exp_sum_f32(n, out, out, max);
+            mms__vec_axpb_f32(n, out, out, (float)(1.0 / sum), NULL);
         }
         if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
     }
@@ -88,61 +90,120 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
     }
 }
 
-/* Flash attention: per query row, scores against a block of KB keys at a time; the running
-   maximum and sum rescale the accumulated output so the full score row is never stored. */
+/* Flash attention, tiled. A work item is a block of QB query rows that share one K/V head (with
+   grouped heads, the rows of every head of the group, so K and V are read once per group), run
+   against blocks of KB keys. Per key block: S = Q K^T (Q pre-scaled, K packed transposed so the
+   register block runs along keys), softcap and mask, the streaming softmax per row (running max m
+   and sum l; the output accumulated so far is rescaled when m grows), then O += P V. Only the
+   QB x KB score block ever exists. Blocks are fixed by the shapes, never by the thread count, so
+   results do not depend on it. */
+#define MMS__FA_QB 96
 #define MMS__FA_KB 128
 
+struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-column register block */
+
 static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
-    return (size_t)(2 * dst->src[0]->ne[0] + 2 * dst->src[2]->ne[0] + MMS__FA_KB) * sizeof(float);
+    const int64_t D = dst->src[0]->ne[0], Dvp = MMS__ALIGN_UP(dst->src[2]->ne[0], 16);
+    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB;
+    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + 10 * 16) * sizeof(float);
+}
+
+/* Rows j0 .. j0 + n of t in (i2, i3) as f32 rows with leading dimension *ld (at least width
+   floats, zero beyond ne[0] up to width): in place when t already is that (and, if dense, its rows
+   are packed: V rows of a ViT projection lie 5 KB apart, and reading panels of them again and
+   again costs TLB misses that one copy avoids), else copied into buf. */
+static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t n, int64_t i2, int64_t i3,
+                                 int64_t width, bool dense, float *buf, int64_t *ld) {
+    int64_t j, i;
+    if (t->type == MMS_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 && width == t->ne[0] &&
+        (!dense || t->nb[1] == (size_t)width * sizeof(float))) {
+        *ld = (int64_t)(t->nb[1] / sizeof(float));
+        return (const float *)mms__row_ptr(t, j0, i2, i3);
+    }
+    for (j = 0; j < n; j++) {
+        float *row = buf + j * width;
+        const float *x = mms__load_row(t, j0 + j, i2, i3, row);
+        if (x != row) memcpy(row, x, (size_t)t->ne[0] * sizeof(float));
+        for (i = t->ne[0]; i < width; i++) row[i] = 0.0f;
+    }
+    *ld = width;
+    return buf;
 }
 
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
-    const int64_t D = q->ne[0], Dv = v->ne[0], n_q = q->ne[1], H = q->ne[2], n_kv = k->ne[1];
-    const int64_t group = H / k->ne[2];
+    const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
+    const int64_t group = q->ne[2] / k->ne[2], Hkv = k->ne[2], rows = n_q * group;
+    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, n_blocks = (rows + QB - 1) / QB;
     const float scale = mms_get_op_params_f32(dst, 0), softcap = mms_get_op_params_f32(dst, 2);
-    float *qbuf = p->wdata, *kbuf = qbuf + D, *vbuf = kbuf + D, *acc = vbuf + Dv, *sc = acc + Dv;
-    int64_t r, lo, hi, i;
+    float *qb = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
+    float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
+    float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
+    float *mb = vb + KB * Dvp;
+    const char *mrow[MMS__FA_QB];
+    const float *mspan[MMS__FA_QB];
+    int64_t ih[MMS__FA_QB], iqs[MMS__FA_QB];
 
-    mms__split(n_q * H * q->ne[3], p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        const int64_t h = r % H, iq = (r / H) % n_q, ib = r / (H * n_q), kh = h / group;
-        const float *qrow = mms__load_row(q, iq, h, ib, qbuf);
-        const char *mrow = mask ? mms__mask_row(mask, iq, h, ib) : NULL;
-        float m_run = -INFINITY, *out = (float *)mms__row_ptr(dst, h, iq, ib);
-        double s_run = 0.0;
-        int64_t j0, j;
-        for (i = 0; i < Dv; i++) acc[i] = 0.0f;
-        for (j0 = 0; j0 < n_kv; j0 += MMS__FA_KB) {
-            const int64_t nb = MMS__MIN((int64_t)MMS__FA_KB, n_kv - j0);
-            float m_blk = -INFINITY, m_new;
-            for (j = 0; j < nb; j++) {
-                float s = mms__vec_dot_f32(D, qrow, mms__load_row(k, j0 + j, kh, ib, kbuf)) * scale;
-                if (softcap != 0.0f) s = softcap * tanhf(s / softcap);
-                if (mrow) s += mms__mask_at(mask, mrow, j0 + j);
-                sc[j] = s;
-                if (s > m_blk) m_blk = s;
-            }
-            if (m_blk == -INFINITY) continue;              /* all masked */
-            m_new = m_blk > m_run ? m_blk : m_run;
-            if (m_new > m_run && m_run != -INFINITY) {    /* rescale what was accumulated */
-                float f = expf(m_run - m_new);
-                for (i = 0; i < Dv; i++) acc[i] *= f;
-                s_run *= f;
-            }
-            m_run = m_new;
-            for (j = 0; j < nb; j++) {
-                float w = expf(sc[j] - m_run);
-                if (w == 0.0f) continue;
-                s_run += w;
-                mms__vec_mad_f32(Dv, acc, mms__load_row(v, j0 + j, kh, ib, vbuf), w);
-            }
+    for (;;) {
+        const int64_t item = mms__atomic_fetch_add(p->counter, 1);
+        int64_t ib, kh, r0, nr, i, j0;
+        if (item >= n_blocks * Hkv * q->ne[3]) break;
+        r0 = (item % n_blocks) * QB;
+        kh = (item / n_blocks) % Hkv;
+        ib = item / (n_blocks * Hkv);
+        nr = MMS__MIN(QB, rows - r0);
+        for (i = 0; i < nr; i++) {           /* row r0 + i: query r / group of head kh * group + r % group */
+            float *qrow = qb + i * D;
+            const float *x;
+            iqs[i] = (r0 + i) / group;
+            ih[i] = kh * group + (r0 + i) % group;
+            x = mms__load_row(q, iqs[i], ih[i], ib, qrow);
+            mms__vec_axpb_f32(D, qrow, x, scale, NULL);
+            mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            mr[i] = -INFINITY;
+            lr[i] = 0.0f;
         }
-        if (s_run > 0.0) {
-            float inv = (float)(1.0 / s_run);
-            for (i = 0; i < Dv; i++) out[i] = acc[i] * inv;
-        } else {
-            for (i = 0; i < Dv; i++) out[i] = 0.0f;   /* every key masked */
+        memset(ob, 0, (size_t)(nr * Dvp) * sizeof(float));
+        for (j0 = 0; j0 < n_kv; j0 += KB) {
+            const int64_t nk = MMS__MIN(KB, n_kv - j0), nkp = MMS__ALIGN_UP(nk, 16);
+            int64_t ldk, ldv, j;
+            const float *ks, *vs;
+            if (mask) {                      /* a key block masked for every row adds nothing: skip it */
+                bool any = false;            /* (causal prefill halves its work; decode skips the unused cache) */
+                for (i = 0; i < nr; i++) {
+                    mspan[i] = mms__mask_span(mask, mrow[i], j0, nk, mb + i * KB);
+                    any = any || mms__vec_max_f32(nk, mspan[i]) > -INFINITY;
+                }
+                if (!any) continue;
+            }
+            ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
+            mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
+            for (j = 0; j < D; j++) memset(kt + j * nkp + nk, 0, (size_t)(nkp - nk) * sizeof(float));
+            mms__gemm_f32(nr, nkp, D, qb, D, kt, nkp, 16, sb, KB, 0);
+            for (i = 0; i < nr; i++) {
+                float *srow = sb + i * KB, m_blk, m_new;
+                if (softcap != 0.0f) for (j = 0; j < nk; j++) srow[j] = softcap * tanhf(srow[j] / softcap);
+                if (mask) mms__vec_axpb_f32(nk, srow, srow, 1.0f, mspan[i]);
+                m_blk = mms__vec_max_f32(nk, srow);
+                if (m_blk == -INFINITY) {    /* every key of the block masked: weights 0 */
+                    memset(srow, 0, (size_t)nk * sizeof(float));
+                    continue;
+                }
+                m_new = m_blk > mr[i] ? m_blk : mr[i];
+                if (m_new > mr[i]) {         /* rescale what was accumulated (nothing yet when m was -inf) */
+                    const float f = expf(mr[i] - m_new);
+                    mms__vec_axpb_f32(Dvp, ob + i * Dvp, ob + i * Dvp, f, NULL);
+                    lr[i] *= f;
+                    mr[i] = m_new;
+                }
+                lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
+            }
+            vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
+            mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
+        }
+        for (i = 0; i < nr; i++) {
+            float *out = (float *)mms__row_ptr(dst, ih[i], iqs[i], ib);
+            mms__vec_axpb_f32(Dv, out, ob + i * Dvp, lr[i] > 0.0f ? 1.0f / lr[i] : 0.0f, NULL);   /* all keys masked: zeros */
         }
     }
 }

@@ -3,9 +3,6 @@
    Rows are split evenly across threads. Every kernel tolerates dst sharing memory with src[0]
    (same position), which is what in-place reuse by an allocator produces. */
 
-static const double mms__sqrt_half = 0.70710678118654752440;   /* 1/sqrt(2) */
-static const double mms__sqrt_2_over_pi = 0.79788456080286535588;
-
 static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t ne0 = dst->ne[0], nb0 = b->ne[0];
@@ -25,27 +22,13 @@ static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tens
     }
 }
 
-static float mms__unary_f32(enum mms_op op, float x, float s) {
-    switch (op) {
-        case MMS_OP_SCALE:     return x * s;
-        case MMS_OP_SQR:       return x * x;
-        case MMS_OP_SQRT:      return sqrtf(x);
-        case MMS_OP_EXP:       return expf(x);
-        case MMS_OP_TANH:      return tanhf(x);
-        case MMS_OP_SILU:      return x / (1.0f + expf(-x));
-        case MMS_OP_GELU:      return 0.5f * x * (1.0f + erff(x * (float)mms__sqrt_half));
-        case MMS_OP_GELU_TANH: return 0.5f * x * (1.0f + tanhf((float)mms__sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
-        default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
-    }
-}
-
 static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const int64_t ne0 = dst->ne[0];
     const enum mms_op op = dst->op;
     const float s = op == MMS_OP_SCALE ? mms_get_op_params_f32(dst, 0) : 0.0f;
     float *abuf = p->wdata, *obuf = abuf + ne0;
-    int64_t r, lo, hi, i;
+    int64_t r, lo, hi;
     mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
     for (r = lo; r < hi; r++) {
         int64_t i1, i2, i3;
@@ -54,8 +37,7 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
         mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
-        if (op == MMS_OP_SCALE) for (i = 0; i < ne0; i++) out[i] = x[i] * s;
-        else for (i = 0; i < ne0; i++) out[i] = mms__unary_f32(op, x[i], s);
+        mms__vec_unary_f32(op, ne0, out, x, s);
         if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
     }
 }

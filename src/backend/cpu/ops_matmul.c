@@ -1,67 +1,28 @@
 /* >>cpu-matmul ====================================================================================
-   MUL_MAT: dst[m, n] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
+   MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
-   both cores stay busy whatever the sizes. Operands that are not contiguous f32 are converted per
-   tile into the thread's scratch. The AVX2 path computes 4x3 blocks of dot products at once
-   (7 loads feed 12 FMAs); edges and the scalar path use single dot products. */
+   both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
+   results do not depend on the thread count.
+   - AVX2, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
+     converted on the way) and kept while consecutive tiles walk along b; the register block then
+     broadcasts 6 b values per k against 2 vectors of the panel (12 FMAs per 8 loads), writing dst
+     rows directly. Tiles walk along b first so each thread packs a tile of a once.
+   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (AVX2: 4 rows
+     of weights against one column at a time, f16 converted inside the dot), so the weights stream
+     from memory exactly once. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
+#define MMS__MM_GEMV_N 4
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
-    return (size_t)(MMS__MM_MB + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float);
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float) + 64;
 }
-
-#if MMS__HAVE_AVX2
-/* c[i*3 + j] = dot(a_i, b_j) for 4 rows of a and 3 rows of b */
-static MMS__TARGET_AVX2 void mms__mm_4x3_avx2(int64_t K, const float *const *A, const float *const *B, float *c) {
-    const float *a0 = A[0], *a1 = A[1], *a2 = A[2], *a3 = A[3], *b0 = B[0], *b1 = B[1], *b2 = B[2];
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c32 = _mm256_setzero_ps();
-    int64_t k = 0;
-    int i, j;
-    for (; k + 8 <= K; k += 8) {
-        __m256 vb0 = _mm256_loadu_ps(b0 + k), vb1 = _mm256_loadu_ps(b1 + k), vb2 = _mm256_loadu_ps(b2 + k), va;
-        va = _mm256_loadu_ps(a0 + k);
-        c00 = _mm256_fmadd_ps(va, vb0, c00); c01 = _mm256_fmadd_ps(va, vb1, c01); c02 = _mm256_fmadd_ps(va, vb2, c02);
-        va = _mm256_loadu_ps(a1 + k);
-        c10 = _mm256_fmadd_ps(va, vb0, c10); c11 = _mm256_fmadd_ps(va, vb1, c11); c12 = _mm256_fmadd_ps(va, vb2, c12);
-        va = _mm256_loadu_ps(a2 + k);
-        c20 = _mm256_fmadd_ps(va, vb0, c20); c21 = _mm256_fmadd_ps(va, vb1, c21); c22 = _mm256_fmadd_ps(va, vb2, c22);
-        va = _mm256_loadu_ps(a3 + k);
-        c30 = _mm256_fmadd_ps(va, vb0, c30); c31 = _mm256_fmadd_ps(va, vb1, c31); c32 = _mm256_fmadd_ps(va, vb2, c32);
-    }
-    c[0] = mms__hsum256(c00); c[1]  = mms__hsum256(c01); c[2]  = mms__hsum256(c02);
-    c[3] = mms__hsum256(c10); c[4]  = mms__hsum256(c11); c[5]  = mms__hsum256(c12);
-    c[6] = mms__hsum256(c20); c[7]  = mms__hsum256(c21); c[8]  = mms__hsum256(c22);
-    c[9] = mms__hsum256(c30); c[10] = mms__hsum256(c31); c[11] = mms__hsum256(c32);
-    for (; k < K; k++)
-        for (i = 0; i < 4; i++)
-            for (j = 0; j < 3; j++) c[i * 3 + j] += A[i][k] * B[j][k];
-}
-#endif
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
 static void mms__mm_tile(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
-    int64_t i = 0, j;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) {
-        float c[12];
-        int64_t jj, ii;
-        for (; i + 4 <= mr; i += 4) {
-            for (j = 0; j + 3 <= nr; j += 3) {
-                mms__mm_4x3_avx2(K, A + i, B + j, c);
-                for (ii = 0; ii < 4; ii++)
-                    for (jj = 0; jj < 3; jj++) out[(j + jj) * ldo + i + ii] = c[ii * 3 + jj];
-            }
-            for (; j < nr; j++)
-                for (ii = 0; ii < 4; ii++) out[j * ldo + i + ii] = mms__vec_dot_f32(K, A[i + ii], B[j]);
-        }
-    }
-#endif
-    for (; i < mr; i++)
+    int64_t i, j;
+    for (i = 0; i < mr; i++)
         for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_f32(K, A[i], B[j]);
 }
 
@@ -72,6 +33,37 @@ static void mms__mm_rows(const struct mms_tensor *t, int64_t r0, int64_t n, int6
     for (r = 0; r < n; r++) rows[r] = mms__load_row(t, r0 + r, i2, i3, buf + r * t->ne[0]);
 }
 
+/* Rows [r0, r0 + n) of t as f32 with one leading dimension: in place when t has it, else copied. */
+static const float *mms__mm_block(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, float *buf, int64_t *ld) {
+    const int64_t K = t->ne[0];
+    int64_t r;
+    if (t->type == MMS_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0) {
+        *ld = (int64_t)(t->nb[1] / sizeof(float));
+        return (const float *)mms__row_ptr(t, r0, i2, i3);
+    }
+    for (r = 0; r < n; r++) {
+        const float *x = mms__load_row(t, r0 + r, i2, i3, buf + r * K);
+        if (x != buf + r * K) memcpy(buf + r * K, x, (size_t)K * sizeof(float));
+    }
+    *ld = K;
+    return buf;
+}
+
+/* Packs rows [m0, m0 + mr) of a into panels of 16: pack[p * 16 K + k * 16 + i] = a[m0 + 16 p + i][k],
+   zero past mr. rowbuf holds 16 converted rows. */
+static void mms__mm_pack(const struct mms_tensor *a, int64_t m0, int64_t mr, int64_t i2, int64_t i3, float *pack, float *rowbuf) {
+    const int64_t K = a->ne[0];
+    int64_t p, k, i;
+    for (p = 0; p * 16 < mr; p++) {
+        const int64_t n = MMS__MIN(16, mr - p * 16);
+        int64_t ld;
+        const float *rows = mms__mm_block(a, m0 + p * 16, n, i2, i3, rowbuf, &ld);
+        float *panel = pack + p * 16 * K;
+        mms__transpose_f32(n, K, rows, ld, panel, 16);
+        if (n < 16) for (k = 0; k < K; k++) for (i = n; i < 16; i++) panel[k * 16 + i] = 0.0f;
+    }
+}
+
 static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
@@ -79,9 +71,14 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    float *abuf = p->wdata, *bbuf = abuf + MMS__MM_MB * K;
+    const bool gemm = mms__avx2() && N > MMS__MM_GEMV_N;
+    const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
+    const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
+    float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
+    MMS__UNUSED(f16_direct);
+    MMS__UNUSED(f32_direct);
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
-    int64_t cached_b = -1;   /* the item whose b tile is in brows, reused while tm varies */
+    int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
     if (K == 0) {            /* empty products are zero */
         int64_t r, lo, hi;
@@ -96,8 +93,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     for (;;) {
         int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr;
         if (item >= n_items) break;
-        tm = item % tiles_m;
-        tn = (item / tiles_m) % tiles_n;
+        if (gemm) {          /* along b first: the packed tile of a is reused */
+            tn = item % tiles_n;
+            tm = (item / tiles_n) % tiles_m;
+        } else {             /* along a first: the converted b rows are reused */
+            tm = item % tiles_m;
+            tn = (item / tiles_m) % tiles_n;
+        }
         batch = item / (tiles_m * tiles_n);
         i12 = batch % b->ne[2];
         i13 = batch / b->ne[2];
@@ -105,11 +107,43 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         n0 = tn * MMS__MM_NB;
         mr = MMS__MIN(MMS__MM_MB, M - m0);
         nr = MMS__MIN(MMS__MM_NB, N - n0);
-        if (cached_b != item / tiles_m) {
-            mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-            cached_b = item / tiles_m;
+        if (gemm) {
+            const int64_t key = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
+            const float *brow;
+            int64_t ldb;
+            if (cached != key) {
+                mms__mm_pack(a, m0, mr, i12 / r2, i13 / r3, abuf, rowbuf);
+                cached = key;
+            }
+            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
+            mms__gemm_f32(nr, mr, K, brow, ldb, abuf, 16, 16 * K, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
+        } else {
+            float *out = (float *)mms__row_ptr(dst, n0, i12, i13) + m0;
+            if (cached != item / tiles_m) {
+                mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
+                cached = item / tiles_m;
+            }
+#if MMS__HAVE_AVX2
+            if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+                const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
+                const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);
+                int64_t i = 0, j, r;
+                float d[4];
+                for (; i + 4 <= mr; i += 4)
+                    for (j = 0; j < nr; j++) {
+                        if (f16_direct) mms__dot4_f16_avx2(K, (const mms_fp16_t *)a0 + i * lda, lda, brows[j], d);
+                        else            mms__dot4_f32_avx2(K, (const float *)a0 + i * lda, lda, brows[j], d);
+                        for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
+                    }
+                for (; i < mr; i++)
+                    for (j = 0; j < nr; j++)
+                        out[j * ldo + i] = f16_direct ? mms__dot_f16_f32_avx2(K, (const mms_fp16_t *)a0 + i * lda, brows[j])
+                                                      : mms__dot_f32_avx2(K, (const float *)a0 + i * lda, brows[j]);
+                continue;
+            }
+#endif
+            mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
+            mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
         }
-        mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
-        mms__mm_tile(K, arows, mr, brows, nr, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo);
     }
 }

@@ -1,32 +1,29 @@
 /* >>cpu-norm ======================================================================================
-   Row reductions: layer norm, RMS norm, sum_rows, argmax. Sums are accumulated in double, so the
-   result does not depend on the row length or on the kernel set. */
+   Row reductions: layer norm, RMS norm, sum_rows, argmax. Sums are accumulated in double (on the
+   AVX2 path too, four lanes at a time), so long rows lose no precision. */
 
 static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const int64_t n = dst->ne[0];
     const float eps = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n;
-    int64_t r, lo, hi, i;
+    int64_t r, lo, hi;
     mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
     for (r = lo; r < hi; r++) {
         int64_t i1, i2, i3;
         const float *x;
         float *out, scale;
-        double sum = 0.0, mean = 0.0;
+        double sum, sq, mean = 0.0;
         mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
-        if (dst->op == MMS_OP_NORM) {
-            for (i = 0; i < n; i++) sum += x[i];
+        if (dst->op == MMS_OP_NORM) {           /* the mean first, then squares around it */
+            mms__vec_sums_f64(n, x, 0.0, &sum, &sq);
             mean = sum / (double)n;
-            sum = 0.0;
-            for (i = 0; i < n; i++) sum += ((double)x[i] - mean) * ((double)x[i] - mean);
-        } else {
-            for (i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
         }
-        scale = (float)(1.0 / sqrt(sum / (double)n + (double)eps));
-        for (i = 0; i < n; i++) out[i] = (float)((double)x[i] - mean) * scale;
+        mms__vec_sums_f64(n, x, mean, &sum, &sq);
+        scale = (float)(1.0 / sqrt(sq / (double)n + (double)eps));
+        mms__vec_shift_scale_f32(n, out, x, mean, scale);
         if (out == obuf) mms__store_row(dst, i1, i2, i3, out);
     }
 }

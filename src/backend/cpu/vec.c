@@ -68,7 +68,10 @@ static float mms__dot_f32_scalar(int64_t n, const float *x, const float *y) {
 }
 
 #if MMS__HAVE_AVX2
-static MMS__TARGET_AVX2 float mms__hsum256(__m256 v) {
+/* for the 8-lane helpers that must inline into their loops */
+#define MMS__AVX2_INLINE MMS__TARGET_AVX2 __attribute__((always_inline)) inline
+
+static MMS__AVX2_INLINE float mms__hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
@@ -114,13 +117,6 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__mad_f32_avx2(int64_t n, float *y, const float *x, float a) {
-    __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
 static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -151,15 +147,6 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
     if (mms__avx2()) return mms__dot_f32_avx2(n, x, y);
 #endif
     return mms__dot_f32_scalar(n, x, y);
-}
-
-/* y += a * x */
-static void mms__vec_mad_f32(int64_t n, float *y, const float *x, float a) {
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__mad_f32_avx2(n, y, x, a); return; }
-#endif
-    for (i = 0; i < n; i++) y[i] += a * x[i];
 }
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
@@ -193,6 +180,393 @@ static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
 #endif
     mms__type_traits[type].from_float(src, dst, n);
+}
+
+/* -- the unary ops, one value (the scalar path, and TANH everywhere) -- */
+
+static const double mms__sqrt_half = 0.70710678118654752440;   /* 1/sqrt(2) */
+static const double mms__sqrt_2_over_pi = 0.79788456080286535588;
+
+static float mms__unary_scalar(enum mms_op op, float x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return x * s;
+        case MMS_OP_SQR:       return x * x;
+        case MMS_OP_SQRT:      return sqrtf(x);
+        case MMS_OP_EXP:       return expf(x);
+        case MMS_OP_TANH:      return tanhf(x);
+        case MMS_OP_SILU:      return x / (1.0f + expf(-x));
+        case MMS_OP_GELU:      return 0.5f * x * (1.0f + erff(x * (float)mms__sqrt_half));
+        case MMS_OP_GELU_TANH: return 0.5f * x * (1.0f + tanhf((float)mms__sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+        default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
+    }
+}
+/* -- exp, erf and the activations, 8 lanes at a time -- */
+
+#if MMS__HAVE_AVX2
+/* exp(x) = 2^n p(r), n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-6 fit
+   (about 1 ulp). Below -87.3 the result is exactly 0 (so masked -inf scores weigh nothing);
+   above 88.7 it saturates at about 3.4e38 instead of inf. */
+static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), n, r, r2, p;
+    __m256i e;
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
+    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+/* x / (1 + exp(-a x)): silu with a = 1; gelu_tanh is x / (1 + exp(-2u)) with u its tanh argument */
+static MMS__AVX2_INLINE __m256 mms__sigmoid_mul8(__m256 x, __m256 ax) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), mms__exp8(_mm256_sub_ps(_mm256_setzero_ps(), ax))));
+}
+
+/* gelu(x) = x/2 (1 + erf(x/sqrt 2)) through erfc(z), z = |x|/sqrt 2, with the Chebyshev fit of
+   Numerical Recipes (relative error < 1.2e-7 everywhere, so the negative tail stays accurate). */
+static MMS__AVX2_INLINE __m256 mms__gelu8(__m256 x) {
+    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0.70710678118654752f));
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(half, z, one)), p = _mm256_set1_ps(c[9]), erfc, neg;
+    int i;
+    for (i = 8; i >= 0; i--) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[i]));
+    erfc = _mm256_mul_ps(t, mms__exp8(_mm256_fnmadd_ps(z, z, p)));
+    neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, neg));
+}
+
+/* One unary op on 8 lanes (every unary op but TANH, which keeps the scalar body for its accuracy near 0). */
+static MMS__AVX2_INLINE __m256 mms__unary8(enum mms_op op, __m256 x, __m256 s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return _mm256_mul_ps(x, s);
+        case MMS_OP_SQR:       return _mm256_mul_ps(x, x);
+        case MMS_OP_SQRT:      return _mm256_sqrt_ps(x);
+        case MMS_OP_EXP:       return mms__exp8(x);
+        case MMS_OP_SILU:      return mms__sigmoid_mul8(x, x);
+        case MMS_OP_GELU:      return mms__gelu8(x);
+        default: {             /* GELU_TANH */
+            __m256 u = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(0.044715f), _mm256_set1_ps(1.0f)));
+            return mms__sigmoid_mul8(x, _mm256_mul_ps(u, _mm256_set1_ps(2.0f * 0.79788456080286535588f)));
+        }
+    }
+}
+
+static MMS__TARGET_AVX2 void mms__unary_f32_avx2(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    const __m256 vs = _mm256_set1_ps(s);
+    float tx[8], ty[8];
+    int64_t i = 0, j;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, mms__unary8(op, _mm256_loadu_ps(x + i), vs));
+    if (i < n) {                       /* the tail through a padded copy: the same code, so the same results */
+        for (j = 0; j < 8; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
+        _mm256_storeu_ps(ty, mms__unary8(op, _mm256_loadu_ps(tx), vs));
+        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
+    }
+}
+
+static MMS__TARGET_AVX2 float mms__max_f32_avx2(int64_t n, const float *x) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    __m128 h;
+    int64_t i = 0;
+    float m;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+        m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    }
+    m0 = _mm256_max_ps(m0, m1);
+    h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    m = _mm_cvtss_f32(h);
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+/* y = exp(x - m), returns the sum; y may be x */
+static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const float *x, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    float s;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)), e1 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        _mm256_storeu_ps(y + i, e0);
+        _mm256_storeu_ps(y + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(y + i, e0);
+        s0 = _mm256_add_ps(s0, e0);
+    }
+    s = mms__hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+/* y = x * a + b (b may be NULL) */
+static MMS__TARGET_AVX2 void mms__axpb_f32_avx2(int64_t n, float *y, const float *x, float a, const float *b) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    if (b) for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(b + i)));
+    else   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+/* Sums for the norms, in double like the scalar path: sum(x) and sum((x - c)^2). */
+static MMS__TARGET_AVX2 void mms__sums_f64_avx2(int64_t n, const float *x, double c, double *sum, double *sq) {
+    const __m256d vc = _mm256_set1_pd(c);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
+    double t[4], ts = 0.0, tq = 0.0;
+    int64_t i = 0;
+    int j;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        const __m256d da = _mm256_sub_pd(a, vc), db = _mm256_sub_pd(b, vc);
+        s0 = _mm256_add_pd(s0, a);
+        s1 = _mm256_add_pd(s1, b);
+        q0 = _mm256_fmadd_pd(da, da, q0);
+        q1 = _mm256_fmadd_pd(db, db, q1);
+    }
+    _mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
+    for (j = 0; j < 4; j++) ts += t[j];
+    _mm256_storeu_pd(t, _mm256_add_pd(q0, q1));
+    for (j = 0; j < 4; j++) tq += t[j];
+    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
+    *sum = ts;
+    *sq = tq;
+}
+
+/* y = (x - c) * s */
+static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, const float *x, float c, float s) {
+    const __m256 vc = _mm256_set1_ps(c), vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vc), vs));
+    for (; i < n; i++) y[i] = (x[i] - c) * s;
+}
+
+/* The register block of the small GEMMs (flash attention): C[r][0..15] (+)= sum_k A[r lda + k]
+   B[k ldb + 0..15] for R rows; per k, 2 loads and R broadcasts feed 2R FMAs. One body, written
+   once for each R so the accumulators stay in registers. */
+#define MMS__GR_DECL(r)  __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+#define MMS__GR_STEP(r)  { __m256 a = _mm256_broadcast_ss(A + r * lda + k);                                  \
+                           c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1); }
+#define MMS__GR_STORE(r) if (acc) { c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(C + r * ldc));               \
+                                    c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(C + r * ldc + 8)); }        \
+                         _mm256_storeu_ps(C + r * ldc, c##r##0); _mm256_storeu_ps(C + r * ldc + 8, c##r##1);
+#define MMS__GR_ROWS1(X) X(0)
+#define MMS__GR_ROWS2(X) X(0) X(1)
+#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
+#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
+#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
+#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define MMS__GR_DEFINE(R)                                                                                           \
+    static MMS__TARGET_AVX2 void mms__gemm_r##R##x16_avx2(int64_t K, const float *A, int64_t lda, const float *B,   \
+                                                          int64_t ldb, float *C, int64_t ldc, int acc) {          \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GR_DECL)                                                                               \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);                 \
+            MMS__GR_ROWS##R(MMS__GR_STEP)                                                                           \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GR_STORE)                                                                              \
+    }
+MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_DEFINE(5) MMS__GR_DEFINE(6)
+
+static MMS__TARGET_AVX2 void mms__gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                                            int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
+    static void (*const rows[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+        NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2,
+        mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
+    float tmp[6 * 16];
+    int64_t i, j, r, c;
+    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
+        const float *bp = B + j / 16 * bpanel;
+        const int64_t nc = MMS__MIN(16, N - j);
+        for (i = 0; i < M; i += 6) {
+            const int64_t nr = MMS__MIN(6, M - i);
+            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
+            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
+                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
+            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
+            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
+        }
+    }
+}
+
+/* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
+   4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
+#define MMS__DOT4_BODY(LOAD, CVT1)                                                                                 \
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                    \
+    int64_t i = 0;                                                                                                 \
+    int r;                                                                                                         \
+    for (; i + 8 <= n; i += 8) {                                                                                   \
+        const __m256 vy = _mm256_loadu_ps(y + i);                                                                  \
+        a0 = _mm256_fmadd_ps(LOAD(x + i), vy, a0);                                                                 \
+        a1 = _mm256_fmadd_ps(LOAD(x + ldx + i), vy, a1);                                                           \
+        a2 = _mm256_fmadd_ps(LOAD(x + 2 * ldx + i), vy, a2);                                                       \
+        a3 = _mm256_fmadd_ps(LOAD(x + 3 * ldx + i), vy, a3);                                                       \
+    }                                                                                                              \
+    out[0] = mms__hsum256(a0); out[1] = mms__hsum256(a1); out[2] = mms__hsum256(a2); out[3] = mms__hsum256(a3);    \
+    for (; i < n; i++) for (r = 0; r < 4; r++) out[r] += CVT1(x[r * ldx + i]) * y[i];
+#define MMS__LOAD_F32(p) _mm256_loadu_ps(p)
+#define MMS__LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define MMS__CVT_F32(v)  (v)
+static MMS__TARGET_AVX2 void mms__dot4_f32_avx2(int64_t n, const float *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4_BODY(MMS__LOAD_F32, MMS__CVT_F32)
+}
+static MMS__TARGET_AVX2 void mms__dot4_f16_avx2(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4_BODY(MMS__LOAD_F16, mms_fp16_to_fp32)
+}
+#undef MMS__DOT4_BODY
+#undef MMS__LOAD_F32
+#undef MMS__LOAD_F16
+#undef MMS__CVT_F32
+
+static MMS__TARGET_AVX2 float mms__dot_f16_f32_avx2(int64_t n, const mms_fp16_t *x, const float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    float s;
+#define MMS__H8(o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + (o))))
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(MMS__H8(0), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(MMS__H8(8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(MMS__H8(16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(MMS__H8(24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(MMS__H8(0), _mm256_loadu_ps(y + i), a0);
+#undef MMS__H8
+    s = mms__hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += mms_fp16_to_fp32(x[i]) * y[i];
+    return s;
+}
+
+/* 8x8 transpose of f32 from rows of src (stride lds) into rows of dst (stride ldd) */
+static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+           r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    r0 = _mm256_shuffle_ps(t0, t2, 0x44); r1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    r2 = _mm256_shuffle_ps(t1, t3, 0x44); r3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    r4 = _mm256_shuffle_ps(t4, t6, 0x44); r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    r6 = _mm256_shuffle_ps(t5, t7, 0x44); r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst,           _mm256_permute2f128_ps(r0, r4, 0x20));
+    _mm256_storeu_ps(dst + ldd,     _mm256_permute2f128_ps(r1, r5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(r2, r6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(r3, r7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(r0, r4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(r1, r5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(r2, r6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(r3, r7, 0x31));
+}
+#endif
+
+/* -- dispatching names of the above -- */
+
+
+/* y = op(x) for the unary ops (s: SCALE's factor); y may be x */
+static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
+}
+
+static float mms__vec_max_f32(int64_t n, const float *x) {
+    float m = -INFINITY;
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return mms__max_f32_avx2(n, x);
+#endif
+    for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+/* y = exp(x - m) and the sum of y (in double on the scalar path); y may be x */
+static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m) {
+    double s = 0.0;
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
+#endif
+    for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+/* sum(x) and sum((x - c)^2) in double */
+static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, double *sq) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
+#endif
+    *sum = *sq = 0.0;
+    for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
+}
+
+/* y = (x - c) * s; y may be x */
+static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double c, float s) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
+}
+
+/* y = x * a + b, b optional; y may be x or b */
+static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+/* C[M x N] (+ if acc)= A[M x K] B[K x N], row-major with leading dimensions. B comes in panels of
+   16 columns, panel p at B + p bpanel (16 for a plain row-major B, 16 ldb for packed panels), and
+   must be readable (padded) up to a whole panel; C is written only in its N columns. */
+static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          int64_t bpanel, float *C, int64_t ldc, int acc) {
+    int64_t i, j, k;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__gemm_avx2(M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+#endif
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            const float *b = B + j / 16 * bpanel + j % 16;
+            float s = 0.0f;
+            for (k = 0; k < K; k++) s += A[i * lda + k] * b[k * ldb];
+            C[i * ldc + j] = acc ? C[i * ldc + j] + s : s;
+        }
+}
+
+/* dst[c][r] = src[r][c] for r < R, c < Cn */
+static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
+    int64_t r = 0, c;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        for (; r + 8 <= R; r += 8) {
+            for (c = 0; c + 8 <= Cn; c += 8) mms__transpose8_avx2(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+            for (; c < Cn; c++) { int64_t i; for (i = 0; i < 8; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c]; }
+        }
+    }
+#endif
+    for (; r < R; r++)
+        for (c = 0; c < Cn; c++) dst[c * ldd + r] = src[r * lds + c];
 }
 
 /* -- rows of tensors -- */
