@@ -13,8 +13,8 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text
-EXAMPLES = simple two_graphs bench
+TESTS    = test_core test_backend test_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli
+EXAMPLES = simple two_graphs bench mllama
 
 B = build
 
@@ -26,7 +26,7 @@ help:
 	@echo "make test      header check, compile checks (C99, C++, static, twice), tests, tests under ASan+UBSan,"
 	@echo "               CUDA compile-and-link when nvcc is present; ends with 'N passed, N failed'"
 	@echo "make examples  build examples/ into build/"
-	@echo "make demo      the main job: runs the bundled example"
+	@echo "make demo      the main job: the bundled Llama 3.2 Vision demo model describes examples/images/"
 	@echo "make bench     build and run the CPU benchmarks"
 	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
 	@echo "make fuzz      fuzz the GGUF reader with libFuzzer for FUZZ_SECONDS (60), seeded from tests/fuzz/corpus-gguf"
@@ -38,7 +38,7 @@ header:
 check-header:
 	@tools/amalgamate.sh --check
 
-$(B) $(B)/tests $(B)/tests-asan $(B)/compile $(B)/cuda:
+$(B) $(B)/tests $(B)/tests-asan $(B)/compile $(B)/cuda $(B)/asan:
 	@mkdir -p $@
 
 # -- tests ------------------------------------------------------------------------------------------
@@ -48,6 +48,14 @@ $(B)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/t
 
 $(B)/tests-asan/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/tests-asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
+
+# test_cli runs the mllama program: the normal build, and under sanitizers a sanitized build.
+$(B)/tests/test_cli: tests/test_cli.c tests/test.h mmsched.h $(B)/mllama | $(B)/tests
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
+$(B)/tests-asan/test_cli: tests/test_cli.c tests/test.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
+$(B)/asan/mllama: examples/mllama.c mmsched.h | $(B)/asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
 
 $(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile
 	gcc $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
@@ -77,7 +85,10 @@ $(B)/cuda/mmsched_cuda.o: mmsched_cuda.cu mmsched.h | $(B)/cuda
 $(B)/cuda/test_cuda: tests/test_cuda.c $(B)/cuda/mmsched_cuda.o tests/test.h | $(B)/cuda
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
 
-cuda: $(B)/cuda/test_cuda
+$(B)/cuda/mllama: examples/mllama.c $(B)/cuda/mmsched_cuda.o mmsched.h | $(B)/cuda
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L -DMMS_CUDA $(WARN) $(OPT) -I. $< $(B)/cuda/mmsched_cuda.o -o $@ -lstb $(CUDA_LIBS) $(LIBS)
+
+cuda: $(B)/cuda/test_cuda $(B)/cuda/mllama
 
 cuda-if-available:
 	@if command -v $(NVCC) >/dev/null; then $(MAKE) --no-print-directory cuda; \
@@ -88,11 +99,22 @@ cuda-if-available:
 $(B)/%: examples/%.c mmsched.h examples/reference_graphs.h | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
 
+# The mllama program decodes images with stb_image from Debian's libstb-dev.
+$(B)/mllama: examples/mllama.c mmsched.h | $(B)
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
+
 examples: $(addprefix $(B)/,$(EXAMPLES))
 
-demo: $(B)/simple
-	@echo "The Llama 3.2 Vision demo arrives with the mllama program; meanwhile the bundled example:"
-	$(B)/simple
+# The main job: the bundled demo model describes the sample pictures (timings shown for the last).
+DEMO_MODEL  ?= models/mllama-demo.gguf
+DEMO_PROMPT ?= Describe this image.
+demo: $(B)/mllama
+	@set -e; last=$$(ls examples/images/*.png examples/images/*.jpg examples/images/*.gif examples/images/*.bmp 2>/dev/null | tail -n 1); \
+	for f in $$(ls examples/images/*.png examples/images/*.jpg examples/images/*.gif examples/images/*.bmp 2>/dev/null); do \
+	  printf '%-40s ' "$$f:"; \
+	  if [ "$$f" = "$$last" ]; then $(B)/mllama -m $(DEMO_MODEL) --image "$$f" -p "$(DEMO_PROMPT)"; \
+	  else $(B)/mllama -m $(DEMO_MODEL) --image "$$f" -p "$(DEMO_PROMPT)" -q; fi; \
+	done
 
 bench: $(B)/bench
 	$(B)/bench

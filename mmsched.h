@@ -49,7 +49,8 @@
        11. GGUF files
        12. Text: tokenizer, chat template, sampling
        13. Llama 3.2 Vision (mllama)
-       14. Differences from ggml, on purpose
+       14. The mllama program
+       15. Differences from ggml, on purpose
 
    EXAMPLE
        struct mms_init_params p = { 0, NULL, true };       // metadata only
@@ -397,7 +398,27 @@
        KV cache, compute, kept images at their peak). A progress callback in the load parameters
        reports the load and can stop it.
 
-   14. DIFFERENCES FROM GGML, ON PURPOSE
+   14. THE MLLAMA PROGRAM
+       examples/mllama.c (`make examples` builds build/mllama; it links stb_image from Debian's
+       libstb-dev) turns images and a prompt into text:
+
+           build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png \
+                        -p "Describe this image."
+
+       Options: --mmproj for the two-file layout, several --image, -i for a chat where "/image FILE"
+       attaches a picture to the next turn, --system, --raw (no template), -n, -c, --threads,
+       --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
+       --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
+       (mms_image_rgba_over_white, equal to PIL's alpha_composite). The answer streams to stdout;
+       timings by phase go to stderr. Errors (a missing or broken model, an unreadable image, a
+       prompt longer than the context) print one line saying what and why and exit with status 1;
+       bad options exit with 2. In a chat every turn renders the whole conversation, keeps the
+       tokens the KV cache already holds and decodes only the rest; images stay encoded.
+
+       models/mllama-demo.gguf is a tiny mllama trained here on synthetic pictures of shapes
+       (tools/train_demo.py); `make demo` captions the pictures in examples/images/.
+
+   15. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
        - mms_gelu is the exact erf GELU; ggml_gelu (tanh approximation) is mms_gelu_tanh.
        - Unary ops are their own ops (MMS_OP_SILU, ...), not sub-ops of a UNARY op.

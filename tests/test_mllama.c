@@ -8,6 +8,7 @@
 #include "../mmsched.h"
 #include "test.h"
 #include "limited_backend.h"
+#include "mllama_load.h"
 #include <math.h>
 
 #define FIX "tests/fixtures/mllama/"
@@ -84,15 +85,7 @@ struct fixture {
 };
 
 static struct mms_mllama_model *load_vision_on(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers, bool vision_on_gpu) {
-    struct mms_mllama_load_params lp;
-    memset(&lp, 0, sizeof lp);
-    lp.path = path;
-    lp.mmproj_path = mmproj;
-    lp.cpu = cpu;
-    lp.gpu = gpu;
-    lp.n_gpu_layers = n_gpu_layers;
-    lp.vision_on_gpu = vision_on_gpu;
-    return mms_mllama_model_load(&lp);
+    return test_load_mllama(cpu, path, mmproj, gpu, n_gpu_layers, vision_on_gpu);
 }
 
 static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers) {

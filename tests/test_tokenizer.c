@@ -1,6 +1,7 @@
 /* The Llama 3 tokenizer against Hugging Face tokenizers: tests/fixtures/text/tok-cases.gguf holds
-   the cases and HF's ids and decoded texts for two vocabularies, a small one trained with HF
-   (tok-bpe.gguf) and the genuine Llama 3 one, pruned to the corpus (tok-llama3.gguf); all made by
+   the cases and HF's ids and decoded texts for three vocabularies, a small one trained with HF
+   (tok-bpe.gguf), the genuine Llama 3 one, pruned to the corpus (tok-llama3.gguf), and the bundled
+   demo model's (models/mllama-demo.gguf); all made by
    tools/gen_tokenizer_fixtures.py, which documents the keys. Plus round trips, streaming, the bos
    rule, hostile vocabulary files, bad arguments and a (not timed) check that long input is fast. */
 #define MMSCHED_IMPLEMENTATION
@@ -226,6 +227,7 @@ done:
 
 static void test_bpe_vocab_cases(void) { check_vocab_cases("bpe"); }
 static void test_llama3_vocab_cases(void) { check_vocab_cases("llama3"); }
+static void test_demo_vocab_cases(void) { check_vocab_cases("demo"); }   /* the bundled model's */
 
 /* -- specific behaviour -- */
 
@@ -537,6 +539,7 @@ int main(int argc, char **argv) {
     if (!fx) { printf("cannot open the fixture: %s\n", mms_last_error()); printf("0 passed, 1 failed\n"); return 1; }
     RUN(test_bpe_vocab_cases);
     RUN(test_llama3_vocab_cases);
+    RUN(test_demo_vocab_cases);
     RUN(test_pieces);
     RUN(test_special_tokens);
     RUN(test_user_defined);

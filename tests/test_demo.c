@@ -1,0 +1,263 @@
+/* The bundled demo model (models/mllama-demo.gguf, trained by tools/train_demo.py) against
+   transformers: for every reference picture (tests/fixtures/demo/demo-ref.gguf: the sample images
+   and a test set), the greedy caption tokens must equal transformers' exactly. The same through the
+   two-file layout, with the text layers (and the vision tower) on a second backend, and with the
+   scheduler's poison mode on. Counts the captions that equal the true caption. Prompts are the
+   stored token ids (no tokenizer needed). MMS_DEMO_CASES=N runs only the first N cases. */
+#define MMSCHED_IMPLEMENTATION
+#include "../mmsched.h"
+#include "test.h"
+#include "limited_backend.h"
+#include "mllama_load.h"
+
+#define MODEL "models/mllama-demo.gguf"
+#define FIX   "tests/fixtures/demo/"
+
+#define MAX_IDS 96
+
+struct demo_case {
+    char                    name[48];
+    struct mms_mllama_image image;
+    int32_t                 prompt[MAX_IDS], want[MAX_IDS], caption[MAX_IDS];
+    int                     n_prompt, n_want, n_caption;
+    int                     correct;         /* the reference says transformers got it right */
+};
+
+static mms_backend_t      cpu, dev;
+static struct mms_gguf   *ref;
+static struct demo_case  *cases;
+static int                n_cases, n_run, n_samples, max_new, n_eos;
+static int32_t            eos_ids[8];
+
+static uint32_t ref_u32(const char *fmt, int k) {
+    char key[96];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, fmt, k);
+    EXPECT(mms_gguf_get_u32(ref, key, &v) == MMS_OK, "reference key %s: %s", key, mms_last_error());
+    return v;
+}
+
+static int ref_i32s(const char *fmt, int k, int32_t *out, int cap) {
+    char key[96];
+    int64_t n = 0;
+    snprintf(key, sizeof key, fmt, k);
+    EXPECT(mms_gguf_get_arr_i32(ref, key, out, cap, &n) == MMS_OK && n <= cap, "reference key %s: %s", key, mms_last_error());
+    return (int)(n < cap ? n : cap);
+}
+
+static void ref_str(const char *fmt, int k, char *out, size_t cap) {
+    char key[96];
+    const char *s = NULL;
+    size_t len = 0;
+    snprintf(key, sizeof key, fmt, k);
+    out[0] = '\0';
+    if (mms_gguf_get_str(ref, key, &s, &len) != MMS_OK) { EXPECT(0, "reference key %s: %s", key, mms_last_error()); return; }
+    if (len >= cap) len = cap - 1;
+    memcpy(out, s, len);
+    out[len] = '\0';
+}
+
+static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers, bool vision_on_gpu) {
+    return test_load_mllama(cpu, path, mmproj, gpu, n_gpu_layers, vision_on_gpu);
+}
+
+static struct mms_mllama_context *context(struct mms_mllama_model *m) {
+    struct mms_mllama_context_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 2 * MAX_IDS;
+    cp.n_batch = MAX_IDS;
+    cp.max_images = 1;
+    return mms_mllama_context_new(m, &cp);
+}
+
+/* Reads every case and preprocesses its picture with the model's parameters. */
+static bool read_cases(const struct mms_mllama_hparams *hp) {
+    struct mms_mllama_image_params ip;
+    int k;
+    const char *env = getenv("MMS_DEMO_CASES");
+    int64_t n = 0;
+    n_cases = (int)ref_u32("ref.n_cases%.0d", 0);
+    n_samples = (int)ref_u32("ref.n_samples%.0d", 0);
+    max_new = (int)ref_u32("ref.max_new_tokens%.0d", 0);
+    EXPECT(mms_gguf_get_arr_i32(ref, "ref.eos_ids", eos_ids, 8, &n) == MMS_OK && n > 0 && n <= 8, "ref.eos_ids");
+    n_eos = (int)(n < 8 ? n : 8);
+    EXPECT(max_new > 0 && max_new < MAX_IDS && n_cases > 0, "reference sizes: %d cases, max_new %d", n_cases, max_new);
+    if (max_new <= 0 || max_new >= MAX_IDS || n_cases <= 0) return false;
+    n_run = env ? atoi(env) : n_cases;
+    if (n_run <= 0 || n_run > n_cases) n_run = n_cases;
+    memset(&ip, 0, sizeof ip);
+    ip.image_size = hp->v_image_size;
+    ip.max_num_tiles = hp->v_max_tiles;
+    memcpy(ip.mean, hp->image_mean, sizeof ip.mean);
+    memcpy(ip.std, hp->image_std, sizeof ip.std);
+    cases = (struct demo_case *)calloc((size_t)n_run, sizeof *cases);
+    if (!cases) return false;
+    for (k = 0; k < n_run; k++) {
+        struct demo_case *c = &cases[k];
+        char name[64];
+        int64_t idx;
+        struct mms_gguf_tensor_info info;
+        int w = (int)ref_u32("case.%d.width", k), h = (int)ref_u32("case.%d.height", k);
+        ref_str("case.%d.name", k, c->name, sizeof c->name);
+        c->n_prompt = ref_i32s("case.%d.prompt_ids", k, c->prompt, MAX_IDS);
+        c->n_want = ref_i32s("case.%d.greedy_ids", k, c->want, MAX_IDS);
+        c->n_caption = ref_i32s("case.%d.caption_ids", k, c->caption, MAX_IDS);
+        c->correct = (int)ref_u32("case.%d.correct", k);
+        snprintf(name, sizeof name, "case.%d.rgb", k);
+        idx = mms_gguf_find_tensor(ref, name);
+        if (idx < 0 || mms_gguf_get_tensor(ref, idx, &info) != MMS_OK || info.size != (size_t)w * (size_t)h * 3) {
+            EXPECT(0, "reference tensor %s missing or of the wrong size", name);
+            return false;
+        }
+        if (mms_mllama_preprocess_image(&ip, (const uint8_t *)info.data, w, h, 0, &c->image) != MMS_OK) {
+            EXPECT(0, "preprocess case %d: %s", k, mms_last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_eos(int32_t id) {
+    int i;
+    for (i = 0; i < n_eos; i++) if (eos_ids[i] == id) return true;
+    return false;
+}
+
+/* Greedy decoding of one case from a clear conversation: the argmax of the last logits (the first
+   largest, as torch.argmax), until an eos id (kept) or max_new tokens. Returns the count, -1 on error. */
+static int greedy(struct mms_mllama_context *ctx, int n_vocab, const struct demo_case *c, int32_t *out) {
+    int n = 0;
+    mms_mllama_kv_clear(ctx);
+    if (mms_mllama_add_image(ctx, &c->image) != MMS_OK) { EXPECT(0, "%s: add image: %s", c->name, mms_last_error()); return -1; }
+    if (mms_mllama_decode(ctx, c->prompt, c->n_prompt, NULL) != MMS_OK) { EXPECT(0, "%s: decode prompt: %s", c->name, mms_last_error()); return -1; }
+    while (n < max_new) {
+        const float *l = mms_mllama_get_logits(ctx, mms_mllama_get_n_logits(ctx) - 1);
+        int32_t best = 0, j;
+        for (j = 1; j < n_vocab; j++) if (l[j] > l[best]) best = j;
+        out[n++] = best;
+        if (is_eos(best) || n == max_new) break;
+        if (mms_mllama_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "%s: decode: %s", c->name, mms_last_error()); return -1; }
+    }
+    return n;
+}
+
+static bool same_ids(const int32_t *a, int na, const int32_t *b, int nb) {
+    return na == nb && memcmp(a, b, sizeof(int32_t) * (size_t)na) == 0;
+}
+
+/* Every case through one model and context: ids equal to transformers'; returns the correct count. */
+static int run_all(struct mms_mllama_model *m, struct mms_mllama_context *ctx, const char *what) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(m);
+    int k, n_equal = 0, n_correct = 0;
+    int64_t t0 = mms_time_us();
+    for (k = 0; k < n_run; k++) {
+        int32_t got[MAX_IDS];
+        int n = greedy(ctx, hp->n_vocab, &cases[k], got);
+        if (n < 0) continue;
+        if (same_ids(got, n, cases[k].want, cases[k].n_want)) n_equal++;
+        else {
+            int i = 0;
+            while (i < n && i < cases[k].n_want && got[i] == cases[k].want[i]) i++;
+            EXPECT(0, "%s: case %d (%s): %d greedy tokens, transformers %d; first difference at %d", what, k,
+                   cases[k].name, n, cases[k].n_want, i);
+        }
+        n_correct += same_ids(got, n, cases[k].caption, cases[k].n_caption);
+    }
+    printf("    %s: %d/%d cases equal to transformers, %d/%d captions right (%.1f%%), %.0f ms\n", what, n_equal, n_run,
+           n_correct, n_run, 100.0 * n_correct / n_run, (double)(mms_time_us() - t0) / 1000.0);
+    return n_correct;
+}
+
+static int expected_correct(void) {
+    int k, n = 0;
+    for (k = 0; k < n_run; k++) n += cases[k].correct;
+    return n;
+}
+
+static void test_against_transformers(void) {
+    struct mms_mllama_model *m = load(MODEL, NULL, NULL, 0, false);
+    struct mms_mllama_context *ctx = m ? context(m) : NULL;
+    EXPECT(ctx != NULL, "load %s: %s", MODEL, mms_last_error());
+    if (ctx) {
+        int got = run_all(m, ctx, "single file"), want = expected_correct(), k;
+        float acc = 0;
+        EXPECT(got == want, "%d captions right, the reference says %d", got, want);
+        if (n_run == n_cases) EXPECT(got == (int)ref_u32("ref.cases_correct%.0d", 0), "ref.cases_correct");
+        EXPECT(mms_gguf_get_f32(ref, "ref.heldout_accuracy", &acc) == MMS_OK, "ref.heldout_accuracy: %s", mms_last_error());
+        printf("    transformers' accuracy on %u fresh pictures: %.1f%%\n", ref_u32("ref.heldout_n%.0d", 0), 100.0 * acc);
+        EXPECT(acc >= 0.90f, "the bundled model captions %.1f%% of fresh pictures right; the bar is 90%%", 100.0 * acc);
+        for (k = 0; k < n_samples && k < n_run; k++) {
+            char text[160];
+            ref_str("case.%d.greedy_text", k, text, sizeof text);
+            printf("    %-24s %s\n", cases[k].name, text);
+        }
+    }
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+}
+
+static void test_two_file_layout(void) {
+    struct mms_mllama_model *m = load(FIX "mllama-demo-text.gguf", FIX "mllama-demo-proj.gguf", NULL, 0, false);
+    struct mms_mllama_context *ctx = m ? context(m) : NULL;
+    EXPECT(ctx != NULL, "two-file layout: %s", mms_last_error());
+    if (ctx) EXPECT(run_all(m, ctx, "two-file layout") == expected_correct(), "captions right");
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+}
+
+/* The last text layers (a cross-attention layer among them) and the vision tower on a second backend. */
+static void test_split_backends(void) {
+    struct mms_mllama_model *m = load(MODEL, NULL, dev, 3, true);
+    struct mms_mllama_context *ctx = m ? context(m) : NULL;
+    EXPECT(ctx != NULL, "split: %s", mms_last_error());
+    if (ctx) {
+        EXPECT(run_all(m, ctx, "3 text layers + vision on TEST") == expected_correct(), "captions right");
+        EXPECT(mms_backend_sched_get_n_splits(mms_mllama_context_get_sched(ctx)) >= 2, "the graph was not split");
+        EXPECT(limited_of(dev)->n_computes > 0, "nothing ran on the second backend");
+    }
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+}
+
+/* Compute buffers filled with NaNs before every graph: nothing reads memory it did not write. */
+static void test_poison(void) {
+    struct mms_mllama_model *m = load(MODEL, NULL, dev, 2, false);
+    struct mms_mllama_context *ctx = m ? context(m) : NULL;
+    EXPECT(ctx != NULL, "poison: %s", mms_last_error());
+    if (ctx) {
+        mms_backend_sched_set_poison(mms_mllama_context_get_sched(ctx), true);
+        EXPECT(run_all(m, ctx, "poison, 2 text layers on TEST") == expected_correct(), "captions right");
+    }
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+}
+
+int main(void) {
+    struct mms_mllama_model *m;
+    int k;
+    ref = mms_gguf_open(FIX "demo-ref.gguf");
+    m = ref ? (cpu = mms_backend_cpu_init(), load(MODEL, NULL, NULL, 0, false)) : NULL;
+    if (!m) {
+        printf("demo model or reference missing (%s): run tools/train_demo.py\n0 passed, 1 failed\n", mms_last_error());
+        return 1;
+    }
+    dev = limited_backend_new("TEST", LIMITED_ALL_OPS);
+    test__case_name = "reading the reference";
+    if (!read_cases(mms_mllama_model_get_hparams(m))) {
+        mms_mllama_model_free(m);
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    mms_mllama_model_free(m);
+    if (n_run < n_cases) printf("running %d of %d cases (MMS_DEMO_CASES)\n", n_run, n_cases);
+    RUN(test_against_transformers);
+    RUN(test_two_file_layout);
+    RUN(test_split_backends);
+    RUN(test_poison);
+    for (k = 0; k < n_run; k++) mms_mllama_image_free(&cases[k].image);
+    free(cases);
+    mms_gguf_close(ref);
+    mms_backend_free(dev);
+    mms_backend_free(cpu);
+    return test_summary();
+}
