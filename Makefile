@@ -13,8 +13,8 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli
-EXAMPLES = simple two_graphs bench mllama
+TESTS    = test_core test_backend test_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
+EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
 
@@ -54,6 +54,13 @@ $(B)/tests/test_cli: tests/test_cli.c tests/test.h mmsched.h $(B)/mllama | $(B)/
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
 $(B)/tests-asan/test_cli: tests/test_cli.c tests/test.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
+# test_quantize runs the quantize program the same way.
+$(B)/tests/test_quantize: tests/test_quantize.c tests/test.h tests/mllama_load.h mmsched.h $(B)/quantize | $(B)/tests
+	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
+$(B)/tests-asan/test_quantize: tests/test_quantize.c tests/test.h tests/mllama_load.h mmsched.h $(B)/asan/quantize | $(B)/tests-asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. -DQUANTIZE='"$(B)/asan/quantize"' $< -o $@ $(LIBS)
+$(B)/asan/quantize: examples/quantize.c mmsched.h | $(B)/asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 $(B)/asan/mllama: examples/mllama.c mmsched.h | $(B)/asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
 

@@ -90,9 +90,18 @@
 
    2. TYPES
        MMS_TYPE_F32, F16 (IEEE half), BF16 (bfloat16) and I32 (indices, positions, argmax).
-       mms_get_type_traits(type) gives name, block size, bytes per block and row converters; later
-       quantized block types are more rows of the same table. Conversions to F16 and BF16 round to
-       nearest even; NaN stays NaN, overflow becomes infinity.
+       mms_get_type_traits(type) gives name, block size, bytes per block and row converters.
+       Conversions to F16 and BF16 round to nearest even; NaN stays NaN, overflow becomes infinity.
+
+       Quantized block types, with GGUF's exact layouts (files from the GGUF ecosystem load as they
+       are): MMS_TYPE_Q8_0 and Q4_0 (blocks of 32 values: an f16 scale and 8-bit or 4-bit values) and
+       Q4_K and Q6_K (blocks of 256 in sub-blocks of 32 or 16 with 6-bit or 8-bit sub-scales; the
+       usual weights of Ollama's Q4_K_M models). to_float dequantizes, bit-identical to the gguf
+       package's reference; from_float is our quantizer (per block: Q8_0 and Q4_0 as the reference
+       does; K types fit each sub-block by least squares). A row of a block type is ne[0] / block
+       size blocks, so ne[0] must be a multiple of the block size. They are weights: the src0 of
+       mul_mat (b stays f32) and of get_rows, and either side of cpy to or from a float type
+       (whole contiguous rows); other ops refuse them when built. examples/quantize.c converts a GGUF.
 
    3. CONTEXTS AND TENSORS
        A context (mms_init) holds tensor metadata and, unless no_alloc, tensor data. With
@@ -308,6 +317,13 @@
            gelu_tanh, exp, sqr, sqrt, scale: 8 lanes with a Cephes-style exp (about 1 ulp; exactly 0
            below -87.3, so -inf mask entries weigh nothing). tanh keeps the C library.
          norm, rms_norm: sums in double, 4 lanes. f16/bf16 rows convert with F16C / shifts.
+         mul_mat with quantized weights, 1 to 4 columns (decode): each column of b is rounded once
+           to 8-bit blocks of 32 (an f32 scale per block) and every weight row is dotted against it in
+           integers (maddubs), so the weights stream as bytes. This adds the activations' rounding:
+           each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
+           kernels keep f32 activations and match a double reference to 1e-10).
+         mul_mat with quantized weights, more columns: rows are dequantized to f32 as the tile of a
+           is packed, then the GEMM above (integer GEMM for prompts is not done yet).
        Host buffers of 8 MiB and more are aligned to 2 MiB and offered to transparent huge pages
        (madvise), which helps ops that read big tensors with large strides.
 
@@ -372,6 +388,9 @@
        order (RoPE pairs (2i, 2i+1)) with rope_freqs.weight holding the llama3 divisors; vision gates
        stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw; cross-attention q/k in
        Hugging Face's order (files from Ollama's own converter may permute them: check numerically).
+       Weights used only as matrices or looked-up rows (projections, FFN, token embedding, output
+       head, tile embeddings) may be Q8_0, Q4_0, Q4_K or Q6_K; norms, biases, gates and the patch
+       and position embeddings must be f32, f16 or bf16 (the load names any that is not).
 
        Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
        their KV cache; the vision tower goes where vision_on_gpu says, independently. Weights on the
@@ -535,6 +554,10 @@ enum mms_type {
     MMS_TYPE_F16     = 2,
     MMS_TYPE_BF16    = 3,
     MMS_TYPE_I32     = 4,
+    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts, section 3) */
+    MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
+    MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
+    MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
     MMS_TYPE_COUNT
 };
 
@@ -2120,6 +2143,296 @@ static void mms__ptrmap_remove(struct mms__ptrmap *m, uint64_t key) {
 }
 /* ==== end src/base/ptrmap.c ==== */
 
+/* ==== begin src/core/quants.c ==== */
+/* >>quants ========================================================================================
+   Quantized block types with GGUF's exact layouts, so files from the GGUF ecosystem load as they
+   are: dequantization (to_float) and our reference quantizers (from_float). Dequantization does
+   the float operations in the order the format's reference does, so results are bit-identical.
+     Q8_0  32 values:  f16 d, int8 q[32]                            x = d * q
+     Q4_0  32 values:  f16 d, 16 bytes: x[j] low nibble, x[j+16] high   x = d * (q - 8)
+     Q4_K 256 values:  f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
+                       128 bytes of nibbles (each 32 bytes: a sub-block low, the next high)
+                                                                    x = d * sc * q - dmin * m
+     Q6_K 256 values:  ql[128] low 4 bits, qh[64] high 2 bits, int8 scales for 16 sub-blocks of 16,
+                       f16 d                                        x = d * sc * (q - 32) */
+
+#define MMS__QK8_0 32
+#define MMS__QK4_0 32
+#define MMS__QK_K  256
+
+struct mms__block_q8_0 { mms_fp16_t d; int8_t qs[MMS__QK8_0]; };
+struct mms__block_q4_0 { mms_fp16_t d; uint8_t qs[MMS__QK4_0 / 2]; };
+struct mms__block_q4_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[MMS__QK_K / 2]; };
+struct mms__block_q6_k { uint8_t ql[MMS__QK_K / 2]; uint8_t qh[MMS__QK_K / 4]; int8_t scales[MMS__QK_K / 16]; mms_fp16_t d; };
+
+typedef char mms__assert_q8_0_size[sizeof(struct mms__block_q8_0) == 34 ? 1 : -1];
+typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1];
+typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
+typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
+
+/* Round half away from zero, as the formats' references do (roundf: x + 0.5f would round
+   0.49999997 up). */
+static int mms__round_int(float x) { return (int)roundf(x); }
+static int mms__clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* -- Q8_0 -- */
+
+static void mms__q8_0_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)src;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK8_0; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (j = 0; j < MMS__QK8_0; j++) *dst++ = d * (float)b->qs[j];
+    }
+}
+
+static void mms__q8_0_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q8_0 *b = (struct mms__block_q8_0 *)dst;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK8_0; i++, b++, src += MMS__QK8_0) {
+        float amax = 0.0f, d, id;
+        for (j = 0; j < MMS__QK8_0; j++) amax = fabsf(src[j]) > amax ? fabsf(src[j]) : amax;
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = mms_fp32_to_fp16(d);
+        for (j = 0; j < MMS__QK8_0; j++) b->qs[j] = (int8_t)mms__round_int(src[j] * id);
+    }
+}
+
+/* -- Q4_0 -- */
+
+static void mms__q4_0_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)src;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK4_0; i++, b++, dst += MMS__QK4_0) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (j = 0; j < MMS__QK4_0 / 2; j++) {
+            dst[j] = (float)((b->qs[j] & 0x0f) - 8) * d;
+            dst[j + MMS__QK4_0 / 2] = (float)((b->qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* d maps the value of largest magnitude to -8 exactly; the others truncate after + 8.5. */
+static void mms__q4_0_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q4_0 *b = (struct mms__block_q4_0 *)dst;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK4_0; i++, b++, src += MMS__QK4_0) {
+        float amax = 0.0f, max = 0.0f, d, id;
+        for (j = 0; j < MMS__QK4_0; j++)
+            if (fabsf(src[j]) > amax) { amax = fabsf(src[j]); max = src[j]; }
+        d = max / -8.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = mms_fp32_to_fp16(d);
+        for (j = 0; j < MMS__QK4_0 / 2; j++) {
+            const int q0 = mms__clamp_int((int)(src[j] * id + 8.5f), 0, 15);
+            const int q1 = mms__clamp_int((int)(src[j + MMS__QK4_0 / 2] * id + 8.5f), 0, 15);
+            b->qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+/* -- Q4_K -- */
+
+/* Sub-block j's 6-bit scale and min from the 12 packed bytes: the first four pairs are whole
+   bytes' low 6 bits; the last four take 4 low bits from bytes 8..11 and 2 high bits from the
+   top of bytes 0..7. */
+static void mms__q4_k_scale_min(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+static void mms__q4_k_pack_scales(const int *sc, const int *m, uint8_t *q) {
+    int j;
+    memset(q, 0, 12);
+    for (j = 0; j < 8; j++) {
+        if (j < 4) {
+            q[j] |= (uint8_t)sc[j];
+            q[j + 4] |= (uint8_t)m[j];
+        } else {
+            q[j + 4] = (uint8_t)((sc[j] & 0x0f) | ((m[j] & 0x0f) << 4));
+            q[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+            q[j] |= (uint8_t)((m[j] >> 4) << 6);
+        }
+    }
+}
+
+static void mms__q4_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)src;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
+        const uint8_t *q = b->qs;
+        for (s = 0; s < 8; s += 2, q += 32) {
+            int sc0, m0, sc1, m1;
+            float d0, dm0, d1, dm1;
+            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
+            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
+            d0 = d * (float)sc0; dm0 = dmin * (float)m0;
+            d1 = d * (float)sc1; dm1 = dmin * (float)m1;
+            for (l = 0; l < 32; l++) *dst++ = d0 * (float)(q[l] & 0x0f) - dm0;
+            for (l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] >> 4) - dm1;
+        }
+    }
+}
+
+/* The affine fit of one sub-block: x ~ scale * q - min with q in 0..nmax. A few starting scales
+   around (max - min) / nmax, each refined by least squares over its own assignment; the best kept. */
+static float mms__fit_affine(const float *x, int n, int nmax, float *min_out) {
+    float lo = x[0], hi = x[0], best_err = INFINITY, best_scale = 0.0f, best_min = 0.0f;
+    int i, step;
+    for (i = 1; i < n; i++) { lo = x[i] < lo ? x[i] : lo; hi = x[i] > hi ? x[i] : hi; }
+    if (lo > 0.0f) lo = 0.0f;             /* mins are stored as non-negative offsets */
+    if (hi == lo) { *min_out = -lo; return 0.0f; }
+    for (step = -4; step <= 8; step += 2) {
+        float iscale = ((float)nmax + 0.1f * (float)step) / (hi - lo), off0 = lo, scale = 0.0f, min = 0.0f;
+        double err = 0;
+        int pass;
+        for (pass = 0; pass < 2; pass++) {     /* assign, fit; assign again against the fit, fit */
+            double sq = 0, sx = 0, sqq = 0, sqx = 0, det, sc, off;
+            for (i = 0; i < n; i++) {
+                const int q = mms__clamp_int(mms__round_int(iscale * (x[i] - off0)), 0, nmax);
+                sq += q; sx += x[i]; sqq += (double)q * q; sqx += (double)q * x[i];
+            }
+            det = n * sqq - sq * sq;            /* least squares for x = sc * q + off, off <= 0 */
+            sc = det > 0 ? (n * sqx - sq * sx) / det : 1.0 / iscale;
+            off = (sx - sc * sq) / n;
+            if (off > 0) { off = 0; sc = sqq > 0 ? sqx / sqq : 0; }
+            scale = (float)sc;
+            min = (float)-off;
+            if (scale <= 0.0f) break;
+            iscale = 1.0f / scale;
+            off0 = -min;
+        }
+        for (i = 0; i < n; i++) {
+            const int q = scale > 0 ? mms__clamp_int(mms__round_int((x[i] + min) / scale), 0, nmax) : 0;
+            const double e = x[i] - (scale * (float)q - min);
+            err += e * e;
+        }
+        if (err < best_err) { best_err = (float)err; best_scale = scale; best_min = min; }
+    }
+    *min_out = best_min;
+    return best_scale;
+}
+
+static void mms__q4_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q4_k *b = (struct mms__block_q4_k *)dst;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
+        float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
+        int sc[8], m[8];
+        for (s = 0; s < 8; s++) {
+            scales[s] = mms__fit_affine(src + 32 * s, 32, 15, &mins[s]);
+            max_scale = scales[s] > max_scale ? scales[s] : max_scale;
+            max_min = mins[s] > max_min ? mins[s] : max_min;
+        }
+        b->d = mms_fp32_to_fp16(max_scale / 63.0f);
+        b->dmin = mms_fp32_to_fp16(max_min / 63.0f);
+        d = mms_fp16_to_fp32(b->d);
+        dmin = mms_fp16_to_fp32(b->dmin);
+        for (s = 0; s < 8; s++) {
+            sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
+            m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
+        }
+        mms__q4_k_pack_scales(sc, m, b->scales);
+        for (s = 0; s < 8; s++) {             /* the nibbles against the scales as stored */
+            const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+            uint8_t *q = b->qs + 32 * (s / 2);
+            for (l = 0; l < 32; l++) {
+                const int v = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, 15) : 0;
+                q[l] = (uint8_t)(s % 2 ? (q[l] & 0x0f) | (v << 4) : v);
+            }
+        }
+    }
+}
+
+/* -- Q6_K -- */
+
+static void mms__q6_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)src;
+    int64_t i;
+    int half, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (half = 0; half < 2; half++, dst += 128) {
+            const uint8_t *ql = b->ql + 64 * half, *qh = b->qh + 32 * half;
+            const int8_t *sc = b->scales + 8 * half;
+            for (l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                dst[l] = d * (float)sc[is] * (float)q1;
+                dst[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                dst[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                dst[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+/* Symmetric per sub-block of 16: the value of largest magnitude maps to -32, then a least-squares
+   refit of the scale; the 16 scales are stored as int8 multiples of d. */
+static void mms__q6_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q6_k *b = (struct mms__block_q6_k *)dst;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
+        float scales[16], amax_scale = 0.0f, d;
+        int q[MMS__QK_K];
+        for (s = 0; s < 16; s++) {
+            const float *x = src + 16 * s;
+            float amax = 0.0f, max = 0.0f, scale;
+            double sqx = 0, sqq = 0;
+            for (l = 0; l < 16; l++)
+                if (fabsf(x[l]) > amax) { amax = fabsf(x[l]); max = x[l]; }
+            scale = max / -32.0f;
+            if (scale != 0.0f) {
+                for (l = 0; l < 16; l++) {
+                    const int v = mms__clamp_int(mms__round_int(x[l] / scale), -32, 31);
+                    sqx += (double)v * x[l];
+                    sqq += (double)v * v;
+                }
+                if (sqq > 0) scale = (float)(sqx / sqq);
+            }
+            scales[s] = scale;
+            if (fabsf(scale) > fabsf(amax_scale)) amax_scale = scale;
+        }
+        b->d = mms_fp32_to_fp16(fabsf(amax_scale) / 127.0f);
+        d = mms_fp16_to_fp32(b->d);
+        for (s = 0; s < 16; s++) {
+            const int sc = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), -128, 127) : 0;
+            const float ds = d * (float)sc;
+            b->scales[s] = (int8_t)sc;
+            for (l = 0; l < 16; l++)
+                q[16 * s + l] = ds != 0.0f ? mms__clamp_int(mms__round_int(src[16 * s + l] / ds), -32, 31) + 32 : 32;
+        }
+        memset(b->qh, 0, sizeof b->qh);
+        for (s = 0; s < 2; s++) {             /* the inverse of the layout in to_float */
+            uint8_t *ql = b->ql + 64 * s, *qh = b->qh + 32 * s;
+            const int *v = q + 128 * s;
+            for (l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((v[l] & 0x0f) | ((v[l + 64] & 0x0f) << 4));
+                ql[l + 32] = (uint8_t)((v[l + 32] & 0x0f) | ((v[l + 96] & 0x0f) << 4));
+                qh[l] = (uint8_t)((v[l] >> 4) | ((v[l + 32] >> 4) << 2) | ((v[l + 64] >> 4) << 4) | ((v[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+/* ==== end src/core/quants.c ==== */
+
 /* ==== begin src/core/types.c ==== */
 /* >>types =========================================================================================
    The per-type traits table and the scalar float conversions. Quantized block types slot in as
@@ -2209,10 +2522,15 @@ static const struct mms_type_traits mms__type_traits[MMS_TYPE_COUNT] = {
     /* F16     */ { "f16",  1, sizeof(mms_fp16_t), false, true,  mms__f16_to_float,  mms__f16_from_float },
     /* BF16    */ { "bf16", 1, sizeof(mms_bf16_t), false, true,  mms__bf16_to_float, mms__bf16_from_float },
     /* I32     */ { "i32",  1, sizeof(int32_t),    false, false, NULL, NULL },
+    /* Q8_0    */ { "q8_0", MMS__QK8_0, sizeof(struct mms__block_q8_0), true, false, mms__q8_0_to_float, mms__q8_0_from_float },
+    /* Q4_0    */ { "q4_0", MMS__QK4_0, sizeof(struct mms__block_q4_0), true, false, mms__q4_0_to_float, mms__q4_0_from_float },
+    /* Q4_K    */ { "q4_k", MMS__QK_K,  sizeof(struct mms__block_q4_k), true, false, mms__q4_k_to_float, mms__q4_k_from_float },
+    /* Q6_K    */ { "q6_k", MMS__QK_K,  sizeof(struct mms__block_q6_k), true, false, mms__q6_k_to_float, mms__q6_k_from_float },
 };
 
 static bool mms__type_valid(enum mms_type type) { return type > MMS_TYPE_INVALID && type < MMS_TYPE_COUNT; }
 static bool mms__type_is_float(enum mms_type type) { return mms__type_valid(type) && mms__type_traits[type].is_float; }
+static bool mms__type_is_quantized(enum mms_type type) { return mms__type_valid(type) && mms__type_traits[type].is_quantized; }
 
 MMS_API const struct mms_type_traits *mms_get_type_traits(enum mms_type type) {
     return mms__type_valid(type) ? &mms__type_traits[type] : NULL;
@@ -2849,6 +3167,14 @@ static bool mms__require_type(struct mms_context *ctx, const char *who, const ch
     return false;
 }
 
+/* A block type (quantized) is read in whole rows: its blocks must be contiguous along ne[0]. */
+static bool mms__require_whole_blocks(struct mms_context *ctx, const char *who, const char *role, const struct mms_tensor *t) {
+    if (mms_blck_size(t->type) == 1 || t->nb[0] == mms_type_size(t->type)) return true;
+    mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: %s %s is a %s view whose blocks are not contiguous along ne[0]",
+                   who, role, mms__tensor_desc(t).s, mms_type_name(t->type));
+    return false;
+}
+
 /* -- element-wise -- */
 
 static struct mms_tensor *mms__binary(struct mms_context *ctx, const char *who, enum mms_op op,
@@ -2932,7 +3258,8 @@ MMS_API struct mms_tensor *mms_rms_norm(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_mul_mat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
     int64_t ne[4];
     if (!mms__args_ok(ctx, "mms_mul_mat", a, b)) return NULL;
-    if (!mms__require_float(ctx, "mms_mul_mat", "a", a) || !mms__require_float(ctx, "mms_mul_mat", "b", b)) return NULL;
+    if (!mms__type_is_quantized(a->type) && !mms__require_float(ctx, "mms_mul_mat", "a", a)) return NULL;
+    if (!mms__require_float(ctx, "mms_mul_mat", "b", b) || !mms__require_whole_blocks(ctx, "mms_mul_mat", "a", a)) return NULL;
     if (a->ne[0] != b->ne[0] || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG,
                        "mms_mul_mat: a %s and b %s do not fit (need a.ne[0] == b.ne[0] and b.ne[2], b.ne[3] multiples of a's)",
@@ -3093,10 +3420,11 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     int64_t ne[4];
     if (!mms__args_ok(ctx, "mms_get_rows", a, b)) return NULL;
     if (!mms__require_type(ctx, "mms_get_rows", "indices", b, MMS_TYPE_I32)) return NULL;
-    if (!mms__type_is_float(a->type) && a->type != MMS_TYPE_I32) {
+    if (!mms__type_is_float(a->type) && !mms__type_is_quantized(a->type) && a->type != MMS_TYPE_I32) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_get_rows: a %s has an unsupported type", mms__tensor_desc(a).s);
         return NULL;
     }
+    if (!mms__require_whole_blocks(ctx, "mms_get_rows", "a", a)) return NULL;
     if (b->ne[3] != 1 || b->ne[1] != a->ne[2] || b->ne[2] != a->ne[3]) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_get_rows: indices %s do not fit a %s (need [n, a.ne[2], a.ne[3]])",
                        mms__tensor_desc(b).s, mms__tensor_desc(a).s);
@@ -3126,8 +3454,16 @@ MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
     }
-    if (!(mms__type_is_float(a->type) && mms__type_is_float(b->type)) && a->type != b->type) {
+    /* float to float, and between a float type and a block type (quantize, dequantize) */
+    if (!((mms__type_is_float(a->type) || mms__type_is_quantized(a->type)) && (mms__type_is_float(b->type) || mms__type_is_quantized(b->type)) &&
+          !(mms__type_is_quantized(a->type) && mms__type_is_quantized(b->type))) && a->type != b->type) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: cannot convert a %s to the type of b %s",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    if ((mms_blck_size(a->type) > 1 || mms_blck_size(b->type) > 1) &&
+        (a->ne[0] != b->ne[0] || a->nb[0] != mms_type_size(a->type) || b->nb[0] != mms_type_size(b->type))) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: a %s and b %s: to or from a block type, rows must be contiguous and of the same length",
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
     }
@@ -4790,12 +5126,16 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
             if (a->type == dst->type) {
                 const char *s = mms__row_ptr(a, a1, a2, a3);
                 char *d = mms__row_ptr(dst, d1, d2, d3);
-                if (a->nb[0] == ts && dst->nb[0] == ts) memmove(d, s, ts * (size_t)a->ne[0]);
+                if (a->nb[0] == ts && dst->nb[0] == ts) memmove(d, s, mms_row_size(a->type, a->ne[0]));
                 else for (i = 0; i < a->ne[0]; i++) memmove(d + i * (int64_t)dst->nb[0], s + i * (int64_t)a->nb[0], ts);
             } else {
                 mms__store_row(dst, d1, d2, d3, mms__load_row(a, a1, a2, a3, p->wdata));
             }
         }
+        return;
+    }
+    if (mms_blck_size(a->type) > 1 || mms_blck_size(dst->type) > 1) {   /* mms_cpy lets only whole rows through */
+        mms__compute_fail(p, MMS_ERR_UNSUPPORTED, "%s: block types are copied in whole rows only", mms__tensor_desc(dst).s);
         return;
     }
     mms__split(mms_nelements(a), p->ith, p->nth, &lo, &hi);
@@ -4817,6 +5157,152 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 }
 /* ==== end src/backend/cpu/ops_elementwise.c ==== */
 
+/* ==== begin src/backend/cpu/quant_dot.c ==== */
+/* >>cpu-quant-dot ==================================================================================
+   Decode products with quantized weights (AVX2): the activation row is quantized once to 8-bit
+   blocks of 32 (an f32 scale, the values, and the sums of each half that the formats' offsets
+   need), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
+   unsigned weight values by signed activations (Q8_0 moves its sign onto the activations), the
+   block's scale product turns the integer sum into f32. The weights stream from memory once, as
+   bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
+   error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
+
+struct mms__block_q8_act { float d; int16_t sum[2]; int8_t qs[32]; };   /* sum[h]: qs[16h .. 16h + 15] */
+
+static size_t mms__q8_act_row_size(int64_t K) { return (size_t)(K / 32) * sizeof(struct mms__block_q8_act); }
+
+static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
+    int64_t b;
+    int j;
+    for (b = 0; b < K / 32; b++, x += 32, y++) {
+        float amax = 0.0f, id;
+        int s0 = 0, s1 = 0;
+        for (j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        y->d = amax / 127.0f;
+        id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (j = 0; j < 32; j++) {
+            const int q = mms__round_int(x[j] * id);
+            y->qs[j] = (int8_t)q;
+            if (j < 16) s0 += q; else s1 += q;
+        }
+        y->sum[0] = (int16_t)s0;
+        y->sum[1] = (int16_t)s1;
+    }
+}
+
+/* Which weight types have an integer dot here. */
+static bool mms__has_q8_dot(enum mms_type type) {
+    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K;
+}
+
+#if MMS__HAVE_AVX2
+/* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
+static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i < K / 32; i++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc);
+    }
+    return mms__hsum256(acc);
+}
+
+/* 32 nibbles of 16 bytes as bytes: the low nibbles first (elements 0..15), then the high ones */
+static MMS__AVX2_INLINE __m256i mms__nibbles_16(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
+    __m256 acc = _mm256_setzero_ps();
+    float offset = 0.0f;                 /* the - 8 of every value: 8 * d * dx * sum(a) */
+    int64_t i;
+    for (i = 0; i < K / 32; i++) {
+        const float dd = mms_fp16_to_fp32(b[i].d) * x[i].d;
+        const __m256i dot = mms__dot_u8s8_lanes(mms__nibbles_16(b[i].qs), _mm256_loadu_si256((const __m256i *)x[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(dot), acc);
+        offset += 8.0f * dd * (float)(x[i].sum[0] + x[i].sum[1]);
+    }
+    return mms__hsum256(acc) - offset;
+}
+
+static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    int64_t i;
+    int s;
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x += 8) {
+        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
+        for (s = 0; s < 8; s += 2) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * s));
+            int sc0, m0, sc1, m1;
+            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
+            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0 * x[s].d),
+                                  _mm256_cvtepi32_ps(mms__dot_u8s8_lanes(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)x[s].qs))), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1 * x[s + 1].d),
+                                  _mm256_cvtepi32_ps(mms__dot_u8s8_lanes(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                                         _mm256_loadu_si256((const __m256i *)x[s + 1].qs))), acc);
+            mins += dmin * ((float)m0 * x[s].d * (float)(x[s].sum[0] + x[s].sum[1]) + (float)m1 * x[s + 1].d * (float)(x[s + 1].sum[0] + x[s + 1].sum[1]));
+        }
+    }
+    return mms__hsum256(acc) - mins;
+}
+
+/* Q6_K: each act block of 32 is one group of the half (see mms__q6_k_to_float): 4 low bits from ql,
+   2 high bits from qh, two sub-blocks of 16 with their own scales (lanes 0..3 and 4..7). */
+static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    float offset = 0.0f;                 /* the - 32 of every value */
+    int64_t i;
+    int h, g;
+    for (i = 0; i < K / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            for (g = 0; g < 4; g++, x++) {
+                const __m256i lo = g == 0 ? _mm256_and_si256(l0, m4) : g == 1 ? _mm256_and_si256(l1, m4)
+                                 : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4) : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * g)), m2), 4);
+                const __m256i dot = mms__dot_u8s8_lanes(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)x->qs));
+                const float s0 = (float)sc[2 * g], s1 = (float)sc[2 * g + 1], dd = d * x->d;
+                acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dd), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1)),
+                                      _mm256_cvtepi32_ps(dot), acc);
+                offset += 32.0f * dd * (s0 * (float)x->sum[0] + s1 * (float)x->sum[1]);
+            }
+        }
+    }
+    return mms__hsum256(acc) - offset;
+}
+
+typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const struct mms__block_q8_act *x);
+
+static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
+    switch (type) {
+        case MMS_TYPE_Q8_0: return mms__dot_q8_0_avx2;
+        case MMS_TYPE_Q4_0: return mms__dot_q4_0_avx2;
+        case MMS_TYPE_Q4_K: return mms__dot_q4_k_avx2;
+        case MMS_TYPE_Q6_K: return mms__dot_q6_k_avx2;
+        default:            return NULL;
+    }
+}
+#endif
+/* ==== end src/backend/cpu/quant_dot.c ==== */
+
 /* ==== begin src/backend/cpu/ops_matmul.c ==== */
 /* >>cpu-matmul ====================================================================================
    MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
@@ -4836,7 +5322,8 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 #define MMS__MM_GEMV_N 4
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
-    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float) + 64;
+    const int64_t K = dst->src[0]->ne[0];
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_GEMV_N * mms__q8_act_row_size(K) + 128;
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
@@ -4895,6 +5382,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
+    struct mms__block_q8_act *bq8 = (struct mms__block_q8_act *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a) */
+    const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
     MMS__UNUSED(f16_direct);
     MMS__UNUSED(f32_direct);
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
@@ -4940,9 +5429,22 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         } else {
             float *out = (float *)mms__row_ptr(dst, n0, i12, i13) + m0;
             if (cached != item / tiles_m) {
+                int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
+                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_q8_act(brows[j], bq8 + j * (K / 32), K);
                 cached = item / tiles_m;
             }
+#if MMS__HAVE_AVX2
+            if (q8_dot) {                      /* integer dots against the 8-bit activations */
+                const mms__q8_dot_fn dot = mms__q8_dot_for(a->type);
+                int64_t i, j;
+                for (i = 0; i < mr; i++) {
+                    const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * (K / 32));
+                }
+                continue;
+            }
+#endif
 #if MMS__HAVE_AVX2
             if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
@@ -7595,12 +8097,12 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
 struct mms__gguf_ttype { uint32_t id; const char *name; uint32_t blck; uint32_t bytes; enum mms_type type; };
 static const struct mms__gguf_ttype mms__gguf_ttypes[] = {
     {  0, "f32",  1,   4, MMS_TYPE_F32 },     {  1, "f16",  1,   2, MMS_TYPE_F16 },
-    {  2, "q4_0", 32,  18, MMS_TYPE_INVALID }, {  3, "q4_1", 32,  20, MMS_TYPE_INVALID },
+    {  2, "q4_0", 32,  18, MMS_TYPE_Q4_0 }, {  3, "q4_1", 32,  20, MMS_TYPE_INVALID },
     {  6, "q5_0", 32,  22, MMS_TYPE_INVALID }, {  7, "q5_1", 32,  24, MMS_TYPE_INVALID },
-    {  8, "q8_0", 32,  34, MMS_TYPE_INVALID }, {  9, "q8_1", 32,  36, MMS_TYPE_INVALID },
+    {  8, "q8_0", 32,  34, MMS_TYPE_Q8_0 }, {  9, "q8_1", 32,  36, MMS_TYPE_INVALID },
     { 10, "q2_k", 256, 84, MMS_TYPE_INVALID }, { 11, "q3_k", 256, 110, MMS_TYPE_INVALID },
-    { 12, "q4_k", 256, 144, MMS_TYPE_INVALID }, { 13, "q5_k", 256, 176, MMS_TYPE_INVALID },
-    { 14, "q6_k", 256, 210, MMS_TYPE_INVALID }, { 15, "q8_k", 256, 292, MMS_TYPE_INVALID },
+    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_INVALID },
+    { 14, "q6_k", 256, 210, MMS_TYPE_Q6_K }, { 15, "q8_k", 256, 292, MMS_TYPE_INVALID },
     { 24, "i8",   1,   1, MMS_TYPE_INVALID }, { 25, "i16",  1,   2, MMS_TYPE_INVALID },
     { 26, "i32",  1,   4, MMS_TYPE_I32 },     { 27, "i64",  1,   8, MMS_TYPE_INVALID },
     { 28, "f64",  1,   8, MMS_TYPE_INVALID }, { 30, "bf16", 1,   2, MMS_TYPE_BF16 },
@@ -10763,8 +11265,10 @@ struct mms__wloader {
 };
 
 /* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
-   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L). */
-static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, const char *name,
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
+   quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
+   every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16. */
+static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, bool quant_ok, const char *name,
                                       int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     const int64_t want[4] = { ne0, ne1, ne2, ne3 };
     struct mms_gguf_tensor_info info;
@@ -10774,6 +11278,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
     if (L->st != MMS_OK) return NULL;
     if (L->m->shapes_only) {
         enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
         if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
@@ -10797,6 +11302,11 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
                               name, mms_gguf_get_path(L->g), info.ggml_type);
         return NULL;
     }
+    if (!mms_get_type_traits(info.type)->is_float && !(quant_ok && mms_get_type_traits(info.type)->is_quantized)) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has type %s; it is used by ops other than matrix "
+                              "products and row lookups, so it must be f32, f16 or bf16", name, mms_gguf_get_path(L->g), mms_type_name(info.type));
+        return NULL;
+    }
     t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
     if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
@@ -10804,8 +11314,11 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
     return t;
 }
 
-#define MMS__W1(L, b, req, n0, ...)        mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 1, n0, 1, 1, 1)
-#define MMS__W2(L, b, req, n0, n1, ...)    mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
+/* W1: vectors, never quantized; W2: matrices used only by mul_mat/get_rows (may be quantized);
+   WF2: matrices used by other ops (float only). */
+#define MMS__W1(L, b, req, n0, ...)        mms__weight(L, b, req, false, mms__wname(nb, sizeof nb, __VA_ARGS__), 1, n0, 1, 1, 1)
+#define MMS__W2(L, b, req, n0, n1, ...)    mms__weight(L, b, req, true, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
+#define MMS__WF2(L, b, req, n0, n1, ...)   mms__weight(L, b, req, false, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
 
 static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) MMS_PRINTF(3, 4);
 static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) {
@@ -10895,9 +11408,9 @@ static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
     const int64_t n_ids = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL) + 1;   /* id 0 is padding */
     char nb[96];
     int il;
-    m->patch_embd = mms__weight(L, b, true, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, D);
+    m->patch_embd = mms__weight(L, b, true, false, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, D);
     m->class_embd = MMS__W1(L, b, true, D, "v.class_embd");
-    m->pos_embd = MMS__W2(L, b, true, D, N, "v.position_embd.weight");
+    m->pos_embd = MMS__WF2(L, b, true, D, N, "v.position_embd.weight");
     m->pos_gate = MMS__W1(L, b, true, 1, "v.position_embd.gate");
     m->tile_pos_embd = MMS__W2(L, b, true, T * N * D, n_ids, "v.tile_position_embd.weight");
     m->tile_pos_gate = MMS__W1(L, b, true, 1, "v.tile_position_embd.gate");

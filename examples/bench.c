@@ -211,6 +211,7 @@ static double ggml_ms(const char *name) {
         { "mul_mat f32 5120x1280 * 1601", 246 }, { "mul_mat f16 5120x1280 * 1601", 175 },
         { "mul_mat f32 4096x4096 * 512", 185 }, { "mul_mat f16 4096x4096 * 512", 130 },
         { "mul_mat f32 4096x4096 * 1 cold", 3.8 }, { "mul_mat f16 4096x4096 * 1 cold", 2.2 },
+        { "mul_mat q8_0 4096x4096 * 1 cold", 1.16 }, { "mul_mat q4_0 4096x4096 * 1 cold", 0.81 },
         { "attention 16x1601x80 three ops", 700 }, { "attention 16x1601x80 flash_attn_ext", 190 },
         { "soft_max_ext [1601,1601,16]", 70 }, { "gelu [5120,1601]", 27 }, { "rms_norm [1280,1601]", 2 },
         { "vit 4 layers flash_attn f32 weights", 3845 }, { "vit 4 layers flash_attn f16 weights", 3072 },
@@ -268,7 +269,7 @@ static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int
         mms_build_forward_expand(c[i].graph, mms_mul_mat(c[i].ctx, w, x));
         if (!bench_ready(&c[i], cpu)) return;
     }
-    if (cold) run_case(name, cpu, c, n_graphs, (double)K * M * mms_type_size(wtype), 1);
+    if (cold) run_case(name, cpu, c, n_graphs, (double)mms_row_size(wtype, K) * M, 1);
     else      run_case(name, cpu, c, n_graphs, 2.0 * K * M * N, 0);
     for (i = 0; i < n_graphs; i++) bench_done(&c[i]);
 }
@@ -752,6 +753,16 @@ int main(int argc, char **argv) {
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, 0);
     bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1);
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1);
+    {   /* quantized weights: decode (cold) and prompt-size products */
+        static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+        size_t q;
+        for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0);
+            bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0);
+        }
+    }
     bench_attention(cpu, 0, MMS_TYPE_F32, 0);
     bench_attention(cpu, 1, MMS_TYPE_F32, 0);
     bench_attention(cpu, 1, MMS_TYPE_F32, 1);

@@ -476,7 +476,7 @@ static void test_python_reference_fixture(void) {
         { "t.f32",  0,  MMS_TYPE_F32,     2, { 5, 3, 1, 1 },  0,   60 },
         { "t.f16",  1,  MMS_TYPE_F16,     3, { 2, 2, 2, 1 },  64,  16 },
         { "t.i32",  26, MMS_TYPE_I32,     1, { 7, 1, 1, 1 },  128, 28 },
-        { "t.q8_0", 8,  MMS_TYPE_INVALID, 2, { 32, 2, 1, 1 }, 192, 68 },
+        { "t.q8_0", 8,  MMS_TYPE_Q8_0,   2, { 32, 2, 1, 1 }, 192, 68 },
         { "t.bf16", 30, MMS_TYPE_BF16,    1, { 4, 1, 1, 1 },  320, 8 },
     };
     static const int32_t arr_i32[] = { 1, -2, 2147483647 };
@@ -866,7 +866,9 @@ static void test_type_ids(void) {
     EXPECT(mms_gguf_type_from_mms(MMS_TYPE_INVALID) == -1 && mms_gguf_type_from_mms(MMS_TYPE_COUNT) == -1, "none");
     EXPECT(mms_gguf_type_to_mms(0) == MMS_TYPE_F32 && mms_gguf_type_to_mms(1) == MMS_TYPE_F16 && mms_gguf_type_to_mms(30) == MMS_TYPE_BF16 &&
            mms_gguf_type_to_mms(26) == MMS_TYPE_I32, "GGUF to ours");
-    EXPECT(mms_gguf_type_to_mms(2) == MMS_TYPE_INVALID && mms_gguf_type_to_mms(28) == MMS_TYPE_INVALID && mms_gguf_type_to_mms(4) == MMS_TYPE_INVALID,
+    EXPECT(mms_gguf_type_to_mms(8) == MMS_TYPE_Q8_0 && mms_gguf_type_to_mms(2) == MMS_TYPE_Q4_0 && mms_gguf_type_to_mms(12) == MMS_TYPE_Q4_K &&
+           mms_gguf_type_to_mms(14) == MMS_TYPE_Q6_K && mms_gguf_type_from_mms(MMS_TYPE_Q4_K) == 12, "block types");
+    EXPECT(mms_gguf_type_to_mms(3) == MMS_TYPE_INVALID && mms_gguf_type_to_mms(28) == MMS_TYPE_INVALID && mms_gguf_type_to_mms(4) == MMS_TYPE_INVALID,
            "unloadable or unknown");
 }
 

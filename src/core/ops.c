@@ -41,6 +41,14 @@ static bool mms__require_type(struct mms_context *ctx, const char *who, const ch
     return false;
 }
 
+/* A block type (quantized) is read in whole rows: its blocks must be contiguous along ne[0]. */
+static bool mms__require_whole_blocks(struct mms_context *ctx, const char *who, const char *role, const struct mms_tensor *t) {
+    if (mms_blck_size(t->type) == 1 || t->nb[0] == mms_type_size(t->type)) return true;
+    mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: %s %s is a %s view whose blocks are not contiguous along ne[0]",
+                   who, role, mms__tensor_desc(t).s, mms_type_name(t->type));
+    return false;
+}
+
 /* -- element-wise -- */
 
 static struct mms_tensor *mms__binary(struct mms_context *ctx, const char *who, enum mms_op op,
@@ -124,7 +132,8 @@ MMS_API struct mms_tensor *mms_rms_norm(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_mul_mat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
     int64_t ne[4];
     if (!mms__args_ok(ctx, "mms_mul_mat", a, b)) return NULL;
-    if (!mms__require_float(ctx, "mms_mul_mat", "a", a) || !mms__require_float(ctx, "mms_mul_mat", "b", b)) return NULL;
+    if (!mms__type_is_quantized(a->type) && !mms__require_float(ctx, "mms_mul_mat", "a", a)) return NULL;
+    if (!mms__require_float(ctx, "mms_mul_mat", "b", b) || !mms__require_whole_blocks(ctx, "mms_mul_mat", "a", a)) return NULL;
     if (a->ne[0] != b->ne[0] || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG,
                        "mms_mul_mat: a %s and b %s do not fit (need a.ne[0] == b.ne[0] and b.ne[2], b.ne[3] multiples of a's)",
@@ -285,10 +294,11 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     int64_t ne[4];
     if (!mms__args_ok(ctx, "mms_get_rows", a, b)) return NULL;
     if (!mms__require_type(ctx, "mms_get_rows", "indices", b, MMS_TYPE_I32)) return NULL;
-    if (!mms__type_is_float(a->type) && a->type != MMS_TYPE_I32) {
+    if (!mms__type_is_float(a->type) && !mms__type_is_quantized(a->type) && a->type != MMS_TYPE_I32) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_get_rows: a %s has an unsupported type", mms__tensor_desc(a).s);
         return NULL;
     }
+    if (!mms__require_whole_blocks(ctx, "mms_get_rows", "a", a)) return NULL;
     if (b->ne[3] != 1 || b->ne[1] != a->ne[2] || b->ne[2] != a->ne[3]) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_get_rows: indices %s do not fit a %s (need [n, a.ne[2], a.ne[3]])",
                        mms__tensor_desc(b).s, mms__tensor_desc(a).s);
@@ -318,8 +328,16 @@ MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
     }
-    if (!(mms__type_is_float(a->type) && mms__type_is_float(b->type)) && a->type != b->type) {
+    /* float to float, and between a float type and a block type (quantize, dequantize) */
+    if (!((mms__type_is_float(a->type) || mms__type_is_quantized(a->type)) && (mms__type_is_float(b->type) || mms__type_is_quantized(b->type)) &&
+          !(mms__type_is_quantized(a->type) && mms__type_is_quantized(b->type))) && a->type != b->type) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: cannot convert a %s to the type of b %s",
+                       mms__tensor_desc(a).s, mms__tensor_desc(b).s);
+        return NULL;
+    }
+    if ((mms_blck_size(a->type) > 1 || mms_blck_size(b->type) > 1) &&
+        (a->ne[0] != b->ne[0] || a->nb[0] != mms_type_size(a->type) || b->nb[0] != mms_type_size(b->type))) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: a %s and b %s: to or from a block type, rows must be contiguous and of the same length",
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
     }

@@ -86,10 +86,15 @@ static const struct mms_type_traits mms__type_traits[MMS_TYPE_COUNT] = {
     /* F16     */ { "f16",  1, sizeof(mms_fp16_t), false, true,  mms__f16_to_float,  mms__f16_from_float },
     /* BF16    */ { "bf16", 1, sizeof(mms_bf16_t), false, true,  mms__bf16_to_float, mms__bf16_from_float },
     /* I32     */ { "i32",  1, sizeof(int32_t),    false, false, NULL, NULL },
+    /* Q8_0    */ { "q8_0", MMS__QK8_0, sizeof(struct mms__block_q8_0), true, false, mms__q8_0_to_float, mms__q8_0_from_float },
+    /* Q4_0    */ { "q4_0", MMS__QK4_0, sizeof(struct mms__block_q4_0), true, false, mms__q4_0_to_float, mms__q4_0_from_float },
+    /* Q4_K    */ { "q4_k", MMS__QK_K,  sizeof(struct mms__block_q4_k), true, false, mms__q4_k_to_float, mms__q4_k_from_float },
+    /* Q6_K    */ { "q6_k", MMS__QK_K,  sizeof(struct mms__block_q6_k), true, false, mms__q6_k_to_float, mms__q6_k_from_float },
 };
 
 static bool mms__type_valid(enum mms_type type) { return type > MMS_TYPE_INVALID && type < MMS_TYPE_COUNT; }
 static bool mms__type_is_float(enum mms_type type) { return mms__type_valid(type) && mms__type_traits[type].is_float; }
+static bool mms__type_is_quantized(enum mms_type type) { return mms__type_valid(type) && mms__type_traits[type].is_quantized; }
 
 MMS_API const struct mms_type_traits *mms_get_type_traits(enum mms_type type) {
     return mms__type_valid(type) ? &mms__type_traits[type] : NULL;

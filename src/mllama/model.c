@@ -210,8 +210,10 @@ struct mms__wloader {
 };
 
 /* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
-   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L). */
-static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, const char *name,
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
+   quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
+   every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16. */
+static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, bool quant_ok, const char *name,
                                       int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     const int64_t want[4] = { ne0, ne1, ne2, ne3 };
     struct mms_gguf_tensor_info info;
@@ -221,6 +223,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
     if (L->st != MMS_OK) return NULL;
     if (L->m->shapes_only) {
         enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
         if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
@@ -244,6 +247,11 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
                               name, mms_gguf_get_path(L->g), info.ggml_type);
         return NULL;
     }
+    if (!mms_get_type_traits(info.type)->is_float && !(quant_ok && mms_get_type_traits(info.type)->is_quantized)) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has type %s; it is used by ops other than matrix "
+                              "products and row lookups, so it must be f32, f16 or bf16", name, mms_gguf_get_path(L->g), mms_type_name(info.type));
+        return NULL;
+    }
     t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
     if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
@@ -251,8 +259,11 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
     return t;
 }
 
-#define MMS__W1(L, b, req, n0, ...)        mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 1, n0, 1, 1, 1)
-#define MMS__W2(L, b, req, n0, n1, ...)    mms__weight(L, b, req, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
+/* W1: vectors, never quantized; W2: matrices used only by mul_mat/get_rows (may be quantized);
+   WF2: matrices used by other ops (float only). */
+#define MMS__W1(L, b, req, n0, ...)        mms__weight(L, b, req, false, mms__wname(nb, sizeof nb, __VA_ARGS__), 1, n0, 1, 1, 1)
+#define MMS__W2(L, b, req, n0, n1, ...)    mms__weight(L, b, req, true, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
+#define MMS__WF2(L, b, req, n0, n1, ...)   mms__weight(L, b, req, false, mms__wname(nb, sizeof nb, __VA_ARGS__), 2, n0, n1, 1, 1)
 
 static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) MMS_PRINTF(3, 4);
 static const char *mms__wname(char *buf, size_t size, const char *fmt, ...) {
@@ -342,9 +353,9 @@ static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
     const int64_t n_ids = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL) + 1;   /* id 0 is padding */
     char nb[96];
     int il;
-    m->patch_embd = mms__weight(L, b, true, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, D);
+    m->patch_embd = mms__weight(L, b, true, false, "v.patch_embd.weight", 4, hp->v_patch_size, hp->v_patch_size, hp->v_channels, D);
     m->class_embd = MMS__W1(L, b, true, D, "v.class_embd");
-    m->pos_embd = MMS__W2(L, b, true, D, N, "v.position_embd.weight");
+    m->pos_embd = MMS__WF2(L, b, true, D, N, "v.position_embd.weight");
     m->pos_gate = MMS__W1(L, b, true, 1, "v.position_embd.gate");
     m->tile_pos_embd = MMS__W2(L, b, true, T * N * D, n_ids, "v.tile_position_embd.weight");
     m->tile_pos_gate = MMS__W1(L, b, true, 1, "v.tile_position_embd.gate");

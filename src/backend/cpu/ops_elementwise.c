@@ -57,12 +57,16 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
             if (a->type == dst->type) {
                 const char *s = mms__row_ptr(a, a1, a2, a3);
                 char *d = mms__row_ptr(dst, d1, d2, d3);
-                if (a->nb[0] == ts && dst->nb[0] == ts) memmove(d, s, ts * (size_t)a->ne[0]);
+                if (a->nb[0] == ts && dst->nb[0] == ts) memmove(d, s, mms_row_size(a->type, a->ne[0]));
                 else for (i = 0; i < a->ne[0]; i++) memmove(d + i * (int64_t)dst->nb[0], s + i * (int64_t)a->nb[0], ts);
             } else {
                 mms__store_row(dst, d1, d2, d3, mms__load_row(a, a1, a2, a3, p->wdata));
             }
         }
+        return;
+    }
+    if (mms_blck_size(a->type) > 1 || mms_blck_size(dst->type) > 1) {   /* mms_cpy lets only whole rows through */
+        mms__compute_fail(p, MMS_ERR_UNSUPPORTED, "%s: block types are copied in whole rows only", mms__tensor_desc(dst).s);
         return;
     }
     mms__split(mms_nelements(a), p->ith, p->nth, &lo, &hi);

@@ -16,7 +16,8 @@
 #define MMS__MM_GEMV_N 4
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
-    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)dst->src[0]->ne[0] * sizeof(float) + 64;
+    const int64_t K = dst->src[0]->ne[0];
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_GEMV_N * mms__q8_act_row_size(K) + 128;
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
@@ -75,6 +76,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
+    struct mms__block_q8_act *bq8 = (struct mms__block_q8_act *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a) */
+    const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
     MMS__UNUSED(f16_direct);
     MMS__UNUSED(f32_direct);
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
@@ -120,9 +123,22 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         } else {
             float *out = (float *)mms__row_ptr(dst, n0, i12, i13) + m0;
             if (cached != item / tiles_m) {
+                int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
+                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_q8_act(brows[j], bq8 + j * (K / 32), K);
                 cached = item / tiles_m;
             }
+#if MMS__HAVE_AVX2
+            if (q8_dot) {                      /* integer dots against the 8-bit activations */
+                const mms__q8_dot_fn dot = mms__q8_dot_for(a->type);
+                int64_t i, j;
+                for (i = 0; i < mr; i++) {
+                    const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * (K / 32));
+                }
+                continue;
+            }
+#endif
 #if MMS__HAVE_AVX2
             if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);

@@ -1,0 +1,143 @@
+/* >>cpu-quant-dot ==================================================================================
+   Decode products with quantized weights (AVX2): the activation row is quantized once to 8-bit
+   blocks of 32 (an f32 scale, the values, and the sums of each half that the formats' offsets
+   need), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
+   unsigned weight values by signed activations (Q8_0 moves its sign onto the activations), the
+   block's scale product turns the integer sum into f32. The weights stream from memory once, as
+   bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
+   error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
+
+struct mms__block_q8_act { float d; int16_t sum[2]; int8_t qs[32]; };   /* sum[h]: qs[16h .. 16h + 15] */
+
+static size_t mms__q8_act_row_size(int64_t K) { return (size_t)(K / 32) * sizeof(struct mms__block_q8_act); }
+
+static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
+    int64_t b;
+    int j;
+    for (b = 0; b < K / 32; b++, x += 32, y++) {
+        float amax = 0.0f, id;
+        int s0 = 0, s1 = 0;
+        for (j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        y->d = amax / 127.0f;
+        id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (j = 0; j < 32; j++) {
+            const int q = mms__round_int(x[j] * id);
+            y->qs[j] = (int8_t)q;
+            if (j < 16) s0 += q; else s1 += q;
+        }
+        y->sum[0] = (int16_t)s0;
+        y->sum[1] = (int16_t)s1;
+    }
+}
+
+/* Which weight types have an integer dot here. */
+static bool mms__has_q8_dot(enum mms_type type) {
+    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K;
+}
+
+#if MMS__HAVE_AVX2
+/* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
+static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i < K / 32; i++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc);
+    }
+    return mms__hsum256(acc);
+}
+
+/* 32 nibbles of 16 bytes as bytes: the low nibbles first (elements 0..15), then the high ones */
+static MMS__AVX2_INLINE __m256i mms__nibbles_16(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
+    __m256 acc = _mm256_setzero_ps();
+    float offset = 0.0f;                 /* the - 8 of every value: 8 * d * dx * sum(a) */
+    int64_t i;
+    for (i = 0; i < K / 32; i++) {
+        const float dd = mms_fp16_to_fp32(b[i].d) * x[i].d;
+        const __m256i dot = mms__dot_u8s8_lanes(mms__nibbles_16(b[i].qs), _mm256_loadu_si256((const __m256i *)x[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(dot), acc);
+        offset += 8.0f * dd * (float)(x[i].sum[0] + x[i].sum[1]);
+    }
+    return mms__hsum256(acc) - offset;
+}
+
+static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    int64_t i;
+    int s;
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x += 8) {
+        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
+        for (s = 0; s < 8; s += 2) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * s));
+            int sc0, m0, sc1, m1;
+            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
+            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0 * x[s].d),
+                                  _mm256_cvtepi32_ps(mms__dot_u8s8_lanes(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)x[s].qs))), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1 * x[s + 1].d),
+                                  _mm256_cvtepi32_ps(mms__dot_u8s8_lanes(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                                         _mm256_loadu_si256((const __m256i *)x[s + 1].qs))), acc);
+            mins += dmin * ((float)m0 * x[s].d * (float)(x[s].sum[0] + x[s].sum[1]) + (float)m1 * x[s + 1].d * (float)(x[s + 1].sum[0] + x[s + 1].sum[1]));
+        }
+    }
+    return mms__hsum256(acc) - mins;
+}
+
+/* Q6_K: each act block of 32 is one group of the half (see mms__q6_k_to_float): 4 low bits from ql,
+   2 high bits from qh, two sub-blocks of 16 with their own scales (lanes 0..3 and 4..7). */
+static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    float offset = 0.0f;                 /* the - 32 of every value */
+    int64_t i;
+    int h, g;
+    for (i = 0; i < K / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            for (g = 0; g < 4; g++, x++) {
+                const __m256i lo = g == 0 ? _mm256_and_si256(l0, m4) : g == 1 ? _mm256_and_si256(l1, m4)
+                                 : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4) : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * g)), m2), 4);
+                const __m256i dot = mms__dot_u8s8_lanes(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)x->qs));
+                const float s0 = (float)sc[2 * g], s1 = (float)sc[2 * g + 1], dd = d * x->d;
+                acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dd), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1)),
+                                      _mm256_cvtepi32_ps(dot), acc);
+                offset += 32.0f * dd * (s0 * (float)x->sum[0] + s1 * (float)x->sum[1]);
+            }
+        }
+    }
+    return mms__hsum256(acc) - offset;
+}
+
+typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const struct mms__block_q8_act *x);
+
+static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
+    switch (type) {
+        case MMS_TYPE_Q8_0: return mms__dot_q8_0_avx2;
+        case MMS_TYPE_Q4_0: return mms__dot_q4_0_avx2;
+        case MMS_TYPE_Q4_K: return mms__dot_q4_k_avx2;
+        case MMS_TYPE_Q6_K: return mms__dot_q6_k_avx2;
+        default:            return NULL;
+    }
+}
+#endif

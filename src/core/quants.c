@@ -1,0 +1,287 @@
+/* >>quants ========================================================================================
+   Quantized block types with GGUF's exact layouts, so files from the GGUF ecosystem load as they
+   are: dequantization (to_float) and our reference quantizers (from_float). Dequantization does
+   the float operations in the order the format's reference does, so results are bit-identical.
+     Q8_0  32 values:  f16 d, int8 q[32]                            x = d * q
+     Q4_0  32 values:  f16 d, 16 bytes: x[j] low nibble, x[j+16] high   x = d * (q - 8)
+     Q4_K 256 values:  f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
+                       128 bytes of nibbles (each 32 bytes: a sub-block low, the next high)
+                                                                    x = d * sc * q - dmin * m
+     Q6_K 256 values:  ql[128] low 4 bits, qh[64] high 2 bits, int8 scales for 16 sub-blocks of 16,
+                       f16 d                                        x = d * sc * (q - 32) */
+
+#define MMS__QK8_0 32
+#define MMS__QK4_0 32
+#define MMS__QK_K  256
+
+struct mms__block_q8_0 { mms_fp16_t d; int8_t qs[MMS__QK8_0]; };
+struct mms__block_q4_0 { mms_fp16_t d; uint8_t qs[MMS__QK4_0 / 2]; };
+struct mms__block_q4_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[MMS__QK_K / 2]; };
+struct mms__block_q6_k { uint8_t ql[MMS__QK_K / 2]; uint8_t qh[MMS__QK_K / 4]; int8_t scales[MMS__QK_K / 16]; mms_fp16_t d; };
+
+typedef char mms__assert_q8_0_size[sizeof(struct mms__block_q8_0) == 34 ? 1 : -1];
+typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1];
+typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
+typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
+
+/* Round half away from zero, as the formats' references do (roundf: x + 0.5f would round
+   0.49999997 up). */
+static int mms__round_int(float x) { return (int)roundf(x); }
+static int mms__clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* -- Q8_0 -- */
+
+static void mms__q8_0_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)src;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK8_0; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (j = 0; j < MMS__QK8_0; j++) *dst++ = d * (float)b->qs[j];
+    }
+}
+
+static void mms__q8_0_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q8_0 *b = (struct mms__block_q8_0 *)dst;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK8_0; i++, b++, src += MMS__QK8_0) {
+        float amax = 0.0f, d, id;
+        for (j = 0; j < MMS__QK8_0; j++) amax = fabsf(src[j]) > amax ? fabsf(src[j]) : amax;
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = mms_fp32_to_fp16(d);
+        for (j = 0; j < MMS__QK8_0; j++) b->qs[j] = (int8_t)mms__round_int(src[j] * id);
+    }
+}
+
+/* -- Q4_0 -- */
+
+static void mms__q4_0_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)src;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK4_0; i++, b++, dst += MMS__QK4_0) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (j = 0; j < MMS__QK4_0 / 2; j++) {
+            dst[j] = (float)((b->qs[j] & 0x0f) - 8) * d;
+            dst[j + MMS__QK4_0 / 2] = (float)((b->qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* d maps the value of largest magnitude to -8 exactly; the others truncate after + 8.5. */
+static void mms__q4_0_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q4_0 *b = (struct mms__block_q4_0 *)dst;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / MMS__QK4_0; i++, b++, src += MMS__QK4_0) {
+        float amax = 0.0f, max = 0.0f, d, id;
+        for (j = 0; j < MMS__QK4_0; j++)
+            if (fabsf(src[j]) > amax) { amax = fabsf(src[j]); max = src[j]; }
+        d = max / -8.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d = mms_fp32_to_fp16(d);
+        for (j = 0; j < MMS__QK4_0 / 2; j++) {
+            const int q0 = mms__clamp_int((int)(src[j] * id + 8.5f), 0, 15);
+            const int q1 = mms__clamp_int((int)(src[j + MMS__QK4_0 / 2] * id + 8.5f), 0, 15);
+            b->qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+/* -- Q4_K -- */
+
+/* Sub-block j's 6-bit scale and min from the 12 packed bytes: the first four pairs are whole
+   bytes' low 6 bits; the last four take 4 low bits from bytes 8..11 and 2 high bits from the
+   top of bytes 0..7. */
+static void mms__q4_k_scale_min(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+static void mms__q4_k_pack_scales(const int *sc, const int *m, uint8_t *q) {
+    int j;
+    memset(q, 0, 12);
+    for (j = 0; j < 8; j++) {
+        if (j < 4) {
+            q[j] |= (uint8_t)sc[j];
+            q[j + 4] |= (uint8_t)m[j];
+        } else {
+            q[j + 4] = (uint8_t)((sc[j] & 0x0f) | ((m[j] & 0x0f) << 4));
+            q[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+            q[j] |= (uint8_t)((m[j] >> 4) << 6);
+        }
+    }
+}
+
+static void mms__q4_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)src;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
+        const uint8_t *q = b->qs;
+        for (s = 0; s < 8; s += 2, q += 32) {
+            int sc0, m0, sc1, m1;
+            float d0, dm0, d1, dm1;
+            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
+            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
+            d0 = d * (float)sc0; dm0 = dmin * (float)m0;
+            d1 = d * (float)sc1; dm1 = dmin * (float)m1;
+            for (l = 0; l < 32; l++) *dst++ = d0 * (float)(q[l] & 0x0f) - dm0;
+            for (l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] >> 4) - dm1;
+        }
+    }
+}
+
+/* The affine fit of one sub-block: x ~ scale * q - min with q in 0..nmax. A few starting scales
+   around (max - min) / nmax, each refined by least squares over its own assignment; the best kept. */
+static float mms__fit_affine(const float *x, int n, int nmax, float *min_out) {
+    float lo = x[0], hi = x[0], best_err = INFINITY, best_scale = 0.0f, best_min = 0.0f;
+    int i, step;
+    for (i = 1; i < n; i++) { lo = x[i] < lo ? x[i] : lo; hi = x[i] > hi ? x[i] : hi; }
+    if (lo > 0.0f) lo = 0.0f;             /* mins are stored as non-negative offsets */
+    if (hi == lo) { *min_out = -lo; return 0.0f; }
+    for (step = -4; step <= 8; step += 2) {
+        float iscale = ((float)nmax + 0.1f * (float)step) / (hi - lo), off0 = lo, scale = 0.0f, min = 0.0f;
+        double err = 0;
+        int pass;
+        for (pass = 0; pass < 2; pass++) {     /* assign, fit; assign again against the fit, fit */
+            double sq = 0, sx = 0, sqq = 0, sqx = 0, det, sc, off;
+            for (i = 0; i < n; i++) {
+                const int q = mms__clamp_int(mms__round_int(iscale * (x[i] - off0)), 0, nmax);
+                sq += q; sx += x[i]; sqq += (double)q * q; sqx += (double)q * x[i];
+            }
+            det = n * sqq - sq * sq;            /* least squares for x = sc * q + off, off <= 0 */
+            sc = det > 0 ? (n * sqx - sq * sx) / det : 1.0 / iscale;
+            off = (sx - sc * sq) / n;
+            if (off > 0) { off = 0; sc = sqq > 0 ? sqx / sqq : 0; }
+            scale = (float)sc;
+            min = (float)-off;
+            if (scale <= 0.0f) break;
+            iscale = 1.0f / scale;
+            off0 = -min;
+        }
+        for (i = 0; i < n; i++) {
+            const int q = scale > 0 ? mms__clamp_int(mms__round_int((x[i] + min) / scale), 0, nmax) : 0;
+            const double e = x[i] - (scale * (float)q - min);
+            err += e * e;
+        }
+        if (err < best_err) { best_err = (float)err; best_scale = scale; best_min = min; }
+    }
+    *min_out = best_min;
+    return best_scale;
+}
+
+static void mms__q4_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q4_k *b = (struct mms__block_q4_k *)dst;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
+        float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
+        int sc[8], m[8];
+        for (s = 0; s < 8; s++) {
+            scales[s] = mms__fit_affine(src + 32 * s, 32, 15, &mins[s]);
+            max_scale = scales[s] > max_scale ? scales[s] : max_scale;
+            max_min = mins[s] > max_min ? mins[s] : max_min;
+        }
+        b->d = mms_fp32_to_fp16(max_scale / 63.0f);
+        b->dmin = mms_fp32_to_fp16(max_min / 63.0f);
+        d = mms_fp16_to_fp32(b->d);
+        dmin = mms_fp16_to_fp32(b->dmin);
+        for (s = 0; s < 8; s++) {
+            sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
+            m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
+        }
+        mms__q4_k_pack_scales(sc, m, b->scales);
+        for (s = 0; s < 8; s++) {             /* the nibbles against the scales as stored */
+            const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+            uint8_t *q = b->qs + 32 * (s / 2);
+            for (l = 0; l < 32; l++) {
+                const int v = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, 15) : 0;
+                q[l] = (uint8_t)(s % 2 ? (q[l] & 0x0f) | (v << 4) : v);
+            }
+        }
+    }
+}
+
+/* -- Q6_K -- */
+
+static void mms__q6_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)src;
+    int64_t i;
+    int half, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d);
+        for (half = 0; half < 2; half++, dst += 128) {
+            const uint8_t *ql = b->ql + 64 * half, *qh = b->qh + 32 * half;
+            const int8_t *sc = b->scales + 8 * half;
+            for (l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                dst[l] = d * (float)sc[is] * (float)q1;
+                dst[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                dst[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                dst[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+/* Symmetric per sub-block of 16: the value of largest magnitude maps to -32, then a least-squares
+   refit of the scale; the 16 scales are stored as int8 multiples of d. */
+static void mms__q6_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q6_k *b = (struct mms__block_q6_k *)dst;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
+        float scales[16], amax_scale = 0.0f, d;
+        int q[MMS__QK_K];
+        for (s = 0; s < 16; s++) {
+            const float *x = src + 16 * s;
+            float amax = 0.0f, max = 0.0f, scale;
+            double sqx = 0, sqq = 0;
+            for (l = 0; l < 16; l++)
+                if (fabsf(x[l]) > amax) { amax = fabsf(x[l]); max = x[l]; }
+            scale = max / -32.0f;
+            if (scale != 0.0f) {
+                for (l = 0; l < 16; l++) {
+                    const int v = mms__clamp_int(mms__round_int(x[l] / scale), -32, 31);
+                    sqx += (double)v * x[l];
+                    sqq += (double)v * v;
+                }
+                if (sqq > 0) scale = (float)(sqx / sqq);
+            }
+            scales[s] = scale;
+            if (fabsf(scale) > fabsf(amax_scale)) amax_scale = scale;
+        }
+        b->d = mms_fp32_to_fp16(fabsf(amax_scale) / 127.0f);
+        d = mms_fp16_to_fp32(b->d);
+        for (s = 0; s < 16; s++) {
+            const int sc = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), -128, 127) : 0;
+            const float ds = d * (float)sc;
+            b->scales[s] = (int8_t)sc;
+            for (l = 0; l < 16; l++)
+                q[16 * s + l] = ds != 0.0f ? mms__clamp_int(mms__round_int(src[16 * s + l] / ds), -32, 31) + 32 : 32;
+        }
+        memset(b->qh, 0, sizeof b->qh);
+        for (s = 0; s < 2; s++) {             /* the inverse of the layout in to_float */
+            uint8_t *ql = b->ql + 64 * s, *qh = b->qh + 32 * s;
+            const int *v = q + 128 * s;
+            for (l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((v[l] & 0x0f) | ((v[l + 64] & 0x0f) << 4));
+                ql[l + 32] = (uint8_t)((v[l + 32] & 0x0f) | ((v[l + 96] & 0x0f) << 4));
+                qh[l] = (uint8_t)((v[l] >> 4) | ((v[l + 32] >> 4) << 2) | ((v[l + 64] >> 4) << 4) | ((v[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
