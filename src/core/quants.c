@@ -24,9 +24,14 @@ typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1
 typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
 typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
 
-/* Round half away from zero, as the formats' references do (roundf: x + 0.5f would round
-   0.49999997 up). */
-static int mms__round_int(float x) { return (int)roundf(x); }
+/* Round half away from zero, as the formats' references do (roundf), for |x| < 2^31: the
+   fraction x - trunc(x) is exact, so the comparison with 0.5 is too (x + 0.5f would round
+   0.49999997 up). Inline, where the C library's roundf is a call. */
+static int mms__round_int(float x) {
+    const int i = (int)x;
+    const float f = x - (float)i;
+    return i + (f >= 0.5f) - (f <= -0.5f);
+}
 static int mms__clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* -- Q8_0 -- */

@@ -1,9 +1,10 @@
 /* >>cpu-quant-dot ==================================================================================
    Decode products with quantized weights (AVX2): the activation row is quantized once to 8-bit
-   blocks of 32 (an f32 scale, the values, and the sums of each half that the formats' offsets
+   blocks of 32 (an f32 scale, the values, and the sums of each half that Q4_K's mins
    need), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
-   unsigned weight values by signed activations (Q8_0 moves its sign onto the activations), the
-   block's scale product turns the integer sum into f32. The weights stream from memory once, as
+   unsigned weight values by signed activations (Q8_0 moves its sign onto the activations; Q4_0's
+   - 8 and Q6_K's - 32 are subtracted inside the int16 products), the block's scale product
+   turns the integer sum into f32. The weights stream from memory once, as
    bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
    error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
 
@@ -41,16 +42,18 @@ static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+/* Two accumulators: one FMA chain would wait on itself every block. */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[2];
     int64_t i;
+    acc[0] = acc[1] = _mm256_setzero_ps();
     for (i = 0; i < K / 32; i++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
     }
-    return mms__hsum256(acc);
+    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* 32 nibbles of 16 bytes as bytes: the low nibbles first (elements 0..15), then the high ones */
@@ -59,54 +62,65 @@ static MMS__AVX2_INLINE __m256i mms__nibbles_16(const uint8_t *p) {
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
 
+/* (u - c) * a for unsigned u and an offset c, summed in pairs: maddubs(u, a) - maddubs(c, a) stays
+   within int16 (63 * 127 * 2 at most), then 8 int32 lanes of 4 products each. */
+static MMS__AVX2_INLINE __m256i mms__dot_offset_lanes(__m256i u, __m256i c, __m256i a) {
+    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(c, a)), _mm256_set1_epi16(1));
+}
+
 static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
-    __m256 acc = _mm256_setzero_ps();
-    float offset = 0.0f;                 /* the - 8 of every value: 8 * d * dx * sum(a) */
+    const __m256i c8 = _mm256_set1_epi8(8);
+    __m256 acc[2];
     int64_t i;
+    acc[0] = acc[1] = _mm256_setzero_ps();
     for (i = 0; i < K / 32; i++) {
-        const float dd = mms_fp16_to_fp32(b[i].d) * x[i].d;
-        const __m256i dot = mms__dot_u8s8_lanes(mms__nibbles_16(b[i].qs), _mm256_loadu_si256((const __m256i *)x[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(dot), acc);
-        offset += 8.0f * dd * (float)(x[i].sum[0] + x[i].sum[1]);
+        const __m256i dot = mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs));
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
     }
-    return mms__hsum256(acc) - offset;
+    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
 
 static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float mins = 0.0f;
     int64_t i;
     int s;
     for (i = 0; i < K / MMS__QK_K; i++, b++, x += 8) {
         const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
-        for (s = 0; s < 8; s += 2) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * s));
+        float f[8], msum0 = 0.0f, msum1 = 0.0f;
+        for (s = 0; s < 8; s += 2) {            /* scales as factors; the mins term in two chains */
             int sc0, m0, sc1, m1;
             mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
             mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0 * x[s].d),
-                                  _mm256_cvtepi32_ps(mms__dot_u8s8_lanes(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)x[s].qs))), acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1 * x[s + 1].d),
-                                  _mm256_cvtepi32_ps(mms__dot_u8s8_lanes(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                                                         _mm256_loadu_si256((const __m256i *)x[s + 1].qs))), acc);
-            mins += dmin * ((float)m0 * x[s].d * (float)(x[s].sum[0] + x[s].sum[1]) + (float)m1 * x[s + 1].d * (float)(x[s + 1].sum[0] + x[s + 1].sum[1]));
+            f[s] = d * (float)sc0 * x[s].d;
+            f[s + 1] = d * (float)sc1 * x[s + 1].d;
+            msum0 += (float)m0 * x[s].d * (float)(x[s].sum[0] + x[s].sum[1]);
+            msum1 += (float)m1 * x[s + 1].d * (float)(x[s + 1].sum[0] + x[s + 1].sum[1]);
         }
+        for (s = 0; s < 8; s += 2) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * s));
+            const __m256i lo = mms__dot_u8s8_lanes(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)x[s].qs));
+            const __m256i hi = mms__dot_u8s8_lanes(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_loadu_si256((const __m256i *)x[s + 1].qs));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f[s]), _mm256_cvtepi32_ps(lo), acc);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f[s + 1]), _mm256_cvtepi32_ps(hi), acc1);
+        }
+        mins += dmin * (msum0 + msum1);
     }
-    return mms__hsum256(acc) - mins;
+    return mms__hsum256(_mm256_add_ps(acc, acc1)) - mins;
 }
 
 /* Q6_K: each act block of 32 is one group of the half (see mms__q6_k_to_float): 4 low bits from ql,
    2 high bits from qh, two sub-blocks of 16 with their own scales (lanes 0..3 and 4..7). */
 static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
-    __m256 acc = _mm256_setzero_ps();
-    float offset = 0.0f;                 /* the - 32 of every value */
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), c32 = _mm256_set1_epi8(32);
+    __m256 acc[2];
     int64_t i;
     int h, g;
+    acc[0] = acc[1] = _mm256_setzero_ps();
     for (i = 0; i < K / MMS__QK_K; i++, b++) {
         const float d = mms_fp16_to_fp32(b->d);
         for (h = 0; h < 2; h++) {
@@ -118,15 +132,14 @@ static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const
                 const __m256i lo = g == 0 ? _mm256_and_si256(l0, m4) : g == 1 ? _mm256_and_si256(l1, m4)
                                  : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4) : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
                 const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * g)), m2), 4);
-                const __m256i dot = mms__dot_u8s8_lanes(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)x->qs));
+                const __m256i dot = mms__dot_offset_lanes(_mm256_or_si256(lo, hi), c32, _mm256_loadu_si256((const __m256i *)x->qs));
                 const float s0 = (float)sc[2 * g], s1 = (float)sc[2 * g + 1], dd = d * x->d;
-                acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dd), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1)),
-                                      _mm256_cvtepi32_ps(dot), acc);
-                offset += 32.0f * dd * (s0 * (float)x->sum[0] + s1 * (float)x->sum[1]);
+                acc[g & 1] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dd), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1)),
+                                             _mm256_cvtepi32_ps(dot), acc[g & 1]);
             }
         }
     }
-    return mms__hsum256(acc) - offset;
+    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
 
 typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const struct mms__block_q8_act *x);
