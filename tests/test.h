@@ -48,6 +48,33 @@ TEST_FN int test_summary(void) {
     return test__failed ? 1 : 0;
 }
 
+/* A whole file as a NUL-terminated string (NULL if unreadable); its length in *size if given. */
+TEST_FN char *test_slurp(const char *path, long *size) {
+    FILE *f = fopen(path, "rb");
+    long n;
+    char *s;
+    if (size) *size = -1;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    s = (char *)malloc((size_t)n + 1);
+    if (s) s[fread(s, 1, (size_t)n, f)] = '\0';
+    if (size) *size = n;
+    fclose(f);
+    return s;
+}
+
+/* A path in tests/, as the compiler named this header: the tests run from where they were
+   compiled (the repository root under make). */
+TEST_FN const char *test_src_path(const char *rel) {
+    static char buf[1024];
+    const char *slash = strrchr(__FILE__, '/');
+    int dir = slash ? (int)(slash - __FILE__ + 1) : 0;
+    snprintf(buf, sizeof buf, "%.*s%s", dir, __FILE__, rel);
+    return buf;
+}
+
 /* A context that grows as needed; no_alloc: metadata only. */
 TEST_FN struct mms_context *test_ctx(bool no_alloc) {
     struct mms_init_params ip;

@@ -20,20 +20,6 @@ struct run {
     char *out, *err;
 };
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    long n;
-    char *s;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = (char *)malloc((size_t)n + 1);
-    if (s) s[fread(s, 1, (size_t)n, f)] = '\0';
-    fclose(f);
-    return s;
-}
-
 static void write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (f) { fwrite(data, 1, n, f); fclose(f); }
@@ -51,8 +37,8 @@ static struct run run_cli(const char *args, const char *input) {
     snprintf(cmd, sizeof cmd, "%s %s <%s >%s 2>%s", CLI, args, in_path, out_path, err_path);
     st = system(cmd);
     r.status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = slurp(out_path);
-    r.err = slurp(err_path);
+    r.out = test_slurp(out_path, NULL);
+    r.err = test_slurp(err_path, NULL);
     if (!r.out) r.out = (char *)calloc(1, 1);
     if (!r.err) r.err = (char *)calloc(1, 1);
     return r;

@@ -10,16 +10,6 @@
 
 /* -- helpers -- */
 
-/* A path next to this source file, as the compiler named it: run from where it was compiled (the
-   repository root under make). */
-static const char *src_path(const char *rel) {
-    static char buf[1024];
-    const char *slash = strrchr(__FILE__, '/');
-    int dir = slash ? (int)(slash - __FILE__ + 1) : 0;
-    snprintf(buf, sizeof buf, "%.*s%s", dir, __FILE__, rel);
-    return buf;
-}
-
 static const char *tmp_path(const char *tag) {
     static char buf[2][512];
     static int k;
@@ -246,7 +236,7 @@ static void test_writer_round_trip_tensors_custom_alignment(void) {
 /* Every key of a file copied into a writer, written, and read back: the same types and bytes,
    which covers the value types our setters cannot make (u8, i8, i16, i64, f64, bool arrays). */
 static void test_writer_copy_kv_every_type(void) {
-    struct mms_gguf *src = mms_gguf_open(src_path("fixtures/gguf/reference.gguf")), *g;
+    struct mms_gguf *src = mms_gguf_open(test_src_path("fixtures/gguf/reference.gguf")), *g;
     struct mms_gguf_writer *w = mms_gguf_writer_new();
     const char *path = tmp_path("copy");
     int64_t i;
@@ -483,7 +473,7 @@ static void test_python_reference_fixture(void) {
     static const float arr_f32[] = { 0.5f, -1.25f, 1e30f };
     static const char *const arr_str[] = { "a", "", "\xc3\xbc" "n" "\xc3\xaf", "tab\there" };
     static const mms_bf16_t bf16_bits[] = { 0x3f80, 0xc000, 0x0000, 0x7f80 };
-    const char *path = src_path("fixtures/gguf/reference.gguf");
+    const char *path = test_src_path("fixtures/gguf/reference.gguf");
     struct mms_gguf *g = mms_gguf_open(path);
     const char *s; size_t len;
     float f32; bool bo; int64_t n, i, k;
@@ -790,7 +780,7 @@ static void test_open_file_errors(void) {
     EXPECT(mms_gguf_open(missing) == NULL && mms_last_status() == MMS_ERR_IO && strstr(mms_last_error(), missing),
            "missing file: %d %s", (int)mms_last_status(), mms_last_error());
     mms_clear_error();
-    EXPECT(mms_gguf_open(src_path("fixtures")) == NULL && mms_last_status() != MMS_OK && strstr(mms_last_error(), "fixtures"),
+    EXPECT(mms_gguf_open(test_src_path("fixtures")) == NULL && mms_last_status() != MMS_OK && strstr(mms_last_error(), "fixtures"),
            "directory: %d %s", (int)mms_last_status(), mms_last_error());
     mms_clear_error();
     EXPECT(mms_gguf_open(NULL) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG, "NULL path");
@@ -875,7 +865,7 @@ static void test_type_ids(void) {
 /* -- the fuzz corpus: every input the fuzzer kept opens or fails cleanly -- */
 
 static void test_fuzz_corpus_replays(void) {
-    const char *dir = src_path("fuzz/corpus-gguf");
+    const char *dir = test_src_path("fuzz/corpus-gguf");
     char dirbuf[1024];
     DIR *d;
     struct dirent *e;

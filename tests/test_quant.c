@@ -48,14 +48,6 @@ static mms_backend_t    g_backend;
 static const char      *g_kernels = "";
 static int              g_turn;
 
-static const char *src_path(const char *rel) {
-    static char buf[1024];
-    const char *slash = strrchr(__FILE__, '/');
-    int dir = slash ? (int)(slash - __FILE__ + 1) : 0;
-    snprintf(buf, sizeof buf, "%.*s%s", dir, __FILE__, rel);
-    return buf;
-}
-
 /* ================================================================================================
    The fixture */
 
@@ -823,7 +815,7 @@ int main(void) {
     size_t len;
     int i;
     test_seed();
-    g_fix = mms_gguf_open(src_path("fixtures/quant/quant-ref.gguf"));
+    g_fix = mms_gguf_open(test_src_path("fixtures/quant/quant-ref.gguf"));
     if (!g_fix) { printf("cannot open the fixture: %s\n", mms_last_error()); return 2; }
     if (mms_gguf_get_str(g_fix, "quant.gguf_version", &s, &len) == MMS_OK)
         printf("fixture: gguf %.*s", (int)len, s);

@@ -35,25 +35,9 @@ struct run {
     char *out, *err;
 };
 
-static char *slurp(const char *path, long *size) {
-    FILE *f = fopen(path, "rb");
-    long n;
-    char *s;
-    if (size) *size = -1;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = (char *)malloc((size_t)n + 1);
-    if (s) s[fread(s, 1, (size_t)n, f)] = '\0';
-    if (size) *size = n;
-    fclose(f);
-    return s;
-}
-
 static long file_size(const char *path) {
     long n;
-    free(slurp(path, &n));
+    free(test_slurp(path, &n));
     return n;
 }
 
@@ -80,8 +64,8 @@ static struct run run_quantize(const char *args) {
     snprintf(cmd, sizeof cmd, "%s %s </dev/null >%s 2>%s", QUANTIZE, args, out_path, err_path);
     st = system(cmd);
     r.status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = slurp(out_path, NULL);
-    r.err = slurp(err_path, NULL);
+    r.out = test_slurp(out_path, NULL);
+    r.err = test_slurp(err_path, NULL);
     if (!r.out) r.out = (char *)calloc(1, 1);
     if (!r.err) r.err = (char *)calloc(1, 1);
     return r;
@@ -424,7 +408,7 @@ static void test_vision_quantized(void) {
 static void test_k_quants_leave_tiny4(void) {
     static const char *const types[] = { "q4_k", "q6_k", "q4_k_m" };
     long in_size = 0;
-    char *in = slurp(TINY4, &in_size);
+    char *in = test_slurp(TINY4, &in_size);
     int k;
     for (k = 0; k < 3 && F32.logits; k++) {
         char name[64], args[512];
@@ -437,7 +421,7 @@ static void test_k_quants_leave_tiny4(void) {
         EXPECT(r.status == 0 && strstr(r.out, "0 of 162 tensors quantized") && strstr(r.out, "no tensor qualified") &&
                strstr(r.out, "blk.0.ffn_gate.weight") && strstr(r.out, "(kept: row length 64 not a multiple of q"),
                "%s: status %d\n%s%s", types[k], r.status, r.out, r.err);
-        out = slurp(tmp(name), &out_size);
+        out = test_slurp(tmp(name), &out_size);
         EXPECT(in && out && in_size == out_size && memcmp(in, out, (size_t)in_size) == 0, "%s: the output differs from tiny4", types[k]);
         if (k == 0) check_model(tmp(name), "q4_k (nothing fits)", &P, &F32, 0.0, true, 0.0);
         free(out);
