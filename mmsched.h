@@ -318,8 +318,9 @@
            below -87.3, so -inf mask entries weigh nothing). tanh keeps the C library.
          norm, rms_norm: sums in double, 4 lanes. f16/bf16 rows convert with F16C / shifts.
          mul_mat with quantized weights, 1 to 4 columns (decode): each column of b is rounded once
-           to 8-bit blocks of 32 (an f32 scale per block) and every weight row is dotted against it in
-           integers (maddubs), so the weights stream as bytes. This adds the activations' rounding:
+           to 8-bit blocks with an f32 scale each (of 32 for Q8_0 and Q4_0; of 256 for Q4_K and Q6_K,
+           whose sub-block scales then multiply in integers) and every weight row is dotted against
+           it in integers (maddubs), so the weights stream as bytes. This adds the activations' rounding:
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
          mul_mat with quantized weights, more columns: rows are dequantized to f32 as the tile of a
@@ -5165,8 +5166,9 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 /* ==== begin src/backend/cpu/quant_dot.c ==== */
 /* >>cpu-quant-dot ==================================================================================
    Decode products with quantized weights (AVX2): the activation row is quantized once to 8-bit
-   blocks of 32 (an f32 scale, the values, and the sums of each half that Q4_K's mins
-   need), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
+   blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
+   16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
+   per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
    unsigned weight values by signed activations (Q8_0 moves its sign onto the activations; Q4_0's
    - 8 and Q6_K's - 32 are subtracted inside the int16 products), the block's scale product
    turns the integer sum into f32. The weights stream from memory once, as
@@ -5174,8 +5176,14 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
 
 struct mms__block_q8_act { float d; int16_t sum[2]; int8_t qs[32]; };   /* sum[h]: qs[16h .. 16h + 15] */
+struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
-static size_t mms__q8_act_row_size(int64_t K) { return (size_t)(K / 32) * sizeof(struct mms__block_q8_act); }
+static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
+
+/* Bytes of one activation row in the format the weight type's dot takes (the larger for scratch). */
+static size_t mms__q8_act_row_size(int64_t K) {
+    return MMS__MAX((size_t)(K / 32) * sizeof(struct mms__block_q8_act), (size_t)(K / MMS__QK_K + 1) * sizeof(struct mms__block_q8_k));
+}
 
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
@@ -5196,6 +5204,29 @@ static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y
     }
 }
 
+static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
+    int64_t b;
+    int j;
+    for (b = 0; b < K / MMS__QK_K; b++, x += MMS__QK_K, y++) {
+        float amax = 0.0f, id;
+        for (j = 0; j < MMS__QK_K; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        y->d = amax / 127.0f;
+        id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (j = 0; j < MMS__QK_K; j++) y->qs[j] = (int8_t)mms__round_int(x[j] * id);
+        for (j = 0; j < 16; j++) {
+            int k, sum = 0;
+            for (k = 0; k < 16; k++) sum += y->qs[16 * j + k];
+            y->bsums[j] = (int16_t)sum;
+        }
+    }
+}
+
+/* The activation row in the format the weight type's dot takes. */
+static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
+    if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
+    else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
+}
+
 /* Which weight types have an integer dot here. */
 static bool mms__has_q8_dot(enum mms_type type) {
     return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K;
@@ -5208,8 +5239,9 @@ static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
 }
 
 /* Two accumulators: one FMA chain would wait on itself every block. */
-static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
     __m256 acc[2];
     int64_t i;
     acc[0] = acc[1] = _mm256_setzero_ps();
@@ -5233,8 +5265,9 @@ static MMS__AVX2_INLINE __m256i mms__dot_offset_lanes(__m256i u, __m256i c, __m2
     return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(c, a)), _mm256_set1_epi16(1));
 }
 
-static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
     const __m256i c8 = _mm256_set1_epi8(8);
     __m256 acc[2];
     int64_t i;
@@ -5246,68 +5279,69 @@ static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const
     return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
 
-static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+/* Q4_K against 256-blocks: per pair of sub-blocks one load of 32 bytes of nibbles; the int16
+   products times the 6-bit scales summed in int32 (at most 8 * 2 * 63 * 3810 per lane); the mins
+   term from the activations' sums of 16. */
+static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     float mins = 0.0f;
     int64_t i;
     int s;
-    for (i = 0; i < K / MMS__QK_K; i++, b++, x += 8) {
-        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
-        float f[8], msum0 = 0.0f, msum1 = 0.0f;
-        for (s = 0; s < 8; s += 2) {            /* scales as factors; the mins term in two chains */
-            int sc0, m0, sc1, m1;
-            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
-            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
-            f[s] = d * (float)sc0 * x[s].d;
-            f[s + 1] = d * (float)sc1 * x[s + 1].d;
-            msum0 += (float)m0 * x[s].d * (float)(x[s].sum[0] + x[s].sum[1]);
-            msum1 += (float)m1 * x[s + 1].d * (float)(x[s + 1].sum[0] + x[s + 1].sum[1]);
-        }
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {
+        __m256i sumi = _mm256_setzero_si256();
+        int sc[8], mn[8], msum = 0;
+        for (s = 0; s < 8; s++) mms__q4_k_scale_min(s, b->scales, &sc[s], &mn[s]);
         for (s = 0; s < 8; s += 2) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * s));
-            const __m256i lo = mms__dot_u8s8_lanes(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)x[s].qs));
-            const __m256i hi = mms__dot_u8s8_lanes(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_loadu_si256((const __m256i *)x[s + 1].qs));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f[s]), _mm256_cvtepi32_ps(lo), acc);
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f[s + 1]), _mm256_cvtepi32_ps(hi), acc1);
+            const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 32 * s)));
+            const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                    _mm256_loadu_si256((const __m256i *)(x->qs + 32 * (s + 1))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, _mm256_set1_epi16((short)sc[s])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, _mm256_set1_epi16((short)sc[s + 1])));
         }
-        mins += dmin * (msum0 + msum1);
+        for (s = 0; s < 8; s++) msum += mn[s] * (x->bsums[2 * s] + x->bsums[2 * s + 1]);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b->d) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        mins += mms_fp16_to_fp32(b->dmin) * x->d * (float)msum;
     }
-    return mms__hsum256(_mm256_add_ps(acc, acc1)) - mins;
+    return mms__hsum256(acc) - mins;
 }
 
-/* Q6_K: each act block of 32 is one group of the half (see mms__q6_k_to_float): 4 low bits from ql,
-   2 high bits from qh, two sub-blocks of 16 with their own scales (lanes 0..3 and 4..7). */
-static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const struct mms__block_q8_act *x) {
+/* Q6_K against 256-blocks: each 32 activations are one group of a half (see mms__q6_k_to_float):
+   4 low bits from ql, 2 high bits from qh, minus 32 inside the int16 products, then the two
+   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum. */
+static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), c32 = _mm256_set1_epi8(32);
-    __m256 acc[2];
+    __m256 acc = _mm256_setzero_ps();
     int64_t i;
     int h, g;
-    acc[0] = acc[1] = _mm256_setzero_ps();
-    for (i = 0; i < K / MMS__QK_K; i++, b++) {
-        const float d = mms_fp16_to_fp32(b->d);
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {
+        __m256i sumi = _mm256_setzero_si256();
         for (h = 0; h < 2; h++) {
             const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
             const int8_t *sc = b->scales + 8 * h;
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-            for (g = 0; g < 4; g++, x++) {
+            for (g = 0; g < 4; g++) {
                 const __m256i lo = g == 0 ? _mm256_and_si256(l0, m4) : g == 1 ? _mm256_and_si256(l1, m4)
                                  : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4) : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
                 const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * g)), m2), 4);
-                const __m256i dot = mms__dot_offset_lanes(_mm256_or_si256(lo, hi), c32, _mm256_loadu_si256((const __m256i *)x->qs));
-                const float s0 = (float)sc[2 * g], s1 = (float)sc[2 * g + 1], dd = d * x->d;
-                acc[g & 1] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dd), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1)),
-                                             _mm256_cvtepi32_ps(dot), acc[g & 1]);
+                const __m256i a = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g));
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_or_si256(lo, hi), a), _mm256_maddubs_epi16(c32, a));
+                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
             }
         }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b->d) * x->d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
+    return mms__hsum256(acc);
 }
 
-typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const struct mms__block_q8_act *x);
+typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
 
 static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
     switch (type) {
@@ -5400,7 +5434,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
-    struct mms__block_q8_act *bq8 = (struct mms__block_q8_act *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a) */
+    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), mms__q8_act_row_size(K) apart */
     const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
     MMS__UNUSED(f16_direct);
     MMS__UNUSED(f32_direct);
@@ -5449,7 +5483,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             if (cached != item / tiles_m) {
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_q8_act(brows[j], bq8 + j * (K / 32), K);
+                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * mms__q8_act_row_size(K), K);
                 cached = item / tiles_m;
             }
 #if MMS__HAVE_AVX2
@@ -5458,7 +5492,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * (K / 32));
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * mms__q8_act_row_size(K));
                 }
                 continue;
             }

@@ -591,8 +591,8 @@ static void test_cpy(void) {
    Two honest budgets. Exact f32 activations (the scalar kernels, and any path that dequantizes the
    weights to f32): only float rounding, about K * 2^-48 relative, measured 1e-13 to 3e-13;
    MATMUL_TOL = 1e-10 leaves room for any summation order and still catches a scale misread by a
-   relative 1e-4. 8-bit activations (the AVX2 decode path rounds each block of 32 activations to
-   int8 with step amax / 127 for integer dot products): every activation moves by at most half a
+   relative 1e-4. 8-bit activations (the AVX2 decode path rounds each block of activations -- 32
+   for Q8_0 and Q4_0, 256 for the K types -- to int8 with step amax / 127 for integer dot products): every activation moves by at most half a
    step, so each output may move by at most sum_k |w_k| * step_k / 2 (checked per element, plus
    float rounding), and the expected squared error is sum_k w_k^2 * step_k^2 / 12: about 1e-5
    here, which is what 8-bit activations cost. The normalised error must stay under 4x that
@@ -607,7 +607,9 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
                           bool allow_q8_act, double *pred) {
     struct gcase c;
     struct mms_tensor *a, *b, *out, *ra = NULL, *rb = NULL;
-    int64_t na = K * M * A2, nbv = K * N * B2, no = M * N * B2, nblk = K / 32, i, m, n, j, kk;
+    /* the AVX2 decode path's activation blocks: 256 for the K types (one scale per super-block), else 32 */
+    const int64_t ablk = q->blck == 256 ? 256 : 32;
+    int64_t na = K * M * A2, nbv = K * N * B2, no = M * N * B2, nblk = K / ablk, i, m, n, j, kk;
     float *w = (float *)malloc((size_t)na * sizeof(float)), *x = (float *)malloc((size_t)nbv * sizeof(float));
     float *wd, *got;
     unsigned char *wq;
@@ -618,9 +620,9 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
     bool finite = true;
     for (i = 0; i < na; i++) w[i] = (float)gauss_rand();
     for (i = 0; i < nbv; i++) x[i] = test_rand_uniform(-1, 1);
-    for (i = 0; i < nblk * N * B2; i++) {   /* the 8-bit step of each block of 32 activations */
+    for (i = 0; i < nblk * N * B2; i++) {   /* the 8-bit step of each block of activations */
         double amax = 0;
-        for (kk = 0; kk < 32; kk++) amax = fabs(x[i * 32 + kk]) > amax ? fabs(x[i * 32 + kk]) : amax;
+        for (kk = 0; kk < ablk; kk++) amax = fabs(x[i * ablk + kk]) > amax ? fabs(x[i * ablk + kk]) : amax;
         step[i] = amax / 127;
     }
     wq = quantize(q, w, na);
@@ -634,8 +636,8 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
                 for (kk = 0; kk < K; kk++) {
                     s += (double)wr[kk] * (double)xr[kk];
                     sabs += fabs((double)wr[kk] * (double)xr[kk]);
-                    bnd += fabs((double)wr[kk]) * sr[kk / 32] / 2;
-                    var += (double)wr[kk] * (double)wr[kk] * sr[kk / 32] * sr[kk / 32] / 12;
+                    bnd += fabs((double)wr[kk]) * sr[kk / ablk] / 2;
+                    var += (double)wr[kk] * (double)wr[kk] * sr[kk / ablk] * sr[kk / ablk] / 12;
                 }
                 ref[m + M * (n + N * j)] = s;
                 bound[m + M * (n + N * j)] = bnd * (1 + 1e-3) + (double)(K + 4) * 1.2e-7 * (sabs + bnd);

@@ -76,7 +76,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
-    struct mms__block_q8_act *bq8 = (struct mms__block_q8_act *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a) */
+    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), mms__q8_act_row_size(K) apart */
     const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
     MMS__UNUSED(f16_direct);
     MMS__UNUSED(f32_direct);
@@ -125,7 +125,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             if (cached != item / tiles_m) {
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_q8_act(brows[j], bq8 + j * (K / 32), K);
+                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * mms__q8_act_row_size(K), K);
                 cached = item / tiles_m;
             }
 #if MMS__HAVE_AVX2
@@ -134,7 +134,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * (K / 32));
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * mms__q8_act_row_size(K));
                 }
                 continue;
             }
