@@ -50,14 +50,14 @@ $(B)/tests-asan/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 
 # test_cli runs the mllama program: the normal build, and under sanitizers a sanitized build.
-$(B)/tests/test_cli: tests/test_cli.c tests/test.h mmsched.h $(B)/mllama | $(B)/tests
+$(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama | $(B)/tests
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_cli: tests/test_cli.c tests/test.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
+$(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
 # test_quantize runs the quantize program the same way.
-$(B)/tests/test_quantize: tests/test_quantize.c tests/test.h tests/mllama_load.h mmsched.h $(B)/quantize | $(B)/tests
+$(B)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/quantize | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_quantize: tests/test_quantize.c tests/test.h tests/mllama_load.h mmsched.h $(B)/asan/quantize | $(B)/tests-asan
+$(B)/tests-asan/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/asan/quantize | $(B)/tests-asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. -DQUANTIZE='"$(B)/asan/quantize"' $< -o $@ $(LIBS)
 $(B)/asan/quantize: examples/quantize.c mmsched.h | $(B)/asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)

@@ -3452,6 +3452,12 @@ MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor
 
 /* -- copies -- */
 
+/* Float to float, and between a float type and a block type (quantize, dequantize). */
+static bool mms__can_convert(enum mms_type from, enum mms_type to) {
+    return (mms__type_is_float(from) && (mms__type_is_float(to) || mms__type_is_quantized(to))) ||
+           (mms__type_is_quantized(from) && mms__type_is_float(to));
+}
+
 MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
     struct mms_tensor *t;
     if (!mms__args_ok(ctx, "mms_cpy", a, b)) return NULL;
@@ -3460,9 +3466,7 @@ MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
     }
-    /* float to float, and between a float type and a block type (quantize, dequantize) */
-    if (!((mms__type_is_float(a->type) || mms__type_is_quantized(a->type)) && (mms__type_is_float(b->type) || mms__type_is_quantized(b->type)) &&
-          !(mms__type_is_quantized(a->type) && mms__type_is_quantized(b->type))) && a->type != b->type) {
+    if (a->type != b->type && !mms__can_convert(a->type, b->type)) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: cannot convert a %s to the type of b %s",
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
@@ -5175,7 +5179,7 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
    error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
 
-struct mms__block_q8_act { float d; int16_t sum[2]; int8_t qs[32]; };   /* sum[h]: qs[16h .. 16h + 15] */
+struct mms__block_q8_act { float d; int8_t qs[32]; };
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
 static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
@@ -5185,36 +5189,28 @@ static size_t mms__q8_act_row_size(int64_t K) {
     return MMS__MAX((size_t)(K / 32) * sizeof(struct mms__block_q8_act), (size_t)(K / MMS__QK_K + 1) * sizeof(struct mms__block_q8_k));
 }
 
+/* n values to int8 with step amax / 127; returns the step. */
+static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs) {
+    float amax = 0.0f, id;
+    int j;
+    for (j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (j = 0; j < n; j++) qs[j] = (int8_t)mms__round_int(x[j] * id);
+    return amax / 127.0f;
+}
+
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    int j;
-    for (b = 0; b < K / 32; b++, x += 32, y++) {
-        float amax = 0.0f, id;
-        int s0 = 0, s1 = 0;
-        for (j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-        y->d = amax / 127.0f;
-        id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (j = 0; j < 32; j++) {
-            const int q = mms__round_int(x[j] * id);
-            y->qs[j] = (int8_t)q;
-            if (j < 16) s0 += q; else s1 += q;
-        }
-        y->sum[0] = (int16_t)s0;
-        y->sum[1] = (int16_t)s1;
-    }
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
     int64_t b;
-    int j;
-    for (b = 0; b < K / MMS__QK_K; b++, x += MMS__QK_K, y++) {
-        float amax = 0.0f, id;
-        for (j = 0; j < MMS__QK_K; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-        y->d = amax / 127.0f;
-        id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (j = 0; j < MMS__QK_K; j++) y->qs[j] = (int8_t)mms__round_int(x[j] * id);
+    int j, k;
+    for (b = 0; b < K / MMS__QK_K; b++, y++) {
+        y->d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y->qs);
         for (j = 0; j < 16; j++) {
-            int k, sum = 0;
+            int sum = 0;
             for (k = 0; k < 16; k++) sum += y->qs[16 * j + k];
             y->bsums[j] = (int16_t)sum;
         }
@@ -5229,7 +5225,7 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
 
 /* Which weight types have an integer dot here. */
 static bool mms__has_q8_dot(enum mms_type type) {
-    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K;
+    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || mms__is_k_type(type);
 }
 
 #if MMS__HAVE_AVX2
@@ -5434,7 +5430,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
-    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), mms__q8_act_row_size(K) apart */
+    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
+    const size_t q8_row = mms__q8_act_row_size(K);
     const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
     MMS__UNUSED(f16_direct);
     MMS__UNUSED(f32_direct);
@@ -5483,7 +5480,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             if (cached != item / tiles_m) {
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * mms__q8_act_row_size(K), K);
+                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
 #if MMS__HAVE_AVX2
@@ -5492,12 +5489,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * mms__q8_act_row_size(K));
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * q8_row);
                 }
                 continue;
             }
-#endif
-#if MMS__HAVE_AVX2
             if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
                 const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);

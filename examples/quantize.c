@@ -105,7 +105,7 @@ static void log_warnings(enum mms_log_level level, const char *msg, void *user) 
 struct target { const char *name; enum mms_type type; uint32_t file_type; bool mix; };
 
 static bool parse_type(const char *s, struct target *t) {
-    static const struct { const char *name; enum mms_type type; uint32_t file_type; bool mix; } types[] = {
+    static const struct target types[] = {
         { "q8_0", MMS_TYPE_Q8_0, 7, false },
         { "q4_0", MMS_TYPE_Q4_0, 2, false },
         { "q4_k", MMS_TYPE_Q4_K, 14, false },
@@ -119,10 +119,7 @@ static bool parse_type(const char *s, struct target *t) {
     if (s[i]) return false;
     for (i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (strcmp(low, types[i].name) == 0) {
-            t->name = types[i].name;
-            t->type = types[i].type;
-            t->file_type = types[i].file_type;
-            t->mix = types[i].mix;
+            *t = types[i];
             return true;
         }
     }

@@ -5,7 +5,7 @@
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include "test.h"
-#include <sys/wait.h>
+#include "run_program.h"
 
 #ifndef CLI
 #  define CLI "build/mllama"
@@ -15,36 +15,8 @@
 
 static char tmpdir[64];
 
-struct run {
-    int   status;     /* exit status, or -1 when it did not exit normally */
-    char *out, *err;
-};
-
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (f) { fwrite(data, 1, n, f); fclose(f); }
-}
-
-/* Runs the program with args (shell syntax), stdin from `input` (or /dev/null). */
-static struct run run_cli(const char *args, const char *input) {
-    struct run r;
-    char cmd[4096], in_path[128], out_path[128], err_path[128];
-    int st;
-    snprintf(in_path, sizeof in_path, "%s/in", tmpdir);
-    snprintf(out_path, sizeof out_path, "%s/out", tmpdir);
-    snprintf(err_path, sizeof err_path, "%s/err", tmpdir);
-    write_file(in_path, input ? input : "", input ? strlen(input) : 0);
-    snprintf(cmd, sizeof cmd, "%s %s <%s >%s 2>%s", CLI, args, in_path, out_path, err_path);
-    st = system(cmd);
-    r.status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = test_slurp(out_path, NULL);
-    r.err = test_slurp(err_path, NULL);
-    if (!r.out) r.out = (char *)calloc(1, 1);
-    if (!r.err) r.err = (char *)calloc(1, 1);
-    return r;
-}
-
-static void run_free(struct run *r) { free(r->out); free(r->err); }
+/* Runs the program with args (shell syntax), stdin from `input` (or nothing). */
+static struct run run_cli(const char *args, const char *input) { return test_run_program(CLI, args, input, tmpdir); }
 
 #define EXPECT_FAILS(r, code, frag) \
     EXPECT((r).status == (code) && strstr((r).err, frag) != NULL, "status %d (want %d), stderr lacks '%s':\n%s", (r).status, code, frag, (r).err)
@@ -60,7 +32,7 @@ static void test_corrupt_model(void) {
     char path[128], args[256];
     struct run r;
     snprintf(path, sizeof path, "%s/broken.gguf", tmpdir);
-    write_file(path, "GGUF\x03\x00\x00\x00garbage", 15);
+    test_write_file(path, "GGUF\x03\x00\x00\x00garbage", 15);
     snprintf(args, sizeof args, "-m %s -p hi", path);
     r = run_cli(args, NULL);
     EXPECT_FAILS(r, 1, "cannot load the model");
@@ -79,7 +51,7 @@ static void test_unreadable_images(void) {
     EXPECT_FAILS(r, 1, "/nonexistent.png: No such file or directory");
     run_free(&r);
     snprintf(path, sizeof path, "%s/not-an-image.png", tmpdir);
-    write_file(path, "this is text, not a picture\n", 28);
+    test_write_file(path, "this is text, not a picture\n", 28);
     snprintf(args, sizeof args, "-m " DEMO " --image %s -p hi", path);
     r = run_cli(args, NULL);
     EXPECT_FAILS(r, 1, "cannot decode the image");

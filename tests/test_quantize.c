@@ -17,7 +17,7 @@
 #include "test.h"
 #include "mllama_load.h"
 #include <math.h>
-#include <sys/wait.h>
+#include "run_program.h"
 
 #ifndef QUANTIZE
 #  define QUANTIZE "build/quantize"
@@ -29,11 +29,6 @@ static char tmpdir[64];
 static mms_backend_t cpu;
 
 /* -- running the program -- */
-
-struct run {
-    int   status;     /* exit status, or -1 when it did not exit normally */
-    char *out, *err;
-};
 
 static long file_size(const char *path) {
     long n;
@@ -55,23 +50,7 @@ static const char *tmp(const char *name) {   /* a path in the temporary folder (
     return buf[k];
 }
 
-static struct run run_quantize(const char *args) {
-    struct run r;
-    char cmd[2048], out_path[128], err_path[128];
-    int st;
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmpdir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s %s </dev/null >%s 2>%s", QUANTIZE, args, out_path, err_path);
-    st = system(cmd);
-    r.status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = test_slurp(out_path, NULL);
-    r.err = test_slurp(err_path, NULL);
-    if (!r.out) r.out = (char *)calloc(1, 1);
-    if (!r.err) r.err = (char *)calloc(1, 1);
-    return r;
-}
-
-static void run_free(struct run *r) { free(r->out); free(r->err); }
+static struct run run_quantize(const char *args) { return test_run_program(QUANTIZE, args, NULL, tmpdir); }
 
 /* Runs quantize IN OUT TYPE [extra] and expects success; prints its total line. */
 static bool quantize(const char *in, const char *out, const char *type, const char *extra) {

@@ -320,6 +320,12 @@ MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor
 
 /* -- copies -- */
 
+/* Float to float, and between a float type and a block type (quantize, dequantize). */
+static bool mms__can_convert(enum mms_type from, enum mms_type to) {
+    return (mms__type_is_float(from) && (mms__type_is_float(to) || mms__type_is_quantized(to))) ||
+           (mms__type_is_quantized(from) && mms__type_is_float(to));
+}
+
 MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
     struct mms_tensor *t;
     if (!mms__args_ok(ctx, "mms_cpy", a, b)) return NULL;
@@ -328,9 +334,7 @@ MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;
     }
-    /* float to float, and between a float type and a block type (quantize, dequantize) */
-    if (!((mms__type_is_float(a->type) || mms__type_is_quantized(a->type)) && (mms__type_is_float(b->type) || mms__type_is_quantized(b->type)) &&
-          !(mms__type_is_quantized(a->type) && mms__type_is_quantized(b->type))) && a->type != b->type) {
+    if (a->type != b->type && !mms__can_convert(a->type, b->type)) {
         mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cpy: cannot convert a %s to the type of b %s",
                        mms__tensor_desc(a).s, mms__tensor_desc(b).s);
         return NULL;

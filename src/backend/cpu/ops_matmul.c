@@ -76,7 +76,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
-    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), mms__q8_act_row_size(K) apart */
+    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
+    const size_t q8_row = mms__q8_act_row_size(K);
     const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
     MMS__UNUSED(f16_direct);
     MMS__UNUSED(f32_direct);
@@ -125,7 +126,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             if (cached != item / tiles_m) {
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * mms__q8_act_row_size(K), K);
+                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
 #if MMS__HAVE_AVX2
@@ -134,12 +135,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * mms__q8_act_row_size(K));
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * q8_row);
                 }
                 continue;
             }
-#endif
-#if MMS__HAVE_AVX2
             if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
                 const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);

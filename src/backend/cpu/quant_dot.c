@@ -9,7 +9,7 @@
    bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
    error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
 
-struct mms__block_q8_act { float d; int16_t sum[2]; int8_t qs[32]; };   /* sum[h]: qs[16h .. 16h + 15] */
+struct mms__block_q8_act { float d; int8_t qs[32]; };
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
 static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
@@ -19,36 +19,28 @@ static size_t mms__q8_act_row_size(int64_t K) {
     return MMS__MAX((size_t)(K / 32) * sizeof(struct mms__block_q8_act), (size_t)(K / MMS__QK_K + 1) * sizeof(struct mms__block_q8_k));
 }
 
+/* n values to int8 with step amax / 127; returns the step. */
+static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs) {
+    float amax = 0.0f, id;
+    int j;
+    for (j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (j = 0; j < n; j++) qs[j] = (int8_t)mms__round_int(x[j] * id);
+    return amax / 127.0f;
+}
+
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    int j;
-    for (b = 0; b < K / 32; b++, x += 32, y++) {
-        float amax = 0.0f, id;
-        int s0 = 0, s1 = 0;
-        for (j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-        y->d = amax / 127.0f;
-        id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (j = 0; j < 32; j++) {
-            const int q = mms__round_int(x[j] * id);
-            y->qs[j] = (int8_t)q;
-            if (j < 16) s0 += q; else s1 += q;
-        }
-        y->sum[0] = (int16_t)s0;
-        y->sum[1] = (int16_t)s1;
-    }
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
     int64_t b;
-    int j;
-    for (b = 0; b < K / MMS__QK_K; b++, x += MMS__QK_K, y++) {
-        float amax = 0.0f, id;
-        for (j = 0; j < MMS__QK_K; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-        y->d = amax / 127.0f;
-        id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (j = 0; j < MMS__QK_K; j++) y->qs[j] = (int8_t)mms__round_int(x[j] * id);
+    int j, k;
+    for (b = 0; b < K / MMS__QK_K; b++, y++) {
+        y->d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y->qs);
         for (j = 0; j < 16; j++) {
-            int k, sum = 0;
+            int sum = 0;
             for (k = 0; k < 16; k++) sum += y->qs[16 * j + k];
             y->bsums[j] = (int16_t)sum;
         }
@@ -63,7 +55,7 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
 
 /* Which weight types have an integer dot here. */
 static bool mms__has_q8_dot(enum mms_type type) {
-    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K;
+    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || mms__is_k_type(type);
 }
 
 #if MMS__HAVE_AVX2
