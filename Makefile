@@ -13,7 +13,7 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
+TESTS    = test_core test_backend test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
@@ -82,20 +82,41 @@ asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
 
 # The scalar kernels are tested inside test_ops (it runs every case with both kernel sets).
 test: check-header compile-tests unit-tests asan-tests cuda-if-available
-	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(if $(wildcard $(B)/cuda/test_cuda),$(B)/cuda/test_cuda)
+	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(wildcard $(B)/cuda/tests)
 
 # -- CUDA -------------------------------------------------------------------------------------------
+# The CUDA tests go to build/cuda/tests: test_cuda_kernels checks the kernels' element logic on the
+# host (no GPU needed); the others run on GPU 0 and print SKIP without one.
+
+CUDA_TESTS = test_cuda test_backend_ops test_sched test_cuda_kernels
+# No exceptions or thread-safe statics: the object links into C programs without libstdc++.
+NVCC_FLAGS = -O2 $(NVCC_GENCODE) --Werror all-warnings -Xcompiler -Wall,-Wextra,-fno-exceptions,-fno-threadsafe-statics
+
+$(B)/cuda/tests: | $(B)/cuda
+	@mkdir -p $@
 
 $(B)/cuda/mmsched_cuda.o: mmsched_cuda.cu mmsched.h | $(B)/cuda
-	$(NVCC) -O2 $(NVCC_GENCODE) -Xcompiler -Wall -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
-$(B)/cuda/test_cuda: tests/test_cuda.c $(B)/cuda/mmsched_cuda.o tests/test.h | $(B)/cuda
+# The library's implementation with MMS_CUDA, for programs whose own file is CUDA C++.
+$(B)/cuda/mmsched_impl.o: mmsched.h | $(B)/cuda
+	$(CC) $(STD) $(WARN) $(OPT) -DMMS_CUDA -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
+
+$(B)/cuda/tests/test_cuda: tests/test_cuda.c $(B)/cuda/mmsched_cuda.o tests/*.h mmsched.h | $(B)/cuda/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
+$(B)/cuda/tests/test_backend_ops: tests/test_backend_ops.c $(B)/cuda/mmsched_cuda.o tests/*.h mmsched.h | $(B)/cuda/tests
+	$(CC) $(STD) $(WARN) $(OPT) -DMMS_CUDA -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
+$(B)/cuda/tests/test_sched: tests/test_sched.c $(B)/cuda/mmsched_cuda.o tests/*.h mmsched.h | $(B)/cuda/tests
+	$(CC) $(STD) $(WARN) $(OPT) -DSCHED_ON_CUDA -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
+$(B)/cuda/tests/test_cuda_kernels: tests/test_cuda_kernels.cu mmsched_cuda.cu $(B)/cuda/mmsched_impl.o tests/*.h mmsched.h | $(B)/cuda/tests
+	$(NVCC) $(NVCC_FLAGS) -I. $< $(B)/cuda/mmsched_impl.o -o $@ -lcublas -lm -lpthread
 
 $(B)/cuda/mllama: examples/mllama.c $(B)/cuda/mmsched_cuda.o mmsched.h | $(B)/cuda
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L -DMMS_CUDA $(WARN) $(OPT) -I. $< $(B)/cuda/mmsched_cuda.o -o $@ -lstb $(CUDA_LIBS) $(LIBS)
+$(B)/cuda/bench_cuda: examples/bench_cuda.c $(B)/cuda/mmsched_cuda.o mmsched.h | $(B)/cuda
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -isystem $(CUDA_HOME)/include $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
 
-cuda: $(B)/cuda/test_cuda $(B)/cuda/mllama
+cuda: $(addprefix $(B)/cuda/tests/,$(CUDA_TESTS)) $(B)/cuda/mllama $(B)/cuda/bench_cuda
 
 cuda-if-available:
 	@if command -v $(NVCC) >/dev/null; then $(MAKE) --no-print-directory cuda; \

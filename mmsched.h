@@ -334,8 +334,30 @@
        backend and prints to stderr when the backend is freed. build/bench --profile uses it.
 
    10. THE CUDA BACKEND
-       mmsched_cuda.cu is a placeholder until the CUDA backend lands: mms_backend_cuda_init and the
-       buffer types return NULL with MMS_ERR_UNSUPPORTED; mms_backend_cuda_get_device_count works.
+       mmsched_cuda.cu implements the backend interface on NVIDIA GPUs (built by `make cuda`, nvcc,
+       CUDA_ARCHS="80 90" by default; it links into C programs with -lcudart -lcublas, no C++ runtime).
+       mms_backend_cuda_init(i) makes a backend for GPU i: its own stream, cuBLAS handle and a scratch
+       area for converted operands. Several GPUs are several backends: give them all to one scheduler
+       (with the CPU last) and place weights on each to split layers; copies between GPUs go peer to
+       peer on the streams, ordered by events.
+         mms_backend_cuda_buffer_type(i)   device memory (cudaMalloc, never managed memory)
+         mms_backend_cuda_host_buffer_type pinned host memory: the CPU uses it as host memory and the
+                                           GPU copies from and to it at full speed
+       Ops: every op of section 5 for F32, F16 and BF16 (I32 where it is data: copies, concat, pad,
+       repeat, get_rows). mul_mat goes through cuBLAS (F32; F16 and BF16 on tensor cores, b converted
+       to a's type; grouped heads as strided batches with a's stride 0); block-type weights (Q8_0,
+       Q4_0, Q4_K, Q6_K) are dequantized to F16 for cuBLAS when b has more than 8 columns and read by a
+       warp-per-row GEMV kernel that dequantizes on the fly at decode sizes. Flash attention is a
+       kernel of its own (D and Dv up to 256, masks, grouped heads, softcap). supports_op tells the
+       truth: the scheduler runs anything else on the CPU. offload_op asks for MUL_MAT with 32 or
+       more columns, so large batches on host weights run on the GPU when op_offload is on.
+       Errors from CUDA and cuBLAS calls are statuses whose message names the call and the CUDA error
+       string; cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found
+       by a kernel is reported at the next synchronize (graph_compute synchronizes) with the node's name.
+       Results agree with the CPU backend to a tolerance, not to the bit (different summation orders;
+       f16 products round b): tests/test_backend_ops compares every op, tests/test_sched runs the
+       scheduler's tests with the GPU as the second backend, and tools/gpu_check.sh runs both, the
+       demo model on the GPU and build/cuda/bench_cuda on a GPU machine.
 
    11. GGUF FILES
        mms_gguf_open(path) maps a GGUF file (versions 2 and 3) and validates it completely before

@@ -1,38 +1,1243 @@
 // mmsched_cuda.cu - the CUDA backend of mmsched.
 //
 // Compile with nvcc and link together with a C file that defines MMSCHED_IMPLEMENTATION and
-// MMS_CUDA (see `make cuda`). This is a placeholder until the CUDA backend lands: the entry
-// points exist, count devices, and report MMS_ERR_UNSUPPORTED for everything else.
+// MMS_CUDA (see `make cuda`; CUDA_ARCHS chooses the architectures). It implements the public
+// backend interface of mmsched.h, nothing more: a device buffer type per GPU (cudaMalloc, never
+// managed memory), a pinned host buffer type, and a backend per GPU with its own stream and cuBLAS
+// handle. Several GPUs are several backends; the scheduler splits graphs between them and the CPU.
+//
+// Layout of this file:
+//   1. errors       every CUDA and cuBLAS call goes through CU_TRY / CUBLAS_TRY: a failure becomes
+//                   a status whose message names the call and the CUDA error string
+//   2. elements     a tensor as kernels see it (cu_tensor) and per-element loads and stores for
+//                   every type, the block types included; __host__ __device__, so the element
+//                   logic of the kernels is also checked on the host (tests/test_cuda_kernels.cu)
+//   3. element ops  one functor per op (binary, unary, copies, layout ops, get_rows, im2col, rope),
+//                   run by one grid-stride kernel
+//   4. row ops      norms, sum_rows, argmax and softmax: one block per row
+//   5. attention    flash attention: a block per 16 query rows of one head, K/V tiles in shared memory
+//   6. mul_mat      cuBLAS (F32, and F16/BF16 on tensor cores; quantized weights dequantized to F16
+//                   first) and a warp-per-row GEMV for quantized weights at decode sizes
+//   7. buffers      device and pinned host buffer types
+//   8. backend      supports_op, graph compute on the stream, async copies, events, entry points
 #define MMS_CUDA
 #include "mmsched.h"
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HD __host__ __device__
+
+// -- 1. errors ------------------------------------------------------------------------------------
+
+static enum mms_status cu_fail(cudaError_t err, const char *call, int line) {
+    return mms_set_error(err == cudaErrorMemoryAllocation ? MMS_ERR_OOM : MMS_ERR_BACKEND,
+                         "CUDA: %s failed: %s (%s) [mmsched_cuda.cu:%d]", call, cudaGetErrorString(err), cudaGetErrorName(err), line);
+}
+static enum mms_status cublas_fail(cublasStatus_t st, const char *call, int line) {
+    return mms_set_error(st == CUBLAS_STATUS_ALLOC_FAILED ? MMS_ERR_OOM : MMS_ERR_BACKEND,
+                         "cuBLAS: %s failed: %s [mmsched_cuda.cu:%d]", call, cublasGetStatusString(st), line);
+}
+#define CU_TRY(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return cu_fail(e_, #call, __LINE__); } while (0)
+#define CUBLAS_TRY(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return cublas_fail(s_, #call, __LINE__); } while (0)
+// After a kernel launch: a bad configuration shows up here, not at the next call.
+#define CU_LAUNCHED(what) do { cudaError_t e_ = cudaGetLastError(); if (e_ != cudaSuccess) return cu_fail(e_, what, __LINE__); } while (0)
+
+// -- 2. elements ----------------------------------------------------------------------------------
+
+// A tensor as a kernel sees it: device address, type, shape and byte strides.
+struct cu_tensor {
+    char   *data;
+    int     type;
+    int64_t ne[4];
+    int64_t nb[4];
+};
+
+static cu_tensor cu_tensor_of(const struct mms_tensor *t) {
+    cu_tensor c;
+    c.data = (char *)t->data;
+    c.type = (int)t->type;
+    for (int i = 0; i < 4; i++) { c.ne[i] = t->ne[i]; c.nb[i] = (int64_t)t->nb[i]; }
+    return c;
+}
+
+
+// Flat index i (ne[0] fastest) to coordinates.
+HD static void cu_unravel(const int64_t *ne, int64_t i, int64_t *idx) {
+    idx[0] = i % ne[0]; i /= ne[0];
+    idx[1] = i % ne[1]; i /= ne[1];
+    idx[2] = i % ne[2];
+    idx[3] = i / ne[2];
+}
+
+HD static char *cu_row(const cu_tensor &t, int64_t i1, int64_t i2, int64_t i3) {
+    return t.data + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+
+HD static float cu_half_to_float(uint16_t h) {
+#ifdef __CUDA_ARCH__
+    return __half2float(__ushort_as_half(h));
+#else
+    return mms_fp16_to_fp32(h);
+#endif
+}
+HD static uint16_t cu_float_to_half(float f) {
+#ifdef __CUDA_ARCH__
+    return __half_as_ushort(__float2half_rn(f));
+#else
+    return mms_fp32_to_fp16(f);
+#endif
+}
+HD static float cu_bf16_to_float(uint16_t h) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float((unsigned)h << 16);
+#else
+    return mms_bf16_to_fp32(h);
+#endif
+}
+HD static uint16_t cu_float_to_bf16(float f) {
+#ifdef __CUDA_ARCH__
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+    return mms_fp32_to_bf16(f);
+#endif
+}
+HD static uint16_t cu_u16(const char *p) { return (uint16_t)((const uint8_t *)p)[0] | (uint16_t)(((const uint8_t *)p)[1] << 8); }
+
+// Bytes per block and values per block of each type (GGUF's block layouts, as in mmsched.h).
+HD static int cu_type_size(int type) {
+    switch (type) {
+        case MMS_TYPE_F32: case MMS_TYPE_I32: return 4;
+        case MMS_TYPE_F16: case MMS_TYPE_BF16: return 2;
+        case MMS_TYPE_Q8_0: return 34;
+        case MMS_TYPE_Q4_0: return 18;
+        case MMS_TYPE_Q4_K: return 144;
+        case MMS_TYPE_Q6_K: return 210;
+        default: return 0;
+    }
+}
+HD static int cu_blck_size(int type) {
+    switch (type) {
+        case MMS_TYPE_Q8_0: case MMS_TYPE_Q4_0: return 32;
+        case MMS_TYPE_Q4_K: case MMS_TYPE_Q6_K: return 256;
+        default: return 1;
+    }
+}
+
+// Value i of a row of a block type (the float operations in the order of the CPU's dequantizers,
+// so the results are the same bits).
+HD static float cu_dequant(int type, const char *row, int64_t i) {
+    const char *b = row + (i / cu_blck_size(type)) * cu_type_size(type);
+    const int j = (int)(i % cu_blck_size(type));
+    const uint8_t *u = (const uint8_t *)b;
+    switch (type) {
+        case MMS_TYPE_Q8_0:
+            return cu_half_to_float(cu_u16(b)) * (float)(int8_t)u[2 + j];
+        case MMS_TYPE_Q4_0: {
+            const int q = j < 16 ? (u[2 + j] & 0x0f) : (u[2 + j - 16] >> 4);
+            return (float)(q - 8) * cu_half_to_float(cu_u16(b));
+        }
+        case MMS_TYPE_Q4_K: {           // f16 d, f16 dmin, scales[12], qs[128]
+            const uint8_t *sc = u + 4, *qs = u + 16;
+            const int sub = j / 32, l = j % 32, chunk = j / 64;
+            const int q = sub % 2 == 0 ? (qs[32 * chunk + l] & 0x0f) : (qs[32 * chunk + l] >> 4);
+            int s, m;
+            if (sub < 4) { s = sc[sub] & 63; m = sc[sub + 4] & 63; }
+            else         { s = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4); m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
+            const float d = cu_half_to_float(cu_u16(b)) * (float)s, dm = cu_half_to_float(cu_u16(b + 2)) * (float)m;
+            return d * (float)q - dm;
+        }
+        case MMS_TYPE_Q6_K: {           // ql[128], qh[64], int8 scales[16], f16 d
+            const int half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
+            const uint8_t *ql = u + 64 * half, *qh = u + 128 + 32 * half;
+            const int8_t *sc = (const int8_t *)(u + 192) + 8 * half;
+            int q;
+            switch (quarter) {
+                case 0:  q = (ql[l] & 0x0f)      | (((qh[l] >> 0) & 3) << 4); break;
+                case 1:  q = (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4); break;
+                case 2:  q = (ql[l] >> 4)        | (((qh[l] >> 4) & 3) << 4); break;
+                default: q = (ql[l + 32] >> 4)   | (((qh[l] >> 6) & 3) << 4); break;
+            }
+            return cu_half_to_float(cu_u16(b + 208)) * (float)sc[l / 16 + 2 * quarter] * (float)(q - 32);
+        }
+        default:
+            return 0.0f;
+    }
+}
+
+// Element (i0, i1, i2, i3) of a float or block tensor as f32.
+HD static float cu_load(const cu_tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const char *row = cu_row(t, i1, i2, i3);
+    switch (t.type) {
+        case MMS_TYPE_F32:  return *(const float *)(row + i0 * t.nb[0]);
+        case MMS_TYPE_F16:  return cu_half_to_float(*(const uint16_t *)(row + i0 * t.nb[0]));
+        case MMS_TYPE_BF16: return cu_bf16_to_float(*(const uint16_t *)(row + i0 * t.nb[0]));
+        case MMS_TYPE_I32:  return (float)*(const int32_t *)(row + i0 * t.nb[0]);
+        default:            return cu_dequant(t.type, row, i0);
+    }
+}
+
+HD static void cu_store(const cu_tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v) {
+    char *p = cu_row(t, i1, i2, i3) + i0 * t.nb[0];
+    switch (t.type) {
+        case MMS_TYPE_F32:  *(float *)p = v; break;
+        case MMS_TYPE_F16:  *(uint16_t *)p = cu_float_to_half(v); break;
+        case MMS_TYPE_BF16: *(uint16_t *)p = cu_float_to_bf16(v); break;
+        default: break;    // supports_op admits no other destination
+    }
+}
+
+// dst element = src element: the same bits when the types agree (I32 included), else converted.
+HD static void cu_move(const cu_tensor &d, const int64_t *di, const cu_tensor &s, const int64_t *si) {
+    if (d.type == s.type && cu_blck_size(s.type) == 1) {
+        const char *sp = cu_row(s, si[1], si[2], si[3]) + si[0] * s.nb[0];
+        char *dp = cu_row(d, di[1], di[2], di[3]) + di[0] * d.nb[0];
+        if (cu_type_size(s.type) == 4) *(uint32_t *)dp = *(const uint32_t *)sp;
+        else                           *(uint16_t *)dp = *(const uint16_t *)sp;
+        return;
+    }
+    cu_store(d, di[0], di[1], di[2], di[3], cu_load(s, si[0], si[1], si[2], si[3]));
+}
+
+// The first bad index a kernel met (get_rows), in mapped host memory the device writes directly.
+struct cu_fault {
+    int     set;
+    int     node;
+    int64_t value, position, limit;
+};
+
+HD static void cu_report(cu_fault *f, int node, int64_t value, int64_t position, int64_t limit) {
+#ifdef __CUDA_ARCH__
+    if (atomicCAS(&f->set, 0, 1) != 0) return;
+#else
+    if (f->set) return;
+    f->set = 1;
+#endif
+    f->node = node;
+    f->value = value;
+    f->position = position;
+    f->limit = limit;
+}
+
+// -- 3. element ops -------------------------------------------------------------------------------
+// Each functor computes element (or pair) i of its node; cu_element_op (below) hands it to a runner. Every one of
+// them reads the inputs of element i before writing element i, so dst may share src[0]'s memory.
+
+struct cu_binary {
+    cu_tensor d, a, b;
+    int op;
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(d.ne, i, x);
+        const float u = cu_load(a, x[0], x[1], x[2], x[3]);
+        const float v = cu_load(b, x[0] % b.ne[0], x[1] % b.ne[1], x[2] % b.ne[2], x[3] % b.ne[3]);
+        float r;
+        switch (op) {
+            case MMS_OP_ADD: r = u + v; break;
+            case MMS_OP_SUB: r = u - v; break;
+            case MMS_OP_MUL: r = u * v; break;
+            default:         r = u / v; break;
+        }
+        cu_store(d, x[0], x[1], x[2], x[3], r);
+    }
+};
+
+HD static float cu_unary_value(int op, float x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return x * s;
+        case MMS_OP_SQR:       return x * x;
+        case MMS_OP_SQRT:      return sqrtf(x);
+        case MMS_OP_EXP:       return expf(x);
+        case MMS_OP_TANH:      return tanhf(x);
+        case MMS_OP_SILU:      return x / (1.0f + expf(-x));
+        case MMS_OP_GELU:      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+        case MMS_OP_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+        default:               return x;
+    }
+}
+
+struct cu_unary {
+    cu_tensor d, a;
+    int op;
+    float s;
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(d.ne, i, x);
+        cu_store(d, x[0], x[1], x[2], x[3], cu_unary_value(op, cu_load(a, x[0], x[1], x[2], x[3]), s));
+    }
+};
+
+// DUP, CONT, CPY: element i of a (in a's logical order) to element i of dst (in dst's).
+struct cu_copy {
+    cu_tensor d, a;
+    HD void operator()(int64_t i) const {
+        int64_t x[4], y[4];
+        cu_unravel(a.ne, i, x);
+        cu_unravel(d.ne, i, y);
+        cu_move(d, y, a, x);
+    }
+};
+
+struct cu_concat {
+    cu_tensor d, a, b;
+    int dim;
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(d.ne, i, x);
+        if (x[dim] < a.ne[dim]) { cu_move(d, x, a, x); return; }
+        int64_t y[4] = { x[0], x[1], x[2], x[3] };
+        y[dim] -= a.ne[dim];
+        cu_move(d, x, b, y);
+    }
+};
+
+struct cu_pad {
+    cu_tensor d, a;
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(d.ne, i, x);
+        if (x[0] < a.ne[0] && x[1] < a.ne[1] && x[2] < a.ne[2] && x[3] < a.ne[3]) { cu_move(d, x, a, x); return; }
+        char *p = cu_row(d, x[1], x[2], x[3]) + x[0] * d.nb[0];
+        if (cu_type_size(d.type) == 4) *(uint32_t *)p = 0; else *(uint16_t *)p = 0;
+    }
+};
+
+struct cu_repeat {
+    cu_tensor d, a;
+    HD void operator()(int64_t i) const {
+        int64_t x[4], y[4];
+        cu_unravel(d.ne, i, x);
+        for (int k = 0; k < 4; k++) y[k] = x[k] % a.ne[k];
+        cu_move(d, x, a, y);
+    }
+};
+
+// dst (i0, i1, i2, i3) = a (i0, rows[i1, i2, i3], i2, i3); a bad row index is reported, not read.
+struct cu_get_rows {
+    cu_tensor d, a, rows;
+    cu_fault *fault;
+    int node;
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(d.ne, i, x);
+        const int32_t r = *(const int32_t *)(cu_row(rows, x[2], x[3], 0) + x[1] * rows.nb[0]);
+        if (r < 0 || r >= a.ne[1]) {
+            cu_report(fault, node, r, x[1], a.ne[1]);
+            return;
+        }
+        int64_t y[4] = { x[0], r, x[2], x[3] };
+        cu_move(d, x, a, y);
+    }
+};
+
+// dst column c of row (ox, oy, n): c = (ic*KH + ky)*KW + kx (2-D) or ic*KW + kx (1-D).
+struct cu_im2col {
+    cu_tensor d, in;
+    int64_t KW, KH;
+    int s0, s1, p0, p1, d0, d1, is_2d;
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(d.ne, i, x);
+        const int64_t c = x[0], kx = c % KW, ky = (c / KW) % KH, ic = c / (KW * KH);
+        const int64_t ox = x[1], oy = is_2d ? x[2] : 0, n = is_2d ? x[3] : x[2];
+        const int64_t ix = ox * s0 + kx * d0 - p0, iy = oy * s1 + ky * d1 - p1;
+        float v = 0.0f;
+        if (is_2d) { if (ix >= 0 && ix < in.ne[0] && iy >= 0 && iy < in.ne[1]) v = cu_load(in, ix, iy, ic, n); }
+        else       { if (ix >= 0 && ix < in.ne[0]) v = cu_load(in, ix, ic, n, 0); }
+        cu_store(d, x[0], x[1], x[2], x[3], v);
+    }
+};
+
+// Item i of a row: a pair i < n_dims / 2 is rotated; the rest (i >= n_dims / 2) are the dims past
+// n_dims, copied. Angles in double like the CPU's, so both agree to the last bits of cos and sin.
+struct cu_rope {
+    cu_tensor d, a, pos, ff;       // ff.data NULL: no frequency factors
+    int n_dims, mode;
+    float freq_base, freq_scale, attn_factor;
+    HD int64_t items_per_row() const { return n_dims / 2 + (d.ne[0] - n_dims); }
+    HD void operator()(int64_t i) const {
+        const int64_t per = items_per_row(), half = n_dims / 2;
+        int64_t r = i / per, k = i % per, x[4];
+        x[0] = 0;
+        x[1] = r % d.ne[1]; r /= d.ne[1];
+        x[2] = r % d.ne[2];
+        x[3] = r / d.ne[2];
+        if (k >= half) {
+            const int64_t j = n_dims + (k - half);
+            cu_store(d, j, x[1], x[2], x[3], cu_load(a, j, x[1], x[2], x[3]));
+            return;
+        }
+        double f = (double)freq_scale * pow((double)freq_base, -2.0 * (double)k / (double)n_dims);
+        if (ff.data) f /= (double)cu_load(ff, k, 0, 0, 0);
+        const int32_t p = *(const int32_t *)(pos.data + x[2] * pos.nb[0]);
+        const float theta = (float)p * (float)f;
+        const float cs = (float)cos((double)theta) * attn_factor, sn = (float)sin((double)theta) * attn_factor;
+        const int64_t j0 = mode == MMS_ROPE_TYPE_NEOX ? k : 2 * k, j1 = mode == MMS_ROPE_TYPE_NEOX ? k + half : 2 * k + 1;
+        const float x0 = cu_load(a, j0, x[1], x[2], x[3]), x1 = cu_load(a, j1, x[1], x[2], x[3]);
+        cu_store(d, j0, x[1], x[2], x[3], x0 * cs - x1 * sn);
+        cu_store(d, j1, x[1], x[2], x[3], x0 * sn + x1 * cs);
+    }
+};
+
+static cu_tensor cu_tensor_or_none(const struct mms_tensor *t) {
+    cu_tensor c;
+    if (t) return cu_tensor_of(t);
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < 4; i++) c.ne[i] = 1;
+    return c;
+}
+
+// Node t as an element functor handed to run(functor, n_items, name), which launches it on a
+// stream (the backend) or loops over it on the host (tests/test_cuda_kernels.cu). False when t is
+// not an element op. fault_node: the index a bad GET_ROWS index is reported under.
+template <typename Run> static bool cu_element_op(const struct mms_tensor *t, cu_fault *fault, int fault_node, const Run &run,
+                                                  enum mms_status *st) {
+    const cu_tensor d = cu_tensor_of(t), a = cu_tensor_or_none(t->src[0]), b = cu_tensor_or_none(t->src[1]);
+    const int64_t n = mms_nelements(t);
+    const char *name = mms_op_name(t->op);
+    switch (t->op) {
+        case MMS_OP_ADD: case MMS_OP_SUB: case MMS_OP_MUL: case MMS_OP_DIV: {
+            cu_binary f = { d, a, b, (int)t->op };
+            *st = run(f, n, name);
+            return true;
+        }
+        case MMS_OP_SCALE: case MMS_OP_SQR: case MMS_OP_SQRT: case MMS_OP_EXP: case MMS_OP_TANH:
+        case MMS_OP_SILU: case MMS_OP_GELU: case MMS_OP_GELU_TANH: {
+            cu_unary f = { d, a, (int)t->op, t->op == MMS_OP_SCALE ? mms_get_op_params_f32(t, 0) : 0.0f };
+            *st = run(f, n, name);
+            return true;
+        }
+        case MMS_OP_DUP: case MMS_OP_CONT: case MMS_OP_CPY: {
+            cu_copy f = { d, a };
+            *st = run(f, mms_nelements(t->src[0]), name);
+            return true;
+        }
+        case MMS_OP_CONCAT: {
+            cu_concat f = { d, a, b, mms_get_op_params_i32(t, 0) };
+            *st = run(f, n, name);
+            return true;
+        }
+        case MMS_OP_PAD:    { cu_pad f = { d, a };    *st = run(f, n, name); return true; }
+        case MMS_OP_REPEAT: { cu_repeat f = { d, a }; *st = run(f, n, name); return true; }
+        case MMS_OP_GET_ROWS: {
+            cu_get_rows f = { d, a, b, fault, fault_node };
+            *st = run(f, n, name);
+            return true;
+        }
+        case MMS_OP_IM2COL: {
+            const bool is_2d = mms_get_op_params_i32(t, 6) != 0;
+            cu_im2col f = { d, b, t->src[0]->ne[0], is_2d ? t->src[0]->ne[1] : 1,
+                            mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1), mms_get_op_params_i32(t, 2),
+                            mms_get_op_params_i32(t, 3), mms_get_op_params_i32(t, 4), mms_get_op_params_i32(t, 5), is_2d ? 1 : 0 };
+            *st = run(f, n, name);
+            return true;
+        }
+        case MMS_OP_ROPE: {
+            cu_rope f = { d, a, b, cu_tensor_or_none(t->src[2]), mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1),
+                          mms_get_op_params_f32(t, 3), mms_get_op_params_f32(t, 4), mms_get_op_params_f32(t, 6) };
+            *st = run(f, mms_nrows(t) * f.items_per_row(), name);
+            return true;
+        }
+        default:
+            return false;
+    }
+}
+
+
+template <typename F> __global__ void cu_each_kernel(F f, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) f(i);
+}
+
+// Runs an element functor over n items on a stream.
+struct cu_launch {
+    cudaStream_t stream;
+    template <typename F> enum mms_status operator()(const F &f, int64_t n, const char *what) const {
+        if (n <= 0) return MMS_OK;
+        const int threads = 256;
+        const int64_t blocks = (n + threads - 1) / threads;
+        cu_each_kernel<F><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), threads, 0, stream>>>(f, n);
+        CU_LAUNCHED(what);
+        return MMS_OK;
+    }
+};
+
+// -- 4. row ops -----------------------------------------------------------------------------------
+
+#define CU_ROW_THREADS 256
+
+__device__ static float cu_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ static float cu_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum (or max) over the block; every thread gets the result. scratch: 32 floats of shared memory.
+__device__ static float cu_block_reduce(float v, bool is_max, float *scratch) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    v = is_max ? cu_warp_max(v) : cu_warp_sum(v);
+    __syncthreads();                   // scratch may still be read by a previous reduction
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? scratch[lane] : (is_max ? -INFINITY : 0.0f);
+    return is_max ? cu_warp_max(v) : cu_warp_sum(v);
+}
+
+__device__ static void cu_row_of(const cu_tensor &t, int64_t r, int64_t *x) {
+    x[0] = 0;
+    x[1] = r % t.ne[1]; r /= t.ne[1];
+    x[2] = r % t.ne[2];
+    x[3] = r / t.ne[2];
+}
+
+// NORM / RMS_NORM: the mean first (layer norm), then the squares around it.
+__global__ static void cu_norm_kernel(cu_tensor d, cu_tensor a, float eps, int rms) {
+    __shared__ float scratch[32];
+    int64_t x[4];
+    const int64_t n = d.ne[0];
+    cu_row_of(d, blockIdx.x, x);
+    float mean = 0.0f, s = 0.0f;
+    if (!rms) {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += cu_load(a, i, x[1], x[2], x[3]);
+        mean = cu_block_reduce(s, false, scratch) / (float)n;
+        s = 0.0f;
+    }
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) { const float v = cu_load(a, i, x[1], x[2], x[3]) - mean; s += v * v; }
+    const float scale = rsqrtf(cu_block_reduce(s, false, scratch) / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) cu_store(d, i, x[1], x[2], x[3], (cu_load(a, i, x[1], x[2], x[3]) - mean) * scale);
+}
+
+__global__ static void cu_sum_rows_kernel(cu_tensor d, cu_tensor a) {
+    __shared__ float scratch[32];
+    int64_t x[4];
+    cu_row_of(a, blockIdx.x, x);
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) s += cu_load(a, i, x[1], x[2], x[3]);
+    s = cu_block_reduce(s, false, scratch);
+    if (threadIdx.x == 0) cu_store(d, 0, x[1], x[2], x[3], s);
+}
+
+// The first index of the maximum; NaN never wins (a row of NaN gives 0, as on the CPU).
+__global__ static void cu_argmax_kernel(cu_tensor d, cu_tensor a) {
+    __shared__ float best_v[CU_ROW_THREADS];
+    __shared__ int64_t best_i[CU_ROW_THREADS];
+    int64_t x[4];
+    cu_row_of(a, blockIdx.x, x);
+    float bv = NAN;
+    int64_t bi = -1;
+    for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
+        const float v = cu_load(a, i, x[1], x[2], x[3]);
+        if (bi < 0 || v > bv || (bv != bv && v == v)) { bv = v; bi = i; }
+    }
+    best_v[threadIdx.x] = bv;
+    best_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) {
+            const float v = best_v[threadIdx.x + s];
+            const int64_t i = best_i[threadIdx.x + s];
+            const float w = best_v[threadIdx.x];
+            const int64_t j = best_i[threadIdx.x];
+            const bool take = i >= 0 && (j < 0 || (v == v && (w != w || v > w || (v == w && i < j))) || (v != v && w != w && i < j));
+            if (take) { best_v[threadIdx.x] = v; best_i[threadIdx.x] = i; }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) ((int32_t *)d.data)[blockIdx.x] = (int32_t)(best_i[0] < 0 ? 0 : best_i[0]);
+}
+
+HD static float cu_mask_at(const cu_tensor &m, int64_t j, int64_t i1, int64_t i2, int64_t i3) {
+    return cu_load(m, j, i1, i2 % m.ne[2], i3 % m.ne[3]);
+}
+
+// softmax(a * scale + mask) over the row; a row entirely masked gives zeros.
+__global__ static void cu_soft_max_kernel(cu_tensor d, cu_tensor a, cu_tensor mask, float scale) {
+    __shared__ float scratch[32];
+    int64_t x[4];
+    const int64_t n = d.ne[0];
+    cu_row_of(d, blockIdx.x, x);
+#define CU_SM_VALUE(i) (cu_load(a, (i), x[1], x[2], x[3]) * scale + (mask.data ? cu_mask_at(mask, (i), x[1], x[2], x[3]) : 0.0f))
+    float m = -INFINITY;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, CU_SM_VALUE(i));
+    m = cu_block_reduce(m, true, scratch);
+    float s = 0.0f;
+    if (m != -INFINITY) for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(CU_SM_VALUE(i) - m);
+    s = cu_block_reduce(s, false, scratch);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) cu_store(d, i, x[1], x[2], x[3], m == -INFINITY ? 0.0f : expf(CU_SM_VALUE(i) - m) / s);
+#undef CU_SM_VALUE
+}
+
+// -- 5. attention ---------------------------------------------------------------------------------
+// A block of 4 warps takes 16 query rows of one head (4 per warp) against tiles of 32 keys held in
+// shared memory as f32: lane j scores key j of the tile for the warp's rows, the streaming softmax
+// runs per row across the lanes, then every lane accumulates output dims lane, lane + 32, ... over
+// the tile. D and Dv up to 256.
+
+#define CU_FA_ROWS_PER_WARP 4
+#define CU_FA_WARPS 4
+#define CU_FA_KEYS 32
+#define CU_FA_MAX_D 256
+
+struct cu_fa_args {
+    cu_tensor d, q, k, v, mask;    // mask.data NULL: none
+    float scale, softcap;
+};
+
+__global__ static void cu_flash_attn_kernel(cu_fa_args p) {
+    extern __shared__ float smem[];
+    const int64_t D = p.q.ne[0], Dv = p.v.ne[0], n_q = p.q.ne[1], n_kv = p.k.ne[1];
+    const int64_t h = blockIdx.y, ib = blockIdx.z, kh = h / (p.q.ne[2] / p.k.ne[2]);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
+    float *qs = smem;                                  // [rows][D]
+    float *ks = qs + rows * D;                         // [KEYS][D + 1] (padded: lanes read different keys)
+    float *vs = ks + CU_FA_KEYS * (D + 1);             // [KEYS][Dv]
+    const int64_t q0 = (int64_t)blockIdx.x * rows;
+
+    for (int64_t e = threadIdx.x; e < rows * D; e += blockDim.x) {
+        const int64_t r = e / D, c = e % D;
+        qs[e] = q0 + r < n_q ? cu_load(p.q, c, q0 + r, h, ib) * p.scale : 0.0f;
+    }
+    float o[CU_FA_ROWS_PER_WARP][CU_FA_MAX_D / 32];
+    float m[CU_FA_ROWS_PER_WARP], l[CU_FA_ROWS_PER_WARP];
+    for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] = 0.0f;
+    }
+    for (int64_t j0 = 0; j0 < n_kv; j0 += CU_FA_KEYS) {
+        __syncthreads();                               // the previous tile is no longer read
+        for (int64_t e = threadIdx.x; e < CU_FA_KEYS * D; e += blockDim.x) {
+            const int64_t j = e / D, c = e % D;
+            ks[j * (D + 1) + c] = j0 + j < n_kv ? cu_load(p.k, c, j0 + j, kh, ib) : 0.0f;
+        }
+        for (int64_t e = threadIdx.x; e < CU_FA_KEYS * Dv; e += blockDim.x) {
+            const int64_t j = e / Dv, c = e % Dv;
+            vs[e] = j0 + j < n_kv ? cu_load(p.v, c, j0 + j, kh, ib) : 0.0f;
+        }
+        __syncthreads();
+        const int64_t key = j0 + lane;
+        for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
+            const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
+            if (iq >= n_q) break;                      // warp-uniform
+            const float *qr = qs + (int64_t)(warp * CU_FA_ROWS_PER_WARP + r) * D, *kr = ks + (int64_t)lane * (D + 1);
+            float s = 0.0f;
+            for (int64_t c = 0; c < D; c++) s += qr[c] * kr[c];
+            if (p.softcap != 0.0f) s = p.softcap * tanhf(s / p.softcap);
+            if (key >= n_kv) s = -INFINITY;
+            else if (p.mask.data) s += cu_mask_at(p.mask, key, iq, h, ib);
+            const float m_tile = cu_warp_max(s);
+            if (m_tile == -INFINITY) continue;         // every key of the tile masked: weights 0
+            const float m_new = fmaxf(m[r], m_tile), corr = expf(m[r] - m_new);   // exp(-inf) = 0 the first time
+            const float pj = expf(s - m_new);
+            l[r] = l[r] * corr + cu_warp_sum(pj);
+            m[r] = m_new;
+            for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] *= corr;
+            for (int jj = 0; jj < CU_FA_KEYS; jj++) {
+                const float w = __shfl_sync(0xffffffffu, pj, jj);
+                const float *vr = vs + (int64_t)jj * Dv;
+                for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
+                    const int64_t c = lane + 32 * t;
+                    if (c < Dv) o[r][t] += w * vr[c];
+                }
+            }
+        }
+    }
+    for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
+        const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
+        if (iq >= n_q) break;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;   // all keys masked: zeros
+        for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
+            const int64_t c = lane + 32 * t;
+            if (c < Dv) cu_store(p.d, c, h, iq, ib, o[r][t] * inv);
+        }
+    }
+}
+
+static size_t cu_fa_smem(int64_t D, int64_t Dv) {
+    return (size_t)(CU_FA_ROWS_PER_WARP * CU_FA_WARPS * D + CU_FA_KEYS * (D + 1) + CU_FA_KEYS * Dv) * sizeof(float);
+}
+
+// -- 6. mul_mat -----------------------------------------------------------------------------------
+
+// Decode-size products with block-type weights: a warp per output (row m of a, column n of b),
+// lanes striding along K, the weights dequantized as they are read.
+#define CU_GEMV_MAX_N 8
+__global__ static void cu_gemv_quant_kernel(cu_tensor d, cu_tensor a, cu_tensor b) {
+    const int64_t mrow = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int64_t n = blockIdx.y, i2 = blockIdx.z % b.ne[2], i3 = blockIdx.z / b.ne[2];
+    const int lane = threadIdx.x % 32;
+    if (mrow >= a.ne[1]) return;
+    const char *row = cu_row(a, mrow, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
+    float s = 0.0f;
+    for (int64_t k = lane; k < a.ne[0]; k += 32) s += cu_dequant(a.type, row, k) * cu_load(b, k, n, i2, i3);
+    s = cu_warp_sum(s);
+    if (lane == 0) cu_store(d, mrow, n, i2, i3, s);
+}
+
+// -- backend state (used from here on) --
+
+struct cu_backend {
+    int                            device;
+    char                           name[16];
+    cudaStream_t                   stream;
+    cublasHandle_t                 cublas;
+    void                          *scratch;       // device memory for converted operands, grown as needed
+    size_t                         scratch_size;
+    cu_fault                      *fault;         // mapped pinned memory
+    cu_fault                      *fault_dev;
+    char                         (*names)[MMS_MAX_NAME];  // GET_ROWS nodes of the last graph, for fault messages
+    int                            names_n, names_cap;
+};
+
+static cudaDataType_t cu_blas_type(enum mms_type t) {
+    return t == MMS_TYPE_F32 ? CUDA_R_32F : t == MMS_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+// The type cuBLAS multiplies a in: its own for float types, F16 for block types.
+static enum mms_type cu_gemm_type(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_BF16 ? t : MMS_TYPE_F16; }
+
+static bool cu_rows_dense(const struct mms_tensor *t, enum mms_type as) {
+    return t->type == as && t->nb[0] == mms_type_size(as) && t->nb[1] % mms_type_size(as) == 0 && t->nb[2] % mms_type_size(as) == 0;
+}
+
+static bool cu_mul_mat_gemv(const struct mms_tensor *t) {
+    return mms_get_type_traits(t->src[0]->type)->is_quantized && t->src[1]->ne[1] <= CU_GEMV_MAX_N;
+}
+
+// Scratch bytes a node needs: converted copies of a and b for cuBLAS.
+static size_t cu_scratch_need(const struct mms_tensor *t) {
+    if (t->op != MMS_OP_MUL_MAT || cu_mul_mat_gemv(t)) return 0;
+    const struct mms_tensor *a = t->src[0], *b = t->src[1];
+    const enum mms_type as = cu_gemm_type(a->type);
+    size_t need = 0;
+    if (!cu_rows_dense(a, as)) need += (size_t)mms_nelements(a) * mms_type_size(as) + 256;
+    if (!(b->type == as && mms_is_contiguous(b))) need += (size_t)mms_nelements(b) * mms_type_size(as) + 256;
+    return need;
+}
+
+// A contiguous tensor of type `as` with a's shape, placed at *cursor in scratch.
+static struct mms_tensor cu_scratch_tensor(const struct mms_tensor *a, enum mms_type as, char **cursor) {
+    struct mms_tensor t;
+    memset(&t, 0, sizeof t);
+    t.type = as;
+    for (int i = 0; i < 4; i++) t.ne[i] = a->ne[i];
+    t.nb[0] = mms_type_size(as);
+    for (int i = 1; i < 4; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
+    t.data = *cursor;
+    *cursor += (mms_nbytes(&t) + 255) / 256 * 256;
+    return t;
+}
+
+static enum mms_status cu_mul_mat(struct cu_backend *cb, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    if (cu_mul_mat_gemv(dst)) {
+        const dim3 grid((unsigned)((M + 3) / 4), (unsigned)N, (unsigned)(b->ne[2] * b->ne[3]));
+        cu_gemv_quant_kernel<<<grid, 128, 0, cb->stream>>>(cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b));
+        CU_LAUNCHED("mul_mat GEMV kernel");
+        return MMS_OK;
+    }
+    const enum mms_type as = cu_gemm_type(a->type);
+    const size_t es = mms_type_size(as);
+    char *cursor = (char *)cb->scratch;
+    struct mms_tensor ac = *a, bc = *b;
+    const cu_launch launch = { cb->stream };
+    enum mms_status st;
+    if (!cu_rows_dense(a, as)) {
+        ac = cu_scratch_tensor(a, as, &cursor);
+        cu_copy f = { cu_tensor_of(&ac), cu_tensor_of(a) };
+        if ((st = launch(f, mms_nelements(a), "mul_mat: converting a")) != MMS_OK) return st;
+    }
+    if (!(b->type == as && mms_is_contiguous(b))) {
+        bc = cu_scratch_tensor(b, as, &cursor);
+        cu_copy f = { cu_tensor_of(&bc), cu_tensor_of(b) };
+        if ((st = launch(f, mms_nelements(b), "mul_mat: converting b")) != MMS_OK) return st;
+    }
+    // Column-major view: C (M x N, ldc) = A^T (A is K x M, lda) * B (K x N, ldb).
+    const float one = 1.0f, zero = 0.0f;
+    const long long lda = (long long)(ac.nb[1] / es), ldb = (long long)(bc.nb[1] / es), ldc = (long long)(dst->nb[1] / sizeof(float));
+    const long long sb = (long long)(bc.nb[2] / es), sc = (long long)(dst->nb[2] / sizeof(float));
+    const cudaDataType_t ty = cu_blas_type(as);
+    const long long sa = (long long)(ac.nb[2] / es);
+    for (int64_t i3 = 0; i3 < b->ne[3]; i3++) {
+        // Without broadcasting one strided batch over every head; with grouped heads one batch per
+        // KV head, in which the r2 query heads sharing it see a stride of 0 in a.
+        const int64_t groups = r2 == 1 ? 1 : a->ne[2], batch = r2 == 1 ? b->ne[2] : r2;
+        for (int64_t g = 0; g < groups; g++) {
+            const char *pa = (const char *)ac.data + g * ac.nb[2] + (i3 / r3) * ac.nb[3];
+            const char *pb = (const char *)bc.data + g * r2 * bc.nb[2] + i3 * bc.nb[3];
+            char *pc = (char *)dst->data + g * r2 * dst->nb[2] + i3 * dst->nb[3];
+            CUBLAS_TRY(cublasGemmStridedBatchedEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &one,
+                                                  pa, ty, (int)lda, r2 == 1 ? sa : 0, pb, ty, (int)ldb, sb, &zero, pc, CUDA_R_32F,
+                                                  (int)ldc, sc, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
+    }
+    return MMS_OK;
+}
+
+// -- 7. buffers -----------------------------------------------------------------------------------
+
+#define CU_MAX_DEVICES 16
+#define CU_ALIGN 256
+
+struct cu_buffer { int device; void *ptr; };
+
+static enum mms_status cu_set_device(int device) {
+    CU_TRY(cudaSetDevice(device));
+    return MMS_OK;
+}
+
+static void *cu_buf_base(mms_backend_buffer_t b) { return ((struct cu_buffer *)b->context)->ptr; }
+static void cu_buf_free(mms_backend_buffer_t b) {
+    struct cu_buffer *cb = (struct cu_buffer *)b->context;
+    cudaSetDevice(cb->device);
+    cudaFree(cb->ptr);
+    free(cb);
+}
+// Plain cudaMemcpy/cudaMemset run on the legacy stream, which waits for the backends' (blocking)
+// streams: a set or get sees every kernel queued before it.
+static enum mms_status cu_buf_memset(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t v, size_t off, size_t n) {
+    enum mms_status st = cu_set_device(((struct cu_buffer *)b->context)->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaMemset((char *)t->data + off, v, n));
+    return MMS_OK;
+}
+static enum mms_status cu_buf_set(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t off, size_t n) {
+    enum mms_status st = cu_set_device(((struct cu_buffer *)b->context)->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaMemcpy((char *)t->data + off, data, n, cudaMemcpyHostToDevice));
+    return MMS_OK;
+}
+static enum mms_status cu_buf_get(mms_backend_buffer_t b, const struct mms_tensor *t, void *data, size_t off, size_t n) {
+    enum mms_status st = cu_set_device(((struct cu_buffer *)b->context)->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaMemcpy(data, (const char *)t->data + off, n, cudaMemcpyDeviceToHost));
+    return MMS_OK;
+}
+static bool cu_buft_is_device(mms_backend_buffer_type_t buft);
+static bool cu_buf_cpy(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
+    if (!src->buffer || !cu_buft_is_device(src->buffer->buft)) return false;   // through the host
+    const int sd = ((struct cu_buffer *)src->buffer->context)->device, dd = ((struct cu_buffer *)b->context)->device;
+    cudaError_t e = sd == dd ? cudaMemcpy(dst->data, src->data, mms_nbytes(src), cudaMemcpyDeviceToDevice)
+                             : cudaMemcpyPeer(dst->data, dd, src->data, sd, mms_nbytes(src));
+    if (e != cudaSuccess) { cu_fail(e, "cudaMemcpy (device to device)", __LINE__); return false; }
+    return true;
+}
+static enum mms_status cu_buf_clear(mms_backend_buffer_t b, uint8_t v) {
+    enum mms_status st = cu_set_device(((struct cu_buffer *)b->context)->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaMemset(((struct cu_buffer *)b->context)->ptr, v, b->size));
+    return MMS_OK;
+}
+
+struct cu_buft_ctx { int device; char name[16]; };
+static struct cu_buft_ctx             cu_buft_ctx[CU_MAX_DEVICES];
+static struct mms_backend_buffer_type cu_buft[CU_MAX_DEVICES];
+
+static const char *cu_buft_name(mms_backend_buffer_type_t t) { return ((struct cu_buft_ctx *)t->context)->name; }
+static size_t cu_buft_align(mms_backend_buffer_type_t t) { (void)t; return CU_ALIGN; }
+static size_t cu_buft_max_size(mms_backend_buffer_type_t t) {
+    size_t free_b = 0, total = 0;
+    if (cu_set_device(((struct cu_buft_ctx *)t->context)->device) != MMS_OK || cudaMemGetInfo(&free_b, &total) != cudaSuccess) return SIZE_MAX;
+    return total;
+}
+static mms_backend_buffer_t cu_buft_alloc(mms_backend_buffer_type_t t, size_t size) {
+    const int device = ((struct cu_buft_ctx *)t->context)->device;
+    struct cu_buffer *cb = (struct cu_buffer *)calloc(1, sizeof *cb);
+    if (!cb) { mms_set_error(MMS_ERR_OOM, "CUDA%d buffer: out of host memory", device); return NULL; }
+    cb->device = device;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaMalloc(&cb->ptr, size ? size : 1);
+    if (e != cudaSuccess) {
+        mms_set_error(e == cudaErrorMemoryAllocation ? MMS_ERR_OOM : MMS_ERR_BACKEND, "CUDA%d buffer: cudaMalloc of %zu bytes (%.1f MiB) failed: %s",
+                      device, size, (double)size / 1048576.0, cudaGetErrorString(e));
+        cudaGetLastError();            // clear the sticky-free error state
+        free(cb);
+        return NULL;
+    }
+    struct mms_backend_buffer_i i;
+    memset(&i, 0, sizeof i);
+    i.free_buffer = cu_buf_free;
+    i.get_base = cu_buf_base;
+    i.memset_tensor = cu_buf_memset;
+    i.set_tensor = cu_buf_set;
+    i.get_tensor = cu_buf_get;
+    i.cpy_tensor = cu_buf_cpy;
+    i.clear = cu_buf_clear;
+    mms_backend_buffer_t b = mms_backend_buffer_init(t, i, cb, size);
+    if (!b) { cudaFree(cb->ptr); free(cb); }
+    return b;
+}
+static bool cu_buft_is_device(mms_backend_buffer_type_t buft) {
+    return buft >= &cu_buft[0] && buft < &cu_buft[CU_MAX_DEVICES];
+}
+
+// Pinned host memory: host memory (the CPU backend uses it directly) that copies to and from the
+// GPU at full speed.
+static void *cu_host_base(mms_backend_buffer_t b) { return b->context; }
+static void cu_host_free(mms_backend_buffer_t b) { cudaFreeHost(b->context); }
+static enum mms_status cu_host_memset(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t v, size_t off, size_t n) {
+    (void)b; memset((char *)t->data + off, v, n); return MMS_OK;
+}
+static enum mms_status cu_host_set(mms_backend_buffer_t b, struct mms_tensor *t, const void *d, size_t off, size_t n) {
+    (void)b; memcpy((char *)t->data + off, d, n); return MMS_OK;
+}
+static enum mms_status cu_host_get(mms_backend_buffer_t b, const struct mms_tensor *t, void *d, size_t off, size_t n) {
+    (void)b; memcpy(d, (const char *)t->data + off, n); return MMS_OK;
+}
+static enum mms_status cu_host_clear(mms_backend_buffer_t b, uint8_t v) { memset(b->context, v, b->size); return MMS_OK; }
+static const char *cu_host_buft_name(mms_backend_buffer_type_t t) { (void)t; return "CUDA_Host"; }
+static bool cu_host_buft_is_host(mms_backend_buffer_type_t t) { (void)t; return true; }
+static size_t cu_host_buft_align(mms_backend_buffer_type_t t) { (void)t; return 64; }
+static mms_backend_buffer_t cu_host_buft_alloc(mms_backend_buffer_type_t t, size_t size) {
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, size ? size : 1);
+    if (e != cudaSuccess) {
+        mms_set_error(MMS_ERR_OOM, "CUDA_Host buffer: cudaMallocHost of %zu bytes failed: %s", size, cudaGetErrorString(e));
+        cudaGetLastError();
+        return NULL;
+    }
+    struct mms_backend_buffer_i i;
+    memset(&i, 0, sizeof i);
+    i.free_buffer = cu_host_free;
+    i.get_base = cu_host_base;
+    i.memset_tensor = cu_host_memset;
+    i.set_tensor = cu_host_set;
+    i.get_tensor = cu_host_get;
+    i.clear = cu_host_clear;
+    mms_backend_buffer_t b = mms_backend_buffer_init(t, i, p, size);
+    if (!b) cudaFreeHost(p);
+    return b;
+}
+static struct mms_backend_buffer_type cu_host_buft;
+
+// -- 8. backend -----------------------------------------------------------------------------------
+
+static struct cu_backend *cu_of(mms_backend_t b) { return (struct cu_backend *)b->context; }
+
+static bool cu_is_float(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_F16 || t == MMS_TYPE_BF16; }
+static bool cu_is_plain(enum mms_type t) { return cu_is_float(t) || t == MMS_TYPE_I32; }
+static bool cu_is_block(enum mms_type t) { return t == MMS_TYPE_Q8_0 || t == MMS_TYPE_Q4_0 || t == MMS_TYPE_Q4_K || t == MMS_TYPE_Q6_K; }
+
+static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
+    const struct mms_tensor *a = t->src[0], *b = t->src[1];
+    (void)backend;
+    if (t->op == MMS_OP_NONE || mms_op_is_view(t->op)) return true;
+    switch (t->op) {
+        case MMS_OP_ADD: case MMS_OP_SUB: case MMS_OP_MUL: case MMS_OP_DIV:
+            return cu_is_float(t->type) && cu_is_float(a->type) && cu_is_float(b->type);
+        case MMS_OP_SCALE: case MMS_OP_SQR: case MMS_OP_SQRT: case MMS_OP_EXP: case MMS_OP_TANH:
+        case MMS_OP_SILU: case MMS_OP_GELU: case MMS_OP_GELU_TANH:
+        case MMS_OP_NORM: case MMS_OP_RMS_NORM: case MMS_OP_SUM_ROWS: case MMS_OP_ARGMAX:
+            return cu_is_float(a->type);
+        case MMS_OP_SOFT_MAX:
+            return cu_is_float(a->type) && (!b || b->type == MMS_TYPE_F32 || b->type == MMS_TYPE_F16);
+        case MMS_OP_DUP: case MMS_OP_CONT: case MMS_OP_CPY:   // block types only as a source
+            return (a->type == t->type && cu_is_plain(a->type)) || (cu_is_float(t->type) && (cu_is_float(a->type) || cu_is_block(a->type)));
+        case MMS_OP_CONCAT: case MMS_OP_PAD: case MMS_OP_REPEAT:
+            return cu_is_plain(t->type) && cu_is_plain(a->type);
+        case MMS_OP_GET_ROWS:
+            return (cu_is_plain(a->type) || cu_is_block(a->type)) && b->type == MMS_TYPE_I32;
+        case MMS_OP_IM2COL:
+            return cu_is_float(b->type);
+        case MMS_OP_ROPE:
+            return cu_is_float(a->type) && mms_get_op_params_i32(t, 0) <= a->ne[0];
+        case MMS_OP_MUL_MAT:
+            return (cu_is_float(a->type) || cu_is_block(a->type)) && cu_is_float(b->type) &&
+                   t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 && t->nb[2] % sizeof(float) == 0 &&
+                   a->ne[0] <= INT32_MAX && a->ne[1] <= INT32_MAX && b->ne[1] <= INT32_MAX;
+        case MMS_OP_FLASH_ATTN_EXT:
+            return cu_is_float(a->type) && cu_is_float(t->src[1]->type) && cu_is_float(t->src[2]->type) &&
+                   a->ne[0] <= CU_FA_MAX_D && t->src[2]->ne[0] <= CU_FA_MAX_D &&
+                   (!t->src[3] || t->src[3]->type == MMS_TYPE_F32 || t->src[3]->type == MMS_TYPE_F16);
+        default:
+            return false;
+    }
+}
+
+static enum mms_status cu_compute_node(struct cu_backend *cb, struct mms_tensor *t) {
+    const struct mms_tensor *a = t->src[0], *b = t->src[1];
+    const cu_tensor d = cu_tensor_of(t), ca = cu_tensor_or_none(a);
+    const unsigned rows = (unsigned)mms_nrows(t->op == MMS_OP_SUM_ROWS || t->op == MMS_OP_ARGMAX ? a : t);
+    const cu_launch launch = { cb->stream };
+    enum mms_status st = MMS_OK;
+    if (t->op == MMS_OP_GET_ROWS) {             // remember its name for the fault message
+        if (cb->names_n == cb->names_cap) {
+            const int cap = cb->names_cap ? 2 * cb->names_cap : 16;
+            char (*names)[MMS_MAX_NAME] = (char (*)[MMS_MAX_NAME])realloc(cb->names, (size_t)cap * MMS_MAX_NAME);
+            if (!names) return mms_set_error(MMS_ERR_OOM, "CUDA: out of host memory");
+            cb->names = names;
+            cb->names_cap = cap;
+        }
+        snprintf(cb->names[cb->names_n++], MMS_MAX_NAME, "%s", mms_get_name(t));
+    }
+    if (cu_element_op(t, cb->fault_dev, cb->names_n - 1, launch, &st)) return st;
+    switch (t->op) {
+        case MMS_OP_NORM: case MMS_OP_RMS_NORM:
+            cu_norm_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca, mms_get_op_params_f32(t, 0), t->op == MMS_OP_RMS_NORM);
+            CU_LAUNCHED("norm kernel");
+            return MMS_OK;
+        case MMS_OP_SUM_ROWS:
+            cu_sum_rows_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca);
+            CU_LAUNCHED("sum_rows kernel");
+            return MMS_OK;
+        case MMS_OP_ARGMAX:
+            cu_argmax_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca);
+            CU_LAUNCHED("argmax kernel");
+            return MMS_OK;
+        case MMS_OP_SOFT_MAX:
+            cu_soft_max_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca, cu_tensor_or_none(b), mms_get_op_params_f32(t, 0));
+            CU_LAUNCHED("soft_max kernel");
+            return MMS_OK;
+        case MMS_OP_FLASH_ATTN_EXT: {
+            const struct mms_tensor *q = a, *k = b, *v = t->src[2];
+            cu_fa_args p = { d, cu_tensor_of(q), cu_tensor_of(k), cu_tensor_of(v), cu_tensor_or_none(t->src[3]),
+                             mms_get_op_params_f32(t, 0), mms_get_op_params_f32(t, 2) };
+            const size_t smem = cu_fa_smem(q->ne[0], v->ne[0]);
+            const int rows_per_block = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
+            const dim3 grid((unsigned)((q->ne[1] + rows_per_block - 1) / rows_per_block), (unsigned)q->ne[2], (unsigned)q->ne[3]);
+            CU_TRY(cudaFuncSetAttribute(cu_flash_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            cu_flash_attn_kernel<<<grid, 32 * CU_FA_WARPS, smem, cb->stream>>>(p);
+            CU_LAUNCHED("flash attention kernel");
+            return MMS_OK;
+        }
+        case MMS_OP_MUL_MAT:
+            return cu_mul_mat(cb, t);
+        default:
+            return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no kernel for %s", mms_op_name(t->op));
+    }
+}
+
+static enum mms_status cu_check_fault(struct cu_backend *cb) {
+    if (!cb->fault->set) return MMS_OK;
+    cu_fault f = *cb->fault;
+    memset(cb->fault, 0, sizeof *cb->fault);
+    return mms_set_error(MMS_ERR_INVALID_ARG, "%s: GET_ROWS %s: index %lld at position %lld is outside 0..%lld",
+                         cb->name, f.node < cb->names_n ? cb->names[f.node] : "?", (long long)f.value, (long long)f.position,
+                         (long long)f.limit - 1);
+}
+
+static enum mms_status cu_synchronize(mms_backend_t backend) {
+    struct cu_backend *cb = cu_of(backend);
+    enum mms_status st = cu_set_device(cb->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaStreamSynchronize(cb->stream));
+    return cu_check_fault(cb);
+}
+
+static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph *g) {
+    struct cu_backend *cb = cu_of(backend);
+    enum mms_status st = cu_set_device(cb->device);
+    if (st != MMS_OK) return st;
+    size_t need = 0;
+    for (int i = 0; i < mms_graph_n_nodes(g); i++) { size_t s = cu_scratch_need(mms_graph_node(g, i)); need = s > need ? s : need; }
+    if (need > cb->scratch_size) {
+        CU_TRY(cudaStreamSynchronize(cb->stream));     // the old scratch may still be in use
+        if (cb->scratch) CU_TRY(cudaFree(cb->scratch));
+        cb->scratch = NULL;
+        cb->scratch_size = 0;
+        CU_TRY(cudaMalloc(&cb->scratch, need));
+        cb->scratch_size = need;
+    }
+    cb->names_n = 0;
+    for (int i = 0; i < mms_graph_n_nodes(g); i++) {
+        struct mms_tensor *t = mms_graph_node(g, i);
+        if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
+        if ((st = cu_compute_node(cb, t)) != MMS_OK)
+            return mms_set_error(st, "%s: node %d (%s %s): %s", cb->name, i, mms_op_name(t->op), mms_get_name(t), mms_last_error());
+    }
+    return MMS_OK;
+}
+
+static bool cu_tensor_on_device(const struct mms_tensor *t, int device) {
+    return t->buffer && cu_buft_is_device(t->buffer->buft) && ((struct cu_buffer *)t->buffer->context)->device == device;
+}
+
+static enum mms_status cu_set_async(mms_backend_t backend, struct mms_tensor *t, const void *data, size_t off, size_t n) {
+    struct cu_backend *cb = cu_of(backend);
+    if (!cu_tensor_on_device(t, cb->device)) return mms_backend_tensor_set(t, data, off, n);
+    enum mms_status st = cu_set_device(cb->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaMemcpyAsync((char *)t->data + off, data, n, cudaMemcpyHostToDevice, cb->stream));
+    return MMS_OK;
+}
+static enum mms_status cu_get_async(mms_backend_t backend, const struct mms_tensor *t, void *data, size_t off, size_t n) {
+    struct cu_backend *cb = cu_of(backend);
+    if (!cu_tensor_on_device(t, cb->device)) return mms_backend_tensor_get(t, data, off, n);
+    enum mms_status st = cu_set_device(cb->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaMemcpyAsync(data, (const char *)t->data + off, n, cudaMemcpyDeviceToHost, cb->stream));
+    return MMS_OK;
+}
+
+static const char *cu_get_name(mms_backend_t b) { return cu_of(b)->name; }
+
+// Device to device between two CUDA backends: queued on the source's stream (after its work), and
+// the destination's stream waits for it. Anything else falls back to a synchronous copy.
+static enum mms_status cu_cpy_async(mms_backend_t bs, mms_backend_t bd, const struct mms_tensor *src, struct mms_tensor *dst) {
+    if (!mms_backend_is_cuda(bs) || !mms_backend_is_cuda(bd)) return MMS_ERR_UNSUPPORTED;
+    struct cu_backend *s = cu_of(bs), *d = cu_of(bd);
+    if (!cu_tensor_on_device(src, s->device) || !cu_tensor_on_device(dst, d->device)) return MMS_ERR_UNSUPPORTED;
+    enum mms_status st = cu_set_device(s->device);
+    if (st != MMS_OK) return st;
+    if (s->device == d->device) CU_TRY(cudaMemcpyAsync(dst->data, src->data, mms_nbytes(src), cudaMemcpyDeviceToDevice, s->stream));
+    else CU_TRY(cudaMemcpyPeerAsync(dst->data, d->device, src->data, s->device, mms_nbytes(src), s->stream));
+    cudaEvent_t ev;
+    CU_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CU_TRY(cudaEventRecord(ev, s->stream));
+    CU_TRY(cudaStreamWaitEvent(d->stream, ev, 0));
+    CU_TRY(cudaEventDestroy(ev));          // destroyed once complete; the wait holds its own reference
+    return MMS_OK;
+}
+
+static mms_backend_event_t cu_event_new(mms_backend_t backend) {
+    struct cu_backend *cb = cu_of(backend);
+    cudaEvent_t ev;
+    if (cu_set_device(cb->device) != MMS_OK) return NULL;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) { cu_fail(e, "cudaEventCreateWithFlags", __LINE__); return NULL; }
+    mms_backend_event_t out = (mms_backend_event_t)calloc(1, sizeof *out);
+    if (!out) { cudaEventDestroy(ev); mms_set_error(MMS_ERR_OOM, "CUDA event: out of host memory"); return NULL; }
+    out->backend = backend;
+    out->context = (void *)ev;
+    return out;
+}
+static void cu_event_free(mms_backend_event_t e) { cudaEventDestroy((cudaEvent_t)e->context); free(e); }
+static enum mms_status cu_event_record(mms_backend_event_t e) {
+    struct cu_backend *cb = cu_of(e->backend);
+    enum mms_status st = cu_set_device(cb->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaEventRecord((cudaEvent_t)e->context, cb->stream));
+    return MMS_OK;
+}
+static enum mms_status cu_event_sync(mms_backend_event_t e) {
+    CU_TRY(cudaEventSynchronize((cudaEvent_t)e->context));
+    return cu_check_fault(cu_of(e->backend));
+}
+static enum mms_status cu_event_wait(mms_backend_t backend, mms_backend_event_t e) {
+    if (!mms_backend_is_cuda(backend)) return cu_event_sync(e);
+    struct cu_backend *cb = cu_of(backend);
+    enum mms_status st = cu_set_device(cb->device);
+    if (st != MMS_OK) return st;
+    CU_TRY(cudaStreamWaitEvent(cb->stream, (cudaEvent_t)e->context, 0));
+    return MMS_OK;
+}
+
+static mms_backend_buffer_type_t cu_default_buft(mms_backend_t b) { return mms_backend_cuda_buffer_type(cu_of(b)->device); }
+static bool cu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t t) { return t == &cu_buft[cu_of(b)->device]; }
+
+// Large batches are worth moving host weights to the GPU for (the copy costs less than the CPU's product).
+#define CU_OFFLOAD_MIN_BATCH 32
+static bool cu_offload_op(mms_backend_t b, const struct mms_tensor *t) {
+    (void)b;
+    return t->op == MMS_OP_MUL_MAT && t->src[1]->ne[1] >= CU_OFFLOAD_MIN_BATCH;
+}
+
+static void cu_free(mms_backend_t backend) {
+    struct cu_backend *cb = cu_of(backend);
+    cudaSetDevice(cb->device);
+    cudaStreamSynchronize(cb->stream);
+    if (cb->scratch) cudaFree(cb->scratch);
+    cublasDestroy(cb->cublas);
+    cudaStreamDestroy(cb->stream);
+    cudaFreeHost(cb->fault);
+    free(cb->names);
+    free(cb);
+    free(backend);
+}
+
+static const struct mms_backend_i cu_backend_iface = {
+    cu_get_name, cu_free, cu_default_buft, cu_supports_op, cu_supports_buft, cu_offload_op,
+    cu_graph_compute, cu_synchronize, cu_set_async, cu_get_async, cu_cpy_async,
+    cu_event_new, cu_event_free, cu_event_record, cu_event_sync, cu_event_wait
+};
+
+// -- entry points --
 
 int mms_backend_cuda_get_device_count(void) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
-        mms_set_error(MMS_ERR_BACKEND, "cudaGetDeviceCount: %s", cudaGetErrorString(err));
+        mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no usable device: cudaGetDeviceCount: %s", cudaGetErrorString(err));
+        cudaGetLastError();
         return 0;
     }
-    return n;
+    return n < CU_MAX_DEVICES ? n : CU_MAX_DEVICES;
 }
 
-mms_backend_t mms_backend_cuda_init(int device) {
-    mms_set_error(MMS_ERR_UNSUPPORTED, "mms_backend_cuda_init(%d): the CUDA backend is not implemented yet", device);
-    return NULL;
-}
-
-bool mms_backend_is_cuda(mms_backend_t backend) {
-    (void)backend;
+static bool cu_check_device(int device, const char *who) {
+    const int n = mms_backend_cuda_get_device_count();
+    if (device >= 0 && device < n) return true;
+    if (n > 0) mms_set_error(MMS_ERR_INVALID_ARG, "%s: device %d does not exist (%d CUDA device%s)", who, device, n, n == 1 ? "" : "s");
+    else mms_set_error(MMS_ERR_UNSUPPORTED, "%s(%d): %s", who, device, mms_last_error());
     return false;
 }
 
 mms_backend_buffer_type_t mms_backend_cuda_buffer_type(int device) {
-    mms_set_error(MMS_ERR_UNSUPPORTED, "mms_backend_cuda_buffer_type(%d): the CUDA backend is not implemented yet", device);
-    return NULL;
+    if (!cu_check_device(device, "mms_backend_cuda_buffer_type")) return NULL;
+    if (!cu_buft[device].iface.alloc_buffer) {
+        cu_buft_ctx[device].device = device;
+        snprintf(cu_buft_ctx[device].name, sizeof cu_buft_ctx[device].name, "CUDA%d", device);
+        cu_buft[device].iface.get_name = cu_buft_name;
+        cu_buft[device].iface.get_alignment = cu_buft_align;
+        cu_buft[device].iface.get_max_size = cu_buft_max_size;
+        cu_buft[device].context = &cu_buft_ctx[device];
+        cu_buft[device].iface.alloc_buffer = cu_buft_alloc;   // last: marks the entry initialised
+    }
+    return &cu_buft[device];
 }
 
 mms_backend_buffer_type_t mms_backend_cuda_host_buffer_type(void) {
-    mms_set_error(MMS_ERR_UNSUPPORTED, "mms_backend_cuda_host_buffer_type: the CUDA backend is not implemented yet");
-    return NULL;
+    if (mms_backend_cuda_get_device_count() == 0) return NULL;
+    if (!cu_host_buft.iface.alloc_buffer) {
+        cu_host_buft.iface.get_name = cu_host_buft_name;
+        cu_host_buft.iface.get_alignment = cu_host_buft_align;
+        cu_host_buft.iface.is_host = cu_host_buft_is_host;
+        cu_host_buft.iface.alloc_buffer = cu_host_buft_alloc;
+    }
+    return &cu_host_buft;
+}
+
+static enum mms_status cu_init_state(struct cu_backend *cb) {
+    CU_TRY(cudaSetDevice(cb->device));
+    CU_TRY(cudaStreamCreate(&cb->stream));    // a blocking stream: plain cudaMemcpy waits for it
+    CUBLAS_TRY(cublasCreate(&cb->cublas));
+    CUBLAS_TRY(cublasSetStream(cb->cublas, cb->stream));
+    CU_TRY(cudaHostAlloc((void **)&cb->fault, sizeof *cb->fault, cudaHostAllocMapped));
+    memset(cb->fault, 0, sizeof *cb->fault);
+    CU_TRY(cudaHostGetDevicePointer((void **)&cb->fault_dev, cb->fault, 0));
+    return MMS_OK;
+}
+
+mms_backend_t mms_backend_cuda_init(int device) {
+    if (!cu_check_device(device, "mms_backend_cuda_init") || !mms_backend_cuda_buffer_type(device)) return NULL;
+    mms_backend_t b = (mms_backend_t)calloc(1, sizeof *b);
+    struct cu_backend *cb = (struct cu_backend *)calloc(1, sizeof *cb);
+    if (!b || !cb) { free(b); free(cb); mms_set_error(MMS_ERR_OOM, "mms_backend_cuda_init: out of host memory"); return NULL; }
+    cb->device = device;
+    snprintf(cb->name, sizeof cb->name, "CUDA%d", device);
+    if (cu_init_state(cb) != MMS_OK) {
+        mms_set_error(mms_last_status(), "mms_backend_cuda_init(%d): %s", device, mms_last_error());
+        if (cb->cublas) cublasDestroy(cb->cublas);
+        if (cb->stream) cudaStreamDestroy(cb->stream);
+        if (cb->fault) cudaFreeHost(cb->fault);
+        free(cb);
+        free(b);
+        return NULL;
+    }
+    b->iface = cu_backend_iface;
+    b->context = cb;
+    return b;
+}
+
+bool mms_backend_is_cuda(mms_backend_t backend) {
+    return backend && backend->iface.get_name == cu_get_name;
 }

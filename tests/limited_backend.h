@@ -109,7 +109,7 @@ static enum mms_status limited_event_record(mms_backend_event_t e) { limited_of(
 static enum mms_status limited_event_sync(mms_backend_event_t e) { (void)e; return MMS_OK; }
 static enum mms_status limited_event_wait(mms_backend_t b, mms_backend_event_t e) { (void)e; limited_of(b)->n_events_waited++; return MMS_OK; }
 
-static mms_backend_t limited_backend_new(const char *name, uint64_t op_mask) {
+TEST_FN mms_backend_t limited_backend_new(const char *name, uint64_t op_mask) {
     mms_backend_t b = (mms_backend_t)calloc(1, sizeof *b);
     struct limited_backend *lb = (struct limited_backend *)calloc(1, sizeof *lb);
     if (!b || !lb || !(lb->cpu = mms_backend_cpu_init())) { free(b); free(lb); return NULL; }

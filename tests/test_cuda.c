@@ -1,24 +1,176 @@
-/* Built by `make cuda` with MMS_CUDA and linked with mmsched_cuda.cu. Without a GPU at run time
-   every case prints SKIP and passes. */
+/* The CUDA backend's own surface, built by `make cuda` with MMS_CUDA and linked with
+   mmsched_cuda.cu: device and pinned buffers, copies between them, async copies and events, the
+   errors (no device, bad device, out of device memory, a bad get_rows index found by a kernel).
+   Without a GPU at run time the device cases print SKIP and the no-device errors are checked. The
+   ops are compared with the CPU by test_backend_ops, the scheduler by test_sched, both built for CUDA. */
 #define MMS_CUDA
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
 
-static void test_cuda_entry_points(void) {
-    int n;
-    test_capture_log();
-    n = mms_backend_cuda_get_device_count();
-    if (n == 0) {
-        printf("SKIP test_cuda_entry_points: no CUDA device (%s)\n", mms_last_error());
-    } else {
-        mms_backend_t b = mms_backend_cuda_init(0);
-        EXPECT(b == NULL && mms_last_status() == MMS_ERR_UNSUPPORTED, "placeholder backend: %s", mms_last_error());
+static int n_devices;
+
+static bool need_device(const char *test) {
+    if (n_devices > 0) return false;
+    printf("SKIP %s: no CUDA device\n", test);
+    return true;
+}
+
+static void test_without_a_device_errors_are_clear(void) {
+    if (n_devices > 0) {
+        test_capture_log();
+        EXPECT_ERROR(mms_backend_cuda_init(n_devices) ? MMS_OK : mms_last_status(), MMS_ERR_INVALID_ARG, "does not exist");
+        mms_log_set(NULL, NULL);
+        return;
     }
+    test_capture_log();
+    EXPECT(mms_backend_cuda_init(0) == NULL && mms_last_status() == MMS_ERR_UNSUPPORTED, "init without a device: %s", mms_last_error());
+    EXPECT(strstr(mms_last_error(), "mms_backend_cuda_init") != NULL, "the message names the call: %s", mms_last_error());
+    EXPECT(mms_backend_cuda_buffer_type(0) == NULL && mms_backend_cuda_host_buffer_type() == NULL, "buffer types without a device");
     mms_log_set(NULL, NULL);
 }
 
+static void fill_pattern(float *v, int n, float base) {
+    int i;
+    for (i = 0; i < n; i++) v[i] = base + (float)i * 0.25f;
+}
+
+static void test_buffers_and_copies(void) {
+    struct mms_context *ctx;
+    struct mms_tensor *a, *b, *h;
+    mms_backend_buffer_t dev_buf, host_buf;
+    float in[1000], out[1000];
+    if (need_device(__func__)) return;
+    ctx = test_ctx(true);
+    a = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 1000);
+    b = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 1000);
+    dev_buf = mms_backend_alloc_ctx_tensors_from_buft(ctx, mms_backend_cuda_buffer_type(0));
+    EXPECT(dev_buf && !mms_backend_buffer_is_host(dev_buf), "device buffer: %s", mms_last_error());
+    EXPECT(mms_backend_buffer_get_alignment(dev_buf) >= 256, "alignment");
+    fill_pattern(in, 1000, -3.0f);
+    EXPECT(mms_backend_tensor_set(a, in, 0, sizeof in) == MMS_OK, "set: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_copy(a, b) == MMS_OK, "device to device: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_get(b, out, 0, sizeof out) == MMS_OK && memcmp(in, out, sizeof in) == 0, "round trip through the device");
+    EXPECT(mms_backend_tensor_memset(b, 0, 40, 80) == MMS_OK && mms_backend_tensor_get(b, out, 0, sizeof out) == MMS_OK, "memset");
+    EXPECT(out[9] == in[9] && out[10] == 0.0f && out[29] == 0.0f && out[30] == in[30], "memset range");
+    {   /* pinned host memory: host memory for the CPU, fast copies for the GPU */
+        struct mms_context *hctx = test_ctx(true);
+        h = mms_new_tensor_1d(hctx, MMS_TYPE_F32, 1000);
+        host_buf = mms_backend_alloc_ctx_tensors_from_buft(hctx, mms_backend_cuda_host_buffer_type());
+        EXPECT(host_buf && mms_backend_buffer_is_host(host_buf), "pinned buffer: %s", mms_last_error());
+        EXPECT(mms_backend_tensor_copy(a, h) == MMS_OK && memcmp(h->data, in, sizeof in) == 0, "device to pinned host");
+        mms_backend_buffer_free(host_buf);
+        mms_free(hctx);
+    }
+    mms_backend_buffer_free(dev_buf);
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_tensor_get(a, out, 0, sizeof out), MMS_ERR_STALE, "freed");
+    EXPECT(mms_backend_buft_alloc_buffer(mms_backend_cuda_buffer_type(0), (size_t)1 << 50) == NULL && mms_last_status() == MMS_ERR_OOM,
+           "a petabyte: %s", mms_last_error());
+    EXPECT(strstr(mms_last_error(), "cudaMalloc") != NULL, "the message names the call: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_free(ctx);
+}
+
+static void test_async_copies_and_events(void) {
+    mms_backend_t gpu, cpu;
+    mms_backend_event_t ev;
+    struct mms_context *ctx;
+    struct mms_tensor *x, *y;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g;
+    float in[4096], out[4096];
+    int i, bad = 0;
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    cpu = mms_backend_cpu_init();
+    ctx = test_ctx(true);
+    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4096);
+    y = mms_scale(ctx, x, 2.0f);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, y);
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    fill_pattern(in, 4096, 1.0f);
+    EXPECT(mms_backend_tensor_set_async(gpu, x, in, 0, sizeof in) == MMS_OK, "set async: %s", mms_last_error());
+    EXPECT(mms_backend_graph_compute_async(gpu, g) == MMS_OK, "compute: %s", mms_last_error());
+    ev = mms_backend_event_new(gpu);
+    EXPECT(ev != NULL && mms_backend_event_record(ev) == MMS_OK, "event: %s", mms_last_error());
+    EXPECT(mms_backend_event_wait(cpu, ev) == MMS_OK, "the CPU waits for the GPU: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_get_async(gpu, y, out, 0, sizeof out) == MMS_OK && mms_backend_synchronize(gpu) == MMS_OK, "get async");
+    for (i = 0; i < 4096; i++) bad += out[i] != 2.0f * in[i];
+    EXPECT(bad == 0, "%d wrong values", bad);
+    mms_backend_event_free(ev);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(cpu);
+    mms_backend_free(gpu);
+}
+
+static void test_bad_index_found_by_a_kernel(void) {
+    mms_backend_t gpu;
+    struct mms_context *ctx;
+    struct mms_tensor *a, *idx, *out;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g;
+    int32_t rows[3] = { 0, 5, 1 };
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    ctx = test_ctx(true);
+    a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 8, 4);
+    idx = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 3);
+    out = mms_set_name(mms_get_rows(ctx, a, idx), "embeddings");
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, out);
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    mms_backend_tensor_set(idx, rows, 0, sizeof rows);
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_graph_compute(gpu, g), MMS_ERR_INVALID_ARG, "GET_ROWS", "'embeddings'", "index 5", "0..3");
+    rows[1] = 3;
+    mms_backend_tensor_set(idx, rows, 0, sizeof rows);
+    EXPECT(mms_backend_graph_compute(gpu, g) == MMS_OK, "a good index after a bad one: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+
+/* Several GPUs are several backends: a tensor copied from GPU 0 to GPU 1 asynchronously. */
+static void test_two_devices(void) {
+    mms_backend_t g0, g1;
+    struct mms_context *c0, *c1;
+    struct mms_tensor *a, *b;
+    mms_backend_buffer_t b0, b1;
+    float in[512], out[512];
+    if (n_devices < 2) { printf("SKIP %s: %d CUDA device(s)\n", __func__, n_devices); return; }
+    g0 = mms_backend_cuda_init(0);
+    g1 = mms_backend_cuda_init(1);
+    c0 = test_ctx(true);
+    c1 = test_ctx(true);
+    a = mms_new_tensor_1d(c0, MMS_TYPE_F32, 512);
+    b = mms_new_tensor_1d(c1, MMS_TYPE_F32, 512);
+    b0 = mms_backend_alloc_ctx_tensors(c0, g0);
+    b1 = mms_backend_alloc_ctx_tensors(c1, g1);
+    fill_pattern(in, 512, 7.0f);
+    mms_backend_tensor_set(a, in, 0, sizeof in);
+    EXPECT(mms_backend_tensor_copy_async(g0, g1, a, b) == MMS_OK && mms_backend_synchronize(g1) == MMS_OK, "peer copy: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_get(b, out, 0, sizeof out) == MMS_OK && memcmp(in, out, sizeof in) == 0, "peer copy data");
+    mms_backend_buffer_free(b0);
+    mms_backend_buffer_free(b1);
+    mms_free(c0);
+    mms_free(c1);
+    mms_backend_free(g0);
+    mms_backend_free(g1);
+}
+
 int main(void) {
-    RUN(test_cuda_entry_points);
+    test_capture_log();
+    n_devices = mms_backend_cuda_get_device_count();
+    mms_log_set(NULL, NULL);
+    printf("%d CUDA device(s)%s%s\n", n_devices, n_devices ? "" : ": ", n_devices ? "" : mms_last_error());
+    RUN(test_without_a_device_errors_are_clear);
+    RUN(test_buffers_and_copies);
+    RUN(test_async_copies_and_events);
+    RUN(test_bad_index_found_by_a_kernel);
+    RUN(test_two_devices);
     return test_summary();
 }

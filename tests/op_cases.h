@@ -1,0 +1,216 @@
+/* op_cases.h - the op cases of test_backend_ops (every op, its types, broadcasting, strided views)
+   and the rule that fills their inputs; also run through the CUDA kernels' element logic on the host
+   by test_cuda_kernels. Include after test.h. */
+#ifndef MMS_OP_CASES_H
+#define MMS_OP_CASES_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -- inputs: a leaf's name says how to fill it ------------------------------------------------ */
+/*   "idx<R>" I32 in [0, R)   "pos" I32 positions   "mask" -inf in about a quarter, row 0 all -inf
+     "away" |x| in [0.5, 1.5]  "plus" x in (0, 2]   else uniform in [-1, 1) */
+
+TEST_FN void fill_leaf(struct mms_tensor *t, unsigned long long seed) {
+    const int64_t n = mms_nelements(t);
+    const size_t bytes = mms_nbytes(t);
+    float *f = (float *)malloc(sizeof *f * (size_t)n);
+    char *raw = (char *)malloc(bytes);
+    unsigned long long s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        double u;
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        u = (double)(s >> 11) / 9007199254740992.0;          /* [0, 1) */
+        if (!strncmp(t->name, "idx", 3))       ((int32_t *)f)[i] = (int32_t)(u * atof(t->name + 3));
+        else if (!strcmp(t->name, "pos"))      ((int32_t *)f)[i] = (int32_t)(u * 2000.0);
+        else if (!strcmp(t->name, "mask"))     f[i] = (u < 0.25 || i < t->ne[0]) ? -INFINITY : (float)(u * 2.0 - 1.0);
+        else if (!strcmp(t->name, "away"))     f[i] = (float)((u < 0.5 ? -1.0 : 1.0) * (0.5 + 2.0 * fmod(u, 0.5)));
+        else if (!strcmp(t->name, "plus"))     f[i] = (float)(2.0 - 2.0 * u);
+        else                                   f[i] = (float)(u * 2.0 - 1.0);
+    }
+    if (t->type == MMS_TYPE_F32 || t->type == MMS_TYPE_I32) memcpy(raw, f, bytes);
+    else mms_get_type_traits(t->type)->from_float(f, raw, n);
+    EXPECT(mms_backend_tensor_set(t, raw, 0, bytes) == MMS_OK, "fill %s: %s", t->name, mms_last_error());
+    free(f);
+    free(raw);
+}
+
+/* -- the cases -------------------------------------------------------------------------------- */
+
+TEST_FN struct mms_tensor *leaf(struct mms_context *c, enum mms_type t, const char *name, int64_t a, int64_t b, int64_t d, int64_t e) {
+    return mms_set_name(mms_new_tensor_4d(c, t, a, b, d, e), name);
+}
+
+static const enum mms_type floats[3] = { MMS_TYPE_F32, MMS_TYPE_F16, MMS_TYPE_BF16 };
+static const enum mms_type weights[7] = { MMS_TYPE_F32, MMS_TYPE_F16, MMS_TYPE_BF16, MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+static const enum mms_op unary_ops[8] = { MMS_OP_SQR, MMS_OP_SQRT, MMS_OP_EXP, MMS_OP_TANH, MMS_OP_SILU, MMS_OP_GELU, MMS_OP_GELU_TANH, MMS_OP_SCALE };
+
+/* NMSE allowed when the result (or an operand) is rounded to 16 bits, and when it is not. */
+#define TOL_LOW  2e-5
+#define TOL_F32  1e-9
+#define TOL_COPY 0.0
+
+struct op_case {
+    char   desc[96];
+    double tol;
+    struct mms_tensor *out;
+};
+
+/* Case i (0 .. n_cases-1) built in ctx; false when i is past the last. */
+TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
+    int k = 0;
+    struct mms_tensor *a, *b, *out = NULL;
+    oc->tol = TOL_F32;
+#define CASE(cond) if (k++ == i && (cond))
+    /* element-wise with broadcasting, each float type, strided a */
+    for (int op = MMS_OP_ADD; op <= MMS_OP_DIV; op++)
+        for (int t = 0; t < 3; t++) {
+            CASE(1) {
+                a = op == MMS_OP_MUL ? mms_transpose(c, leaf(c, floats[t], "a", 7, 33, 3, 2)) : leaf(c, floats[t], "a", 33, 7, 3, 2);
+                b = leaf(c, floats[(t + 1) % 3], op == MMS_OP_DIV ? "away" : "b", 33, 1, 3, 1);
+                out = op == MMS_OP_ADD ? mms_add(c, a, b) : op == MMS_OP_SUB ? mms_sub(c, a, b) : op == MMS_OP_MUL ? mms_mul(c, a, b) : mms_div(c, a, b);
+                snprintf(oc->desc, sizeof oc->desc, "%s %s by %s", mms_op_name((enum mms_op)op), mms_type_name(floats[t]), mms_type_name(floats[(t + 1) % 3]));
+                oc->tol = t ? TOL_LOW : TOL_F32;
+            }
+        }
+    for (int u = 0; u < 8; u++)
+        for (int t = 0; t < 2; t++) {
+            CASE(1) {
+                a = leaf(c, floats[t], unary_ops[u] == MMS_OP_SQRT ? "plus" : "a", 1601, 5, 1, 1);
+                switch (unary_ops[u]) {
+                    case MMS_OP_SQR:  out = mms_sqr(c, a); break;
+                    case MMS_OP_SQRT: out = mms_sqrt(c, a); break;
+                    case MMS_OP_EXP:  out = mms_exp(c, a); break;
+                    case MMS_OP_TANH: out = mms_tanh(c, a); break;
+                    case MMS_OP_SILU: out = mms_silu(c, a); break;
+                    case MMS_OP_GELU: out = mms_gelu(c, a); break;
+                    case MMS_OP_GELU_TANH: out = mms_gelu_tanh(c, a); break;
+                    default: out = mms_scale(c, a, -1.75f); break;
+                }
+                snprintf(oc->desc, sizeof oc->desc, "%s %s", mms_op_name(unary_ops[u]), mms_type_name(floats[t]));
+                oc->tol = t ? TOL_LOW : 1e-8;
+            }
+        }
+    /* row reductions */
+    for (int t = 0; t < 2; t++) {
+        CASE(1) { out = mms_norm(c, leaf(c, floats[t], "a", 4096, 3, 2, 1), 1e-5f); snprintf(oc->desc, sizeof oc->desc, "NORM %s 4096", mms_type_name(floats[t])); oc->tol = t ? TOL_LOW : TOL_F32; }
+        CASE(1) { out = mms_rms_norm(c, leaf(c, floats[t], "a", 33, 7, 1, 1), 1e-6f); snprintf(oc->desc, sizeof oc->desc, "RMS_NORM %s 33", mms_type_name(floats[t])); oc->tol = t ? TOL_LOW : TOL_F32; }
+    }
+    CASE(1) { out = mms_sum_rows(c, leaf(c, MMS_TYPE_F32, "a", 1601, 4, 3, 1)); snprintf(oc->desc, sizeof oc->desc, "SUM_ROWS f32 1601"); }
+    CASE(1) { out = mms_argmax(c, leaf(c, MMS_TYPE_F32, "a", 1601, 9, 1, 1)); snprintf(oc->desc, sizeof oc->desc, "ARGMAX f32 1601"); oc->tol = TOL_COPY; }
+    /* softmax: no mask, an f32 mask repeated over heads, an f16 mask */
+    CASE(1) { out = mms_soft_max(c, leaf(c, MMS_TYPE_F32, "a", 77, 9, 4, 1)); snprintf(oc->desc, sizeof oc->desc, "SOFT_MAX f32"); }
+    CASE(1) {
+        out = mms_soft_max_ext(c, leaf(c, MMS_TYPE_F32, "a", 77, 9, 4, 1), leaf(c, MMS_TYPE_F32, "mask", 77, 12, 1, 1), 0.3f, 0.0f);
+        snprintf(oc->desc, sizeof oc->desc, "SOFT_MAX f32, f32 mask, scale");
+    }
+    CASE(1) {
+        out = mms_soft_max_ext(c, leaf(c, MMS_TYPE_F16, "a", 130, 5, 2, 1), leaf(c, MMS_TYPE_F16, "mask", 130, 5, 2, 1), 1.0f, 0.0f);
+        snprintf(oc->desc, sizeof oc->desc, "SOFT_MAX f16, f16 mask");
+        oc->tol = TOL_LOW;
+    }
+    /* rope: both pairings, partial rotation, frequency factors */
+    for (int mode = 0; mode < 2; mode++)
+        for (int ffs = 0; ffs < 2; ffs++) {
+            CASE(1) {
+                struct mms_tensor *ff = ffs ? leaf(c, MMS_TYPE_F32, "plus", 32, 1, 1, 1) : NULL;
+                out = mms_rope_ext(c, leaf(c, MMS_TYPE_F32, "a", 80, 4, 7, 1), leaf(c, MMS_TYPE_I32, "pos", 7, 1, 1, 1), ff,
+                                   64, mode ? MMS_ROPE_TYPE_NEOX : MMS_ROPE_TYPE_NORMAL, 0, 500000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+                snprintf(oc->desc, sizeof oc->desc, "ROPE %s, 64 of 80 dims%s", mode ? "neox" : "normal", ffs ? ", freq factors" : "");
+                oc->tol = 1e-8;
+            }
+        }
+    CASE(1) {
+        out = mms_rope_ext(c, leaf(c, MMS_TYPE_F16, "a", 64, 3, 5, 1), leaf(c, MMS_TYPE_I32, "pos", 5, 1, 1, 1), NULL,
+                           64, MMS_ROPE_TYPE_NORMAL, 0, 10000.0f, 0.5f, 0.0f, 1.0f, 0.0f, 0.0f);
+        snprintf(oc->desc, sizeof oc->desc, "ROPE f16");
+        oc->tol = TOL_LOW;
+    }
+    /* layout */
+    for (int dim = 0; dim < 3; dim++) {
+        CASE(1) {
+            out = mms_concat(c, leaf(c, MMS_TYPE_F32, "a", 5, 3, 2, 1), leaf(c, MMS_TYPE_F32, "b", dim == 0 ? 4 : 5, dim == 1 ? 6 : 3, dim == 2 ? 3 : 2, 1), dim);
+            snprintf(oc->desc, sizeof oc->desc, "CONCAT f32 dim %d", dim);
+            oc->tol = TOL_COPY;
+        }
+    }
+    CASE(1) { out = mms_concat(c, leaf(c, MMS_TYPE_I32, "idx99", 5, 3, 1, 1), leaf(c, MMS_TYPE_I32, "idx7", 5, 2, 1, 1), 1); snprintf(oc->desc, sizeof oc->desc, "CONCAT i32"); oc->tol = TOL_COPY; }
+    CASE(1) { out = mms_pad(c, leaf(c, MMS_TYPE_F16, "a", 7, 5, 3, 1), 3, 2, 1, 0); snprintf(oc->desc, sizeof oc->desc, "PAD f16"); oc->tol = TOL_COPY; }
+    CASE(1) {
+        a = leaf(c, MMS_TYPE_F32, "a", 6, 1, 3, 1);
+        out = mms_repeat(c, a, leaf(c, MMS_TYPE_F32, "b", 12, 4, 3, 2));
+        snprintf(oc->desc, sizeof oc->desc, "REPEAT f32");
+        oc->tol = TOL_COPY;
+    }
+    for (int t = 0; t < 7; t++) {
+        CASE(1) {
+            out = mms_get_rows(c, leaf(c, weights[t], "a", 256, 11, 2, 1), leaf(c, MMS_TYPE_I32, "idx11", 6, 2, 1, 1));
+            snprintf(oc->desc, sizeof oc->desc, "GET_ROWS %s", mms_type_name(weights[t]));
+            oc->tol = TOL_COPY;
+        }
+    }
+    CASE(1) { out = mms_get_rows(c, leaf(c, MMS_TYPE_I32, "idx1000", 3, 9, 1, 1), leaf(c, MMS_TYPE_I32, "idx9", 4, 1, 1, 1)); snprintf(oc->desc, sizeof oc->desc, "GET_ROWS i32"); oc->tol = TOL_COPY; }
+    for (int t = 0; t < 3; t++) {
+        CASE(1) {
+            a = leaf(c, floats[t], "a", 9, 6, 4, 1);
+            out = mms_cpy(c, mms_permute(c, a, 1, 2, 0, 3), leaf(c, floats[(t + 1) % 3], "b", 4, 9, 6, 1));
+            snprintf(oc->desc, sizeof oc->desc, "CPY permuted %s to %s", mms_type_name(floats[t]), mms_type_name(floats[(t + 1) % 3]));
+            oc->tol = TOL_COPY;        /* conversions round to nearest even on both */
+        }
+    }
+    CASE(1) { out = mms_cont_2d(c, mms_transpose(c, leaf(c, MMS_TYPE_F16, "a", 13, 7, 1, 1)), 7, 13); snprintf(oc->desc, sizeof oc->desc, "CONT transposed f16"); oc->tol = TOL_COPY; }
+    CASE(1) { out = mms_dup(c, leaf(c, MMS_TYPE_I32, "idx50", 10, 3, 1, 1)); snprintf(oc->desc, sizeof oc->desc, "DUP i32"); oc->tol = TOL_COPY; }
+    for (int t = 0; t < 2; t++) {
+        CASE(1) {
+            out = mms_im2col(c, leaf(c, MMS_TYPE_F16, "a", 3, 3, 4, 8), leaf(c, MMS_TYPE_F32, "b", 11, 9, 4, 2), 2, 1, 1, 1, 1, 2, true, floats[t]);
+            snprintf(oc->desc, sizeof oc->desc, "IM2COL 2-D to %s", mms_type_name(floats[t]));
+            oc->tol = TOL_COPY;
+        }
+    }
+    CASE(1) { out = mms_im2col(c, leaf(c, MMS_TYPE_F32, "a", 5, 3, 2, 1), leaf(c, MMS_TYPE_F32, "b", 17, 3, 2, 1), 2, 1, 2, 0, 1, 1, false, MMS_TYPE_F32); snprintf(oc->desc, sizeof oc->desc, "IM2COL 1-D"); oc->tol = TOL_COPY; }
+    /* mul_mat: every weight type, decode and prompt sizes, grouped-head broadcasting, a strided b */
+    for (int t = 0; t < 7; t++) {
+        const int64_t ns[4] = { 1, 3, 17, 64 };
+        for (int j = 0; j < 4; j++) {
+            CASE(1) {
+                out = mms_mul_mat(c, leaf(c, weights[t], "a", 512, 75, 1, 1), leaf(c, MMS_TYPE_F32, "b", 512, ns[j], 1, 1));
+                snprintf(oc->desc, sizeof oc->desc, "MUL_MAT %s 512x75 by %lld", mms_type_name(weights[t]), (long long)ns[j]);
+                oc->tol = weights[t] == MMS_TYPE_F32 ? TOL_F32 : TOL_LOW;
+            }
+        }
+    }
+    for (int t = 0; t < 3; t++) {
+        CASE(1) {
+            b = mms_permute(c, leaf(c, MMS_TYPE_F32, "b", 64, 6, 9, 1), 0, 2, 1, 3);        /* [64, 9, 6]: strided */
+            out = mms_mul_mat(c, leaf(c, floats[t], "a", 64, 33, 2, 1), b);
+            snprintf(oc->desc, sizeof oc->desc, "MUL_MAT %s grouped heads 2 -> 6, strided b", mms_type_name(floats[t]));
+            oc->tol = t ? TOL_LOW : TOL_F32;
+        }
+    }
+    CASE(1) {
+        out = mms_mul_mat(c, mms_transpose(c, leaf(c, MMS_TYPE_F32, "a", 40, 96, 1, 1)), leaf(c, MMS_TYPE_F32, "b", 96, 7, 1, 1));
+        snprintf(oc->desc, sizeof oc->desc, "MUL_MAT transposed f32 a");
+    }
+    /* flash attention: grouped heads, masks, K/V types, a softcap, D != Dv */
+    for (int t = 0; t < 3; t++) {
+        CASE(1) {
+            out = mms_flash_attn_ext(c, leaf(c, MMS_TYPE_F32, "a", 80, 9, 8, 1), leaf(c, floats[t], "k", 80, 37, 2, 1),
+                                     leaf(c, floats[t], "v", 80, 37, 2, 1), leaf(c, MMS_TYPE_F16, "mask", 37, 9, 1, 1), 0.11f, 0.0f, 0.0f);
+            snprintf(oc->desc, sizeof oc->desc, "FLASH_ATTN_EXT q f32, k/v %s, 8 heads on 2, mask", mms_type_name(floats[t]));
+            oc->tol = 1e-8;
+        }
+    }
+    CASE(1) {
+        out = mms_flash_attn_ext(c, leaf(c, MMS_TYPE_F16, "a", 128, 70, 4, 2), leaf(c, MMS_TYPE_F16, "k", 128, 100, 4, 2),
+                                 leaf(c, MMS_TYPE_F16, "v", 64, 100, 4, 2), NULL, 0.08f, 0.0f, 30.0f);
+        snprintf(oc->desc, sizeof oc->desc, "FLASH_ATTN_EXT f16, D 128 Dv 64, batch 2, softcap, no mask");
+        oc->tol = 1e-8;
+    }
+#undef CASE
+    oc->out = out;
+    return i < k;
+}
+
+#endif
