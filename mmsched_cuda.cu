@@ -823,6 +823,11 @@ static enum mms_status cu_buf_get(mms_backend_buffer_t b, const struct mms_tenso
     return MMS_OK;
 }
 static bool cu_buft_is_device(mms_backend_buffer_type_t buft);
+static bool cu_buf_cpy(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst);
+static enum mms_status cu_buf_clear(mms_backend_buffer_t b, uint8_t v);
+static const struct mms_backend_buffer_i cu_buf_iface = {
+    cu_buf_free, cu_buf_base, NULL, cu_buf_memset, cu_buf_set, cu_buf_get, cu_buf_cpy, cu_buf_clear
+};
 static bool cu_buf_cpy(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
     if (!src->buffer || !cu_buft_is_device(src->buffer->buft)) return false;   // through the host
     const int sd = ((struct cu_buffer *)src->buffer->context)->device, dd = ((struct cu_buffer *)b->context)->device;
@@ -863,16 +868,7 @@ static mms_backend_buffer_t cu_buft_alloc(mms_backend_buffer_type_t t, size_t si
         free(cb);
         return NULL;
     }
-    struct mms_backend_buffer_i i;
-    memset(&i, 0, sizeof i);
-    i.free_buffer = cu_buf_free;
-    i.get_base = cu_buf_base;
-    i.memset_tensor = cu_buf_memset;
-    i.set_tensor = cu_buf_set;
-    i.get_tensor = cu_buf_get;
-    i.cpy_tensor = cu_buf_cpy;
-    i.clear = cu_buf_clear;
-    mms_backend_buffer_t b = mms_backend_buffer_init(t, i, cb, size);
+    mms_backend_buffer_t b = mms_backend_buffer_init(t, cu_buf_iface, cb, size);
     if (!b) { cudaFree(cb->ptr); free(cb); }
     return b;
 }
@@ -905,15 +901,10 @@ static mms_backend_buffer_t cu_host_buft_alloc(mms_backend_buffer_type_t t, size
         cudaGetLastError();
         return NULL;
     }
-    struct mms_backend_buffer_i i;
-    memset(&i, 0, sizeof i);
-    i.free_buffer = cu_host_free;
-    i.get_base = cu_host_base;
-    i.memset_tensor = cu_host_memset;
-    i.set_tensor = cu_host_set;
-    i.get_tensor = cu_host_get;
-    i.clear = cu_host_clear;
-    mms_backend_buffer_t b = mms_backend_buffer_init(t, i, p, size);
+    static const struct mms_backend_buffer_i iface = {
+        cu_host_free, cu_host_base, NULL, cu_host_memset, cu_host_set, cu_host_get, NULL, cu_host_clear
+    };
+    mms_backend_buffer_t b = mms_backend_buffer_init(t, iface, p, size);
     if (!b) cudaFreeHost(p);
     return b;
 }
