@@ -85,8 +85,8 @@ test: check-header compile-tests unit-tests asan-tests cuda-if-available
 	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(wildcard $(B)/cuda/tests)
 
 # -- CUDA -------------------------------------------------------------------------------------------
-# The CUDA tests go to build/cuda/tests: test_cuda_kernels checks the kernels' element logic on the
-# host (no GPU needed); the others run on GPU 0 and print SKIP without one.
+# The CUDA tests go to build/cuda/tests: test_cuda_kernels runs the kernels' code on the host against
+# the CPU backend (no GPU needed); the others run on GPU 0 and print SKIP without one.
 
 CUDA_TESTS = test_cuda test_backend_ops test_sched test_cuda_kernels
 # No exceptions or thread-safe statics: the object links into C programs without libstdc++.

@@ -357,7 +357,9 @@
        Results agree with the CPU backend to a tolerance, not to the bit (different summation orders;
        f16 products round b): tests/test_backend_ops compares every op, tests/test_sched runs the
        scheduler's tests with the GPU as the second backend, and tools/gpu_check.sh runs both, the
-       demo model on the GPU and build/cuda/bench_cuda on a GPU machine.
+       demo model on the GPU and build/cuda/bench_cuda on a GPU machine. Every kernel is written as a
+       __host__ __device__ functor run by an executor, so tests/test_cuda_kernels.cu also runs them
+       on the host (a thread per CUDA thread, cuBLAS by its definition) against the CPU backend.
 
    11. GGUF FILES
        mms_gguf_open(path) maps a GGUF file (versions 2 and 3) and validates it completely before

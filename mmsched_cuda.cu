@@ -10,16 +10,21 @@
 //   1. errors       every CUDA and cuBLAS call goes through CU_TRY / CUBLAS_TRY: a failure becomes
 //                   a status whose message names the call and the CUDA error string
 //   2. elements     a tensor as kernels see it (cu_tensor) and per-element loads and stores for
-//                   every type, the block types included; __host__ __device__, so the element
-//                   logic of the kernels is also checked on the host (tests/test_cuda_kernels.cu)
-//   3. element ops  one functor per op (binary, unary, copies, layout ops, get_rows, im2col, rope),
-//                   run by one grid-stride kernel
-//   4. row ops      norms, sum_rows, argmax and softmax: one block per row
-//   5. attention    flash attention: a block per 16 query rows of one head, K/V tiles in shared memory
-//   6. mul_mat      cuBLAS (F32, and F16/BF16 on tensor cores; quantized weights dequantized to F16
-//                   first) and a warp-per-row GEMV for quantized weights at decode sizes
-//   7. buffers      device and pinned host buffer types
-//   8. backend      supports_op, graph compute on the stream, async copies, events, entry points
+//                   every type, the block types included
+//   3. element ops  one functor per op (binary, unary, copies, layout ops, get_rows, im2col, rope)
+//   4. blocks       a thread of a block (cu_thread: indices, shared memory, barrier, warp shuffle),
+//                   the cuBLAS call as data (cu_gemm)
+//   5. row ops      norms, sum_rows, argmax and softmax: a block per row
+//   6. attention    flash attention: a block per 16 query rows of one head, K/V tiles in shared memory
+//   7. mul_mat      cuBLAS (F32, and F16/BF16 on tensor cores; block-type weights dequantized to F16
+//                   first) and a warp-per-row GEMV for block-type weights at decode sizes; then
+//                   cu_compute_node, which runs any node through an executor, and the GPU's executor
+//   8. buffers      device and pinned host buffer types
+//   9. backend      supports_op, graph compute on the stream, async copies, events, entry points
+// Everything a kernel computes is a __host__ __device__ functor, and cu_compute_node takes the
+// executor as a template parameter: tests/test_cuda_kernels.cu runs every op case through the same
+// code on the host (a thread per CUDA thread, a host model of the cuBLAS call) against the CPU
+// backend, so the kernels' logic is tested on machines without a GPU.
 #define MMS_CUDA
 #include "mmsched.h"
 #include <cuda_runtime.h>
@@ -224,8 +229,8 @@ HD static void cu_report(cu_fault *f, int node, int64_t value, int64_t position,
 }
 
 // -- 3. element ops -------------------------------------------------------------------------------
-// Each functor computes element (or pair) i of its node; cu_element_op (below) hands it to a runner. Every one of
-// them reads the inputs of element i before writing element i, so dst may share src[0]'s memory.
+// Each functor computes element (or pair) i of its node; an executor runs it over a grid. Every one
+// of them reads the inputs of element i before writing element i, so dst may share src[0]'s memory.
 
 struct cu_binary {
     cu_tensor d, a, b;
@@ -391,314 +396,281 @@ static cu_tensor cu_tensor_or_none(const struct mms_tensor *t) {
     return c;
 }
 
-// Node t as an element functor handed to run(functor, n_items, name), which launches it on a
-// stream (the backend) or loops over it on the host (tests/test_cuda_kernels.cu). False when t is
-// not an element op. fault_node: the index a bad GET_ROWS index is reported under.
-template <typename Run> static bool cu_element_op(const struct mms_tensor *t, cu_fault *fault, int fault_node, const Run &run,
-                                                  enum mms_status *st) {
-    const cu_tensor d = cu_tensor_of(t), a = cu_tensor_or_none(t->src[0]), b = cu_tensor_or_none(t->src[1]);
-    const int64_t n = mms_nelements(t);
-    const char *name = mms_op_name(t->op);
-    switch (t->op) {
-        case MMS_OP_ADD: case MMS_OP_SUB: case MMS_OP_MUL: case MMS_OP_DIV: {
-            cu_binary f = { d, a, b, (int)t->op };
-            *st = run(f, n, name);
-            return true;
-        }
-        case MMS_OP_SCALE: case MMS_OP_SQR: case MMS_OP_SQRT: case MMS_OP_EXP: case MMS_OP_TANH:
-        case MMS_OP_SILU: case MMS_OP_GELU: case MMS_OP_GELU_TANH: {
-            cu_unary f = { d, a, (int)t->op, t->op == MMS_OP_SCALE ? mms_get_op_params_f32(t, 0) : 0.0f };
-            *st = run(f, n, name);
-            return true;
-        }
-        case MMS_OP_DUP: case MMS_OP_CONT: case MMS_OP_CPY: {
-            cu_copy f = { d, a };
-            *st = run(f, mms_nelements(t->src[0]), name);
-            return true;
-        }
-        case MMS_OP_CONCAT: {
-            cu_concat f = { d, a, b, mms_get_op_params_i32(t, 0) };
-            *st = run(f, n, name);
-            return true;
-        }
-        case MMS_OP_PAD:    { cu_pad f = { d, a };    *st = run(f, n, name); return true; }
-        case MMS_OP_REPEAT: { cu_repeat f = { d, a }; *st = run(f, n, name); return true; }
-        case MMS_OP_GET_ROWS: {
-            cu_get_rows f = { d, a, b, fault, fault_node };
-            *st = run(f, n, name);
-            return true;
-        }
-        case MMS_OP_IM2COL: {
-            const bool is_2d = mms_get_op_params_i32(t, 6) != 0;
-            cu_im2col f = { d, b, t->src[0]->ne[0], is_2d ? t->src[0]->ne[1] : 1,
-                            mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1), mms_get_op_params_i32(t, 2),
-                            mms_get_op_params_i32(t, 3), mms_get_op_params_i32(t, 4), mms_get_op_params_i32(t, 5), is_2d ? 1 : 0 };
-            *st = run(f, n, name);
-            return true;
-        }
-        case MMS_OP_ROPE: {
-            cu_rope f = { d, a, b, cu_tensor_or_none(t->src[2]), mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1),
-                          mms_get_op_params_f32(t, 3), mms_get_op_params_f32(t, 4), mms_get_op_params_f32(t, 6) };
-            *st = run(f, mms_nrows(t) * f.items_per_row(), name);
-            return true;
-        }
-        default:
-            return false;
+// -- 4. blocks, and how a node runs ---------------------------------------------------------------
+// The kernels below are functors over one thread of a block (cu_thread), so the same code runs
+// launched on a GPU and, in tests/test_cuda_kernels.cu, on the host with a thread per CUDA thread
+// (cu_host_block supplies the barrier and the warp exchange there).
+
+struct cu_host_block {
+    void  (*sync)(struct cu_host_block *b);                                // every thread of the block
+    float (*exchange)(struct cu_host_block *b, int tid, float v, int src_lane);   // within tid's warp
+};
+
+struct cu_thread {
+    int     tid, nthreads;       // threadIdx.x, blockDim.x
+    int64_t bx, by, bz;          // blockIdx
+    char   *smem;                // the block's dynamic shared memory
+    struct cu_host_block *host;  // NULL on the GPU
+    HD int lane() const { return tid % 32; }
+    HD int warp() const { return tid / 32; }
+    HD void sync() const {
+#ifdef __CUDA_ARCH__
+        __syncthreads();
+#else
+        host->sync(host);
+#endif
     }
-}
-
-
-template <typename F> __global__ void cu_each_kernel(F f, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) f(i);
-}
-
-// Runs an element functor over n items on a stream.
-struct cu_launch {
-    cudaStream_t stream;
-    template <typename F> enum mms_status operator()(const F &f, int64_t n, const char *what) const {
-        if (n <= 0) return MMS_OK;
-        const int threads = 256;
-        const int64_t blocks = (n + threads - 1) / threads;
-        cu_each_kernel<F><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), threads, 0, stream>>>(f, n);
-        CU_LAUNCHED(what);
-        return MMS_OK;
+    HD float shfl(float v, int src_lane) const {    // every lane of the warp must call it
+#ifdef __CUDA_ARCH__
+        return __shfl_sync(0xffffffffu, v, src_lane);
+#else
+        return host->exchange(host, tid, v, src_lane);
+#endif
     }
 };
 
-// -- 4. row ops -----------------------------------------------------------------------------------
+struct cu_grid { unsigned x, y, z; };
 
-#define CU_ROW_THREADS 256
+// One cuBLAS call, column-major: C (m x n, ldc) = A^T B with A stored k x m (lda) and B k x n (ldb),
+// `batch` times with the given element strides. A and B have `type` (F32, F16 or BF16), C is F32.
+struct cu_gemm {
+    int m, n, k, batch;
+    enum mms_type type;
+    const void *a, *b;
+    float *c;
+    long long lda, ldb, ldc, stride_a, stride_b, stride_c;
+};
 
-__device__ static float cu_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+HD static float cu_warp_sum(const cu_thread &th, float v) {
+    for (int o = 16; o > 0; o >>= 1) v += th.shfl(v, th.lane() ^ o);
     return v;
 }
-__device__ static float cu_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+HD static float cu_warp_max(const cu_thread &th, float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, th.shfl(v, th.lane() ^ o));
     return v;
 }
 
 // Sum (or max) over the block; every thread gets the result. scratch: 32 floats of shared memory.
-__device__ static float cu_block_reduce(float v, bool is_max, float *scratch) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-    v = is_max ? cu_warp_max(v) : cu_warp_sum(v);
-    __syncthreads();                   // scratch may still be read by a previous reduction
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < n_warps ? scratch[lane] : (is_max ? -INFINITY : 0.0f);
-    return is_max ? cu_warp_max(v) : cu_warp_sum(v);
+HD static float cu_block_reduce(const cu_thread &th, float v, bool is_max, float *scratch) {
+    v = is_max ? cu_warp_max(th, v) : cu_warp_sum(th, v);
+    th.sync();                         // scratch may still be read by a previous reduction
+    if (th.lane() == 0) scratch[th.warp()] = v;
+    th.sync();
+    v = th.lane() < th.nthreads / 32 ? scratch[th.lane()] : (is_max ? -INFINITY : 0.0f);
+    return is_max ? cu_warp_max(th, v) : cu_warp_sum(th, v);
 }
 
-__device__ static void cu_row_of(const cu_tensor &t, int64_t r, int64_t *x) {
+HD static void cu_row_of(const cu_tensor &t, int64_t r, int64_t *x) {
     x[0] = 0;
     x[1] = r % t.ne[1]; r /= t.ne[1];
     x[2] = r % t.ne[2];
     x[3] = r / t.ne[2];
 }
 
-// NORM / RMS_NORM: the mean first (layer norm), then the squares around it.
-__global__ static void cu_norm_kernel(cu_tensor d, cu_tensor a, float eps, int rms) {
-    __shared__ float scratch[32];
-    int64_t x[4];
-    const int64_t n = d.ne[0];
-    cu_row_of(d, blockIdx.x, x);
-    float mean = 0.0f, s = 0.0f;
-    if (!rms) {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += cu_load(a, i, x[1], x[2], x[3]);
-        mean = cu_block_reduce(s, false, scratch) / (float)n;
-        s = 0.0f;
-    }
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) { const float v = cu_load(a, i, x[1], x[2], x[3]) - mean; s += v * v; }
-    const float scale = rsqrtf(cu_block_reduce(s, false, scratch) / (float)n + eps);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) cu_store(d, i, x[1], x[2], x[3], (cu_load(a, i, x[1], x[2], x[3]) - mean) * scale);
-}
+// -- 5. row ops: a block per row -----------------------------------------------------------------
 
-__global__ static void cu_sum_rows_kernel(cu_tensor d, cu_tensor a) {
-    __shared__ float scratch[32];
-    int64_t x[4];
-    cu_row_of(a, blockIdx.x, x);
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) s += cu_load(a, i, x[1], x[2], x[3]);
-    s = cu_block_reduce(s, false, scratch);
-    if (threadIdx.x == 0) cu_store(d, 0, x[1], x[2], x[3], s);
-}
+#define CU_ROW_THREADS 256
+
+// NORM / RMS_NORM: the mean first (layer norm), then the squares around it. smem: 32 floats.
+struct cu_norm_rows {
+    cu_tensor d, a;
+    float eps;
+    int rms;
+    HD void operator()(const cu_thread &th) const {
+        float *scratch = (float *)th.smem;
+        int64_t x[4];
+        const int64_t n = d.ne[0];
+        cu_row_of(d, th.bx, x);
+        float mean = 0.0f, s = 0.0f;
+        if (!rms) {
+            for (int64_t i = th.tid; i < n; i += th.nthreads) s += cu_load(a, i, x[1], x[2], x[3]);
+            mean = cu_block_reduce(th, s, false, scratch) / (float)n;
+            s = 0.0f;
+        }
+        for (int64_t i = th.tid; i < n; i += th.nthreads) { const float v = cu_load(a, i, x[1], x[2], x[3]) - mean; s += v * v; }
+        const float scale = 1.0f / sqrtf(cu_block_reduce(th, s, false, scratch) / (float)n + eps);
+        for (int64_t i = th.tid; i < n; i += th.nthreads) cu_store(d, i, x[1], x[2], x[3], (cu_load(a, i, x[1], x[2], x[3]) - mean) * scale);
+    }
+};
+
+struct cu_sum_rows {
+    cu_tensor d, a;
+    HD void operator()(const cu_thread &th) const {
+        int64_t x[4];
+        cu_row_of(a, th.bx, x);
+        float s = 0.0f;
+        for (int64_t i = th.tid; i < a.ne[0]; i += th.nthreads) s += cu_load(a, i, x[1], x[2], x[3]);
+        s = cu_block_reduce(th, s, false, (float *)th.smem);
+        if (th.tid == 0) cu_store(d, 0, x[1], x[2], x[3], s);
+    }
+};
 
 // The first index of the maximum; NaN never wins (a row of NaN gives 0, as on the CPU).
-__global__ static void cu_argmax_kernel(cu_tensor d, cu_tensor a) {
-    __shared__ float best_v[CU_ROW_THREADS];
-    __shared__ int64_t best_i[CU_ROW_THREADS];
-    int64_t x[4];
-    cu_row_of(a, blockIdx.x, x);
-    float bv = NAN;
-    int64_t bi = -1;
-    for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
-        const float v = cu_load(a, i, x[1], x[2], x[3]);
-        if (bi < 0 || v > bv || (bv != bv && v == v)) { bv = v; bi = i; }
+// smem: a value and an index per thread.
+struct cu_argmax {
+    cu_tensor d, a;
+    HD static bool better(float v, int64_t i, float w, int64_t j) {   // (v, i) before (w, j)?
+        if (i < 0) return false;
+        if (j < 0) return true;
+        if (v != v) return w != w && i < j;
+        return w != w || v > w || (v == w && i < j);
     }
-    best_v[threadIdx.x] = bv;
-    best_i[threadIdx.x] = bi;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) {
-            const float v = best_v[threadIdx.x + s];
-            const int64_t i = best_i[threadIdx.x + s];
-            const float w = best_v[threadIdx.x];
-            const int64_t j = best_i[threadIdx.x];
-            const bool take = i >= 0 && (j < 0 || (v == v && (w != w || v > w || (v == w && i < j))) || (v != v && w != w && i < j));
-            if (take) { best_v[threadIdx.x] = v; best_i[threadIdx.x] = i; }
+    HD void operator()(const cu_thread &th) const {
+        float *best_v = (float *)th.smem;
+        int64_t *best_i = (int64_t *)(th.smem + sizeof(float) * CU_ROW_THREADS);
+        int64_t x[4];
+        cu_row_of(a, th.bx, x);
+        float bv = NAN;
+        int64_t bi = -1;
+        for (int64_t i = th.tid; i < a.ne[0]; i += th.nthreads) {
+            const float v = cu_load(a, i, x[1], x[2], x[3]);
+            if (better(v, i, bv, bi)) { bv = v; bi = i; }
         }
-        __syncthreads();
+        best_v[th.tid] = bv;
+        best_i[th.tid] = bi;
+        th.sync();
+        for (int s = th.nthreads / 2; s > 0; s >>= 1) {
+            if (th.tid < s && better(best_v[th.tid + s], best_i[th.tid + s], best_v[th.tid], best_i[th.tid])) {
+                best_v[th.tid] = best_v[th.tid + s];
+                best_i[th.tid] = best_i[th.tid + s];
+            }
+            th.sync();
+        }
+        if (th.tid == 0) ((int32_t *)d.data)[th.bx] = (int32_t)(best_i[0] < 0 ? 0 : best_i[0]);
     }
-    if (threadIdx.x == 0) ((int32_t *)d.data)[blockIdx.x] = (int32_t)(best_i[0] < 0 ? 0 : best_i[0]);
-}
+};
 
 HD static float cu_mask_at(const cu_tensor &m, int64_t j, int64_t i1, int64_t i2, int64_t i3) {
     return cu_load(m, j, i1, i2 % m.ne[2], i3 % m.ne[3]);
 }
 
-// softmax(a * scale + mask) over the row; a row entirely masked gives zeros.
-__global__ static void cu_soft_max_kernel(cu_tensor d, cu_tensor a, cu_tensor mask, float scale) {
-    __shared__ float scratch[32];
-    int64_t x[4];
-    const int64_t n = d.ne[0];
-    cu_row_of(d, blockIdx.x, x);
-#define CU_SM_VALUE(i) (cu_load(a, (i), x[1], x[2], x[3]) * scale + (mask.data ? cu_mask_at(mask, (i), x[1], x[2], x[3]) : 0.0f))
-    float m = -INFINITY;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, CU_SM_VALUE(i));
-    m = cu_block_reduce(m, true, scratch);
-    float s = 0.0f;
-    if (m != -INFINITY) for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(CU_SM_VALUE(i) - m);
-    s = cu_block_reduce(s, false, scratch);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) cu_store(d, i, x[1], x[2], x[3], m == -INFINITY ? 0.0f : expf(CU_SM_VALUE(i) - m) / s);
-#undef CU_SM_VALUE
-}
+// softmax(a * scale + mask) over the row; a row entirely masked gives zeros. smem: 32 floats.
+struct cu_soft_max {
+    cu_tensor d, a, mask;    // mask.data NULL: none
+    float scale;
+    HD float value(int64_t i, const int64_t *x) const {
+        return cu_load(a, i, x[1], x[2], x[3]) * scale + (mask.data ? cu_mask_at(mask, i, x[1], x[2], x[3]) : 0.0f);
+    }
+    HD void operator()(const cu_thread &th) const {
+        float *scratch = (float *)th.smem;
+        int64_t x[4];
+        const int64_t n = d.ne[0];
+        cu_row_of(d, th.bx, x);
+        float m = -INFINITY, s = 0.0f;
+        for (int64_t i = th.tid; i < n; i += th.nthreads) m = fmaxf(m, value(i, x));
+        m = cu_block_reduce(th, m, true, scratch);
+        if (m != -INFINITY) for (int64_t i = th.tid; i < n; i += th.nthreads) s += expf(value(i, x) - m);
+        s = cu_block_reduce(th, s, false, scratch);
+        for (int64_t i = th.tid; i < n; i += th.nthreads) cu_store(d, i, x[1], x[2], x[3], m == -INFINITY ? 0.0f : expf(value(i, x) - m) / s);
+    }
+};
 
-// -- 5. attention ---------------------------------------------------------------------------------
+// -- 6. attention ---------------------------------------------------------------------------------
 // A block of 4 warps takes 16 query rows of one head (4 per warp) against tiles of 32 keys held in
 // shared memory as f32: lane j scores key j of the tile for the warp's rows, the streaming softmax
 // runs per row across the lanes, then every lane accumulates output dims lane, lane + 32, ... over
-// the tile. D and Dv up to 256.
+// the tile. D and Dv up to 256. Grid: (query blocks, heads, batch).
 
 #define CU_FA_ROWS_PER_WARP 4
 #define CU_FA_WARPS 4
 #define CU_FA_KEYS 32
 #define CU_FA_MAX_D 256
 
-struct cu_fa_args {
+struct cu_flash_attn {
     cu_tensor d, q, k, v, mask;    // mask.data NULL: none
     float scale, softcap;
-};
-
-__global__ static void cu_flash_attn_kernel(cu_fa_args p) {
-    extern __shared__ float smem[];
-    const int64_t D = p.q.ne[0], Dv = p.v.ne[0], n_q = p.q.ne[1], n_kv = p.k.ne[1];
-    const int64_t h = blockIdx.y, ib = blockIdx.z, kh = h / (p.q.ne[2] / p.k.ne[2]);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
-    float *qs = smem;                                  // [rows][D]
-    float *ks = qs + rows * D;                         // [KEYS][D + 1] (padded: lanes read different keys)
-    float *vs = ks + CU_FA_KEYS * (D + 1);             // [KEYS][Dv]
-    const int64_t q0 = (int64_t)blockIdx.x * rows;
-
-    for (int64_t e = threadIdx.x; e < rows * D; e += blockDim.x) {
-        const int64_t r = e / D, c = e % D;
-        qs[e] = q0 + r < n_q ? cu_load(p.q, c, q0 + r, h, ib) * p.scale : 0.0f;
+    HD static size_t smem_size(int64_t D, int64_t Dv) {
+        return (size_t)(CU_FA_ROWS_PER_WARP * CU_FA_WARPS * D + CU_FA_KEYS * (D + 1) + CU_FA_KEYS * Dv) * sizeof(float);
     }
-    float o[CU_FA_ROWS_PER_WARP][CU_FA_MAX_D / 32];
-    float m[CU_FA_ROWS_PER_WARP], l[CU_FA_ROWS_PER_WARP];
-    for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-        for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] = 0.0f;
-    }
-    for (int64_t j0 = 0; j0 < n_kv; j0 += CU_FA_KEYS) {
-        __syncthreads();                               // the previous tile is no longer read
-        for (int64_t e = threadIdx.x; e < CU_FA_KEYS * D; e += blockDim.x) {
-            const int64_t j = e / D, c = e % D;
-            ks[j * (D + 1) + c] = j0 + j < n_kv ? cu_load(p.k, c, j0 + j, kh, ib) : 0.0f;
+    HD void operator()(const cu_thread &th) const {
+        const int64_t D = q.ne[0], Dv = v.ne[0], n_q = q.ne[1], n_kv = k.ne[1];
+        const int64_t h = th.by, ib = th.bz, kh = h / (q.ne[2] / k.ne[2]);
+        const int lane = th.lane(), warp = th.warp();
+        const int rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
+        float *qs = (float *)th.smem;                      // [rows][D]
+        float *ks = qs + rows * D;                         // [KEYS][D + 1] (padded: lanes read different keys)
+        float *vs = ks + CU_FA_KEYS * (D + 1);             // [KEYS][Dv]
+        const int64_t q0 = th.bx * rows;
+        for (int64_t e = th.tid; e < rows * D; e += th.nthreads) {
+            const int64_t r = e / D, c = e % D;
+            qs[e] = q0 + r < n_q ? cu_load(q, c, q0 + r, h, ib) * scale : 0.0f;
         }
-        for (int64_t e = threadIdx.x; e < CU_FA_KEYS * Dv; e += blockDim.x) {
-            const int64_t j = e / Dv, c = e % Dv;
-            vs[e] = j0 + j < n_kv ? cu_load(p.v, c, j0 + j, kh, ib) : 0.0f;
-        }
-        __syncthreads();
-        const int64_t key = j0 + lane;
+        float o[CU_FA_ROWS_PER_WARP][CU_FA_MAX_D / 32];
+        float m[CU_FA_ROWS_PER_WARP], l[CU_FA_ROWS_PER_WARP];
         for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
-            const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
-            if (iq >= n_q) break;                      // warp-uniform
-            const float *qr = qs + (int64_t)(warp * CU_FA_ROWS_PER_WARP + r) * D, *kr = ks + (int64_t)lane * (D + 1);
-            float s = 0.0f;
-            for (int64_t c = 0; c < D; c++) s += qr[c] * kr[c];
-            if (p.softcap != 0.0f) s = p.softcap * tanhf(s / p.softcap);
-            if (key >= n_kv) s = -INFINITY;
-            else if (p.mask.data) s += cu_mask_at(p.mask, key, iq, h, ib);
-            const float m_tile = cu_warp_max(s);
-            if (m_tile == -INFINITY) continue;         // every key of the tile masked: weights 0
-            const float m_new = fmaxf(m[r], m_tile), corr = expf(m[r] - m_new);   // exp(-inf) = 0 the first time
-            const float pj = expf(s - m_new);
-            l[r] = l[r] * corr + cu_warp_sum(pj);
-            m[r] = m_new;
-            for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] *= corr;
-            for (int jj = 0; jj < CU_FA_KEYS; jj++) {
-                const float w = __shfl_sync(0xffffffffu, pj, jj);
-                const float *vr = vs + (int64_t)jj * Dv;
-                for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
-                    const int64_t c = lane + 32 * t;
-                    if (c < Dv) o[r][t] += w * vr[c];
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+            for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] = 0.0f;
+        }
+        for (int64_t j0 = 0; j0 < n_kv; j0 += CU_FA_KEYS) {
+            th.sync();                                     // the previous tile is no longer read
+            for (int64_t e = th.tid; e < CU_FA_KEYS * D; e += th.nthreads) {
+                const int64_t j = e / D, c = e % D;
+                ks[j * (D + 1) + c] = j0 + j < n_kv ? cu_load(k, c, j0 + j, kh, ib) : 0.0f;
+            }
+            for (int64_t e = th.tid; e < CU_FA_KEYS * Dv; e += th.nthreads) {
+                const int64_t j = e / Dv, c = e % Dv;
+                vs[e] = j0 + j < n_kv ? cu_load(v, c, j0 + j, kh, ib) : 0.0f;
+            }
+            th.sync();
+            const int64_t key = j0 + lane;
+            for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
+                const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
+                if (iq >= n_q) break;                      // the same for the whole warp
+                const float *qr = qs + (int64_t)(warp * CU_FA_ROWS_PER_WARP + r) * D, *kr = ks + (int64_t)lane * (D + 1);
+                float s = 0.0f;
+                for (int64_t c = 0; c < D; c++) s += qr[c] * kr[c];
+                if (softcap != 0.0f) s = softcap * tanhf(s / softcap);
+                if (key >= n_kv) s = -INFINITY;
+                else if (mask.data) s += cu_mask_at(mask, key, iq, h, ib);
+                const float m_tile = cu_warp_max(th, s);
+                if (m_tile == -INFINITY) continue;         // every key of the tile masked: weights 0
+                const float m_new = fmaxf(m[r], m_tile), corr = expf(m[r] - m_new);   // exp(-inf) = 0 the first time
+                const float pj = expf(s - m_new);
+                l[r] = l[r] * corr + cu_warp_sum(th, pj);
+                m[r] = m_new;
+                for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] *= corr;
+                for (int jj = 0; jj < CU_FA_KEYS; jj++) {
+                    const float w = th.shfl(pj, jj);
+                    const float *vr = vs + (int64_t)jj * Dv;
+                    for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
+                        const int64_t c = lane + 32 * t;
+                        if (c < Dv) o[r][t] += w * vr[c];
+                    }
                 }
             }
         }
-    }
-    for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
-        const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
-        if (iq >= n_q) break;
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;   // all keys masked: zeros
-        for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
-            const int64_t c = lane + 32 * t;
-            if (c < Dv) cu_store(p.d, c, h, iq, ib, o[r][t] * inv);
+        for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
+            const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
+            if (iq >= n_q) break;
+            const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;   // all keys masked: zeros
+            for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
+                const int64_t c = lane + 32 * t;
+                if (c < Dv) cu_store(d, c, h, iq, ib, o[r][t] * inv);
+            }
         }
     }
-}
-
-static size_t cu_fa_smem(int64_t D, int64_t Dv) {
-    return (size_t)(CU_FA_ROWS_PER_WARP * CU_FA_WARPS * D + CU_FA_KEYS * (D + 1) + CU_FA_KEYS * Dv) * sizeof(float);
-}
-
-// -- 6. mul_mat -----------------------------------------------------------------------------------
-
-// Decode-size products with block-type weights: a warp per output (row m of a, column n of b),
-// lanes striding along K, the weights dequantized as they are read.
-#define CU_GEMV_MAX_N 8
-__global__ static void cu_gemv_quant_kernel(cu_tensor d, cu_tensor a, cu_tensor b) {
-    const int64_t mrow = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int64_t n = blockIdx.y, i2 = blockIdx.z % b.ne[2], i3 = blockIdx.z / b.ne[2];
-    const int lane = threadIdx.x % 32;
-    if (mrow >= a.ne[1]) return;
-    const char *row = cu_row(a, mrow, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
-    float s = 0.0f;
-    for (int64_t k = lane; k < a.ne[0]; k += 32) s += cu_dequant(a.type, row, k) * cu_load(b, k, n, i2, i3);
-    s = cu_warp_sum(s);
-    if (lane == 0) cu_store(d, mrow, n, i2, i3, s);
-}
-
-// -- backend state (used from here on) --
-
-struct cu_backend {
-    int                            device;
-    char                           name[16];
-    cudaStream_t                   stream;
-    cublasHandle_t                 cublas;
-    void                          *scratch;       // device memory for converted operands, grown as needed
-    size_t                         scratch_size;
-    cu_fault                      *fault;         // mapped pinned memory
-    cu_fault                      *fault_dev;
-    char                         (*names)[MMS_MAX_NAME];  // GET_ROWS nodes of the last graph, for fault messages
-    int                            names_n, names_cap;
 };
 
-static cudaDataType_t cu_blas_type(enum mms_type t) {
-    return t == MMS_TYPE_F32 ? CUDA_R_32F : t == MMS_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-}
+// -- 7. mul_mat -----------------------------------------------------------------------------------
+
+// Decode-size products with block-type weights: a warp per output (row m of a, column n of b),
+// lanes striding along K, the weights dequantized as they are read. Grid: (rows / 4, N, batch).
+#define CU_GEMV_MAX_N 8
+#define CU_GEMV_WARPS 4
+struct cu_gemv_quant {
+    cu_tensor d, a, b;
+    HD void operator()(const cu_thread &th) const {
+        const int64_t mrow = th.bx * (th.nthreads / 32) + th.warp();
+        const int64_t n = th.by, i2 = th.bz % b.ne[2], i3 = th.bz / b.ne[2];
+        if (mrow >= a.ne[1]) return;                       // the same for the whole warp
+        const char *row = cu_row(a, mrow, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
+        float s = 0.0f;
+        for (int64_t k = th.lane(); k < a.ne[0]; k += 32) s += cu_dequant(a.type, row, k) * cu_load(b, k, n, i2, i3);
+        s = cu_warp_sum(th, s);
+        if (th.lane() == 0) cu_store(d, mrow, n, i2, i3, s);
+    }
+};
 
 // The type cuBLAS multiplies a in: its own for float types, F16 for block types.
 static enum mms_type cu_gemm_type(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_BF16 ? t : MMS_TYPE_F16; }
@@ -735,55 +707,195 @@ static struct mms_tensor cu_scratch_tensor(const struct mms_tensor *a, enum mms_
     return t;
 }
 
-static enum mms_status cu_mul_mat(struct cu_backend *cb, struct mms_tensor *dst) {
+template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     if (cu_mul_mat_gemv(dst)) {
-        const dim3 grid((unsigned)((M + 3) / 4), (unsigned)N, (unsigned)(b->ne[2] * b->ne[3]));
-        cu_gemv_quant_kernel<<<grid, 128, 0, cb->stream>>>(cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b));
-        CU_LAUNCHED("mul_mat GEMV kernel");
-        return MMS_OK;
+        const cu_gemv_quant f = { cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b) };
+        const cu_grid grid = { (unsigned)((M + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS), (unsigned)N, (unsigned)(b->ne[2] * b->ne[3]) };
+        return ex.blocks(f, grid, 32 * CU_GEMV_WARPS, 0, "mul_mat GEMV kernel");
     }
     const enum mms_type as = cu_gemm_type(a->type);
     const size_t es = mms_type_size(as);
-    char *cursor = (char *)cb->scratch;
+    char *cursor = ex.scratch;
     struct mms_tensor ac = *a, bc = *b;
-    const cu_launch launch = { cb->stream };
     enum mms_status st;
     if (!cu_rows_dense(a, as)) {
         ac = cu_scratch_tensor(a, as, &cursor);
-        cu_copy f = { cu_tensor_of(&ac), cu_tensor_of(a) };
-        if ((st = launch(f, mms_nelements(a), "mul_mat: converting a")) != MMS_OK) return st;
+        const cu_copy f = { cu_tensor_of(&ac), cu_tensor_of(a) };
+        if ((st = ex.each(f, mms_nelements(a), "mul_mat: converting a")) != MMS_OK) return st;
     }
     if (!(b->type == as && mms_is_contiguous(b))) {
         bc = cu_scratch_tensor(b, as, &cursor);
-        cu_copy f = { cu_tensor_of(&bc), cu_tensor_of(b) };
-        if ((st = launch(f, mms_nelements(b), "mul_mat: converting b")) != MMS_OK) return st;
+        const cu_copy f = { cu_tensor_of(&bc), cu_tensor_of(b) };
+        if ((st = ex.each(f, mms_nelements(b), "mul_mat: converting b")) != MMS_OK) return st;
     }
-    // Column-major view: C (M x N, ldc) = A^T (A is K x M, lda) * B (K x N, ldb).
-    const float one = 1.0f, zero = 0.0f;
-    const long long lda = (long long)(ac.nb[1] / es), ldb = (long long)(bc.nb[1] / es), ldc = (long long)(dst->nb[1] / sizeof(float));
-    const long long sb = (long long)(bc.nb[2] / es), sc = (long long)(dst->nb[2] / sizeof(float));
-    const cudaDataType_t ty = cu_blas_type(as);
-    const long long sa = (long long)(ac.nb[2] / es);
-    for (int64_t i3 = 0; i3 < b->ne[3]; i3++) {
-        // Without broadcasting one strided batch over every head; with grouped heads one batch per
-        // KV head, in which the r2 query heads sharing it see a stride of 0 in a.
-        const int64_t groups = r2 == 1 ? 1 : a->ne[2], batch = r2 == 1 ? b->ne[2] : r2;
+    // Without broadcasting one strided batch over every head; with grouped heads one batch per KV
+    // head, in which the r2 query heads sharing it see a stride of 0 in a.
+    const int64_t groups = r2 == 1 ? 1 : a->ne[2];
+    for (int64_t i3 = 0; i3 < b->ne[3]; i3++)
         for (int64_t g = 0; g < groups; g++) {
-            const char *pa = (const char *)ac.data + g * ac.nb[2] + (i3 / r3) * ac.nb[3];
-            const char *pb = (const char *)bc.data + g * r2 * bc.nb[2] + i3 * bc.nb[3];
-            char *pc = (char *)dst->data + g * r2 * dst->nb[2] + i3 * dst->nb[3];
-            CUBLAS_TRY(cublasGemmStridedBatchedEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &one,
-                                                  pa, ty, (int)lda, r2 == 1 ? sa : 0, pb, ty, (int)ldb, sb, &zero, pc, CUDA_R_32F,
-                                                  (int)ldc, sc, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            cu_gemm gm;
+            gm.m = (int)M; gm.n = (int)N; gm.k = (int)K;
+            gm.batch = (int)(r2 == 1 ? b->ne[2] : r2);
+            gm.type = as;
+            gm.a = (const char *)ac.data + g * ac.nb[2] + (i3 / r3) * ac.nb[3];
+            gm.b = (const char *)bc.data + g * r2 * bc.nb[2] + i3 * bc.nb[3];
+            gm.c = (float *)((char *)dst->data + g * r2 * dst->nb[2] + i3 * dst->nb[3]);
+            gm.lda = (long long)(ac.nb[1] / es);
+            gm.ldb = (long long)(bc.nb[1] / es);
+            gm.ldc = (long long)(dst->nb[1] / sizeof(float));
+            gm.stride_a = r2 == 1 ? (long long)(ac.nb[2] / es) : 0;
+            gm.stride_b = (long long)(bc.nb[2] / es);
+            gm.stride_c = (long long)(dst->nb[2] / sizeof(float));
+            if ((st = ex.gemm(gm)) != MMS_OK) return st;
         }
-    }
     return MMS_OK;
 }
 
-// -- 7. buffers -----------------------------------------------------------------------------------
+// -- a node --
+
+// Computes node t with an executor: ex.each(functor, n, name) runs an element functor over n
+// items, ex.blocks(functor, grid, threads, smem, name) a block functor, ex.gemm(cu_gemm) one
+// cuBLAS product; ex.scratch is cu_scratch_need(t) bytes; ex.fault takes bad indices (under
+// fault_node). The backend's executor launches on its stream; tests/test_cuda_kernels.cu has one
+// that runs on the host.
+template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, const struct mms_tensor *t, int fault_node) {
+    const cu_tensor d = cu_tensor_of(t), a = cu_tensor_or_none(t->src[0]), b = cu_tensor_or_none(t->src[1]);
+    const int64_t n = mms_nelements(t);
+    const char *name = mms_op_name(t->op);
+    switch (t->op) {
+        case MMS_OP_ADD: case MMS_OP_SUB: case MMS_OP_MUL: case MMS_OP_DIV: {
+            const cu_binary f = { d, a, b, (int)t->op };
+            return ex.each(f, n, name);
+        }
+        case MMS_OP_SCALE: case MMS_OP_SQR: case MMS_OP_SQRT: case MMS_OP_EXP: case MMS_OP_TANH:
+        case MMS_OP_SILU: case MMS_OP_GELU: case MMS_OP_GELU_TANH: {
+            const cu_unary f = { d, a, (int)t->op, t->op == MMS_OP_SCALE ? mms_get_op_params_f32(t, 0) : 0.0f };
+            return ex.each(f, n, name);
+        }
+        case MMS_OP_DUP: case MMS_OP_CONT: case MMS_OP_CPY: {
+            const cu_copy f = { d, a };
+            return ex.each(f, mms_nelements(t->src[0]), name);
+        }
+        case MMS_OP_CONCAT: {
+            const cu_concat f = { d, a, b, mms_get_op_params_i32(t, 0) };
+            return ex.each(f, n, name);
+        }
+        case MMS_OP_PAD:    { const cu_pad f = { d, a };    return ex.each(f, n, name); }
+        case MMS_OP_REPEAT: { const cu_repeat f = { d, a }; return ex.each(f, n, name); }
+        case MMS_OP_GET_ROWS: {
+            const cu_get_rows f = { d, a, b, ex.fault, fault_node };
+            return ex.each(f, n, name);
+        }
+        case MMS_OP_IM2COL: {
+            const bool is_2d = mms_get_op_params_i32(t, 6) != 0;
+            const cu_im2col f = { d, b, t->src[0]->ne[0], is_2d ? t->src[0]->ne[1] : 1,
+                                  mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1), mms_get_op_params_i32(t, 2),
+                                  mms_get_op_params_i32(t, 3), mms_get_op_params_i32(t, 4), mms_get_op_params_i32(t, 5), is_2d ? 1 : 0 };
+            return ex.each(f, n, name);
+        }
+        case MMS_OP_ROPE: {
+            const cu_rope f = { d, a, b, cu_tensor_or_none(t->src[2]), mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1),
+                                mms_get_op_params_f32(t, 3), mms_get_op_params_f32(t, 4), mms_get_op_params_f32(t, 6) };
+            return ex.each(f, mms_nrows(t) * f.items_per_row(), name);
+        }
+        case MMS_OP_NORM: case MMS_OP_RMS_NORM: {
+            const cu_norm_rows f = { d, a, mms_get_op_params_f32(t, 0), t->op == MMS_OP_RMS_NORM };
+            const cu_grid grid = { (unsigned)mms_nrows(t), 1, 1 };
+            return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
+        }
+        case MMS_OP_SUM_ROWS: {
+            const cu_sum_rows f = { d, a };
+            const cu_grid grid = { (unsigned)mms_nrows(t->src[0]), 1, 1 };
+            return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
+        }
+        case MMS_OP_ARGMAX: {
+            const cu_argmax f = { d, a };
+            const cu_grid grid = { (unsigned)mms_nrows(t->src[0]), 1, 1 };
+            return ex.blocks(f, grid, CU_ROW_THREADS, CU_ROW_THREADS * (sizeof(float) + sizeof(int64_t)), name);
+        }
+        case MMS_OP_SOFT_MAX: {
+            const cu_soft_max f = { d, a, b, mms_get_op_params_f32(t, 0) };
+            const cu_grid grid = { (unsigned)mms_nrows(t), 1, 1 };
+            return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
+        }
+        case MMS_OP_FLASH_ATTN_EXT: {
+            const struct mms_tensor *q = t->src[0], *v = t->src[2];
+            const cu_flash_attn f = { d, a, b, cu_tensor_of(v), cu_tensor_or_none(t->src[3]), mms_get_op_params_f32(t, 0), mms_get_op_params_f32(t, 2) };
+            const unsigned rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
+            const cu_grid grid = { (unsigned)((q->ne[1] + rows - 1) / rows), (unsigned)q->ne[2], (unsigned)q->ne[3] };
+            return ex.blocks(f, grid, 32 * CU_FA_WARPS, cu_flash_attn::smem_size(q->ne[0], v->ne[0]), name);
+        }
+        case MMS_OP_MUL_MAT:
+            return cu_mul_mat(ex, t);
+        default:
+            return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no kernel for %s", name);
+    }
+}
+
+// -- the GPU executor --
+
+template <typename F> __global__ void cu_each_kernel(F f, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) f(i);
+}
+
+template <typename B> __global__ void cu_block_kernel(B body) {
+    extern __shared__ __align__(16) char cu_smem[];
+    const cu_thread th = { (int)threadIdx.x, (int)blockDim.x, blockIdx.x, blockIdx.y, blockIdx.z, cu_smem, NULL };
+    body(th);
+}
+
+static cudaDataType_t cu_blas_type(enum mms_type t) {
+    return t == MMS_TYPE_F32 ? CUDA_R_32F : t == MMS_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+struct cu_device_exec {
+    cudaStream_t   stream;
+    cublasHandle_t cublas;
+    char          *scratch;
+    cu_fault      *fault;
+    template <typename F> enum mms_status each(const F &f, int64_t n, const char *what) const {
+        if (n <= 0) return MMS_OK;
+        const int threads = 256;
+        const int64_t blocks = (n + threads - 1) / threads;
+        cu_each_kernel<F><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), threads, 0, stream>>>(f, n);
+        CU_LAUNCHED(what);
+        return MMS_OK;
+    }
+    template <typename B> enum mms_status blocks(const B &body, cu_grid g, int threads, size_t smem, const char *what) const {
+        if (smem > 48 * 1024) CU_TRY(cudaFuncSetAttribute(cu_block_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cu_block_kernel<B><<<dim3(g.x, g.y, g.z), threads, smem, stream>>>(body);
+        CU_LAUNCHED(what);
+        return MMS_OK;
+    }
+    enum mms_status gemm(const cu_gemm &g) const {
+        const float one = 1.0f, zero = 0.0f;
+        const cudaDataType_t ty = cu_blas_type(g.type);
+        CUBLAS_TRY(cublasGemmStridedBatchedEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one, g.a, ty, (int)g.lda, g.stride_a,
+                                              g.b, ty, (int)g.ldb, g.stride_b, &zero, g.c, CUDA_R_32F, (int)g.ldc, g.stride_c,
+                                              g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return MMS_OK;
+    }
+};
+
+// -- backend state --
+
+struct cu_backend {
+    int            device;
+    char           name[16];
+    cudaStream_t   stream;
+    cublasHandle_t cublas;
+    void          *scratch;                   // device memory for converted operands, grown as needed
+    size_t         scratch_size;
+    cu_fault      *fault;                     // mapped pinned memory
+    cu_fault      *fault_dev;
+    char         (*names)[MMS_MAX_NAME];      // GET_ROWS nodes of the last graph, for fault messages
+    int            names_n, names_cap;
+};
+
+// -- 8. buffers -----------------------------------------------------------------------------------
 
 #define CU_MAX_DEVICES 16
 #define CU_ALIGN 256
@@ -910,7 +1022,7 @@ static mms_backend_buffer_t cu_host_buft_alloc(mms_backend_buffer_type_t t, size
 }
 static struct mms_backend_buffer_type cu_host_buft;
 
-// -- 8. backend -----------------------------------------------------------------------------------
+// -- 9. backend -----------------------------------------------------------------------------------
 
 static struct cu_backend *cu_of(mms_backend_t b) { return (struct cu_backend *)b->context; }
 
@@ -954,13 +1066,9 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
     }
 }
 
-static enum mms_status cu_compute_node(struct cu_backend *cb, struct mms_tensor *t) {
-    const struct mms_tensor *a = t->src[0], *b = t->src[1];
-    const cu_tensor d = cu_tensor_of(t), ca = cu_tensor_or_none(a);
-    const unsigned rows = (unsigned)mms_nrows(t->op == MMS_OP_SUM_ROWS || t->op == MMS_OP_ARGMAX ? a : t);
-    const cu_launch launch = { cb->stream };
-    enum mms_status st = MMS_OK;
-    if (t->op == MMS_OP_GET_ROWS) {             // remember its name for the fault message
+// Node t on the backend's stream. GET_ROWS nodes are numbered so a fault can name them.
+static enum mms_status cu_backend_node(struct cu_backend *cb, const struct mms_tensor *t) {
+    if (t->op == MMS_OP_GET_ROWS) {
         if (cb->names_n == cb->names_cap) {
             const int cap = cb->names_cap ? 2 * cb->names_cap : 16;
             char (*names)[MMS_MAX_NAME] = (char (*)[MMS_MAX_NAME])realloc(cb->names, (size_t)cap * MMS_MAX_NAME);
@@ -970,41 +1078,8 @@ static enum mms_status cu_compute_node(struct cu_backend *cb, struct mms_tensor 
         }
         snprintf(cb->names[cb->names_n++], MMS_MAX_NAME, "%s", mms_get_name(t));
     }
-    if (cu_element_op(t, cb->fault_dev, cb->names_n - 1, launch, &st)) return st;
-    switch (t->op) {
-        case MMS_OP_NORM: case MMS_OP_RMS_NORM:
-            cu_norm_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca, mms_get_op_params_f32(t, 0), t->op == MMS_OP_RMS_NORM);
-            CU_LAUNCHED("norm kernel");
-            return MMS_OK;
-        case MMS_OP_SUM_ROWS:
-            cu_sum_rows_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca);
-            CU_LAUNCHED("sum_rows kernel");
-            return MMS_OK;
-        case MMS_OP_ARGMAX:
-            cu_argmax_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca);
-            CU_LAUNCHED("argmax kernel");
-            return MMS_OK;
-        case MMS_OP_SOFT_MAX:
-            cu_soft_max_kernel<<<rows, CU_ROW_THREADS, 0, cb->stream>>>(d, ca, cu_tensor_or_none(b), mms_get_op_params_f32(t, 0));
-            CU_LAUNCHED("soft_max kernel");
-            return MMS_OK;
-        case MMS_OP_FLASH_ATTN_EXT: {
-            const struct mms_tensor *q = a, *k = b, *v = t->src[2];
-            cu_fa_args p = { d, cu_tensor_of(q), cu_tensor_of(k), cu_tensor_of(v), cu_tensor_or_none(t->src[3]),
-                             mms_get_op_params_f32(t, 0), mms_get_op_params_f32(t, 2) };
-            const size_t smem = cu_fa_smem(q->ne[0], v->ne[0]);
-            const int rows_per_block = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
-            const dim3 grid((unsigned)((q->ne[1] + rows_per_block - 1) / rows_per_block), (unsigned)q->ne[2], (unsigned)q->ne[3]);
-            CU_TRY(cudaFuncSetAttribute(cu_flash_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            cu_flash_attn_kernel<<<grid, 32 * CU_FA_WARPS, smem, cb->stream>>>(p);
-            CU_LAUNCHED("flash attention kernel");
-            return MMS_OK;
-        }
-        case MMS_OP_MUL_MAT:
-            return cu_mul_mat(cb, t);
-        default:
-            return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no kernel for %s", mms_op_name(t->op));
-    }
+    const cu_device_exec ex = { cb->stream, cb->cublas, (char *)cb->scratch, cb->fault_dev };
+    return cu_compute_node(ex, t, cb->names_n - 1);
 }
 
 static enum mms_status cu_check_fault(struct cu_backend *cb) {
@@ -1042,7 +1117,7 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
     for (int i = 0; i < mms_graph_n_nodes(g); i++) {
         struct mms_tensor *t = mms_graph_node(g, i);
         if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
-        if ((st = cu_compute_node(cb, t)) != MMS_OK)
+        if ((st = cu_backend_node(cb, t)) != MMS_OK)
             return mms_set_error(st, "%s: node %d (%s %s): %s", cb->name, i, mms_op_name(t->op), mms_get_name(t), mms_last_error());
     }
     return MMS_OK;

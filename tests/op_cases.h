@@ -51,6 +51,7 @@ static const enum mms_op unary_ops[8] = { MMS_OP_SQR, MMS_OP_SQRT, MMS_OP_EXP, M
 #define TOL_LOW  2e-5
 #define TOL_F32  1e-9
 #define TOL_COPY 0.0
+#define TOL_Q8_ACT 1e-4
 
 struct op_case {
     char   desc[96];
@@ -177,7 +178,8 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
             CASE(1) {
                 out = mms_mul_mat(c, leaf(c, weights[t], "a", 512, 75, 1, 1), leaf(c, MMS_TYPE_F32, "b", 512, ns[j], 1, 1));
                 snprintf(oc->desc, sizeof oc->desc, "MUL_MAT %s 512x75 by %lld", mms_type_name(weights[t]), (long long)ns[j]);
-                oc->tol = weights[t] == MMS_TYPE_F32 ? TOL_F32 : TOL_LOW;
+                /* block types at decode sizes: the CPU rounds the activations to 8 bits (NMSE ~1e-5) */
+                oc->tol = weights[t] == MMS_TYPE_F32 ? TOL_F32 : t >= 3 && ns[j] <= 4 ? TOL_Q8_ACT : TOL_LOW;
             }
         }
     }
