@@ -5295,9 +5295,15 @@ static MMS__AVX2_INLINE __m128 mms__fp16x2_to_f32(const mms_fp16_t *h) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128((int)bits));
 }
 
-/* int16 lanes all equal to lane k of v, for v's 8 low int16 repeated in both 128-bit halves. */
-static MMS__AVX2_INLINE __m256i mms__broadcast_i16_lane(__m256i v, int k) {
-    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k)));
+static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* Each 128-bit half of v holds 8 int16: its lanes all become lane k_lo of the low half, lane k_hi
+   of the high half (byte shuffles stay within halves). */
+static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi) {
+    return _mm256_shuffle_epi8(v, _mm256_set_m128i(_mm_set1_epi16((short)((2 * k_hi + 1) << 8 | 2 * k_hi)),
+                                                   _mm_set1_epi16((short)((2 * k_lo + 1) << 8 | 2 * k_lo))));
 }
 
 /* Q4_K against 256-blocks. Per pair of sub-blocks one load of 32 bytes of nibbles (low: the first
@@ -5324,8 +5330,8 @@ static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const
             const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
             const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                     _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, mms__broadcast_i16_lane(scales, 2 * j)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, mms__broadcast_i16_lane(scales, 2 * j + 1)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, mms__broadcast_i16(scales, 2 * j, 2 * j)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, mms__broadcast_i16(scales, 2 * j + 1, 2 * j + 1)));
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_broadcastss_ps(d), acc);
         acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bsums)), _mm_permute_ps(d, 0x55), acc_min);
@@ -5334,33 +5340,36 @@ static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const
 }
 
 /* Q6_K against 256-blocks: each 32 activations are one group of a half (see mms__q6_k_to_float):
-   4 low bits from ql, 2 high bits from qh, minus 32 inside the int16 products, then the two
-   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum. */
+   4 low bits from ql, 2 high bits from qh moved to bits 4..5 by one 16-bit shift, then the two
+   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum. The - 32 comes out of
+   the loop: 32 * sum(scale * activations) from the activations' sums of 16, one madd per super-block. */
 static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), c32 = _mm256_set1_epi8(32);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     int64_t i;
     int h, g;
     for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {
+        const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        const __m256i offset = _mm256_madd_epi16(scales, _mm256_loadu_si256((const __m256i *)x->bsums));
+        const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };   /* a half's 8 in both lanes */
         __m256i sumi = _mm256_setzero_si256();
         for (h = 0; h < 2; h++) {
-            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
-            const int8_t *sc = b->scales + 8 * h;
+            const uint8_t *ql = b->ql + 64 * h;
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+#pragma GCC unroll 4
             for (g = 0; g < 4; g++) {
-                const __m256i lo = g == 0 ? _mm256_and_si256(l0, m4) : g == 1 ? _mm256_and_si256(l1, m4)
-                                 : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4) : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * g)), m2), 4);
-                const __m256i a = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g));
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_or_si256(lo, hi), a), _mm256_maddubs_epi16(c32, a));
-                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+                const __m256i l = g & 1 ? l1 : l0;
+                const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+                const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(hb, 4 - 2 * g) : _mm256_srli_epi16(hb, 2 * g - 4), m30);
+                const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, mms__broadcast_i16(sc_half[h], 2 * g, 2 * g + 1)));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b->d) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(mms__fp16_to_f32_f16c(b->d) * x->d), acc);
     }
     return mms__hsum256(acc);
 }
