@@ -5276,16 +5276,17 @@ static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const
 }
 
 /* A Q4_K super-block's 12 bytes of packed 6-bit scales and mins (see mms__q4_k_scale_min) as 16
-   int16: the 8 scales, then the 8 mins. Whole 32-bit words at once: sub-blocks 0..3 are the low 6
-   bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 take the low or high nibble of bytes 8..11 and
-   the top 2 bits of bytes 0..3 or 4..7, moved down to bits 4..5 of the same byte. */
+   int16: the 8 scales, then the 8 mins. In 32-bit words w0..w2: sub-blocks 0..3 are the low 6 bits
+   of w0's bytes (scales) and w1's (mins); 4..7 the low (scales) or high (mins) nibbles of w2's
+   bytes with the top 2 bits of w0's or w1's bytes moved down to bits 4..5. The 16 bytes loaded end
+   4 bytes into the block's nibbles. */
 static MMS__AVX2_INLINE __m256i mms__q4_k_scales_mins(const uint8_t *packed) {
-    uint32_t w[3];
-    uint64_t sc, mn;
-    memcpy(w, packed, sizeof w);
-    sc = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
-    mn = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
-    return _mm256_cvtepu8_epi16(_mm_set_epi64x((long long)mn, (long long)sc));
+    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
+    const __m128i w0011 = _mm_shuffle_epi32(v, 0x50), w2 = _mm_shuffle_epi32(v, 0xaa);
+    const __m128i nib = _mm_blend_epi32(w0011, _mm_srlv_epi32(w2, _mm_setr_epi32(0, 0, 0, 4)), 0xa);   /* w0, w2, w1, w2 >> 4 */
+    const __m128i low = _mm_and_si128(nib, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(w0011, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm256_cvtepu8_epi16(_mm_or_si128(low, top));
 }
 
 /* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
@@ -5302,8 +5303,8 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
 /* Each 128-bit half of v holds 8 int16: its lanes all become lane k_lo of the low half, lane k_hi
    of the high half (byte shuffles stay within halves). */
 static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi) {
-    return _mm256_shuffle_epi8(v, _mm256_set_m128i(_mm_set1_epi16((short)((2 * k_hi + 1) << 8 | 2 * k_hi)),
-                                                   _mm_set1_epi16((short)((2 * k_lo + 1) << 8 | 2 * k_lo))));
+    const short lo = (short)((2 * k_lo + 1) << 8 | 2 * k_lo), hi = (short)((2 * k_hi + 1) << 8 | 2 * k_hi);
+    return _mm256_shuffle_epi8(v, _mm256_set_epi16(hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo));
 }
 
 /* Q4_K against 256-blocks. Per pair of sub-blocks one load of 32 bytes of nibbles (low: the first
