@@ -64,6 +64,18 @@ static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+/* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
+static MMS__AVX2_INLINE __m128 mms__fp16x2_to_f32(const mms_fp16_t *h) {
+    uint32_t bits;
+    memcpy(&bits, h, sizeof bits);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)bits));
+}
+
+/* F16C: the library's portable conversion is a branchy call, once per block here. */
+static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
 /* Two accumulators: one FMA chain would wait on itself every block. */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
@@ -74,7 +86,7 @@ static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const
     for (i = 0; i < K / 32; i++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
     }
     return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
@@ -100,7 +112,7 @@ static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const
     acc[0] = acc[1] = _mm256_setzero_ps();
     for (i = 0; i < K / 32; i++) {
         const __m256i dot = mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
     }
     return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
@@ -117,17 +129,6 @@ static MMS__AVX2_INLINE __m256i mms__q4_k_scales_mins(const uint8_t *packed) {
     const __m128i low = _mm_and_si128(nib, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
     const __m128i top = _mm_and_si128(_mm_srli_epi32(w0011, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
     return _mm256_cvtepu8_epi16(_mm_or_si128(low, top));
-}
-
-/* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
-static MMS__AVX2_INLINE __m128 mms__fp16x2_to_f32(const mms_fp16_t *h) {
-    uint32_t bits;
-    memcpy(&bits, h, sizeof bits);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)bits));
-}
-
-static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
 /* Each 128-bit half of v holds 8 int16: its lanes all become lane k_lo of the low half, lane k_hi
