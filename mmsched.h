@@ -5189,32 +5189,76 @@ static size_t mms__q8_act_row_size(int64_t K) {
     return MMS__MAX((size_t)(K / 32) * sizeof(struct mms__block_q8_act), (size_t)(K / MMS__QK_K + 1) * sizeof(struct mms__block_q8_k));
 }
 
-/* n values to int8 with step amax / 127; returns the step. */
-static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs) {
+#if MMS__HAVE_AVX2
+/* The rounding of mms__round_int on 8 lanes: truncate, then step away from zero on a fraction of at
+   least one half (exact, as there). */
+static MMS__AVX2_INLINE __m256i mms__round_int_avx2(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), f = _mm256_sub_ps(v, t), one = _mm256_set1_ps(1.0f);
+    const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
+    const __m256 down = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one);
+    return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), down));
+}
+
+/* mms__quantize_block_8bit for n a multiple of 32, to the same bytes; the activations are
+   quantized once per product, but by every thread. */
+static MMS__TARGET_AVX2 float mms__quantize_block_8bit_avx2(const float *x, int n, int8_t *qs, int16_t *sums16) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps(), vid;
+    __m128 m;
+    float amax, id;
+    int j, k;
+    for (j = 0; j < n; j += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), vmax);   /* NaN skipped, as in the scalar loop */
+    m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    vid = _mm256_set1_ps(id);
+    for (j = 0; j < n; j += 32) {
+        __m256i v[4], packed;
+        for (k = 0; k < 4; k++) v[k] = mms__round_int_avx2(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vid));
+        /* the packs interleave 4-value groups across the 128-bit halves; the dword permute restores the order */
+        packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+        _mm256_storeu_si256((__m256i *)(qs + j), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        if (sums16) {   /* lanes 0 and 1 of the sum: values j..j+15 and j+16..j+31 */
+            __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
+            __m128i s;
+            h = _mm256_hadd_epi32(h, h);
+            s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            sums16[j / 16] = (int16_t)_mm_cvtsi128_si32(s);
+            sums16[j / 16 + 1] = (int16_t)_mm_extract_epi32(s, 1);
+        }
+    }
+    return amax / 127.0f;
+}
+#endif
+
+/* n values to int8 with step amax / 127; returns the step. sums16 (NULL: not wanted) gets the sums
+   of each 16 int8 values. */
+static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t *sums16) {
     float amax = 0.0f, id;
-    int j;
+    int j, k;
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && n % 32 == 0) return mms__quantize_block_8bit_avx2(x, n, qs, sums16);
+#endif
     for (j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
     id = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (j = 0; j < n; j++) qs[j] = (int8_t)mms__round_int(x[j] * id);
+    for (j = 0; sums16 && j < n / 16; j++) {
+        int sum = 0;
+        for (k = 0; k < 16; k++) sum += qs[16 * j + k];
+        sums16[j] = (int16_t)sum;
+    }
     return amax / 127.0f;
 }
 
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs);
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, NULL);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
     int64_t b;
-    int j, k;
-    for (b = 0; b < K / MMS__QK_K; b++, y++) {
-        y->d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y->qs);
-        for (j = 0; j < 16; j++) {
-            int sum = 0;
-            for (k = 0; k < 16; k++) sum += y->qs[16 * j + k];
-            y->bsums[j] = (int16_t)sum;
-        }
-    }
+    for (b = 0; b < K / MMS__QK_K; b++) y[b].d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y[b].qs, y[b].bsums);
 }
 
 /* The activation row in the format the weight type's dot takes. */
