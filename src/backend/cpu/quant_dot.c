@@ -147,18 +147,40 @@ static MMS__AVX2_INLINE __m256i mms__dot_offset_lanes(__m256i u, __m256i c, __m2
     return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(c, a)), _mm256_set1_epi16(1));
 }
 
+/* (u - c) * a summed in pairs for two 16-byte halves: 4 products per int16 lane (at most 4064 in
+   size for nibbles with c = 8). */
+static MMS__AVX2_INLINE __m256i mms__dot_offset_pairs2(__m256i u0, __m256i a0, __m256i u1, __m256i a1, __m256i c) {
+    return _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1)),
+                            _mm256_add_epi16(_mm256_maddubs_epi16(c, a0), _mm256_maddubs_epi16(c, a1)));
+}
+
+/* Q4_0 two blocks at a time: one 256-bit register holds both blocks' 16 bytes, so one and/shift
+   unpacks 64 nibbles, as [low nibbles of block 0 | of block 1] and the same for the high ones; the
+   activations are regrouped to match by two 128-bit permutes, and one madd, conversion and FMA
+   serve both blocks (int32 lanes 0..3 and 4..7). */
 static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m256i c8 = _mm256_set1_epi8(8);
-    __m256 acc[2];
+    const __m256i c8 = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
+    const int64_t nb = K / 32;
+    __m256 acc = _mm256_setzero_ps();
+    float sum;
     int64_t i;
-    acc[0] = acc[1] = _mm256_setzero_ps();
-    for (i = 0; i < K / 32; i++) {
-        const __m256i dot = mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
+    for (i = 0; i + 2 <= nb; i += 2) {
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b[i].qs)),
+                                                  _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs), x1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
+        const __m256i p = mms__dot_offset_pairs2(_mm256_and_si256(q, m4), _mm256_permute2x128_si256(x0, x1, 0x20),
+                                                 _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_permute2x128_si256(x0, x1, 0x31), c8);
+        const __m256 scale = _mm256_set_m128(_mm_set1_ps(mms__fp16_to_f32_f16c(b[i + 1].d) * x[i + 1].d),
+                                             _mm_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), scale, acc);
     }
-    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
+    sum = mms__hsum256(acc);
+    if (i < nb)   /* an odd last block */
+        sum += mms__fp16_to_f32_f16c(b[i].d) * x[i].d
+             * mms__hsum256(_mm256_cvtepi32_ps(mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs))));
+    return sum;
 }
 
 /* A Q4_K super-block's 12 bytes of packed 6-bit scales and mins (see mms__q4_k_scale_min) as 16
