@@ -5174,10 +5174,12 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
    unsigned weight values by signed activations (Q8_0 moves its sign onto the activations; Q4_0's
-   - 8 and Q6_K's - 32 are subtracted inside the int16 products), the block's scale product
-   turns the integer sum into f32. The weights stream from memory once, as
-   bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
-   error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
+   - 8 is subtracted inside the int16 products; Q4_K's mins and Q6_K's - 32 come from the
+   activations' sums of 16), the block's scale product turns the integer sum into f32. The weights
+   stream from memory once, as bytes, never widened to f32; decode is memory-bound when a core's
+   dot runs faster than its share of the bandwidth, which per-block scalar work (scale unpacking,
+   f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
+   1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
 struct mms__block_q8_act { float d; int8_t qs[32]; };
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
@@ -5409,8 +5411,9 @@ static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const
 
 /* Q6_K against 256-blocks: each 32 activations are one group of a half (see mms__q6_k_to_float):
    4 low bits from ql, 2 high bits from qh moved to bits 4..5 by one 16-bit shift, then the two
-   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum. The - 32 comes out of
-   the loop: 32 * sum(scale * activations) from the activations' sums of 16, one madd per super-block. */
+   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum (at most 8 * 2 * 16002 *
+   128 per lane). The - 32 comes out of the loop: 32 * sum(scale * activations) from the
+   activations' sums of 16, one madd per super-block. */
 static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
