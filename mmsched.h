@@ -5198,10 +5198,12 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
    unsigned weight values by signed activations (Q8_0 moves its sign onto the activations; Q4_0's
-   - 8 and Q6_K's - 32 are subtracted inside the int16 products), the block's scale product
-   turns the integer sum into f32. The weights stream from memory once, as
-   bytes, never widened to f32. The error this adds is the activations' 8-bit rounding (a relative
-   error of about 1e-3 per block); the scalar kernel set keeps exact f32 activations. */
+   - 8 is subtracted inside the int16 products; Q4_K's mins and Q6_K's - 32 come from the
+   activations' sums of 16), the block's scale product turns the integer sum into f32. The weights
+   stream from memory once, as bytes, never widened to f32; decode is memory-bound when a core's
+   dot runs faster than its share of the bandwidth, which per-block scalar work (scale unpacking,
+   f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
+   1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
 struct mms__block_q8_act { float d; int8_t qs[32]; };
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
@@ -5213,32 +5215,76 @@ static size_t mms__q8_act_row_size(int64_t K) {
     return MMS__MAX((size_t)(K / 32) * sizeof(struct mms__block_q8_act), (size_t)(K / MMS__QK_K + 1) * sizeof(struct mms__block_q8_k));
 }
 
-/* n values to int8 with step amax / 127; returns the step. */
-static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs) {
+#if MMS__HAVE_AVX2
+/* The rounding of mms__round_int on 8 lanes: truncate, then step away from zero on a fraction of at
+   least one half (exact, as there). */
+static MMS__AVX2_INLINE __m256i mms__round_int_avx2(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), f = _mm256_sub_ps(v, t), one = _mm256_set1_ps(1.0f);
+    const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
+    const __m256 down = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one);
+    return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), down));
+}
+
+/* mms__quantize_block_8bit for n a multiple of 32, to the same bytes; the activations are
+   quantized once per product, but by every thread. */
+static MMS__TARGET_AVX2 float mms__quantize_block_8bit_avx2(const float *x, int n, int8_t *qs, int16_t *sums16) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps(), vid;
+    __m128 m;
+    float amax, id;
+    int j, k;
+    for (j = 0; j < n; j += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), vmax);   /* NaN skipped, as in the scalar loop */
+    m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    vid = _mm256_set1_ps(id);
+    for (j = 0; j < n; j += 32) {
+        __m256i v[4], packed;
+        for (k = 0; k < 4; k++) v[k] = mms__round_int_avx2(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vid));
+        /* the packs interleave 4-value groups across the 128-bit halves; the dword permute restores the order */
+        packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+        _mm256_storeu_si256((__m256i *)(qs + j), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        if (sums16) {   /* lanes 0 and 1 of the sum: values j..j+15 and j+16..j+31 */
+            __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
+            __m128i s;
+            h = _mm256_hadd_epi32(h, h);
+            s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            sums16[j / 16] = (int16_t)_mm_cvtsi128_si32(s);
+            sums16[j / 16 + 1] = (int16_t)_mm_extract_epi32(s, 1);
+        }
+    }
+    return amax / 127.0f;
+}
+#endif
+
+/* n values to int8 with step amax / 127; returns the step. sums16 (NULL: not wanted) gets the sums
+   of each 16 int8 values. */
+static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t *sums16) {
     float amax = 0.0f, id;
-    int j;
+    int j, k;
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && n % 32 == 0) return mms__quantize_block_8bit_avx2(x, n, qs, sums16);
+#endif
     for (j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
     id = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (j = 0; j < n; j++) qs[j] = (int8_t)mms__round_int(x[j] * id);
+    for (j = 0; sums16 && j < n / 16; j++) {
+        int sum = 0;
+        for (k = 0; k < 16; k++) sum += qs[16 * j + k];
+        sums16[j] = (int16_t)sum;
+    }
     return amax / 127.0f;
 }
 
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs);
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, NULL);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
     int64_t b;
-    int j, k;
-    for (b = 0; b < K / MMS__QK_K; b++, y++) {
-        y->d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y->qs);
-        for (j = 0; j < 16; j++) {
-            int sum = 0;
-            for (k = 0; k < 16; k++) sum += y->qs[16 * j + k];
-            y->bsums[j] = (int16_t)sum;
-        }
-    }
+    for (b = 0; b < K / MMS__QK_K; b++) y[b].d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y[b].qs, y[b].bsums);
 }
 
 /* The activation row in the format the weight type's dot takes. */
@@ -5258,6 +5304,18 @@ static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+/* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
+static MMS__AVX2_INLINE __m128 mms__fp16x2_to_f32(const mms_fp16_t *h) {
+    uint32_t bits;
+    memcpy(&bits, h, sizeof bits);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)bits));
+}
+
+/* F16C: the library's portable conversion is a branchy call, once per block here. */
+static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
 /* Two accumulators: one FMA chain would wait on itself every block. */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
@@ -5268,7 +5326,7 @@ static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const
     for (i = 0; i < K / 32; i++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
     }
     return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
@@ -5285,78 +5343,128 @@ static MMS__AVX2_INLINE __m256i mms__dot_offset_lanes(__m256i u, __m256i c, __m2
     return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(c, a)), _mm256_set1_epi16(1));
 }
 
+/* (u - c) * a summed in pairs for two 16-byte halves: 4 products per int16 lane (at most 4064 in
+   size for nibbles with c = 8). */
+static MMS__AVX2_INLINE __m256i mms__dot_offset_pairs2(__m256i u0, __m256i a0, __m256i u1, __m256i a1, __m256i c) {
+    return _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1)),
+                            _mm256_add_epi16(_mm256_maddubs_epi16(c, a0), _mm256_maddubs_epi16(c, a1)));
+}
+
+/* Q4_0 two blocks at a time: one 256-bit register holds both blocks' 16 bytes, so one and/shift
+   unpacks 64 nibbles, as [low nibbles of block 0 | of block 1] and the same for the high ones; the
+   activations are regrouped to match by two 128-bit permutes, and one madd, conversion and FMA
+   serve both blocks (int32 lanes 0..3 and 4..7). */
 static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m256i c8 = _mm256_set1_epi8(8);
-    __m256 acc[2];
+    const __m256i c8 = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
+    const int64_t nb = K / 32;
+    __m256 acc = _mm256_setzero_ps();
+    float sum;
     int64_t i;
-    acc[0] = acc[1] = _mm256_setzero_ps();
-    for (i = 0; i < K / 32; i++) {
-        const __m256i dot = mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
+    for (i = 0; i + 2 <= nb; i += 2) {
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b[i].qs)),
+                                                  _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs), x1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
+        const __m256i p = mms__dot_offset_pairs2(_mm256_and_si256(q, m4), _mm256_permute2x128_si256(x0, x1, 0x20),
+                                                 _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_permute2x128_si256(x0, x1, 0x31), c8);
+        const __m256 scale = _mm256_set_m128(_mm_set1_ps(mms__fp16_to_f32_f16c(b[i + 1].d) * x[i + 1].d),
+                                             _mm_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), scale, acc);
     }
-    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
+    sum = mms__hsum256(acc);
+    if (i < nb)   /* an odd last block */
+        sum += mms__fp16_to_f32_f16c(b[i].d) * x[i].d
+             * mms__hsum256(_mm256_cvtepi32_ps(mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs))));
+    return sum;
 }
 
-/* Q4_K against 256-blocks: per pair of sub-blocks one load of 32 bytes of nibbles; the int16
-   products times the 6-bit scales summed in int32 (at most 8 * 2 * 63 * 3810 per lane); the mins
-   term from the activations' sums of 16. */
+/* A Q4_K super-block's 12 bytes of packed 6-bit scales and mins (see mms__q4_k_scale_min) as 16
+   int16: the 8 scales, then the 8 mins. In 32-bit words w0..w2: sub-blocks 0..3 are the low 6 bits
+   of w0's bytes (scales) and w1's (mins); 4..7 the low (scales) or high (mins) nibbles of w2's
+   bytes with the top 2 bits of w0's or w1's bytes moved down to bits 4..5. The 16 bytes loaded end
+   4 bytes into the block's nibbles. */
+static MMS__AVX2_INLINE __m256i mms__q4_k_scales_mins(const uint8_t *packed) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
+    const __m128i w0011 = _mm_shuffle_epi32(v, 0x50), w2 = _mm_shuffle_epi32(v, 0xaa);
+    const __m128i nib = _mm_blend_epi32(w0011, _mm_srlv_epi32(w2, _mm_setr_epi32(0, 0, 0, 4)), 0xa);   /* w0, w2, w1, w2 >> 4 */
+    const __m128i low = _mm_and_si128(nib, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(w0011, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm256_cvtepu8_epi16(_mm_or_si128(low, top));
+}
+
+/* Each 128-bit half of v holds 8 int16: its lanes all become lane k_lo of the low half, lane k_hi
+   of the high half (byte shuffles stay within halves). */
+static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi) {
+    const short lo = (short)((2 * k_lo + 1) << 8 | 2 * k_lo), hi = (short)((2 * k_hi + 1) << 8 | 2 * k_hi);
+    return _mm256_shuffle_epi8(v, _mm256_set_epi16(hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo));
+}
+
+/* Q4_K against 256-blocks. Per pair of sub-blocks one load of 32 bytes of nibbles (low: the first
+   sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
+   against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
+   dmin * sum(min * activations), takes one madd per super-block from the activations' sums.
+   One row at a time: 2 or 4 rows sharing each activation load measured 2x slower from memory. */
 static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
+    __m128 acc_min = _mm_setzero_ps();
     int64_t i;
-    int s;
+    int j;
     for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {
+        const __m256i sm = mms__q4_k_scales_mins(b->scales), scales = _mm256_permute4x64_epi64(sm, 0x44);
+        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
+        const __m128 d = _mm_mul_ps(mms__fp16x2_to_f32(&b->d), _mm_set1_ps(x->d));   /* d, dmin times the activations' */
         __m256i sumi = _mm256_setzero_si256();
-        int sc[8], mn[8], msum = 0;
-        for (s = 0; s < 8; s++) mms__q4_k_scale_min(s, b->scales, &sc[s], &mn[s]);
-        for (s = 0; s < 8; s += 2) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 16 * s));
-            const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 32 * s)));
+#pragma GCC unroll 4
+        for (j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+            const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
             const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                                    _mm256_loadu_si256((const __m256i *)(x->qs + 32 * (s + 1))));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, _mm256_set1_epi16((short)sc[s])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, _mm256_set1_epi16((short)sc[s + 1])));
+                                                    _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, mms__broadcast_i16(scales, 2 * j, 2 * j)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, mms__broadcast_i16(scales, 2 * j + 1, 2 * j + 1)));
         }
-        for (s = 0; s < 8; s++) msum += mn[s] * (x->bsums[2 * s] + x->bsums[2 * s + 1]);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b->d) * x->d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += mms_fp16_to_fp32(b->dmin) * x->d * (float)msum;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_broadcastss_ps(d), acc);
+        acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bsums)), _mm_permute_ps(d, 0x55), acc_min);
     }
-    return mms__hsum256(acc) - mins;
+    return mms__hsum256(_mm256_sub_ps(acc, _mm256_set_m128(_mm_setzero_ps(), acc_min)));
 }
 
 /* Q6_K against 256-blocks: each 32 activations are one group of a half (see mms__q6_k_to_float):
-   4 low bits from ql, 2 high bits from qh, minus 32 inside the int16 products, then the two
-   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum. */
+   4 low bits from ql, 2 high bits from qh moved to bits 4..5 by one 16-bit shift, then the two
+   sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum (at most 8 * 2 * 16002 *
+   128 per lane). The - 32 comes out of the loop: 32 * sum(scale * activations) from the
+   activations' sums of 16, one madd per super-block. */
 static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), c32 = _mm256_set1_epi8(32);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     int64_t i;
     int h, g;
     for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {
+        const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        const __m256i offset = _mm256_madd_epi16(scales, _mm256_loadu_si256((const __m256i *)x->bsums));
+        const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };   /* a half's 8 in both lanes */
         __m256i sumi = _mm256_setzero_si256();
         for (h = 0; h < 2; h++) {
-            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
-            const int8_t *sc = b->scales + 8 * h;
+            const uint8_t *ql = b->ql + 64 * h;
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+#pragma GCC unroll 4
             for (g = 0; g < 4; g++) {
-                const __m256i lo = g == 0 ? _mm256_and_si256(l0, m4) : g == 1 ? _mm256_and_si256(l1, m4)
-                                 : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4) : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * g)), m2), 4);
-                const __m256i a = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g));
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_or_si256(lo, hi), a), _mm256_maddubs_epi16(c32, a));
-                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+                const __m256i l = g & 1 ? l1 : l0;
+                const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+                const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(hb, 4 - 2 * g) : _mm256_srli_epi16(hb, 2 * g - 4), m30);
+                const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, mms__broadcast_i16(sc_half[h], 2 * g, 2 * g + 1)));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(mms_fp16_to_fp32(b->d) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(mms__fp16_to_f32_f16c(b->d) * x->d), acc);
     }
     return mms__hsum256(acc);
 }
