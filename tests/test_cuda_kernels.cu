@@ -1,7 +1,7 @@
 // The CUDA backend's kernels, run on the host. mmsched_cuda.cu computes every node through
 // cu_compute_node with an executor; this file gives it a host executor: element functors in a
-// loop, block functors with one thread per CUDA thread (pthread barriers for __syncthreads and for
-// warp shuffles, shared memory poisoned with NaN), and the cuBLAS call by its documented meaning
+// loop, block functors with a fiber per CUDA thread (cooperative barriers for __syncthreads and
+// for warp shuffles, shared memory poisoned with NaN), and the cuBLAS call by its documented meaning
 // (column-major C = A^T B, strided batches). Every op case of test_backend_ops then runs node by
 // node through the very code the GPU runs and is compared with the CPU backend: element ops to the
 // bit, the rest within the case's tolerance. Block-type dequantization is compared bit for bit.
@@ -10,52 +10,96 @@
 #include "../mmsched_cuda.cu"
 #include "test.h"
 #include "op_cases.h"
-#include <pthread.h>
+#include "limited_backend.h"
+#include "mllama_load.h"
+#include <ucontext.h>
 #include <vector>
 
 // -- the host executor --
 
-struct host_block {
-    cu_host_block     base;          // first: the kernels see this
-    pthread_barrier_t block;
-    pthread_barrier_t warps[32];
-    float             xchg[1024];
+// A block's threads are fibers (ucontext) run in turn on this one thread: a fiber runs until it
+// waits at a barrier (the block's, or its warp's for a shuffle) and the next one goes on. Cheap
+// enough to run whole models, deterministic, and a kernel that waits for a barrier some threads
+// never reach is reported as a deadlock instead of hanging.
+#define FIBER_STACK (64 * 1024)
+
+struct fiber_block {
+    cu_host_block base;                  // first: the kernels see this
+    int           n;                     // threads
+    ucontext_t    sched;
+    std::vector<ucontext_t> ctx;
+    std::vector<char> stacks;
+    std::vector<int>  done;
+    int           current;
+    unsigned      progress;              // bumped by every barrier release and finished thread
+    int           block_waiting;
+    unsigned      block_gen;
+    int           warp_waiting[32];
+    unsigned      warp_gen[32];
+    float         xchg[1024];
 };
+static fiber_block *fiber_now;           // the block being emulated
+static void (*fiber_body)(const cu_thread &th, const void *body);
+static const void *fiber_body_arg;
+static cu_thread  *fiber_threads;
 
-static void host_sync(cu_host_block *b) { pthread_barrier_wait(&((host_block *)b)->block); }
+static void fiber_yield(fiber_block *f) { swapcontext(&f->ctx[(size_t)f->current], &f->sched); }
 
-static float host_exchange(cu_host_block *b, int tid, float v, int src_lane) {
-    host_block *h = (host_block *)b;
+// Wait until `count` threads have arrived at this barrier (waiting / gen are its state).
+static void fiber_barrier(fiber_block *f, int *waiting, unsigned *gen, int count) {
+    const unsigned g = *gen;
+    if (++*waiting == count) { *waiting = 0; ++*gen; f->progress++; return; }
+    while (*gen == g) fiber_yield(f);
+}
+static void fiber_sync(cu_host_block *b) {
+    fiber_block *f = (fiber_block *)b;
+    fiber_barrier(f, &f->block_waiting, &f->block_gen, f->n);
+}
+static float fiber_exchange(cu_host_block *b, int tid, float v, int src_lane) {
+    fiber_block *f = (fiber_block *)b;
     const int w = tid / 32;
-    float r;
-    h->xchg[tid] = v;
-    pthread_barrier_wait(&h->warps[w]);
-    r = h->xchg[w * 32 + src_lane];
-    pthread_barrier_wait(&h->warps[w]);     // nobody overwrites xchg before every lane has read
+    f->xchg[tid] = v;
+    fiber_barrier(f, &f->warp_waiting[w], &f->warp_gen[w], 32);
+    const float r = f->xchg[w * 32 + src_lane];
+    fiber_barrier(f, &f->warp_waiting[w], &f->warp_gen[w], 32);   // nobody overwrites before every lane has read
     return r;
 }
-
-template <typename B> struct host_thread_arg {
-    const B  *body;
-    cu_thread th;
-    cu_grid   grid;
-    size_t    smem;
-};
-template <typename B> static void *host_thread_main(void *p) {
-    host_thread_arg<B> *a = (host_thread_arg<B> *)p;
-    for (unsigned bz = 0; bz < a->grid.z; bz++)
-        for (unsigned by = 0; by < a->grid.y; by++)
-            for (unsigned bx = 0; bx < a->grid.x; bx++) {
-                a->th.bx = bx;
-                a->th.by = by;
-                a->th.bz = bz;
-                if (a->th.tid == 0) memset(a->th.smem, 0xFF, a->smem);   // NaN: reads before writes show
-                a->th.host->sync(a->th.host);
-                (*a->body)(a->th);
-                a->th.host->sync(a->th.host);                          // the block is done
-            }
-    return NULL;
+static void fiber_main(int tid) {
+    fiber_body(fiber_threads[tid], fiber_body_arg);
+    fiber_now->done[(size_t)tid] = 1;
+    fiber_now->progress++;
 }
+// Runs the block's fibers (fiber_threads[] set) to the end. Kept out of line: getcontext returns
+// twice, which the caller's loop variables need not know about.
+static __attribute__((noinline)) enum mms_status fiber_run_block(fiber_block *f, const char *what) {
+    const int n = f->n;
+    f->block_waiting = 0;
+    memset(f->warp_waiting, 0, sizeof f->warp_waiting);
+    for (int t = 0; t < n; t++) {
+        f->done[(size_t)t] = 0;
+        getcontext(&f->ctx[(size_t)t]);
+        f->ctx[(size_t)t].uc_stack.ss_sp = f->stacks.data() + (size_t)t * FIBER_STACK;
+        f->ctx[(size_t)t].uc_stack.ss_size = FIBER_STACK;
+        f->ctx[(size_t)t].uc_link = &f->sched;
+        makecontext(&f->ctx[(size_t)t], (void (*)())fiber_main, 1, t);
+    }
+    for (int left = n; left > 0;) {
+        const unsigned before = f->progress;
+        left = 0;
+        for (int t = 0; t < n; t++) {
+            if (f->done[(size_t)t]) continue;
+            f->current = t;
+            swapcontext(&f->sched, &f->ctx[(size_t)t]);
+            left += !f->done[(size_t)t];
+        }
+        if (left > 0 && f->progress == before)
+            return mms_set_error(MMS_ERR_STATE, "%s: block (%lld, %lld, %lld) deadlocked: %d threads wait at a barrier the others never reach",
+                                 what, (long long)fiber_threads[0].bx, (long long)fiber_threads[0].by, (long long)fiber_threads[0].bz, left);
+    }
+    return MMS_OK;
+}
+
+template <typename B> static void fiber_call(const cu_thread &th, const void *body) { (*(const B *)body)(th); }
 
 static float host_elem(enum mms_type t, const void *base, long long i) {
     switch (t) {
@@ -72,34 +116,36 @@ struct host_exec {
         for (int64_t i = 0; i < n; i++) f(i);
         return MMS_OK;
     }
-    // Each host thread plays one CUDA thread through every block of the grid in turn; thread 0
-    // poisons the shared memory between blocks.
+    // Every block of the grid in turn, its threads as fibers; shared memory starts as NaN bytes so
+    // reads before writes show.
     template <typename B> enum mms_status blocks(const B &body, cu_grid g, int threads, size_t smem, const char *what) const {
-        std::vector<pthread_t> ids((size_t)threads);
-        std::vector<host_thread_arg<B> > args((size_t)threads);
+        fiber_block *f = new fiber_block;
         std::vector<char> mem(smem + 1);
-        host_block *hb = new host_block;
-        EXPECT(threads % 32 == 0 && threads <= 1024, "%s: %d threads", what, threads);
-        hb->base.sync = host_sync;
-        hb->base.exchange = host_exchange;
-        pthread_barrier_init(&hb->block, NULL, (unsigned)threads);
-        for (int w = 0; w < threads / 32; w++) pthread_barrier_init(&hb->warps[w], NULL, 32);
-        for (int t = 0; t < threads; t++) {
-            const cu_thread th = { t, threads, 0, 0, 0, mem.data(), &hb->base };
-            args[(size_t)t].body = &body;
-            args[(size_t)t].th = th;
-            args[(size_t)t].grid = g;
-            args[(size_t)t].smem = smem;
-            if (pthread_create(&ids[(size_t)t], NULL, host_thread_main<B>, &args[(size_t)t]) != 0) {
-                fprintf(stderr, "%s: cannot start thread %d\n", what, t);
-                abort();
-            }
-        }
-        for (int t = 0; t < threads; t++) pthread_join(ids[(size_t)t], NULL);
-        pthread_barrier_destroy(&hb->block);
-        for (int w = 0; w < threads / 32; w++) pthread_barrier_destroy(&hb->warps[w]);
-        delete hb;
-        return MMS_OK;
+        std::vector<cu_thread> ths((size_t)threads);
+        enum mms_status st = MMS_OK;
+        if (threads % 32 != 0 || threads > 1024) { delete f; return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %d threads", what, threads); }
+        f->base.sync = fiber_sync;
+        f->base.exchange = fiber_exchange;
+        f->n = threads;
+        f->ctx.resize((size_t)threads);
+        f->stacks.resize((size_t)threads * FIBER_STACK);
+        f->done.resize((size_t)threads);
+        fiber_now = f;
+        fiber_body = fiber_call<B>;
+        fiber_body_arg = &body;
+        fiber_threads = ths.data();
+        for (unsigned bz = 0; bz < g.z && st == MMS_OK; bz++)
+            for (unsigned by = 0; by < g.y && st == MMS_OK; by++)
+                for (unsigned bx = 0; bx < g.x && st == MMS_OK; bx++) {
+                    for (int t = 0; t < threads; t++) {
+                        const cu_thread th = { t, threads, bx, by, bz, mem.data(), &f->base };
+                        ths[(size_t)t] = th;
+                    }
+                    memset(mem.data(), 0xFF, smem);
+                    st = fiber_run_block(f, what);
+                }
+        delete f;
+        return st;
     }
     // cublasGemmStridedBatchedEx(OP_T, OP_N) by its definition, in double.
     enum mms_status gemm(const cu_gemm &g) const {
@@ -224,6 +270,113 @@ static void test_dequantization_is_bit_exact(void) {
     }
 }
 
+// -- the kernels as a backend --
+// The limited test backend (host memory the CPU may not use) computing with cu_compute_node and
+// the host executor, and cu_supports_op deciding what it runs: the CUDA backend with its device
+// swapped for the host, so the scheduler's splits, copies and fallbacks around the real kernels
+// run here.
+
+static enum mms_status emu_compute(mms_backend_t b, struct mms_cgraph *g) {
+    limited_of(b)->n_computes++;
+    for (int j = 0; j < mms_graph_n_nodes(g); j++) {
+        const struct mms_tensor *t = mms_graph_node(g, j);
+        if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
+        std::vector<char> scratch(cu_scratch_need(t) + 1);
+        cu_fault fault;
+        memset(&fault, 0, sizeof fault);
+        const host_exec ex = { scratch.data(), &fault };
+        const enum mms_status st = cu_compute_node(ex, t, j);
+        if (st != MMS_OK) return st;
+        if (fault.set) return mms_set_error(MMS_ERR_INVALID_ARG, "GET_ROWS %s: index %lld outside 0..%lld", t->name, (long long)fault.value, (long long)fault.limit - 1);
+    }
+    return MMS_OK;
+}
+
+static mms_backend_t emulated_gpu_new(void) {
+    mms_backend_t b = limited_backend_new("EMU-CUDA", LIMITED_ALL_OPS);
+    if (!b) return NULL;
+    b->iface.supports_op = cu_supports_op;
+    b->iface.graph_compute = emu_compute;
+    return b;
+}
+
+// Reads reference case k of the demo fixture (picture and prompt ids).
+static bool demo_case(struct mms_gguf *ref, int k, const struct mms_mllama_model *m, struct mms_mllama_image *img, int32_t *prompt, int *n_prompt) {
+    char key[64];
+    uint32_t w = 0, h = 0;
+    int64_t n = 0, idx;
+    struct mms_gguf_tensor_info info;
+    const struct mms_mllama_image_params ip = mms_mllama_model_image_params(m);
+    snprintf(key, sizeof key, "case.%d.width", k);
+    if (mms_gguf_get_u32(ref, key, &w) != MMS_OK) return false;
+    snprintf(key, sizeof key, "case.%d.height", k);
+    if (mms_gguf_get_u32(ref, key, &h) != MMS_OK) return false;
+    snprintf(key, sizeof key, "case.%d.prompt_ids", k);
+    if (mms_gguf_get_arr_i32(ref, key, prompt, 96, &n) != MMS_OK || n > 96) return false;
+    *n_prompt = (int)n;
+    snprintf(key, sizeof key, "case.%d.rgb", k);
+    idx = mms_gguf_find_tensor(ref, key);
+    return idx >= 0 && mms_gguf_get_tensor(ref, idx, &info) == MMS_OK &&
+           mms_mllama_preprocess_image(&ip, (const uint8_t *)info.data, (int)w, (int)h, 0, img) == MMS_OK;
+}
+
+// Greedy tokens of the bundled demo model: every text layer, the output head and the vision tower
+// on the emulated GPU against the CPU alone. The demo's greedy paths have wide logit margins
+// (test_demo), so the tokens must be equal.
+static void test_demo_model_on_the_kernels(void) {
+    const int n_cases = getenv("MMS_EMU_CASES") ? atoi(getenv("MMS_EMU_CASES")) : 2, max_new = 12;
+    mms_backend_t cpu = mms_backend_cpu_init(), emu = emulated_gpu_new();
+    struct mms_gguf *ref = mms_gguf_open(test_src_path("fixtures/demo/demo-ref.gguf"));
+    struct mms_mllama_model *m[2];
+    struct mms_mllama_context *ctx[2];
+    struct mms_mllama_context_params cp;
+    int64_t t0 = mms_time_us();
+    EXPECT(cpu && emu && ref, "setup: %s", mms_last_error());
+    if (!cpu || !emu || !ref) return;
+    m[0] = test_load_mllama(cpu, test_src_path("../models/mllama-demo.gguf"), NULL, NULL, 0, false);
+    m[1] = test_load_mllama(cpu, test_src_path("../models/mllama-demo.gguf"), NULL, emu, 1000, true);
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 192;
+    cp.n_batch = 96;
+    cp.max_images = 1;
+    for (int i = 0; i < 2; i++) {
+        ctx[i] = m[i] ? mms_mllama_context_new(m[i], &cp) : NULL;
+        EXPECT(ctx[i] != NULL, "model %d: %s", i, mms_last_error());
+    }
+    if (!ctx[0] || !ctx[1]) return;
+    const int n_vocab = mms_mllama_model_get_hparams(m[0])->n_vocab;
+    int n_same = 0;
+    for (int k = 0; k < n_cases; k++) {
+        struct mms_mllama_image img;
+        int32_t prompt[96], out[2][16];
+        int n_prompt = 0, n_out[2] = { 0, 0 };
+        memset(&img, 0, sizeof img);
+        if (!demo_case(ref, k, m[0], &img, prompt, &n_prompt)) { EXPECT(0, "demo case %d: %s", k, mms_last_error()); break; }
+        for (int i = 0; i < 2; i++) {
+            mms_mllama_kv_clear(ctx[i]);
+            bool ok = mms_mllama_add_image(ctx[i], &img) == MMS_OK && mms_mllama_decode(ctx[i], prompt, n_prompt, NULL) == MMS_OK;
+            while (ok && n_out[i] < max_new) {
+                const float *l = mms_mllama_get_logits(ctx[i], mms_mllama_get_n_logits(ctx[i]) - 1);
+                int32_t best = 0;
+                for (int j = 1; j < n_vocab; j++) if (l[j] > l[best]) best = j;
+                out[i][n_out[i]++] = best;
+                ok = mms_mllama_decode(ctx[i], &best, 1, NULL) == MMS_OK;
+            }
+            EXPECT(ok, "case %d on %s: %s", k, i ? "the kernels" : "the CPU", mms_last_error());
+        }
+        n_same += n_out[0] == n_out[1] && memcmp(out[0], out[1], sizeof(int32_t) * (size_t)n_out[0]) == 0;
+        mms_mllama_image_free(&img);
+    }
+    EXPECT(n_same == n_cases, "%d of %d greedy continuations equal the CPU's", n_same, n_cases);
+    EXPECT(limited_of(emu)->n_computes > 0, "nothing ran on the emulated GPU");
+    printf("    demo model, text layers + head + vision tower on the kernels: %d/%d cases, %d tokens each, equal to the CPU (%.1f s)\n",
+           n_same, n_cases, max_new, (double)(mms_time_us() - t0) / 1e6);
+    for (int i = 0; i < 2; i++) { mms_mllama_context_free(ctx[i]); mms_mllama_model_free(m[i]); }
+    mms_gguf_close(ref);
+    mms_backend_free(emu);
+    mms_backend_free(cpu);
+}
+
 // A row index out of range is reported (value, position, limit), not read.
 static void test_get_rows_reports_bad_indices(void) {
     struct mms_context *c = test_ctx(false);
@@ -246,5 +399,6 @@ int main() {
     RUN(test_dequantization_is_bit_exact);
     RUN(test_get_rows_reports_bad_indices);
     RUN(test_every_op_case_matches_the_cpu);
+    RUN(test_demo_model_on_the_kernels);
     return test_summary();
 }
