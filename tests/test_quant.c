@@ -720,6 +720,8 @@ static void test_mul_mat(void) {
             }
         e = matmul_case(q, 256, 17, 5, 2, 6, false, q8_act, &pred);   /* a broadcast over b's batch */
         len += snprintf(line + len, sizeof line - (size_t)len, " batch %.2g", e);
+        e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 1, 1, 1, false, q8_act, &pred);   /* an odd number of blocks: */
+        len += snprintf(line + len, sizeof line - (size_t)len, " oddK/N1 %.2g", e);            /* the decode dots pair them */
         e = matmul_case(q, 512, 9, 3, 1, 1, true, q8_act, &pred);
         len += snprintf(line + len, sizeof line - (size_t)len, " views/N3 %.2g", e);
         e = matmul_case(q, 512, 9, 16, 1, 1, true, q8_act, &pred);
