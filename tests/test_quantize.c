@@ -7,8 +7,10 @@
    norm or position embedding by name. tiny4's rows are 32..128 long (text 64/128, vision 32/64,
    projector 128; the tile table 2176 = 8.5 * 256), so no tensor of it fits the 256-element
    blocks of q4_k/q6_k: those leave tiny4 as it is (checked, byte for byte), and the K-quants and
-   the q4_k_m mix are tested on a synthetic model written here (in the temporary folder) whose
-   rows are multiples of 256. Plus the program's errors. QUANTIZE names the program under test. */
+   the q4_k_m mix are tested on a synthetic file written here (in the temporary folder) whose
+   rows are multiples of 256, and on a small mllama model with random weights of such rows
+   (examples/random_mllama.h): its logits against the same file dequantized and against f16.
+   Plus the program's errors. QUANTIZE names the program under test. */
 #ifndef _POSIX_C_SOURCE
 #  define _POSIX_C_SOURCE 200809L     /* mkdtemp */
 #endif
@@ -18,6 +20,7 @@
 #include "mllama_load.h"
 #include <math.h>
 #include "run_program.h"
+#include "../examples/random_mllama.h"
 
 #ifndef QUANTIZE
 #  define QUANTIZE "build/quantize"
@@ -580,6 +583,132 @@ static bool write_with_q8(const char *out_path, const char *which) {
     return ok;
 }
 
+/* -- the K-quants on a whole mllama model: random weights, rows of 256 and 512 -- */
+
+#define RQ_TOKENS 24
+
+/* Logits of every row of one prompt (an image, then 23 text tokens), then of one decoded token
+   (the decode path: one column, 8-bit activations), through the model at path. */
+static float *random_model_logits(const char *path, int *n_vocab) {
+    struct mms_mllama_model *m = test_load_mllama(cpu, path, NULL, NULL, 0, false);
+    struct mms_mllama_context *ctx = NULL;
+    struct mms_mllama_context_params cp;
+    float *out = NULL;
+    uint8_t rgb[80 * 60 * 3];
+    int32_t tokens[RQ_TOKENS], next = 5;
+    bool want[RQ_TOKENS];
+    int i, nv;
+    EXPECT(m != NULL, "load %s: %s", path, mms_last_error());
+    if (!m) return NULL;
+    *n_vocab = nv = mms_mllama_model_get_hparams(m)->n_vocab;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 64;
+    cp.n_batch = 32;
+    cp.max_images = 1;
+    ctx = mms_mllama_context_new(m, &cp);
+    for (i = 0; i < (int)sizeof rgb; i++) rgb[i] = (uint8_t)((i * 7 + (i / 240) * 13) & 255);   /* a patterned picture */
+    tokens[0] = mms_mllama_model_get_hparams(m)->image_token_id;
+    for (i = 1; i < RQ_TOKENS; i++) tokens[i] = (i * 37) % nv;
+    for (i = 0; i < RQ_TOKENS; i++) want[i] = true;
+    out = (float *)malloc(sizeof(float) * (RQ_TOKENS + 1) * (size_t)nv);
+    if (out && ctx && mms_mllama_add_image_rgb(ctx, rgb, 80, 60, 80 * 3) == MMS_OK && mms_mllama_decode(ctx, tokens, RQ_TOKENS, want) == MMS_OK) {
+        for (i = 0; i < RQ_TOKENS; i++) memcpy(out + (size_t)i * (size_t)nv, mms_mllama_get_logits(ctx, i), sizeof(float) * (size_t)nv);
+        if (mms_mllama_decode(ctx, &next, 1, NULL) == MMS_OK) memcpy(out + (size_t)RQ_TOKENS * (size_t)nv, mms_mllama_get_logits(ctx, 0), sizeof(float) * (size_t)nv);
+        else { free(out); out = NULL; }
+    } else {
+        free(out);
+        out = NULL;
+    }
+    EXPECT(out != NULL, "%s: %s", path, mms_last_error());
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+    return out;
+}
+
+/* The model the quantized file means: every block-type tensor dequantized (the library's
+   dequantizers equal the gguf package's, test_quant) and written as f32, metadata copied. */
+static bool dequantize_file(const char *in, const char *out) {
+    struct mms_gguf *g = mms_gguf_open(in);
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    bool ok = g && w;
+    int64_t i;
+    for (i = 0; ok && i < mms_gguf_get_n_kv(g); i++) ok = mms_gguf_writer_copy_kv(w, g, i) == MMS_OK;
+    for (i = 0; ok && i < mms_gguf_get_n_tensors(g); i++) {
+        struct mms_gguf_tensor_info t;
+        float *f = NULL;
+        int64_t n = 1, d;
+        ok = mms_gguf_get_tensor(g, i, &t) == MMS_OK;
+        if (!ok) break;
+        for (d = 0; d < t.n_dims; d++) n *= t.ne[d];
+        if (mms_get_type_traits(t.type)->is_quantized) {
+            f = (float *)malloc(sizeof(float) * (size_t)n);
+            ok = f != NULL;
+            if (ok) mms_get_type_traits(t.type)->to_float(t.data, f, n);
+        }
+        ok = ok && mms_gguf_writer_add_tensor(w, t.name, f ? MMS_TYPE_F32 : t.type, t.n_dims, t.ne, f ? (const void *)f : t.data) == MMS_OK;
+        free(f);
+    }
+    ok = ok && mms_gguf_writer_write(w, out) == MMS_OK;
+    EXPECT(ok, "dequantize %s: %s", in, mms_last_error());
+    mms_gguf_writer_free(w);
+    mms_gguf_close(g);
+    return ok;
+}
+
+static double nmse_of(const float *ref, const float *got, int64_t n) {
+    double err = 0, norm = 0;
+    int64_t i;
+    for (i = 0; i < n; i++) { err += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]); norm += (double)ref[i] * ref[i]; }
+    return err / (norm > 0 ? norm : 1);
+}
+
+/* A small mllama model with random weights whose matrices all have rows of 256 or 512 (text 256
+   wide, ffn 512, vision 256, projector 512; 5 text layers, one of them cross-attention, 4 + 1
+   vision layers), quantized to q6_k, q4_k and the q4_k_m mix (the vision tower too with
+   --quantize-vision). Required: (1) the prompt's logits equal those of the same file dequantized
+   to f32 (what the quantized weights mean) to NMSE 1e-10 (measured: bit-identical), and a decoded
+   token's, where the activations are rounded to 8 bits, to 1.5e-3 (measured 3.1e-4 - 4.3e-4); (2) the logits stay within a stated NMSE of the f16 model's: measured
+   q6_k 2.1e-3, q4_k 3.8e-2, q4_k_m 3.6e-2, q4_k with the vision tower 4.1e-2 (a random network
+   amplifies weight noise: q4_k's weight NMSE is 5e-3), tolerances about 3x. */
+static void test_k_quants_on_a_random_mllama(void) {
+    static const struct { const char *type, *extra; double tol; } cases[4] = {
+        { "q6_k", "", 6e-3 }, { "q4_k", "", 0.1 }, { "q4_k_m", "", 0.1 }, { "q4_k", "--quantize-vision", 0.12 }
+    };
+    struct mms_mllama_hparams hp;
+    char f16[160];
+    float *ref;
+    int nv = 0, k;
+    snprintf(f16, sizeof f16, "%s", tmp("random-f16.gguf"));   /* tmp's buffers rotate */
+    mms_mllama_hparams_11b(&hp);
+    hp.n_embd = 256; hp.n_ff = 512; hp.n_head = 4; hp.n_head_kv = 2; hp.head_dim = 64;
+    hp.n_vocab = 512; hp.n_embd_rows = 520; hp.image_token_id = 512;
+    hp.v_n_embd = 256; hp.v_n_ff = 512; hp.v_n_head = 4; hp.v_image_size = 56; hp.v_patch_size = 14;
+    if (!write_mllama_gguf(f16, &hp, 5, 4, 1)) { EXPECT(0, "cannot write %s", f16); return; }
+    ref = random_model_logits(f16, &nv);
+    for (k = 0; ref && k < 4; k++) {
+        char name[64], deq[64];
+        const int64_t n_prompt = (int64_t)RQ_TOKENS * nv;
+        float *got, *mean;
+        snprintf(name, sizeof name, "random-%s%s.gguf", cases[k].type, cases[k].extra[0] ? "-vision" : "");
+        snprintf(deq, sizeof deq, "random-%s%s-f32.gguf", cases[k].type, cases[k].extra[0] ? "-vision" : "");
+        if (!quantize(f16, tmp(name), cases[k].type, cases[k].extra[0] ? cases[k].extra : NULL) || !dequantize_file(tmp(name), tmp(deq))) continue;
+        got = random_model_logits(tmp(name), &nv);
+        mean = random_model_logits(tmp(deq), &nv);
+        if (got && mean) {
+            const double e_prompt = nmse_of(mean, got, n_prompt), e_decode = nmse_of(mean + n_prompt, got + n_prompt, nv);
+            const double e_f16 = nmse_of(ref, got, n_prompt + nv);
+            printf("    random mllama, %s %s: logits NMSE vs the dequantized model %.2g (prompt), %.2g (decode); vs f16 %.2g (tolerance %.2g)\n",
+                   cases[k].type, cases[k].extra, e_prompt, e_decode, e_f16, cases[k].tol);
+            EXPECT(e_prompt <= 1e-10 && e_decode <= 1.5e-3, "%s %s: the quantized model differs from its dequantized self: %.3g, %.3g",
+                   cases[k].type, cases[k].extra, e_prompt, e_decode);
+            EXPECT(e_f16 <= cases[k].tol && e_f16 > 0, "%s %s: logits NMSE %.3g vs f16", cases[k].type, cases[k].extra, e_f16);
+        }
+        free(got);
+        free(mean);
+    }
+    free(ref);
+}
+
 static void test_loader_refuses_quantized_non_matrices(void) {
     static const char *const refused[] = { "blk.0.attn_norm.weight", "v.position_embd.weight", "v.pre_ln.weight", "mm.0.bias" };
     int k;
@@ -677,6 +806,7 @@ int main(void) {
     RUN(test_vision_quantized);
     RUN(test_k_quants_leave_tiny4);
     RUN(test_k_quants_on_synthetic);
+    RUN(test_k_quants_on_a_random_mllama);
     RUN(test_loader_refuses_quantized_non_matrices);
     RUN(test_errors);
     outputs_free(&F32);
