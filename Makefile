@@ -85,10 +85,10 @@ test: check-header compile-tests unit-tests asan-tests cuda-if-available
 	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(wildcard $(B)/cuda/tests)
 
 # -- CUDA -------------------------------------------------------------------------------------------
-# The CUDA tests go to build/cuda/tests: test_cuda_kernels runs the kernels' code on the host against
-# the CPU backend (no GPU needed); the others run on GPU 0 and print SKIP without one.
+# The CUDA tests go to build/cuda/tests: test_cuda_kernels and test_sched_host run the kernels' code
+# on the host (no GPU needed); the others run on GPU 0 and print SKIP without one.
 
-CUDA_TESTS = test_cuda test_backend_ops test_sched test_cuda_kernels
+CUDA_TESTS = test_cuda test_backend_ops test_sched test_cuda_kernels test_sched_host
 # No exceptions or thread-safe statics: the object links into C programs without libstdc++.
 NVCC_FLAGS = -O2 $(NVCC_GENCODE) --Werror all-warnings -Xcompiler -Wall,-Wextra,-fno-exceptions,-fno-threadsafe-statics
 
@@ -108,6 +108,8 @@ $(B)/cuda/tests/test_backend_ops: tests/test_backend_ops.c $(B)/cuda/mmsched_cud
 	$(CC) $(STD) $(WARN) $(OPT) -DMMS_CUDA -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
 $(B)/cuda/tests/test_sched: tests/test_sched.c $(B)/cuda/mmsched_cuda.o tests/*.h mmsched.h | $(B)/cuda/tests
 	$(CC) $(STD) $(WARN) $(OPT) -DSCHED_ON_CUDA -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
+$(B)/cuda/tests/test_sched_host: tests/test_sched.c mmsched_cuda.cu tests/*.h mmsched.h | $(B)/cuda/tests
+	$(NVCC) $(NVCC_FLAGS) -x cu -DSCHED_ON_HOST_CUDA -I. $< -o $@ -lcublas -lm -lpthread
 $(B)/cuda/tests/test_cuda_kernels: tests/test_cuda_kernels.cu mmsched_cuda.cu $(B)/cuda/mmsched_impl.o tests/*.h mmsched.h | $(B)/cuda/tests
 	$(NVCC) $(NVCC_FLAGS) -I. $< $(B)/cuda/mmsched_impl.o -o $@ -lcublas -lm -lpthread
 

@@ -358,8 +358,9 @@
        f16 products round b): tests/test_backend_ops compares every op, tests/test_sched runs the
        scheduler's tests with the GPU as the second backend, and tools/gpu_check.sh runs both, the
        demo model on the GPU and build/cuda/bench_cuda on a GPU machine. Every kernel is written as a
-       __host__ __device__ functor run by an executor, so tests/test_cuda_kernels.cu also runs them
-       on the host (a thread per CUDA thread, cuBLAS by its definition) against the CPU backend.
+       __host__ __device__ functor run by an executor, so the tests also run them on the host (a
+       fiber per CUDA thread, cuBLAS by its definition; tests/cuda_host.h): every op against the CPU
+       backend, the scheduler's tests and the demo model with the kernels as the second backend.
 
    11. GGUF FILES
        mms_gguf_open(path) maps a GGUF file (versions 2 and 3) and validates it completely before
@@ -1755,6 +1756,13 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #define MMS__MAX(a, b) ((a) > (b) ? (a) : (b))
 #define MMS__ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 #define MMS__UNUSED(x) ((void)(x))
+/* Unroll the next loop n times where the compiler takes the hint (gcc, clang; not nvcc's front end,
+   which compiles this file too when a .cu defines MMSCHED_IMPLEMENTATION). */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#  define MMS__UNROLL4 _Pragma("GCC unroll 4")
+#else
+#  define MMS__UNROLL4
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define MMS__NORETURN __attribute__((noreturn))
@@ -1928,14 +1936,13 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
 /* -- CPU features: AVX2, FMA and F16C, with the OS saving the AVX state -- */
 static bool mms__cpu_detect_avx2(void) {
 #if MMS__HAVE_AVX2
-    unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+    unsigned a, b, c, d, xcr0_lo;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     {
         bool fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
         if (!(fma && osxsave && avx && f16c)) return false;
     }
-    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    MMS__UNUSED(xcr0_hi);
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo) : "c"(0) : "edx");   /* the high half is not needed */
     if ((xcr0_lo & 6) != 6) return false;  /* XMM and YMM state enabled */
     if (__get_cpuid_max(0, NULL) < 7) return false;
     __cpuid_count(7, 0, a, b, c, d);
@@ -5418,7 +5425,7 @@ static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const
         const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
         const __m128 d = _mm_mul_ps(mms__fp16x2_to_f32(&b->d), _mm_set1_ps(x->d));   /* d, dmin times the activations' */
         __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
+MMS__UNROLL4
         for (j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
             const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
@@ -5454,7 +5461,7 @@ static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const
             const uint8_t *ql = b->ql + 64 * h;
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-#pragma GCC unroll 4
+MMS__UNROLL4
             for (g = 0; g < 4; g++) {
                 const __m256i l = g & 1 ? l1 : l0;
                 const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
@@ -11730,7 +11737,6 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     struct mms__wloader L;
     struct mms__load_progress lp;
     const struct mms_gguf *vision_file;
-    enum mms_status st;
     const int64_t t0 = mms_time_us();
     if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
     if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
@@ -11744,7 +11750,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         if (p->mmproj_path) { mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has no vision tower (mllama.vision.*)", p->mmproj_path); goto fail; }
         vision_file = NULL;   /* a text-only model */
     }
-    if ((st = mms__mllama_read_hparams(m, m->files[0], vision_file)) != MMS_OK || (st = mms__mllama_alloc_layers(m)) != MMS_OK) goto fail;
+    if (mms__mllama_read_hparams(m, m->files[0], vision_file) != MMS_OK || mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
     m->has_vision = vision_file != NULL;
     m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
     m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;

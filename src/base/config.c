@@ -36,6 +36,13 @@
 #define MMS__MAX(a, b) ((a) > (b) ? (a) : (b))
 #define MMS__ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 #define MMS__UNUSED(x) ((void)(x))
+/* Unroll the next loop n times where the compiler takes the hint (gcc, clang; not nvcc's front end,
+   which compiles this file too when a .cu defines MMSCHED_IMPLEMENTATION). */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#  define MMS__UNROLL4 _Pragma("GCC unroll 4")
+#else
+#  define MMS__UNROLL4
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define MMS__NORETURN __attribute__((noreturn))

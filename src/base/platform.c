@@ -139,14 +139,13 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
 /* -- CPU features: AVX2, FMA and F16C, with the OS saving the AVX state -- */
 static bool mms__cpu_detect_avx2(void) {
 #if MMS__HAVE_AVX2
-    unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+    unsigned a, b, c, d, xcr0_lo;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     {
         bool fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
         if (!(fma && osxsave && avx && f16c)) return false;
     }
-    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    MMS__UNUSED(xcr0_hi);
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo) : "c"(0) : "edx");   /* the high half is not needed */
     if ((xcr0_lo & 6) != 6) return false;  /* XMM and YMM state enabled */
     if (__get_cpuid_max(0, NULL) < 7) return false;
     __cpuid_count(7, 0, a, b, c, d);

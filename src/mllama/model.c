@@ -496,7 +496,6 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     struct mms__wloader L;
     struct mms__load_progress lp;
     const struct mms_gguf *vision_file;
-    enum mms_status st;
     const int64_t t0 = mms_time_us();
     if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
     if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
@@ -510,7 +509,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         if (p->mmproj_path) { mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has no vision tower (mllama.vision.*)", p->mmproj_path); goto fail; }
         vision_file = NULL;   /* a text-only model */
     }
-    if ((st = mms__mllama_read_hparams(m, m->files[0], vision_file)) != MMS_OK || (st = mms__mllama_alloc_layers(m)) != MMS_OK) goto fail;
+    if (mms__mllama_read_hparams(m, m->files[0], vision_file) != MMS_OK || mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
     m->has_vision = vision_file != NULL;
     m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
     m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;

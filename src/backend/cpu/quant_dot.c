@@ -224,7 +224,7 @@ static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const
         const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
         const __m128 d = _mm_mul_ps(mms__fp16x2_to_f32(&b->d), _mm_set1_ps(x->d));   /* d, dmin times the activations' */
         __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
+MMS__UNROLL4
         for (j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
             const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
@@ -260,7 +260,7 @@ static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const
             const uint8_t *ql = b->ql + 64 * h;
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-#pragma GCC unroll 4
+MMS__UNROLL4
             for (g = 0; g < 4; g++) {
                 const __m256i l = g & 1 ? l1 : l0;
                 const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
