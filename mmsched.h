@@ -13,7 +13,8 @@
        (gcc or clang; the header also compiles as C++) and POSIX threads.
 
        For the CUDA backend, also define MMS_CUDA in that file, compile mmsched_cuda.cu with nvcc
-       and link it with -lcudart -lcublas (`make cuda` shows the commands).
+       (-Xcompiler -fno-exceptions,-fno-threadsafe-statics, so a C program links it without the C++
+       runtime) and link it with -lcudart -lcublas (`make cuda` shows the commands).
 
    OPTIONS (define before the implementation include)
        MMSCHED_IMPLEMENTATION   emit the definitions (one translation unit only)
