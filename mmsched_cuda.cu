@@ -955,16 +955,15 @@ static enum mms_status cu_buf_clear(mms_backend_buffer_t b, uint8_t v) {
     return MMS_OK;
 }
 
-struct cu_buft_ctx { int device; char name[16]; };
+struct cu_buft_ctx { int device; char name[16]; size_t total; };   // total: device memory, read once
 static struct cu_buft_ctx             cu_buft_ctx[CU_MAX_DEVICES];
 static struct mms_backend_buffer_type cu_buft[CU_MAX_DEVICES];
 
 static const char *cu_buft_name(mms_backend_buffer_type_t t) { return ((struct cu_buft_ctx *)t->context)->name; }
 static size_t cu_buft_align(mms_backend_buffer_type_t t) { (void)t; return CU_ALIGN; }
 static size_t cu_buft_max_size(mms_backend_buffer_type_t t) {
-    size_t free_b = 0, total = 0;
-    if (cu_set_device(((struct cu_buft_ctx *)t->context)->device) != MMS_OK || cudaMemGetInfo(&free_b, &total) != cudaSuccess) return SIZE_MAX;
-    return total;
+    const size_t total = ((struct cu_buft_ctx *)t->context)->total;
+    return total ? total : SIZE_MAX;
 }
 static mms_backend_buffer_t cu_buft_alloc(mms_backend_buffer_type_t t, size_t size) {
     const int device = ((struct cu_buft_ctx *)t->context)->device;
@@ -1252,6 +1251,8 @@ mms_backend_buffer_type_t mms_backend_cuda_buffer_type(int device) {
     if (!cu_buft[device].iface.alloc_buffer) {
         cu_buft_ctx[device].device = device;
         snprintf(cu_buft_ctx[device].name, sizeof cu_buft_ctx[device].name, "CUDA%d", device);
+        cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) cu_buft_ctx[device].total = prop.totalGlobalMem;
         cu_buft[device].iface.get_name = cu_buft_name;
         cu_buft[device].iface.get_alignment = cu_buft_align;
         cu_buft[device].iface.get_max_size = cu_buft_max_size;

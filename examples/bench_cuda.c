@@ -28,20 +28,41 @@ static void die(const char *what) {
     exit(1);
 }
 
-/* Median seconds of one graph on the GPU. */
-static double time_graph(mms_backend_t gpu, struct mms_cgraph *g) {
+/* Median seconds of reps runs of step(arg), after one run to warm up; a failed run ends the program. */
+static double median_seconds(bool (*step)(void *arg), void *arg, const char *what) {
     double *t = (double *)malloc(sizeof(double) * (size_t)reps), med;
     int i;
-    if (mms_backend_graph_compute(gpu, g) != MMS_OK) die("compute");     /* warm-up */
-    for (i = 0; i < reps; i++) {
-        int64_t t0 = mms_time_us();
-        if (mms_backend_graph_compute(gpu, g) != MMS_OK) die("compute");
-        t[i] = (double)(mms_time_us() - t0) * 1e-6;
+    for (i = -1; i < reps; i++) {
+        const int64_t t0 = mms_time_us();
+        if (!step(arg)) die(what);
+        if (i >= 0) t[i] = (double)(mms_time_us() - t0) * 1e-6;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     med = t[reps / 2];
     free(t);
     return med;
+}
+
+struct graph_run { mms_backend_t gpu; struct mms_cgraph *g; };
+static bool graph_step(void *arg) {
+    struct graph_run *r = (struct graph_run *)arg;
+    return mms_backend_graph_compute(r->gpu, r->g) == MMS_OK;
+}
+static double time_graph(mms_backend_t gpu, struct mms_cgraph *g) {
+    struct graph_run r;
+    r.gpu = gpu;
+    r.g = g;
+    return median_seconds(graph_step, &r, "compute");
+}
+
+/* The raw cuBLAS product c = a^T b of n x n F16 matrices, F32 result, synchronized. */
+struct gemm_run { cublasHandle_t h; int n; const void *a, *b; void *c; };
+static bool gemm_step(void *arg) {
+    const struct gemm_run *r = (const struct gemm_run *)arg;
+    const float one = 1.0f, zero = 0.0f;
+    return cublasGemmEx(r->h, CUBLAS_OP_T, CUBLAS_OP_N, r->n, r->n, r->n, &one, r->a, CUDA_R_16F, r->n, r->b, CUDA_R_16F, r->n,
+                        &zero, r->c, CUDA_R_32F, r->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS &&
+           cudaDeviceSynchronize() == cudaSuccess;
 }
 
 /* amount: FLOP for a "TFLOP/s" rate, bytes for "GB/s" */
@@ -86,23 +107,14 @@ static void bench_mul_mat_f16(mms_backend_t gpu) {
         fill_all(ctx);
         report(bt ? "mul_mat f16 x f32 4096^3 (backend)" : "mul_mat f16 x f16 4096^3 (backend)", time_graph(gpu, g), flop, "TFLOP/s");
         if (!bt) {   /* the raw cuBLAS call on the same memory */
-            cublasHandle_t h;
-            const float one = 1.0f, zero = 0.0f;
-            double *t = (double *)malloc(sizeof(double) * (size_t)reps);
-            int i;
-            struct mms_tensor *c = mms_graph_node(g, -1);
-            cublasCreate(&h);
-            for (i = -1; i < reps; i++) {
-                int64_t t0 = mms_time_us();
-                cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a->data, CUDA_R_16F, n, b->data, CUDA_R_16F, n,
-                             &zero, c->data, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-                cudaDeviceSynchronize();
-                if (i >= 0) t[i] = (double)(mms_time_us() - t0) * 1e-6;
-            }
-            qsort(t, (size_t)reps, sizeof *t, cmp_double);
-            report("mul_mat f16 x f16 4096^3 (raw cublasGemmEx)", t[reps / 2], flop, "TFLOP/s");
-            free(t);
-            cublasDestroy(h);
+            struct gemm_run r;
+            r.n = n;
+            r.a = a->data;
+            r.b = b->data;
+            r.c = mms_graph_node(g, -1)->data;
+            cublasCreate(&r.h);
+            report("mul_mat f16 x f16 4096^3 (raw cublasGemmEx)", median_seconds(gemm_step, &r, "cublasGemmEx"), flop, "TFLOP/s");
+            cublasDestroy(r.h);
         }
         mms_backend_buffer_free(buf);
         mms_free(ctx);
@@ -126,6 +138,20 @@ static void bench_flash_attention(mms_backend_t gpu) {
     mms_free(ctx);
 }
 
+/* Copy kind 0: device to device; 1, 2: pinned host to device and back; 3, 4: pageable. */
+struct copy_run { int kind; struct mms_tensor *a, *b, *h; char *pageable; };
+static bool copy_step(void *arg) {
+    const struct copy_run *r = (const struct copy_run *)arg;
+    const size_t bytes = mms_nbytes(r->a);
+    switch (r->kind) {
+        case 0:  return mms_backend_tensor_copy(r->a, r->b) == MMS_OK;
+        case 1:  return mms_backend_tensor_copy(r->h, r->a) == MMS_OK;
+        case 2:  return mms_backend_tensor_copy(r->a, r->h) == MMS_OK;
+        case 3:  return mms_backend_tensor_set(r->a, r->pageable, 0, bytes) == MMS_OK;
+        default: return mms_backend_tensor_get(r->a, r->pageable, 0, bytes) == MMS_OK;
+    }
+}
+
 static void bench_copies(void) {
     const size_t bytes = (size_t)1 << 30;
     struct mms_init_params ip = { 0, NULL, true };
@@ -143,20 +169,14 @@ static void bench_copies(void) {
     memset(pageable, 1, bytes);
     memset(h->data, 1, bytes);
     for (kind = 0; kind < 5; kind++) {
-        double *t = (double *)malloc(sizeof(double) * (size_t)reps);
-        int i;
-        for (i = -1; i < reps; i++) {
-            int64_t t0 = mms_time_us();
-            enum mms_status st = kind == 0 ? mms_backend_tensor_copy(a, b) : kind == 1 ? mms_backend_tensor_copy(h, a)
-                               : kind == 2 ? mms_backend_tensor_copy(a, h) : kind == 3 ? mms_backend_tensor_set(a, pageable, 0, bytes)
-                               : mms_backend_tensor_get(a, pageable, 0, bytes);
-            if (st != MMS_OK) die(names[kind]);
-            if (i >= 0) t[i] = (double)(mms_time_us() - t0) * 1e-6;
-        }
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        struct copy_run r;
+        r.kind = kind;
+        r.a = a;
+        r.b = b;
+        r.h = h;
+        r.pageable = pageable;
         /* device to device reads and writes every byte: count both */
-        report(names[kind], t[reps / 2], (double)bytes * (kind == 0 ? 2.0 : 1.0), "GB/s");
-        free(t);
+        report(names[kind], median_seconds(copy_step, &r, names[kind]), (double)bytes * (kind == 0 ? 2.0 : 1.0), "GB/s");
     }
     free(pageable);
     mms_backend_buffer_free(dbuf);

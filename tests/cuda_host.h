@@ -111,6 +111,7 @@ static float host_elem(enum mms_type t, const void *base, long long i) {
 struct host_exec {
     char     *scratch;
     cu_fault *fault;
+    int      *n_not_elementwise;   // optional: counts block kernels and cuBLAS calls run
     template <typename F> enum mms_status each(const F &f, int64_t n, const char *) const {
         for (int64_t i = 0; i < n; i++) f(i);
         return MMS_OK;
@@ -118,6 +119,7 @@ struct host_exec {
     // Every block of the grid in turn, its threads as fibers; shared memory starts as NaN bytes so
     // reads before writes show.
     template <typename B> enum mms_status blocks(const B &body, cu_grid g, int threads, size_t smem, const char *what) const {
+        if (n_not_elementwise) ++*n_not_elementwise;
         fiber_block *f = new fiber_block;
         std::vector<char> mem(smem + 1);
         std::vector<cu_thread> ths((size_t)threads);
@@ -149,6 +151,7 @@ struct host_exec {
     // cublasGemmStridedBatchedEx(OP_T, OP_N) by its definition, in double.
     enum mms_status gemm(const cu_gemm &g) const {
         const size_t es = mms_type_size(g.type);
+        if (n_not_elementwise) ++*n_not_elementwise;
         for (int bi = 0; bi < g.batch; bi++) {
             const char *A = (const char *)g.a + (size_t)(bi * g.stride_a) * es, *B = (const char *)g.b + (size_t)(bi * g.stride_b) * es;
             float *C = g.c + bi * g.stride_c;
@@ -177,7 +180,7 @@ static enum mms_status emu_compute(mms_backend_t b, struct mms_cgraph *g) {
         std::vector<char> scratch(cu_scratch_need(t) + 1);
         cu_fault fault;
         memset(&fault, 0, sizeof fault);
-        const host_exec ex = { scratch.data(), &fault };
+        const host_exec ex = { scratch.data(), &fault, NULL };
         const enum mms_status st = cu_compute_node(ex, t, j);
         if (st != MMS_OK) return st;
         if (fault.set) return mms_set_error(MMS_ERR_INVALID_ARG, "GET_ROWS %s: index %lld outside 0..%lld", t->name, (long long)fault.value, (long long)fault.limit - 1);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
+#include <math.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define TEST_FN static __attribute__((unused))
@@ -131,6 +132,47 @@ TEST_FN float test_rand_uniform(float lo, float hi) {  /* in [lo, hi) */
 }
 TEST_FN int test_rand_int(int lo, int hi) {            /* in [lo, hi] */
     return lo + (int)(test_rand_u64() % (unsigned long long)(hi - lo + 1));
+}
+
+/* -- comparing outputs -- */
+
+/* Normalised squared error of got against want (by want's energy, or 1 when that is 0). An element
+   that is NaN in got where want has a number gives +inf (unwritten, or garbage); elements where want
+   is NaN, or both are the same infinity, are skipped. */
+TEST_FN double test_nmse(const float *got, const float *want, int64_t n) {
+    double err = 0.0, norm = 0.0;
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        if (got[i] != got[i] && want[i] == want[i]) return INFINITY;
+        if (want[i] != want[i] || (isinf(want[i]) && want[i] == got[i])) continue;
+        err += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        norm += (double)want[i] * want[i];
+    }
+    return err / (norm > 0.0 ? norm : 1.0);
+}
+
+/* The elements of t (any buffer, any strides) in logical order as floats: float and block types
+   converted, I32 cast. False (with the last error) if t cannot be read. */
+TEST_FN bool test_get_floats(const struct mms_tensor *t, float *out) {
+    const size_t span = mms_nbytes(t);
+    char *raw = (char *)malloc(span ? span : 1);
+    int64_t i1, i2, i3, k = 0;
+    const bool ok = raw && mms_backend_tensor_get(t, raw, 0, span) == MMS_OK;
+    for (i3 = 0; ok && i3 < t->ne[3]; i3++)
+        for (i2 = 0; i2 < t->ne[2]; i2++)
+            for (i1 = 0; i1 < t->ne[1]; i1++, k += t->ne[0]) {
+                const char *row = raw + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] + i3 * (int64_t)t->nb[3];
+                int64_t i0;
+                if (t->type == MMS_TYPE_I32) {
+                    for (i0 = 0; i0 < t->ne[0]; i0++) { int32_t v; memcpy(&v, row + i0 * (int64_t)t->nb[0], sizeof v); out[k + i0] = (float)v; }
+                } else if (t->nb[0] == mms_type_size(t->type)) {
+                    mms_get_type_traits(t->type)->to_float(row, out + k, t->ne[0]);
+                } else {
+                    for (i0 = 0; i0 < t->ne[0]; i0++) mms_get_type_traits(t->type)->to_float(row + i0 * (int64_t)t->nb[0], out + k + i0, 1);
+                }
+            }
+    free(raw);
+    return ok;
 }
 
 #endif

@@ -76,21 +76,20 @@ static void test_prompt_too_long(void) {
 }
 
 static void test_bad_options(void) {
-    struct run r = run_cli("-p hi", NULL);
-    EXPECT_FAILS(r, 2, "a model is required");
-    run_free(&r);
-    r = run_cli("-m " DEMO " --bogus -p hi", NULL);
-    EXPECT_FAILS(r, 2, "unknown option '--bogus'");
-    run_free(&r);
-    r = run_cli("-m " DEMO " -n many -p hi", NULL);
-    EXPECT_FAILS(r, 2, "-n wants a whole number");
-    run_free(&r);
-    r = run_cli("-m " DEMO " --top-p 0 -p hi", NULL);
-    EXPECT_FAILS(r, 1, "top_p");
-    run_free(&r);
-    r = run_cli("-m " DEMO " -p", NULL);
-    EXPECT_FAILS(r, 2, "-p needs a value");
-    run_free(&r);
+    static const struct { const char *args; int status; const char *says; } bad[] = {
+        { "-p hi", 2, "a model is required" },
+        { "-m " DEMO " --bogus -p hi", 2, "unknown option '--bogus'" },
+        { "-m " DEMO " -n many -p hi", 2, "-n wants a whole number" },
+        { "-m " DEMO " --top-p 0 -p hi", 1, "top_p" },
+        { "-m " DEMO " -p", 2, "-p needs a value" },
+    };
+    struct run r;
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = run_cli(bad[i].args, NULL);
+        EXPECT_FAILS(r, bad[i].status, bad[i].says);
+        run_free(&r);
+    }
     r = run_cli("--help", NULL);
     EXPECT(r.status == 0 && strstr(r.out, "--image FILE") != NULL, "help: status %d\n%s", r.status, r.out);
     run_free(&r);

@@ -9,6 +9,7 @@
 #include "test.h"
 #include "limited_backend.h"
 #include "mllama_load.h"
+#include "ref_gguf.h"
 #include <math.h>
 
 #define FIX "tests/fixtures/mllama/"
@@ -45,34 +46,6 @@ static void expect_close(const float *got, const float *want, int64_t n, double 
     va_end(ap);
     EXPECT(c.nmse <= nmse_tol && c.max_err <= rel_tol * c.max_ref, "%s: nmse %.3g (tol %.1g), max err %.3g of max %.3g",
            label, c.nmse, nmse_tol, c.max_err, c.max_ref);
-}
-
-/* -- reference file access -- */
-
-static uint32_t ref_u32(const struct mms_gguf *r, const char *fmt, int k) {
-    char key[96];
-    uint32_t v = 0;
-    snprintf(key, sizeof key, fmt, k);
-    EXPECT(mms_gguf_get_u32(r, key, &v) == MMS_OK, "reference key %s: %s", key, mms_last_error());
-    return v;
-}
-
-/* A reference tensor's data as floats (NULL and a failed expectation if absent). */
-static const void *ref_tensor(const struct mms_gguf *r, const char *fmt, int k, struct mms_gguf_tensor_info *info) {
-    char name[96];
-    int64_t idx;
-    snprintf(name, sizeof name, fmt, k);
-    idx = mms_gguf_find_tensor(r, name);
-    EXPECT(idx >= 0 && mms_gguf_get_tensor(r, idx, info) == MMS_OK, "reference tensor %s missing", name);
-    return idx >= 0 ? info->data : NULL;
-}
-
-static int64_t ref_i32s(const struct mms_gguf *r, const char *fmt, int k, int32_t *out, int64_t cap) {
-    char key[96];
-    int64_t n = 0;
-    snprintf(key, sizeof key, fmt, k);
-    EXPECT(mms_gguf_get_arr_i32(r, key, out, cap, &n) == MMS_OK, "reference key %s: %s", key, mms_last_error());
-    return n;
 }
 
 struct fixture {
