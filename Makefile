@@ -13,7 +13,7 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
+TESTS    = test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build

@@ -180,7 +180,7 @@ static int bench_ready(struct bench_case *c, mms_backend_t cpu) {
     struct mms_tensor *t;
     unsigned state = 1;
     int i;
-    if (mms_get_status(c->ctx) != MMS_OK) { fprintf(stderr, "build failed: %s\n", mms_get_error(c->ctx)); return 0; }
+    if (mms_ctx_status(c->ctx) != MMS_OK) { fprintf(stderr, "build failed: %s\n", mms_ctx_error(c->ctx)); return 0; }
     c->buffer = mms_backend_alloc_ctx_tensors(c->ctx, cpu);
     if (!c->buffer) { fprintf(stderr, "%s\n", mms_last_error()); return 0; }
     for (i = 0; i < mms_graph_n_leafs(c->graph); i++) { t = mms_graph_leaf(c->graph, i); fill_random(t, &state); }

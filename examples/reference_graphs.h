@@ -121,7 +121,7 @@ static int ref_place_virtual(struct ref_graph *r) {
         if (mms_backend_tensor_alloc(r->wbuf, t, base) != MMS_OK) return 0;
         base += (mms_nbytes(t) + 63) / 64 * 64;
     }
-    return mms_get_status(r->ctx) == MMS_OK && mms_get_status(r->wctx) == MMS_OK && mms_graph_status(r->graph) == MMS_OK;
+    return mms_ctx_status(r->ctx) == MMS_OK && mms_ctx_status(r->wctx) == MMS_OK && mms_graph_status(r->graph) == MMS_OK;
 }
 
 static void ref_free(struct ref_graph *r) {

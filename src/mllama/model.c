@@ -225,7 +225,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
-        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
     idx = mms_gguf_find_tensor(L->g, name);
@@ -253,7 +253,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         return NULL;
     }
     t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
-    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
     t->extra = (void *)info.data;              /* where its bytes are, until placement */
     return t;

@@ -234,7 +234,7 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
         struct mms_tensor **k0, **v0;
         ctx = mms__mllama_fresh_graph_ctx(c);
         k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k0) return mms_get_status(ctx);
+        if (!k0) return mms_ctx_status(ctx);
         v0 = k0 + hp->n_layer;
         memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
         mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
@@ -243,11 +243,11 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
     k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
-    if (!k) return mms_get_status(ctx);
+    if (!k) return mms_ctx_status(ctx);
     v = k + n_img + 1;
     for (j = 0; j < n_img; j++) {
         k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k[j]) return mms_get_status(ctx);
+        if (!k[j]) return mms_ctx_status(ctx);
         v[j] = k[j] + hp->n_layer;
         for (il = 0; il < hp->n_layer; il++) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
@@ -566,7 +566,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
     n_img = c->n_conv_images;
     if (n_img > 0) {
         k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
-        if (!k) { st = mms_get_status(ctx); goto done; }
+        if (!k) { st = mms_ctx_status(ctx); goto done; }
         v = k + n_img;
         for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
     }
