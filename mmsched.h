@@ -4330,9 +4330,11 @@ static enum mms_status mms__tensor_check(const struct mms_tensor *t, const char 
 struct mms__provenance_ref { uint64_t uid, version, n_clears; };
 
 /* One allocation: this header, then n_refs refs (freed with MMS_FREE by the tensor's context).
-   n_refs < 0: pending, the graph placed the kept tensor in new memory and has not computed it. */
+   It describes the last value computed, and outlives a release of the memory (what was computed
+   from that value stays only as fresh as it). */
 struct mms__provenance {
-    uint64_t graph_id;     /* the graph that computed (or, pending, placed) the kept tensor */
+    uint64_t graph_id;     /* the graph that computed the kept tensor */
+    uint64_t pending;      /* a graph that placed it in new memory and has not computed it yet, or 0 */
     uint64_t checked_at;   /* mms__watched_writes when it was last found up to date */
     int      n_refs;
 };
@@ -4361,13 +4363,13 @@ static void mms__provenance_drop(struct mms_tensor *t) {
     r->provenance = NULL;
 }
 
-/* kept was just computed by graph graph_id from the leafs (roots, no duplicates); n < 0: kept was
-   just placed in new memory by graph graph_id, to be computed. */
+/* kept was just computed by graph graph_id from the leafs (roots, no duplicates). */
 static enum mms_status mms__provenance_record(struct mms_tensor *kept, struct mms_tensor *const *leafs, int n, uint64_t graph_id) {
-    struct mms__provenance *p = (struct mms__provenance *)MMS_MALLOC(sizeof *p + sizeof(struct mms__provenance_ref) * (size_t)(n > 0 ? n : 0));
+    struct mms__provenance *p = (struct mms__provenance *)MMS_MALLOC(sizeof *p + sizeof(struct mms__provenance_ref) * (size_t)n);
     int i;
     if (!p) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory recording what %s was computed from", mms__tensor_desc(kept).s);
     p->graph_id = graph_id;
+    p->pending = 0;
     p->n_refs = n;
     for (i = 0; i < n; i++) {
         mms__tensor_watch(leafs[i]);
@@ -4381,13 +4383,22 @@ static enum mms_status mms__provenance_record(struct mms_tensor *kept, struct mm
     return MMS_OK;
 }
 
+/* Graph graph_id placed kept in new memory, to be computed: reading it before is an error. */
+static enum mms_status mms__provenance_pending(struct mms_tensor *kept, uint64_t graph_id) {
+    if (!kept->provenance) {
+        if (mms__provenance_record(kept, NULL, 0, 0) != MMS_OK) return mms_last_status();
+    }
+    kept->provenance->pending = graph_id;
+    return MMS_OK;
+}
+
 /* NULL if kept is up to date with everything it was computed from (recursively, through kept
    tensors it was computed from), else the tensor written since. */
 static const struct mms_tensor *mms__provenance_outdated(const struct mms_tensor *kept, int depth) {
     struct mms__provenance *p = kept->provenance;
     uint64_t now;
     int i;
-    if (!p || p->n_refs < 0) return NULL;       /* pending: reported where it is read, not through what it feeds */
+    if (!p) return NULL;
     now = mms__watched_writes_now();
     if (p->checked_at == now) return NULL;
     p->checked_at = now;                        /* optimistic: cycles of kept tensors end here */
@@ -4411,9 +4422,9 @@ static enum mms_status mms__tensor_check_read_as(const struct mms_tensor *t, con
     if (st != MMS_OK) return st;
     root = t->view_src ? t->view_src : t;
     if (!root->provenance) return MMS_OK;
-    if (root->provenance->n_refs < 0)
+    if (root->provenance->pending)
         return fail(MMS_ERR_STATE, "%s: kept tensor %s has memory from graph #%llu, which has not computed it yet: compute that graph "
-                    "before using it", who, mms__tensor_desc(root).s, (unsigned long long)root->provenance->graph_id);
+                    "before using it", who, mms__tensor_desc(root).s, (unsigned long long)root->provenance->pending);
     if ((changed = mms__provenance_outdated(root, 0)) == NULL) return MMS_OK;
     return fail(MMS_ERR_STALE, "%s: kept tensor %s is out of date: graph #%llu computed it from %s, which has been written since. "
                 "Compute it again (a graph that expands it recomputes it into its kept memory) or release it",
@@ -8431,7 +8442,7 @@ static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgra
         p->buffer = k->fresh;
         p->backend = s->node_backend[k->node];
         k->fresh = NULL;
-        if (mms__provenance_record(mms_graph_node(g, k->node), NULL, -1, id) != MMS_OK) return mms_last_status();   /* pending */
+        if (mms__provenance_pending(mms_graph_node(g, k->node), id) != MMS_OK) return mms_last_status();
     }
     return MMS_OK;
 }
@@ -8638,8 +8649,7 @@ MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct 
     for (i = 0; i < s->n_persist; i++) {
         if (s->persist[i].tensor != t) continue;
         mms_backend_buffer_free(s->persist[i].buffer);
-        s->persist[i] = s->persist[--s->n_persist];
-        mms__provenance_drop(t);
+        s->persist[i] = s->persist[--s->n_persist];   /* its provenance stays: what was computed from it keeps its own */
         return MMS_OK;
     }
     return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: %s is not a persistent tensor of this scheduler "

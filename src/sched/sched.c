@@ -764,7 +764,7 @@ static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgra
         p->buffer = k->fresh;
         p->backend = s->node_backend[k->node];
         k->fresh = NULL;
-        if (mms__provenance_record(mms_graph_node(g, k->node), NULL, -1, id) != MMS_OK) return mms_last_status();   /* pending */
+        if (mms__provenance_pending(mms_graph_node(g, k->node), id) != MMS_OK) return mms_last_status();
     }
     return MMS_OK;
 }
@@ -971,8 +971,7 @@ MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct 
     for (i = 0; i < s->n_persist; i++) {
         if (s->persist[i].tensor != t) continue;
         mms_backend_buffer_free(s->persist[i].buffer);
-        s->persist[i] = s->persist[--s->n_persist];
-        mms__provenance_drop(t);
+        s->persist[i] = s->persist[--s->n_persist];   /* its provenance stays: what was computed from it keeps its own */
         return MMS_OK;
     }
     return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: %s is not a persistent tensor of this scheduler "
