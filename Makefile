@@ -13,7 +13,7 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
+TESTS    = test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
@@ -54,6 +54,13 @@ $(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama | $(B)/tes
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
 $(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
+# test_examples runs the examples: the normal builds, and under sanitizers sanitized builds.
+$(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench | $(B)/tests
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DEXAMPLES='"$(B)"' $< -o $@ $(LIBS)
+$(B)/tests-asan/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench | $(B)/tests-asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DEXAMPLES='"$(B)/asan"' $< -o $@ $(LIBS)
+$(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench: $(B)/asan/%: examples/%.c mmsched.h examples/*.h | $(B)/asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 # test_quantize runs the quantize program the same way.
 $(B)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/quantize | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
@@ -76,7 +83,12 @@ $(B)/compile/twice: tests/compile/twice.c mmsched.h | $(B)/compile
 $(B)/compile/static: tests/compile/static_a.c tests/compile/static_b.c mmsched.h | $(B)/compile
 	$(CC) $(STD) $(WARN) -O2 tests/compile/static_a.c tests/compile/static_b.c -o $@ $(LIBS)
 
-compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static
+# The header with whole parts left out (MMS_NO_MLLAMA, MMS_NO_TEXT, MMS_NO_GGUF).
+$(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf: $(B)/compile/no_%: tests/compile/parts.c mmsched.h | $(B)/compile
+	$(CC) $(STD) $(WARN) -O2 -DMMS_NO_$(shell echo $* | tr a-z A-Z) $< -o $@ $(LIBS)
+
+compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static \
+               $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf
 unit-tests: $(addprefix $(B)/tests/,$(TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
 

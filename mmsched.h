@@ -27,6 +27,12 @@
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
        MMS_NO_SIMD              leave out the AVX2 kernels (the scalar kernels always exist)
+       MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
+       MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12)
+       MMS_NO_GGUF              leave out the GGUF reader and writer (section 11), and with them the
+                                parts that read GGUF files: MMS_NO_TEXT and MMS_NO_MLLAMA
+                                (the three MMS_NO_* options change the declarations too: define them
+                                before every include, the same everywhere)
 
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
@@ -37,7 +43,7 @@
        MMS_SCHED_DUMP=glob, MMS_SCHED_DUMP_DIR    write matching computed tensors to files
 
    CONTENTS
-       1. Errors and logging
+       1. Errors and logging; objects, ownership and threads
        2. Types
        3. Contexts and tensors
        4. Ops
@@ -75,19 +81,61 @@
 
        examples/simple.c is a complete program (a self-attention block computed two ways).
 
-   1. ERRORS AND LOGGING
-       Anything that user input can break returns an enum mms_status: MMS_OK (0), negative errors
-       (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and MMS_ABORTED (1).
-       Functions that create objects return NULL instead and leave the status and a message as the
-       calling thread's last error: mms_last_status(), mms_last_error(). Messages name what failed
-       (the op, the tensors with their names, types and shapes) and, where there is one, the fix.
-       Every error is also sent to the log callback (mms_log_set); the default one prints warnings
-       and errors to stderr. The library never exits; it aborts only on a broken internal invariant.
+   1. ERRORS AND LOGGING; OBJECTS, OWNERSHIP AND THREADS
+       One error model. Anything that user input can break returns an enum mms_status: MMS_OK (0),
+       negative errors (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and
+       MMS_ABORTED (1); functions that create objects return NULL instead. Either way the status and a
+       message are the calling thread's last error, the one store every failure writes:
+       mms_last_status(), mms_last_error() (mms_clear_error() empties it; success does not). Messages
+       name what failed (the op, the tensors with their names, types and shapes) and, where there is
+       one, the fix. Objects that fail stickily keep a copy of their first failure, read with the same
+       pair of names: mms_ctx_status / mms_ctx_error (an op built on a context failed; cleared by
+       mms_ctx_clear_error or mms_reset) and mms_graph_status / mms_graph_error (the graph was given a
+       failed op or could not grow). The library never exits; it aborts only on a broken internal
+       invariant.
+
+       Logging: each failure is sent once to the log callback (mms_log_set; the default prints
+       warnings and errors to stderr, MMS_LOG_LEVEL changes the threshold), where it is raised; a call
+       that adds context on the way out replaces the message the caller reads but does not log again.
+       A question is not a failure: mms_backend_tensor_check and the GGUF getters asked for a key that
+       is not there record their answer as the last error and log nothing (a caller that needed the key
+       reports it). mms_set_error lets code that implements the backend interface raise errors the
+       same way.
 
        Building graphs is sticky: an op given bad arguments returns NULL and records the first error
-       in its context (mms_ctx_status, mms_ctx_error); ops given that NULL return NULL without a new
-       message, and a graph given it records the failure (mms_graph_status, mms_graph_error) and
-       refuses to compute. So a whole model builder can run and be checked once.
+       in its context; ops given that NULL return NULL without a new message, and a graph given it
+       records the failure and refuses to compute. So a whole model builder can run and be checked once.
+
+       Parameter structs: a zeroed struct means the defaults everywhere (mms_init_params,
+       mms_sampler_params, mms_mllama_context_params, mms_mllama_image_params; a load needs only path
+       and cpu in mms_mllama_load_params). Negative counts and sizes are refused, not defaulted.
+
+       Objects, who frees them and how long they are valid:
+         context (mms_init)       owns its tensors and graphs: pointers to them are valid until
+                                  mms_reset or mms_free of the context; their data as section 6 says.
+         buffer (alloc_buffer,    owned by the caller, freed with mms_backend_buffer_free; tensors
+           alloc_ctx_tensors)     placed in it do not keep it alive (using them after is MMS_ERR_STALE).
+         backend                  owned by the caller; free it after every scheduler, model and
+                                  context that uses it.
+         graph allocator          owns its compute buffers (freed with it).
+         scheduler                owns its compute memory and the buffers of kept tensors (freed
+                                  with it, or one by one by mms_backend_sched_release); not its backends.
+         gguf (mms_gguf_open)     owns the mapping: data pointers into it are valid until mms_gguf_close.
+         vocab, sampler           owned by the caller (mms_vocab_free, mms_sampler_free).
+         mllama model             owns its files and weight buffers, not its backends; free every
+                                  context made from it first.
+         mllama context           refers to its model (which must outlive it); owns its scheduler,
+                                  KV cache and encoded images. mms_mllama_get_logits' pointer is valid
+                                  until the next mms_mllama_decode, kv_clear or context free.
+         mllama image             owned by the caller (mms_mllama_image_free).
+       Threads: the last error is per thread; the log callback, the registry of live buffers and the
+       registry of tensors that kept tensors were computed from are shared and locked, so buffers may
+       be made and freed on any thread, and the callback may be called from any thread that raises an
+       error. Everything else is one thread at a time per object: a context (and the tensors and graphs
+       in it), a backend (its thread pool runs one graph at a time), a graph allocator, a scheduler, a
+       sampler, an mllama context. Objects that are only read once made (a vocab, an open gguf, a
+       loaded model's hyper-parameters) may be read from several threads; two mllama contexts of one
+       model must not compute at the same time on the same backend.
 
    2. TYPES
        MMS_TYPE_F32, F16 (IEEE half), BF16 (bfloat16) and I32 (indices, positions, argmax).
@@ -114,7 +162,7 @@
        A weight matrix with `in` inputs and `out` outputs has ne = {in, out} and is used as
        mms_mul_mat(W, x). Flags: mms_set_input (the caller writes it before compute), mms_set_output
        (the caller reads it after compute; never reused inside the graph) and mms_set_persistent
-       (kept across later graphs of one scheduler: see the scheduler section when it lands).
+       (kept across later graphs of one scheduler: section 8).
 
        Views share memory: view_1d..4d (byte strides and offset; must lie inside the source),
        reshape_1d..4d (contiguous sources), permute (source dim i goes to position axis_i),
@@ -161,7 +209,11 @@
    5. GRAPHS
        mms_new_graph(ctx) then mms_build_forward_expand(graph, tensor) for each output. The order is
        ggml's: depth first, sources in order, each tensor once. Tensors with op NONE are leafs, the
-       rest nodes (views are nodes that compute nothing). There is no size cap: arrays grow, and the
+       rest nodes (views are nodes that compute nothing). A tensor marked persistent is a leaf too,
+       except in a graph that expands it itself: that graph computes it, any other graph reads its kept
+       value (whether it has been computed yet is checked when the graph is allocated, not here, so
+       graphs may be built before). To compute a kept tensor and use it in one graph, expand it before
+       what uses it. There is no size cap: arrays grow, and the
        walk is iterative, so a chain of 100,000 ops is fine. mms_graph_print writes a table of
        nodes and leafs (op, type, shape, flags i/o/p, sources); mms_graph_dump_dot writes Graphviz.
 
@@ -171,17 +223,50 @@
        one by one at chosen addresses (mms_backend_tensor_alloc, mms_backend_view_init). Data moves
        with mms_backend_tensor_set/get/memset/copy, which check the byte range.
 
-       Every buffer has a process-unique uid and a generation. A tensor placed in it remembers both,
-       and every data access and every compute checks them (mms_backend_tensor_check):
+       Memory kinds. Placing a tensor writes its placement record (tensor->placement): the kind of
+       memory, taken from the buffer's usage at that moment, the buffer's process-unique uid and its
+       generation, and the graph that placed it. Nothing else decides what a tensor's memory is
+       (mms_tensor_memory_kind reads it):
+         MMS_MEMORY_HOST        data of an allocating context     valid until the context is reset or freed
+         MMS_MEMORY_STATIC      a buffer of the caller's (usage   valid until the buffer is freed
+                                ANY or WEIGHTS): weights, caches
+         MMS_MEMORY_COMPUTE     a graph allocator's (usage        valid until that allocator's next
+                                COMPUTE), placed for one graph    allocation (or its scheduler's reset)
+         MMS_MEMORY_PERSISTENT  a kept tensor's own buffer in a   valid until mms_backend_sched_release
+                                scheduler (usage PERSISTENT)      or the scheduler is freed
+         MMS_MEMORY_RESERVE     a scheduler's stand-in while it   never holds data
+                                reserves (usage RESERVE)
+       Every data access and every compute checks the record with one lookup in the registry of live
+       buffers (never through tensor->buffer, which may point at freed memory; mms_backend_tensor_check
+       asks the same question without logging):
          - never placed                       -> MMS_ERR_STATE, "has no memory: allocate it first"
-         - its buffer was freed               -> MMS_ERR_STALE, even if new memory now sits at the
-                                                 same address
-         - its buffer was reset since         -> MMS_ERR_STALE, "its memory ... has been handed out
-           (mms_backend_buffer_reset)            again": keep results across allocations by marking
-                                                 them persistent or copying them out
-       Graph allocators reset their buffers before handing memory out again, which is how the use
-       of a previous graph's intermediate becomes an error instead of silently wrong numbers.
-       The checks cost a hash lookup per tensor per compute; they are always on.
+         - its buffer was freed               -> MMS_ERR_STALE, "whose buffer has been freed", even if
+                                                 new memory now sits at the same address
+         - its buffer was reset since         -> MMS_ERR_STALE, "handed out again (placed in generation
+           (mms_backend_buffer_reset)            g, the buffer is at h)": keep results across
+                                                 allocations by marking them persistent or copying out
+         - a view whose source fails          -> the source's error
+       Graph allocators reset their buffers before handing memory out again, which is how the use of a
+       previous graph's intermediate becomes an error instead of silently wrong numbers. The checks
+       cost a hash lookup per tensor per compute; they are always on.
+
+       Writes and kept tensors. Every write made through the library counts in the tensor's version
+       (tensor->version; a write to a view counts for its source): tensor_set, memset, copies,
+       mms_backend_buffer_clear (all its tensors) and computing the tensor in a graph. A tensor kept by a
+       scheduler (section 8) remembers what it was computed from: the leafs of the graph that computed
+       it, at their versions then, and through kept leafs what those were computed from. Reading it
+       (as a leaf of a graph, with tensor_get or a copy) after one of them was written is
+       MMS_ERR_STALE naming the input:
+           image -> [encoder graph] -> features (kept) -> [decoder graphs ...]
+           mms_backend_tensor_set(image, new_pixels, ...);       // a new picture, same input tensor
+           mms_backend_sched_alloc_graph(s, decoder);             // MMS_ERR_STALE: kept tensor
+               // 'features' is out of date: graph #3 computed it from 'image', which has been written since
+           g = mms_new_graph(ctx); mms_build_forward_expand(g, features);   // expanding it computes it again
+           mms_backend_sched_alloc_graph(s, g); mms_backend_sched_graph_compute(s, g);   // now fresh
+       A kept tensor placed in new memory whose graph has not been computed yet is MMS_ERR_STATE to
+       read. Writing a kept tensor yourself (tensor_set) makes your value its value. Writes that bypass
+       the library (through tensor->data) are not seen: use mms_backend_tensor_set for inputs of kept
+       tensors.
 
        mms_backend_graph_compute(backend, graph) refuses a graph whose build failed, a tensor without
        memory or with stale memory, memory the backend cannot use, and ops it does not support.
@@ -235,12 +320,14 @@
        get_gallocr for the plan and the picture).
 
        Results across graphs. A graph's tensors live in compute memory that the next allocation
-       hands out again. Three things follow:
-       - Mark a tensor with mms_set_persistent before its graph is allocated and it is placed in a
-         buffer of its own on its backend instead. It keeps its value for every later graph on the
-         scheduler; in a later graph it is a leaf (its producers are not walked again), and any
-         backend may read it (it is copied where needed). mms_backend_sched_release frees it;
-         sched_free frees them all.
+       hands out again. Four things follow:
+       - Mark a tensor with mms_set_persistent and it is placed in a buffer of its own on its backend
+         (a kept tensor, MMS_MEMORY_PERSISTENT). A graph that expands it computes it (into that
+         buffer, made when the graph is first allocated); in every other graph it is a leaf that reads
+         the kept value, on any backend (it is copied where needed). mms_backend_sched_release frees
+         it; sched_free frees them all. Reading it is an error while it is not computed yet
+         (MMS_ERR_STATE) and once something it was computed from has been written (MMS_ERR_STALE,
+         section 6): a kept tensor never silently holds an old answer.
        - Using in a graph a result an earlier graph left in compute memory (this scheduler's, or any
          other allocator's), next to new ops, is an MMS_ERR_STALE error at allocation, e.g.
            mms_backend_sched_alloc_graph: graph #7 'consumer' uses tensor 'image_features' f32
@@ -251,10 +338,21 @@
          that graph again and allowed; input leafs are set anew after every allocation anyway.)
        - Reading such a tensor afterwards (tensor_get/set, or computing with it) is MMS_ERR_STALE too,
          naming the graph that placed it; so is any use of a tensor whose buffer was freed.
-       compute of a graph other than the one allocated is MMS_ERR_STATE; reserve-then-alloc of one
-       graph reuses the plan; a graph whose topology changed is planned again and the buffers grow
-       (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
-       inputs or graph size.
+       - compute of a graph other than the one allocated is MMS_ERR_STATE, and so is compute after a
+         failed allocation (which leaves nothing allocated); reserve-then-alloc of one graph reuses the
+         plan; a graph whose topology changed is planned again and the buffers grow
+         (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
+         inputs or graph size.
+
+       What the scheduler writes in the caller's tensors, and when. Only their placement (data,
+       buffer, placement record) and their version, never ops, sources, shapes or flags:
+         reserve       nothing (kept tensors not computed yet are planned as stand-ins);
+         alloc_graph   on success only, after every check and the plan: each node of the graph takes
+                       the memory it is computed into (compute memory, or its kept buffer), each leaf
+                       without memory (an input) is placed in compute memory;
+         compute       each node's version, and what each kept node was computed from;
+         reset, and the next allocation: nothing, but everything they placed in compute memory is stale.
+       A failed allocation leaves the caller's tensors as they were.
 
        Eval callback (mms_backend_sched_set_eval_callback): asked for every computed node with
        ask = true; for those it wants, the split is cut there, synchronized, and it is called again
@@ -477,7 +575,10 @@
        - The scheduler never rewires the caller's graph (ggml points sources at its copies), refuses
          to compute a graph other than the one allocated (ggml silently runs the allocated one),
          reports results used after their memory was handed out again (ggml: silent garbage), keeps
-         persistent tensors across graphs, and has no caps (ggml: 16 backends, graph_size hash).
+         persistent tensors across graphs (and reports one whose inputs changed), and has no caps
+         (ggml: 16 backends, graph_size hash).
+       - Every tensor records what kind of memory placed it (tensor->placement); ggml derives it from
+         the buffer pointer each time.
        - ggml_backend_sched_new takes a graph_size; mms_backend_sched_new does not need one.
        - The graph allocator keeps inputs alive through the whole graph (ggml lets an in-place op
          overwrite them; mms_gallocr_set_inputs_reusable restores that), reuses a stored plan only
@@ -503,6 +604,15 @@
 #  else
 #    define MMS_API extern
 #  endif
+#endif
+
+/* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
+   the header, the same everywhere): the tokenizer and mllama read GGUF files, so they go with it. */
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_TEXT)
+#  define MMS_NO_TEXT
+#endif
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_MLLAMA)
+#  define MMS_NO_MLLAMA
 #endif
 
 #include <stddef.h>
@@ -581,7 +691,7 @@ enum mms_type {
     MMS_TYPE_F16     = 2,
     MMS_TYPE_BF16    = 3,
     MMS_TYPE_I32     = 4,
-    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts, section 3) */
+    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts: manual section 2) */
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
@@ -766,7 +876,7 @@ MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *tensor, const char
 
 MMS_API void mms_set_input(struct mms_tensor *tensor);
 MMS_API void mms_set_output(struct mms_tensor *tensor);
-MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* honoured by the scheduler */
+MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* kept by the scheduler across graphs (manual section 8) */
 
 MMS_API int64_t mms_nelements(const struct mms_tensor *tensor);
 MMS_API int64_t mms_nrows(const struct mms_tensor *tensor);     /* ne[1] * ne[2] * ne[3] */
@@ -903,9 +1013,10 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
-   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
-   not walked again. Graphs grow without a size cap and live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent (not a view)
+   is a leaf too, except when it is the tensor expanded: a graph that expands a kept tensor
+   computes it, any other graph reads its kept value (its producers are not walked). Graphs grow
+   without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 
@@ -1249,9 +1360,13 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t galloc, int buffer_i
    - an op runs where its weights live, where the caller pinned it, or where its neighbours run;
      ops a backend does not support fall back to one that does; inputs of a split that live in
      memory its backend cannot use are copied in;
-   - a graph tensor marked with mms_set_persistent before its graph is allocated is placed outside
-     the reusable compute memory, on its backend, and stays valid for every later graph of the same
-     scheduler (as an input, on any backend) until mms_backend_sched_release or sched_free;
+   - a tensor marked with mms_set_persistent is kept: a graph that expands it computes it into a
+     buffer of its own on its backend, outside the reusable compute memory, and every later graph of
+     the same scheduler reads it as an input (on any backend) until mms_backend_sched_release or
+     sched_free; reading it before it is computed, or after something it was computed from has been
+     written, is an error;
+   - caller tensors are written only by a successful alloc_graph (their placement) and by compute
+     (their versions), never by reserve (manual section 8);
    - using in a new graph a result that an earlier graph left in compute memory is an error that
      names the tensor, the graph it came from and the fix; so is reading it back (it is stale);
    - the caller's graph is never rewired: the scheduler computes on its own copies of the nodes,
@@ -1316,6 +1431,8 @@ MMS_API void            mms_backend_sched_set_debug(mms_backend_sched_t sched, i
 MMS_API void            mms_backend_sched_set_poison(mms_backend_sched_t sched, bool poison);
 MMS_API enum mms_status mms_backend_sched_set_dump(mms_backend_sched_t sched, const char *pattern, const char *dir);
 /* ==== end src/api/sched.h ==== */
+
+#ifndef MMS_NO_GGUF   /* the parts below are left out under this option */
 
 /* ==== begin src/api/gguf.h ==== */
 /* >>api-gguf --------------------------------------------------------------------------------------
@@ -1425,6 +1542,10 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path);   /* version 3 */
 /* ==== end src/api/gguf.h ==== */
 
+#endif
+
+#ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
+
 /* ==== begin src/api/text.h ==== */
 /* >>api-text --------------------------------------------------------------------------------------
    Text: the Llama 3 tokenizer, the chat template of the vision-instruct model, and sampling. */
@@ -1507,7 +1628,7 @@ MMS_API int mms_detokenizer_push(const struct mms_vocab *vocab, struct mms_detok
 MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap);
 
 /* -- chat template -------------------------------------------------------------------------------
-   The instruct template of Llama 3.2 Vision (spec section 2), rendered as transformers renders the
+   The instruct template of Llama 3.2 Vision (the model's chat_template), rendered as transformers renders the
    model's own Jinja template: BOS; a leading system message is taken out and trimmed; when no
    message has an image a system block is written ("Cutting Knowledge Date: December 2023",
    "Today Date: " + date, then the system text); with images a non-empty system message is an error
@@ -1538,22 +1659,22 @@ MMS_API int mms_chat_apply_template(const struct mms_chat_message *messages, int
    (splitmix64: the same seed gives the same tokens on every machine). Temperature 0 is greedy:
    the first largest logit after the penalty. */
 
-struct mms_sampler_params {
+struct mms_sampler_params {   /* zeroed: greedy, nothing else on */
     float    temperature;     /* 0: greedy */
     int      top_k;           /* 0: off */
-    float    top_p;           /* 1: off */
+    float    top_p;           /* 0 or 1: off */
     float    min_p;           /* 0: off */
-    float    repeat_penalty;  /* 1: off */
+    float    repeat_penalty;  /* 0 or 1: off */
     int      repeat_last_n;   /* tokens of history the penalty looks at; 0: all (as transformers) */
     uint64_t seed;
 };
 
 struct mms_sampler;
 
-/* Greedy, no penalty, seed 0. */
+/* Greedy, no penalty, seed 0 (the same as a zeroed struct). */
 MMS_API struct mms_sampler_params mms_sampler_default_params(void);
-/* NULL + MMS_ERR_INVALID_ARG for values out of range (negative temperature, top_p outside (0, 1],
-   min_p outside [0, 1], penalty <= 0, negative top_k or repeat_last_n). */
+/* NULL + MMS_ERR_INVALID_ARG for values out of range (a negative or non-finite temperature or
+   penalty, top_p or min_p outside [0, 1], negative top_k or repeat_last_n). */
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params);
 MMS_API void                mms_sampler_free(struct mms_sampler *sampler);
 /* Forget the history and restart the generator from the seed. */
@@ -1567,11 +1688,16 @@ MMS_API int32_t             mms_sampler_sample(struct mms_sampler *sampler, cons
 MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler, const float *logits, int n_vocab, float *probs);
 /* ==== end src/api/text.h ==== */
 
+#endif
+
+#ifndef MMS_NO_MLLAMA   /* the parts below are left out under this option */
+
 /* ==== begin src/api/mllama.h ==== */
 /* >>api-mllama ------------------------------------------------------------------------------------
    Llama 3.2 Vision ("mllama"). Numerics follow Hugging Face transformers' MllamaForConditionalGeneration
    in float32 (eager attention, the PIL image processor) with Meta's rule for the vision encoder's
-   intermediate taps; shared/docs/mllama-spec.md is the specification. */
+   intermediate taps (the inputs of the listed layers, as in Meta's reference and transformers up to
+   4.54; manual section 13). */
 
 /* -- image preprocessing ----------------------------------------------------------------------------
    From RGB8 pixels to the model's input, as the PIL image processor does it: choose the tile canvas
@@ -1581,10 +1707,10 @@ MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler,
    bilinear filter (bit-exact), pad with black at the bottom and right, rescale by 1/255, normalise
    per channel, and cut row-major tiles into slots; unused slots are exactly 0. */
 
-struct mms_mllama_image_params {
-    int   image_size;      /* tile side in pixels (560 for the 11B model) */
-    int   max_num_tiles;   /* 4 for the 11B model */
-    float mean[3], std[3]; /* per channel; zero-initialised means the CLIP values of the 11B model */
+struct mms_mllama_image_params {   /* zeroed: the 11B model's values */
+    int   image_size;      /* tile side in pixels (0: 560) */
+    int   max_num_tiles;   /* 1..16 (0: 4) */
+    float mean[3], std[3]; /* per channel (all zero: the CLIP values of the 11B model) */
 };
 
 struct mms_mllama_image {
@@ -1597,7 +1723,7 @@ struct mms_mllama_image {
 };
 
 /* rgb: height rows of width pixels, 3 bytes each, rows stride bytes apart (0: width * 3).
-   MMS_ERR_INVALID_ARG for an empty image or bad parameters (max_num_tiles 1..16). */
+   MMS_ERR_INVALID_ARG for an empty image or bad parameters (negative sizes, max_num_tiles above 16). */
 MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_image_params *params, const uint8_t *rgb,
                                                     int width, int height, size_t stride, struct mms_mllama_image *out);
 MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
@@ -1664,7 +1790,8 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
-/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+/* The shapes of Llama 3.2 11B Vision (Meta's configuration: 40 text layers, 8 of them cross-attention,
+   32 + 8 vision layers at 560-pixel tiles). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
@@ -1684,9 +1811,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
    n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
    made, so a model that does not fit fails then, saying how much memory it needed where. */
 
-struct mms_mllama_context_params {
+struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
     int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call (0: 512) */
+    int n_batch;         /* most tokens per decode call (0: 512; at most n_ctx) */
     int max_images;      /* images per conversation (0: 2) */
     int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
 };
@@ -1717,9 +1844,7 @@ MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *c
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
 /* Where the time and the memory went, since the context was made or the timings were reset.
-   Decode calls of one token count as generation, longer ones as prompt. Memory is per backend:
-   weights, KV cache, compute memory (planned at creation; grows only if a graph needs more) and
-   the kept cross-attention K/V of encoded images at their largest. */
+   Decode calls of one token count as generation, longer ones as prompt. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
     double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
@@ -1728,13 +1853,17 @@ struct mms_mllama_timings {
     int    n_encodes;
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
-    int    n_backends;
-    struct {
-        char   name[32];
-        size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
-    } memory[2];
+    int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
+/* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
+   compute memory (planned at creation; grows only if a graph needs more) and the kept
+   cross-attention K/V of encoded images at their largest. MMS_ERR_INVALID_ARG for an i out of range. */
+struct mms_mllama_memory {
+    char   name[32];
+    size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+};
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
 /* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
@@ -1743,6 +1872,8 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE
 MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
 MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);
 /* ==== end src/api/mllama.h ==== */
+
+#endif
 
 /* ==== begin src/api/epilogue.h ==== */
 #ifdef __cplusplus
@@ -1848,7 +1979,7 @@ static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt
 #  include <cpuid.h>
 #endif
 
-/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+/* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
@@ -7331,7 +7462,7 @@ static enum mms_status mms__galloc_ensure_buffers(mms_gallocr_t ga) {
             if (c < buf->n_planned && (!buf->chunks[c] || mms_backend_buffer_get_size(buf->chunks[c]) < buf->planned[c])) {
                 mms_backend_buffer_t nb = mms_backend_buft_alloc_buffer(buf->buft, buf->planned[c]);
                 if (!nb)
-                    return mms_set_error(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
+                    return mms__error_context(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
                                          "mms_gallocr: cannot allocate %zu bytes of '%s' memory for buffer %d chunk %d: %s",
                                          buf->planned[c], mms_backend_buft_name(buf->buft), id, c, mms_last_error());
                 if (buf->chunks[c]) {
@@ -8638,7 +8769,7 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
 }
 
 /* For layers above that chain their own callback in front of the caller's. */
-static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+MMS__MAYBE_UNUSED static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
     *cb = s->callback;
     *user = s->callback_user;
 }
@@ -8825,6 +8956,8 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     return st;
 }
 /* ==== end src/sched/debug.c ==== */
+
+#ifndef MMS_NO_GGUF   /* the parts below are left out under this option */
 
 /* ==== begin src/gguf/gguf.c ==== */
 /* >>gguf ==========================================================================================
@@ -9468,7 +9601,7 @@ static const struct mms__gguf_kv *mms__gguf_lookup(const struct mms_gguf *g, con
     int64_t i;
     if (!g || !key) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, g ? "key" : "gguf"); return NULL; }
     i = mms_gguf_find_key(g, key);
-    if (i < 0) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }
+    if (i < 0) { mms__error_quiet(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }   /* a question: absence may be fine */
     return &g->kv[i];
 }
 
@@ -10078,6 +10211,10 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
 }
 /* ==== end src/gguf/gguf_write.c ==== */
 
+#endif
+
+#ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
+
 /* ==== begin src/text/unicode_tables.c ==== */
 /* >>text-unicode ==================================================================================
    Generated by tools/gen_unicode_tables.py from Python's unicodedata 14.0.0
@@ -10453,7 +10590,7 @@ static enum mms_status mms__vocab_opt_id(const struct mms_gguf *g, const char *k
     *out = -1;
     if (mms_gguf_find_key(g, key) < 0) return MMS_OK;
     if (mms_gguf_get_u32(g, key, &v) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
     if (v >= (uint32_t)n)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: id %u out of range (%d tokens)", mms__vocab_where(g), key,
                              v, (int)n);
@@ -10509,7 +10646,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (mms_gguf_find_key(g, "tokenizer.ggml.model") < 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is missing (no tokenizer in the file)", where);
     if (mms_gguf_get_str(g, "tokenizer.ggml.model", &model, &len) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
     if (len != 4 || memcmp(model, "gpt2", 4) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is %s, expected \"gpt2\" (byte-level BPE)",
                              where, mms__vocab_quote(model, len, q, sizeof q));
@@ -10534,7 +10671,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (!v->text_off || !v->piece_off || !v->type || !types32) { MMS_FREE(types32); return mms__vocab_oom(); }
     if (mms_gguf_get_arr_i32(g, K_TYPE, types32, n, NULL) != MMS_OK) {
         MMS_FREE(types32);
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
     }
     for (id = 0; id < n; id++) {
         if (types32[id] < MMS_TOKEN_NORMAL || types32[id] > MMS_TOKEN_BYTE) {
@@ -10548,7 +10685,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     MMS_FREE(types32);
     for (id = 0; id < n; id++) {
         if (mms_gguf_get_arr_str(g, K_TOK, id, &s, &len) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
         if (len == 0 && v->type[id] != MMS_TOKEN_UNUSED)
             return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is an empty string", where, K_TOK, (int)id);
         if (memchr(s, '\0', len))
@@ -10615,7 +10752,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         size_t slot;
         if (mms_gguf_get_arr_str(g, K_MERGE, k, &s, &len) != MMS_OK) {
             MMS_FREE(tmp);
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
         }
         sp = len > 2 ? (const char *)memchr(s + 1, ' ', len - 2) : NULL;   /* neither half may be empty */
         a = sp ? mms__vocab_lookup(v, s, (size_t)(sp - s)) : -1;
@@ -10672,7 +10809,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         if (!v->eog) return mms__vocab_oom();
         ids = v->eog;
         if (ne > 0 && mms_gguf_get_arr_i32(g, K_EOS, ids, ne, NULL) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
         for (e = 0; e < ne; e++)
             if (ids[e] < 0 || ids[e] >= n)
                 return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: id %d out of range (%d tokens)", where, K_EOS,
@@ -11236,13 +11373,15 @@ static uint64_t mms__splitmix64(uint64_t *state) {
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params) {
     struct mms_sampler_params p = params ? *params : mms_sampler_default_params();
     struct mms_sampler *s;
-    if (!(p.temperature >= 0.0f) || p.top_k < 0 || !(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
-        !(p.repeat_penalty > 0.0f) || p.repeat_last_n < 0) {
-        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (>= 0), top_k %d (>= 0), top_p %g (0 < p <= 1), "
-                      "min_p %g (0..1), repeat_penalty %g (> 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
+    if (!(p.temperature >= 0.0f && p.temperature <= FLT_MAX) || p.top_k < 0 || !(p.top_p >= 0.0f && p.top_p <= 1.0f) ||
+        !(p.min_p >= 0.0f && p.min_p <= 1.0f) || !(p.repeat_penalty >= 0.0f && p.repeat_penalty <= FLT_MAX) || p.repeat_last_n < 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (finite, >= 0), top_k %d (>= 0), top_p %g "
+                      "(0..1), min_p %g (0..1), repeat_penalty %g (finite, >= 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
                       (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, p.repeat_last_n);
         return NULL;
     }
+    if (p.top_p == 0.0f) p.top_p = 1.0f;                      /* zeroed fields mean off */
+    if (p.repeat_penalty == 0.0f) p.repeat_penalty = 1.0f;
     if (!(s = (struct mms_sampler *)MMS_MALLOC(sizeof *s))) { mms_set_error(MMS_ERR_OOM, "mms_sampler_new: out of host memory"); return NULL; }
     memset(s, 0, sizeof *s);
     s->p = p;
@@ -11426,9 +11565,13 @@ MMS_API int32_t mms_sampler_sample(struct mms_sampler *s, const float *logits, i
 }
 /* ==== end src/text/sampling.c ==== */
 
+#endif
+
+#ifndef MMS_NO_MLLAMA   /* the parts below are left out under this option */
+
 /* ==== begin src/mllama/image.c ==== */
 /* >>mllama-image ==================================================================================
-   Image preprocessing (spec section 3): canvas choice, PIL's bilinear resize, padding, rescale,
+   Image preprocessing (transformers' MllamaImageProcessor): canvas choice, PIL's bilinear resize, padding, rescale,
    normalisation and tiling. Every rounding step follows the PIL processor of transformers, so the
    floats come out bit for bit the same. */
 
@@ -11683,7 +11826,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     uint8_t *resized = NULL;
     size_t tile_floats, n_floats;
     enum mms_status st;
-    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h;
+    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h, max_tiles;
     if (out) memset(out, 0, sizeof *out);
     if (!params || !rgb || !out)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: %s is NULL", !params ? "params" : !rgb ? "rgb" : "out");
@@ -11692,12 +11835,13 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     if (stride == 0) stride = (size_t)width * 3;
     if (stride < (size_t)width * 3)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: stride %zu is shorter than a row of %d pixels", stride, width);
-    if (params->max_num_tiles < 1 || params->max_num_tiles > 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16", params->max_num_tiles);
-    S = params->image_size;
+    if (params->max_num_tiles < 0 || params->max_num_tiles > 16)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16 (0: 4)", params->max_num_tiles);
+    max_tiles = params->max_num_tiles ? params->max_num_tiles : 4;   /* zeroed: the 11B model's values */
+    S = params->image_size ? params->image_size : 560;
     /* the canvas side (up to 16 tiles) must fit an int */
     if (S < 1 || S > 0x7fffffff / 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range", S);
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range (0: 560)", S);
     mean = params->mean;
     std = params->std;
     if (mean[0] == 0.0f && mean[1] == 0.0f && mean[2] == 0.0f && std[0] == 0.0f && std[1] == 0.0f && std[2] == 0.0f) {
@@ -11711,9 +11855,9 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     tile_floats = (size_t)3 * (size_t)S * (size_t)S;
     if ((size_t)S > ((size_t)-1 / sizeof(float)) / 48 / (size_t)S)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is too large for memory", S);
-    n_floats = tile_floats * (size_t)params->max_num_tiles;
+    n_floats = tile_floats * (size_t)max_tiles;
 
-    mms__mllama_canvas(width, height, S, params->max_num_tiles, &rows, &cols, &id);
+    mms__mllama_canvas(width, height, S, max_tiles, &rows, &cols, &id);
     mms__mllama_fit(width, height, S * cols, S * rows, S, &new_w, &new_h);
 
     resized = (uint8_t *)MMS_MALLOC((size_t)new_w * (size_t)new_h * 3);
@@ -11722,7 +11866,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         MMS_FREE(resized);
         MMS_FREE(out->pixels);
         out->pixels = NULL;
-        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", params->max_num_tiles, S);
+        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", max_tiles, S);
     }
     st = mms_image_resize_bilinear(rgb, width, height, stride, resized, new_w, new_h);
     if (st != MMS_OK) {
@@ -11761,12 +11905,12 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         }
     }
     /* unused slots are zeros, not black */
-    if (rows * cols < params->max_num_tiles)
+    if (rows * cols < max_tiles)
         memset(out->pixels + (size_t)rows * (size_t)cols * tile_floats, 0,
-               (size_t)(params->max_num_tiles - rows * cols) * tile_floats * sizeof(float));
+               (size_t)(max_tiles - rows * cols) * tile_floats * sizeof(float));
     MMS_FREE(resized);
 
-    out->max_num_tiles = params->max_num_tiles;
+    out->max_num_tiles = max_tiles;
     out->image_size = S;
     out->tiles_rows = rows;
     out->tiles_cols = cols;
@@ -11851,7 +11995,7 @@ static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
     for (w = 1; w <= max_tiles; w++)
         for (h = 1; h <= max_tiles; h++)
             if (w * h <= max_tiles) {
-                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols), as transformers does */
                 n++;
             }
     return n;
@@ -11902,7 +12046,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
     uint32_t v;
     enum mms_status st = mms_gguf_get_u32(g, key, &v);
     if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
     return MMS_OK;
@@ -11910,7 +12054,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
 
 static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
     enum mms_status st = mms_gguf_get_f32(g, key, out);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
     return MMS_OK;
 }
@@ -11920,7 +12064,7 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     int64_t n = 0, i;
     int32_t *tmp;
     enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
     tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
     *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
@@ -12263,7 +12407,7 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
-            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if (!buf) return mms__error_context(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
             for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
                 const void *src = t->extra;
@@ -12391,7 +12535,7 @@ fail:
 
 /* ==== begin src/mllama/vision.c ==== */
 /* >>mllama-vision =================================================================================
-   The vision encoder and projector as a graph (spec section 4). Shapes, with T tiles (all
+   The vision encoder and projector as a graph (transformers' MllamaVisionModel). Shapes, with T tiles (all
    max_num_tiles slots, padded ones included, as transformers computes them), N tokens per tile
    (patches + class token), Np = N rounded up to 8, D the vision width:
      pixels [S, S, 3, T] -> patches [D, N-1, T] -> + pre-tile, class token, position and tile
@@ -12488,7 +12632,7 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (spec section 4.7). F16 [Np*T, Np*T]. */
+   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask). F16 [Np*T, Np*T]. */
 static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *out) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
@@ -12502,7 +12646,7 @@ static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const i
 
 /* ==== begin src/mllama/text.c ==== */
 /* >>mllama-text ===================================================================================
-   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens at positions n_past.. through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
    rows asked; and the per-image cross-attention K/V, computed once and kept. */
@@ -12646,12 +12790,12 @@ struct mms_mllama_context {
     int                              n_logits;
 
     struct mms_mllama_timings        t;                      /* memory filled in when asked */
-    size_t                           kept_peak[2];
-    struct {                                                 /* what each reserved graph planned, per backend */
+    size_t                           kept_peak[2];           /* per model backend (0 host, 1 offload) */
+    struct mms__mllama_reserved {                            /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
-    } reserved[2];
-    int                              n_reserved;
+    }                               *reserved;
+    int                              n_reserved, cap_reserved;
 };
 
 MMS_API mms_backend_sched_t mms_mllama_context_get_sched(struct mms_mllama_context *c) { return c ? c->sched : NULL; }
@@ -12687,7 +12831,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
     MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
-    MMS_FREE(c->images); MMS_FREE(c->logits);
+    MMS_FREE(c->images); MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
 }
 
@@ -12803,7 +12947,7 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
         c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
         if (!c->cache_buf[b])
-            return mms_set_error(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
+            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
                                  mms_backend_name(c->m->backends[b]), mms_last_error());
         /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
         mms_backend_buffer_clear(c->cache_buf[b], 0);
@@ -12816,8 +12960,10 @@ static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct 
     enum mms_status st = mms_backend_sched_reserve(c->sched, g);
     int b;
     if (st == MMS_ERR_OOM || st == MMS_ERR_BACKEND)
-        return mms_set_error(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
-    if (st == MMS_OK && c->n_reserved < 2) {
+        return mms__error_context(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
+    if (st == MMS_OK) {
+        if (!mms__grow((void **)&c->reserved, &c->cap_reserved, c->n_reserved + 1, sizeof *c->reserved))
+            return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
         mms__copy_str(c->reserved[c->n_reserved].name, sizeof c->reserved[0].name, mms_graph_get_name(g));
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++) {
             struct mms_gallocr_buffer_info bi;
@@ -12889,10 +13035,18 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     memset(c, 0, sizeof *c);
     c->m = m;
     if (params) c->p = *params;
-    if (c->p.n_ctx <= 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
-    if (c->p.n_batch <= 0) c->p.n_batch = 512;
-    if (c->p.max_images <= 0) c->p.max_images = 2;
-    if (c->p.image_cache < c->p.max_images) c->p.image_cache = c->p.max_images + 2;
+    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 ||
+        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d: each must be 0 "
+                      "(the default) or positive, and image_cache at least max_images", c->p.n_ctx, c->p.n_batch, c->p.max_images,
+                      c->p.image_cache);
+        MMS_FREE(c);
+        return NULL;
+    }
+    if (c->p.n_ctx == 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
+    if (c->p.n_batch == 0) c->p.n_batch = 512;
+    if (c->p.max_images == 0) c->p.max_images = 2;
+    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images + 2;
     c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
@@ -13245,19 +13399,24 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_k
 /* -- timings -- */
 
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct mms_mllama_timings *out) {
-    int b;
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!c) return;
     *out = c->t;
     out->n_backends = mms__mllama_n_devices(c);
-    for (b = 0; b < out->n_backends; b++) {
-        size_t kept;
-        mms__copy_str(out->memory[b].name, sizeof out->memory[b].name, mms_backend_name(c->m->backends[b]));
-        mms__mllama_memory(c, b, &out->memory[b].weights, &out->memory[b].kv_cache, &out->memory[b].compute, &kept);
-        out->memory[b].kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
-        out->memory[b].peak = out->memory[b].weights + out->memory[b].kv_cache + out->memory[b].compute + out->memory[b].kept_images_peak;
-    }
+}
+
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
+    size_t kept;
+    if (!c || !out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: context and output are required");
+    if (b < 0 || b >= mms__mllama_n_devices(c))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
+    memset(out, 0, sizeof *out);
+    mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
+    mms__mllama_memory(c, b, &out->weights, &out->kv_cache, &out->compute, &kept);
+    out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
+    out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
+    return MMS_OK;
 }
 
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
@@ -13284,12 +13443,17 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
     fprintf(out, "cross K/V     %10.2f ms\n", t.cross_kv_ms);
     fprintf(out, "prompt        %10.2f ms   %d tokens, %.2f tokens/s\n", t.prompt_ms, t.n_prompt_tokens, mms__per_s(t.n_prompt_tokens, t.prompt_ms));
     fprintf(out, "generation    %10.2f ms   %d tokens, %.2f tokens/s\n", t.gen_ms, t.n_gen_tokens, mms__per_s(t.n_gen_tokens, t.gen_ms));
-    for (b = 0; b < t.n_backends; b++)
-        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", t.memory[b].name,
-                (double)t.memory[b].peak / 1048576.0, (double)t.memory[b].weights / 1048576.0, (double)t.memory[b].kv_cache / 1048576.0,
-                (double)t.memory[b].compute / 1048576.0, (double)t.memory[b].kept_images_peak / 1048576.0);
+    for (b = 0; b < t.n_backends; b++) {
+        struct mms_mllama_memory m;
+        if (mms_mllama_get_memory(c, b, &m) != MMS_OK) continue;
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
+                (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
+                (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+    }
 }
 /* ==== end src/mllama/runtime.c ==== */
+
+#endif
 
 /* ==== begin src/base/end.c ==== */
 #endif /* MMSCHED_IMPLEMENTATION */

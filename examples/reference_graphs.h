@@ -1,7 +1,7 @@
 /* reference_graphs.h - the graphs the allocator is measured on, shared by examples/bench.c and
    tests/test_alloc.c. Include after mmsched.h.
 
-   - ref_vit_layers: the 4-layer ViT encoder of shared/docs/benchmarks.md section 2, exactly
+   - ref_vit_layers: the 4-layer ViT encoder that ggml's allocator was measured on, exactly
      (T = 1601 tokens, D = 1280, 16 heads of 80, MLP 5120), with mul_mat + soft_max_ext attention
      or with flash_attn_ext;
    - ref_llama_layers: a llama-style text decoder stack (hidden 4096, 32 heads, 8 KV heads,

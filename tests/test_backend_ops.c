@@ -107,10 +107,8 @@ int main(void) {
 #ifdef MMS_CUDA
     dut = mms_backend_cuda_init(0);
     if (!dut) {
-        printf("SKIP test_backend_ops on CUDA: %s\n", mms_last_error());
         mms_backend_free(cpu);
-        printf("0 passed, 0 failed\n");
-        return 0;
+        return test_skip_all("test_backend_ops on CUDA", mms_last_error());
     }
 #else
     dut = limited_backend_new("TEST", LIMITED_ALL_OPS);

@@ -1436,7 +1436,7 @@ int main(void) {
 
     for (s = 0; s < 2; s++) {
         if (sets[s] == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2()) {
-            printf("SKIP avx2 kernels: this CPU or build has no AVX2/FMA/F16C\n");
+            test_skip_part("avx2 kernels", "this CPU or build has no AVX2/FMA/F16C");
             continue;
         }
         if (mms_cpu_set_kernels(sets[s]) != MMS_OK || mms_cpu_get_kernels() != sets[s]) {

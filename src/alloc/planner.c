@@ -518,7 +518,7 @@ static enum mms_status mms__galloc_ensure_buffers(mms_gallocr_t ga) {
             if (c < buf->n_planned && (!buf->chunks[c] || mms_backend_buffer_get_size(buf->chunks[c]) < buf->planned[c])) {
                 mms_backend_buffer_t nb = mms_backend_buft_alloc_buffer(buf->buft, buf->planned[c]);
                 if (!nb)
-                    return mms_set_error(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
+                    return mms__error_context(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
                                          "mms_gallocr: cannot allocate %zu bytes of '%s' memory for buffer %d chunk %d: %s",
                                          buf->planned[c], mms_backend_buft_name(buf->buft), id, c, mms_last_error());
                 if (buf->chunks[c]) {

@@ -8,7 +8,7 @@ enum mms_type {
     MMS_TYPE_F16     = 2,
     MMS_TYPE_BF16    = 3,
     MMS_TYPE_I32     = 4,
-    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts, section 3) */
+    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts: manual section 2) */
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
@@ -193,7 +193,7 @@ MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *tensor, const char
 
 MMS_API void mms_set_input(struct mms_tensor *tensor);
 MMS_API void mms_set_output(struct mms_tensor *tensor);
-MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* honoured by the scheduler */
+MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* kept by the scheduler across graphs (manual section 8) */
 
 MMS_API int64_t mms_nelements(const struct mms_tensor *tensor);
 MMS_API int64_t mms_nrows(const struct mms_tensor *tensor);     /* ne[1] * ne[2] * ne[3] */
@@ -330,9 +330,10 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
-   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
-   not walked again. Graphs grow without a size cap and live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent (not a view)
+   is a leaf too, except when it is the tensor expanded: a graph that expands a kept tensor
+   computes it, any other graph reads its kept value (its producers are not walked). Graphs grow
+   without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 

@@ -16,7 +16,7 @@
 #  include <cpuid.h>
 #endif
 
-/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+/* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }

@@ -960,7 +960,7 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
 }
 
 /* For layers above that chain their own callback in front of the caller's. */
-static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+MMS__MAYBE_UNUSED static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
     *cb = s->callback;
     *user = s->callback_user;
 }
