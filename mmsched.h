@@ -547,17 +547,24 @@
        libstb-dev) turns images and a prompt into text:
 
            build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png \
-                        -p "Describe this image."
+                        "Describe this image."
 
-       Options: --mmproj for the two-file layout, several --image, -i for a chat where "/image FILE"
-       attaches a picture to the next turn, --system, --raw (no template), -n, -c, --threads,
+       Options take "--name value" or "--name=value"; the prompt is -p or the last argument.
+       --mmproj for the two-file layout, several --image, --max-pixels (50 million: a bigger picture
+       is refused from its header, before decoding), -i for a chat, --system, --raw (no template; the
+       prompt places each picture with <|image|>), -n, -c, --threads (a warning past the cores),
        --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
        --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
-       (mms_image_rgba_over_white, equal to PIL's alpha_composite). The answer streams to stdout;
-       timings by phase go to stderr. Errors (a missing or broken model, an unreadable image, a
-       prompt longer than the context) print one line saying what and why and exit with status 1;
-       bad options exit with 2. In a chat every turn renders the whole conversation, keeps the
-       tokens the KV cache already holds and decodes only the rest; images stay encoded.
+       (mms_image_rgba_over_white, equal to PIL's alpha_composite). Several pictures in one turn
+       each get their own <|image|> followed by a line "Picture N." (consecutive <|image|> tokens
+       would all be seen by the same text, in no order). The answer streams to stdout; timings by
+       phase go to stderr. Errors (a missing or broken model, an unreadable or oversized image, a
+       prompt longer than the context, a failed write to stdout) print one line saying what and why
+       and exit with status 1; bad options (out-of-range or non-finite numbers, a value given twice)
+       exit with 2 and name the value. In a chat (/image FILE, /clear, /help, /quit) every turn
+       renders the whole conversation, keeps the tokens the KV cache already holds and decodes only
+       the rest; images stay encoded; a failed /image or a full context ends only that step, with
+       a warning or a hint.
 
        models/mllama-demo.gguf is a tiny mllama trained here on synthetic pictures of shapes
        (tools/train_demo.py); `make demo` captions the pictures in examples/images/.
