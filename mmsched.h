@@ -11245,7 +11245,11 @@ MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int w, in
    checked, placement on the caller's backends. Ollama's single-file layout names the vision MLP
    ffn_up (fc1) / ffn_down (fc2) and its norms attn_norm / ffn_norm; the older projector file names
    them ln1 / ln2 and swaps ffn_up and ffn_down. Gates of the vision tower are stored already
-   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw. */
+   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw.
+   Ollama's converter also permutes the rows of the cross-attention and vision q/k projections
+   within each head (its RoPE rule, applied by name; the q/k norms stay as they are): such rows are
+   put back in Hugging Face order when the weights are placed (mms__mllama_qk_rows says which files
+   hold them so). */
 
 struct mms__mllama_vlayer {
     struct mms_tensor *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -11257,6 +11261,15 @@ struct mms__mllama_tlayer {
     int    backend;                             /* 0: cpu, 1: gpu */
     struct mms_tensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
     struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
+};
+
+/* Where a weight's bytes are, kept by the loader until the weight is placed. */
+struct mms__wsource {
+    struct mms_tensor     *t;
+    const struct mms_gguf *file;
+    const void            *data;       /* in the file's mapping */
+    int                    backend;    /* index into the model's backends */
+    int                    row_heads;  /* > 0: rows permuted within this many heads (Ollama's q/k rule), put back when placed */
 };
 
 struct mms_mllama_model {
@@ -11272,6 +11285,8 @@ struct mms_mllama_model {
     bool                       shapes_only;
     int                        vision_backend, output_backend;
     int64_t                    load_us;
+    struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
+    int                        n_sources, cap_sources;
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -11329,7 +11344,7 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
     for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
-    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources);
     MMS_FREE(m);
 }
 
@@ -11338,8 +11353,9 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
 /* A required positive integer key; the error names the key and the file. */
 static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char *key, int *out, bool required) {
     uint32_t v;
-    enum mms_status st = mms_gguf_get_u32(g, key, &v);
-    if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
+    enum mms_status st;
+    if (!required && mms_gguf_find_key(g, key) < 0) return MMS_OK;
+    st = mms_gguf_get_u32(g, key, &v);
     if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
@@ -11447,9 +11463,33 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
 struct mms__wloader {
     struct mms_mllama_model *m;
     const struct mms_gguf   *g;            /* the file tensors come from now */
+    bool                     qk_permuted;  /* g holds q/k rows in Ollama's per-head order */
     enum mms_type            shape_type;   /* shapes only: the type of matrices */
     enum mms_status          st;
 };
+
+/* The key mmsched's converter writes (Ollama's reader ignores it): "ollama" when the q/k rows are
+   permuted per head as Ollama's converter writes them, "hf" when they are in the checkpoint's order. */
+#define MMS__QK_ROWS_KEY "mmsched.mllama.qk_rows"
+
+/* Whether file g holds its cross-attention and vision q/k rows in Ollama's per-head order. In
+   order: the key above when present; the older two-file layout (pair) is in the checkpoint's order
+   (Ollama's legacy C++ code applies q_norm/k_norm to each head's rows as they are, which is right
+   only then); a file with mllama.image_token_index, a key only mmsched's converter wrote before it
+   wrote the marker, is in the checkpoint's order; any other single file is taken as written by
+   Ollama's converter, which has permuted them since May 2025 (spec 6.2). */
+static enum mms_status mms__mllama_qk_rows(const struct mms_gguf *g, bool pair, bool *permuted) {
+    const char *v;
+    size_t len;
+    if (mms_gguf_find_key(g, MMS__QK_ROWS_KEY) >= 0) {
+        if (mms_gguf_get_str(g, MMS__QK_ROWS_KEY, &v, &len) != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+        if ((len == 6 && !memcmp(v, "ollama", 6)) || (len == 2 && !memcmp(v, "hf", 2))) { *permuted = len == 6; return MMS_OK; }
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is \"%.*s\", expected \"ollama\" or \"hf\"", MMS__QK_ROWS_KEY,
+                             mms_gguf_get_path(g), (int)(len < 64 ? len : 64), v);
+    }
+    *permuted = !pair && mms_gguf_find_key(g, "mllama.image_token_index") < 0;
+    return MMS_OK;
+}
 
 /* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
    only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
@@ -11497,8 +11537,35 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
     t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
     if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
-    t->extra = (void *)info.data;              /* where its bytes are, until placement */
+    if (L->m->n_sources == L->m->cap_sources) {
+        int cap = L->m->cap_sources ? 2 * L->m->cap_sources : 256;
+        struct mms__wsource *grown = (struct mms__wsource *)MMS_REALLOC(L->m->sources, sizeof *grown * (size_t)cap);
+        if (!grown) { L->st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+        L->m->sources = grown;
+        L->m->cap_sources = cap;
+    }
+    L->m->sources[L->m->n_sources].t = t;
+    L->m->sources[L->m->n_sources].file = L->g;
+    L->m->sources[L->m->n_sources].data = info.data;
+    L->m->sources[L->m->n_sources].backend = b;
+    L->m->sources[L->m->n_sources].row_heads = 0;
+    L->m->n_sources++;
     return t;
+}
+
+/* A q/k projection t (just declared) of n_heads heads: when its file permutes such rows per head,
+   they are put back in the checkpoint's order at placement. */
+static void mms__weight_qk(struct mms__wloader *L, struct mms_tensor *t, int n_heads) {
+    struct mms__wsource *s;
+    if (!t || !L->qk_permuted || L->st != MMS_OK) return;
+    s = &L->m->sources[L->m->n_sources - 1];
+    MMS_ASSERT(s->t == t);
+    if (t->ne[1] % (2 * n_heads) != 0) {
+        L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s': %lld rows are not %d heads of an even size, as Ollama's q/k "
+                              "row order needs", t->name, mms_gguf_get_path(L->g), (long long)t->ne[1], n_heads);
+        return;
+    }
+    s->row_heads = n_heads;
 }
 
 /* W1: vectors, never quantized; W2: matrices used only by mul_mat/get_rows (may be quantized);
@@ -11545,7 +11612,9 @@ static void mms__mllama_text_weights(struct mms__wloader *L, int n_gpu_layers) {
         ly->ffn_down = MMS__W2(L, b, true, FF, D, "blk.%d.ffn_down.weight", il);
         if (ly->cross) {
             ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.cross_attn_q_proj.weight", il);
+            mms__weight_qk(L, ly->wq, hp->n_head);
             ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_k_proj.weight", il);
+            mms__weight_qk(L, ly->wk, hp->n_head_kv);
             ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_v_proj.weight", il);
             ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.cross_attn_o_proj.weight", il);
             ly->q_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_q_norm.weight", il);
@@ -11574,7 +11643,9 @@ static void mms__mllama_vision_layer(struct mms__wloader *L, struct mms__mllama_
     ly->ln2_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln2);
     ly->ln2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln2);
     ly->wq = MMS__W2(L, b, true, D, D, "%s.%d.attn_q.weight", prefix, il);
+    mms__weight_qk(L, ly->wq, hp->v_n_head);
     ly->wk = MMS__W2(L, b, true, D, D, "%s.%d.attn_k.weight", prefix, il);
+    mms__weight_qk(L, ly->wk, hp->v_n_head);
     ly->wv = MMS__W2(L, b, true, D, D, "%s.%d.attn_v.weight", prefix, il);
     ly->wo = MMS__W2(L, b, true, D, D, "%s.%d.%s.weight", prefix, il, legacy ? "attn_out" : "attn_output");
     ly->fc1_w = MMS__W2(L, b, true, D, FF, "%s.%d.%s.weight", prefix, il, fc1);
@@ -11661,10 +11732,32 @@ static unsigned mms__touch_pages(const void *p, size_t n) {
     return sum;
 }
 
-/* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
-   their backend. Without a file (shapes only) they get addresses that are never read. */
+/* Sets a weight from its file, putting rows that Ollama's converter permuted within each head
+   (row h*d + 2i + p of the file is row h*d + p*d/2 + i of the checkpoint) back in the checkpoint's
+   order. Whole rows move, so any block type works. */
+static enum mms_status mms__set_weight(const struct mms__wsource *s) {
+    struct mms_tensor *t = s->t;
+    const char *src = (const char *)s->data;
+    size_t row;
+    int64_t d, h, i;
+    int p;
+    enum mms_status st;
+    if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
+    row = mms_row_size(t->type, t->ne[0]);
+    d = mms_nrows(t) / s->row_heads;
+    for (h = 0; h < s->row_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++)
+                if ((st = mms_backend_tensor_set(t, src + (size_t)(h * d + 2 * i + p) * row, (size_t)(h * d + p * (d / 2) + i) * row, row)) != MMS_OK)
+                    return st;
+    return MMS_OK;
+}
+
+/* Host weights are used where the file is mapped (no copy), except those whose rows must move,
+   which get a buffer of their own; on other backends every weight is copied into a buffer of the
+   backend. Without a file (shapes only) weights get addresses that are never read. */
 static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, struct mms__load_progress *lp) {
-    int b, f;
+    int b, f, i;
     enum mms_status st;
     unsigned touched = 0;
     for (b = 0; b < 2; b++) {
@@ -11683,31 +11776,49 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 at += MMS__ALIGN_UP(mms_nbytes(t), 64);
             }
         } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
+            const size_t align = mms_backend_get_alignment(m->backends[b]);
+            size_t moved = 0;
             for (f = 0; f < m->n_files; f++) {
                 const char *lo, *hi;
-                mms_backend_buffer_t buf;
+                mms_backend_buffer_t buf = NULL;
                 mms__gguf_data_span(m->files[f], &lo, &hi);
-                if (!lo) continue;
-                buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
+                for (i = 0; i < m->n_sources; i++) {
+                    const struct mms__wsource *s = &m->sources[i];
+                    if (s->file != m->files[f] || s->backend != b || s->row_heads) continue;
+                    if (!buf) {
+                        buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
+                        if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                    }
+                    if ((st = mms_backend_tensor_alloc(buf, s->t, (void *)s->data)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(s->data, mms_nbytes(s->t));
+                    if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
+                }
+            }
+            for (i = 0; i < m->n_sources; i++)
+                if (m->sources[i].backend == b && m->sources[i].row_heads) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
+            if (moved) {
+                mms_backend_buffer_t buf = mms_backend_alloc_buffer(m->backends[b], moved);
+                char *at;
+                if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the reordered q/k weights on %s: %s",
+                                               mms_backend_name(m->backends[b]), mms_last_error());
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-                for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                    const char *d = (const char *)t->extra;
-                    if (!d || d < lo || d >= hi) continue;
-                    t->extra = NULL;
-                    if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
-                    if (lp && lp->cb) touched += mms__touch_pages(d, mms_nbytes(t));
-                    if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+                at = (char *)mms_backend_buffer_get_base(buf);
+                for (i = 0; i < m->n_sources; i++) {
+                    const struct mms__wsource *s = &m->sources[i];
+                    if (s->backend != b || !s->row_heads) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
+                    at += MMS__ALIGN_UP(mms_nbytes(s->t), align);
+                    if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
                 }
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
             if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                const void *src = t->extra;
-                t->extra = NULL;
-                if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
-                if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+            for (i = 0; i < m->n_sources; i++) {
+                if (m->sources[i].backend != b) continue;
+                if ((st = mms__set_weight(&m->sources[i])) != MMS_OK) return st;
+                if ((st = mms__load_step(lp, mms_nbytes(m->sources[i].t))) != MMS_OK) return st;
             }
         }
     }
@@ -11758,9 +11869,11 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(&L, 0, sizeof L);
     L.m = m;
     L.g = m->files[0];
+    if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
     mms__mllama_text_weights(&L, p->n_gpu_layers);
-    if (m->has_vision) {
+    if (m->has_vision && L.st == MMS_OK) {
         L.g = vision_file;
+        if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
@@ -11774,6 +11887,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
             for (t = mms_get_first_tensor(m->wctx[b]); t; t = mms_get_next_tensor(m->wctx[b], t)) lp.total += mms_nbytes(t);
     }
     if (mms__mllama_place_weights(m, &lp) != MMS_OK) goto fail;
+    MMS_FREE(m->sources);                         /* placed: the mapping is reached through the tensors now */
+    m->sources = NULL;
+    m->n_sources = m->cap_sources = 0;
     m->load_us = mms_time_us() - t0;
     return m;
 fail:

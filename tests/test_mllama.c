@@ -94,20 +94,25 @@ static void preprocess_all(struct fixture *f) {
     }
 }
 
-static bool fixture_open(struct fixture *f, const char *name) {
-    char path[256];
+/* A model file (mmproj: the projector of the two-file layout, or NULL) with the reference of its images. */
+static bool fixture_open_files(struct fixture *f, const char *name, const char *ref, const char *model, const char *mmproj) {
     memset(f, 0, sizeof *f);
     f->name = name;
-    snprintf(path, sizeof path, FIX "%s-ref.gguf", name);
-    f->ref = mms_gguf_open(path);
-    snprintf(path, sizeof path, FIX "%s.gguf", name);
-    f->model = load(path, NULL, NULL, 0);
+    f->ref = mms_gguf_open(ref);
+    f->model = load(model, mmproj, NULL, 0);
     EXPECT(f->ref && f->model, "fixture %s: %s", name, mms_last_error());
     if (!f->ref || !f->model) return false;
     f->ctx = context(f->model);
     EXPECT(f->ctx != NULL, "context: %s", mms_last_error());
     preprocess_all(f);
     return f->ctx != NULL;
+}
+
+static bool fixture_open(struct fixture *f, const char *name) {
+    char ref[256], model[256];
+    snprintf(ref, sizeof ref, FIX "%s-ref.gguf", name);
+    snprintf(model, sizeof model, FIX "%s.gguf", name);
+    return fixture_open_files(f, name, ref, model, NULL);
 }
 
 static void fixture_close(struct fixture *f) {
@@ -227,6 +232,48 @@ static void check_against_transformers(const char *name) {
 
 static void test_tiny1_against_transformers(void) { check_against_transformers("tiny1"); }
 static void test_tiny4_against_transformers(void) { check_against_transformers("tiny4"); }
+
+/* -- files as their makers wrote them (tools/gen_mllama_layout_fixtures.py: configurations gqa and
+   mha, tests/fixtures/mllama/<cfg>/) -- */
+
+static const char *const layout_cfgs[2] = { "gqa", "mha" };
+
+/* Model file(s) of configuration cfg against a transformers reference: the vision and projector
+   outputs of ref.gguf when vision is set, and the prompts of prompt_ref (its logits to NMSE 1e-9
+   and its 16 greedy tokens). */
+static void check_layout_file(const char *cfg, const char *model, const char *mmproj, const char *prompt_ref, bool vision) {
+    char ref[256], mp[256], pp[256], rp[256], label[128];
+    struct fixture f;
+    snprintf(ref, sizeof ref, FIX "%s/ref.gguf", cfg);
+    snprintf(mp, sizeof mp, FIX "%s/%s", cfg, model);
+    if (mmproj) snprintf(pp, sizeof pp, FIX "%s/%s", cfg, mmproj);
+    snprintf(rp, sizeof rp, FIX "%s/%s", cfg, prompt_ref);
+    snprintf(label, sizeof label, "%s/%s%s%s", cfg, model, mmproj ? "+" : "", mmproj ? mmproj : "");
+    if (fixture_open_files(&f, label, ref, mp, mmproj ? pp : NULL)) {
+        struct mms_gguf *images_ref = f.ref, *pr = mms_gguf_open(rp);
+        EXPECT(pr != NULL, "%s: %s", rp, mms_last_error());
+        if (vision) {
+            check_preprocessing(&f);
+            check_vision(&f);
+        }
+        if (pr) {
+            f.ref = pr;
+            check_prompts(&f, f.ctx, 1e-9, true, prompt_ref);
+            f.ref = images_ref;
+            mms_gguf_close(pr);
+        }
+    }
+    fixture_close(&f);
+}
+
+/* (a) A GGUF written by tools/ollama_mllama_gguf.py, which follows Ollama's converter rule by rule:
+   cross-attention and vision q/k rows permuted per head, F16 matrices, pre-transformed vision
+   gates, no image token id, mean/std or aspect ratios. Against transformers run on the weights as
+   the file holds them (f16 matrices). */
+static void test_ollama_converter_files(void) {
+    int i;
+    for (i = 0; i < 2; i++) check_layout_file(layout_cfgs[i], "ollama.gguf", NULL, "ref-f16w.gguf", false);
+}
 
 static void test_two_file_layout(void) {
     struct fixture f;
@@ -484,6 +531,7 @@ int main(void) {
     RUN(test_tiny1_against_transformers);
     RUN(test_tiny4_against_transformers);
     RUN(test_two_file_layout);
+    RUN(test_ollama_converter_files);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);
