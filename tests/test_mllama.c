@@ -275,6 +275,119 @@ static void test_ollama_converter_files(void) {
     for (i = 0; i < 2; i++) check_layout_file(layout_cfgs[i], "ollama.gguf", NULL, "ref-f16w.gguf", false);
 }
 
+/* (b) mmsched's converter with its default types writes what Ollama's converter writes: the same
+   keys with the same types and values in the same order, plus four of ours (the q/k order marker,
+   the image token id, mean and std, which Ollama's files lack); the same tensors in the same order,
+   types, shapes, offsets and bytes, except the last bits of values both compute in float32: the
+   tanh'd vision gates (math32's tanh against a correctly rounded one) and a smoothed llama3 rope
+   factor (float32 against float64 arithmetic), within 2 ulp. */
+static bool same_kv(const struct mms_gguf *a, int64_t ia, const struct mms_gguf *b, int64_t ib) {
+    const char *key = mms_gguf_get_key(a, ia);
+    enum mms_gguf_type t = mms_gguf_get_kv_type(a, ia);
+    int64_t n, i;
+    if (t != mms_gguf_get_kv_type(b, ib)) return false;
+    if (t == MMS_GGUF_TYPE_ARRAY) {
+        enum mms_gguf_type et = mms_gguf_get_arr_type(a, ia);
+        n = mms_gguf_get_arr_n(a, ia);
+        if (et != mms_gguf_get_arr_type(b, ib) || n != mms_gguf_get_arr_n(b, ib)) return false;
+        for (i = 0; i < n; i++) {
+            if (et == MMS_GGUF_TYPE_STRING) {
+                const char *x, *y;
+                size_t lx, ly;
+                if (mms_gguf_get_arr_str(a, key, i, &x, &lx) != MMS_OK || mms_gguf_get_arr_str(b, key, i, &y, &ly) != MMS_OK ||
+                    lx != ly || memcmp(x, y, lx) != 0) return false;
+            }
+        }
+        if (et == MMS_GGUF_TYPE_INT32 || et == MMS_GGUF_TYPE_FLOAT32) {
+            float *x = (float *)calloc((size_t)n + 1, sizeof(float)), *y = (float *)calloc((size_t)n + 1, sizeof(float));
+            int64_t nx = 0, ny = 0;
+            bool same = et == MMS_GGUF_TYPE_INT32
+                ? mms_gguf_get_arr_i32(a, key, (int32_t *)x, n, &nx) == MMS_OK && mms_gguf_get_arr_i32(b, key, (int32_t *)y, n, &ny) == MMS_OK
+                : mms_gguf_get_arr_f32(a, key, x, n, &nx) == MMS_OK && mms_gguf_get_arr_f32(b, key, y, n, &ny) == MMS_OK;
+            same = same && memcmp(x, y, sizeof(float) * (size_t)n) == 0;
+            free(x);
+            free(y);
+            return same;
+        }
+        return et == MMS_GGUF_TYPE_STRING;
+    }
+    if (t == MMS_GGUF_TYPE_STRING) {
+        const char *x, *y;
+        size_t lx, ly;
+        return mms_gguf_get_str(a, key, &x, &lx) == MMS_OK && mms_gguf_get_str(b, key, &y, &ly) == MMS_OK && lx == ly && !memcmp(x, y, lx);
+    }
+    if (t == MMS_GGUF_TYPE_FLOAT32) {
+        float x, y;
+        return mms_gguf_get_f32(a, key, &x) == MMS_OK && mms_gguf_get_f32(b, key, &y) == MMS_OK && memcmp(&x, &y, sizeof x) == 0;
+    }
+    if (t == MMS_GGUF_TYPE_BOOL) {
+        bool x, y;
+        return mms_gguf_get_bool(a, key, &x) == MMS_OK && mms_gguf_get_bool(b, key, &y) == MMS_OK && x == y;
+    }
+    {
+        uint64_t x, y;
+        return mms_gguf_get_u64(a, key, &x) == MMS_OK && mms_gguf_get_u64(b, key, &y) == MMS_OK && x == y;
+    }
+}
+
+static void test_converter_writes_ollama_layout(void) {
+    static const char *const ours[4] = { "mllama.image_token_index", "mllama.vision.image_mean", "mllama.vision.image_std", "mmsched.mllama.qk_rows" };
+    int c;
+    for (c = 0; c < 2; c++) {
+        char pa[256], pb[256];
+        struct mms_gguf *a, *b;
+        int64_t ia = 0, ib, i, n_ours = 0, n_diff_tensors = 0;
+        snprintf(pa, sizeof pa, FIX "%s/ollama.gguf", layout_cfgs[c]);
+        snprintf(pb, sizeof pb, FIX "%s/mmsched-auto.gguf", layout_cfgs[c]);
+        a = mms_gguf_open(pa);
+        b = mms_gguf_open(pb);
+        EXPECT(a && b, "open: %s", mms_last_error());
+        if (!a || !b) { mms_gguf_close(a); mms_gguf_close(b); continue; }
+        for (ib = 0; ib < mms_gguf_get_n_kv(b); ib++) {
+            const char *key = mms_gguf_get_key(b, ib);
+            int k;
+            bool is_ours = false;
+            for (k = 0; k < 4; k++) is_ours |= !strcmp(key, ours[k]);
+            if (is_ours) { n_ours++; continue; }
+            EXPECT(ia < mms_gguf_get_n_kv(a) && !strcmp(key, mms_gguf_get_key(a, ia)), "%s: key %lld '%s' is not Ollama's next key", pb, (long long)ib, key);
+            if (ia < mms_gguf_get_n_kv(a)) EXPECT(same_kv(a, ia, b, ib), "%s: key '%s' differs from Ollama's", pb, key);
+            ia++;
+        }
+        EXPECT(n_ours == 4 && ia == mms_gguf_get_n_kv(a), "%s: %lld of our keys, %lld of Ollama's %lld", pb, (long long)n_ours, (long long)ia,
+               (long long)mms_gguf_get_n_kv(a));
+        EXPECT(mms_gguf_get_n_tensors(a) == mms_gguf_get_n_tensors(b), "tensor counts");
+        for (i = 0; i < mms_gguf_get_n_tensors(a) && i < mms_gguf_get_n_tensors(b); i++) {
+            struct mms_gguf_tensor_info x, y;
+            if (mms_gguf_get_tensor(a, i, &x) != MMS_OK || mms_gguf_get_tensor(b, i, &y) != MMS_OK) { EXPECT(0, "tensor %lld", (long long)i); continue; }
+            EXPECT(!strcmp(x.name, y.name) && x.ggml_type == y.ggml_type && !memcmp(x.ne, y.ne, sizeof x.ne) && x.offset == y.offset && x.size == y.size,
+                   "%s: tensor %lld is %s, Ollama's is %s (or type, shape, offset differ)", pb, (long long)i, y.name, x.name);
+            if (x.size != y.size || !memcmp(x.data, y.data, x.size)) continue;
+            n_diff_tensors++;
+            if (x.type == MMS_TYPE_F32 && (strstr(x.name, "gate") || !strcmp(x.name, "rope_freqs.weight"))) {
+                size_t j;
+                for (j = 0; j < x.size / 4; j++) {
+                    int32_t u, v;
+                    memcpy(&u, (const char *)x.data + 4 * j, 4);
+                    memcpy(&v, (const char *)y.data + 4 * j, 4);
+                    EXPECT(u - v >= -2 && u - v <= 2, "%s: %s[%zu] differs by %d ulp", pb, x.name, j, u - v);
+                }
+            } else EXPECT(0, "%s: the bytes of %s differ from Ollama's", pb, x.name);
+        }
+        EXPECT(n_diff_tensors <= 8, "%s: %lld tensors differ in their last bits", pb, (long long)n_diff_tensors);
+        mms_gguf_close(a);
+        mms_gguf_close(b);
+    }
+}
+
+/* (b) and (d): our converter's f32 single file and two-file layout against transformers in float32. */
+static void test_converter_files(void) {
+    int i;
+    for (i = 0; i < 2; i++) {
+        check_layout_file(layout_cfgs[i], "mmsched.gguf", NULL, "ref.gguf", true);
+        check_layout_file(layout_cfgs[i], "text.gguf", "proj.gguf", "ref.gguf", true);
+    }
+}
+
 static void test_two_file_layout(void) {
     struct fixture f;
     if (fixture_open(&f, "tiny4")) {
@@ -532,6 +645,8 @@ int main(void) {
     RUN(test_tiny4_against_transformers);
     RUN(test_two_file_layout);
     RUN(test_ollama_converter_files);
+    RUN(test_converter_writes_ollama_layout);
+    RUN(test_converter_files);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);
