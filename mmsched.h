@@ -1630,8 +1630,11 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
-/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+/* The shapes of Llama 3.2 11B Vision (spec section 1), and of 90B Vision (the same vision tower;
+   text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
+   feed-forward 28672). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
    refuses to compute. */
@@ -11332,6 +11335,18 @@ MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
     hp->v_n_taps = 5; hp->v_taps = taps;
     hp->image_mean[0] = 0.48145466f; hp->image_mean[1] = 0.4578275f; hp->image_mean[2] = 0.40821073f;
     hp->image_std[0] = 0.26862954f; hp->image_std[1] = 0.26130258f; hp->image_std[2] = 0.27577711f;
+    mms__mllama_derive(hp);
+}
+
+/* Llama 3.2 90B Vision: the 11B vision tower on a Llama 3.1 70B text model with 20 cross-attention
+   layers, one after every four of its 80 layers (5k + 3), as the published config has them. */
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *hp) {
+    static int cross[20];
+    int k;
+    for (k = 0; k < 20; k++) cross[k] = 5 * k + 3;
+    mms_mllama_hparams_11b(hp);
+    hp->n_embd = 8192; hp->n_ff = 28672; hp->n_head = 64; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 100;
+    hp->n_cross = 20; hp->cross_layers = cross;
     mms__mllama_derive(hp);
 }
 

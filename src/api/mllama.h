@@ -94,8 +94,11 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
-/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+/* The shapes of Llama 3.2 11B Vision (spec section 1), and of 90B Vision (the same vision tower;
+   text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
+   feed-forward 28672). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
    refuses to compute. */

@@ -93,6 +93,18 @@ MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
     mms__mllama_derive(hp);
 }
 
+/* Llama 3.2 90B Vision: the 11B vision tower on a Llama 3.1 70B text model with 20 cross-attention
+   layers, one after every four of its 80 layers (5k + 3), as the published config has them. */
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *hp) {
+    static int cross[20];
+    int k;
+    for (k = 0; k < 20; k++) cross[k] = 5 * k + 3;
+    mms_mllama_hparams_11b(hp);
+    hp->n_embd = 8192; hp->n_ff = 28672; hp->n_head = 64; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 100;
+    hp->n_cross = 20; hp->cross_layers = cross;
+    mms__mllama_derive(hp);
+}
+
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *m) { return m ? &m->hp : NULL; }
 
 MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
