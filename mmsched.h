@@ -413,8 +413,16 @@
        ffn_up/ffn_down); tools/convert_hf_to_gguf.py writes both from a Hugging Face checkpoint.
        Converter conventions the loader relies on: self-attention q/k rows in Meta's interleaved
        order (RoPE pairs (2i, 2i+1)) with rope_freqs.weight holding the llama3 divisors; vision gates
-       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw; cross-attention q/k in
-       Hugging Face's order (files from Ollama's own converter may permute them: check numerically).
+       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw. Ollama's converter also
+       permutes the rows of the cross-attention and vision q/k within each head (not their q/k norms);
+       the loader puts them back in Hugging Face order, moving whole rows (any type), for the files
+       that hold them so: the key mmsched.mllama.qk_rows says "ollama" or "hf" when present (our
+       converter writes it); without it, the two-file layout and files with mllama.image_token_index
+       (a key only mmsched's converter wrote before the marker) are in Hugging Face order, and any
+       other single file is taken as Ollama's. What Ollama's files lack is derived: the image token
+       is vocab_size, mean/std are CLIP's (the 11B values), the aspect ratios are every (rows, cols)
+       with rows * cols <= max_num_tiles in the processor's order, vision_output_dim is
+       embedding_length * (1 + number of taps).
        Weights used only as matrices or looked-up rows (projections, FFN, token embedding, output
        head, tile embeddings) may be Q8_0, Q4_0, Q4_K or Q6_K; norms, biases, gates and the patch
        and position embeddings must be f32, f16 or bf16 (the load names any that is not).

@@ -379,6 +379,63 @@ static void test_converter_writes_ollama_layout(void) {
     }
 }
 
+/* A copy of src with mmsched.mllama.qk_rows set to value (NULL: without the key). */
+static bool write_with_qk_rows(const char *src, const char *dst, const char *value) {
+    struct mms_gguf *g = mms_gguf_open(src);
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    int64_t i;
+    bool ok = g && w;
+    for (i = 0; ok && i < mms_gguf_get_n_kv(g); i++)
+        if (strcmp(mms_gguf_get_key(g, i), "mmsched.mllama.qk_rows")) ok = mms_gguf_writer_copy_kv(w, g, i) == MMS_OK;
+    if (ok && value) ok = mms_gguf_writer_set_str(w, "mmsched.mllama.qk_rows", value) == MMS_OK;
+    for (i = 0; ok && i < mms_gguf_get_n_tensors(g); i++) {
+        struct mms_gguf_tensor_info t;
+        ok = mms_gguf_get_tensor(g, i, &t) == MMS_OK && mms_gguf_writer_add_tensor(w, t.name, t.type, t.n_dims, t.ne, t.data) == MMS_OK;
+    }
+    ok = ok && mms_gguf_writer_write(w, dst) == MMS_OK;
+    mms_gguf_writer_free(w);
+    mms_gguf_close(g);
+    return ok;
+}
+
+/* Which q/k row order a file holds: the marker decides (Ollama's file marked "ollama" reads as
+   before, marked "hf" it is read unpermuted and goes wrong on image prompts), an unknown value is
+   an error naming the key and the file. */
+static void test_qk_rows_marker(void) {
+    const char *src = FIX "gqa/ollama.gguf", *dst = "build/test_mllama_qk_rows.gguf";
+    struct mms_mllama_model *m;
+    EXPECT(write_with_qk_rows(src, dst, "sideways"), "write: %s", mms_last_error());
+    test_capture_log();
+    m = load(dst, NULL, NULL, 0);
+    EXPECT(m == NULL && mms_last_status() == MMS_ERR_FORMAT && strstr(mms_last_error(), "mmsched.mllama.qk_rows") &&
+           strstr(mms_last_error(), "test_mllama_qk_rows.gguf") && strstr(mms_last_error(), "sideways"), "bad marker: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_mllama_model_free(m);
+    EXPECT(write_with_qk_rows(src, dst, "ollama"), "write: %s", mms_last_error());
+    check_layout_file("gqa", "../../../../build/test_mllama_qk_rows.gguf", NULL, "ref-f16w.gguf", false);
+    {   /* marked "hf", the same rows are taken in checkpoint order: the image prompts must differ */
+        struct fixture f;
+        char ref[] = FIX "gqa/ref.gguf";
+        EXPECT(write_with_qk_rows(src, dst, "hf"), "write: %s", mms_last_error());
+        if (fixture_open_files(&f, "gqa marked hf", ref, dst, NULL)) {
+            const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+            float *a = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab), *b = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab);
+            int32_t g[16];
+            int n = 0;
+            struct mms_mllama_model *right = load(src, NULL, NULL, 0);
+            struct mms_mllama_context *rc = right ? context(right) : NULL;
+            if (rc && run_prompt(&f, f.ctx, 0, a, g, &n) && run_prompt(&f, rc, 0, b, g, &n))
+                EXPECT(compare(a, b, (int64_t)n * hp->n_vocab).nmse > 1e-5, "the marker changed nothing");
+            else EXPECT(0, "run: %s", mms_last_error());
+            mms_mllama_context_free(rc);
+            mms_mllama_model_free(right);
+            free(a);
+            free(b);
+        }
+        fixture_close(&f);
+    }
+}
+
 /* (b) and (d): our converter's f32 single file and two-file layout against transformers in float32. */
 static void test_converter_files(void) {
     int i;
@@ -647,6 +704,7 @@ int main(void) {
     RUN(test_ollama_converter_files);
     RUN(test_converter_writes_ollama_layout);
     RUN(test_converter_files);
+    RUN(test_qk_rows_marker);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);
