@@ -459,15 +459,11 @@ def model_kv(cfg, folder):
     # llamaModel.KV, llama.* renamed mllama.*
     kv["mllama.vocab_size"] = ("u32", u(t.get("vocab_size")))
     kv["mllama.block_count"] = ("u32", u(t.get("n_layers")) or u(t.get("num_hidden_layers")) or u(t.get("n_layer")))
-    ctx = u(t.get("max_position_embeddings")) or u(t.get("n_ctx"))
-    if ctx > 0:
-        kv["mllama.context_length"] = ("u32", ctx)
-    emb = u(t.get("hidden_size")) or u(t.get("n_embd"))
-    if emb > 0:
-        kv["mllama.embedding_length"] = ("u32", emb)
-    ff = u(t.get("intermediate_size")) or u(t.get("n_inner"))
-    if ff > 0:
-        kv["mllama.feed_forward_length"] = ("u32", ff)
+    for key, names in (("context_length", ("max_position_embeddings", "n_ctx")), ("embedding_length", ("hidden_size", "n_embd")),
+                       ("feed_forward_length", ("intermediate_size", "n_inner"))):
+        n = u(t.get(names[0])) or u(t.get(names[1]))     # cmp.Or, written only when > 0
+        if n > 0:
+            kv["mllama." + key] = ("u32", n)
     heads = u(t.get("num_attention_heads")) or u(t.get("n_head"))
     if heads > 0:
         kv["mllama.attention.head_count"] = ("u32", heads)
