@@ -379,6 +379,17 @@ static void test_converter_writes_ollama_layout(void) {
     }
 }
 
+/* (c) The Hugging Face folder itself, no conversion: float32 (sharded, with its index) against
+   transformers in float32, bfloat16 (its matrices used in place) against transformers run on the
+   same bf16 weights in float32. */
+static void test_hf_folders(void) {
+    int i;
+    for (i = 0; i < 2; i++) {
+        check_layout_file(layout_cfgs[i], "hf", NULL, "ref.gguf", true);
+        check_layout_file(layout_cfgs[i], "hf-bf16", NULL, "ref-bf16.gguf", false);
+    }
+}
+
 /* A copy of src with mmsched.mllama.qk_rows set to value (NULL: without the key). */
 static bool write_with_qk_rows(const char *src, const char *dst, const char *value) {
     struct mms_gguf *g = mms_gguf_open(src);
@@ -705,6 +716,7 @@ int main(void) {
     RUN(test_converter_writes_ollama_layout);
     RUN(test_converter_files);
     RUN(test_qk_rows_marker);
+    RUN(test_hf_folders);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);

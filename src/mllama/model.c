@@ -21,11 +21,25 @@ struct mms__mllama_tlayer {
     struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
 };
 
+/* The checkpoint folder reader (src/mllama/hf_folder.c, the part after this one). */
+struct mms__hf;
+enum mms__hf_xform { MMS__HF_AS_IS = 0, MMS__HF_TANH, MMS__HF_ONE_MINUS_TANH };
+static bool            mms__hf_is_folder(const char *path);
+static struct mms__hf *mms__hf_open(const char *dir);
+static void            mms__hf_close(struct mms__hf *hf);
+static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mllama_hparams *hp, int **cross, int **taps, float **rope_freqs);
+static bool            mms__hf_find(struct mms__hf *hf, const char *name, struct mms_safetensors_info *info, enum mms__hf_xform *x,
+                                    const struct mms_safetensors **shard);
+static const char     *mms__hf_dir(const struct mms__hf *hf);
+static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf);
+
 /* Where a weight's bytes are, kept by the loader until the weight is placed. */
 struct mms__wsource {
     struct mms_tensor     *t;
-    const struct mms_gguf *file;
-    const void            *data;       /* in the file's mapping */
+    const void            *region;     /* the GGUF file or safetensors shard it is mapped from; NULL: loader memory */
+    const void            *data;       /* in the region's mapping (or the loader's memory) */
+    enum mms_type          src_type;   /* the type of data: t's, or one converted to t's f32 when placed */
+    enum mms__hf_xform     xform;      /* a gate derived from the checkpoint's raw value */
     int                    backend;    /* index into the model's backends */
     int                    row_heads;  /* > 0: rows permuted within this many heads (Ollama's q/k rule), put back when placed */
 };
@@ -38,13 +52,16 @@ struct mms_mllama_model {
     int                        n_files;
     mms_backend_t              backends[2];              /* [0] cpu, [1] gpu (cpu again without one) */
     struct mms_context        *wctx[2];                  /* weight tensors by backend */
-    mms_backend_buffer_t       bufs[4];
-    int                        n_bufs;
+    mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
+    int                        n_bufs, cap_bufs;
     bool                       shapes_only;
     int                        vision_backend, output_backend;
     int64_t                    load_us;
     struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
     int                        n_sources, cap_sources;
+    struct mms__hf            *hf;                       /* a checkpoint folder, or NULL */
+    float                     *rope_freqs_data;          /* its llama3 divisors, computed from config.json */
+    bool                       rope_neox;                /* self-attention q/k in Hugging Face's rotate-half order */
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -111,10 +128,12 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     int i;
     if (!m) return;
     for (i = 0; i < m->n_bufs; i++) mms_backend_buffer_free(m->bufs[i]);
+    MMS_FREE(m->bufs);
     for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
     for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
-    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources); MMS_FREE(m->rope_freqs_data);
+    mms__hf_close(m->hf);
     MMS_FREE(m);
 }
 
@@ -164,12 +183,32 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     return MMS_OK;
 }
 
+/* What the loader needs of the hyper-parameters, wherever they came from (named in messages). */
+static enum mms_status mms__mllama_check_text(struct mms_mllama_model *m, const char *where) {
+    struct mms_mllama_hparams *hp = &m->hp;
+    int i;
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
+                             where, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_check_vision(const struct mms_mllama_hparams *hp, const char *where) {
+    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
+                             where, hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    return MMS_OK;
+}
+
 static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, const struct mms_gguf *text, const struct mms_gguf *vision) {
     struct mms_mllama_hparams *hp = &m->hp;
     const char *arch;
     size_t len;
     enum mms_status st;
-    int i;
     if (mms_gguf_get_str(text, "general.architecture", &arch, &len) != MMS_OK || len != 6 || memcmp(arch, "mllama", 6) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not an mllama model (general.architecture must be \"mllama\")", mms_gguf_get_path(text));
     if ((st = mms__mllama_key_int(text, "mllama.vocab_size", &hp->n_vocab, true)) != MMS_OK ||
@@ -186,16 +225,9 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
     hp->cross_layers = m->cross_layers;
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = mms__mllama_key_int(text, "mllama.rope.dimension_count", &hp->head_dim, false)) != MMS_OK) return st;
-    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
-                             mms_gguf_get_path(text), hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
     hp->image_token_id = hp->n_vocab;
     if ((st = mms__mllama_key_int(text, "mllama.image_token_index", &hp->image_token_id, false)) != MMS_OK) return st;
-    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
-    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
-    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
-    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
-    if (!vision) return MMS_OK;
+    if ((st = mms__mllama_check_text(m, mms_gguf_get_path(text))) != MMS_OK || !vision) return st;
 
     if ((st = mms__mllama_key_int(vision, "mllama.vision.block_count", &hp->v_n_layer, true)) != MMS_OK ||
         (st = mms__mllama_key_int(vision, "mllama.vision.global.block_count", &hp->v_n_global, true)) != MMS_OK ||
@@ -210,9 +242,7 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
         (st = mms__mllama_key_list(vision, "mllama.vision.intermediate_layers_indices", hp->v_n_layer, &m->taps, &hp->v_n_taps)) != MMS_OK)
         return st;
     hp->v_taps = m->taps;
-    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
-                             mms_gguf_get_path(vision), hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    if ((st = mms__mllama_check_vision(hp, mms_gguf_get_path(vision))) != MMS_OK) return st;
     {   /* mean and std of the image processor: ours when the converter wrote them, else CLIP's */
         struct mms_mllama_hparams clip;
         int64_t n = 0;
@@ -232,7 +262,8 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
 
 struct mms__wloader {
     struct mms_mllama_model *m;
-    const struct mms_gguf   *g;            /* the file tensors come from now */
+    const struct mms_gguf   *g;            /* the file tensors come from now (unless hf) */
+    struct mms__hf          *hf;           /* or the checkpoint folder */
     bool                     qk_permuted;  /* g holds q/k rows in Ollama's per-head order */
     enum mms_type            shape_type;   /* shapes only: the type of matrices */
     enum mms_status          st;
@@ -265,46 +296,109 @@ static enum mms_status mms__mllama_qk_rows(const struct mms_gguf *g, bool pair, 
    only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
    quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
    every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16. */
+/* A weight as a file holds it. */
+struct mms__wfound {
+    enum mms_type      type;
+    int64_t            ne[4];
+    const void        *data;
+    const void        *region;
+    const char        *where;       /* the file, for messages */
+    const char        *file_type;   /* the type as the file names it, for messages */
+    enum mms__hf_xform xform;
+};
+
+/* Finds weight `name` in the GGUF file or the checkpoint folder; false if absent (or on error, in L). */
+static bool mms__weight_find(struct mms__wloader *L, const char *name, struct mms__wfound *w) {
+    static char type_name[16];
+    int i;
+    memset(w, 0, sizeof *w);
+    for (i = 0; i < 4; i++) w->ne[i] = 1;
+    if (L->hf) {
+        struct mms_safetensors_info si;
+        const struct mms_safetensors *shard;
+        if (!strcmp(name, "rope_freqs.weight")) {     /* computed from config.json */
+            if (!L->m->rope_freqs_data) return false;
+            w->type = MMS_TYPE_F32;
+            w->ne[0] = L->m->hp.head_dim / 2;
+            w->data = L->m->rope_freqs_data;
+            w->where = "config.json";
+            return true;
+        }
+        if (!mms__hf_find(L->hf, name, &si, &w->xform, &shard)) return false;
+        if (si.n_dims > 4) {
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has %d dimensions", si.name, mms_safetensors_path(shard), si.n_dims);
+            return false;
+        }
+        for (i = 0; i < si.n_dims; i++) w->ne[i] = si.shape[si.n_dims - 1 - i];   /* the file's order reversed: ggml's */
+        w->type = si.type;
+        w->data = si.data;
+        w->file_type = si.dtype;
+        w->where = mms_safetensors_path(shard);
+        w->region = shard;
+        return true;
+    }
+    {
+        const int64_t idx = mms_gguf_find_tensor(L->g, name);
+        struct mms_gguf_tensor_info info;
+        if (idx < 0) return false;
+        if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return false;
+        memcpy(w->ne, info.ne, sizeof w->ne);
+        w->type = info.type;
+        w->data = info.data;
+        w->region = L->g;
+        w->where = mms_gguf_get_path(L->g);
+        snprintf(type_name, sizeof type_name, "GGUF type %u", info.ggml_type);
+        w->file_type = type_name;
+        return true;
+    }
+}
+
+/* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
+   quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
+   every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16.
+   From a checkpoint folder, those other weights and the derived gates become f32 when placed
+   (they are small; the matrices are used as the files hold them). */
 static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, bool quant_ok, const char *name,
                                       int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     const int64_t want[4] = { ne0, ne1, ne2, ne3 };
-    struct mms_gguf_tensor_info info;
+    struct mms__wfound w;
     struct mms_tensor *t;
-    int64_t idx;
+    enum mms_type type;
     int i;
     if (L->st != MMS_OK) return NULL;
     if (L->m->shapes_only) {
-        enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
         if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
-    idx = mms_gguf_find_tensor(L->g, name);
-    if (idx < 0) {
-        if (required) L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
+    if (!mms__weight_find(L, name, &w)) {
+        if (required && L->st == MMS_OK)
+            L->st = L->hf ? mms_set_error(MMS_ERR_FORMAT, "mllama: the checkpoint folder '%s' lacks the tensor for weight '%s'", mms__hf_dir(L->hf), name)
+                          : mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
         return NULL;
     }
-    if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return NULL;
     for (i = 0; i < 4; i++) {
-        if (info.ne[i] != want[i]) {
+        if (w.ne[i] != want[i]) {
             char got[96], exp[96];
-            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the metadata implies %s", name,
-                                  mms_gguf_get_path(L->g), mms__shape_str(info.ne, got, sizeof got), mms__shape_str(want, exp, sizeof exp));
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the %s implies %s", name, w.where,
+                                  mms__shape_str(w.ne, got, sizeof got), L->hf ? "configuration" : "metadata", mms__shape_str(want, exp, sizeof exp));
             return NULL;
         }
     }
-    if (info.type == MMS_TYPE_INVALID) {
-        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has GGUF type %u, which mmsched cannot load",
-                              name, mms_gguf_get_path(L->g), info.ggml_type);
+    if (w.type == MMS_TYPE_INVALID) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has %s, which mmsched cannot load", name, w.where, w.file_type);
         return NULL;
     }
-    if (!mms_get_type_traits(info.type)->is_float && !(quant_ok && mms_get_type_traits(info.type)->is_quantized)) {
+    if (!mms_get_type_traits(w.type)->is_float && !(quant_ok && mms_get_type_traits(w.type)->is_quantized)) {
         L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has type %s; it is used by ops other than matrix "
-                              "products and row lookups, so it must be f32, f16 or bf16", name, mms_gguf_get_path(L->g), mms_type_name(info.type));
+                              "products and row lookups, so it must be f32, f16 or bf16", name, w.where, mms_type_name(w.type));
         return NULL;
     }
-    t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
+    type = L->hf && (!quant_ok || w.xform != MMS__HF_AS_IS) ? MMS_TYPE_F32 : w.type;
+    t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
     if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
     if (L->m->n_sources == L->m->cap_sources) {
@@ -314,12 +408,16 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         L->m->sources = grown;
         L->m->cap_sources = cap;
     }
-    L->m->sources[L->m->n_sources].t = t;
-    L->m->sources[L->m->n_sources].file = L->g;
-    L->m->sources[L->m->n_sources].data = info.data;
-    L->m->sources[L->m->n_sources].backend = b;
-    L->m->sources[L->m->n_sources].row_heads = 0;
-    L->m->n_sources++;
+    {
+        struct mms__wsource *s = &L->m->sources[L->m->n_sources++];
+        memset(s, 0, sizeof *s);
+        s->t = t;
+        s->region = type == w.type && w.xform == MMS__HF_AS_IS ? w.region : NULL;
+        s->data = w.data;
+        s->src_type = w.type;
+        s->xform = w.xform;
+        s->backend = b;
+    }
     return t;
 }
 
@@ -456,23 +554,15 @@ static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
     for (il = 0; il < hp->v_n_global; il++) mms__mllama_vision_layer(L, &m->vglobal[il], "v.global.blk", il, true, legacy);
 }
 
-/* The bytes a file's tensors span in its mapping. */
-static void mms__gguf_data_span(const struct mms_gguf *g, const char **lo, const char **hi) {
-    int64_t i;
-    *lo = *hi = NULL;
-    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
-        struct mms_gguf_tensor_info info;
-        const char *d;
-        if (mms_gguf_get_tensor(g, i, &info) != MMS_OK) continue;
-        d = (const char *)info.data;
-        if (!*lo || d < *lo) *lo = d;
-        if (!*hi || d + info.size > *hi) *hi = d + info.size;
-    }
-}
-
 static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_backend_buffer_t buf) {
     if (!buf) return mms_last_status();
-    if (m->n_bufs == (int)(sizeof m->bufs / sizeof m->bufs[0])) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_STATE, "mllama: too many weight buffers"); }
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? 2 * m->cap_bufs : 4;
+        mms_backend_buffer_t *grown = (mms_backend_buffer_t *)MMS_REALLOC(m->bufs, sizeof *grown * (size_t)cap);
+        if (!grown) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+        m->bufs = grown;
+        m->cap_bufs = cap;
+    }
     mms_backend_buffer_set_usage(buf, MMS_BUFFER_USAGE_WEIGHTS);
     m->bufs[m->n_bufs++] = buf;
     return MMS_OK;
@@ -512,6 +602,19 @@ static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     int64_t d, h, i;
     int p;
     enum mms_status st;
+    if (s->src_type != t->type || s->xform != MMS__HF_AS_IS) {   /* to f32, maybe a gate's tanh (a checkpoint folder's) */
+        const int64_t n = mms_nelements(t);
+        float *f = (float *)MMS_MALLOC(sizeof(float) * (size_t)(n + 1));
+        if (!f) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+        mms_get_type_traits(s->src_type)->to_float(s->data, f, n);
+        for (i = 0; i < n; i++) {
+            if (s->xform == MMS__HF_TANH) f[i] = (float)tanh((double)f[i]);
+            else if (s->xform == MMS__HF_ONE_MINUS_TANH) f[i] = 1.0f - (float)tanh((double)f[i]);
+        }
+        st = mms_backend_tensor_set(t, f, 0, mms_nbytes(t));
+        MMS_FREE(f);
+        return st;
+    }
     if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
     row = mms_row_size(t->type, t->ne[0]);
     d = mms_nrows(t) / s->row_heads;
@@ -548,34 +651,39 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
         } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
             const size_t align = mms_backend_get_alignment(m->backends[b]);
             size_t moved = 0;
-            for (f = 0; f < m->n_files; f++) {
-                const char *lo, *hi;
-                mms_backend_buffer_t buf = NULL;
-                mms__gguf_data_span(m->files[f], &lo, &hi);
-                for (i = 0; i < m->n_sources; i++) {
-                    const struct mms__wsource *s = &m->sources[i];
-                    if (s->file != m->files[f] || s->backend != b || s->row_heads) continue;
-                    if (!buf) {
-                        buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
-                        if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-                    }
-                    if ((st = mms_backend_tensor_alloc(buf, s->t, (void *)s->data)) != MMS_OK) return st;
-                    if (lp && lp->cb) touched += mms__touch_pages(s->data, mms_nbytes(s->t));
-                    if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
+            for (i = 0; i < m->n_sources; i++) {       /* one buffer over each mapped region's weights on this backend */
+                const struct mms__wsource *s = &m->sources[i];
+                const char *lo = (const char *)s->data, *hi = lo + mms_nbytes(s->t);
+                mms_backend_buffer_t buf;
+                if (s->backend != b || !s->region || s->row_heads || s->t->data) continue;
+                for (f = i + 1; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((const char *)o->data < lo) lo = (const char *)o->data;
+                    if ((const char *)o->data + mms_nbytes(o->t) > hi) hi = (const char *)o->data + mms_nbytes(o->t);
+                }
+                buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
+                if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                for (f = i; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, o->t, (void *)o->data)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(o->data, mms_nbytes(o->t));
+                    if ((st = mms__load_step(lp, mms_nbytes(o->t))) != MMS_OK) return st;
                 }
             }
             for (i = 0; i < m->n_sources; i++)
-                if (m->sources[i].backend == b && m->sources[i].row_heads) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
-            if (moved) {
+                if (m->sources[i].backend == b && !m->sources[i].t->data) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
+            if (moved) {                               /* reordered, converted or computed: a buffer of their own */
                 mms_backend_buffer_t buf = mms_backend_alloc_buffer(m->backends[b], moved);
                 char *at;
-                if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the reordered q/k weights on %s: %s",
-                                               mms_backend_name(m->backends[b]), mms_last_error());
+                if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate %zu bytes of reordered or converted weights on %s: %s",
+                                               moved, mms_backend_name(m->backends[b]), mms_last_error());
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
                 at = (char *)mms_backend_buffer_get_base(buf);
                 for (i = 0; i < m->n_sources; i++) {
                     const struct mms__wsource *s = &m->sources[i];
-                    if (s->backend != b || !s->row_heads) continue;
+                    if (s->backend != b || s->t->data) continue;
                     if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
                     at += MMS__ALIGN_UP(mms_nbytes(s->t), align);
                     if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
@@ -625,6 +733,28 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
     m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    if (mms__hf_is_folder(p->path)) {               /* a Hugging Face checkpoint folder */
+        struct mms_mllama_hparams *hp = &m->hp;
+        if (p->mmproj_path) { mms_set_error(MMS_ERR_INVALID_ARG, "mllama: '%s' is a checkpoint folder; it takes no projector file", p->path); goto fail; }
+        if (!(m->hf = mms__hf_open(p->path)) || mms__hf_hparams(m->hf, hp, &m->cross_layers, &m->taps, &m->rope_freqs_data) != MMS_OK) goto fail;
+        hp->cross_layers = m->cross_layers;
+        hp->v_taps = m->taps;
+        if (mms__mllama_check_text(m, p->path) != MMS_OK || mms__mllama_check_vision(hp, p->path) != MMS_OK) goto fail;
+        mms__mllama_derive(hp);
+        if (p->text_only) memset(&hp->v_n_layer, 0, sizeof *hp - offsetof(struct mms_mllama_hparams, v_n_layer));
+        if (mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
+        m->has_vision = !p->text_only;
+        m->rope_neox = true;                          /* self-attention q/k as transformers keeps them */
+        m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
+        m->output_backend = p->gpu && p->n_gpu_layers >= hp->n_layer ? 1 : 0;
+        L.hf = m->hf;
+        mms__mllama_text_weights(&L, p->n_gpu_layers);
+        if (m->has_vision) mms__mllama_vision_weights(&L, false);
+        if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
+        goto place;
+    }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
     vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
@@ -636,8 +766,6 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     m->has_vision = vision_file != NULL;
     m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
     m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;
-    memset(&L, 0, sizeof L);
-    L.m = m;
     L.g = m->files[0];
     if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
     mms__mllama_text_weights(&L, p->n_gpu_layers);
@@ -647,6 +775,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
+place:
     memset(&lp, 0, sizeof lp);
     lp.cb = p->progress;
     lp.user = p->progress_user_data;
