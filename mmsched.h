@@ -9516,11 +9516,12 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 
 /* -- writing -- */
 
-struct mms__gguf_out { FILE *f; uint64_t pos; bool failed; };
+/* To a file, or (f NULL) to memory. */
+struct mms__gguf_out { FILE *f; struct mms__gguf_buf mem; uint64_t pos; bool failed; };
 
 static void mms__gguf_out_put(struct mms__gguf_out *o, const void *p, size_t n) {
     if (o->failed || n == 0) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = true;
+    if (o->f ? fwrite(p, 1, n, o->f) != n : (mms__gguf_buf_put(&o->mem, p, n), o->mem.oom)) o->failed = true;
     o->pos += n;
 }
 static void mms__gguf_out_buf(struct mms__gguf_out *o, const struct mms__gguf_buf *b) { mms__gguf_out_put(o, b->p, b->n); }
@@ -9542,15 +9543,12 @@ static size_t mms__gguf_writer_alignment(const struct mms_gguf_writer *w) {
     return MMS__GGUF_DEFAULT_ALIGNMENT;
 }
 
-MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
-    const char *fn = "mms_gguf_writer_write";
-    struct mms__gguf_out o;
+/* The file's bytes to o (opened by the caller); path names it in messages. */
+static enum mms_status mms__gguf_writer_emit(const struct mms_gguf_writer *w, struct mms__gguf_out *o, const char *fn, const char *path) {
     struct mms__gguf_buf b = { NULL, 0, 0, false };
-    size_t alignment, i;
+    size_t alignment = mms__gguf_writer_alignment(w), i;
     uint64_t offset = 0;
     int d;
-    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
-    alignment = mms__gguf_writer_alignment(w);
 
     /* everything before the data section is small: encode it first, then write it in one go */
     mms__gguf_buf_put(&b, "GGUF", 4);
@@ -9575,26 +9573,44 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
         MMS_FREE(b.p);
         return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
     }
-
-    o.f = fopen(path, "wb");
-    o.pos = 0;
-    o.failed = false;
-    if (!o.f) {
-        MMS_FREE(b.p);
-        return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
-    }
-    mms__gguf_out_buf(&o, &b);
+    mms__gguf_out_buf(o, &b);
     MMS_FREE(b.p);
-    mms__gguf_out_pad(&o, alignment);
+    mms__gguf_out_pad(o, alignment);
     for (i = 0; i < w->n_tensors; i++) {
-        mms__gguf_out_put(&o, w->tensors[i].data, w->tensors[i].size);
-        mms__gguf_out_pad(&o, alignment);
+        mms__gguf_out_put(o, w->tensors[i].data, w->tensors[i].size);
+        mms__gguf_out_pad(o, alignment);
     }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
+    const char *fn = "mms_gguf_writer_write";
+    struct mms__gguf_out o;
+    enum mms_status st;
+    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
+    memset(&o, 0, sizeof o);
+    o.f = fopen(path, "wb");
+    if (!o.f) return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
+    st = mms__gguf_writer_emit(w, &o, fn, path);
     if (fclose(o.f) != 0) o.failed = true;
+    if (st != MMS_OK) return st;
     /* the partial file stays: path may be a device or pipe that is not ours to remove, and the
        reader rejects a truncated file anyway */
     if (o.failed) return mms_set_error(MMS_ERR_IO, "%s: writing '%s' failed (%llu bytes written): the file is incomplete", fn, path,
                                        (unsigned long long)o.pos);
+    return MMS_OK;
+}
+
+/* The file's bytes in memory (MMS_MALLOC'd, the caller frees them with MMS_FREE). */
+MMS__MAYBE_UNUSED static enum mms_status mms__gguf_writer_to_memory(const struct mms_gguf_writer *w, void **data, size_t *size) {
+    struct mms__gguf_out o;
+    enum mms_status st;
+    memset(&o, 0, sizeof o);
+    st = mms__gguf_writer_emit(w, &o, "gguf writer", "memory");
+    if (st == MMS_OK && o.failed) st = mms_set_error(MMS_ERR_OOM, "gguf writer: out of memory");
+    if (st != MMS_OK) { MMS_FREE(o.mem.p); return st; }
+    *data = o.mem.p;
+    *size = o.mem.n;
     return MMS_OK;
 }
 /* ==== end src/gguf/gguf_write.c ==== */
@@ -9620,7 +9636,7 @@ struct mms_json {
     int64_t *kids;           /* child value indexes, contiguous per container */
     int64_t *keys;           /* objects: the key's pool offset for each child slot */
     int64_t *sorted;         /* objects: child slots in key order */
-    int64_t  n_kids, cap_kids;
+    int64_t  n_kids, cap_kids, cap_keys;
     char    *pool;
     size_t   n_pool, cap_pool;
     char    *source;
@@ -9634,6 +9650,13 @@ struct mms__json_parser {
     int64_t  n_stack, cap_stack;
     enum mms_status st;
 };
+
+/* Whether path can be opened for reading (how folder layouts are recognised). */
+static bool mms__file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
 
 static char *mms__str_copy(const char *s) {
     size_t n = strlen(s) + 1;
@@ -9894,14 +9917,15 @@ static bool mms__json_close(struct mms__json_parser *p, int64_t v, int64_t n, bo
     const int64_t per = object ? 2 : 1, first = j->n_kids;
     int64_t i;
     if (!mms__json_grow((void **)&j->kids, &j->cap_kids, first + n, sizeof *j->kids)) { mms__json_oom(p); return false; }
-    {   /* keys and sorted grow with kids */
-        int64_t cap = j->cap_kids;
+    if (j->cap_keys < j->cap_kids) {   /* keys and sorted grow with kids */
+        const int64_t cap = j->cap_kids;
         void *k = MMS_REALLOC(j->keys, sizeof *j->keys * (size_t)cap), *s;
         if (!k) { mms__json_oom(p); return false; }
         j->keys = (int64_t *)k;
         s = MMS_REALLOC(j->sorted, sizeof *j->sorted * (size_t)cap);
         if (!s) { mms__json_oom(p); return false; }
         j->sorted = (int64_t *)s;
+        j->cap_keys = cap;
     }
     for (i = 0; i < n; i++) {
         const int64_t *e = p->stack + p->n_stack - per * n + per * i;
@@ -10957,10 +10981,177 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     return v;
 }
 
+/* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
+static const char mms__llama3_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The id of a special token named by tokenizer_config.json (a string or {"content": ...}), or -1. */
+static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, char *const *tokens, int64_t n) {
+    int64_t v = mms_json_get(cfg, 0, key), i;
+    const char *s = mms_json_str(cfg, v, NULL);
+    if (!s) s = mms_json_str(cfg, mms_json_get(cfg, v, "content"), NULL);
+    for (i = 0; s && i < n; i++)
+        if (tokens[i] && !strcmp(tokens[i], s)) return i;
+    return -1;
+}
+
+/* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
+   added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
+   generation_config.json; written as the GGUF tokenizer keys (types: 1 normal, 3 special added,
+   4 other added, 5 an id hole) and loaded through the same checks. */
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    char path[4096];
+    struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
+    struct mms_gguf_writer *w = NULL;
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    char **tokens = NULL, **merges = NULL;
+    int32_t *types = NULL;
+    bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
+    int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
+    void *mem = NULL;
+    size_t size = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (!(tj = mms_json_parse_file(path))) goto done;
+    model = mms_json_get(tj, 0, "model");
+    vocab = mms_json_get(tj, model, "vocab");
+    mlist = mms_json_get(tj, model, "merges");
+    added = mms_json_get(tj, 0, "added_tokens");
+    if (!mms_json_str(tj, mms_json_get(tj, model, "type"), NULL) || strcmp(mms_json_str(tj, mms_json_get(tj, model, "type"), NULL), "BPE") ||
+        mms_json_type(tj, vocab) != MMS_JSON_OBJECT || mms_json_type(tj, mlist) != MMS_JSON_ARRAY) {
+        mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model must be a BPE with a vocab object and a merges list", path);
+        goto done;
+    }
+    pre = mms_json_get(tj, 0, "pre_tokenizer");
+    {   /* Llama 3's rule: a Split on its regex (then byte-level) */
+        int64_t list = mms_json_get(tj, pre, "pretokenizers"), k;
+        bool llama3 = false;
+        for (k = 0; k < mms_json_len(tj, list); k++) {
+            int64_t pt = mms_json_at(tj, list, k);
+            const char *type = mms_json_str(tj, mms_json_get(tj, pt, "type"), NULL), *re = mms_json_str(tj, mms_json_get(tj, mms_json_get(tj, pt, "pattern"), "Regex"), NULL);
+            if (type && !strcmp(type, "Split") && re && !strcmp(re, mms__llama3_split)) llama3 = true;
+        }
+        if (!llama3) {
+            mms_set_error(MMS_ERR_UNSUPPORTED, "mms_vocab_load: '%s': pre_tokenizer is not Llama 3's (a Split on its regex), the only one mmsched implements", path);
+            goto done;
+        }
+    }
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_at(tj, vocab, i), &id) || id < 0 || id >= INT32_MAX / 2) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.vocab[\"%.40s\"] is not a token id", path, mms_json_key(tj, vocab, i, NULL));
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_get(tj, mms_json_at(tj, added, i), "id"), &id) || id < 0 || id >= INT32_MAX / 2 ||
+            !mms_json_str(tj, mms_json_get(tj, mms_json_at(tj, added, i), "content"), NULL)) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': added_tokens[%lld] needs an id and a content", path, (long long)i);
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    tokens = (char **)MMS_MALLOC(sizeof *tokens * (size_t)(n + 1));
+    types = (int32_t *)MMS_MALLOC(sizeof *types * (size_t)(n + 1));
+    nm = mms_json_len(tj, mlist);
+    merges = (char **)MMS_MALLOC(sizeof *merges * (size_t)(nm + 1));
+    owned = (bool *)MMS_MALLOC(sizeof *owned * (size_t)(n + 1));
+    if (!tokens || !types || !merges || !owned) { mms__vocab_oom(); goto done; }
+    memset(tokens, 0, sizeof *tokens * (size_t)(n + 1));
+    memset(owned, 0, sizeof *owned * (size_t)(n + 1));
+    memset(merges, 0, sizeof *merges * (size_t)(nm + 1));
+    for (i = 0; i < n; i++) types[i] = MMS_TOKEN_UNUSED;
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        mms_json_int(tj, mms_json_at(tj, vocab, i), &id);
+        if (tokens[id]) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': id %lld is given to two tokens", path, (long long)id); goto done; }
+        tokens[id] = (char *)mms_json_key(tj, vocab, i, NULL);
+        types[id] = MMS_TOKEN_NORMAL;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        const int64_t a = mms_json_at(tj, added, i);
+        int64_t id;
+        mms_json_int(tj, mms_json_get(tj, a, "id"), &id);
+        tokens[id] = (char *)mms_json_str(tj, mms_json_get(tj, a, "content"), NULL);
+        types[id] = mms_json_type(tj, mms_json_get(tj, a, "special")) == MMS_JSON_TRUE ? MMS_TOKEN_CONTROL : MMS_TOKEN_USER_DEFINED;
+    }
+    for (i = 0; i < n; i++)
+        if (!tokens[i]) {
+            char hole[32];
+            snprintf(hole, sizeof hole, "[PAD%lld]", (long long)i);
+            if (!(tokens[i] = (char *)MMS_MALLOC(strlen(hole) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(tokens[i], hole, strlen(hole) + 1);
+            owned[i] = true;
+        }
+    for (i = 0; i < nm; i++) {   /* "a b" or ["a", "b"] */
+        const int64_t e = mms_json_at(tj, mlist, i);
+        const char *a = mms_json_str(tj, e, NULL), *b;
+        if (!a) {
+            a = mms_json_str(tj, mms_json_at(tj, e, 0), NULL);
+            b = mms_json_str(tj, mms_json_at(tj, e, 1), NULL);
+            if (!a || !b || mms_json_len(tj, e) != 2) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.merges[%lld] is not a pair of tokens", path, (long long)i); goto done; }
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + strlen(b) + 2))) { mms__vocab_oom(); goto done; }
+            snprintf(merges[i], strlen(a) + strlen(b) + 2, "%s %s", a, b);
+        } else {
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(merges[i], a, strlen(a) + 1);
+        }
+    }
+    if (!(w = mms_gguf_writer_new()) || mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t bos, eos;
+        if (!(tc = mms_json_parse_file(path))) goto done;
+        if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
+        if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+    }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t e, k, ne;
+        int32_t ids[64];
+        if (!(gc = mms_json_parse_file(path))) goto done;
+        e = mms_json_get(gc, 0, "eos_token_id");
+        ne = mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_len(gc, e) : e >= 0 ? 1 : 0;
+        if (ne > 64) ne = 64;
+        for (k = 0; k < ne; k++) {
+            int64_t id;
+            if (!mms_json_int(gc, mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_at(gc, e, k) : e, &id) || id < 0 || id >= n) {
+                mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': eos_token_id must be token ids below %lld", path, (long long)n);
+                goto done;
+            }
+            ids[k] = (int32_t)id;
+        }
+        if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
+    }
+    if (mms__gguf_writer_to_memory(w, &mem, &size) != MMS_OK || !(g = mms_gguf_open_memory(mem, size))) goto done;
+    v = mms_vocab_load(g);
+done:
+    for (i = 0; owned && i < n; i++)
+        if (owned[i]) MMS_FREE(tokens[i]);
+    for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
+    MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
+    mms_gguf_close(g);
+    MMS_FREE(mem);
+    mms_gguf_writer_free(w);
+    mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return v;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_gguf *g;
     struct mms_vocab *v;
+    char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
+        snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
+        if (mms__file_exists(probe)) return mms__vocab_load_hf(path);
+    }
     if (!(g = mms_gguf_open(path))) return NULL;
     v = mms_vocab_load(g);
     mms_gguf_close(g);
@@ -12936,12 +13127,6 @@ static void mms__hf_close(struct mms__hf *hf) {
 
 static const char *mms__hf_dir(const struct mms__hf *hf) { return hf->dir; }
 
-static bool mms__hf_exists(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
-
 /* dir/name into out (size bytes), cut if too long (the callers bound the folder's path). */
 static void mms__hf_path(const struct mms__hf *hf, const char *name, char *out, size_t size) {
     size_t a = strlen(hf->dir), b = strlen(name);
@@ -12956,7 +13141,7 @@ static bool mms__hf_is_folder(const char *path) {
     char p[4096];
     if (strlen(path) + 13 >= sizeof p) return false;
     snprintf(p, sizeof p, "%s/config.json", path);
-    return mms__hf_exists(p);
+    return mms__file_exists(p);
 }
 
 static enum mms_status mms__hf_add_shard(struct mms__hf *hf, const char *file) {
@@ -13004,9 +13189,9 @@ static struct mms__hf *mms__hf_open(const char *dir) {
     mms__hf_path(hf, "config.json", p, sizeof p);
     if (!(hf->config = mms_json_parse_file(p))) goto fail;
     mms__hf_path(hf, "preprocessor_config.json", p, sizeof p);
-    if (mms__hf_exists(p) && !(hf->preproc = mms_json_parse_file(p))) goto fail;
+    if (mms__file_exists(p) && !(hf->preproc = mms_json_parse_file(p))) goto fail;
     mms__hf_path(hf, "model.safetensors.index.json", p, sizeof p);
-    if (mms__hf_exists(p)) {
+    if (mms__file_exists(p)) {
         int64_t map, i;
         if (!(hf->index = mms_json_parse_file(p))) goto fail;
         map = mms_json_get(hf->index, 0, "weight_map");
@@ -13043,7 +13228,7 @@ static struct mms__hf *mms__hf_open(const char *dir) {
         }
     } else {
         mms__hf_path(hf, "model.safetensors", p, sizeof p);
-        if (!mms__hf_exists(p)) { mms_set_error(MMS_ERR_IO, "mllama: '%s' has neither model.safetensors nor model.safetensors.index.json", hf->dir); goto fail; }
+        if (!mms__file_exists(p)) { mms_set_error(MMS_ERR_IO, "mllama: '%s' has neither model.safetensors nor model.safetensors.index.json", hf->dir); goto fail; }
         if (mms__hf_add_shard(hf, "model.safetensors") != MMS_OK) goto fail;
     }
     return hf;

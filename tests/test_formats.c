@@ -226,6 +226,45 @@ static void test_broken_folders(void) {
     mms_log_set(NULL, NULL);
 }
 
+/* A folder's tokenizer (tokenizer.json, tokenizer_config.json, generation_config.json) is the
+   one the converter writes from it: the same tokens, types, special ids and end-of-generation set,
+   the same ids for any text. A pre-tokenizer other than Llama 3's is refused. */
+static void test_folder_tokenizer(void) {
+    static const char *const texts[] = { "in the he on", "Hello, world! 123 4567\n\n  x", "<|begin_of_text|><|image|>the<|eot_id|>", "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80" };
+    struct mms_vocab *a = mms_vocab_load_file("tests/fixtures/mllama/gqa/hf"), *b = mms_vocab_load_file("tests/fixtures/mllama/gqa/mmsched.gguf");
+    int32_t i, n_diff = 0;
+    size_t k;
+    EXPECT(a && b, "load: %s", mms_last_error());
+    if (a && b) {
+        EXPECT(mms_vocab_n_tokens(a) == mms_vocab_n_tokens(b) && mms_vocab_bos(a) == mms_vocab_bos(b) && mms_vocab_eos(a) == mms_vocab_eos(b) &&
+               mms_vocab_bos(a) >= 0, "sizes and special ids: %d/%d tokens, bos %d/%d", mms_vocab_n_tokens(a), mms_vocab_n_tokens(b), mms_vocab_bos(a), mms_vocab_bos(b));
+        for (i = 0; i < mms_vocab_n_tokens(a) && i < mms_vocab_n_tokens(b); i++)
+            n_diff += strcmp(mms_vocab_token_text(a, i), mms_vocab_token_text(b, i)) || mms_vocab_token_type(a, i) != mms_vocab_token_type(b, i) ||
+                      mms_vocab_is_eog(a, i) != mms_vocab_is_eog(b, i);
+        EXPECT(n_diff == 0, "%d tokens differ", (int)n_diff);
+        for (k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+            int32_t x[128], y[128];
+            int nx = mms_tokenize(a, texts[k], strlen(texts[k]), x, 128, true, true), ny = mms_tokenize(b, texts[k], strlen(texts[k]), y, 128, true, true);
+            EXPECT(nx > 1 && nx == ny && !memcmp(x, y, sizeof(int32_t) * (size_t)nx), "text %zu: %d and %d ids", k, nx, ny);
+        }
+    }
+    mms_vocab_free(a);
+    mms_vocab_free(b);
+    {
+        const char *dir = broken_folder("tokenizer.json", "\"type\": \"Split\"", "\"type\": \"Splat\"");
+        test_capture_log();
+        a = mms_vocab_load_file(dir);
+        EXPECT(a == NULL && mms_last_status() == MMS_ERR_UNSUPPORTED && strstr(mms_last_error(), "pre_tokenizer") && strstr(mms_last_error(), dir),
+               "another pre-tokenizer: %s", a ? "loaded" : mms_last_error());
+        mms_vocab_free(a);
+        dir = broken_folder("tokenizer.json", "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
+        a = mms_vocab_load_file(dir);
+        EXPECT(a == NULL && mms_last_status() == MMS_ERR_FORMAT && strstr(mms_last_error(), "BPE"), "not BPE: %s", a ? "loaded" : mms_last_error());
+        mms_vocab_free(a);
+        mms_log_set(NULL, NULL);
+    }
+}
+
 int main(void) {
     test_seed();
     cpu = mms_backend_cpu_init();
@@ -234,6 +273,7 @@ int main(void) {
     RUN(test_hostile_files);
     RUN(test_fuzz_corpora_replay);
     RUN(test_broken_folders);
+    RUN(test_folder_tokenizer);
     mms_backend_free(cpu);
     return test_summary();
 }

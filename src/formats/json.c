@@ -18,7 +18,7 @@ struct mms_json {
     int64_t *kids;           /* child value indexes, contiguous per container */
     int64_t *keys;           /* objects: the key's pool offset for each child slot */
     int64_t *sorted;         /* objects: child slots in key order */
-    int64_t  n_kids, cap_kids;
+    int64_t  n_kids, cap_kids, cap_keys;
     char    *pool;
     size_t   n_pool, cap_pool;
     char    *source;
@@ -32,6 +32,13 @@ struct mms__json_parser {
     int64_t  n_stack, cap_stack;
     enum mms_status st;
 };
+
+/* Whether path can be opened for reading (how folder layouts are recognised). */
+static bool mms__file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
 
 static char *mms__str_copy(const char *s) {
     size_t n = strlen(s) + 1;
@@ -292,14 +299,15 @@ static bool mms__json_close(struct mms__json_parser *p, int64_t v, int64_t n, bo
     const int64_t per = object ? 2 : 1, first = j->n_kids;
     int64_t i;
     if (!mms__json_grow((void **)&j->kids, &j->cap_kids, first + n, sizeof *j->kids)) { mms__json_oom(p); return false; }
-    {   /* keys and sorted grow with kids */
-        int64_t cap = j->cap_kids;
+    if (j->cap_keys < j->cap_kids) {   /* keys and sorted grow with kids */
+        const int64_t cap = j->cap_kids;
         void *k = MMS_REALLOC(j->keys, sizeof *j->keys * (size_t)cap), *s;
         if (!k) { mms__json_oom(p); return false; }
         j->keys = (int64_t *)k;
         s = MMS_REALLOC(j->sorted, sizeof *j->sorted * (size_t)cap);
         if (!s) { mms__json_oom(p); return false; }
         j->sorted = (int64_t *)s;
+        j->cap_keys = cap;
     }
     for (i = 0; i < n; i++) {
         const int64_t *e = p->stack + p->n_stack - per * n + per * i;

@@ -28,12 +28,6 @@ static void mms__hf_close(struct mms__hf *hf) {
 
 static const char *mms__hf_dir(const struct mms__hf *hf) { return hf->dir; }
 
-static bool mms__hf_exists(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
-
 /* dir/name into out (size bytes), cut if too long (the callers bound the folder's path). */
 static void mms__hf_path(const struct mms__hf *hf, const char *name, char *out, size_t size) {
     size_t a = strlen(hf->dir), b = strlen(name);
@@ -48,7 +42,7 @@ static bool mms__hf_is_folder(const char *path) {
     char p[4096];
     if (strlen(path) + 13 >= sizeof p) return false;
     snprintf(p, sizeof p, "%s/config.json", path);
-    return mms__hf_exists(p);
+    return mms__file_exists(p);
 }
 
 static enum mms_status mms__hf_add_shard(struct mms__hf *hf, const char *file) {
@@ -96,9 +90,9 @@ static struct mms__hf *mms__hf_open(const char *dir) {
     mms__hf_path(hf, "config.json", p, sizeof p);
     if (!(hf->config = mms_json_parse_file(p))) goto fail;
     mms__hf_path(hf, "preprocessor_config.json", p, sizeof p);
-    if (mms__hf_exists(p) && !(hf->preproc = mms_json_parse_file(p))) goto fail;
+    if (mms__file_exists(p) && !(hf->preproc = mms_json_parse_file(p))) goto fail;
     mms__hf_path(hf, "model.safetensors.index.json", p, sizeof p);
-    if (mms__hf_exists(p)) {
+    if (mms__file_exists(p)) {
         int64_t map, i;
         if (!(hf->index = mms_json_parse_file(p))) goto fail;
         map = mms_json_get(hf->index, 0, "weight_map");
@@ -135,7 +129,7 @@ static struct mms__hf *mms__hf_open(const char *dir) {
         }
     } else {
         mms__hf_path(hf, "model.safetensors", p, sizeof p);
-        if (!mms__hf_exists(p)) { mms_set_error(MMS_ERR_IO, "mllama: '%s' has neither model.safetensors nor model.safetensors.index.json", hf->dir); goto fail; }
+        if (!mms__file_exists(p)) { mms_set_error(MMS_ERR_IO, "mllama: '%s' has neither model.safetensors nor model.safetensors.index.json", hf->dir); goto fail; }
         if (mms__hf_add_shard(hf, "model.safetensors") != MMS_OK) goto fail;
     }
     return hf;
