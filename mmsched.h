@@ -1710,6 +1710,12 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
+   keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
+   converter orders them and marked so, the vision gates transformed, the tokenizer from
+   tokenizer.json): what tools such as build/quantize read. Close it with mms_gguf_close.
+   NULL + last error. */
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir);
 /* The shapes of Llama 3.2 11B Vision (spec section 1), and of 90B Vision (the same vision tower;
    text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
    feed-forward 28672). */
@@ -8457,6 +8463,7 @@ struct mms__gguf_index { int64_t *slots; size_t mask; uint64_t seed; };
 
 struct mms_gguf {
     struct mms__mapping      map;       /* files only */
+    void                    *owned;     /* memory the handle frees (mms__gguf_open_owned) */
     const uint8_t           *base;
     size_t                   size;
     char                    *path;      /* NULL for memory */
@@ -8891,6 +8898,7 @@ MMS_API void mms_gguf_close(struct mms_gguf *g) {
     MMS_FREE(g->pool);
     MMS_FREE(g->path);
     MMS_FREE(g->where);
+    MMS_FREE(g->owned);
     mms__unmap_file(&g->map);
     MMS_FREE(g);
 }
@@ -8907,6 +8915,16 @@ MMS_API struct mms_gguf *mms_gguf_open_memory(const void *data, size_t size) {
     struct mms_gguf *g;
     if (!data && size > 0) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_open_memory: data is NULL"); return NULL; }
     if (!(g = mms__gguf_new(NULL))) return NULL;
+    g->base = (const uint8_t *)data;
+    g->size = size;
+    return mms__gguf_finish_open(g);
+}
+
+/* A GGUF in memory that the handle owns (MMS_MALLOC'd; freed on close, or now on error). */
+MMS__MAYBE_UNUSED static struct mms_gguf *mms__gguf_open_owned(void *data, size_t size) {
+    struct mms_gguf *g;
+    if (!(g = mms__gguf_new(NULL))) { MMS_FREE(data); return NULL; }
+    g->owned = data;
     g->base = (const uint8_t *)data;
     g->size = size;
     return mms__gguf_finish_open(g);
@@ -10997,20 +11015,16 @@ static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, 
 
 /* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
    added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
-   generation_config.json; written as the GGUF tokenizer keys (types: 1 normal, 3 special added,
-   4 other added, 5 an id hole) and loaded through the same checks. */
-static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+   generation_config.json, written into w as the GGUF tokenizer keys (types: 1 normal, 3 special
+   added, 4 other added, 5 an id hole); mms__vocab_load_hf loads them through the same checks. */
+static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer *w) {
     char path[4096];
     struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
-    struct mms_gguf_writer *w = NULL;
-    struct mms_gguf *g = NULL;
-    struct mms_vocab *v = NULL;
+    enum mms_status st = MMS_ERR_FORMAT;
     char **tokens = NULL, **merges = NULL;
     int32_t *types = NULL;
     bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
     int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
-    void *mem = NULL;
-    size_t size = 0;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if (!(tj = mms_json_parse_file(path))) goto done;
     model = mms_json_get(tj, 0, "model");
@@ -11099,7 +11113,7 @@ static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
             memcpy(merges[i], a, strlen(a) + 1);
         }
     }
-    if (!(w = mms_gguf_writer_new()) || mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+    if (mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
         mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
         mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
         mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
@@ -11129,17 +11143,27 @@ static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
         }
         if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
     }
-    if (mms__gguf_writer_to_memory(w, &mem, &size) != MMS_OK || !(g = mms_gguf_open_memory(mem, size))) goto done;
-    v = mms_vocab_load(g);
+    st = MMS_OK;
 done:
+    if (st != MMS_OK && mms_last_status() != MMS_OK) st = mms_last_status();
     for (i = 0; owned && i < n; i++)
         if (owned[i]) MMS_FREE(tokens[i]);
     for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
     MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
-    mms_gguf_close(g);
-    MMS_FREE(mem);
-    mms_gguf_writer_free(w);
     mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return st;
+}
+
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    void *mem;
+    size_t size;
+    if (w && mms__vocab_hf_kv(dir, w) == MMS_OK && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK && (g = mms__gguf_open_owned(mem, size)))
+        v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    mms_gguf_writer_free(w);
     return v;
 }
 
@@ -13521,6 +13545,108 @@ static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf) {
             }
     }
     return MMS_OK;
+}
+
+/* -- a checkpoint folder as a GGUF -- */
+
+/* Rows h*d + p*d/2 + i (the checkpoint's order) to h*d + 2i + p: the self-attention's RoPE pairs
+   (GGUF files rotate adjacent pairs) and Ollama's order for the other q/k. */
+static void mms__hf_interleave_rows(const char *src, char *dst, int64_t rows, size_t row, int n_heads) {
+    const int64_t d = rows / n_heads;
+    int64_t h, i;
+    int p;
+    for (h = 0; h < n_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++) memcpy(dst + (size_t)(h * d + 2 * i + p) * row, src + (size_t)(h * d + p * (d / 2) + i) * row, row);
+}
+
+static bool mms__hf_ends_with(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The heads of a q/k projection named as the loader names it, or 0. */
+static int mms__hf_qk_heads(const struct mms_mllama_hparams *hp, const char *name) {
+    const bool vision = !strncmp(name, "v.", 2);
+    if (mms__hf_ends_with(name, "attn_q.weight") || mms__hf_ends_with(name, "cross_attn_q_proj.weight")) return vision ? hp->v_n_head : hp->n_head;
+    if (mms__hf_ends_with(name, "attn_k.weight") || mms__hf_ends_with(name, "cross_attn_k_proj.weight")) return vision ? hp->v_n_head : hp->n_head_kv;
+    return 0;
+}
+
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir) {
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_model *m = NULL;
+    struct mms_gguf_writer *w = NULL;
+    struct mms_gguf *g = NULL;
+    mms_backend_t cpu = NULL;
+    const struct mms_mllama_hparams *hp;
+    void *mem;
+    size_t size;
+    int b;
+    bool ok;
+    if (!dir || !mms__hf_is_folder(dir)) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_folder_to_gguf: '%s' is not a checkpoint folder (no config.json)", dir ? dir : "(null)"); return NULL; }
+    memset(&lp, 0, sizeof lp);
+    lp.path = dir;
+    if (!(cpu = mms_backend_cpu_init()) || !(lp.cpu = cpu, m = mms_mllama_model_load(&lp)) || !(w = mms_gguf_writer_new())) goto done;
+    hp = &m->hp;
+    {
+        const struct mms_tensor *e = m->token_embd;
+        int32_t cross[256], taps[256];
+        int i;
+        for (i = 0; i < hp->n_cross && i < 256; i++) cross[i] = hp->cross_layers[i];
+        for (i = 0; i < hp->v_n_taps && i < 256; i++) taps[i] = hp->v_taps[i];
+        ok = mms_gguf_writer_set_str(w, "general.architecture", "mllama") == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.file_type", e->type == MMS_TYPE_BF16 ? 32 : e->type == MMS_TYPE_F16 ? 1 : 0) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.quantization_version", 2) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vocab_size", (uint32_t)hp->n_vocab) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.block_count", (uint32_t)hp->n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.context_length", (uint32_t)hp->n_ctx_train) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.embedding_length", (uint32_t)hp->n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.feed_forward_length", (uint32_t)hp->n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count", (uint32_t)hp->n_head) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count_kv", (uint32_t)hp->n_head_kv) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.rope.dimension_count", (uint32_t)hp->head_dim) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.rope.freq_base", hp->rope_freq_base) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.attention.layer_norm_rms_epsilon", hp->rms_eps) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.attention.cross_attention_layers", cross, hp->n_cross) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.image_token_index", (uint32_t)hp->image_token_id) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.block_count", (uint32_t)hp->v_n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.global.block_count", (uint32_t)hp->v_n_global) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.vision.intermediate_layers_indices", taps, hp->v_n_taps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.embedding_length", (uint32_t)hp->v_n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.feed_forward_length", (uint32_t)hp->v_n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.attention.head_count", (uint32_t)hp->v_n_head) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.vision.attention.layer_norm_epsilon", hp->v_eps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.image_size", (uint32_t)hp->v_image_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.patch_size", (uint32_t)hp->v_patch_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.max_num_tiles", (uint32_t)hp->v_max_tiles) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.num_channels", (uint32_t)hp->v_channels) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_mean", hp->image_mean, 3) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_std", hp->image_std, 3) == MMS_OK &&
+             mms_gguf_writer_set_str(w, "mmsched.mllama.qk_rows", "ollama") == MMS_OK &&
+             mms__vocab_hf_kv(dir, w) == MMS_OK;
+    }
+    for (b = 0; ok && b < 2; b++) {
+        const struct mms_tensor *t;
+        for (t = mms_get_first_tensor(m->wctx[b]); ok && t; t = mms_get_next_tensor(m->wctx[b], t)) {
+            const int heads = mms__hf_qk_heads(hp, t->name);
+            char *tmp = NULL;
+            const void *data = t->data;
+            if (heads) {   /* the GGUF layout's q/k row order (the loader put the checkpoint's back) */
+                if (!(tmp = (char *)MMS_MALLOC(mms_nbytes(t)))) { mms_set_error(MMS_ERR_OOM, "mms_mllama_folder_to_gguf: out of memory"); ok = false; break; }
+                mms__hf_interleave_rows((const char *)t->data, tmp, mms_nrows(t), mms_row_size(t->type, t->ne[0]), heads);
+                data = tmp;
+            }
+            ok = mms_gguf_writer_add_tensor(w, t->name, t->type, mms_n_dims(t), t->ne, data) == MMS_OK;
+            MMS_FREE(tmp);
+        }
+    }
+    if (ok && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK) g = mms__gguf_open_owned(mem, size);
+done:
+    mms_gguf_writer_free(w);
+    mms_mllama_model_free(m);
+    mms_backend_free(cpu);
+    return g;
 }
 /* ==== end src/mllama/hf_folder.c ==== */
 

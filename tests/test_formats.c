@@ -265,6 +265,49 @@ static void test_folder_tokenizer(void) {
     }
 }
 
+/* A folder read as a GGUF (what build/quantize reads) holds what the converter's f32 file of the
+   same folder holds: every tensor with the same type, shape and bytes, the vision gates within
+   2 ulp (a C tanh in double against numpy's float32 tanh); q/k rows marked as Ollama orders them. */
+static void test_folder_to_gguf(void) {
+    int c;
+    for (c = 0; c < 2; c++) {
+        char dir[128], conv[128];
+        struct mms_gguf *g, *r;
+        int64_t i, n_gates = 0;
+        const char *v;
+        size_t len;
+        snprintf(dir, sizeof dir, "tests/fixtures/mllama/%s/hf", c ? "mha" : "gqa");
+        snprintf(conv, sizeof conv, "tests/fixtures/mllama/%s/mmsched.gguf", c ? "mha" : "gqa");
+        g = mms_mllama_folder_to_gguf(dir);
+        r = mms_gguf_open(conv);
+        EXPECT(g && r, "%s: %s", dir, mms_last_error());
+        if (g && r) {
+            EXPECT(mms_gguf_get_n_tensors(g) == mms_gguf_get_n_tensors(r), "%s: %lld tensors, the converter wrote %lld", dir,
+                   (long long)mms_gguf_get_n_tensors(g), (long long)mms_gguf_get_n_tensors(r));
+            EXPECT(mms_gguf_get_str(g, "mmsched.mllama.qk_rows", &v, &len) == MMS_OK && len == 6 && !memcmp(v, "ollama", 6), "the q/k marker");
+            for (i = 0; i < mms_gguf_get_n_tensors(r); i++) {
+                struct mms_gguf_tensor_info a, b;
+                int64_t j;
+                mms_gguf_get_tensor(r, i, &b);
+                j = mms_gguf_find_tensor(g, b.name);
+                if (j < 0 || mms_gguf_get_tensor(g, j, &a) != MMS_OK) { EXPECT(0, "%s: no tensor %s", dir, b.name); continue; }
+                EXPECT(a.type == b.type && !memcmp(a.ne, b.ne, sizeof a.ne) && a.size == b.size, "%s: %s: type or shape differs", dir, b.name);
+                if (a.size != b.size || !memcmp(a.data, b.data, a.size)) continue;
+                if (strstr(b.name, "gate") && a.type == MMS_TYPE_F32 && a.size == 4) {
+                    int32_t x, y;
+                    memcpy(&x, a.data, 4);
+                    memcpy(&y, b.data, 4);
+                    EXPECT(x - y >= -2 && x - y <= 2, "%s: %s differs by %d ulp", dir, b.name, (int)(x - y));
+                    n_gates++;
+                } else EXPECT(0, "%s: the bytes of %s differ from the converter's", dir, b.name);
+            }
+            EXPECT(n_gates <= 8, "%lld gates differ", (long long)n_gates);
+        }
+        mms_gguf_close(g);
+        mms_gguf_close(r);
+    }
+}
+
 int main(void) {
     test_seed();
     cpu = mms_backend_cpu_init();
@@ -274,6 +317,7 @@ int main(void) {
     RUN(test_fuzz_corpora_replay);
     RUN(test_broken_folders);
     RUN(test_folder_tokenizer);
+    RUN(test_folder_to_gguf);
     mms_backend_free(cpu);
     return test_summary();
 }

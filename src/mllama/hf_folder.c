@@ -423,3 +423,105 @@ static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf) {
     }
     return MMS_OK;
 }
+
+/* -- a checkpoint folder as a GGUF -- */
+
+/* Rows h*d + p*d/2 + i (the checkpoint's order) to h*d + 2i + p: the self-attention's RoPE pairs
+   (GGUF files rotate adjacent pairs) and Ollama's order for the other q/k. */
+static void mms__hf_interleave_rows(const char *src, char *dst, int64_t rows, size_t row, int n_heads) {
+    const int64_t d = rows / n_heads;
+    int64_t h, i;
+    int p;
+    for (h = 0; h < n_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++) memcpy(dst + (size_t)(h * d + 2 * i + p) * row, src + (size_t)(h * d + p * (d / 2) + i) * row, row);
+}
+
+static bool mms__hf_ends_with(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The heads of a q/k projection named as the loader names it, or 0. */
+static int mms__hf_qk_heads(const struct mms_mllama_hparams *hp, const char *name) {
+    const bool vision = !strncmp(name, "v.", 2);
+    if (mms__hf_ends_with(name, "attn_q.weight") || mms__hf_ends_with(name, "cross_attn_q_proj.weight")) return vision ? hp->v_n_head : hp->n_head;
+    if (mms__hf_ends_with(name, "attn_k.weight") || mms__hf_ends_with(name, "cross_attn_k_proj.weight")) return vision ? hp->v_n_head : hp->n_head_kv;
+    return 0;
+}
+
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir) {
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_model *m = NULL;
+    struct mms_gguf_writer *w = NULL;
+    struct mms_gguf *g = NULL;
+    mms_backend_t cpu = NULL;
+    const struct mms_mllama_hparams *hp;
+    void *mem;
+    size_t size;
+    int b;
+    bool ok;
+    if (!dir || !mms__hf_is_folder(dir)) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_folder_to_gguf: '%s' is not a checkpoint folder (no config.json)", dir ? dir : "(null)"); return NULL; }
+    memset(&lp, 0, sizeof lp);
+    lp.path = dir;
+    if (!(cpu = mms_backend_cpu_init()) || !(lp.cpu = cpu, m = mms_mllama_model_load(&lp)) || !(w = mms_gguf_writer_new())) goto done;
+    hp = &m->hp;
+    {
+        const struct mms_tensor *e = m->token_embd;
+        int32_t cross[256], taps[256];
+        int i;
+        for (i = 0; i < hp->n_cross && i < 256; i++) cross[i] = hp->cross_layers[i];
+        for (i = 0; i < hp->v_n_taps && i < 256; i++) taps[i] = hp->v_taps[i];
+        ok = mms_gguf_writer_set_str(w, "general.architecture", "mllama") == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.file_type", e->type == MMS_TYPE_BF16 ? 32 : e->type == MMS_TYPE_F16 ? 1 : 0) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.quantization_version", 2) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vocab_size", (uint32_t)hp->n_vocab) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.block_count", (uint32_t)hp->n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.context_length", (uint32_t)hp->n_ctx_train) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.embedding_length", (uint32_t)hp->n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.feed_forward_length", (uint32_t)hp->n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count", (uint32_t)hp->n_head) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count_kv", (uint32_t)hp->n_head_kv) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.rope.dimension_count", (uint32_t)hp->head_dim) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.rope.freq_base", hp->rope_freq_base) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.attention.layer_norm_rms_epsilon", hp->rms_eps) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.attention.cross_attention_layers", cross, hp->n_cross) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.image_token_index", (uint32_t)hp->image_token_id) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.block_count", (uint32_t)hp->v_n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.global.block_count", (uint32_t)hp->v_n_global) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.vision.intermediate_layers_indices", taps, hp->v_n_taps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.embedding_length", (uint32_t)hp->v_n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.feed_forward_length", (uint32_t)hp->v_n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.attention.head_count", (uint32_t)hp->v_n_head) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.vision.attention.layer_norm_epsilon", hp->v_eps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.image_size", (uint32_t)hp->v_image_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.patch_size", (uint32_t)hp->v_patch_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.max_num_tiles", (uint32_t)hp->v_max_tiles) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.num_channels", (uint32_t)hp->v_channels) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_mean", hp->image_mean, 3) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_std", hp->image_std, 3) == MMS_OK &&
+             mms_gguf_writer_set_str(w, "mmsched.mllama.qk_rows", "ollama") == MMS_OK &&
+             mms__vocab_hf_kv(dir, w) == MMS_OK;
+    }
+    for (b = 0; ok && b < 2; b++) {
+        const struct mms_tensor *t;
+        for (t = mms_get_first_tensor(m->wctx[b]); ok && t; t = mms_get_next_tensor(m->wctx[b], t)) {
+            const int heads = mms__hf_qk_heads(hp, t->name);
+            char *tmp = NULL;
+            const void *data = t->data;
+            if (heads) {   /* the GGUF layout's q/k row order (the loader put the checkpoint's back) */
+                if (!(tmp = (char *)MMS_MALLOC(mms_nbytes(t)))) { mms_set_error(MMS_ERR_OOM, "mms_mllama_folder_to_gguf: out of memory"); ok = false; break; }
+                mms__hf_interleave_rows((const char *)t->data, tmp, mms_nrows(t), mms_row_size(t->type, t->ne[0]), heads);
+                data = tmp;
+            }
+            ok = mms_gguf_writer_add_tensor(w, t->name, t->type, mms_n_dims(t), t->ne, data) == MMS_OK;
+            MMS_FREE(tmp);
+        }
+    }
+    if (ok && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK) g = mms__gguf_open_owned(mem, size);
+done:
+    mms_gguf_writer_free(w);
+    mms_mllama_model_free(m);
+    mms_backend_free(cpu);
+    return g;
+}

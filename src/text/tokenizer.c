@@ -436,20 +436,16 @@ static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, 
 
 /* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
    added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
-   generation_config.json; written as the GGUF tokenizer keys (types: 1 normal, 3 special added,
-   4 other added, 5 an id hole) and loaded through the same checks. */
-static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+   generation_config.json, written into w as the GGUF tokenizer keys (types: 1 normal, 3 special
+   added, 4 other added, 5 an id hole); mms__vocab_load_hf loads them through the same checks. */
+static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer *w) {
     char path[4096];
     struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
-    struct mms_gguf_writer *w = NULL;
-    struct mms_gguf *g = NULL;
-    struct mms_vocab *v = NULL;
+    enum mms_status st = MMS_ERR_FORMAT;
     char **tokens = NULL, **merges = NULL;
     int32_t *types = NULL;
     bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
     int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
-    void *mem = NULL;
-    size_t size = 0;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if (!(tj = mms_json_parse_file(path))) goto done;
     model = mms_json_get(tj, 0, "model");
@@ -538,7 +534,7 @@ static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
             memcpy(merges[i], a, strlen(a) + 1);
         }
     }
-    if (!(w = mms_gguf_writer_new()) || mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+    if (mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
         mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
         mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
         mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
@@ -568,17 +564,27 @@ static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
         }
         if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
     }
-    if (mms__gguf_writer_to_memory(w, &mem, &size) != MMS_OK || !(g = mms_gguf_open_memory(mem, size))) goto done;
-    v = mms_vocab_load(g);
+    st = MMS_OK;
 done:
+    if (st != MMS_OK && mms_last_status() != MMS_OK) st = mms_last_status();
     for (i = 0; owned && i < n; i++)
         if (owned[i]) MMS_FREE(tokens[i]);
     for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
     MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
-    mms_gguf_close(g);
-    MMS_FREE(mem);
-    mms_gguf_writer_free(w);
     mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return st;
+}
+
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    void *mem;
+    size_t size;
+    if (w && mms__vocab_hf_kv(dir, w) == MMS_OK && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK && (g = mms__gguf_open_owned(mem, size)))
+        v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    mms_gguf_writer_free(w);
     return v;
 }
 
