@@ -371,6 +371,11 @@
        file never crashes (tests/test_gguf.c runs a corpus of broken files; tests/fuzz/fuzz_gguf.c is
        a libFuzzer target, `make fuzz`). Keys and tensors are found by name; typed getters convert
        between integer widths when the value fits. mms_gguf_writer_* writes version 3 files.
+       The checkpoint formats of Hugging Face have readers as strict: mms_json_parse (RFC 8259, no
+       extensions; duplicate keys, nesting past 128, numbers past a double, invalid UTF-8 and lone
+       surrogates are errors with the line and column) and mms_safetensors_open (the header length,
+       every entry's dtype, shape and offsets against the data, no overlap, no hole); both are fuzzed
+       (tests/fuzz/fuzz_formats.c) and their hostile corpora replayed by tests/test_formats.c.
 
    12. TEXT: TOKENIZER, CHAT TEMPLATE, SAMPLING
        struct mms_vocab *vocab = mms_vocab_load_file("model.gguf");      // tokenizer.ggml.* keys
@@ -411,6 +416,14 @@
        listed layers), not the shifted rule of transformers 4.55 and later. Models load from Ollama's
        single-file layout or its older pair (text file + projector file with ln1/ln2 and swapped
        ffn_up/ffn_down); tools/convert_hf_to_gguf.py writes both from a Hugging Face checkpoint.
+       A Hugging Face checkpoint folder loads as it is: give its path (config.json, model.safetensors
+       or the shards of model.safetensors.index.json, preprocessor_config.json). Its matrices are
+       used where the files are mapped, in their own type (f32, f16, bf16); norms, biases, gates and
+       position tables are converted to f32 when placed (vision gates to tanh(g)); self-attention
+       uses rotate-half RoPE on the checkpoint's q/k; every size config.json states is checked
+       against the tensors, and a tensor nothing uses is an error. mms_vocab_load_file(DIR) reads its
+       tokenizer.json (Llama 3's pre-tokenizer only); mms_mllama_folder_to_gguf(DIR) gives the folder
+       as a GGUF in memory (what build/quantize DIR OUT TYPE reads).
        Converter conventions the loader relies on: self-attention q/k rows in Meta's interleaved
        order (RoPE pairs (2i, 2i+1)) with rope_freqs.weight holding the llama3 divisors; vision gates
        stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw. Ollama's converter also
