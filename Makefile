@@ -13,7 +13,7 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
+TESTS    = test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
@@ -29,7 +29,7 @@ help:
 	@echo "make demo      the main job: the bundled Llama 3.2 Vision demo model describes examples/images/"
 	@echo "make bench     build and run the CPU benchmarks"
 	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
-	@echo "make fuzz      fuzz the GGUF reader with libFuzzer for FUZZ_SECONDS (60), seeded from tests/fuzz/corpus-gguf"
+	@echo "make fuzz      fuzz the GGUF, JSON and safetensors readers with libFuzzer, FUZZ_SECONDS (60) each, seeded from tests/fuzz/corpus-*"
 	@echo "make header    regenerate mmsched.h from src/"
 
 header:
@@ -168,9 +168,17 @@ FUZZ_SECONDS ?= 60
 $(B)/fuzz_gguf: tests/fuzz/fuzz_gguf.c mmsched.h | $(B)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
 
-fuzz: $(B)/fuzz_gguf
-	@mkdir -p $(B)/fuzz-corpus && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
+$(B)/fuzz_json: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_JSON -I. $< -o $@ -lm -lpthread
+$(B)/fuzz_safetensors: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_SAFETENSORS -I. $< -o $@ -lm -lpthread
+
+# The GGUF, JSON and safetensors readers, FUZZ_SECONDS each; the corpora are replayed by test_gguf and test_formats.
+fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors
+	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
 	$(B)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-corpus
+	$(B)/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-json tests/fuzz/corpus-json
+	$(B)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-st tests/fuzz/corpus-safetensors
 
 clean:
 	rm -rf $(B)

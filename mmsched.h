@@ -28,9 +28,11 @@
        MMS_ASSERT(c)            internal invariant check (default assert)
        MMS_NO_SIMD              leave out the AVX2 kernels (the scalar kernels always exist)
        MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
-       MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12)
-       MMS_NO_GGUF              leave out the GGUF reader and writer (section 11), and with them the
-                                parts that read GGUF files: MMS_NO_TEXT and MMS_NO_MLLAMA
+       MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12), and
+                                with them mllama (MMS_NO_MLLAMA: it writes a checkpoint's tokenizer)
+       MMS_NO_GGUF              leave out the model-file readers (GGUF reader and writer, JSON,
+                                safetensors: section 11), and with them the parts that read such
+                                files: MMS_NO_TEXT and MMS_NO_MLLAMA
                                 (the three MMS_NO_* options change the declarations too: define them
                                 before every include, the same everywhere)
 
@@ -469,6 +471,11 @@
        file never crashes (tests/test_gguf.c runs a corpus of broken files; tests/fuzz/fuzz_gguf.c is
        a libFuzzer target, `make fuzz`). Keys and tensors are found by name; typed getters convert
        between integer widths when the value fits. mms_gguf_writer_* writes version 3 files.
+       The checkpoint formats of Hugging Face have readers as strict: mms_json_parse (RFC 8259, no
+       extensions; duplicate keys, nesting past 128, numbers past a double, invalid UTF-8 and lone
+       surrogates are errors with the line and column) and mms_safetensors_open (the header length,
+       every entry's dtype, shape and offsets against the data, no overlap, no hole); both are fuzzed
+       (tests/fuzz/fuzz_formats.c) and their hostile corpora replayed by tests/test_formats.c.
 
    12. TEXT: TOKENIZER, CHAT TEMPLATE, SAMPLING
        struct mms_vocab *vocab = mms_vocab_load_file("model.gguf");      // tokenizer.ggml.* keys
@@ -509,10 +516,26 @@
        listed layers), not the shifted rule of transformers 4.55 and later. Models load from Ollama's
        single-file layout or its older pair (text file + projector file with ln1/ln2 and swapped
        ffn_up/ffn_down); tools/convert_hf_to_gguf.py writes both from a Hugging Face checkpoint.
+       A Hugging Face checkpoint folder loads as it is: give its path (config.json, model.safetensors
+       or the shards of model.safetensors.index.json, preprocessor_config.json). Its matrices are
+       used where the files are mapped, in their own type (f32, f16, bf16); norms, biases, gates and
+       position tables are converted to f32 when placed (vision gates to tanh(g)); self-attention
+       uses rotate-half RoPE on the checkpoint's q/k; every size config.json states is checked
+       against the tensors, and a tensor nothing uses is an error. mms_vocab_load_file(DIR) reads its
+       tokenizer.json (Llama 3's pre-tokenizer only); mms_mllama_folder_to_gguf(DIR) gives the folder
+       as a GGUF in memory (what build/quantize DIR OUT TYPE reads).
        Converter conventions the loader relies on: self-attention q/k rows in Meta's interleaved
        order (RoPE pairs (2i, 2i+1)) with rope_freqs.weight holding the llama3 divisors; vision gates
-       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw; cross-attention q/k in
-       Hugging Face's order (files from Ollama's own converter may permute them: check numerically).
+       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw. Ollama's converter also
+       permutes the rows of the cross-attention and vision q/k within each head (not their q/k norms);
+       the loader puts them back in Hugging Face order, moving whole rows (any type), for the files
+       that hold them so: the key mmsched.mllama.qk_rows says "ollama" or "hf" when present (our
+       converter writes it); without it, the two-file layout and files with mllama.image_token_index
+       (a key only mmsched's converter wrote before the marker) are in Hugging Face order, and any
+       other single file is taken as Ollama's. What Ollama's files lack is derived: the image token
+       is vocab_size, mean/std are CLIP's (the 11B values), the aspect ratios are every (rows, cols)
+       with rows * cols <= max_num_tiles in the processor's order, vision_output_dim is
+       embedding_length * (1 + number of taps).
        Weights used only as matrices or looked-up rows (projections, FFN, token embedding, output
        head, tile embeddings) may be Q8_0, Q4_0, Q4_K or Q6_K; norms, biases, gates and the patch
        and position embeddings must be f32, f16 or bf16 (the load names any that is not).
@@ -614,11 +637,12 @@
 #endif
 
 /* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
-   the header, the same everywhere): the tokenizer and mllama read GGUF files, so they go with it. */
+   the header, the same everywhere). Each layer goes with the ones it rests on: the tokenizer reads
+   GGUF (and JSON) files, mllama reads them and writes a checkpoint folder's tokenizer. */
 #if defined(MMS_NO_GGUF) && !defined(MMS_NO_TEXT)
 #  define MMS_NO_TEXT
 #endif
-#if defined(MMS_NO_GGUF) && !defined(MMS_NO_MLLAMA)
+#if defined(MMS_NO_TEXT) && !defined(MMS_NO_MLLAMA)
 #  define MMS_NO_MLLAMA
 #endif
 
@@ -1549,6 +1573,78 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path);   /* version 3 */
 /* ==== end src/api/gguf.h ==== */
 
+/* ==== begin src/api/formats.h ==== */
+/* >>api-json ---------------------------------------------------------------------------------------
+   A strict JSON reader (RFC 8259), for the files Hugging Face checkpoints come with. Anything the
+   grammar does not allow is an MMS_ERR_FORMAT error naming the source, the line and column and
+   what is wrong: trailing commas, comments, NaN or Infinity, leading zeros, numbers too large for
+   a double, control characters or invalid UTF-8 in strings, lone surrogates in \u escapes,
+   duplicate keys in an object, nesting deeper than 128, anything after the value. Values are
+   numbered: 0 is the root, -1 stands for none (a missing key, a wrong type, a bad index). */
+
+enum mms_json_type {
+    MMS_JSON_NONE   = 0,   /* not a value: what mms_json_type says for -1 or a bad index */
+    MMS_JSON_NULL   = 1,
+    MMS_JSON_FALSE  = 2,
+    MMS_JSON_TRUE   = 3,
+    MMS_JSON_NUMBER = 4,
+    MMS_JSON_STRING = 5,
+    MMS_JSON_ARRAY  = 6,
+    MMS_JSON_OBJECT = 7
+};
+
+struct mms_json;
+
+/* source names the text in error messages (a path, or NULL). NULL + last error. */
+MMS_API struct mms_json *mms_json_parse(const char *text, size_t len, const char *source);
+MMS_API struct mms_json *mms_json_parse_file(const char *path);    /* MMS_ERR_IO when it cannot be read */
+MMS_API void             mms_json_free(struct mms_json *json);
+MMS_API const char      *mms_json_source(const struct mms_json *json);
+
+MMS_API enum mms_json_type mms_json_type(const struct mms_json *json, int64_t v);
+MMS_API int64_t     mms_json_len(const struct mms_json *json, int64_t v);             /* elements or members; -1 for others */
+MMS_API int64_t     mms_json_at(const struct mms_json *json, int64_t v, int64_t i);   /* element i, or the value of member i */
+MMS_API const char *mms_json_key(const struct mms_json *json, int64_t object, int64_t i, size_t *len);   /* member i's key */
+MMS_API int64_t     mms_json_get(const struct mms_json *json, int64_t object, const char *key);          /* by key, O(log n) */
+/* A string's bytes (escapes decoded, NUL-terminated, valid UTF-8) and length; NULL for other types. */
+MMS_API const char *mms_json_str(const struct mms_json *json, int64_t v, size_t *len);
+MMS_API bool        mms_json_num(const struct mms_json *json, int64_t v, double *out);
+/* An integral number of at most 2^53 in magnitude, which a double holds exactly (an integer
+   literal beyond it is refused even when its double looks integral); false otherwise. */
+MMS_API bool        mms_json_int(const struct mms_json *json, int64_t v, int64_t *out);
+
+/* >>api-safetensors --------------------------------------------------------------------------------
+   safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's
+   dtype, shape and data_offsets, then the data. The file is memory-mapped and validated before
+   anything is used: the header length against the file, the header as strict JSON, every entry's
+   fields and types, the dtype, the shape against the byte count, the offsets inside the data and
+   neither overlapping nor leaving holes (as the format's reference implementation requires).
+   Errors are MMS_ERR_FORMAT naming the file, the tensor and the field. */
+
+struct mms_safetensors;
+
+struct mms_safetensors_info {
+    const char   *name;
+    const char   *dtype;       /* as written: "F32", "BF16", "I64", ... */
+    enum mms_type type;        /* F32, F16 or BF16; MMS_TYPE_INVALID for the others (listed, not loadable) */
+    int           n_dims;      /* 0..8 */
+    int64_t       shape[8];    /* in the file's order (PyTorch's: the last dimension is contiguous) */
+    size_t        size;        /* bytes */
+    const void   *data;        /* into the mapping */
+};
+
+MMS_API struct mms_safetensors *mms_safetensors_open(const char *path);               /* NULL + last error */
+MMS_API struct mms_safetensors *mms_safetensors_open_memory(const void *data, size_t size, const char *name);
+MMS_API void                    mms_safetensors_close(struct mms_safetensors *st);
+MMS_API const char             *mms_safetensors_path(const struct mms_safetensors *st);
+MMS_API int64_t                 mms_safetensors_n_tensors(const struct mms_safetensors *st);
+MMS_API int64_t                 mms_safetensors_find(const struct mms_safetensors *st, const char *name);   /* -1 if absent */
+MMS_API enum mms_status         mms_safetensors_get(const struct mms_safetensors *st, int64_t i, struct mms_safetensors_info *info);
+/* The header's __metadata__ object (-1 if none) in the parsed header. */
+MMS_API const struct mms_json  *mms_safetensors_header(const struct mms_safetensors *st);
+MMS_API int64_t                 mms_safetensors_metadata(const struct mms_safetensors *st);
+/* ==== end src/api/formats.h ==== */
+
 #endif
 
 #ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
@@ -1797,9 +1893,18 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
+   keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
+   converter orders them and marked so, the vision gates transformed, the tokenizer from
+   tokenizer.json): what tools such as build/quantize read. Close it with mms_gguf_close.
+   NULL + last error. */
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir);
 /* The shapes of Llama 3.2 11B Vision (Meta's configuration: 40 text layers, 8 of them cross-attention,
-   32 + 8 vision layers at 560-pixel tiles). */
+   32 + 8 vision layers at 560-pixel tiles), and of 90B Vision (the same vision tower;
+   text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
+   feed-forward 28672). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
    refuses to compute. */
@@ -9076,6 +9181,7 @@ struct mms__gguf_index { int64_t *slots; size_t mask; uint64_t seed; };
 
 struct mms_gguf {
     struct mms__mapping      map;       /* files only */
+    void                    *owned;     /* memory the handle frees (mms__gguf_open_owned) */
     const uint8_t           *base;
     size_t                   size;
     char                    *path;      /* NULL for memory */
@@ -9510,6 +9616,7 @@ MMS_API void mms_gguf_close(struct mms_gguf *g) {
     MMS_FREE(g->pool);
     MMS_FREE(g->path);
     MMS_FREE(g->where);
+    MMS_FREE(g->owned);
     mms__unmap_file(&g->map);
     MMS_FREE(g);
 }
@@ -9526,6 +9633,16 @@ MMS_API struct mms_gguf *mms_gguf_open_memory(const void *data, size_t size) {
     struct mms_gguf *g;
     if (!data && size > 0) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_open_memory: data is NULL"); return NULL; }
     if (!(g = mms__gguf_new(NULL))) return NULL;
+    g->base = (const uint8_t *)data;
+    g->size = size;
+    return mms__gguf_finish_open(g);
+}
+
+/* A GGUF in memory that the handle owns (MMS_MALLOC'd; freed on close, or now on error). */
+MMS__MAYBE_UNUSED static struct mms_gguf *mms__gguf_open_owned(void *data, size_t size) {
+    struct mms_gguf *g;
+    if (!(g = mms__gguf_new(NULL))) { MMS_FREE(data); return NULL; }
+    g->owned = data;
     g->base = (const uint8_t *)data;
     g->size = size;
     return mms__gguf_finish_open(g);
@@ -10135,11 +10252,12 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 
 /* -- writing -- */
 
-struct mms__gguf_out { FILE *f; uint64_t pos; bool failed; };
+/* To a file, or (f NULL) to memory. */
+struct mms__gguf_out { FILE *f; struct mms__gguf_buf mem; uint64_t pos; bool failed; };
 
 static void mms__gguf_out_put(struct mms__gguf_out *o, const void *p, size_t n) {
     if (o->failed || n == 0) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = true;
+    if (o->f ? fwrite(p, 1, n, o->f) != n : (mms__gguf_buf_put(&o->mem, p, n), o->mem.oom)) o->failed = true;
     o->pos += n;
 }
 static void mms__gguf_out_buf(struct mms__gguf_out *o, const struct mms__gguf_buf *b) { mms__gguf_out_put(o, b->p, b->n); }
@@ -10161,15 +10279,12 @@ static size_t mms__gguf_writer_alignment(const struct mms_gguf_writer *w) {
     return MMS__GGUF_DEFAULT_ALIGNMENT;
 }
 
-MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
-    const char *fn = "mms_gguf_writer_write";
-    struct mms__gguf_out o;
+/* The file's bytes to o (opened by the caller); path names it in messages. */
+static enum mms_status mms__gguf_writer_emit(const struct mms_gguf_writer *w, struct mms__gguf_out *o, const char *fn, const char *path) {
     struct mms__gguf_buf b = { NULL, 0, 0, false };
-    size_t alignment, i;
+    size_t alignment = mms__gguf_writer_alignment(w), i;
     uint64_t offset = 0;
     int d;
-    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
-    alignment = mms__gguf_writer_alignment(w);
 
     /* everything before the data section is small: encode it first, then write it in one go */
     mms__gguf_buf_put(&b, "GGUF", 4);
@@ -10194,29 +10309,793 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
         MMS_FREE(b.p);
         return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
     }
-
-    o.f = fopen(path, "wb");
-    o.pos = 0;
-    o.failed = false;
-    if (!o.f) {
-        MMS_FREE(b.p);
-        return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
-    }
-    mms__gguf_out_buf(&o, &b);
+    mms__gguf_out_buf(o, &b);
     MMS_FREE(b.p);
-    mms__gguf_out_pad(&o, alignment);
+    mms__gguf_out_pad(o, alignment);
     for (i = 0; i < w->n_tensors; i++) {
-        mms__gguf_out_put(&o, w->tensors[i].data, w->tensors[i].size);
-        mms__gguf_out_pad(&o, alignment);
+        mms__gguf_out_put(o, w->tensors[i].data, w->tensors[i].size);
+        mms__gguf_out_pad(o, alignment);
     }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
+    const char *fn = "mms_gguf_writer_write";
+    struct mms__gguf_out o;
+    enum mms_status st;
+    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
+    memset(&o, 0, sizeof o);
+    o.f = fopen(path, "wb");
+    if (!o.f) return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
+    st = mms__gguf_writer_emit(w, &o, fn, path);
     if (fclose(o.f) != 0) o.failed = true;
+    if (st != MMS_OK) return st;
     /* the partial file stays: path may be a device or pipe that is not ours to remove, and the
        reader rejects a truncated file anyway */
     if (o.failed) return mms_set_error(MMS_ERR_IO, "%s: writing '%s' failed (%llu bytes written): the file is incomplete", fn, path,
                                        (unsigned long long)o.pos);
     return MMS_OK;
 }
+
+/* The file's bytes in memory (MMS_MALLOC'd, the caller frees them with MMS_FREE). */
+MMS__MAYBE_UNUSED static enum mms_status mms__gguf_writer_to_memory(const struct mms_gguf_writer *w, void **data, size_t *size) {
+    struct mms__gguf_out o;
+    enum mms_status st;
+    memset(&o, 0, sizeof o);
+    st = mms__gguf_writer_emit(w, &o, "gguf writer", "memory");
+    if (st == MMS_OK && o.failed) st = mms_set_error(MMS_ERR_OOM, "gguf writer: out of memory");
+    if (st != MMS_OK) { MMS_FREE(o.mem.p); return st; }
+    *data = o.mem.p;
+    *size = o.mem.n;
+    return MMS_OK;
+}
 /* ==== end src/gguf/gguf_write.c ==== */
+
+/* ==== begin src/formats/json.c ==== */
+/* >>json ===========================================================================================
+   The strict JSON reader: one pass over the text into a flat array of values. A container's
+   children are stored together once it closes (the parser keeps them on a stack until then); an
+   object also keeps its members' order sorted by key, which finds duplicates and makes lookups
+   binary searches. Strings are decoded into one pool. */
+
+#define MMS__JSON_MAX_DEPTH 128
+
+struct mms__json_val {
+    uint8_t type;
+    int64_t a, b;          /* string: pool offset, length; array/object: first child slot, count */
+    double  num;
+};
+
+struct mms_json {
+    struct mms__json_val *v;
+    int64_t  n_v, cap_v;
+    int64_t *kids;           /* child value indexes, contiguous per container */
+    int64_t *keys;           /* objects: the key's pool offset for each child slot */
+    int64_t *sorted;         /* objects: child slots in key order */
+    int64_t  n_kids, cap_kids, cap_keys;
+    char    *pool;
+    size_t   n_pool, cap_pool;
+    char    *source;
+};
+
+struct mms__json_parser {
+    struct mms_json *j;
+    const char *s;
+    size_t len, pos;
+    int64_t *stack;          /* children (and key offsets, interleaved) of the open containers */
+    int64_t  n_stack, cap_stack;
+    enum mms_status st;
+};
+
+/* Whether path can be opened for reading (how folder layouts are recognised). */
+MMS__MAYBE_UNUSED static bool mms__file_exists(const char *path) {   /* for the parts above */
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+static char *mms__str_copy(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *c = (char *)MMS_MALLOC(n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+static enum mms_status mms__json_fail(struct mms__json_parser *p, size_t at, const char *fmt, ...) MMS_PRINTF(3, 4);
+static enum mms_status mms__json_fail(struct mms__json_parser *p, size_t at, const char *fmt, ...) {
+    char what[160];
+    size_t i, line = 1, col = 1;
+    va_list ap;
+    if (p->st != MMS_OK) return p->st;
+    for (i = 0; i < at && i < p->len; i++) {
+        if (p->s[i] == '\n') { line++; col = 1; } else col++;
+    }
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return p->st = mms_set_error(MMS_ERR_FORMAT, "json: %s line %zu column %zu: %s", p->j->source, line, col, what);
+}
+
+static enum mms_status mms__json_oom(struct mms__json_parser *p) {
+    if (p->st != MMS_OK) return p->st;
+    return p->st = mms_set_error(MMS_ERR_OOM, "json: %s: out of memory", p->j->source);
+}
+
+static bool mms__json_grow(void **ptr, int64_t *cap, int64_t need, size_t elem) {
+    int64_t c = *cap ? *cap : 64;
+    void *q;
+    if (need <= *cap) return true;
+    while (c < need) c *= 2;
+    if ((uint64_t)c > SIZE_MAX / elem) return false;
+    q = MMS_REALLOC(*ptr, (size_t)c * elem);
+    if (!q) return false;
+    *ptr = q;
+    *cap = c;
+    return true;
+}
+
+static int64_t mms__json_new(struct mms__json_parser *p, int type) {
+    struct mms_json *j = p->j;
+    if (!mms__json_grow((void **)&j->v, &j->cap_v, j->n_v + 1, sizeof *j->v)) { mms__json_oom(p); return -1; }
+    memset(&j->v[j->n_v], 0, sizeof *j->v);
+    j->v[j->n_v].type = (uint8_t)type;
+    return j->n_v++;
+}
+
+static bool mms__json_push(struct mms__json_parser *p, int64_t x) {
+    if (!mms__json_grow((void **)&p->stack, &p->cap_stack, p->n_stack + 1, sizeof *p->stack)) { mms__json_oom(p); return false; }
+    p->stack[p->n_stack++] = x;
+    return true;
+}
+
+static bool mms__json_pool_put(struct mms__json_parser *p, const void *b, size_t n) {
+    struct mms_json *j = p->j;
+    if (j->n_pool + n + 1 > j->cap_pool) {
+        size_t c = j->cap_pool ? j->cap_pool : 1024;
+        char *q;
+        while (c < j->n_pool + n + 1) {
+            if (c > SIZE_MAX / 2) { mms__json_oom(p); return false; }
+            c *= 2;
+        }
+        if (!(q = (char *)MMS_REALLOC(j->pool, c))) { mms__json_oom(p); return false; }
+        j->pool = q;
+        j->cap_pool = c;
+    }
+    memcpy(j->pool + j->n_pool, b, n);
+    j->n_pool += n;
+    return true;
+}
+
+static void mms__json_ws(struct mms__json_parser *p) {
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r')) p->pos++;
+}
+
+/* One UTF-8 sequence at s (n bytes left): its length, or 0 if invalid (overlong, surrogate, > U+10FFFF, cut). */
+static int mms__json_utf8(const unsigned char *s, size_t n, uint32_t *cp) {
+    int k, i;
+    uint32_t c;
+    if (s[0] < 0x80) { *cp = s[0]; return 1; }
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) { k = 2; c = s[0] & 0x1F; }
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { k = 3; c = s[0] & 0x0F; }
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { k = 4; c = s[0] & 0x07; }
+    else return 0;
+    if ((size_t)k > n) return 0;
+    for (i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if ((k == 3 && c < 0x800) || (k == 4 && (c < 0x10000 || c > 0x10FFFF)) || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    *cp = c;
+    return k;
+}
+
+static int mms__json_hex4(const char *s) {
+    int v = 0, i;
+    for (i = 0; i < 4; i++) {
+        int c = s[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* A string at p->pos (the opening quote) into the pool; *off and *n give it. */
+static bool mms__json_string(struct mms__json_parser *p, int64_t *off, int64_t *n) {
+    const size_t start = p->pos, pool0 = p->j->n_pool;
+    p->pos++;
+    for (;;) {
+        const unsigned char c = p->pos < p->len ? (unsigned char)p->s[p->pos] : 0;
+        if (p->pos >= p->len) { mms__json_fail(p, start, "unterminated string"); return false; }
+        if (c == '"') { p->pos++; break; }
+        if (c < 0x20) { mms__json_fail(p, p->pos, "control character 0x%02x in a string (escape it)", c); return false; }
+        if (c == '\\') {
+            char e = p->pos + 1 < p->len ? p->s[p->pos + 1] : 0, out = 0;
+            switch (e) {
+            case '"': out = '"'; break;
+            case '\\': out = '\\'; break;
+            case '/': out = '/'; break;
+            case 'b': out = '\b'; break;
+            case 'f': out = '\f'; break;
+            case 'n': out = '\n'; break;
+            case 'r': out = '\r'; break;
+            case 't': out = '\t'; break;
+            case 'u': {
+                int hi = p->pos + 6 <= p->len ? mms__json_hex4(p->s + p->pos + 2) : -1;
+                uint32_t cp;
+                unsigned char u[4];
+                int k;
+                if (hi < 0) { mms__json_fail(p, p->pos, "bad \\u escape"); return false; }
+                p->pos += 6;
+                cp = (uint32_t)hi;
+                if (hi >= 0xDC00 && hi <= 0xDFFF) { mms__json_fail(p, p->pos - 6, "lone low surrogate \\u%04x", hi); return false; }
+                if (hi >= 0xD800 && hi <= 0xDBFF) {
+                    int lo = p->pos + 6 <= p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u' ? mms__json_hex4(p->s + p->pos + 2) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF) { mms__json_fail(p, p->pos - 6, "high surrogate \\u%04x without its low half", hi); return false; }
+                    cp = 0x10000 + (((uint32_t)hi - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+                    p->pos += 6;
+                }
+                if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
+                else if (cp < 0x800) { u[0] = (unsigned char)(0xC0 | (cp >> 6)); u[1] = (unsigned char)(0x80 | (cp & 0x3F)); k = 2; }
+                else if (cp < 0x10000) {
+                    u[0] = (unsigned char)(0xE0 | (cp >> 12)); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (unsigned char)(0x80 | (cp & 0x3F)); k = 3;
+                } else {
+                    u[0] = (unsigned char)(0xF0 | (cp >> 18)); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (unsigned char)(0x80 | (cp & 0x3F)); k = 4;
+                }
+                if (!mms__json_pool_put(p, u, (size_t)k)) return false;
+                continue;
+            }
+            default:
+                mms__json_fail(p, p->pos, "bad escape \\%c", e >= 0x20 && e < 0x7F ? e : '?');
+                return false;
+            }
+            if (!mms__json_pool_put(p, &out, 1)) return false;
+            p->pos += 2;
+        } else {
+            size_t run = p->pos;
+            while (run < p->len && (unsigned char)p->s[run] >= 0x20 && p->s[run] != '"' && p->s[run] != '\\') {
+                uint32_t cp;
+                int k = mms__json_utf8((const unsigned char *)p->s + run, p->len - run, &cp);
+                if (!k) { mms__json_fail(p, run, "invalid UTF-8 in a string"); return false; }
+                run += (size_t)k;
+            }
+            if (!mms__json_pool_put(p, p->s + p->pos, run - p->pos)) return false;
+            p->pos = run;
+        }
+    }
+    *off = (int64_t)pool0;
+    *n = (int64_t)(p->j->n_pool - pool0);
+    return mms__json_pool_put(p, "", 1);   /* NUL-terminated: keys compare with strcmp */
+}
+
+/* *inexact: an integer literal (no point, no exponent) beyond 2^53, which a double rounds. */
+static bool mms__json_number(struct mms__json_parser *p, double *out, bool *inexact) {
+    const size_t start = p->pos;
+    size_t i = p->pos;
+    char buf[128];
+    char *end;
+    if (i < p->len && p->s[i] == '-') i++;
+    if (i < p->len && p->s[i] == '0') i++;
+    else if (i < p->len && p->s[i] >= '1' && p->s[i] <= '9') while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    else { mms__json_fail(p, start, "bad number"); return false; }
+    if (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') { mms__json_fail(p, start, "number with a leading zero"); return false; }
+    if (i < p->len && p->s[i] == '.') {
+        i++;
+        if (!(i < p->len && p->s[i] >= '0' && p->s[i] <= '9')) { mms__json_fail(p, start, "bad number: no digit after the point"); return false; }
+        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    }
+    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
+        i++;
+        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-')) i++;
+        if (!(i < p->len && p->s[i] >= '0' && p->s[i] <= '9')) { mms__json_fail(p, start, "bad number: no digit in the exponent"); return false; }
+        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    }
+    if (i - start >= sizeof buf) { mms__json_fail(p, start, "number of %zu characters", i - start); return false; }
+    memcpy(buf, p->s + start, i - start);
+    buf[i - start] = '\0';
+    *inexact = false;
+    if (!strpbrk(buf, ".eE")) {
+        uint64_t m = 0;
+        const char *c;
+        for (c = buf[0] == '-' ? buf + 1 : buf; *c && !*inexact; c++) {
+            *inexact = m > (UINT64_C(1) << 53) / 10;
+            m = m * 10 + (uint64_t)(*c - '0');
+        }
+        *inexact = *inexact || m > (UINT64_C(1) << 53);
+    }
+    *out = strtod(buf, &end);
+    if (end != buf + (i - start)) { mms__json_fail(p, start, "bad number"); return false; }
+    if (*out > DBL_MAX || *out < -DBL_MAX) { mms__json_fail(p, start, "number %.40s is too large", buf); return false; }
+    p->pos = i;
+    return true;
+}
+
+static int mms__json_key_cmp(const struct mms_json *j, int64_t oa, int64_t ob) {
+    const char *a = j->pool + oa, *b = j->pool + ob;
+    return strcmp(a, b);
+}
+
+/* Sorts an object's child slots by key (insertion sort for small ones, merge sort otherwise) and
+   reports the first duplicate. Keys are NUL-terminated; a key holding \u0000 compares by its prefix,
+   so such keys are refused when they would tie. */
+static bool mms__json_sort_members(struct mms__json_parser *p, int64_t first, int64_t n, size_t at) {
+    struct mms_json *j = p->j;
+    int64_t *s = j->sorted + first, i, w;
+    int64_t *tmp;
+    for (i = 0; i < n; i++) s[i] = first + i;
+    if (n > 1) {
+        tmp = (int64_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
+        if (!tmp) { mms__json_oom(p); return false; }
+        for (w = 1; w < n; w *= 2) {
+            int64_t lo;
+            for (lo = 0; lo < n; lo += 2 * w) {
+                int64_t mid = MMS__MIN(lo + w, n), hi = MMS__MIN(lo + 2 * w, n), a = lo, b = mid, k = lo;
+                while (a < mid && b < hi) tmp[k++] = mms__json_key_cmp(j, j->keys[s[a]], j->keys[s[b]]) <= 0 ? s[a++] : s[b++];
+                while (a < mid) tmp[k++] = s[a++];
+                while (b < hi) tmp[k++] = s[b++];
+            }
+            memcpy(s, tmp, sizeof *tmp * (size_t)n);
+        }
+        MMS_FREE(tmp);
+    }
+    for (i = 1; i < n; i++)
+        if (mms__json_key_cmp(j, j->keys[s[i - 1]], j->keys[s[i]]) == 0) {
+            mms__json_fail(p, at, "duplicate key \"%.60s\" in an object", j->pool + j->keys[s[i]]);
+            return false;
+        }
+    return true;
+}
+
+/* Moves the n children on top of the stack (pairs of key offset and value for objects) to the
+   container's slots. */
+static bool mms__json_close(struct mms__json_parser *p, int64_t v, int64_t n, bool object, size_t at) {
+    struct mms_json *j = p->j;
+    const int64_t per = object ? 2 : 1, first = j->n_kids;
+    int64_t i;
+    if (!mms__json_grow((void **)&j->kids, &j->cap_kids, first + n, sizeof *j->kids)) { mms__json_oom(p); return false; }
+    if (j->cap_keys < j->cap_kids) {   /* keys and sorted grow with kids */
+        const int64_t cap = j->cap_kids;
+        void *k = MMS_REALLOC(j->keys, sizeof *j->keys * (size_t)cap), *s;
+        if (!k) { mms__json_oom(p); return false; }
+        j->keys = (int64_t *)k;
+        s = MMS_REALLOC(j->sorted, sizeof *j->sorted * (size_t)cap);
+        if (!s) { mms__json_oom(p); return false; }
+        j->sorted = (int64_t *)s;
+        j->cap_keys = cap;
+    }
+    for (i = 0; i < n; i++) {
+        const int64_t *e = p->stack + p->n_stack - per * n + per * i;
+        j->kids[first + i] = object ? e[1] : e[0];
+        j->keys[first + i] = object ? e[0] : -1;
+        j->sorted[first + i] = first + i;
+    }
+    p->n_stack -= per * n;
+    j->n_kids += n;
+    j->v[v].a = first;
+    j->v[v].b = n;
+    return !object || mms__json_sort_members(p, first, n, at);
+}
+
+static bool mms__json_value(struct mms__json_parser *p, int depth, int64_t *out) {
+    char c;
+    mms__json_ws(p);
+    if (p->pos >= p->len) { mms__json_fail(p, p->pos, "unexpected end of the text"); return false; }
+    c = p->s[p->pos];
+    if (c == '{' || c == '[') {
+        const bool object = c == '{';
+        const size_t at = p->pos;
+        int64_t v = mms__json_new(p, object ? MMS_JSON_OBJECT : MMS_JSON_ARRAY), n = 0;
+        if (v < 0) return false;
+        if (depth >= MMS__JSON_MAX_DEPTH) { mms__json_fail(p, p->pos, "nesting deeper than %d", MMS__JSON_MAX_DEPTH); return false; }
+        p->pos++;
+        mms__json_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) p->pos++;
+        else for (;;) {
+            int64_t child, koff = -1, klen;
+            if (object) {
+                mms__json_ws(p);
+                if (p->pos >= p->len || p->s[p->pos] != '"') { mms__json_fail(p, p->pos, "expected a key string"); return false; }
+                if (!mms__json_string(p, &koff, &klen)) return false;
+                mms__json_ws(p);
+                if (p->pos >= p->len || p->s[p->pos] != ':') { mms__json_fail(p, p->pos, "expected ':' after a key"); return false; }
+                p->pos++;
+                if (!mms__json_push(p, koff)) return false;
+            }
+            if (!mms__json_value(p, depth + 1, &child) || !mms__json_push(p, child)) return false;
+            n++;
+            mms__json_ws(p);
+            if (p->pos < p->len && p->s[p->pos] == ',') {
+                p->pos++;
+                mms__json_ws(p);
+                if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { mms__json_fail(p, p->pos, "trailing comma"); return false; }
+                continue;
+            }
+            if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { p->pos++; break; }
+            mms__json_fail(p, p->pos, p->pos >= p->len ? "unexpected end of the text" : object ? "expected ',' or '}'" : "expected ',' or ']'");
+            return false;
+        }
+        *out = v;
+        return mms__json_close(p, v, n, object, at);
+    }
+    if (c == '"') {
+        int64_t v = mms__json_new(p, MMS_JSON_STRING), off, n;
+        if (v < 0 || !mms__json_string(p, &off, &n)) return false;
+        p->j->v[v].a = off;
+        p->j->v[v].b = n;
+        *out = v;
+        return true;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        double d;
+        bool inexact;
+        int64_t v;
+        if (!mms__json_number(p, &d, &inexact) || (v = mms__json_new(p, MMS_JSON_NUMBER)) < 0) return false;
+        p->j->v[v].num = d;
+        p->j->v[v].a = inexact;
+        *out = v;
+        return true;
+    }
+    {
+        static const struct { const char *word; int type; } words[3] = { { "null", MMS_JSON_NULL }, { "false", MMS_JSON_FALSE }, { "true", MMS_JSON_TRUE } };
+        int k;
+        for (k = 0; k < 3; k++) {
+            size_t n = strlen(words[k].word);
+            if (p->len - p->pos >= n && !memcmp(p->s + p->pos, words[k].word, n)) {
+                p->pos += n;
+                return (*out = mms__json_new(p, words[k].type)) >= 0;
+            }
+        }
+    }
+    mms__json_fail(p, p->pos, "unexpected character '%c'", c >= 0x20 && c < 0x7F ? c : '?');
+    return false;
+}
+
+MMS_API struct mms_json *mms_json_parse(const char *text, size_t len, const char *source) {
+    struct mms__json_parser p;
+    struct mms_json *j;
+    int64_t root;
+    if (!text && len) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_json_parse: text is NULL"); return NULL; }
+    if (!(j = (struct mms_json *)MMS_MALLOC(sizeof *j))) { mms_set_error(MMS_ERR_OOM, "json: out of memory"); return NULL; }
+    memset(j, 0, sizeof *j);
+    j->source = mms__str_copy(source ? source : "(memory)");
+    memset(&p, 0, sizeof p);
+    p.j = j;
+    p.s = text ? text : "";
+    p.len = len;
+    if (!j->source) { mms_json_free(j); mms_set_error(MMS_ERR_OOM, "json: out of memory"); return NULL; }
+    if (mms__json_value(&p, 0, &root)) {
+        mms__json_ws(&p);
+        if (p.pos < p.len) mms__json_fail(&p, p.pos, "text after the value");
+    }
+    MMS_FREE(p.stack);
+    if (p.st != MMS_OK) { mms_json_free(j); return NULL; }
+    return j;
+}
+
+MMS_API struct mms_json *mms_json_parse_file(const char *path) {
+    struct mms__mapping map;
+    struct mms_json *j;
+    if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_json_parse_file: path is NULL"); return NULL; }
+    if (mms__map_file(path, &map) != MMS_OK) return NULL;
+    j = mms_json_parse((const char *)map.addr, map.size, path);
+    mms__unmap_file(&map);
+    return j;
+}
+
+MMS_API void mms_json_free(struct mms_json *j) {
+    if (!j) return;
+    MMS_FREE(j->v); MMS_FREE(j->kids); MMS_FREE(j->keys); MMS_FREE(j->sorted); MMS_FREE(j->pool); MMS_FREE(j->source);
+    MMS_FREE(j);
+}
+
+MMS_API const char *mms_json_source(const struct mms_json *j) { return j ? j->source : ""; }
+
+static const struct mms__json_val *mms__json_v(const struct mms_json *j, int64_t v) {
+    return j && v >= 0 && v < j->n_v ? &j->v[v] : NULL;
+}
+
+MMS_API enum mms_json_type mms_json_type(const struct mms_json *j, int64_t v) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    return x ? (enum mms_json_type)x->type : MMS_JSON_NONE;
+}
+
+MMS_API int64_t mms_json_len(const struct mms_json *j, int64_t v) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    return x && (x->type == MMS_JSON_ARRAY || x->type == MMS_JSON_OBJECT) ? x->b : -1;
+}
+
+MMS_API int64_t mms_json_at(const struct mms_json *j, int64_t v, int64_t i) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    return x && (x->type == MMS_JSON_ARRAY || x->type == MMS_JSON_OBJECT) && i >= 0 && i < x->b ? j->kids[x->a + i] : -1;
+}
+
+MMS_API const char *mms_json_key(const struct mms_json *j, int64_t object, int64_t i, size_t *len) {
+    const struct mms__json_val *x = mms__json_v(j, object);
+    const char *k;
+    if (!x || x->type != MMS_JSON_OBJECT || i < 0 || i >= x->b) return NULL;
+    k = j->pool + j->keys[x->a + i];
+    if (len) *len = strlen(k);
+    return k;
+}
+
+MMS_API int64_t mms_json_get(const struct mms_json *j, int64_t object, const char *key) {
+    const struct mms__json_val *x = mms__json_v(j, object);
+    int64_t lo = 0, hi;
+    if (!x || x->type != MMS_JSON_OBJECT || !key) return -1;
+    hi = x->b;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, slot = j->sorted[x->a + mid];
+        int c = strcmp(j->pool + j->keys[slot], key);
+        if (c == 0) return j->kids[slot];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return -1;
+}
+
+MMS_API const char *mms_json_str(const struct mms_json *j, int64_t v, size_t *len) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    if (!x || x->type != MMS_JSON_STRING) return NULL;
+    if (len) *len = (size_t)x->b;
+    return j->pool + x->a;
+}
+
+MMS_API bool mms_json_num(const struct mms_json *j, int64_t v, double *out) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    if (!x || x->type != MMS_JSON_NUMBER) return false;
+    if (out) *out = x->num;
+    return true;
+}
+
+MMS_API bool mms_json_int(const struct mms_json *j, int64_t v, int64_t *out) {
+    double d;
+    if (!mms_json_num(j, v, &d) || j->v[v].a || d != floor(d) || fabs(d) > 9007199254740992.0) return false;
+    if (out) *out = (int64_t)d;
+    return true;
+}
+/* ==== end src/formats/json.c ==== */
+
+/* ==== begin src/formats/safetensors.c ==== */
+/* >>safetensors ====================================================================================
+   The safetensors reader: the header parsed with the strict JSON reader, each entry validated,
+   tensors kept in name order for binary search. */
+
+struct mms__st_tensor {
+    const char *name, *dtype;
+    enum mms_type type;
+    int n_dims;
+    int64_t shape[8];
+    uint64_t begin, end;
+};
+
+struct mms_safetensors {
+    struct mms__mapping    map;
+    const uint8_t         *base;
+    size_t                 size;
+    char                  *path;
+    struct mms_json       *header;
+    int64_t                metadata;     /* the __metadata__ value, or -1 */
+    const uint8_t         *data;         /* after the header */
+    size_t                 data_size;
+    struct mms__st_tensor *t;
+    int64_t                n;
+};
+
+static const struct { const char *name; int size; enum mms_type type; } mms__st_dtypes[] = {
+    { "BOOL", 1, MMS_TYPE_INVALID }, { "U8", 1, MMS_TYPE_INVALID }, { "I8", 1, MMS_TYPE_INVALID },
+    { "F8_E5M2", 1, MMS_TYPE_INVALID }, { "F8_E4M3", 1, MMS_TYPE_INVALID }, { "I16", 2, MMS_TYPE_INVALID },
+    { "U16", 2, MMS_TYPE_INVALID }, { "F16", 2, MMS_TYPE_F16 }, { "BF16", 2, MMS_TYPE_BF16 }, { "I32", 4, MMS_TYPE_INVALID },
+    { "U32", 4, MMS_TYPE_INVALID }, { "F32", 4, MMS_TYPE_F32 }, { "F64", 8, MMS_TYPE_INVALID }, { "I64", 8, MMS_TYPE_INVALID },
+    { "U64", 8, MMS_TYPE_INVALID },
+};
+
+static int mms__st_cmp_name(const void *a, const void *b) {
+    return strcmp(((const struct mms__st_tensor *)a)->name, ((const struct mms__st_tensor *)b)->name);
+}
+
+static int mms__st_cmp_span(const void *a, const void *b) {
+    const struct mms__st_tensor *x = *(const struct mms__st_tensor *const *)a, *y = *(const struct mms__st_tensor *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* One header entry: {"dtype": ..., "shape": [...], "data_offsets": [begin, end]} and nothing else. */
+static enum mms_status mms__st_entry(struct mms_safetensors *st, int64_t v, const char *name, struct mms__st_tensor *t) {
+    const struct mms_json *j = st->header;
+    int64_t dt = mms_json_get(j, v, "dtype"), sh = mms_json_get(j, v, "shape"), off = mms_json_get(j, v, "data_offsets"), i, n;
+    uint64_t bytes;
+    size_t k;
+    const char *dts;
+    if (mms_json_type(j, v) != MMS_JSON_OBJECT)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': its entry is not an object", st->path, name);
+    for (i = 0; i < mms_json_len(j, v); i++) {
+        const char *key = mms_json_key(j, v, i, NULL);
+        if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': unknown field \"%.40s\"", st->path, name, key);
+    }
+    if (!(dts = mms_json_str(j, dt, NULL)))
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': field dtype is %s", st->path, name, dt < 0 ? "missing" : "not a string");
+    t->name = name;
+    t->dtype = dts;
+    for (k = 0; k < sizeof mms__st_dtypes / sizeof mms__st_dtypes[0]; k++)
+        if (!strcmp(dts, mms__st_dtypes[k].name)) break;
+    if (k == sizeof mms__st_dtypes / sizeof mms__st_dtypes[0])
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': unknown dtype \"%.20s\"", st->path, name, dts);
+    t->type = mms__st_dtypes[k].type;
+    if (mms_json_type(j, sh) != MMS_JSON_ARRAY || (n = mms_json_len(j, sh)) > 8)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': field shape is %s", st->path, name,
+                             sh < 0 ? "missing" : mms_json_type(j, sh) != MMS_JSON_ARRAY ? "not an array" : "longer than 8 dimensions");
+    t->n_dims = (int)n;
+    bytes = (uint64_t)mms__st_dtypes[k].size;
+    for (i = 0; i < n; i++) {
+        int64_t d;
+        if (!mms_json_int(j, mms_json_at(j, sh, i), &d) || d < 0)
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': shape[%lld] is not a non-negative integer", st->path, name, (long long)i);
+        t->shape[i] = d;
+        if (d != 0 && bytes > UINT64_MAX / (uint64_t)d)
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': shape overflows a byte count", st->path, name);
+        bytes *= (uint64_t)d;
+    }
+    {
+        int64_t b, e;
+        if (mms_json_type(j, off) != MMS_JSON_ARRAY || mms_json_len(j, off) != 2 || !mms_json_int(j, mms_json_at(j, off, 0), &b) ||
+            !mms_json_int(j, mms_json_at(j, off, 1), &e) || b < 0 || e < b)
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': field data_offsets must be [begin, end] with 0 <= begin <= end",
+                                 st->path, name);
+        t->begin = (uint64_t)b;
+        t->end = (uint64_t)e;
+    }
+    if (t->end > st->data_size)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': data_offsets end %llu is past the data (%zu bytes)", st->path, name,
+                             (unsigned long long)t->end, st->data_size);
+    if (t->end - t->begin != bytes)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': data_offsets span %llu bytes, dtype %s and its shape need %llu",
+                             st->path, name, (unsigned long long)(t->end - t->begin), dts, (unsigned long long)bytes);
+    return MMS_OK;
+}
+
+static enum mms_status mms__st_parse(struct mms_safetensors *st) {
+    uint64_t n_header = 0;
+    int64_t root, i, m;
+    struct mms__st_tensor **by_span;
+    char where[512];
+    int b;
+    if (st->size < 8)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': truncated: %zu bytes, the header length alone needs 8", st->path, st->size);
+    for (b = 7; b >= 0; b--) n_header = (n_header << 8) | st->base[b];
+    if (n_header > st->size - 8)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': header length %llu is past the end of the file (%zu bytes)", st->path,
+                             (unsigned long long)n_header, st->size);
+    if (n_header < 2 || n_header > ((uint64_t)100 << 20))
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': header length %llu is outside 2 bytes to 100 MiB", st->path, (unsigned long long)n_header);
+    snprintf(where, sizeof where, "safetensors '%s' header", st->path);
+    if (!(st->header = mms_json_parse((const char *)st->base + 8, (size_t)n_header, where))) return mms_last_status();
+    st->data = st->base + 8 + n_header;
+    st->data_size = st->size - 8 - (size_t)n_header;
+    root = 0;
+    if (mms_json_type(st->header, root) != MMS_JSON_OBJECT)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': the header is not a JSON object", st->path);
+    st->metadata = -1;
+    m = mms_json_len(st->header, root);
+    st->t = (struct mms__st_tensor *)MMS_MALLOC(sizeof *st->t * (size_t)(m + 1));
+    if (!st->t) return mms_set_error(MMS_ERR_OOM, "safetensors '%s': out of memory", st->path);
+    for (i = 0; i < m; i++) {
+        const char *name = mms_json_key(st->header, root, i, NULL);
+        int64_t v = mms_json_at(st->header, root, i);
+        enum mms_status s;
+        if (!strcmp(name, "__metadata__")) {
+            int64_t k;
+            if (mms_json_type(st->header, v) != MMS_JSON_OBJECT)
+                return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': __metadata__ is not an object", st->path);
+            for (k = 0; k < mms_json_len(st->header, v); k++)
+                if (mms_json_type(st->header, mms_json_at(st->header, v, k)) != MMS_JSON_STRING)
+                    return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': __metadata__ value \"%.40s\" is not a string", st->path,
+                                         mms_json_key(st->header, v, k, NULL));
+            st->metadata = v;
+            continue;
+        }
+        memset(&st->t[st->n], 0, sizeof st->t[st->n]);
+        if ((s = mms__st_entry(st, v, name, &st->t[st->n])) != MMS_OK) return s;
+        st->n++;
+    }
+    /* the tensors tile the data exactly: no overlap, no hole */
+    by_span = (struct mms__st_tensor **)MMS_MALLOC(sizeof *by_span * (size_t)(st->n + 1));
+    if (!by_span) return mms_set_error(MMS_ERR_OOM, "safetensors '%s': out of memory", st->path);
+    for (i = 0; i < st->n; i++) by_span[i] = &st->t[i];
+    qsort(by_span, (size_t)st->n, sizeof *by_span, mms__st_cmp_span);
+    {
+        uint64_t at = 0;
+        enum mms_status s = MMS_OK;
+        for (i = 0; i < st->n && s == MMS_OK; i++) {
+            if (by_span[i]->begin < at)
+                s = mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s' (bytes %llu..%llu) overlaps tensor '%s'", st->path, by_span[i]->name,
+                                  (unsigned long long)by_span[i]->begin, (unsigned long long)by_span[i]->end, by_span[i - 1]->name);
+            else if (by_span[i]->begin > at)
+                s = mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': bytes %llu..%llu of the data belong to no tensor (before '%s')", st->path,
+                                  (unsigned long long)at, (unsigned long long)by_span[i]->begin, by_span[i]->name);
+            at = by_span[i]->end;
+        }
+        if (s == MMS_OK && at != st->data_size)
+            s = mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': the last %llu bytes of the data belong to no tensor", st->path,
+                              (unsigned long long)(st->data_size - at));
+        MMS_FREE(by_span);
+        if (s != MMS_OK) return s;
+    }
+    qsort(st->t, (size_t)st->n, sizeof *st->t, mms__st_cmp_name);
+    return MMS_OK;
+}
+
+static struct mms_safetensors *mms__st_new(const char *name) {
+    struct mms_safetensors *st = (struct mms_safetensors *)MMS_MALLOC(sizeof *st);
+    if (!st) { mms_set_error(MMS_ERR_OOM, "safetensors: out of memory"); return NULL; }
+    memset(st, 0, sizeof *st);
+    st->metadata = -1;
+    if (!(st->path = mms__str_copy(name ? name : "(memory)"))) { MMS_FREE(st); mms_set_error(MMS_ERR_OOM, "safetensors: out of memory"); return NULL; }
+    return st;
+}
+
+MMS_API struct mms_safetensors *mms_safetensors_open(const char *path) {
+    struct mms_safetensors *st;
+    if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_safetensors_open: path is NULL"); return NULL; }
+    if (!(st = mms__st_new(path))) return NULL;
+    if (mms__map_file(path, &st->map) != MMS_OK) { mms_safetensors_close(st); return NULL; }
+    st->base = (const uint8_t *)st->map.addr;
+    st->size = st->map.size;
+    if (mms__st_parse(st) != MMS_OK) { mms_safetensors_close(st); return NULL; }
+    return st;
+}
+
+MMS_API struct mms_safetensors *mms_safetensors_open_memory(const void *data, size_t size, const char *name) {
+    struct mms_safetensors *st;
+    if (!data && size) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_safetensors_open_memory: data is NULL"); return NULL; }
+    if (!(st = mms__st_new(name))) return NULL;
+    st->base = (const uint8_t *)data;
+    st->size = size;
+    if (mms__st_parse(st) != MMS_OK) { mms_safetensors_close(st); return NULL; }
+    return st;
+}
+
+MMS_API void mms_safetensors_close(struct mms_safetensors *st) {
+    if (!st) return;
+    mms__unmap_file(&st->map);
+    mms_json_free(st->header);
+    MMS_FREE(st->t);
+    MMS_FREE(st->path);
+    MMS_FREE(st);
+}
+
+MMS_API const char *mms_safetensors_path(const struct mms_safetensors *st) { return st ? st->path : ""; }
+MMS_API int64_t mms_safetensors_n_tensors(const struct mms_safetensors *st) { return st ? st->n : 0; }
+MMS_API const struct mms_json *mms_safetensors_header(const struct mms_safetensors *st) { return st ? st->header : NULL; }
+MMS_API int64_t mms_safetensors_metadata(const struct mms_safetensors *st) { return st ? st->metadata : -1; }
+
+MMS_API int64_t mms_safetensors_find(const struct mms_safetensors *st, const char *name) {
+    int64_t lo = 0, hi;
+    if (!st || !name) return -1;
+    hi = st->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(st->t[mid].name, name);
+        if (c == 0) return mid;
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return -1;
+}
+
+MMS_API enum mms_status mms_safetensors_get(const struct mms_safetensors *st, int64_t i, struct mms_safetensors_info *info) {
+    const struct mms__st_tensor *t;
+    if (!st || !info || i < 0 || i >= st->n) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_safetensors_get: no tensor %lld", (long long)i);
+    t = &st->t[i];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->dtype = t->dtype;
+    info->type = t->type;
+    info->n_dims = t->n_dims;
+    memcpy(info->shape, t->shape, sizeof info->shape);
+    info->size = (size_t)(t->end - t->begin);
+    info->data = st->data + t->begin;
+    return MMS_OK;
+}
+/* ==== end src/formats/safetensors.c ==== */
 
 #endif
 
@@ -10842,10 +11721,183 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     return v;
 }
 
+/* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
+static const char mms__llama3_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The id of a special token named by tokenizer_config.json (a string or {"content": ...}), or -1. */
+static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, char *const *tokens, int64_t n) {
+    int64_t v = mms_json_get(cfg, 0, key), i;
+    const char *s = mms_json_str(cfg, v, NULL);
+    if (!s) s = mms_json_str(cfg, mms_json_get(cfg, v, "content"), NULL);
+    for (i = 0; s && i < n; i++)
+        if (tokens[i] && !strcmp(tokens[i], s)) return i;
+    return -1;
+}
+
+/* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
+   added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
+   generation_config.json, written into w as the GGUF tokenizer keys (types: 1 normal, 3 special
+   added, 4 other added, 5 an id hole); mms__vocab_load_hf loads them through the same checks. */
+static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer *w) {
+    char path[4096];
+    struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
+    enum mms_status st = MMS_ERR_FORMAT;
+    char **tokens = NULL, **merges = NULL;
+    int32_t *types = NULL;
+    bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
+    int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (!(tj = mms_json_parse_file(path))) goto done;
+    model = mms_json_get(tj, 0, "model");
+    vocab = mms_json_get(tj, model, "vocab");
+    mlist = mms_json_get(tj, model, "merges");
+    added = mms_json_get(tj, 0, "added_tokens");
+    if (!mms_json_str(tj, mms_json_get(tj, model, "type"), NULL) || strcmp(mms_json_str(tj, mms_json_get(tj, model, "type"), NULL), "BPE") ||
+        mms_json_type(tj, vocab) != MMS_JSON_OBJECT || mms_json_type(tj, mlist) != MMS_JSON_ARRAY) {
+        mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model must be a BPE with a vocab object and a merges list", path);
+        goto done;
+    }
+    pre = mms_json_get(tj, 0, "pre_tokenizer");
+    {   /* Llama 3's rule: a Split on its regex (then byte-level) */
+        int64_t list = mms_json_get(tj, pre, "pretokenizers"), k;
+        bool llama3 = false;
+        for (k = 0; k < mms_json_len(tj, list); k++) {
+            int64_t pt = mms_json_at(tj, list, k);
+            const char *type = mms_json_str(tj, mms_json_get(tj, pt, "type"), NULL), *re = mms_json_str(tj, mms_json_get(tj, mms_json_get(tj, pt, "pattern"), "Regex"), NULL);
+            if (type && !strcmp(type, "Split") && re && !strcmp(re, mms__llama3_split)) llama3 = true;
+        }
+        if (!llama3) {
+            mms_set_error(MMS_ERR_UNSUPPORTED, "mms_vocab_load: '%s': pre_tokenizer is not Llama 3's (a Split on its regex), the only one mmsched implements", path);
+            goto done;
+        }
+    }
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_at(tj, vocab, i), &id) || id < 0 || id >= INT32_MAX / 2) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.vocab[\"%.40s\"] is not a token id", path, mms_json_key(tj, vocab, i, NULL));
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_get(tj, mms_json_at(tj, added, i), "id"), &id) || id < 0 || id >= INT32_MAX / 2 ||
+            !mms_json_str(tj, mms_json_get(tj, mms_json_at(tj, added, i), "content"), NULL)) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': added_tokens[%lld] needs an id and a content", path, (long long)i);
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    tokens = (char **)MMS_MALLOC(sizeof *tokens * (size_t)(n + 1));
+    types = (int32_t *)MMS_MALLOC(sizeof *types * (size_t)(n + 1));
+    nm = mms_json_len(tj, mlist);
+    merges = (char **)MMS_MALLOC(sizeof *merges * (size_t)(nm + 1));
+    owned = (bool *)MMS_MALLOC(sizeof *owned * (size_t)(n + 1));
+    if (!tokens || !types || !merges || !owned) { mms__vocab_oom(); goto done; }
+    memset(tokens, 0, sizeof *tokens * (size_t)(n + 1));
+    memset(owned, 0, sizeof *owned * (size_t)(n + 1));
+    memset(merges, 0, sizeof *merges * (size_t)(nm + 1));
+    for (i = 0; i < n; i++) types[i] = MMS_TOKEN_UNUSED;
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        mms_json_int(tj, mms_json_at(tj, vocab, i), &id);
+        if (tokens[id]) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': id %lld is given to two tokens", path, (long long)id); goto done; }
+        tokens[id] = (char *)mms_json_key(tj, vocab, i, NULL);
+        types[id] = MMS_TOKEN_NORMAL;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        const int64_t a = mms_json_at(tj, added, i);
+        int64_t id;
+        mms_json_int(tj, mms_json_get(tj, a, "id"), &id);
+        tokens[id] = (char *)mms_json_str(tj, mms_json_get(tj, a, "content"), NULL);
+        types[id] = mms_json_type(tj, mms_json_get(tj, a, "special")) == MMS_JSON_TRUE ? MMS_TOKEN_CONTROL : MMS_TOKEN_USER_DEFINED;
+    }
+    for (i = 0; i < n; i++)
+        if (!tokens[i]) {
+            char hole[32];
+            snprintf(hole, sizeof hole, "[PAD%lld]", (long long)i);
+            if (!(tokens[i] = (char *)MMS_MALLOC(strlen(hole) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(tokens[i], hole, strlen(hole) + 1);
+            owned[i] = true;
+        }
+    for (i = 0; i < nm; i++) {   /* "a b" or ["a", "b"] */
+        const int64_t e = mms_json_at(tj, mlist, i);
+        const char *a = mms_json_str(tj, e, NULL), *b;
+        if (!a) {
+            a = mms_json_str(tj, mms_json_at(tj, e, 0), NULL);
+            b = mms_json_str(tj, mms_json_at(tj, e, 1), NULL);
+            if (!a || !b || mms_json_len(tj, e) != 2) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.merges[%lld] is not a pair of tokens", path, (long long)i); goto done; }
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + strlen(b) + 2))) { mms__vocab_oom(); goto done; }
+            snprintf(merges[i], strlen(a) + strlen(b) + 2, "%s %s", a, b);
+        } else {
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(merges[i], a, strlen(a) + 1);
+        }
+    }
+    if (mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t bos, eos;
+        if (!(tc = mms_json_parse_file(path))) goto done;
+        if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
+        if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+    }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t e, k, ne;
+        int32_t ids[64];
+        if (!(gc = mms_json_parse_file(path))) goto done;
+        e = mms_json_get(gc, 0, "eos_token_id");
+        ne = mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_len(gc, e) : e >= 0 ? 1 : 0;
+        if (ne > 64) ne = 64;
+        for (k = 0; k < ne; k++) {
+            int64_t id;
+            if (!mms_json_int(gc, mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_at(gc, e, k) : e, &id) || id < 0 || id >= n) {
+                mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': eos_token_id must be token ids below %lld", path, (long long)n);
+                goto done;
+            }
+            ids[k] = (int32_t)id;
+        }
+        if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
+    }
+    st = MMS_OK;
+done:
+    if (st != MMS_OK && mms_last_status() != MMS_OK) st = mms_last_status();
+    for (i = 0; owned && i < n; i++)
+        if (owned[i]) MMS_FREE(tokens[i]);
+    for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
+    MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
+    mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return st;
+}
+
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    void *mem;
+    size_t size;
+    if (w && mms__vocab_hf_kv(dir, w) == MMS_OK && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK && (g = mms__gguf_open_owned(mem, size)))
+        v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    mms_gguf_writer_free(w);
+    return v;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_gguf *g;
     struct mms_vocab *v;
+    char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
+        snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
+        if (mms__file_exists(probe)) return mms__vocab_load_hf(path);
+    }
     if (!(g = mms_gguf_open(path))) return NULL;
     v = mms_vocab_load(g);
     mms_gguf_close(g);
@@ -11958,7 +13010,11 @@ MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int w, in
    checked, placement on the caller's backends. Ollama's single-file layout names the vision MLP
    ffn_up (fc1) / ffn_down (fc2) and its norms attn_norm / ffn_norm; the older projector file names
    them ln1 / ln2 and swaps ffn_up and ffn_down. Gates of the vision tower are stored already
-   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw. */
+   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw.
+   Ollama's converter also permutes the rows of the cross-attention and vision q/k projections
+   within each head (its RoPE rule, applied by name; the q/k norms stay as they are): such rows are
+   put back in Hugging Face order when the weights are placed (mms__mllama_qk_rows says which files
+   hold them so). */
 
 struct mms__mllama_vlayer {
     struct mms_tensor *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -11972,6 +13028,29 @@ struct mms__mllama_tlayer {
     struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
 };
 
+/* The checkpoint folder reader (src/mllama/hf_folder.c, the part after this one). */
+struct mms__hf;
+enum mms__hf_xform { MMS__HF_AS_IS = 0, MMS__HF_TANH, MMS__HF_ONE_MINUS_TANH };
+static bool            mms__hf_is_folder(const char *path);
+static struct mms__hf *mms__hf_open(const char *dir);
+static void            mms__hf_close(struct mms__hf *hf);
+static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mllama_hparams *hp, int **cross, int **taps, float **rope_freqs);
+static bool            mms__hf_find(struct mms__hf *hf, const char *name, struct mms_safetensors_info *info, enum mms__hf_xform *x,
+                                    const struct mms_safetensors **shard);
+static const char     *mms__hf_dir(const struct mms__hf *hf);
+static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf);
+
+/* Where a weight's bytes are, kept by the loader until the weight is placed. */
+struct mms__wsource {
+    struct mms_tensor     *t;
+    const void            *region;     /* the GGUF file or safetensors shard it is mapped from; NULL: loader memory */
+    const void            *data;       /* in the region's mapping (or the loader's memory) */
+    enum mms_type          src_type;   /* the type of data: t's, or one converted to t's f32 when placed */
+    enum mms__hf_xform     xform;      /* a gate derived from the checkpoint's raw value */
+    int                    backend;    /* index into the model's backends */
+    int                    row_heads;  /* > 0: rows permuted within this many heads (Ollama's q/k rule), put back when placed */
+};
+
 struct mms_mllama_model {
     struct mms_mllama_hparams  hp;
     int                       *cross_layers, *taps;
@@ -11980,11 +13059,16 @@ struct mms_mllama_model {
     int                        n_files;
     mms_backend_t              backends[2];              /* [0] cpu, [1] gpu (cpu again without one) */
     struct mms_context        *wctx[2];                  /* weight tensors by backend */
-    mms_backend_buffer_t       bufs[4];
-    int                        n_bufs;
+    mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
+    int                        n_bufs, cap_bufs;
     bool                       shapes_only;
     int                        vision_backend, output_backend;
     int64_t                    load_us;
+    struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
+    int                        n_sources, cap_sources;
+    struct mms__hf            *hf;                       /* a checkpoint folder, or NULL */
+    float                     *rope_freqs_data;          /* its llama3 divisors, computed from config.json */
+    bool                       rope_neox;                /* self-attention q/k in Hugging Face's rotate-half order */
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -12033,16 +13117,30 @@ MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
     mms__mllama_derive(hp);
 }
 
+/* Llama 3.2 90B Vision: the 11B vision tower on a Llama 3.1 70B text model with 20 cross-attention
+   layers, one after every four of its 80 layers (5k + 3), as the published config has them. */
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *hp) {
+    static int cross[20];
+    int k;
+    for (k = 0; k < 20; k++) cross[k] = 5 * k + 3;
+    mms_mllama_hparams_11b(hp);
+    hp->n_embd = 8192; hp->n_ff = 28672; hp->n_head = 64; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 100;
+    hp->n_cross = 20; hp->cross_layers = cross;
+    mms__mllama_derive(hp);
+}
+
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *m) { return m ? &m->hp : NULL; }
 
 MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     int i;
     if (!m) return;
     for (i = 0; i < m->n_bufs; i++) mms_backend_buffer_free(m->bufs[i]);
+    MMS_FREE(m->bufs);
     for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
     for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
-    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources); MMS_FREE(m->rope_freqs_data);
+    mms__hf_close(m->hf);
     MMS_FREE(m);
 }
 
@@ -12051,8 +13149,9 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
 /* A required positive integer key; the error names the key and the file. */
 static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char *key, int *out, bool required) {
     uint32_t v;
-    enum mms_status st = mms_gguf_get_u32(g, key, &v);
-    if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
+    enum mms_status st;
+    if (!required && mms_gguf_find_key(g, key) < 0) return MMS_OK;
+    st = mms_gguf_get_u32(g, key, &v);
     if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
@@ -12091,12 +13190,32 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     return MMS_OK;
 }
 
+/* What the loader needs of the hyper-parameters, wherever they came from (named in messages). */
+static enum mms_status mms__mllama_check_text(struct mms_mllama_model *m, const char *where) {
+    struct mms_mllama_hparams *hp = &m->hp;
+    int i;
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
+                             where, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_check_vision(const struct mms_mllama_hparams *hp, const char *where) {
+    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
+                             where, hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    return MMS_OK;
+}
+
 static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, const struct mms_gguf *text, const struct mms_gguf *vision) {
     struct mms_mllama_hparams *hp = &m->hp;
     const char *arch;
     size_t len;
     enum mms_status st;
-    int i;
     if (mms_gguf_get_str(text, "general.architecture", &arch, &len) != MMS_OK || len != 6 || memcmp(arch, "mllama", 6) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not an mllama model (general.architecture must be \"mllama\")", mms_gguf_get_path(text));
     if ((st = mms__mllama_key_int(text, "mllama.vocab_size", &hp->n_vocab, true)) != MMS_OK ||
@@ -12113,16 +13232,9 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
     hp->cross_layers = m->cross_layers;
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = mms__mllama_key_int(text, "mllama.rope.dimension_count", &hp->head_dim, false)) != MMS_OK) return st;
-    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
-                             mms_gguf_get_path(text), hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
     hp->image_token_id = hp->n_vocab;
     if ((st = mms__mllama_key_int(text, "mllama.image_token_index", &hp->image_token_id, false)) != MMS_OK) return st;
-    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
-    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
-    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
-    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
-    if (!vision) return MMS_OK;
+    if ((st = mms__mllama_check_text(m, mms_gguf_get_path(text))) != MMS_OK || !vision) return st;
 
     if ((st = mms__mllama_key_int(vision, "mllama.vision.block_count", &hp->v_n_layer, true)) != MMS_OK ||
         (st = mms__mllama_key_int(vision, "mllama.vision.global.block_count", &hp->v_n_global, true)) != MMS_OK ||
@@ -12137,9 +13249,7 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
         (st = mms__mllama_key_list(vision, "mllama.vision.intermediate_layers_indices", hp->v_n_layer, &m->taps, &hp->v_n_taps)) != MMS_OK)
         return st;
     hp->v_taps = m->taps;
-    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
-                             mms_gguf_get_path(vision), hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    if ((st = mms__mllama_check_vision(hp, mms_gguf_get_path(vision))) != MMS_OK) return st;
     {   /* mean and std of the image processor: ours when the converter wrote them, else CLIP's */
         struct mms_mllama_hparams clip;
         int64_t n = 0;
@@ -12159,59 +13269,178 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
 
 struct mms__wloader {
     struct mms_mllama_model *m;
-    const struct mms_gguf   *g;            /* the file tensors come from now */
+    const struct mms_gguf   *g;            /* the file tensors come from now (unless hf) */
+    struct mms__hf          *hf;           /* or the checkpoint folder */
+    bool                     qk_permuted;  /* g holds q/k rows in Ollama's per-head order */
     enum mms_type            shape_type;   /* shapes only: the type of matrices */
     enum mms_status          st;
 };
+
+/* The key mmsched's converter writes (Ollama's reader ignores it): "ollama" when the q/k rows are
+   permuted per head as Ollama's converter writes them, "hf" when they are in the checkpoint's order. */
+#define MMS__QK_ROWS_KEY "mmsched.mllama.qk_rows"
+
+/* Whether file g holds its cross-attention and vision q/k rows in Ollama's per-head order. In
+   order: the key above when present; the older two-file layout (pair) is in the checkpoint's order
+   (Ollama's legacy C++ code applies q_norm/k_norm to each head's rows as they are, which is right
+   only then); a file with mllama.image_token_index, a key only mmsched's converter wrote before it
+   wrote the marker, is in the checkpoint's order; any other single file is taken as written by
+   Ollama's converter, which has permuted them since May 2025 (spec 6.2). */
+static enum mms_status mms__mllama_qk_rows(const struct mms_gguf *g, bool pair, bool *permuted) {
+    const char *v;
+    size_t len;
+    if (mms_gguf_find_key(g, MMS__QK_ROWS_KEY) >= 0) {
+        if (mms_gguf_get_str(g, MMS__QK_ROWS_KEY, &v, &len) != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+        if ((len == 6 && !memcmp(v, "ollama", 6)) || (len == 2 && !memcmp(v, "hf", 2))) { *permuted = len == 6; return MMS_OK; }
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is \"%.*s\", expected \"ollama\" or \"hf\"", MMS__QK_ROWS_KEY,
+                             mms_gguf_get_path(g), (int)(len < 64 ? len : 64), v);
+    }
+    *permuted = !pair && mms_gguf_find_key(g, "mllama.image_token_index") < 0;
+    return MMS_OK;
+}
 
 /* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
    only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
    quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
    every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16. */
+/* A weight as a file holds it. */
+struct mms__wfound {
+    enum mms_type      type;
+    int64_t            ne[4];
+    const void        *data;
+    const void        *region;
+    const char        *where;       /* the file, for messages */
+    const char        *file_type;   /* the type as the file names it, for messages */
+    enum mms__hf_xform xform;
+};
+
+/* Finds weight `name` in the GGUF file or the checkpoint folder; false if absent (or on error, in L). */
+static bool mms__weight_find(struct mms__wloader *L, const char *name, struct mms__wfound *w) {
+    static char type_name[16];
+    int i;
+    memset(w, 0, sizeof *w);
+    for (i = 0; i < 4; i++) w->ne[i] = 1;
+    if (L->hf) {
+        struct mms_safetensors_info si;
+        const struct mms_safetensors *shard;
+        if (!strcmp(name, "rope_freqs.weight")) {     /* computed from config.json */
+            if (!L->m->rope_freqs_data) return false;
+            w->type = MMS_TYPE_F32;
+            w->ne[0] = L->m->hp.head_dim / 2;
+            w->data = L->m->rope_freqs_data;
+            w->where = "config.json";
+            return true;
+        }
+        if (!mms__hf_find(L->hf, name, &si, &w->xform, &shard)) return false;
+        if (si.n_dims > 4) {
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has %d dimensions", si.name, mms_safetensors_path(shard), si.n_dims);
+            return false;
+        }
+        for (i = 0; i < si.n_dims; i++) w->ne[i] = si.shape[si.n_dims - 1 - i];   /* the file's order reversed: ggml's */
+        w->type = si.type;
+        w->data = si.data;
+        w->file_type = si.dtype;
+        w->where = mms_safetensors_path(shard);
+        w->region = shard;
+        return true;
+    }
+    {
+        const int64_t idx = mms_gguf_find_tensor(L->g, name);
+        struct mms_gguf_tensor_info info;
+        if (idx < 0) return false;
+        if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return false;
+        memcpy(w->ne, info.ne, sizeof w->ne);
+        w->type = info.type;
+        w->data = info.data;
+        w->region = L->g;
+        w->where = mms_gguf_get_path(L->g);
+        snprintf(type_name, sizeof type_name, "GGUF type %u", info.ggml_type);
+        w->file_type = type_name;
+        return true;
+    }
+}
+
+/* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
+   quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
+   every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16.
+   From a checkpoint folder, those other weights and the derived gates become f32 when placed
+   (they are small; the matrices are used as the files hold them). */
 static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, bool quant_ok, const char *name,
                                       int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     const int64_t want[4] = { ne0, ne1, ne2, ne3 };
-    struct mms_gguf_tensor_info info;
+    struct mms__wfound w;
     struct mms_tensor *t;
-    int64_t idx;
+    enum mms_type type;
     int i;
     if (L->st != MMS_OK) return NULL;
     if (L->m->shapes_only) {
-        enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
         if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
-    idx = mms_gguf_find_tensor(L->g, name);
-    if (idx < 0) {
-        if (required) L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
+    if (!mms__weight_find(L, name, &w)) {
+        if (required && L->st == MMS_OK)
+            L->st = L->hf ? mms_set_error(MMS_ERR_FORMAT, "mllama: the checkpoint folder '%s' lacks the tensor for weight '%s'", mms__hf_dir(L->hf), name)
+                          : mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
         return NULL;
     }
-    if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return NULL;
     for (i = 0; i < 4; i++) {
-        if (info.ne[i] != want[i]) {
+        if (w.ne[i] != want[i]) {
             char got[96], exp[96];
-            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the metadata implies %s", name,
-                                  mms_gguf_get_path(L->g), mms__shape_str(info.ne, got, sizeof got), mms__shape_str(want, exp, sizeof exp));
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the %s implies %s", name, w.where,
+                                  mms__shape_str(w.ne, got, sizeof got), L->hf ? "configuration" : "metadata", mms__shape_str(want, exp, sizeof exp));
             return NULL;
         }
     }
-    if (info.type == MMS_TYPE_INVALID) {
-        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has GGUF type %u, which mmsched cannot load",
-                              name, mms_gguf_get_path(L->g), info.ggml_type);
+    if (w.type == MMS_TYPE_INVALID) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has %s, which mmsched cannot load", name, w.where, w.file_type);
         return NULL;
     }
-    if (!mms_get_type_traits(info.type)->is_float && !(quant_ok && mms_get_type_traits(info.type)->is_quantized)) {
+    if (!mms_get_type_traits(w.type)->is_float && !(quant_ok && mms_get_type_traits(w.type)->is_quantized)) {
         L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has type %s; it is used by ops other than matrix "
-                              "products and row lookups, so it must be f32, f16 or bf16", name, mms_gguf_get_path(L->g), mms_type_name(info.type));
+                              "products and row lookups, so it must be f32, f16 or bf16", name, w.where, mms_type_name(w.type));
         return NULL;
     }
-    t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
+    type = L->hf && (!quant_ok || w.xform != MMS__HF_AS_IS) ? MMS_TYPE_F32 : w.type;
+    t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
     if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
-    t->extra = (void *)info.data;              /* where its bytes are, until placement */
+    if (L->m->n_sources == L->m->cap_sources) {
+        int cap = L->m->cap_sources ? 2 * L->m->cap_sources : 256;
+        struct mms__wsource *grown = (struct mms__wsource *)MMS_REALLOC(L->m->sources, sizeof *grown * (size_t)cap);
+        if (!grown) { L->st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+        L->m->sources = grown;
+        L->m->cap_sources = cap;
+    }
+    {
+        struct mms__wsource *s = &L->m->sources[L->m->n_sources++];
+        memset(s, 0, sizeof *s);
+        s->t = t;
+        s->region = type == w.type && w.xform == MMS__HF_AS_IS ? w.region : NULL;
+        s->data = w.data;
+        s->src_type = w.type;
+        s->xform = w.xform;
+        s->backend = b;
+    }
     return t;
+}
+
+/* A q/k projection t (just declared) of n_heads heads: when its file permutes such rows per head,
+   they are put back in the checkpoint's order at placement. */
+static void mms__weight_qk(struct mms__wloader *L, struct mms_tensor *t, int n_heads) {
+    struct mms__wsource *s;
+    if (!t || !L->qk_permuted || L->st != MMS_OK) return;
+    s = &L->m->sources[L->m->n_sources - 1];
+    MMS_ASSERT(s->t == t);
+    if (t->ne[1] % (2 * n_heads) != 0) {
+        L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s': %lld rows are not %d heads of an even size, as Ollama's q/k "
+                              "row order needs", t->name, mms_gguf_get_path(L->g), (long long)t->ne[1], n_heads);
+        return;
+    }
+    s->row_heads = n_heads;
 }
 
 /* W1: vectors, never quantized; W2: matrices used only by mul_mat/get_rows (may be quantized);
@@ -12258,7 +13487,9 @@ static void mms__mllama_text_weights(struct mms__wloader *L, int n_gpu_layers) {
         ly->ffn_down = MMS__W2(L, b, true, FF, D, "blk.%d.ffn_down.weight", il);
         if (ly->cross) {
             ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.cross_attn_q_proj.weight", il);
+            mms__weight_qk(L, ly->wq, hp->n_head);
             ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_k_proj.weight", il);
+            mms__weight_qk(L, ly->wk, hp->n_head_kv);
             ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_v_proj.weight", il);
             ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.cross_attn_o_proj.weight", il);
             ly->q_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_q_norm.weight", il);
@@ -12287,7 +13518,9 @@ static void mms__mllama_vision_layer(struct mms__wloader *L, struct mms__mllama_
     ly->ln2_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln2);
     ly->ln2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln2);
     ly->wq = MMS__W2(L, b, true, D, D, "%s.%d.attn_q.weight", prefix, il);
+    mms__weight_qk(L, ly->wq, hp->v_n_head);
     ly->wk = MMS__W2(L, b, true, D, D, "%s.%d.attn_k.weight", prefix, il);
+    mms__weight_qk(L, ly->wk, hp->v_n_head);
     ly->wv = MMS__W2(L, b, true, D, D, "%s.%d.attn_v.weight", prefix, il);
     ly->wo = MMS__W2(L, b, true, D, D, "%s.%d.%s.weight", prefix, il, legacy ? "attn_out" : "attn_output");
     ly->fc1_w = MMS__W2(L, b, true, D, FF, "%s.%d.%s.weight", prefix, il, fc1);
@@ -12328,23 +13561,15 @@ static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
     for (il = 0; il < hp->v_n_global; il++) mms__mllama_vision_layer(L, &m->vglobal[il], "v.global.blk", il, true, legacy);
 }
 
-/* The bytes a file's tensors span in its mapping. */
-static void mms__gguf_data_span(const struct mms_gguf *g, const char **lo, const char **hi) {
-    int64_t i;
-    *lo = *hi = NULL;
-    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
-        struct mms_gguf_tensor_info info;
-        const char *d;
-        if (mms_gguf_get_tensor(g, i, &info) != MMS_OK) continue;
-        d = (const char *)info.data;
-        if (!*lo || d < *lo) *lo = d;
-        if (!*hi || d + info.size > *hi) *hi = d + info.size;
-    }
-}
-
 static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_backend_buffer_t buf) {
     if (!buf) return mms_last_status();
-    if (m->n_bufs == (int)(sizeof m->bufs / sizeof m->bufs[0])) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_STATE, "mllama: too many weight buffers"); }
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? 2 * m->cap_bufs : 4;
+        mms_backend_buffer_t *grown = (mms_backend_buffer_t *)MMS_REALLOC(m->bufs, sizeof *grown * (size_t)cap);
+        if (!grown) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+        m->bufs = grown;
+        m->cap_bufs = cap;
+    }
     mms_backend_buffer_set_usage(buf, MMS_BUFFER_USAGE_WEIGHTS);
     m->bufs[m->n_bufs++] = buf;
     return MMS_OK;
@@ -12374,10 +13599,45 @@ static unsigned mms__touch_pages(const void *p, size_t n) {
     return sum;
 }
 
-/* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
-   their backend. Without a file (shapes only) they get addresses that are never read. */
+/* Sets a weight from its file, putting rows that Ollama's converter permuted within each head
+   (row h*d + 2i + p of the file is row h*d + p*d/2 + i of the checkpoint) back in the checkpoint's
+   order. Whole rows move, so any block type works. */
+static enum mms_status mms__set_weight(const struct mms__wsource *s) {
+    struct mms_tensor *t = s->t;
+    const char *src = (const char *)s->data;
+    size_t row;
+    int64_t d, h, i;
+    int p;
+    enum mms_status st;
+    if (s->src_type != t->type || s->xform != MMS__HF_AS_IS) {   /* to f32, maybe a gate's tanh (a checkpoint folder's) */
+        const int64_t n = mms_nelements(t);
+        float *f = (float *)MMS_MALLOC(sizeof(float) * (size_t)(n + 1));
+        if (!f) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+        mms_get_type_traits(s->src_type)->to_float(s->data, f, n);
+        for (i = 0; i < n; i++) {
+            if (s->xform == MMS__HF_TANH) f[i] = (float)tanh((double)f[i]);
+            else if (s->xform == MMS__HF_ONE_MINUS_TANH) f[i] = 1.0f - (float)tanh((double)f[i]);
+        }
+        st = mms_backend_tensor_set(t, f, 0, mms_nbytes(t));
+        MMS_FREE(f);
+        return st;
+    }
+    if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
+    row = mms_row_size(t->type, t->ne[0]);
+    d = mms_nrows(t) / s->row_heads;
+    for (h = 0; h < s->row_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++)
+                if ((st = mms_backend_tensor_set(t, src + (size_t)(h * d + 2 * i + p) * row, (size_t)(h * d + p * (d / 2) + i) * row, row)) != MMS_OK)
+                    return st;
+    return MMS_OK;
+}
+
+/* Host weights are used where the file is mapped (no copy), except those whose rows must move,
+   which get a buffer of their own; on other backends every weight is copied into a buffer of the
+   backend. Without a file (shapes only) weights get addresses that are never read. */
 static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, struct mms__load_progress *lp) {
-    int b, f;
+    int b, f, i;
     enum mms_status st;
     unsigned touched = 0;
     for (b = 0; b < 2; b++) {
@@ -12396,31 +13656,54 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 at += MMS__ALIGN_UP(mms_nbytes(t), 64);
             }
         } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
-            for (f = 0; f < m->n_files; f++) {
-                const char *lo, *hi;
+            const size_t align = mms_backend_get_alignment(m->backends[b]);
+            size_t moved = 0;
+            for (i = 0; i < m->n_sources; i++) {       /* one buffer over each mapped region's weights on this backend */
+                const struct mms__wsource *s = &m->sources[i];
+                const char *lo = (const char *)s->data, *hi = lo + mms_nbytes(s->t);
                 mms_backend_buffer_t buf;
-                mms__gguf_data_span(m->files[f], &lo, &hi);
-                if (!lo) continue;
+                if (s->backend != b || !s->region || s->row_heads || s->t->data) continue;
+                for (f = i + 1; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((const char *)o->data < lo) lo = (const char *)o->data;
+                    if ((const char *)o->data + mms_nbytes(o->t) > hi) hi = (const char *)o->data + mms_nbytes(o->t);
+                }
                 buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-                for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                    const char *d = (const char *)t->extra;
-                    if (!d || d < lo || d >= hi) continue;
-                    t->extra = NULL;
-                    if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
-                    if (lp && lp->cb) touched += mms__touch_pages(d, mms_nbytes(t));
-                    if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+                for (f = i; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, o->t, (void *)o->data)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(o->data, mms_nbytes(o->t));
+                    if ((st = mms__load_step(lp, mms_nbytes(o->t))) != MMS_OK) return st;
+                }
+            }
+            for (i = 0; i < m->n_sources; i++)
+                if (m->sources[i].backend == b && !m->sources[i].t->data) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
+            if (moved) {                               /* reordered, converted or computed: a buffer of their own */
+                mms_backend_buffer_t buf = mms_backend_alloc_buffer(m->backends[b], moved);
+                char *at;
+                if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate %zu bytes of reordered or converted weights on %s: %s",
+                                               moved, mms_backend_name(m->backends[b]), mms_last_error());
+                if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                at = (char *)mms_backend_buffer_get_base(buf);
+                for (i = 0; i < m->n_sources; i++) {
+                    const struct mms__wsource *s = &m->sources[i];
+                    if (s->backend != b || s->t->data) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
+                    at += MMS__ALIGN_UP(mms_nbytes(s->t), align);
+                    if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
                 }
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
             if (!buf) return mms__error_context(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                const void *src = t->extra;
-                t->extra = NULL;
-                if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
-                if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+            for (i = 0; i < m->n_sources; i++) {
+                if (m->sources[i].backend != b) continue;
+                if ((st = mms__set_weight(&m->sources[i])) != MMS_OK) return st;
+                if ((st = mms__load_step(lp, mms_nbytes(m->sources[i].t))) != MMS_OK) return st;
             }
         }
     }
@@ -12457,6 +13740,28 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
     m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    if (mms__hf_is_folder(p->path)) {               /* a Hugging Face checkpoint folder */
+        struct mms_mllama_hparams *hp = &m->hp;
+        if (p->mmproj_path) { mms_set_error(MMS_ERR_INVALID_ARG, "mllama: '%s' is a checkpoint folder; it takes no projector file", p->path); goto fail; }
+        if (!(m->hf = mms__hf_open(p->path)) || mms__hf_hparams(m->hf, hp, &m->cross_layers, &m->taps, &m->rope_freqs_data) != MMS_OK) goto fail;
+        hp->cross_layers = m->cross_layers;
+        hp->v_taps = m->taps;
+        if (mms__mllama_check_text(m, p->path) != MMS_OK || mms__mllama_check_vision(hp, p->path) != MMS_OK) goto fail;
+        mms__mllama_derive(hp);
+        if (p->text_only) memset(&hp->v_n_layer, 0, sizeof *hp - offsetof(struct mms_mllama_hparams, v_n_layer));
+        if (mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
+        m->has_vision = !p->text_only;
+        m->rope_neox = true;                          /* self-attention q/k as transformers keeps them */
+        m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
+        m->output_backend = p->gpu && p->n_gpu_layers >= hp->n_layer ? 1 : 0;
+        L.hf = m->hf;
+        mms__mllama_text_weights(&L, p->n_gpu_layers);
+        if (m->has_vision) mms__mllama_vision_weights(&L, false);
+        if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
+        goto place;
+    }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
     vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
@@ -12468,15 +13773,16 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     m->has_vision = vision_file != NULL;
     m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
     m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;
-    memset(&L, 0, sizeof L);
-    L.m = m;
     L.g = m->files[0];
+    if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
     mms__mllama_text_weights(&L, p->n_gpu_layers);
-    if (m->has_vision) {
+    if (m->has_vision && L.st == MMS_OK) {
         L.g = vision_file;
+        if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
+place:
     memset(&lp, 0, sizeof lp);
     lp.cb = p->progress;
     lp.user = p->progress_user_data;
@@ -12487,6 +13793,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
             for (t = mms_get_first_tensor(m->wctx[b]); t; t = mms_get_next_tensor(m->wctx[b], t)) lp.total += mms_nbytes(t);
     }
     if (mms__mllama_place_weights(m, &lp) != MMS_OK) goto fail;
+    MMS_FREE(m->sources);                         /* placed: the mapping is reached through the tensors now */
+    m->sources = NULL;
+    m->n_sources = m->cap_sources = 0;
     m->load_us = mms_time_us() - t0;
     return m;
 fail:
@@ -12539,6 +13848,536 @@ fail:
     return NULL;
 }
 /* ==== end src/mllama/model.c ==== */
+
+/* ==== begin src/mllama/hf_folder.c ==== */
+/* >>mllama-hf =====================================================================================
+   A Hugging Face checkpoint folder as Meta and transformers publish it: config.json (the
+   hyper-parameters), model.safetensors or model-*.safetensors with model.safetensors.index.json
+   (the weights, used where they are mapped), preprocessor_config.json (mean, std, tile size).
+   Weights are found by the GGUF names the loader asks for, mapped to the checkpoint's names (the
+   on-disk language_model.model.* / vision_model.* ones, or the newer model.language_model.* ones).
+   Everything is checked as the GGUF reader checks its files: a missing or unreadable file, a
+   field of the wrong type, a shard that the index names but lacks the tensor, a tensor no weight
+   uses: each is an error naming the file and the field. */
+
+struct mms__hf {
+    char                    *dir;
+    struct mms_json         *config, *preproc, *index;
+    struct mms_safetensors **shards;
+    uint8_t                **used;          /* per shard, per tensor: asked for by the loader */
+    int                      n_shards;
+};
+
+static void mms__hf_close(struct mms__hf *hf) {
+    int i;
+    if (!hf) return;
+    for (i = 0; i < hf->n_shards; i++) { mms_safetensors_close(hf->shards[i]); MMS_FREE(hf->used[i]); }
+    MMS_FREE(hf->shards); MMS_FREE(hf->used);
+    mms_json_free(hf->config); mms_json_free(hf->preproc); mms_json_free(hf->index);
+    MMS_FREE(hf->dir);
+    MMS_FREE(hf);
+}
+
+static const char *mms__hf_dir(const struct mms__hf *hf) { return hf->dir; }
+
+/* dir/name into out (size bytes), cut if too long (the callers bound the folder's path). */
+static void mms__hf_path(const struct mms__hf *hf, const char *name, char *out, size_t size) {
+    size_t a = strlen(hf->dir), b = strlen(name);
+    if (a + b + 2 > size) { out[0] = '\0'; return; }
+    memcpy(out, hf->dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+}
+
+/* Whether path is a checkpoint folder (it has a config.json). */
+static bool mms__hf_is_folder(const char *path) {
+    char p[4096];
+    if (strlen(path) + 13 >= sizeof p) return false;
+    snprintf(p, sizeof p, "%s/config.json", path);
+    return mms__file_exists(p);
+}
+
+static enum mms_status mms__hf_add_shard(struct mms__hf *hf, const char *file) {
+    char p[4096];
+    struct mms_safetensors *st;
+    void *grown;
+    if (!*file || strchr(file, '/') || strchr(file, '\\') || !strcmp(file, "..") || strlen(file) + strlen(hf->dir) + 2 >= sizeof p)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s/model.safetensors.index.json': weight_map names the shard \"%.80s\", not a file of the folder",
+                             hf->dir, file);
+    mms__hf_path(hf, file, p, sizeof p);
+    if (!(st = mms_safetensors_open(p))) return mms_last_status();
+    if (!(grown = MMS_REALLOC(hf->shards, sizeof *hf->shards * (size_t)(hf->n_shards + 1)))) { mms_safetensors_close(st); return mms_set_error(MMS_ERR_OOM, "mllama: out of memory"); }
+    hf->shards = (struct mms_safetensors **)grown;
+    if (!(grown = MMS_REALLOC(hf->used, sizeof *hf->used * (size_t)(hf->n_shards + 1)))) { mms_safetensors_close(st); return mms_set_error(MMS_ERR_OOM, "mllama: out of memory"); }
+    hf->used = (uint8_t **)grown;
+    hf->used[hf->n_shards] = (uint8_t *)MMS_MALLOC((size_t)mms_safetensors_n_tensors(st) + 1);
+    hf->shards[hf->n_shards++] = st;
+    if (!hf->used[hf->n_shards - 1]) return mms_set_error(MMS_ERR_OOM, "mllama: out of memory");
+    memset(hf->used[hf->n_shards - 1], 0, (size_t)mms_safetensors_n_tensors(st) + 1);
+    return MMS_OK;
+}
+
+static int mms__hf_shard_of(const struct mms__hf *hf, const char *file) {
+    int i;
+    for (i = 0; i < hf->n_shards; i++) {
+        const char *p = mms_safetensors_path(hf->shards[i]);
+        size_t lp = strlen(p), lf = strlen(file);
+        if (lp > lf && p[lp - lf - 1] == '/' && !strcmp(p + lp - lf, file)) return i;
+    }
+    return -1;
+}
+
+/* The folder's files: config.json, the preprocessor's (optional), the index and every shard it
+   names (or model.safetensors alone); the index and the shards must agree tensor for tensor. */
+static struct mms__hf *mms__hf_open(const char *dir) {
+    struct mms__hf *hf = (struct mms__hf *)MMS_MALLOC(sizeof *hf);
+    char p[4096];
+    size_t n = strlen(dir);
+    if (!hf) { mms_set_error(MMS_ERR_OOM, "mllama: out of memory"); return NULL; }
+    memset(hf, 0, sizeof *hf);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    if (n + 64 >= sizeof p || !(hf->dir = (char *)MMS_MALLOC(n + 1))) { mms_set_error(MMS_ERR_INVALID_ARG, "mllama: folder path too long"); mms__hf_close(hf); return NULL; }
+    memcpy(hf->dir, dir, n);
+    hf->dir[n] = '\0';
+    mms__hf_path(hf, "config.json", p, sizeof p);
+    if (!(hf->config = mms_json_parse_file(p))) goto fail;
+    mms__hf_path(hf, "preprocessor_config.json", p, sizeof p);
+    if (mms__file_exists(p) && !(hf->preproc = mms_json_parse_file(p))) goto fail;
+    mms__hf_path(hf, "model.safetensors.index.json", p, sizeof p);
+    if (mms__file_exists(p)) {
+        int64_t map, i;
+        if (!(hf->index = mms_json_parse_file(p))) goto fail;
+        map = mms_json_get(hf->index, 0, "weight_map");
+        if (mms_json_type(hf->index, map) != MMS_JSON_OBJECT) {
+            mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': weight_map is %s", p, map < 0 ? "missing" : "not an object");
+            goto fail;
+        }
+        for (i = 0; i < mms_json_len(hf->index, map); i++) {
+            const char *name = mms_json_key(hf->index, map, i, NULL), *file = mms_json_str(hf->index, mms_json_at(hf->index, map, i), NULL);
+            int s;
+            if (!file) { mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': weight_map[\"%.80s\"] is not a file name", p, name); goto fail; }
+            if ((s = mms__hf_shard_of(hf, file)) < 0) {
+                if (mms__hf_add_shard(hf, file) != MMS_OK) goto fail;
+                s = hf->n_shards - 1;
+            }
+            if (mms_safetensors_find(hf->shards[s], name) < 0) {
+                mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': weight_map puts tensor '%.80s' in '%s', which lacks it", p, name, file);
+                goto fail;
+            }
+        }
+        for (i = 0; i < hf->n_shards; i++) {
+            int64_t t;
+            for (t = 0; t < mms_safetensors_n_tensors(hf->shards[i]); t++) {
+                struct mms_safetensors_info info;
+                const char *in;
+                mms_safetensors_get(hf->shards[i], t, &info);
+                in = mms_json_str(hf->index, mms_json_get(hf->index, map, info.name), NULL);
+                if (!in || mms__hf_shard_of(hf, in) != i) {
+                    mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has tensor '%.80s', which the index %s", mms_safetensors_path(hf->shards[i]), info.name,
+                                  in ? "puts in another shard" : "does not list");
+                    goto fail;
+                }
+            }
+        }
+    } else {
+        mms__hf_path(hf, "model.safetensors", p, sizeof p);
+        if (!mms__file_exists(p)) { mms_set_error(MMS_ERR_IO, "mllama: '%s' has neither model.safetensors nor model.safetensors.index.json", hf->dir); goto fail; }
+        if (mms__hf_add_shard(hf, "model.safetensors") != MMS_OK) goto fail;
+    }
+    return hf;
+fail:
+    mms__hf_close(hf);
+    return NULL;
+}
+
+/* -- hyper-parameters from config.json -- */
+
+/* A positive integer at obj.key (obj named `what` in messages); absent: *out kept unless required. */
+static enum mms_status mms__hf_int(const struct mms_json *j, int64_t obj, const char *what, const char *key, bool required, int *out) {
+    int64_t v = mms_json_get(j, obj, key), x;
+    if (v < 0 || mms_json_type(j, v) == MMS_JSON_NULL) {
+        if (!required) return MMS_OK;
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s is missing", mms_json_source(j), what, key);
+    }
+    if (!mms_json_int(j, v, &x) || x <= 0 || x > (1 << 30))
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s must be an integer from 1 to 2^30", mms_json_source(j), what, key);
+    *out = (int)x;
+    return MMS_OK;
+}
+
+static enum mms_status mms__hf_float(const struct mms_json *j, int64_t obj, const char *what, const char *key, bool required, float *out) {
+    int64_t v = mms_json_get(j, obj, key);
+    double d;
+    if (v < 0 || mms_json_type(j, v) == MMS_JSON_NULL) {
+        if (!required) return MMS_OK;
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s is missing", mms_json_source(j), what, key);
+    }
+    if (!mms_json_num(j, v, &d) || !(d > 0.0) || d > FLT_MAX)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s must be a positive number", mms_json_source(j), what, key);
+    *out = (float)d;
+    return MMS_OK;
+}
+
+/* An ascending list of indexes below limit into a new array. */
+static enum mms_status mms__hf_list(const struct mms_json *j, int64_t obj, const char *what, const char *key, int limit, int **out, int *n_out) {
+    int64_t v = mms_json_get(j, obj, key), n = mms_json_len(j, v), i;
+    if (mms_json_type(j, v) != MMS_JSON_ARRAY || n < 1 || n > limit)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s must be a list of 1 to %d layer indexes", mms_json_source(j), what, key, limit);
+    if (!(*out = (int *)MMS_MALLOC(sizeof **out * (size_t)n))) return mms_set_error(MMS_ERR_OOM, "mllama: out of memory");
+    for (i = 0; i < n; i++) {
+        int64_t x;
+        if (!mms_json_int(j, mms_json_at(j, v, i), &x) || x < 0 || x >= limit || (i > 0 && x <= (*out)[i - 1]))
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s[%lld] is not an ascending index below %d", mms_json_source(j), what, key, (long long)i, limit);
+        (*out)[i] = (int)x;
+    }
+    *n_out = (int)n;
+    return MMS_OK;
+}
+
+/* Reads the hyper-parameters; *rope_freqs gets the llama3 divisors (head_dim / 2 floats, to free)
+   or NULL when the checkpoint has no llama3 rope scaling. */
+static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mllama_hparams *hp, int **cross, int **taps, float **rope_freqs) {
+    const struct mms_json *j = hf->config;
+    const int64_t t = mms_json_get(j, 0, "text_config"), v = mms_json_get(j, 0, "vision_config"), arch = mms_json_get(j, 0, "architectures");
+    const char *a0 = mms_json_str(j, mms_json_at(j, arch, 0), NULL), *mt = mms_json_str(j, mms_json_get(j, 0, "model_type"), NULL);
+    enum mms_status st;
+    int64_t rs;
+    *rope_freqs = NULL;
+    if (!(a0 && !strcmp(a0, "MllamaForConditionalGeneration")) && !(mt && !strcmp(mt, "mllama")))
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not a Llama 3.2 Vision checkpoint (architectures[0] must be MllamaForConditionalGeneration)",
+                             mms_json_source(j));
+    if (mms_json_type(j, t) != MMS_JSON_OBJECT || mms_json_type(j, v) != MMS_JSON_OBJECT)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': text_config and vision_config must be objects", mms_json_source(j));
+    hp->n_ctx_train = 131072;
+    hp->rms_eps = 1e-5f;
+    hp->rope_freq_base = 500000.0f;
+    if ((st = mms__hf_int(j, t, "text_config.", "vocab_size", true, &hp->n_vocab)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "num_hidden_layers", true, &hp->n_layer)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "max_position_embeddings", false, &hp->n_ctx_train)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "hidden_size", true, &hp->n_embd)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "intermediate_size", true, &hp->n_ff)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "num_attention_heads", true, &hp->n_head)) != MMS_OK ||
+        (st = mms__hf_float(j, t, "text_config.", "rope_theta", false, &hp->rope_freq_base)) != MMS_OK ||
+        (st = mms__hf_float(j, t, "text_config.", "rms_norm_eps", false, &hp->rms_eps)) != MMS_OK ||
+        (st = mms__hf_list(j, t, "text_config.", "cross_attention_layers", hp->n_layer, cross, &hp->n_cross)) != MMS_OK)
+        return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = mms__hf_int(j, t, "text_config.", "num_key_value_heads", false, &hp->n_head_kv)) != MMS_OK) return st;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = mms__hf_int(j, t, "text_config.", "head_dim", false, &hp->head_dim)) != MMS_OK) return st;
+    hp->image_token_id = hp->n_vocab;
+    if ((st = mms__hf_int(j, 0, "", "image_token_index", false, &hp->image_token_id)) != MMS_OK) return st;
+    if ((st = mms__hf_int(j, v, "vision_config.", "num_hidden_layers", true, &hp->v_n_layer)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "num_global_layers", true, &hp->v_n_global)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "hidden_size", true, &hp->v_n_embd)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "intermediate_size", true, &hp->v_n_ff)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "attention_heads", true, &hp->v_n_head)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "image_size", true, &hp->v_image_size)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "patch_size", true, &hp->v_patch_size)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "max_num_tiles", true, &hp->v_max_tiles)) != MMS_OK ||
+        (st = mms__hf_list(j, v, "vision_config.", "intermediate_layers_indices", hp->v_n_layer, taps, &hp->v_n_taps)) != MMS_OK)
+        return st;
+    hp->v_channels = 3;
+    hp->v_eps = 1e-5f;
+    if ((st = mms__hf_int(j, v, "vision_config.", "num_channels", false, &hp->v_channels)) != MMS_OK ||
+        (st = mms__hf_float(j, v, "vision_config.", "norm_eps", false, &hp->v_eps)) != MMS_OK)
+        return st;
+    {   /* stated sizes that the shapes imply must agree */
+        int out_dim = hp->v_n_embd * (1 + hp->v_n_taps);
+        int64_t sar = mms_json_get(j, v, "supported_aspect_ratios"), i, n_ar = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL);
+        int rows[64], cols[64];
+        if ((st = mms__hf_int(j, v, "vision_config.", "vision_output_dim", false, &out_dim)) != MMS_OK) return st;
+        if (out_dim != hp->v_n_embd * (1 + hp->v_n_taps))
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.vision_output_dim is %d, hidden_size * (1 + taps) is %d", mms_json_source(j),
+                                 out_dim, hp->v_n_embd * (1 + hp->v_n_taps));
+        if (hp->v_max_tiles <= 16 && sar >= 0) {
+            mms__mllama_aspect_ratios(hp->v_max_tiles, rows, cols);
+            if (mms_json_len(j, sar) != n_ar)
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios has %lld entries, max_num_tiles %d gives %lld",
+                                     mms_json_source(j), (long long)mms_json_len(j, sar), hp->v_max_tiles, (long long)n_ar);
+            for (i = 0; i < n_ar; i++) {
+                int64_t e = mms_json_at(j, sar, i), r, c;
+                if (mms_json_len(j, e) != 2 || !mms_json_int(j, mms_json_at(j, e, 0), &r) || !mms_json_int(j, mms_json_at(j, e, 1), &c) ||
+                    r != rows[i] || c != cols[i])
+                    return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios[%lld] is not [%d, %d], the processor's order",
+                                         mms_json_source(j), (long long)i, rows[i], cols[i]);
+            }
+        }
+    }
+    rs = mms_json_get(j, t, "rope_scaling");
+    if (rs >= 0 && mms_json_type(j, rs) != MMS_JSON_NULL) {
+        const char *type = mms_json_str(j, mms_json_get(j, rs, "rope_type"), NULL);
+        if (!type) type = mms_json_str(j, mms_json_get(j, rs, "type"), NULL);
+        if (!type || mms_json_type(j, rs) != MMS_JSON_OBJECT)
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': text_config.rope_scaling must be an object with a rope_type", mms_json_source(j));
+        if (!strcmp(type, "llama3")) {
+            float factor = 8.0f, lo = 1.0f, hi = 4.0f;
+            int orig = 8192, i;
+            if ((st = mms__hf_float(j, rs, "text_config.rope_scaling.", "factor", true, &factor)) != MMS_OK ||
+                (st = mms__hf_float(j, rs, "text_config.rope_scaling.", "low_freq_factor", false, &lo)) != MMS_OK ||
+                (st = mms__hf_float(j, rs, "text_config.rope_scaling.", "high_freq_factor", false, &hi)) != MMS_OK ||
+                (st = mms__hf_int(j, rs, "text_config.rope_scaling.", "original_max_position_embeddings", true, &orig)) != MMS_OK)
+                return st;
+            if (!(hi > lo) || hp->head_dim < 2 || hp->head_dim % 2)
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': text_config.rope_scaling: high_freq_factor must exceed low_freq_factor", mms_json_source(j));
+            if (!(*rope_freqs = (float *)MMS_MALLOC(sizeof(float) * (size_t)(hp->head_dim / 2)))) return mms_set_error(MMS_ERR_OOM, "mllama: out of memory");
+            for (i = 0; i < hp->head_dim / 2; i++) {   /* the llama3 divisors (spec 5): 1, factor, or smoothed between */
+                const double inv = pow((double)hp->rope_freq_base, -2.0 * i / hp->head_dim), wavelen = 2.0 * 3.14159265358979323846 / inv;
+                double div;
+                if (wavelen < orig / (double)hi) div = 1.0;
+                else if (wavelen > orig / (double)lo) div = factor;
+                else {
+                    const double s = (orig / wavelen - lo) / ((double)hi - lo);
+                    div = 1.0 / ((1.0 - s) / factor + s);
+                }
+                (*rope_freqs)[i] = (float)div;
+            }
+        } else if (strcmp(type, "default"))
+            return mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: '%s': text_config.rope_scaling.rope_type \"%.20s\" is not supported (llama3 or default)",
+                                 mms_json_source(j), type);
+    }
+    if (hf->preproc) {
+        const struct mms_json *p = hf->preproc;
+        int64_t mean = mms_json_get(p, 0, "image_mean"), sd = mms_json_get(p, 0, "image_std"), size = mms_json_get(p, 0, "size"), k;
+        int tiles = hp->v_max_tiles, h = hp->v_image_size, w = hp->v_image_size;
+        struct mms_mllama_hparams clip;
+        mms_mllama_hparams_11b(&clip);
+        memcpy(hp->image_mean, clip.image_mean, sizeof hp->image_mean);
+        memcpy(hp->image_std, clip.image_std, sizeof hp->image_std);
+        for (k = 0; k < 3 && (mean >= 0 || sd >= 0); k++) {
+            double m, s;
+            if (mms_json_len(p, mean) != 3 || mms_json_len(p, sd) != 3 || !mms_json_num(p, mms_json_at(p, mean, k), &m) ||
+                !mms_json_num(p, mms_json_at(p, sd, k), &s) || !(s > 0))
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': image_mean and image_std must be 3 numbers each (std positive)", mms_json_source(p));
+            hp->image_mean[k] = (float)m;
+            hp->image_std[k] = (float)s;
+        }
+        if ((st = mms__hf_int(p, 0, "", "max_image_tiles", false, &tiles)) != MMS_OK ||
+            (size >= 0 && ((st = mms__hf_int(p, size, "size.", "height", true, &h)) != MMS_OK || (st = mms__hf_int(p, size, "size.", "width", true, &w)) != MMS_OK)))
+            return st;
+        if (tiles != hp->v_max_tiles || h != hp->v_image_size || w != hp->v_image_size)
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': tiles of %dx%d, at most %d, but config.json says %d, at most %d", mms_json_source(p), w, h,
+                                 tiles, hp->v_image_size, hp->v_max_tiles);
+    } else {
+        struct mms_mllama_hparams clip;
+        mms_mllama_hparams_11b(&clip);
+        memcpy(hp->image_mean, clip.image_mean, sizeof hp->image_mean);
+        memcpy(hp->image_std, clip.image_std, sizeof hp->image_std);
+    }
+    return MMS_OK;
+}
+
+/* -- weights by GGUF name -- */
+
+/* The checkpoint's name (without its prefix) of a GGUF weight name, and how the value is derived. */
+static bool mms__hf_name(const char *g, char *out, size_t size, enum mms__hf_xform *x) {
+    static const char *const text_layer[][2] = {
+        { "attn_norm.weight", "input_layernorm.weight" }, { "ffn_norm.weight", "post_attention_layernorm.weight" },
+        { "attn_q.weight", "self_attn.q_proj.weight" }, { "attn_k.weight", "self_attn.k_proj.weight" },
+        { "attn_v.weight", "self_attn.v_proj.weight" }, { "attn_output.weight", "self_attn.o_proj.weight" },
+        { "ffn_gate.weight", "mlp.gate_proj.weight" }, { "ffn_up.weight", "mlp.up_proj.weight" }, { "ffn_down.weight", "mlp.down_proj.weight" },
+        { "cross_attn_q_proj.weight", "cross_attn.q_proj.weight" }, { "cross_attn_k_proj.weight", "cross_attn.k_proj.weight" },
+        { "cross_attn_v_proj.weight", "cross_attn.v_proj.weight" }, { "cross_attn_o_proj.weight", "cross_attn.o_proj.weight" },
+        { "cross_attn_q_norm.weight", "cross_attn.q_norm.weight" }, { "cross_attn_k_norm.weight", "cross_attn.k_norm.weight" },
+        { "cross_attn_attn_gate", "cross_attn_attn_gate" }, { "cross_attn_mlp_gate", "cross_attn_mlp_gate" },
+    };
+    static const char *const vision_layer[][2] = {
+        { "attn_norm.weight", "input_layernorm.weight" }, { "attn_norm.bias", "input_layernorm.bias" },
+        { "ffn_norm.weight", "post_attention_layernorm.weight" }, { "ffn_norm.bias", "post_attention_layernorm.bias" },
+        { "attn_q.weight", "self_attn.q_proj.weight" }, { "attn_k.weight", "self_attn.k_proj.weight" },
+        { "attn_v.weight", "self_attn.v_proj.weight" }, { "attn_output.weight", "self_attn.o_proj.weight" },
+        { "ffn_up.weight", "mlp.fc1.weight" }, { "ffn_up.bias", "mlp.fc1.bias" }, { "ffn_down.weight", "mlp.fc2.weight" },
+        { "ffn_down.bias", "mlp.fc2.bias" }, { "attn_gate", "gate_attn" }, { "ffn_gate", "gate_ffn" },
+    };
+    static const char *const top[][2] = {
+        { "token_embd.weight", "T:model.embed_tokens.weight" }, { "output_norm.weight", "T:model.norm.weight" }, { "output.weight", "T:lm_head.weight" },
+        { "v.patch_embd.weight", "V:patch_embedding.weight" }, { "v.class_embd", "V:class_embedding" },
+        { "v.position_embd.weight", "V:gated_positional_embedding.embedding" }, { "v.position_embd.gate", "V:gated_positional_embedding.gate" },
+        { "v.tile_position_embd.weight", "V:gated_positional_embedding.tile_embedding.weight" },
+        { "v.tile_position_embd.gate", "V:gated_positional_embedding.gate" },
+        { "v.pre_tile_position_embd.weight", "V:pre_tile_positional_embedding.embedding.weight" },
+        { "v.pre_tile_position_embd.gate", "V:pre_tile_positional_embedding.gate" },
+        { "v.post_tile_position_embd.weight", "V:post_tile_positional_embedding.embedding.weight" },
+        { "v.post_tile_position_embd.gate", "V:post_tile_positional_embedding.gate" },
+        { "v.pre_ln.weight", "V:layernorm_pre.weight" }, { "v.pre_ln.bias", "V:layernorm_pre.bias" },
+        { "v.post_ln.weight", "V:layernorm_post.weight" }, { "v.post_ln.bias", "V:layernorm_post.bias" },
+        { "mm.0.weight", "P:weight" }, { "mm.0.bias", "P:bias" },
+    };
+    size_t k;
+    int il, used = 0;
+    *x = MMS__HF_AS_IS;
+    if (sscanf(g, "blk.%d.%n", &il, &used) == 1 && used > 0) {
+        for (k = 0; k < sizeof text_layer / sizeof text_layer[0]; k++)
+            if (!strcmp(g + used, text_layer[k][0])) { snprintf(out, size, "T:model.layers.%d.%s", il, text_layer[k][1]); return true; }
+        return false;
+    }
+    if ((sscanf(g, "v.blk.%d.%n", &il, &used) == 1 && used > 0) || (sscanf(g, "v.global.blk.%d.%n", &il, &used) == 1 && used > 0)) {
+        const bool global = g[2] == 'g';
+        for (k = 0; k < sizeof vision_layer / sizeof vision_layer[0]; k++)
+            if (!strcmp(g + used, vision_layer[k][0])) {
+                snprintf(out, size, "V:%s.layers.%d.%s", global ? "global_transformer" : "transformer", il, vision_layer[k][1]);
+                if (k >= 12) *x = MMS__HF_TANH;
+                return true;
+            }
+        return false;
+    }
+    for (k = 0; k < sizeof top / sizeof top[0]; k++)
+        if (!strcmp(g, top[k][0])) {
+            snprintf(out, size, "%s", top[k][1]);
+            if (!strcmp(g, "v.position_embd.gate")) *x = MMS__HF_ONE_MINUS_TANH;
+            else if (strstr(g, ".gate")) *x = MMS__HF_TANH;
+            return true;
+        }
+    return false;
+}
+
+/* Finds GGUF weight `name` in the folder: its shard and info (shape in the file's order), and how
+   its value is derived. false when the checkpoint has no such tensor. */
+static bool mms__hf_find(struct mms__hf *hf, const char *name, struct mms_safetensors_info *info, enum mms__hf_xform *x,
+                         const struct mms_safetensors **shard) {
+    static const char *const prefixes[3][2] = {
+        { "language_model.", "model.language_model." }, { "vision_model.", "model.vision_model." },
+        { "multi_modal_projector.", "model.multi_modal_projector." },
+    };
+    char rel[160], full[224];
+    int kind, p, s;
+    if (!mms__hf_name(name, rel, sizeof rel, x)) return false;
+    kind = rel[0] == 'T' ? 0 : rel[0] == 'V' ? 1 : 2;
+    for (p = 0; p < 2; p++) {
+        if (kind == 0 && !strcmp(rel + 2, "lm_head.weight")) snprintf(full, sizeof full, p ? "lm_head.weight" : "language_model.lm_head.weight");
+        else if (kind == 0 && p == 1) snprintf(full, sizeof full, "model.language_model.%s", rel + 2 + 6);   /* drops "model." */
+        else snprintf(full, sizeof full, "%s%s", prefixes[kind][p], rel + 2);
+        for (s = 0; s < hf->n_shards; s++) {
+            int64_t i = mms_safetensors_find(hf->shards[s], full);
+            if (i >= 0) {
+                mms_safetensors_get(hf->shards[s], i, info);
+                hf->used[s][i] = 1;
+                *shard = hf->shards[s];
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Every tensor of the checkpoint went to a weight: one that did not is an error, not ignored. */
+static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf) {
+    int s;
+    for (s = 0; s < hf->n_shards; s++) {
+        int64_t i;
+        for (i = 0; i < mms_safetensors_n_tensors(hf->shards[s]); i++)
+            if (!hf->used[s][i]) {
+                struct mms_safetensors_info info;
+                mms_safetensors_get(hf->shards[s], i, &info);
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has tensor '%.100s', which no weight of the configuration uses",
+                                     mms_safetensors_path(hf->shards[s]), info.name);
+            }
+    }
+    return MMS_OK;
+}
+
+/* -- a checkpoint folder as a GGUF -- */
+
+/* Rows h*d + p*d/2 + i (the checkpoint's order) to h*d + 2i + p: the self-attention's RoPE pairs
+   (GGUF files rotate adjacent pairs) and Ollama's order for the other q/k. */
+static void mms__hf_interleave_rows(const char *src, char *dst, int64_t rows, size_t row, int n_heads) {
+    const int64_t d = rows / n_heads;
+    int64_t h, i;
+    int p;
+    for (h = 0; h < n_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++) memcpy(dst + (size_t)(h * d + 2 * i + p) * row, src + (size_t)(h * d + p * (d / 2) + i) * row, row);
+}
+
+static bool mms__hf_ends_with(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The heads of a q/k projection named as the loader names it, or 0. */
+static int mms__hf_qk_heads(const struct mms_mllama_hparams *hp, const char *name) {
+    const bool vision = !strncmp(name, "v.", 2);
+    if (mms__hf_ends_with(name, "attn_q.weight") || mms__hf_ends_with(name, "cross_attn_q_proj.weight")) return vision ? hp->v_n_head : hp->n_head;
+    if (mms__hf_ends_with(name, "attn_k.weight") || mms__hf_ends_with(name, "cross_attn_k_proj.weight")) return vision ? hp->v_n_head : hp->n_head_kv;
+    return 0;
+}
+
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir) {
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_model *m = NULL;
+    struct mms_gguf_writer *w = NULL;
+    struct mms_gguf *g = NULL;
+    mms_backend_t cpu = NULL;
+    const struct mms_mllama_hparams *hp;
+    void *mem;
+    size_t size;
+    int b;
+    bool ok;
+    if (!dir || !mms__hf_is_folder(dir)) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_folder_to_gguf: '%s' is not a checkpoint folder (no config.json)", dir ? dir : "(null)"); return NULL; }
+    memset(&lp, 0, sizeof lp);
+    lp.path = dir;
+    if (!(cpu = mms_backend_cpu_init()) || !(lp.cpu = cpu, m = mms_mllama_model_load(&lp)) || !(w = mms_gguf_writer_new())) goto done;
+    hp = &m->hp;
+    {
+        const struct mms_tensor *e = m->token_embd;
+        int32_t cross[256], taps[256];
+        int i;
+        for (i = 0; i < hp->n_cross && i < 256; i++) cross[i] = hp->cross_layers[i];
+        for (i = 0; i < hp->v_n_taps && i < 256; i++) taps[i] = hp->v_taps[i];
+        ok = mms_gguf_writer_set_str(w, "general.architecture", "mllama") == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.file_type", e->type == MMS_TYPE_BF16 ? 32 : e->type == MMS_TYPE_F16 ? 1 : 0) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.quantization_version", 2) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vocab_size", (uint32_t)hp->n_vocab) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.block_count", (uint32_t)hp->n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.context_length", (uint32_t)hp->n_ctx_train) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.embedding_length", (uint32_t)hp->n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.feed_forward_length", (uint32_t)hp->n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count", (uint32_t)hp->n_head) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count_kv", (uint32_t)hp->n_head_kv) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.rope.dimension_count", (uint32_t)hp->head_dim) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.rope.freq_base", hp->rope_freq_base) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.attention.layer_norm_rms_epsilon", hp->rms_eps) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.attention.cross_attention_layers", cross, hp->n_cross) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.image_token_index", (uint32_t)hp->image_token_id) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.block_count", (uint32_t)hp->v_n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.global.block_count", (uint32_t)hp->v_n_global) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.vision.intermediate_layers_indices", taps, hp->v_n_taps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.embedding_length", (uint32_t)hp->v_n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.feed_forward_length", (uint32_t)hp->v_n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.attention.head_count", (uint32_t)hp->v_n_head) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.vision.attention.layer_norm_epsilon", hp->v_eps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.image_size", (uint32_t)hp->v_image_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.patch_size", (uint32_t)hp->v_patch_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.max_num_tiles", (uint32_t)hp->v_max_tiles) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.num_channels", (uint32_t)hp->v_channels) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_mean", hp->image_mean, 3) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_std", hp->image_std, 3) == MMS_OK &&
+             mms_gguf_writer_set_str(w, "mmsched.mllama.qk_rows", "ollama") == MMS_OK &&
+             mms__vocab_hf_kv(dir, w) == MMS_OK;
+    }
+    for (b = 0; ok && b < 2; b++) {
+        const struct mms_tensor *t;
+        for (t = mms_get_first_tensor(m->wctx[b]); ok && t; t = mms_get_next_tensor(m->wctx[b], t)) {
+            const int heads = mms__hf_qk_heads(hp, t->name);
+            char *tmp = NULL;
+            const void *data = t->data;
+            if (heads) {   /* the GGUF layout's q/k row order (the loader put the checkpoint's back) */
+                if (!(tmp = (char *)MMS_MALLOC(mms_nbytes(t)))) { mms_set_error(MMS_ERR_OOM, "mms_mllama_folder_to_gguf: out of memory"); ok = false; break; }
+                mms__hf_interleave_rows((const char *)t->data, tmp, mms_nrows(t), mms_row_size(t->type, t->ne[0]), heads);
+                data = tmp;
+            }
+            ok = mms_gguf_writer_add_tensor(w, t->name, t->type, mms_n_dims(t), t->ne, data) == MMS_OK;
+            MMS_FREE(tmp);
+        }
+    }
+    if (ok && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK) g = mms__gguf_open_owned(mem, size);
+done:
+    mms_gguf_writer_free(w);
+    mms_mllama_model_free(m);
+    mms_backend_free(cpu);
+    return g;
+}
+/* ==== end src/mllama/hf_folder.c ==== */
 
 /* ==== begin src/mllama/vision.c ==== */
 /* >>mllama-vision =================================================================================
@@ -12676,7 +14515,7 @@ static struct mms_tensor *mms__mllama_mlp(struct mms_context *ctx, const struct 
 }
 
 static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *x, struct mms_tensor *pos) {
-    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
+    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, m->rope_neox ? MMS_ROPE_TYPE_NEOX : MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
                         m->hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
 }
 

@@ -559,20 +559,22 @@ static void bench_plan(const char *name, struct ref_graph *r, size_t ggml_bytes)
     ref_free(r);
 }
 
-/* Llama 3.2 11B Vision at its real shapes, weights never read: what each graph's compute memory
-   plans at, against the allocator's lower bound (4-tile image, 512-token prefill over 2048). */
-static void bench_mllama_memory(mms_backend_t cpu) {
+/* Llama 3.2 11B and 90B Vision at their real shapes, weights never read: what each graph's compute
+   memory plans at, against the allocator's lower bound (4-tile image, 512-token prefill over 2048). */
+static void bench_mllama_memory(mms_backend_t cpu, bool big) {
     struct mms_mllama_hparams hp;
     struct mms_mllama_context_params cp;
     struct mms_mllama_model *m;
     struct mms_mllama_context *c;
     int64_t t0;
-    mms_mllama_hparams_11b(&hp);
+    if (big) mms_mllama_hparams_90b(&hp);
+    else mms_mllama_hparams_11b(&hp);
     memset(&cp, 0, sizeof cp);
     cp.n_ctx = 2048;
     cp.n_batch = 512;
     cp.max_images = 1;
-    printf("\nLlama 3.2 11B Vision, shapes only (f16 weights, f32 activations; Ollama reserves about 2.8 GiB for the vision graph)\n");
+    printf("\nLlama 3.2 %s Vision, shapes only (f16 weights, f32 activations%s)\n", big ? "90B" : "11B",
+           big ? "" : "; Ollama reserves about 2.8 GiB for the vision graph");
     m = mms_mllama_model_shapes_only(&hp, cpu, MMS_TYPE_F16);
     t0 = mms_time_us();
     c = m ? mms_mllama_context_new(m, &cp) : NULL;
@@ -614,7 +616,7 @@ int main(int argc, char **argv) {
     if (!cpu || mms_backend_cpu_set_n_threads(cpu, n_threads) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return 1; }
     printf("mmsched %s bench: %d threads, %d repetitions, CPU kernels %s\n", MMS_VERSION_STRING, n_threads, reps,
            mms_cpu_kernels_name(mms_cpu_get_kernels()));
-    if (plans_only) { bench_plans(); bench_mllama_memory(cpu); mms_backend_free(cpu); return 0; }
+    if (plans_only) { bench_plans(); bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); mms_backend_free(cpu); return 0; }
     measure_machine();
 
     bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, 0);
@@ -652,7 +654,7 @@ int main(int argc, char **argv) {
     bench_vit(cpu, MMS_TYPE_F32, 0);
     if (mllama) bench_mllama(cpu);
     if (wanted("plan")) bench_plans();
-    if (wanted("plan")) bench_mllama_memory(cpu);
+    if (wanted("plan")) { bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); }
 
     mms_backend_free(cpu);
     return 0;

@@ -95,9 +95,18 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
+   keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
+   converter orders them and marked so, the vision gates transformed, the tokenizer from
+   tokenizer.json): what tools such as build/quantize read. Close it with mms_gguf_close.
+   NULL + last error. */
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir);
 /* The shapes of Llama 3.2 11B Vision (Meta's configuration: 40 text layers, 8 of them cross-attention,
-   32 + 8 vision layers at 560-pixel tiles). */
+   32 + 8 vision layers at 560-pixel tiles), and of 90B Vision (the same vision tower;
+   text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
+   feed-forward 28672). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
    refuses to compute. */

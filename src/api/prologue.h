@@ -19,11 +19,12 @@
 #endif
 
 /* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
-   the header, the same everywhere): the tokenizer and mllama read GGUF files, so they go with it. */
+   the header, the same everywhere). Each layer goes with the ones it rests on: the tokenizer reads
+   GGUF (and JSON) files, mllama reads them and writes a checkpoint folder's tokenizer. */
 #if defined(MMS_NO_GGUF) && !defined(MMS_NO_TEXT)
 #  define MMS_NO_TEXT
 #endif
-#if defined(MMS_NO_GGUF) && !defined(MMS_NO_MLLAMA)
+#if defined(MMS_NO_TEXT) && !defined(MMS_NO_MLLAMA)
 #  define MMS_NO_MLLAMA
 #endif
 

@@ -420,10 +420,183 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     return v;
 }
 
+/* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
+static const char mms__llama3_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The id of a special token named by tokenizer_config.json (a string or {"content": ...}), or -1. */
+static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, char *const *tokens, int64_t n) {
+    int64_t v = mms_json_get(cfg, 0, key), i;
+    const char *s = mms_json_str(cfg, v, NULL);
+    if (!s) s = mms_json_str(cfg, mms_json_get(cfg, v, "content"), NULL);
+    for (i = 0; s && i < n; i++)
+        if (tokens[i] && !strcmp(tokens[i], s)) return i;
+    return -1;
+}
+
+/* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
+   added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
+   generation_config.json, written into w as the GGUF tokenizer keys (types: 1 normal, 3 special
+   added, 4 other added, 5 an id hole); mms__vocab_load_hf loads them through the same checks. */
+static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer *w) {
+    char path[4096];
+    struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
+    enum mms_status st = MMS_ERR_FORMAT;
+    char **tokens = NULL, **merges = NULL;
+    int32_t *types = NULL;
+    bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
+    int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (!(tj = mms_json_parse_file(path))) goto done;
+    model = mms_json_get(tj, 0, "model");
+    vocab = mms_json_get(tj, model, "vocab");
+    mlist = mms_json_get(tj, model, "merges");
+    added = mms_json_get(tj, 0, "added_tokens");
+    if (!mms_json_str(tj, mms_json_get(tj, model, "type"), NULL) || strcmp(mms_json_str(tj, mms_json_get(tj, model, "type"), NULL), "BPE") ||
+        mms_json_type(tj, vocab) != MMS_JSON_OBJECT || mms_json_type(tj, mlist) != MMS_JSON_ARRAY) {
+        mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model must be a BPE with a vocab object and a merges list", path);
+        goto done;
+    }
+    pre = mms_json_get(tj, 0, "pre_tokenizer");
+    {   /* Llama 3's rule: a Split on its regex (then byte-level) */
+        int64_t list = mms_json_get(tj, pre, "pretokenizers"), k;
+        bool llama3 = false;
+        for (k = 0; k < mms_json_len(tj, list); k++) {
+            int64_t pt = mms_json_at(tj, list, k);
+            const char *type = mms_json_str(tj, mms_json_get(tj, pt, "type"), NULL), *re = mms_json_str(tj, mms_json_get(tj, mms_json_get(tj, pt, "pattern"), "Regex"), NULL);
+            if (type && !strcmp(type, "Split") && re && !strcmp(re, mms__llama3_split)) llama3 = true;
+        }
+        if (!llama3) {
+            mms_set_error(MMS_ERR_UNSUPPORTED, "mms_vocab_load: '%s': pre_tokenizer is not Llama 3's (a Split on its regex), the only one mmsched implements", path);
+            goto done;
+        }
+    }
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_at(tj, vocab, i), &id) || id < 0 || id >= INT32_MAX / 2) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.vocab[\"%.40s\"] is not a token id", path, mms_json_key(tj, vocab, i, NULL));
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_get(tj, mms_json_at(tj, added, i), "id"), &id) || id < 0 || id >= INT32_MAX / 2 ||
+            !mms_json_str(tj, mms_json_get(tj, mms_json_at(tj, added, i), "content"), NULL)) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': added_tokens[%lld] needs an id and a content", path, (long long)i);
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    tokens = (char **)MMS_MALLOC(sizeof *tokens * (size_t)(n + 1));
+    types = (int32_t *)MMS_MALLOC(sizeof *types * (size_t)(n + 1));
+    nm = mms_json_len(tj, mlist);
+    merges = (char **)MMS_MALLOC(sizeof *merges * (size_t)(nm + 1));
+    owned = (bool *)MMS_MALLOC(sizeof *owned * (size_t)(n + 1));
+    if (!tokens || !types || !merges || !owned) { mms__vocab_oom(); goto done; }
+    memset(tokens, 0, sizeof *tokens * (size_t)(n + 1));
+    memset(owned, 0, sizeof *owned * (size_t)(n + 1));
+    memset(merges, 0, sizeof *merges * (size_t)(nm + 1));
+    for (i = 0; i < n; i++) types[i] = MMS_TOKEN_UNUSED;
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        mms_json_int(tj, mms_json_at(tj, vocab, i), &id);
+        if (tokens[id]) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': id %lld is given to two tokens", path, (long long)id); goto done; }
+        tokens[id] = (char *)mms_json_key(tj, vocab, i, NULL);
+        types[id] = MMS_TOKEN_NORMAL;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        const int64_t a = mms_json_at(tj, added, i);
+        int64_t id;
+        mms_json_int(tj, mms_json_get(tj, a, "id"), &id);
+        tokens[id] = (char *)mms_json_str(tj, mms_json_get(tj, a, "content"), NULL);
+        types[id] = mms_json_type(tj, mms_json_get(tj, a, "special")) == MMS_JSON_TRUE ? MMS_TOKEN_CONTROL : MMS_TOKEN_USER_DEFINED;
+    }
+    for (i = 0; i < n; i++)
+        if (!tokens[i]) {
+            char hole[32];
+            snprintf(hole, sizeof hole, "[PAD%lld]", (long long)i);
+            if (!(tokens[i] = (char *)MMS_MALLOC(strlen(hole) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(tokens[i], hole, strlen(hole) + 1);
+            owned[i] = true;
+        }
+    for (i = 0; i < nm; i++) {   /* "a b" or ["a", "b"] */
+        const int64_t e = mms_json_at(tj, mlist, i);
+        const char *a = mms_json_str(tj, e, NULL), *b;
+        if (!a) {
+            a = mms_json_str(tj, mms_json_at(tj, e, 0), NULL);
+            b = mms_json_str(tj, mms_json_at(tj, e, 1), NULL);
+            if (!a || !b || mms_json_len(tj, e) != 2) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.merges[%lld] is not a pair of tokens", path, (long long)i); goto done; }
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + strlen(b) + 2))) { mms__vocab_oom(); goto done; }
+            snprintf(merges[i], strlen(a) + strlen(b) + 2, "%s %s", a, b);
+        } else {
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(merges[i], a, strlen(a) + 1);
+        }
+    }
+    if (mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t bos, eos;
+        if (!(tc = mms_json_parse_file(path))) goto done;
+        if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
+        if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+    }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t e, k, ne;
+        int32_t ids[64];
+        if (!(gc = mms_json_parse_file(path))) goto done;
+        e = mms_json_get(gc, 0, "eos_token_id");
+        ne = mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_len(gc, e) : e >= 0 ? 1 : 0;
+        if (ne > 64) ne = 64;
+        for (k = 0; k < ne; k++) {
+            int64_t id;
+            if (!mms_json_int(gc, mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_at(gc, e, k) : e, &id) || id < 0 || id >= n) {
+                mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': eos_token_id must be token ids below %lld", path, (long long)n);
+                goto done;
+            }
+            ids[k] = (int32_t)id;
+        }
+        if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
+    }
+    st = MMS_OK;
+done:
+    if (st != MMS_OK && mms_last_status() != MMS_OK) st = mms_last_status();
+    for (i = 0; owned && i < n; i++)
+        if (owned[i]) MMS_FREE(tokens[i]);
+    for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
+    MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
+    mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return st;
+}
+
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    void *mem;
+    size_t size;
+    if (w && mms__vocab_hf_kv(dir, w) == MMS_OK && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK && (g = mms__gguf_open_owned(mem, size)))
+        v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    mms_gguf_writer_free(w);
+    return v;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_gguf *g;
     struct mms_vocab *v;
+    char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
+        snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
+        if (mms__file_exists(probe)) return mms__vocab_load_hf(path);
+    }
     if (!(g = mms_gguf_open(path))) return NULL;
     v = mms_vocab_load(g);
     mms_gguf_close(g);
