@@ -856,6 +856,7 @@ struct mms_tensor {
     uint64_t                   uid;         /* unique in the process, never 0 */
     uint64_t                   version;     /* counts the writes made through the library (set, copy, compute) */
     struct mms__provenance    *provenance;  /* internal: what a kept tensor was computed from */
+    bool                       watched;     /* internal: some kept tensor's provenance refers to it */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];
@@ -2940,15 +2941,13 @@ static void mms__graph_release_all(struct mms_context *ctx);  /* graph.c */
    "watched": registered here by uid until its context is reset or freed, so a provenance record
    can find it (or learn it is gone) without holding a pointer that may dangle. */
 
-#define MMS__TENSOR_FLAG_WATCHED (1 << 20)   /* internal: never part of a graph's signature */
-
 static volatile uint64_t  mms__tensor_uid_counter = 0;
 static struct mms__ptrmap mms__watched;         /* uid -> tensor, under the global lock */
 
+/* Under the lock: a shared model's weights are watched by contexts on several threads. */
 static void mms__tensor_watch(struct mms_tensor *t) {
-    if (t->flags & MMS__TENSOR_FLAG_WATCHED) return;
     mms__global_lock();
-    if (mms__ptrmap_put(&mms__watched, t->uid, t)) t->flags |= MMS__TENSOR_FLAG_WATCHED;
+    if (!t->watched && mms__ptrmap_put(&mms__watched, t->uid, t)) t->watched = true;
     mms__global_unlock();
 }
 
@@ -2975,16 +2974,13 @@ static struct mms_tensor *mms__tensor_find_watched(uint64_t uid) {
 /* A context's tensors go away: unregister the watched ones, free the provenance records. */
 static void mms__ctx_forget_tensors(struct mms_context *ctx) {
     struct mms__tensor_obj *o;
-    bool any = false;
     for (o = ctx->first_tensor; o; o = o->next) {
         MMS_FREE(o->tensor.provenance);
         o->tensor.provenance = NULL;
-        any = any || (o->tensor.flags & MMS__TENSOR_FLAG_WATCHED);
     }
-    if (!any) return;
     mms__global_lock();
     for (o = ctx->first_tensor; o; o = o->next)
-        if (o->tensor.flags & MMS__TENSOR_FLAG_WATCHED) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
+        if (o->tensor.watched) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
     if (mms__watched.count == 0) mms__ptrmap_free(&mms__watched);   /* leave nothing behind at exit */
     mms__global_unlock();
 }
@@ -4588,7 +4584,7 @@ static struct mms__provenance_ref *mms__provenance_refs(struct mms__provenance *
 static void mms__tensor_written(struct mms_tensor *t) {
     struct mms_tensor *r = t->view_src ? t->view_src : t;
     r->version++;
-    if (r->flags & MMS__TENSOR_FLAG_WATCHED) mms__watched_write();
+    if (r->watched) mms__watched_write();
 }
 
 /* Clears of the buffer t lives in, which write it too (0 for host memory, UINT64_MAX when t's
@@ -7210,7 +7206,7 @@ static enum mms_status mms__galloc_signature(mms_gallocr_t ga, struct mms_cgraph
                                  id, mms__tensor_desc(t).s, ga->n_bufs - 1);
         q->op = t->op;
         q->type = t->type;
-        q->flags = t->flags & ~MMS__TENSOR_FLAG_WATCHED;
+        q->flags = t->flags;
         q->needs_alloc = mms__galloc_needs(t);
         q->buffer_id = id;
         for (j = 0; j < MMS_MAX_DIMS; j++) { q->ne[j] = t->ne[j]; q->nb[j] = t->nb[j]; }
@@ -8407,7 +8403,7 @@ static struct mms_tensor *mms__sched_clone(mms_backend_sched_t s, const struct m
     if (!cl) return NULL;
     *cl = *orig;
     cl->provenance = NULL;
-    cl->flags &= ~MMS__TENSOR_FLAG_WATCHED;
+    cl->watched = false;
     if (orig->view_src || !mms__sched_has_fixed_memory(orig)) mms__tensor_unplace(cl);   /* planned (views: given) by the gallocr */
     return cl;
 }

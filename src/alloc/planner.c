@@ -154,7 +154,7 @@ static enum mms_status mms__galloc_signature(mms_gallocr_t ga, struct mms_cgraph
                                  id, mms__tensor_desc(t).s, ga->n_bufs - 1);
         q->op = t->op;
         q->type = t->type;
-        q->flags = t->flags & ~MMS__TENSOR_FLAG_WATCHED;
+        q->flags = t->flags;
         q->needs_alloc = mms__galloc_needs(t);
         q->buffer_id = id;
         for (j = 0; j < MMS_MAX_DIMS; j++) { q->ne[j] = t->ne[j]; q->nb[j] = t->nb[j]; }

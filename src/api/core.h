@@ -142,6 +142,7 @@ struct mms_tensor {
     uint64_t                   uid;         /* unique in the process, never 0 */
     uint64_t                   version;     /* counts the writes made through the library (set, copy, compute) */
     struct mms__provenance    *provenance;  /* internal: what a kept tensor was computed from */
+    bool                       watched;     /* internal: some kept tensor's provenance refers to it */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];

@@ -191,7 +191,7 @@ static struct mms__provenance_ref *mms__provenance_refs(struct mms__provenance *
 static void mms__tensor_written(struct mms_tensor *t) {
     struct mms_tensor *r = t->view_src ? t->view_src : t;
     r->version++;
-    if (r->flags & MMS__TENSOR_FLAG_WATCHED) mms__watched_write();
+    if (r->watched) mms__watched_write();
 }
 
 /* Clears of the buffer t lives in, which write it too (0 for host memory, UINT64_MAX when t's

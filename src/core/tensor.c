@@ -46,15 +46,13 @@ static void mms__graph_release_all(struct mms_context *ctx);  /* graph.c */
    "watched": registered here by uid until its context is reset or freed, so a provenance record
    can find it (or learn it is gone) without holding a pointer that may dangle. */
 
-#define MMS__TENSOR_FLAG_WATCHED (1 << 20)   /* internal: never part of a graph's signature */
-
 static volatile uint64_t  mms__tensor_uid_counter = 0;
 static struct mms__ptrmap mms__watched;         /* uid -> tensor, under the global lock */
 
+/* Under the lock: a shared model's weights are watched by contexts on several threads. */
 static void mms__tensor_watch(struct mms_tensor *t) {
-    if (t->flags & MMS__TENSOR_FLAG_WATCHED) return;
     mms__global_lock();
-    if (mms__ptrmap_put(&mms__watched, t->uid, t)) t->flags |= MMS__TENSOR_FLAG_WATCHED;
+    if (!t->watched && mms__ptrmap_put(&mms__watched, t->uid, t)) t->watched = true;
     mms__global_unlock();
 }
 
@@ -81,16 +79,13 @@ static struct mms_tensor *mms__tensor_find_watched(uint64_t uid) {
 /* A context's tensors go away: unregister the watched ones, free the provenance records. */
 static void mms__ctx_forget_tensors(struct mms_context *ctx) {
     struct mms__tensor_obj *o;
-    bool any = false;
     for (o = ctx->first_tensor; o; o = o->next) {
         MMS_FREE(o->tensor.provenance);
         o->tensor.provenance = NULL;
-        any = any || (o->tensor.flags & MMS__TENSOR_FLAG_WATCHED);
     }
-    if (!any) return;
     mms__global_lock();
     for (o = ctx->first_tensor; o; o = o->next)
-        if (o->tensor.flags & MMS__TENSOR_FLAG_WATCHED) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
+        if (o->tensor.watched) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
     if (mms__watched.count == 0) mms__ptrmap_free(&mms__watched);   /* leave nothing behind at exit */
     mms__global_unlock();
 }

@@ -486,7 +486,7 @@ static struct mms_tensor *mms__sched_clone(mms_backend_sched_t s, const struct m
     if (!cl) return NULL;
     *cl = *orig;
     cl->provenance = NULL;
-    cl->flags &= ~MMS__TENSOR_FLAG_WATCHED;
+    cl->watched = false;
     if (orig->view_src || !mms__sched_has_fixed_memory(orig)) mms__tensor_unplace(cl);   /* planned (views: given) by the gallocr */
     return cl;
 }
