@@ -496,7 +496,11 @@
 
        The chat template is the instruct template of Llama 3.2 Vision rendered in C; the renderings
        equal transformers' (tests/test_text.c), including its refusal of a system message together
-       with images. The sampler follows transformers' order (repetition penalty, temperature, top-k,
+       with images. There is no Jinja interpreter: mms_vocab_chat_template returns the template a
+       model carries (GGUF's tokenizer.chat_template, a checkpoint folder's tokenizer_config.json) and
+       mms_vocab_chat_template_is_builtin says whether it is, byte for byte, the one rendered here;
+       build/mllama warns when a model's template is another (a fine-tune's) and --raw lets the
+       caller write the prompt. The sampler follows transformers' order (repetition penalty, temperature, top-k,
        top-p, min-p) and its distributions equal transformers' logits processors to 1e-6; draws
        come from a seeded splitmix64, so a seed gives the same text on every machine.
 
@@ -1692,6 +1696,13 @@ MMS_API bool                mms_vocab_is_eog(const struct mms_vocab *vocab, int3
 MMS_API enum mms_token_type mms_vocab_token_type(const struct mms_vocab *vocab, int32_t id);  /* 0 for a bad id */
 /* The id of the token whose stored text is exactly text (e.g. "<|image|>"), or -1. */
 MMS_API int32_t             mms_vocab_find(const struct mms_vocab *vocab, const char *text);
+/* The chat template the model carries (GGUF's tokenizer.chat_template, a checkpoint folder's
+   tokenizer_config.json), "" when it has none; and whether it is, byte for byte, the Llama 3.2
+   Vision instruct template that mms_chat_apply_template renders. A model with another template
+   (a fine-tune's) would be prompted differently than it was trained: say so, or let the caller
+   write prompts itself. */
+MMS_API const char         *mms_vocab_chat_template(const struct mms_vocab *vocab);
+MMS_API bool                mms_vocab_chat_template_is_builtin(const struct mms_vocab *vocab);
 /* The token's stored text (byte-level characters for normal tokens), or NULL for a bad id. */
 MMS_API const char         *mms_vocab_token_text(const struct mms_vocab *vocab, int32_t id);
 
@@ -2398,6 +2409,15 @@ struct mms__ptrmap {
     size_t    cap;    /* power of two, or 0 */
     size_t    count;
 };
+
+/* FNV-1a over bytes, continued from h (MMS__FNV1A64_START to begin): checksums of dumps, pixels, texts. */
+#define MMS__FNV1A64_START 0xcbf29ce484222325ULL
+static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
 
 static size_t mms__hash64(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
@@ -9014,13 +9034,6 @@ static void mms__sched_debug_print(mms_backend_sched_t s) {
     mms__ptrmap_free(&info_of);
 }
 
-static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
-    return h;
-}
-
 /* One file per dumped node: a text line "mmsched-dump name=<name> type=<type> ne=<a,b,c,d>
    bytes=<n> fnv1a64=<hex>" then the tensor's elements, row-major and contiguous. */
 static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node) {
@@ -9028,7 +9041,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     const size_t bytes = row * (size_t)mms_nrows(t);
     char path[768], safe[MMS_MAX_NAME];
     unsigned char *data = (unsigned char *)MMS_MALLOC(bytes + 1);
-    uint64_t sum = 0xcbf29ce484222325ULL;
+    uint64_t sum = MMS__FNV1A64_START;
     enum mms_status st = MMS_OK;
     int64_t r;
     FILE *f;
@@ -11379,6 +11392,8 @@ struct mms_vocab {
     int32_t        bos, eos;
     int32_t       *eog;
     int            n_eog;
+    char          *chat_template;          /* the file's, or NULL */
+    bool           chat_template_builtin;  /* byte for byte the template mms_chat_apply_template renders */
 };
 
 static size_t mms__tok_hash(const void *p, size_t n) {
@@ -11421,7 +11436,7 @@ MMS_API void mms_vocab_free(struct mms_vocab *v) {
     if (!v) return;
     MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
     MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
-    MMS_FREE(v->special); MMS_FREE(v->eog);
+    MMS_FREE(v->special); MMS_FREE(v->eog); MMS_FREE(v->chat_template);
     MMS_FREE(v);
 }
 
@@ -11706,6 +11721,26 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     return MMS_OK;
 }
 
+/* The Llama 3.2 Vision instruct template (tools/templates/llama-3.2-vision-instruct.jinja, the
+   hub's tokenizer_config.json), which mms_chat_apply_template renders in C: known by its length
+   and FNV-1a 64 hash, so a fine-tune's other template is noticed rather than silently replaced. */
+#define MMS__CHAT_TEMPLATE_LEN  4909u
+#define MMS__CHAT_TEMPLATE_HASH 0x75798016d5e7bb96ULL
+
+/* tokenizer.chat_template, if the file has one (a string: anything else is malformed). */
+static enum mms_status mms__vocab_chat_template(struct mms_vocab *v, const struct mms_gguf *g) {
+    const char *s;
+    size_t n;
+    if (mms_gguf_find_key(g, "tokenizer.chat_template") < 0) return MMS_OK;
+    if (mms_gguf_get_str(g, "tokenizer.chat_template", &s, &n) != MMS_OK)
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: %s", mms__vocab_where(g), mms_last_error());
+    if (!(v->chat_template = (char *)MMS_MALLOC(n + 1))) return mms__vocab_oom();
+    memcpy(v->chat_template, s, n);
+    v->chat_template[n] = '\0';
+    v->chat_template_builtin = n == MMS__CHAT_TEMPLATE_LEN && mms__fnv1a64(s, n, MMS__FNV1A64_START) == MMS__CHAT_TEMPLATE_HASH;
+    return MMS_OK;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     struct mms_vocab *v;
     if (!gguf) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load: gguf is NULL"); return NULL; }
@@ -11713,9 +11748,12 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     if (!v) { mms__vocab_oom(); return NULL; }
     memset(v, 0, sizeof *v);
     v->bos = v->eos = -1;
-    if (mms__vocab_build(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    if (mms__vocab_build(v, gguf) != MMS_OK || mms__vocab_chat_template(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
     return v;
 }
+
+MMS_API const char *mms_vocab_chat_template(const struct mms_vocab *v) { return v && v->chat_template ? v->chat_template : ""; }
+MMS_API bool mms_vocab_chat_template_is_builtin(const struct mms_vocab *v) { return v && v->chat_template_builtin; }
 
 /* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
 static const char mms__llama3_split[] =
@@ -11842,6 +11880,15 @@ static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer 
         if (!(tc = mms_json_parse_file(path))) goto done;
         if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
         if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+        {   /* the chat template: a string, or a list of {name, template} of which "default" is the one */
+            int64_t ct = mms_json_get(tc, 0, "chat_template"), k;
+            const char *tmpl = mms_json_str(tc, ct, NULL);
+            for (k = 0; !tmpl && mms_json_type(tc, ct) == MMS_JSON_ARRAY && k < mms_json_len(tc, ct); k++) {
+                const char *name = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "name"), NULL);
+                if (name && !strcmp(name, "default")) tmpl = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "template"), NULL);
+            }
+            if (tmpl && mms_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl) != MMS_OK) goto done;
+        }
     }
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
     if (mms__file_exists(path)) {
@@ -14958,10 +15005,8 @@ MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE 
 /* -- images -- */
 
 static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const unsigned char *p = (const unsigned char *)img->pixels;
-    size_t i, n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    const size_t n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
+    uint64_t h = mms__fnv1a64(img->pixels, n, MMS__FNV1A64_START);
     h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
     return h ? h : 1;
 }

@@ -582,6 +582,9 @@ int main(int argc, char **argv) {
     if (isatty(2) || (stat(o.model, &st) == 0 && st.st_size > (256 << 20))) { lp.progress = show_progress; lp.progress_user_data = &last_pct; }
     if (!(model = mms_mllama_model_load(&lp))) die("cannot load the model", mms_last_error());
     if (!(c.vocab = mms_vocab_load_file(o.model))) die("cannot load the model's vocabulary", mms_last_error());
+    if (!o.raw && mms_vocab_chat_template(c.vocab)[0] && !mms_vocab_chat_template_is_builtin(c.vocab))
+        fprintf(stderr, "mllama: warning: the model's chat template is not the Llama 3.2 Vision template this program renders; "
+                "prompts follow the built-in one (--raw to write them yourself)\n");
     hp = mms_mllama_model_get_hparams(model);
     c.image_token = hp->image_token_id;
     if (o.n_images > 0 && hp->v_n_layer == 0) die("the model has no vision tower", "give --mmproj for the two-file layout");

@@ -248,8 +248,19 @@ static void test_folder_tokenizer(void) {
             EXPECT(nx > 1 && nx == ny && !memcmp(x, y, sizeof(int32_t) * (size_t)nx), "text %zu: %d and %d ids", k, nx, ny);
         }
     }
+    EXPECT(a && b && mms_vocab_chat_template_is_builtin(a) && mms_vocab_chat_template_is_builtin(b) &&
+           !strcmp(mms_vocab_chat_template(a), mms_vocab_chat_template(b)), "the folder's and the file's chat template are Llama 3.2 Vision's");
     mms_vocab_free(a);
     mms_vocab_free(b);
+    {   /* a fine-tune's template (one character changed) is told apart */
+        const char *dir = broken_folder("tokenizer_config.json", "bos_token }}", "bos_token}}");
+        a = mms_vocab_load_file(dir);
+        EXPECT(a && mms_vocab_chat_template(a)[0] && !mms_vocab_chat_template_is_builtin(a), "another template: %s", a ? "taken for the built-in" : mms_last_error());
+        mms_vocab_free(a);
+        a = mms_vocab_load_file("tests/fixtures/text/tok-llama3.gguf");
+        EXPECT(a && !mms_vocab_chat_template(a)[0] && !mms_vocab_chat_template_is_builtin(a), "no template: %s", a ? "one found" : mms_last_error());
+        mms_vocab_free(a);
+    }
     {
         const char *dir = broken_folder("tokenizer.json", "\"type\": \"Split\"", "\"type\": \"Splat\"");
         test_capture_log();

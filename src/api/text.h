@@ -39,6 +39,13 @@ MMS_API bool                mms_vocab_is_eog(const struct mms_vocab *vocab, int3
 MMS_API enum mms_token_type mms_vocab_token_type(const struct mms_vocab *vocab, int32_t id);  /* 0 for a bad id */
 /* The id of the token whose stored text is exactly text (e.g. "<|image|>"), or -1. */
 MMS_API int32_t             mms_vocab_find(const struct mms_vocab *vocab, const char *text);
+/* The chat template the model carries (GGUF's tokenizer.chat_template, a checkpoint folder's
+   tokenizer_config.json), "" when it has none; and whether it is, byte for byte, the Llama 3.2
+   Vision instruct template that mms_chat_apply_template renders. A model with another template
+   (a fine-tune's) would be prompted differently than it was trained: say so, or let the caller
+   write prompts itself. */
+MMS_API const char         *mms_vocab_chat_template(const struct mms_vocab *vocab);
+MMS_API bool                mms_vocab_chat_template_is_builtin(const struct mms_vocab *vocab);
 /* The token's stored text (byte-level characters for normal tokens), or NULL for a bad id. */
 MMS_API const char         *mms_vocab_token_text(const struct mms_vocab *vocab, int32_t id);
 

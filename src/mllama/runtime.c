@@ -362,10 +362,8 @@ MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE 
 /* -- images -- */
 
 static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const unsigned char *p = (const unsigned char *)img->pixels;
-    size_t i, n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    const size_t n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
+    uint64_t h = mms__fnv1a64(img->pixels, n, MMS__FNV1A64_START);
     h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
     return h ? h : 1;
 }

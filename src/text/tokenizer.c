@@ -82,6 +82,8 @@ struct mms_vocab {
     int32_t        bos, eos;
     int32_t       *eog;
     int            n_eog;
+    char          *chat_template;          /* the file's, or NULL */
+    bool           chat_template_builtin;  /* byte for byte the template mms_chat_apply_template renders */
 };
 
 static size_t mms__tok_hash(const void *p, size_t n) {
@@ -124,7 +126,7 @@ MMS_API void mms_vocab_free(struct mms_vocab *v) {
     if (!v) return;
     MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
     MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
-    MMS_FREE(v->special); MMS_FREE(v->eog);
+    MMS_FREE(v->special); MMS_FREE(v->eog); MMS_FREE(v->chat_template);
     MMS_FREE(v);
 }
 
@@ -409,6 +411,26 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     return MMS_OK;
 }
 
+/* The Llama 3.2 Vision instruct template (tools/templates/llama-3.2-vision-instruct.jinja, the
+   hub's tokenizer_config.json), which mms_chat_apply_template renders in C: known by its length
+   and FNV-1a 64 hash, so a fine-tune's other template is noticed rather than silently replaced. */
+#define MMS__CHAT_TEMPLATE_LEN  4909u
+#define MMS__CHAT_TEMPLATE_HASH 0x75798016d5e7bb96ULL
+
+/* tokenizer.chat_template, if the file has one (a string: anything else is malformed). */
+static enum mms_status mms__vocab_chat_template(struct mms_vocab *v, const struct mms_gguf *g) {
+    const char *s;
+    size_t n;
+    if (mms_gguf_find_key(g, "tokenizer.chat_template") < 0) return MMS_OK;
+    if (mms_gguf_get_str(g, "tokenizer.chat_template", &s, &n) != MMS_OK)
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: %s", mms__vocab_where(g), mms_last_error());
+    if (!(v->chat_template = (char *)MMS_MALLOC(n + 1))) return mms__vocab_oom();
+    memcpy(v->chat_template, s, n);
+    v->chat_template[n] = '\0';
+    v->chat_template_builtin = n == MMS__CHAT_TEMPLATE_LEN && mms__fnv1a64(s, n, MMS__FNV1A64_START) == MMS__CHAT_TEMPLATE_HASH;
+    return MMS_OK;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     struct mms_vocab *v;
     if (!gguf) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load: gguf is NULL"); return NULL; }
@@ -416,9 +438,12 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     if (!v) { mms__vocab_oom(); return NULL; }
     memset(v, 0, sizeof *v);
     v->bos = v->eos = -1;
-    if (mms__vocab_build(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    if (mms__vocab_build(v, gguf) != MMS_OK || mms__vocab_chat_template(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
     return v;
 }
+
+MMS_API const char *mms_vocab_chat_template(const struct mms_vocab *v) { return v && v->chat_template ? v->chat_template : ""; }
+MMS_API bool mms_vocab_chat_template_is_builtin(const struct mms_vocab *v) { return v && v->chat_template_builtin; }
 
 /* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
 static const char mms__llama3_split[] =
@@ -545,6 +570,15 @@ static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer 
         if (!(tc = mms_json_parse_file(path))) goto done;
         if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
         if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+        {   /* the chat template: a string, or a list of {name, template} of which "default" is the one */
+            int64_t ct = mms_json_get(tc, 0, "chat_template"), k;
+            const char *tmpl = mms_json_str(tc, ct, NULL);
+            for (k = 0; !tmpl && mms_json_type(tc, ct) == MMS_JSON_ARRAY && k < mms_json_len(tc, ct); k++) {
+                const char *name = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "name"), NULL);
+                if (name && !strcmp(name, "default")) tmpl = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "template"), NULL);
+            }
+            if (tmpl && mms_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl) != MMS_OK) goto done;
+        }
     }
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
     if (mms__file_exists(path)) {
