@@ -505,12 +505,23 @@
 #  endif
 #endif
 
+/* MinGW: the C99 printf family (%zu, %lld), not the old msvcrt's, which lacks them. */
+#if defined(__MINGW32__) && !defined(__USE_MINGW_ANSI_STDIO)
+#  define __USE_MINGW_ANSI_STDIO 1
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
 
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__MINGW32__) && !__USE_MINGW_ANSI_STDIO && !defined(_UCRT)
+#  error "mmsched: with MinGW and msvcrt, include mmsched.h before other headers or define __USE_MINGW_ANSI_STDIO=1 (its messages use %zu)"
+#endif
+
+#if defined(__MINGW32__) && defined(__MINGW_PRINTF_FORMAT)
+#  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(__MINGW_PRINTF_FORMAT, fmt_idx, args_idx)))
+#elif defined(__GNUC__) || defined(__clang__)
 #  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
 #else
 #  define MMS_PRINTF(fmt_idx, args_idx)
@@ -4100,7 +4111,7 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
     char shape[96], name[MMS_MAX_NAME];
     int i, j;
     if (!g || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_graph_dump_dot: graph and path are required");
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: cannot write '%s'", path);
     fprintf(f, "digraph mmsched {\n  rankdir = TB;\n  node [fontname = \"monospace\", fontsize = 10];\n");
     for (i = 0; i < g->n_leafs; i++) {
@@ -7885,7 +7896,7 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
     ymax = MMS__MAX(MMS__MAX(bi->planned, bi->lower_bound), (size_t)1);
     sx = (W - left - right) / steps;
     sy = (H - top - bottom) / (double)ymax;
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_gallocr_write_svg: cannot write '%s'", path);
 
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"monospace\" font-size=\"10\">\n", W, H);
@@ -8961,7 +8972,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     if (st == MMS_OK) {
         sum = mms__fnv1a64(data, bytes, sum);
         snprintf(path, sizeof path, "%s/mms-dump-g%llu-n%d-%s.bin", s->dump_dir, (unsigned long long)mms_graph_id(s->graph), node, safe);
-        f = fopen(path, "wb");
+        f = mms__fopen(path, "wb");
         if (!f) {
             st = mms_set_error(MMS_ERR_IO, "mms_sched dump: cannot write '%s'", path);
         } else {
@@ -10207,7 +10218,7 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
         return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
     }
 
-    o.f = fopen(path, "wb");
+    o.f = mms__fopen(path, "wb");
     o.pos = 0;
     o.failed = false;
     if (!o.f) {

@@ -373,7 +373,7 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
         return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
     }
 
-    o.f = fopen(path, "wb");
+    o.f = mms__fopen(path, "wb");
     o.pos = 0;
     o.failed = false;
     if (!o.f) {
