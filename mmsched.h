@@ -9,8 +9,22 @@
            #define MMSCHED_IMPLEMENTATION
            #include "mmsched.h"
 
-       Everywhere else just include it. Link with -lm -lpthread. The library needs a C99 compiler
-       (gcc or clang; the header also compiles as C++) and POSIX threads.
+       Everywhere else just include it. Link with -lm -lpthread (Windows: nothing extra).
+
+   PLATFORMS
+       Compilers: gcc and clang (C99, or as C++); MinGW-w64 on Windows. The code keeps to what MSVC
+       accepts too (no VLAs, statement expressions, unguarded __attribute__ or C++ designated
+       initialisers; Win32 calls and Interlocked atomics under _MSC_VER), but MSVC itself is not in
+       CI and gets the scalar kernels only (the SIMD ones use gcc/clang target attributes).
+       Systems: Linux and other POSIX systems (pthreads, mmap); Windows through Win32 (threads,
+       SRW locks, CreateFileMapping; paths are UTF-8 and go to the wide API). With MinGW and the
+       old msvcrt, include mmsched.h before other headers (it turns on MinGW's C99 printf, which
+       the messages need) or define __USE_MINGW_ANSI_STDIO=1.
+       ISAs: x86-64 (AVX2 kernels at run time) and 64-bit ARM (NEON kernels, dotprod at run time:
+       detected on Linux; elsewhere only when the build targets it); any other: the scalar kernels.
+       Files the library writes are opened in binary mode, so text files (graph dumps, SVG plans)
+       have LF line ends on Windows too. On Windows your program's stdout and stderr stay in text
+       mode unless you _setmode them (the examples and tests built by `make test-windows` do).
 
        For the CUDA backend, also define MMS_CUDA in that file, compile mmsched_cuda.cu with nvcc
        (-Xcompiler -fno-exceptions,-fno-threadsafe-statics, so a C program links it without the C++
@@ -26,11 +40,11 @@
        MMS_MALLOC, MMS_REALLOC, MMS_FREE
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
-       MMS_NO_SIMD              leave out the AVX2 kernels (the scalar kernels always exist)
+       MMS_NO_SIMD              leave out the AVX2 and NEON kernels (the scalar kernels always exist)
 
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
-       MMS_CPU_KERNELS=auto|scalar|avx2           the CPU kernel set (default auto)
+       MMS_CPU_KERNELS=auto|scalar|avx2|neon|neon_dotprod   the CPU kernel set (default auto)
        MMS_CPU_PROFILE=1                          per-op-type CPU time, printed when the backend is freed (section 9)
        MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
        MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
@@ -299,10 +313,20 @@
        atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
        whatever the thread count.
 
-       The kernel set is chosen at run time: AVX2 + FMA + F16C when the CPU and compiler have them
-       (function-level target attributes, so a binary built for plain x86-64 runs anywhere; define
-       MMS_NO_SIMD to leave them out), else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS=
-       scalar|avx2 force one. The test suite runs every op with both. The AVX2 kernels:
+       The kernel set is chosen at run time: AVX2 + FMA + F16C on x86-64 when the CPU and compiler
+       have them (function-level target attributes, so a binary built for plain x86-64 runs
+       anywhere), NEON on 64-bit ARM, with the dot-product instructions (sdot) for the quantized
+       dots where the CPU has them (neon_dotprod); else portable C. MMS_NO_SIMD leaves the SIMD
+       sets out; mms_cpu_set_kernels or MMS_CPU_KERNELS= force one, mms_cpu_kernels_supported tells
+       which run here. The test suite runs every op with every set the machine has (make test-arm64:
+       scalar, neon and neon_dotprod under QEMU). The NEON set has the same algorithms on 4 lanes as
+       the AVX2 set described next: the GEMM's register block is 6 x 16 as 24 accumulators (24 FMAs
+       per 10 loads), the 4-row decode dots (f32, f16), f16/bf16 conversion, the element-wise and
+       unary ops with the same exp/erf fits, max and softmax's exp-sum, the norms' double sums, the
+       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K and Q6_K
+       (sdot, or widening multiplies with pairwise adds; the same rounding as AVX2's, so the same
+       error budget). Still portable C on ARM: rope, im2col, concat/pad/repeat/get_rows, the copies,
+       tanh, and the quantized GEMM's dequantization. The AVX2 kernels:
          mul_mat, more than 4 columns: a tile of 64 rows of a is packed transposed into panels of 16
            (f16/bf16 converted on the way) and kept while tiles of b pass; a 6 x 16 register block
            (12 accumulators, 12 FMAs per 8 loads) writes dst directly. About 95% of one core's FMA
@@ -4793,7 +4817,8 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+/* the whole vectors of z = x op y; returns how many elements that was */
+static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i), r;
@@ -4805,14 +4830,7 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
         }
         _mm256_storeu_ps(z + i, r);
     }
-    for (; i < n; i++) {
-        switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
-        }
-    }
+    return i;
 }
 #endif
 
@@ -4822,20 +4840,23 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
 
 static MMS__NEON_INLINE float32x4_t mms__load_f16x4(const mms_fp16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 
-static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    float s;
-    for (; i + 16 <= n; i += 16) {
-        a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
-        a1 = vfmaq_f32(a1, vld1q_f32(x + i + 4), vld1q_f32(y + i + 4));
-        a2 = vfmaq_f32(a2, vld1q_f32(x + i + 8), vld1q_f32(y + i + 8));
-        a3 = vfmaq_f32(a3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
-    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
+/* One row against y, four accumulators (f32 or f16 rows: LOAD gives 4 lanes, CVT1 one value). */
+#define MMS__DOTN_BODY(LOAD, CVT1)                                                                                 \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    float s;                                                                                                       \
+    for (; i + 16 <= n; i += 16) {                                                                                 \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                                         \
+        a1 = vfmaq_f32(a1, LOAD(x + i + 4), vld1q_f32(y + i + 4));                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + i + 8), vld1q_f32(y + i + 8));                                                 \
+        a3 = vfmaq_f32(a3, LOAD(x + i + 12), vld1q_f32(y + i + 12));                                               \
+    }                                                                                                              \
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                  \
+    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));                                               \
+    for (; i < n; i++) s += CVT1(x[i]) * y[i];                                                                     \
     return s;
+static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
+    MMS__DOTN_BODY(vld1q_f32, (float))
 }
 
 static void mms__f16_to_f32_neon(const mms_fp16_t *x, float *y, int64_t n) {
@@ -4856,7 +4877,7 @@ static void mms__bf16_to_f32_neon(const mms_bf16_t *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static void mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+static int64_t mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(y + i);
@@ -4867,14 +4888,7 @@ static void mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const floa
             default:         vst1q_f32(z + i, vdivq_f32(a, b)); break;
         }
     }
-    for (; i < n; i++) {
-        switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
-        }
-    }
+    return i;
 }
 #endif
 
@@ -4892,18 +4906,18 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
 static void mms__vec_binary_f32(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
-    int64_t i;
+    int64_t i = 0;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__binary_f32_avx2(op, n, z, x, y); return; }
+    if (mms__avx2()) i = mms__binary_f32_avx2(op, n, z, x, y);
 #endif
 #if MMS__HAVE_NEON
-    if (mms__neon()) { mms__binary_f32_neon(op, n, z, x, y); return; }
+    if (mms__neon()) i = mms__binary_f32_neon(op, n, z, x, y);
 #endif
-    switch (op) {
-        case MMS_OP_ADD: for (i = 0; i < n; i++) z[i] = x[i] + y[i]; break;
-        case MMS_OP_SUB: for (i = 0; i < n; i++) z[i] = x[i] - y[i]; break;
-        case MMS_OP_MUL: for (i = 0; i < n; i++) z[i] = x[i] * y[i]; break;
-        default:         for (i = 0; i < n; i++) z[i] = x[i] / y[i]; break;
+    switch (op) {                      /* the scalar path, and the SIMD paths' tails */
+        case MMS_OP_ADD: for (; i < n; i++) z[i] = x[i] + y[i]; break;
+        case MMS_OP_SUB: for (; i < n; i++) z[i] = x[i] - y[i]; break;
+        case MMS_OP_MUL: for (; i < n; i++) z[i] = x[i] * y[i]; break;
+        default:         for (; i < n; i++) z[i] = x[i] / y[i]; break;
     }
 }
 
@@ -5401,20 +5415,9 @@ static void mms__dot4_f16_neon(int64_t n, const mms_fp16_t *x, int64_t ldx, cons
 #undef MMS__DOT4N_BODY
 
 static float mms__dot_f16_f32_neon(int64_t n, const mms_fp16_t *x, const float *y) {
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    float s;
-    for (; i + 16 <= n; i += 16) {
-        a0 = vfmaq_f32(a0, mms__load_f16x4(x + i), vld1q_f32(y + i));
-        a1 = vfmaq_f32(a1, mms__load_f16x4(x + i + 4), vld1q_f32(y + i + 4));
-        a2 = vfmaq_f32(a2, mms__load_f16x4(x + i + 8), vld1q_f32(y + i + 8));
-        a3 = vfmaq_f32(a3, mms__load_f16x4(x + i + 12), vld1q_f32(y + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, mms__load_f16x4(x + i), vld1q_f32(y + i));
-    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) s += mms_fp16_to_fp32(x[i]) * y[i];
-    return s;
+    MMS__DOTN_BODY(mms__load_f16x4, mms_fp16_to_fp32)
 }
+#undef MMS__DOTN_BODY
 
 /* 4x4 transpose: trn pairs rows, the halves then combine */
 static void mms__transpose4_neon(const float *src, int64_t lds, float *dst, int64_t ldd) {

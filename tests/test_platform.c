@@ -69,8 +69,9 @@ static void test_threads_atomics_locks(void) {
     mms__mutex_destroy(&s.mutex);
 }
 
-/* -- the clock against the C library's processor time: a busy loop of 50 ms of CPU time takes at
-   least that long on a monotonic wall clock (and, with nothing else to do, not ten times more) -- */
+/* -- the clock against the C library's processor time: a busy loop of 50 ms of CPU time takes
+   about that long on a monotonic wall clock; the bounds (half, a hundred times) still catch a
+   clock in the wrong unit or one that stands still, whatever the emulator's own threads add -- */
 
 static void test_clock(void) {
     const int64_t t0 = mms_time_us();
@@ -87,7 +88,7 @@ static void test_clock(void) {
     }
     t1 = mms_time_us();
     EXPECT(backwards == 0, "the clock went backwards %lld times", (long long)backwards);
-    EXPECT(t1 - t0 >= 45000, "50 ms of CPU time took %lld us on mms_time_us", (long long)(t1 - t0));
+    EXPECT(t1 - t0 >= 25000, "50 ms of CPU time took %lld us on mms_time_us", (long long)(t1 - t0));
     EXPECT(t1 - t0 < 5000000, "50 ms of CPU time took %lld us on mms_time_us", (long long)(t1 - t0));
     EXPECT(mms_cpu_count() >= 1, "cpu count %d", mms_cpu_count());
 }

@@ -153,7 +153,8 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+/* the whole vectors of z = x op y; returns how many elements that was */
+static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i), r;
@@ -165,14 +166,7 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
         }
         _mm256_storeu_ps(z + i, r);
     }
-    for (; i < n; i++) {
-        switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
-        }
-    }
+    return i;
 }
 #endif
 
@@ -182,20 +176,23 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
 
 static MMS__NEON_INLINE float32x4_t mms__load_f16x4(const mms_fp16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 
-static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    float s;
-    for (; i + 16 <= n; i += 16) {
-        a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
-        a1 = vfmaq_f32(a1, vld1q_f32(x + i + 4), vld1q_f32(y + i + 4));
-        a2 = vfmaq_f32(a2, vld1q_f32(x + i + 8), vld1q_f32(y + i + 8));
-        a3 = vfmaq_f32(a3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
-    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
+/* One row against y, four accumulators (f32 or f16 rows: LOAD gives 4 lanes, CVT1 one value). */
+#define MMS__DOTN_BODY(LOAD, CVT1)                                                                                 \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    float s;                                                                                                       \
+    for (; i + 16 <= n; i += 16) {                                                                                 \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                                         \
+        a1 = vfmaq_f32(a1, LOAD(x + i + 4), vld1q_f32(y + i + 4));                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + i + 8), vld1q_f32(y + i + 8));                                                 \
+        a3 = vfmaq_f32(a3, LOAD(x + i + 12), vld1q_f32(y + i + 12));                                               \
+    }                                                                                                              \
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                  \
+    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));                                               \
+    for (; i < n; i++) s += CVT1(x[i]) * y[i];                                                                     \
     return s;
+static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
+    MMS__DOTN_BODY(vld1q_f32, (float))
 }
 
 static void mms__f16_to_f32_neon(const mms_fp16_t *x, float *y, int64_t n) {
@@ -216,7 +213,7 @@ static void mms__bf16_to_f32_neon(const mms_bf16_t *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static void mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+static int64_t mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(y + i);
@@ -227,14 +224,7 @@ static void mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const floa
             default:         vst1q_f32(z + i, vdivq_f32(a, b)); break;
         }
     }
-    for (; i < n; i++) {
-        switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
-        }
-    }
+    return i;
 }
 #endif
 
@@ -252,18 +242,18 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
 static void mms__vec_binary_f32(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
-    int64_t i;
+    int64_t i = 0;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__binary_f32_avx2(op, n, z, x, y); return; }
+    if (mms__avx2()) i = mms__binary_f32_avx2(op, n, z, x, y);
 #endif
 #if MMS__HAVE_NEON
-    if (mms__neon()) { mms__binary_f32_neon(op, n, z, x, y); return; }
+    if (mms__neon()) i = mms__binary_f32_neon(op, n, z, x, y);
 #endif
-    switch (op) {
-        case MMS_OP_ADD: for (i = 0; i < n; i++) z[i] = x[i] + y[i]; break;
-        case MMS_OP_SUB: for (i = 0; i < n; i++) z[i] = x[i] - y[i]; break;
-        case MMS_OP_MUL: for (i = 0; i < n; i++) z[i] = x[i] * y[i]; break;
-        default:         for (i = 0; i < n; i++) z[i] = x[i] / y[i]; break;
+    switch (op) {                      /* the scalar path, and the SIMD paths' tails */
+        case MMS_OP_ADD: for (; i < n; i++) z[i] = x[i] + y[i]; break;
+        case MMS_OP_SUB: for (; i < n; i++) z[i] = x[i] - y[i]; break;
+        case MMS_OP_MUL: for (; i < n; i++) z[i] = x[i] * y[i]; break;
+        default:         for (; i < n; i++) z[i] = x[i] / y[i]; break;
     }
 }
 
@@ -761,20 +751,9 @@ static void mms__dot4_f16_neon(int64_t n, const mms_fp16_t *x, int64_t ldx, cons
 #undef MMS__DOT4N_BODY
 
 static float mms__dot_f16_f32_neon(int64_t n, const mms_fp16_t *x, const float *y) {
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    float s;
-    for (; i + 16 <= n; i += 16) {
-        a0 = vfmaq_f32(a0, mms__load_f16x4(x + i), vld1q_f32(y + i));
-        a1 = vfmaq_f32(a1, mms__load_f16x4(x + i + 4), vld1q_f32(y + i + 4));
-        a2 = vfmaq_f32(a2, mms__load_f16x4(x + i + 8), vld1q_f32(y + i + 8));
-        a3 = vfmaq_f32(a3, mms__load_f16x4(x + i + 12), vld1q_f32(y + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, mms__load_f16x4(x + i), vld1q_f32(y + i));
-    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) s += mms_fp16_to_fp32(x[i]) * y[i];
-    return s;
+    MMS__DOTN_BODY(mms__load_f16x4, mms_fp16_to_fp32)
 }
+#undef MMS__DOTN_BODY
 
 /* 4x4 transpose: trn pairs rows, the halves then combine */
 static void mms__transpose4_neon(const float *src, int64_t lds, float *dst, int64_t ldd) {
