@@ -151,10 +151,10 @@ WIN_LEFT_OUT = test_cli test_quantize
 ARM_TESTS = $(TESTS)
 # bench measures an x86 machine's limits with AVX2 (and timing under QEMU means nothing)
 ARM_EXAMPLES = $(filter-out bench,$(EXAMPLES))
-# under the CPU without dotprod: the selection, the platform, the NEON set's quantized dots, a model
-ARM_PLAIN_TESTS = test_backend test_platform test_quant test_mllama
+# under the CPU without dotprod: the selection, the platform, the NEON set's ops and quantized dots, a model
+ARM_PLAIN_TESTS = test_backend test_platform test_ops test_quant test_mllama
 
-$(W) $(W)/tests $(W)/run $(W)/include $(A) $(A)/tests $(A)/run:
+$(W) $(W)/tests $(W)/run $(W)/include $(A) $(A)/tests $(A)/run $(A)/qemu:
 	@mkdir -p $@
 
 # stb_image's implementation from Debian's header, and an include folder with just stb/
@@ -182,10 +182,13 @@ $(W)/mllama.exe: examples/mllama.c mmsched.h $(W)/windows_stdio.o $(W)/stb_image
 ARM_FLAGS = $(STD) $(WARN) -O2 -I.
 $(A)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(A)/tests
 	$(ARM_CC) $(ARM_FLAGS) $< -o $@ $(LIBS)
-$(A)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(A)/mllama | $(A)/tests
-	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L -DCLI='"$(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) $(A)/mllama"' $< -o $@ $(LIBS)
-$(A)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(A)/quantize | $(A)/tests
-	$(ARM_CC) $(ARM_FLAGS) -DQUANTIZE='"$(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) $(A)/quantize"' $< -o $@ $(LIBS)
+# test_cli and test_quantize run the programs through scripts that start them under QEMU
+$(A)/qemu/%: $(A)/% | $(A)/qemu
+	@printf '#!/bin/sh\nexec $(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) %s "$$@"\n' $< > $@ && chmod +x $@
+$(A)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(A)/qemu/mllama | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L -DCLI='"$(A)/qemu/mllama"' $< -o $@ $(LIBS)
+$(A)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(A)/qemu/quantize | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) -DQUANTIZE='"$(A)/qemu/quantize"' $< -o $@ $(LIBS)
 $(A)/run/%: $(A)/tests/% | $(A)/run
 	@printf '#!/bin/sh\nMMS_TEST_AUTO_KERNELS=neon_dotprod exec $(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) %s "$$@"\n' $< > $@ && chmod +x $@
 $(A)/run/%-plain: $(A)/tests/% | $(A)/run
