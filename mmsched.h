@@ -41,6 +41,12 @@
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
        MMS_NO_SIMD              leave out the AVX2 and NEON kernels (the scalar kernels always exist)
+       MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
+       MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12)
+       MMS_NO_GGUF              leave out the GGUF reader and writer (section 11), and with them the
+                                parts that read GGUF files: MMS_NO_TEXT and MMS_NO_MLLAMA
+                                (the three MMS_NO_* options change the declarations too: define them
+                                before every include, the same everywhere)
 
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
@@ -51,7 +57,7 @@
        MMS_SCHED_DUMP=glob, MMS_SCHED_DUMP_DIR    write matching computed tensors to files
 
    CONTENTS
-       1. Errors and logging
+       1. Errors and logging; objects, ownership and threads
        2. Types
        3. Contexts and tensors
        4. Ops
@@ -89,19 +95,61 @@
 
        examples/simple.c is a complete program (a self-attention block computed two ways).
 
-   1. ERRORS AND LOGGING
-       Anything that user input can break returns an enum mms_status: MMS_OK (0), negative errors
-       (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and MMS_ABORTED (1).
-       Functions that create objects return NULL instead and leave the status and a message as the
-       calling thread's last error: mms_last_status(), mms_last_error(). Messages name what failed
-       (the op, the tensors with their names, types and shapes) and, where there is one, the fix.
-       Every error is also sent to the log callback (mms_log_set); the default one prints warnings
-       and errors to stderr. The library never exits; it aborts only on a broken internal invariant.
+   1. ERRORS AND LOGGING; OBJECTS, OWNERSHIP AND THREADS
+       One error model. Anything that user input can break returns an enum mms_status: MMS_OK (0),
+       negative errors (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and
+       MMS_ABORTED (1); functions that create objects return NULL instead. Either way the status and a
+       message are the calling thread's last error, the one store every failure writes:
+       mms_last_status(), mms_last_error() (mms_clear_error() empties it; success does not). Messages
+       name what failed (the op, the tensors with their names, types and shapes) and, where there is
+       one, the fix. Objects that fail stickily keep a copy of their first failure, read with the same
+       pair of names: mms_ctx_status / mms_ctx_error (an op built on a context failed; cleared by
+       mms_ctx_clear_error or mms_reset) and mms_graph_status / mms_graph_error (the graph was given a
+       failed op or could not grow). The library never exits; it aborts only on a broken internal
+       invariant.
+
+       Logging: each failure is sent once to the log callback (mms_log_set; the default prints
+       warnings and errors to stderr, MMS_LOG_LEVEL changes the threshold), where it is raised; a call
+       that adds context on the way out replaces the message the caller reads but does not log again.
+       A question is not a failure: mms_backend_tensor_check and the GGUF getters asked for a key that
+       is not there record their answer as the last error and log nothing (a caller that needed the key
+       reports it). mms_set_error lets code that implements the backend interface raise errors the
+       same way.
 
        Building graphs is sticky: an op given bad arguments returns NULL and records the first error
-       in its context (mms_get_status, mms_get_error); ops given that NULL return NULL without a new
-       message, and a graph given it records the failure (mms_graph_status, mms_graph_error) and
-       refuses to compute. So a whole model builder can run and be checked once.
+       in its context; ops given that NULL return NULL without a new message, and a graph given it
+       records the failure and refuses to compute. So a whole model builder can run and be checked once.
+
+       Parameter structs: a zeroed struct means the defaults everywhere (mms_init_params,
+       mms_sampler_params, mms_mllama_context_params, mms_mllama_image_params; a load needs only path
+       and cpu in mms_mllama_load_params). Negative counts and sizes are refused, not defaulted.
+
+       Objects, who frees them and how long they are valid:
+         context (mms_init)       owns its tensors and graphs: pointers to them are valid until
+                                  mms_reset or mms_free of the context; their data as section 6 says.
+         buffer (alloc_buffer,    owned by the caller, freed with mms_backend_buffer_free; tensors
+           alloc_ctx_tensors)     placed in it do not keep it alive (using them after is MMS_ERR_STALE).
+         backend                  owned by the caller; free it after every scheduler, model and
+                                  context that uses it.
+         graph allocator          owns its compute buffers (freed with it).
+         scheduler                owns its compute memory and the buffers of kept tensors (freed
+                                  with it, or one by one by mms_backend_sched_release); not its backends.
+         gguf (mms_gguf_open)     owns the mapping: data pointers into it are valid until mms_gguf_close.
+         vocab, sampler           owned by the caller (mms_vocab_free, mms_sampler_free).
+         mllama model             owns its files and weight buffers, not its backends; free every
+                                  context made from it first.
+         mllama context           refers to its model (which must outlive it); owns its scheduler,
+                                  KV cache and encoded images. mms_mllama_get_logits' pointer is valid
+                                  until the next mms_mllama_decode, kv_clear or context free.
+         mllama image             owned by the caller (mms_mllama_image_free).
+       Threads: the last error is per thread; the log callback, the registry of live buffers and the
+       registry of tensors that kept tensors were computed from are shared and locked, so buffers may
+       be made and freed on any thread, and the callback may be called from any thread that raises an
+       error. Everything else is one thread at a time per object: a context (and the tensors and graphs
+       in it), a backend (its thread pool runs one graph at a time), a graph allocator, a scheduler, a
+       sampler, an mllama context. Objects that are only read once made (a vocab, an open gguf, a
+       loaded model's hyper-parameters) may be read from several threads; two mllama contexts of one
+       model must not compute at the same time on the same backend.
 
    2. TYPES
        MMS_TYPE_F32, F16 (IEEE half), BF16 (bfloat16) and I32 (indices, positions, argmax).
@@ -128,7 +176,7 @@
        A weight matrix with `in` inputs and `out` outputs has ne = {in, out} and is used as
        mms_mul_mat(W, x). Flags: mms_set_input (the caller writes it before compute), mms_set_output
        (the caller reads it after compute; never reused inside the graph) and mms_set_persistent
-       (kept across later graphs of one scheduler: see the scheduler section when it lands).
+       (kept across later graphs of one scheduler: section 8).
 
        Views share memory: view_1d..4d (byte strides and offset; must lie inside the source),
        reshape_1d..4d (contiguous sources), permute (source dim i goes to position axis_i),
@@ -175,7 +223,11 @@
    5. GRAPHS
        mms_new_graph(ctx) then mms_build_forward_expand(graph, tensor) for each output. The order is
        ggml's: depth first, sources in order, each tensor once. Tensors with op NONE are leafs, the
-       rest nodes (views are nodes that compute nothing). There is no size cap: arrays grow, and the
+       rest nodes (views are nodes that compute nothing). A tensor marked persistent is a leaf too,
+       except in a graph that expands it itself: that graph computes it, any other graph reads its kept
+       value (whether it has been computed yet is checked when the graph is allocated, not here, so
+       graphs may be built before). To compute a kept tensor and use it in one graph, expand it before
+       what uses it. There is no size cap: arrays grow, and the
        walk is iterative, so a chain of 100,000 ops is fine. mms_graph_print writes a table of
        nodes and leafs (op, type, shape, flags i/o/p, sources); mms_graph_dump_dot writes Graphviz.
 
@@ -185,17 +237,50 @@
        one by one at chosen addresses (mms_backend_tensor_alloc, mms_backend_view_init). Data moves
        with mms_backend_tensor_set/get/memset/copy, which check the byte range.
 
-       Every buffer has a process-unique uid and a generation. A tensor placed in it remembers both,
-       and every data access and every compute checks them (mms_backend_tensor_check):
+       Memory kinds. Placing a tensor writes its placement record (tensor->placement): the kind of
+       memory, taken from the buffer's usage at that moment, the buffer's process-unique uid and its
+       generation, and the graph that placed it. Nothing else decides what a tensor's memory is
+       (mms_tensor_memory_kind reads it):
+         MMS_MEMORY_HOST        data of an allocating context     valid until the context is reset or freed
+         MMS_MEMORY_STATIC      a buffer of the caller's (usage   valid until the buffer is freed
+                                ANY or WEIGHTS): weights, caches
+         MMS_MEMORY_COMPUTE     a graph allocator's (usage        valid until that allocator's next
+                                COMPUTE), placed for one graph    allocation (or its scheduler's reset)
+         MMS_MEMORY_PERSISTENT  a kept tensor's own buffer in a   valid until mms_backend_sched_release
+                                scheduler (usage PERSISTENT)      or the scheduler is freed
+         MMS_MEMORY_RESERVE     a scheduler's stand-in while it   never holds data
+                                reserves (usage RESERVE)
+       Every data access and every compute checks the record with one lookup in the registry of live
+       buffers (never through tensor->buffer, which may point at freed memory; mms_backend_tensor_check
+       asks the same question without logging):
          - never placed                       -> MMS_ERR_STATE, "has no memory: allocate it first"
-         - its buffer was freed               -> MMS_ERR_STALE, even if new memory now sits at the
-                                                 same address
-         - its buffer was reset since         -> MMS_ERR_STALE, "its memory ... has been handed out
-           (mms_backend_buffer_reset)            again": keep results across allocations by marking
-                                                 them persistent or copying them out
-       Graph allocators reset their buffers before handing memory out again, which is how the use
-       of a previous graph's intermediate becomes an error instead of silently wrong numbers.
-       The checks cost a hash lookup per tensor per compute; they are always on.
+         - its buffer was freed               -> MMS_ERR_STALE, "whose buffer has been freed", even if
+                                                 new memory now sits at the same address
+         - its buffer was reset since         -> MMS_ERR_STALE, "handed out again (placed in generation
+           (mms_backend_buffer_reset)            g, the buffer is at h)": keep results across
+                                                 allocations by marking them persistent or copying out
+         - a view whose source fails          -> the source's error
+       Graph allocators reset their buffers before handing memory out again, which is how the use of a
+       previous graph's intermediate becomes an error instead of silently wrong numbers. The checks
+       cost a hash lookup per tensor per compute; they are always on.
+
+       Writes and kept tensors. Every write made through the library counts in the tensor's version
+       (tensor->version; a write to a view counts for its source): tensor_set, memset, copies,
+       mms_backend_buffer_clear (all its tensors) and computing the tensor in a graph. A tensor kept by a
+       scheduler (section 8) remembers what it was computed from: the leafs of the graph that computed
+       it, at their versions then, and through kept leafs what those were computed from. Reading it
+       (as a leaf of a graph, with tensor_get or a copy) after one of them was written is
+       MMS_ERR_STALE naming the input:
+           image -> [encoder graph] -> features (kept) -> [decoder graphs ...]
+           mms_backend_tensor_set(image, new_pixels, ...);       // a new picture, same input tensor
+           mms_backend_sched_alloc_graph(s, decoder);             // MMS_ERR_STALE: kept tensor
+               // 'features' is out of date: graph #3 computed it from 'image', which has been written since
+           g = mms_new_graph(ctx); mms_build_forward_expand(g, features);   // expanding it computes it again
+           mms_backend_sched_alloc_graph(s, g); mms_backend_sched_graph_compute(s, g);   // now fresh
+       A kept tensor placed in new memory whose graph has not been computed yet is MMS_ERR_STATE to
+       read. Writing a kept tensor yourself (tensor_set) makes your value its value. Writes that bypass
+       the library (through tensor->data) are not seen: use mms_backend_tensor_set for inputs of kept
+       tensors.
 
        mms_backend_graph_compute(backend, graph) refuses a graph whose build failed, a tensor without
        memory or with stale memory, memory the backend cannot use, and ops it does not support.
@@ -249,12 +334,14 @@
        get_gallocr for the plan and the picture).
 
        Results across graphs. A graph's tensors live in compute memory that the next allocation
-       hands out again. Three things follow:
-       - Mark a tensor with mms_set_persistent before its graph is allocated and it is placed in a
-         buffer of its own on its backend instead. It keeps its value for every later graph on the
-         scheduler; in a later graph it is a leaf (its producers are not walked again), and any
-         backend may read it (it is copied where needed). mms_backend_sched_release frees it;
-         sched_free frees them all.
+       hands out again. Four things follow:
+       - Mark a tensor with mms_set_persistent and it is placed in a buffer of its own on its backend
+         (a kept tensor, MMS_MEMORY_PERSISTENT). A graph that expands it computes it (into that
+         buffer, made when the graph is first allocated); in every other graph it is a leaf that reads
+         the kept value, on any backend (it is copied where needed). mms_backend_sched_release frees
+         it; sched_free frees them all. Reading it is an error while it is not computed yet
+         (MMS_ERR_STATE) and once something it was computed from has been written (MMS_ERR_STALE,
+         section 6): a kept tensor never silently holds an old answer.
        - Using in a graph a result an earlier graph left in compute memory (this scheduler's, or any
          other allocator's), next to new ops, is an MMS_ERR_STALE error at allocation, e.g.
            mms_backend_sched_alloc_graph: graph #7 'consumer' uses tensor 'image_features' f32
@@ -265,10 +352,21 @@
          that graph again and allowed; input leafs are set anew after every allocation anyway.)
        - Reading such a tensor afterwards (tensor_get/set, or computing with it) is MMS_ERR_STALE too,
          naming the graph that placed it; so is any use of a tensor whose buffer was freed.
-       compute of a graph other than the one allocated is MMS_ERR_STATE; reserve-then-alloc of one
-       graph reuses the plan; a graph whose topology changed is planned again and the buffers grow
-       (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
-       inputs or graph size.
+       - compute of a graph other than the one allocated is MMS_ERR_STATE, and so is compute after a
+         failed allocation (which leaves nothing allocated); reserve-then-alloc of one graph reuses the
+         plan; a graph whose topology changed is planned again and the buffers grow
+         (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
+         inputs or graph size.
+
+       What the scheduler writes in the caller's tensors, and when. Only their placement (data,
+       buffer, placement record) and their version, never ops, sources, shapes or flags:
+         reserve       nothing (kept tensors not computed yet are planned as stand-ins);
+         alloc_graph   on success only, after every check and the plan: each node of the graph takes
+                       the memory it is computed into (compute memory, or its kept buffer), each leaf
+                       without memory (an input) is placed in compute memory;
+         compute       each node's version, and what each kept node was computed from;
+         reset, and the next allocation: nothing, but everything they placed in compute memory is stale.
+       A failed allocation leaves the caller's tensors as they were.
 
        Eval callback (mms_backend_sched_set_eval_callback): asked for every computed node with
        ask = true; for those it wants, the split is cut there, synchronized, and it is called again
@@ -501,7 +599,10 @@
        - The scheduler never rewires the caller's graph (ggml points sources at its copies), refuses
          to compute a graph other than the one allocated (ggml silently runs the allocated one),
          reports results used after their memory was handed out again (ggml: silent garbage), keeps
-         persistent tensors across graphs, and has no caps (ggml: 16 backends, graph_size hash).
+         persistent tensors across graphs (and reports one whose inputs changed), and has no caps
+         (ggml: 16 backends, graph_size hash).
+       - Every tensor records what kind of memory placed it (tensor->placement); ggml derives it from
+         the buffer pointer each time.
        - ggml_backend_sched_new takes a graph_size; mms_backend_sched_new does not need one.
        - The graph allocator keeps inputs alive through the whole graph (ggml lets an in-place op
          overwrite them; mms_gallocr_set_inputs_reusable restores that), reuses a stored plan only
@@ -532,6 +633,15 @@
 /* MinGW: the C99 printf family (%zu, %lld), not the old msvcrt's, which lacks them. */
 #if defined(__MINGW32__) && !defined(__USE_MINGW_ANSI_STDIO)
 #  define __USE_MINGW_ANSI_STDIO 1
+#endif
+
+/* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
+   the header, the same everywhere): the tokenizer and mllama read GGUF files, so they go with it. */
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_TEXT)
+#  define MMS_NO_TEXT
+#endif
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_MLLAMA)
+#  define MMS_NO_MLLAMA
 #endif
 
 #include <stddef.h>
@@ -616,7 +726,7 @@ enum mms_type {
     MMS_TYPE_F16     = 2,
     MMS_TYPE_BF16    = 3,
     MMS_TYPE_I32     = 4,
-    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts, section 3) */
+    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts: manual section 2) */
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
@@ -711,6 +821,26 @@ enum mms_rope_mode {
 };
 
 struct mms_backend_buffer;
+struct mms__provenance;   /* internal */
+
+/* What kind of memory a tensor was given, recorded when it is placed and never derived: the
+   lifetime rules (section 6 of the manual) follow from it. */
+enum mms_memory_kind {
+    MMS_MEMORY_NONE       = 0,  /* not placed */
+    MMS_MEMORY_HOST       = 1,  /* data of an allocating context: until the context is reset or freed */
+    MMS_MEMORY_STATIC     = 2,  /* a buffer the caller allocated (weights, caches): until it is freed */
+    MMS_MEMORY_COMPUTE    = 3,  /* a graph allocator's memory: until that allocator's next allocation */
+    MMS_MEMORY_PERSISTENT = 4,  /* kept by a scheduler across graphs: until released or the scheduler is freed */
+    MMS_MEMORY_RESERVE    = 5   /* a stand-in while a scheduler plans (reserve): no data, never read */
+};
+
+/* The record a placement writes into the tensor; every lifetime check reads it (and only it). */
+struct mms_placement {
+    enum mms_memory_kind kind;
+    uint64_t buffer_uid;   /* the buffer it was placed in, 0 for host memory: detects a freed buffer */
+    uint64_t generation;   /* the buffer's generation then: detects memory handed out again */
+    uint64_t graph_id;     /* the graph whose allocation placed it (0: none) */
+};
 
 struct mms_tensor {
     enum mms_type type;
@@ -725,10 +855,11 @@ struct mms_tensor {
     size_t             view_offs;    /* byte offset into view_src */
 
     void                      *data;        /* NULL until placed */
-    struct mms_backend_buffer *buffer;      /* NULL for host memory of an allocating context */
-    uint64_t                   buffer_uid;  /* the buffer's uid when placed: detects a freed buffer */
-    uint64_t                   generation;  /* the buffer's generation when placed: detects reuse */
-    uint64_t                   graph_id;    /* the graph whose allocation placed it (0: none) */
+    struct mms_backend_buffer *buffer;      /* NULL for host memory; may be freed: check the tensor first */
+    struct mms_placement       placement;   /* written by placement only */
+    uint64_t                   uid;         /* unique in the process, never 0 */
+    uint64_t                   version;     /* counts the writes made through the library (set, copy, compute) */
+    struct mms__provenance    *provenance;  /* internal: what a kept tensor was computed from */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];
@@ -758,9 +889,9 @@ MMS_API size_t mms_graph_overhead(void);   /* metadata bytes of an empty graph *
 /* Graph building is sticky: an op given bad arguments reports an error (naming the op, the tensors
    and their shapes), returns NULL and records the first such error in the context. Later ops given
    that NULL return NULL quietly, so a whole builder can run and be checked once at the end. */
-MMS_API enum mms_status mms_get_status(const struct mms_context *ctx);
-MMS_API const char     *mms_get_error(const struct mms_context *ctx);   /* "" when OK */
-MMS_API void            mms_clear_status(struct mms_context *ctx);
+MMS_API enum mms_status mms_ctx_status(const struct mms_context *ctx);
+MMS_API const char     *mms_ctx_error(const struct mms_context *ctx);   /* "" when OK */
+MMS_API void            mms_ctx_clear_error(struct mms_context *ctx);
 
 MMS_API struct mms_tensor *mms_new_tensor(struct mms_context *ctx, enum mms_type type, int n_dims, const int64_t *ne);
 MMS_API struct mms_tensor *mms_new_tensor_1d(struct mms_context *ctx, enum mms_type type, int64_t ne0);
@@ -780,7 +911,7 @@ MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *tensor, const char
 
 MMS_API void mms_set_input(struct mms_tensor *tensor);
 MMS_API void mms_set_output(struct mms_tensor *tensor);
-MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* honoured by the scheduler */
+MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* kept by the scheduler across graphs (manual section 8) */
 
 MMS_API int64_t mms_nelements(const struct mms_tensor *tensor);
 MMS_API int64_t mms_nrows(const struct mms_tensor *tensor);     /* ne[1] * ne[2] * ne[3] */
@@ -917,9 +1048,10 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
-   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
-   not walked again. Graphs grow without a size cap and live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent (not a view)
+   is a leaf too, except when it is the tensor expanded: a graph that expands a kept tensor
+   computes it, any other graph reads its kept value (its producers are not walked). Graphs grow
+   without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 
@@ -948,19 +1080,26 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *graph, const
 /* >>api-backend -----------------------------------------------------------------------------------
    Memory and execution. A buffer type says where memory lives (host, a device); a buffer is one
    allocation of it; tensors are placed inside buffers. A backend runs graphs whose tensors live in
-   memory it can read. Tensors keep the uid and generation of the buffer they were placed in, so
-   using one after its buffer was freed, or after its memory was handed out again
-   (mms_backend_buffer_reset), is an MMS_ERR_STALE error instead of silent garbage. */
+   memory it can read. Placing a tensor writes its placement record (struct mms_placement: the
+   memory kind from the buffer's usage, the buffer's uid and generation), so using it after its
+   buffer was freed, or after its memory was handed out again (mms_backend_buffer_reset), is an
+   MMS_ERR_STALE error instead of silent garbage. */
 
 typedef struct mms_backend_buffer_type *mms_backend_buffer_type_t;
 typedef struct mms_backend_buffer      *mms_backend_buffer_t;
 typedef struct mms_backend             *mms_backend_t;
 typedef struct mms_backend_event       *mms_backend_event_t;
 
+/* A buffer's usage decides the memory kind of the tensors placed in it afterwards: ANY and
+   WEIGHTS give MMS_MEMORY_STATIC, COMPUTE gives MMS_MEMORY_COMPUTE, PERSISTENT gives
+   MMS_MEMORY_PERSISTENT, RESERVE gives MMS_MEMORY_RESERVE. Graph allocators and schedulers set
+   COMPUTE, PERSISTENT and RESERVE on their own buffers; callers set WEIGHTS (or leave ANY). */
 enum mms_buffer_usage {
-    MMS_BUFFER_USAGE_ANY     = 0,
-    MMS_BUFFER_USAGE_WEIGHTS = 1,  /* the scheduler runs ops where their weights live */
-    MMS_BUFFER_USAGE_COMPUTE = 2   /* reused at every graph allocation */
+    MMS_BUFFER_USAGE_ANY        = 0,
+    MMS_BUFFER_USAGE_WEIGHTS    = 1,  /* the scheduler runs ops where their weights live */
+    MMS_BUFFER_USAGE_COMPUTE    = 2,  /* reused at every graph allocation */
+    MMS_BUFFER_USAGE_PERSISTENT = 3,  /* one kept tensor of a scheduler */
+    MMS_BUFFER_USAGE_RESERVE    = 4   /* stand-ins while a scheduler plans: the buffer has no memory */
 };
 
 MMS_API const char          *mms_backend_buft_name(mms_backend_buffer_type_t buft);
@@ -990,9 +1129,14 @@ MMS_API uint64_t             mms_backend_buffer_get_generation(mms_backend_buffe
 MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t buffer, struct mms_tensor *tensor, void *addr);
 /* Give a view the memory of its view_src (which must be placed). */
 MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *tensor);
-/* OK if the tensor's memory is valid now; MMS_ERR_STATE if it was never placed; MMS_ERR_STALE if
-   its buffer was freed or reset since. The message says which and what to do. */
+/* A question, so it logs nothing: OK if the tensor's memory is valid now; MMS_ERR_STATE if it was
+   never placed (or is a planning stand-in); MMS_ERR_STALE if its buffer was freed or reset since,
+   or, for a kept tensor, if something it was computed from has been written since (section 6 of
+   the manual). The thread's last error then says which and what to do. */
 MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *tensor);
+/* The kind of memory the tensor was placed in (its record; it may be stale: check it to know). */
+MMS_API enum mms_memory_kind mms_tensor_memory_kind(const struct mms_tensor *tensor);
+MMS_API const char          *mms_memory_kind_name(enum mms_memory_kind kind);   /* "compute", ... */
 
 /* Data in and out, by byte range of a contiguous tensor. Works for tensors in any buffer and for
    tensors of an allocating (host) context. Range, placement and staleness are checked. */
@@ -1121,6 +1265,7 @@ struct mms_backend_buffer {
     enum mms_buffer_usage       usage;
     uint64_t                    uid;         /* unique in the process; set by mms_backend_buffer_init */
     uint64_t                    generation;  /* starts at 1; bumped by mms_backend_buffer_reset */
+    uint64_t                    n_clears;    /* mms_backend_buffer_clear calls: writes to every tensor in it */
 };
 
 /* Create the buffer object for memory a buffer type allocated (registers it as live). */
@@ -1254,9 +1399,13 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t galloc, int buffer_i
    - an op runs where its weights live, where the caller pinned it, or where its neighbours run;
      ops a backend does not support fall back to one that does; inputs of a split that live in
      memory its backend cannot use are copied in;
-   - a graph tensor marked with mms_set_persistent before its graph is allocated is placed outside
-     the reusable compute memory, on its backend, and stays valid for every later graph of the same
-     scheduler (as an input, on any backend) until mms_backend_sched_release or sched_free;
+   - a tensor marked with mms_set_persistent is kept: a graph that expands it computes it into a
+     buffer of its own on its backend, outside the reusable compute memory, and every later graph of
+     the same scheduler reads it as an input (on any backend) until mms_backend_sched_release or
+     sched_free; reading it before it is computed, or after something it was computed from has been
+     written, is an error;
+   - caller tensors are written only by a successful alloc_graph (their placement) and by compute
+     (their versions), never by reserve (manual section 8);
    - using in a new graph a result that an earlier graph left in compute memory is an error that
      names the tensor, the graph it came from and the fix; so is reading it back (it is stale);
    - the caller's graph is never rewired: the scheduler computes on its own copies of the nodes,
@@ -1321,6 +1470,8 @@ MMS_API void            mms_backend_sched_set_debug(mms_backend_sched_t sched, i
 MMS_API void            mms_backend_sched_set_poison(mms_backend_sched_t sched, bool poison);
 MMS_API enum mms_status mms_backend_sched_set_dump(mms_backend_sched_t sched, const char *pattern, const char *dir);
 /* ==== end src/api/sched.h ==== */
+
+#ifndef MMS_NO_GGUF   /* the parts below are left out under this option */
 
 /* ==== begin src/api/gguf.h ==== */
 /* >>api-gguf --------------------------------------------------------------------------------------
@@ -1430,6 +1581,10 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path);   /* version 3 */
 /* ==== end src/api/gguf.h ==== */
 
+#endif
+
+#ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
+
 /* ==== begin src/api/text.h ==== */
 /* >>api-text --------------------------------------------------------------------------------------
    Text: the Llama 3 tokenizer, the chat template of the vision-instruct model, and sampling. */
@@ -1512,7 +1667,7 @@ MMS_API int mms_detokenizer_push(const struct mms_vocab *vocab, struct mms_detok
 MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap);
 
 /* -- chat template -------------------------------------------------------------------------------
-   The instruct template of Llama 3.2 Vision (spec section 2), rendered as transformers renders the
+   The instruct template of Llama 3.2 Vision (the model's chat_template), rendered as transformers renders the
    model's own Jinja template: BOS; a leading system message is taken out and trimmed; when no
    message has an image a system block is written ("Cutting Knowledge Date: December 2023",
    "Today Date: " + date, then the system text); with images a non-empty system message is an error
@@ -1543,22 +1698,22 @@ MMS_API int mms_chat_apply_template(const struct mms_chat_message *messages, int
    (splitmix64: the same seed gives the same tokens on every machine). Temperature 0 is greedy:
    the first largest logit after the penalty. */
 
-struct mms_sampler_params {
+struct mms_sampler_params {   /* zeroed: greedy, nothing else on */
     float    temperature;     /* 0: greedy */
     int      top_k;           /* 0: off */
-    float    top_p;           /* 1: off */
+    float    top_p;           /* 0 or 1: off */
     float    min_p;           /* 0: off */
-    float    repeat_penalty;  /* 1: off */
+    float    repeat_penalty;  /* 0 or 1: off */
     int      repeat_last_n;   /* tokens of history the penalty looks at; 0: all (as transformers) */
     uint64_t seed;
 };
 
 struct mms_sampler;
 
-/* Greedy, no penalty, seed 0. */
+/* Greedy, no penalty, seed 0 (the same as a zeroed struct). */
 MMS_API struct mms_sampler_params mms_sampler_default_params(void);
-/* NULL + MMS_ERR_INVALID_ARG for values out of range (negative temperature, top_p outside (0, 1],
-   min_p outside [0, 1], penalty <= 0, negative top_k or repeat_last_n). */
+/* NULL + MMS_ERR_INVALID_ARG for values out of range (a negative or non-finite temperature or
+   penalty, top_p or min_p outside [0, 1], negative top_k or repeat_last_n). */
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params);
 MMS_API void                mms_sampler_free(struct mms_sampler *sampler);
 /* Forget the history and restart the generator from the seed. */
@@ -1572,11 +1727,16 @@ MMS_API int32_t             mms_sampler_sample(struct mms_sampler *sampler, cons
 MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler, const float *logits, int n_vocab, float *probs);
 /* ==== end src/api/text.h ==== */
 
+#endif
+
+#ifndef MMS_NO_MLLAMA   /* the parts below are left out under this option */
+
 /* ==== begin src/api/mllama.h ==== */
 /* >>api-mllama ------------------------------------------------------------------------------------
    Llama 3.2 Vision ("mllama"). Numerics follow Hugging Face transformers' MllamaForConditionalGeneration
    in float32 (eager attention, the PIL image processor) with Meta's rule for the vision encoder's
-   intermediate taps; shared/docs/mllama-spec.md is the specification. */
+   intermediate taps (the inputs of the listed layers, as in Meta's reference and transformers up to
+   4.54; manual section 13). */
 
 /* -- image preprocessing ----------------------------------------------------------------------------
    From RGB8 pixels to the model's input, as the PIL image processor does it: choose the tile canvas
@@ -1586,10 +1746,10 @@ MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler,
    bilinear filter (bit-exact), pad with black at the bottom and right, rescale by 1/255, normalise
    per channel, and cut row-major tiles into slots; unused slots are exactly 0. */
 
-struct mms_mllama_image_params {
-    int   image_size;      /* tile side in pixels (560 for the 11B model) */
-    int   max_num_tiles;   /* 4 for the 11B model */
-    float mean[3], std[3]; /* per channel; zero-initialised means the CLIP values of the 11B model */
+struct mms_mllama_image_params {   /* zeroed: the 11B model's values */
+    int   image_size;      /* tile side in pixels (0: 560) */
+    int   max_num_tiles;   /* 1..16 (0: 4) */
+    float mean[3], std[3]; /* per channel (all zero: the CLIP values of the 11B model) */
 };
 
 struct mms_mllama_image {
@@ -1602,7 +1762,7 @@ struct mms_mllama_image {
 };
 
 /* rgb: height rows of width pixels, 3 bytes each, rows stride bytes apart (0: width * 3).
-   MMS_ERR_INVALID_ARG for an empty image or bad parameters (max_num_tiles 1..16). */
+   MMS_ERR_INVALID_ARG for an empty image or bad parameters (negative sizes, max_num_tiles above 16). */
 MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_image_params *params, const uint8_t *rgb,
                                                     int width, int height, size_t stride, struct mms_mllama_image *out);
 MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
@@ -1669,7 +1829,8 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
-/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+/* The shapes of Llama 3.2 11B Vision (Meta's configuration: 40 text layers, 8 of them cross-attention,
+   32 + 8 vision layers at 560-pixel tiles). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
@@ -1689,9 +1850,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
    n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
    made, so a model that does not fit fails then, saying how much memory it needed where. */
 
-struct mms_mllama_context_params {
+struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
     int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call (0: 512) */
+    int n_batch;         /* most tokens per decode call (0: 512; at most n_ctx) */
     int max_images;      /* images per conversation (0: 2) */
     int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
 };
@@ -1722,9 +1883,7 @@ MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *c
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
 /* Where the time and the memory went, since the context was made or the timings were reset.
-   Decode calls of one token count as generation, longer ones as prompt. Memory is per backend:
-   weights, KV cache, compute memory (planned at creation; grows only if a graph needs more) and
-   the kept cross-attention K/V of encoded images at their largest. */
+   Decode calls of one token count as generation, longer ones as prompt. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
     double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
@@ -1733,13 +1892,17 @@ struct mms_mllama_timings {
     int    n_encodes;
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
-    int    n_backends;
-    struct {
-        char   name[32];
-        size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
-    } memory[2];
+    int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
+/* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
+   compute memory (planned at creation; grows only if a graph needs more) and the kept
+   cross-attention K/V of encoded images at their largest. MMS_ERR_INVALID_ARG for an i out of range. */
+struct mms_mllama_memory {
+    char   name[32];
+    size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+};
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
 /* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
@@ -1748,6 +1911,8 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE
 MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
 MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);
 /* ==== end src/api/mllama.h ==== */
+
+#endif
 
 /* ==== begin src/api/epilogue.h ==== */
 #ifdef __cplusplus
@@ -1889,7 +2054,7 @@ static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt
 #  include <sys/auxv.h>
 #endif
 
-/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+/* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
 #if defined(_MSC_VER) && !defined(__clang__)
 typedef struct { volatile long v; } mms__atomic_int;   /* long is 32 bits on Windows */
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int32_t)_InterlockedOr(&a->v, 0); }
@@ -2186,6 +2351,7 @@ static bool mms__cpu_detect_dotprod(void) {
 
 static MMS__THREAD_LOCAL enum mms_status mms__last_status = MMS_OK;
 static MMS__THREAD_LOCAL char mms__last_message[MMS__ERROR_MAX];
+static MMS__THREAD_LOCAL bool mms__last_logged = false;   /* was the last error sent to the log? */
 
 static mms_log_callback mms__log_cb = NULL;
 static void            *mms__log_user = NULL;
@@ -2209,7 +2375,7 @@ MMS_API const char *mms_status_string(enum mms_status status) {
 
 MMS_API enum mms_status mms_last_status(void) { return mms__last_status; }
 MMS_API const char     *mms_last_error(void)  { return mms__last_message; }
-MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; }
+MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; mms__last_logged = false; }
 
 MMS_API void mms_log_set(mms_log_callback callback, void *user_data) {
     mms__global_lock();
@@ -2259,20 +2425,50 @@ static void mms__log(enum mms_log_level level, const char *fmt, ...) {
     va_end(ap);
 }
 
-static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+/* One log line per failure: an error is logged when it is raised, a question's answer (a quiet
+   error) is not, and context added on the way up is logged only if what it wraps never was. */
+static enum mms_status mms__record_errorv(enum mms_status status, bool log, const char *fmt, va_list ap) {
     char msg[MMS__ERROR_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);   /* the arguments may include mms_last_error() itself */
     memcpy(mms__last_message, msg, sizeof msg);
     mms__last_status = status;
-    mms__log_message(MMS_LOG_ERROR, mms__last_message);
+    mms__last_logged = log;
+    if (log) mms__log_message(MMS_LOG_ERROR, mms__last_message);
     return status;
+}
+
+static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+    return mms__record_errorv(status, true, fmt, ap);
 }
 
 MMS_API enum mms_status mms_set_error(enum mms_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    mms__set_errorv(status, fmt, ap);
+    mms__record_errorv(status, true, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+/* The answer to a question (is this tensor usable? is this key there?): recorded, not logged. */
+static enum mms_status mms__error_quiet(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+static enum mms_status mms__error_quiet(enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__record_errorv(status, false, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Context for the error being returned (the format usually ends with mms_last_error()): the
+   message is replaced; it is logged only if the error it wraps was not. */
+static enum mms_status mms__error_context(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+static enum mms_status mms__error_context(enum mms_status status, const char *fmt, ...) {
+    const bool log = !mms__last_logged;
+    va_list ap;
+    va_start(ap, fmt);
+    mms__record_errorv(status, log, fmt, ap);
+    va_end(ap);
+    mms__last_logged = true;
     return status;
 }
 
@@ -2851,6 +3047,60 @@ struct mms_context {
 
 static void mms__graph_release_all(struct mms_context *ctx);  /* graph.c */
 
+/* -- tensor identity --
+   Every tensor gets a uid when made. A tensor that a kept tensor's provenance refers to is
+   "watched": registered here by uid until its context is reset or freed, so a provenance record
+   can find it (or learn it is gone) without holding a pointer that may dangle. */
+
+#define MMS__TENSOR_FLAG_WATCHED (1 << 20)   /* internal: never part of a graph's signature */
+
+static volatile uint64_t  mms__tensor_uid_counter = 0;
+static struct mms__ptrmap mms__watched;         /* uid -> tensor, under the global lock */
+
+static void mms__tensor_watch(struct mms_tensor *t) {
+    if (t->flags & MMS__TENSOR_FLAG_WATCHED) return;
+    mms__global_lock();
+    if (mms__ptrmap_put(&mms__watched, t->uid, t)) t->flags |= MMS__TENSOR_FLAG_WATCHED;
+    mms__global_unlock();
+}
+
+/* Writes to watched tensors so far: a kept tensor checked since the last one is still up to date. */
+static uint64_t mms__watched_writes = 1;   /* under the global lock */
+static void mms__watched_write(void) { mms__global_lock(); mms__watched_writes++; mms__global_unlock(); }
+static uint64_t mms__watched_writes_now(void) {
+    uint64_t n;
+    mms__global_lock();
+    n = mms__watched_writes;
+    mms__global_unlock();
+    return n;
+}
+
+/* The live tensor with this uid, if it is watched (NULL: its context is gone). */
+static struct mms_tensor *mms__tensor_find_watched(uint64_t uid) {
+    struct mms_tensor *t;
+    mms__global_lock();
+    t = (struct mms_tensor *)mms__ptrmap_get(&mms__watched, uid, NULL);
+    mms__global_unlock();
+    return t;
+}
+
+/* A context's tensors go away: unregister the watched ones, free the provenance records. */
+static void mms__ctx_forget_tensors(struct mms_context *ctx) {
+    struct mms__tensor_obj *o;
+    bool any = false;
+    for (o = ctx->first_tensor; o; o = o->next) {
+        MMS_FREE(o->tensor.provenance);
+        o->tensor.provenance = NULL;
+        any = any || (o->tensor.flags & MMS__TENSOR_FLAG_WATCHED);
+    }
+    if (!any) return;
+    mms__global_lock();
+    for (o = ctx->first_tensor; o; o = o->next)
+        if (o->tensor.flags & MMS__TENSOR_FLAG_WATCHED) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
+    if (mms__watched.count == 0) mms__ptrmap_free(&mms__watched);   /* leave nothing behind at exit */
+    mms__global_unlock();
+}
+
 /* Records the first build error in the context, and raises it as the thread's last error. */
 static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
 static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) {
@@ -2951,6 +3201,7 @@ MMS_API void mms_free(struct mms_context *ctx) {
     struct mms__block *b;
     if (!ctx) return;
     mms__graph_release_all(ctx);
+    mms__ctx_forget_tensors(ctx);
     b = ctx->first_block;
     while (b) {
         struct mms__block *next = b->next;
@@ -2965,6 +3216,7 @@ MMS_API void mms_reset(struct mms_context *ctx) {
     struct mms__block *b;
     if (!ctx) return;
     mms__graph_release_all(ctx);
+    mms__ctx_forget_tensors(ctx);
     for (b = ctx->first_block; b; b = b->next) b->used = 0;
     ctx->cur_block = ctx->first_block;
     ctx->used = 0;
@@ -2978,9 +3230,9 @@ MMS_API bool   mms_get_no_alloc(const struct mms_context *ctx) { return ctx && c
 MMS_API void   mms_set_no_alloc(struct mms_context *ctx, bool no_alloc) { if (ctx) ctx->no_alloc = no_alloc; }
 MMS_API size_t mms_tensor_overhead(void) { return sizeof(struct mms__tensor_obj) + MMS__OBJ_ALIGN; }
 
-MMS_API enum mms_status mms_get_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
-MMS_API const char *mms_get_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
-MMS_API void mms_clear_status(struct mms_context *ctx) {
+MMS_API enum mms_status mms_ctx_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
+MMS_API const char *mms_ctx_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
+MMS_API void mms_ctx_clear_error(struct mms_context *ctx) {
     if (!ctx) return;
     ctx->status = MMS_OK;
     ctx->error[0] = '\0';
@@ -3105,6 +3357,7 @@ static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const ch
     if (!obj) return NULL;
     memset(obj, 0, sizeof *obj);
     t = &obj->tensor;
+    t->uid = mms__atomic_next_u64(&mms__tensor_uid_counter);
     t->type = type;
     t->op = MMS_OP_NONE;
     for (i = 0; i < MMS_MAX_DIMS; i++) t->ne[i] = i < n_dims ? ne[i] : 1;
@@ -3113,16 +3366,16 @@ static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const ch
     if (view_src) {
         t->view_src = view_src;
         t->view_offs = view_offs;
-        if (view_src->data) {
-            t->data = (char *)view_src->data + view_offs;
+        if (view_src->placement.kind != MMS_MEMORY_NONE) {
+            t->data = view_src->data ? (char *)view_src->data + view_offs : NULL;
             t->buffer = view_src->buffer;
-            t->buffer_uid = view_src->buffer_uid;
-            t->generation = view_src->generation;
+            t->placement = view_src->placement;
         }
     } else if (!ctx->no_alloc) {
         size_t bytes = mms_nbytes(t);
         t->data = mms__ctx_alloc(ctx, bytes ? bytes : 1, MMS__DATA_ALIGN);
         if (!t->data) return NULL;   /* the tensor object stays unlinked: harmless */
+        t->placement.kind = MMS_MEMORY_HOST;
     }
 
     if (ctx->last_tensor) ctx->last_tensor->next = obj;
@@ -3984,9 +4237,11 @@ static bool mms__push_tensor(struct mms_tensor ***arr, int *n, int *cap, struct 
 
 struct mms__visit { struct mms_tensor *t; int next_src; };
 
-/* Leafs: tensors without an op, and kept results of earlier graphs (persistent, with memory). */
-static bool mms__is_leaf(const struct mms_tensor *t) {
-    return t->op == MMS_OP_NONE || ((t->flags & MMS_TENSOR_FLAG_PERSISTENT) && t->data);
+/* Leafs: tensors without an op, and kept tensors (persistent, not views) other than the tensor
+   being expanded: a graph that expands a kept tensor computes it, any other graph reads its kept
+   value. (Whether it has been computed yet does not matter here; allocation checks that.) */
+static bool mms__is_leaf(const struct mms_tensor *t, const struct mms_tensor *expanded) {
+    return t->op == MMS_OP_NONE || (t != expanded && (t->flags & MMS_TENSOR_FLAG_PERSISTENT) && !t->view_src);
 }
 
 MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *tensor) {
@@ -4017,14 +4272,14 @@ MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *t
     MMS__VISIT_PUSH(tensor);
     while (depth > 0 && !oom) {
         struct mms__visit *top = &stack[depth - 1];
-        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t)) {
+        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t, tensor)) {
             struct mms_tensor *s = top->t->src[top->next_src++];
             if (s && !mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)s, NULL)) MMS__VISIT_PUSH(s);
             continue;
         }
         {
             struct mms_tensor *t = top->t;
-            bool leaf = mms__is_leaf(t);
+            bool leaf = mms__is_leaf(t, tensor);
             depth--;
             if (!(leaf ? mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, t)
                        : mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, t))) oom = true;
@@ -4163,9 +4418,9 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
 
 /* ==== begin src/backend/buffer.c ==== */
 /* >>buffer ========================================================================================
-   Buffer types and buffers, the registry of live buffers, tensor placement and data access.
-   Every buffer gets a process-unique uid; a tensor placed in it keeps the uid and the buffer's
-   generation, so a freed buffer or memory handed out again is detected, not silently reused. */
+   Buffer types and buffers, and the registry of live buffers. Every buffer gets a process-unique
+   uid and a generation; the lifetime section below records both in each tensor placed in it, so a
+   freed buffer or memory handed out again is detected, not silently reused. */
 
 static volatile uint64_t  mms__buffer_uid_counter = 0;
 static struct mms__ptrmap mms__live_buffers;   /* uid -> buffer, under the global lock */
@@ -4209,6 +4464,7 @@ MMS_API mms_backend_buffer_t mms_backend_buffer_init(mms_backend_buffer_type_t b
     b->usage = MMS_BUFFER_USAGE_ANY;
     b->uid = mms__atomic_next_u64(&mms__buffer_uid_counter);
     b->generation = 1;
+    b->n_clears = 0;
     mms__global_lock();
     ok = mms__ptrmap_put(&mms__live_buffers, b->uid, b);
     mms__global_unlock();
@@ -4240,89 +4496,344 @@ MMS_API mms_backend_buffer_type_t mms_backend_buffer_get_type(mms_backend_buffer
 MMS_API void   mms_backend_buffer_set_usage(mms_backend_buffer_t b, enum mms_buffer_usage usage) { b->usage = usage; }
 MMS_API enum mms_buffer_usage mms_backend_buffer_get_usage(mms_backend_buffer_t b) { return b->usage; }
 MMS_API enum mms_status mms_backend_buffer_clear(mms_backend_buffer_t b, uint8_t value) {
+    enum mms_status st;
     if (!b) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_buffer_clear: buffer is NULL");
-    return b->size ? b->iface.clear(b, value) : MMS_OK;
+    st = b->size ? b->iface.clear(b, value) : MMS_OK;
+    if (st == MMS_OK) { b->n_clears++; mms__watched_write(); }   /* every tensor in it was written */
+    return st;
 }
 MMS_API void     mms_backend_buffer_reset(mms_backend_buffer_t b) { if (b) b->generation++; }
 MMS_API uint64_t mms_backend_buffer_get_generation(mms_backend_buffer_t b) { return b ? b->generation : 0; }
+/* ==== end src/backend/buffer.c ==== */
+
+/* ==== begin src/backend/lifetime.c ==== */
+/* >>lifetime ======================================================================================
+   Tensor lifetimes, in one place:
+     - placement writes the tensor's record (memory kind from the buffer's usage, buffer uid,
+       generation, graph), and nothing else decides what kind of memory a tensor has;
+     - mms__memory_of is the one lookup every check goes through: it finds the live buffer through
+       the registry (never through t->buffer, which may point at freed memory) and says whether the
+       record still holds;
+     - writes made through the library count in the tensor's version;
+     - a kept (persistent) tensor computed by a scheduler carries its provenance: the leafs it was
+       computed from and their versions then; reading it after one of them was written is stale. */
+
+static enum mms_memory_kind mms__memory_kind_of_usage(enum mms_buffer_usage usage) {
+    switch (usage) {
+        case MMS_BUFFER_USAGE_COMPUTE:    return MMS_MEMORY_COMPUTE;
+        case MMS_BUFFER_USAGE_PERSISTENT: return MMS_MEMORY_PERSISTENT;
+        case MMS_BUFFER_USAGE_RESERVE:    return MMS_MEMORY_RESERVE;
+        case MMS_BUFFER_USAGE_ANY:
+        case MMS_BUFFER_USAGE_WEIGHTS:    break;
+    }
+    return MMS_MEMORY_STATIC;
+}
+
+MMS_API const char *mms_memory_kind_name(enum mms_memory_kind kind) {
+    switch (kind) {
+        case MMS_MEMORY_NONE:       return "none";
+        case MMS_MEMORY_HOST:       return "host (context)";
+        case MMS_MEMORY_STATIC:     return "static";
+        case MMS_MEMORY_COMPUTE:    return "compute";
+        case MMS_MEMORY_PERSISTENT: return "persistent";
+        case MMS_MEMORY_RESERVE:    return "reserve stand-in";
+    }
+    return "unknown";
+}
+
+MMS_API enum mms_memory_kind mms_tensor_memory_kind(const struct mms_tensor *t) { return t ? t->placement.kind : MMS_MEMORY_NONE; }
 
 /* -- placement -- */
 
-static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void *addr) {
+/* b == NULL: host memory of an allocating context. */
+static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void *addr, uint64_t graph_id) {
     t->buffer = b;
     t->data = addr;
-    t->buffer_uid = b ? b->uid : 0;
-    t->generation = b ? b->generation : 0;
-    t->graph_id = 0;   /* an allocator that places it for a graph sets this */
+    t->placement.kind = b ? mms__memory_kind_of_usage(b->usage) : MMS_MEMORY_HOST;
+    t->placement.buffer_uid = b ? b->uid : 0;
+    t->placement.generation = b ? b->generation : 0;
+    t->placement.graph_id = graph_id;
 }
 
-MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
+static void mms__tensor_unplace(struct mms_tensor *t) {
+    t->data = NULL;
+    t->buffer = NULL;
+    memset(&t->placement, 0, sizeof t->placement);
+}
+
+/* Places t at addr in b for graph graph_id (0: none); a RESERVE buffer places without memory. */
+static enum mms_status mms__tensor_alloc_for(mms_backend_buffer_t b, struct mms_tensor *t, void *addr, uint64_t graph_id) {
     char *base;
     size_t need;
     if (!b || !t) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: buffer and tensor are required");
     if (t->view_src) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s is a view; use mms_backend_view_init", mms__tensor_desc(t).s);
-    if (t->data || t->buffer) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s already has memory", mms__tensor_desc(t).s);
+    if (t->placement.kind != MMS_MEMORY_NONE)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s already has memory", mms__tensor_desc(t).s);
+    if (b->usage == MMS_BUFFER_USAGE_RESERVE) { mms__tensor_place(t, b, NULL, graph_id); return MMS_OK; }
     base = (char *)mms_backend_buffer_get_base(b);
     need = mms_backend_buffer_get_alloc_size(b, t);
     if ((char *)addr < base || (size_t)((char *)addr - base) > b->size || need > b->size - (size_t)((char *)addr - base))
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s (%zu bytes) does not fit at offset %td of buffer '%s' (%zu bytes)",
                              mms__tensor_desc(t).s, need, (char *)addr - base, mms_backend_buffer_name(b), b->size);
-    mms__tensor_place(t, b, addr);
+    mms__tensor_place(t, b, addr, graph_id);
     return b->iface.init_tensor ? b->iface.init_tensor(b, t) : MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
+    return mms__tensor_alloc_for(b, t, addr, 0);
 }
 
 MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *t) {
     const struct mms_tensor *src;
     if (!t || !t->view_src) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_view_init: not a view");
     src = t->view_src;
-    if (!src->data) return mms_set_error(MMS_ERR_STATE, "mms_backend_view_init: the source of view %s has no memory yet", mms__tensor_desc(t).s);
-    t->data = (char *)src->data + t->view_offs;
+    if (src->placement.kind == MMS_MEMORY_NONE)
+        return mms_set_error(MMS_ERR_STATE, "mms_backend_view_init: the source of view %s has no memory yet", mms__tensor_desc(t).s);
+    t->data = src->data ? (char *)src->data + t->view_offs : NULL;
     t->buffer = src->buffer;
-    t->buffer_uid = src->buffer_uid;
-    t->generation = src->generation;
-    t->graph_id = src->graph_id;
-    return (t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
+    t->placement = src->placement;
+    return (t->data && t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
 }
 
-/* The check behind every data access and every compute: placed, buffer alive, same generation. */
-static enum mms_status mms__tensor_check_one(const struct mms_tensor *t, const char *who) {
-    mms_backend_buffer_t live;
-    if (!t->data && !t->buffer)
-        return mms_set_error(MMS_ERR_STATE, "%s: tensor %s has no memory: allocate it first (mms_backend_alloc_ctx_tensors, "
-                             "a graph allocator or a scheduler)", who, mms__tensor_desc(t).s);
-    if (!t->buffer) return MMS_OK;   /* host memory of an allocating context */
-    live = mms__live_buffer(t->buffer_uid);
-    if (live != t->buffer) {
-        char from[48] = "";
-        if (t->graph_id) snprintf(from, sizeof from, " (placed by graph #%llu)", (unsigned long long)t->graph_id);
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed%s; it must not be used any more "
-                             "(a result kept across graphs must be marked persistent, and not released while in use)",
-                             who, mms__tensor_desc(t).s, from);
+/* -- the one lookup -- */
+
+enum mms__memory_state {
+    MMS__MEMORY_LIVE,      /* the record holds */
+    MMS__MEMORY_UNPLACED,  /* never placed */
+    MMS__MEMORY_FREED,     /* its buffer was freed */
+    MMS__MEMORY_REUSED     /* its buffer's memory was handed out again (a newer generation) */
+};
+
+struct mms__memory {
+    enum mms_memory_kind     kind;     /* from the record, whatever the state */
+    enum mms__memory_state   state;
+    mms_backend_buffer_t     buffer;   /* the live buffer (LIVE only; NULL for host memory) */
+    const struct mms_tensor *culprit;  /* whose record failed: the tensor or its view source */
+    uint64_t                 generation_now;   /* REUSED: the buffer's generation now */
+};
+
+static enum mms__memory_state mms__record_state(const struct mms_tensor *t, mms_backend_buffer_t *live, uint64_t *generation_now) {
+    mms_backend_buffer_t b;
+    *live = NULL;
+    if (t->placement.kind == MMS_MEMORY_NONE) return MMS__MEMORY_UNPLACED;
+    if (t->placement.buffer_uid == 0) return MMS__MEMORY_LIVE;   /* host memory of a context */
+    b = mms__live_buffer(t->placement.buffer_uid);
+    if (!b) return MMS__MEMORY_FREED;
+    *generation_now = b->generation;
+    if (b->generation != t->placement.generation) return MMS__MEMORY_REUSED;
+    *live = b;
+    return MMS__MEMORY_LIVE;
+}
+
+/* What t's memory is and whether it still holds; a view holds only if its source does too. */
+static struct mms__memory mms__memory_of(const struct mms_tensor *t) {
+    struct mms__memory m;
+    m.kind = t->placement.kind;
+    m.culprit = t;
+    m.generation_now = 0;
+    m.state = mms__record_state(t, &m.buffer, &m.generation_now);
+    if (m.state == MMS__MEMORY_LIVE && t->view_src) {
+        mms_backend_buffer_t src_live;
+        enum mms__memory_state s = mms__record_state(t->view_src, &src_live, &m.generation_now);
+        if (s != MMS__MEMORY_LIVE) { m.state = s; m.culprit = t->view_src; m.buffer = NULL; }
     }
-    if (live->generation != t->generation) {
-        char from[48] = "";
-        if (t->graph_id) snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)t->graph_id);
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: it was placed%s in buffer '%s', whose memory has been handed "
-                             "out again (placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
-                             "mark it persistent (mms_set_persistent) or copy it out before the next allocation",
-                             who, mms__tensor_desc(t).s, from, mms_backend_buffer_name(live),
-                             (unsigned long long)t->generation, (unsigned long long)live->generation);
+    return m;
+}
+
+static bool mms__memory_is_live(const struct mms_tensor *t) { return mms__memory_of(t).state == MMS__MEMORY_LIVE; }
+
+/* The live buffer behind t (NULL for host memory, or when the record does not hold). */
+static mms_backend_buffer_t mms__live_buffer_of(const struct mms_tensor *t) { return mms__memory_of(t).buffer; }
+
+/* -- checks -- */
+
+/* Records why t cannot be used as a status and message; logs only when loud. */
+static enum mms_status mms__tensor_check_as(const struct mms_tensor *t, const char *who, bool loud) {
+    enum mms_status (*fail)(enum mms_status, const char *, ...) = loud ? mms_set_error : mms__error_quiet;
+    struct mms__memory m;
+    char from[48] = "";
+    if (!t) return fail(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
+    m = mms__memory_of(t);
+    if (m.culprit->placement.graph_id)
+        snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)m.culprit->placement.graph_id);
+    switch (m.state) {
+        case MMS__MEMORY_UNPLACED:
+            return fail(MMS_ERR_STATE, "%s: tensor %s has no memory: allocate it first (mms_backend_alloc_ctx_tensors, a graph "
+                        "allocator or a scheduler)", who, mms__tensor_desc(t).s);
+        case MMS__MEMORY_FREED:
+            return fail(MMS_ERR_STALE, "%s: tensor %s lived in %s memory (placed%s) whose buffer has been freed; it must not be "
+                        "used any more (a result kept across graphs must be marked persistent, and not released while in use)",
+                        who, mms__tensor_desc(t).s, mms_memory_kind_name(m.kind), from);
+        case MMS__MEMORY_REUSED:
+            return fail(MMS_ERR_STALE, "%s: tensor %s is stale: it was placed%s in %s memory that has been handed out again "
+                        "(placed in generation %llu, the buffer is at %llu). To keep a result across allocations, mark it "
+                        "persistent (mms_set_persistent) or copy it out before the next allocation", who, mms__tensor_desc(t).s,
+                        from, mms_memory_kind_name(m.kind), (unsigned long long)m.culprit->placement.generation,
+                        (unsigned long long)m.generation_now);
+        case MMS__MEMORY_LIVE:
+            break;
     }
+    if (m.kind == MMS_MEMORY_RESERVE)
+        return fail(MMS_ERR_STATE, "%s: tensor %s is a planning stand-in (a scheduler's reserve): it has no data", who, mms__tensor_desc(t).s);
     return MMS_OK;
 }
 
-static enum mms_status mms__tensor_check(const struct mms_tensor *t, const char *who) {
-    enum mms_status st;
-    if (!t) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
-    st = mms__tensor_check_one(t, who);
-    if (st == MMS_OK && t->view_src) st = mms__tensor_check_one(t->view_src, who);
-    return st;
+static enum mms_status mms__tensor_check(const struct mms_tensor *t, const char *who) { return mms__tensor_check_as(t, who, true); }
+
+/* -- versions and provenance -- */
+
+struct mms__provenance_ref { uint64_t uid, version, n_clears; };
+
+/* One allocation: this header, then n_refs refs (freed with MMS_FREE by the tensor's context).
+   It describes the last value computed, and outlives a release of the memory (what was computed
+   from that value stays only as fresh as it). */
+struct mms__provenance {
+    uint64_t graph_id;     /* the graph that computed the kept tensor */
+    uint64_t pending;      /* a graph that placed it in new memory and has not computed it yet, or 0 */
+    uint64_t checked_at;   /* mms__watched_writes when it was last found up to date */
+    int      n_refs;
+};
+
+static struct mms__provenance_ref *mms__provenance_refs(struct mms__provenance *p) { return (struct mms__provenance_ref *)(p + 1); }
+
+/* A write through the library: t's memory (its root's, for a view) has new contents. */
+static void mms__tensor_written(struct mms_tensor *t) {
+    struct mms_tensor *r = t->view_src ? t->view_src : t;
+    r->version++;
+    if (r->flags & MMS__TENSOR_FLAG_WATCHED) mms__watched_write();
 }
 
-MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *t) { return mms__tensor_check(t, "mms_backend_tensor_check"); }
+/* Clears of the buffer t lives in, which write it too (0 for host memory, UINT64_MAX when t's
+   memory is gone: nothing can write it there any more). */
+static uint64_t mms__tensor_clears(const struct mms_tensor *t) {
+    struct mms__memory m = mms__memory_of(t);
+    if (m.state != MMS__MEMORY_LIVE) return UINT64_MAX;
+    return m.buffer ? m.buffer->n_clears : 0;
+}
 
-static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_t offset, size_t size, const char *who) {
-    enum mms_status st = mms__tensor_check(t, who);
+/* The caller wrote a kept tensor's data itself: its value no longer comes from its inputs. */
+static void mms__provenance_drop(struct mms_tensor *t) {
+    struct mms_tensor *r = t->view_src ? t->view_src : t;
+    MMS_FREE(r->provenance);
+    r->provenance = NULL;
+}
+
+/* kept was just computed by graph graph_id from the leafs (roots, no duplicates). */
+static enum mms_status mms__provenance_record(struct mms_tensor *kept, struct mms_tensor *const *leafs, int n, uint64_t graph_id) {
+    struct mms__provenance *p = (struct mms__provenance *)MMS_MALLOC(sizeof *p + sizeof(struct mms__provenance_ref) * (size_t)n);
+    int i;
+    if (!p) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory recording what %s was computed from", mms__tensor_desc(kept).s);
+    p->graph_id = graph_id;
+    p->pending = 0;
+    p->n_refs = n;
+    for (i = 0; i < n; i++) {
+        mms__tensor_watch(leafs[i]);
+        mms__provenance_refs(p)[i].uid = leafs[i]->uid;
+        mms__provenance_refs(p)[i].version = leafs[i]->version;
+        mms__provenance_refs(p)[i].n_clears = mms__tensor_clears(leafs[i]);
+    }
+    p->checked_at = mms__watched_writes_now();
+    MMS_FREE(kept->provenance);
+    kept->provenance = p;
+    return MMS_OK;
+}
+
+/* Graph graph_id placed kept in new memory, to be computed: reading it before is an error. */
+static enum mms_status mms__provenance_pending(struct mms_tensor *kept, uint64_t graph_id) {
+    if (!kept->provenance) {
+        if (mms__provenance_record(kept, NULL, 0, 0) != MMS_OK) return mms_last_status();
+    }
+    kept->provenance->pending = graph_id;
+    return MMS_OK;
+}
+
+/* NULL if kept is up to date with everything it was computed from (recursively, through kept
+   tensors it was computed from), else the tensor written since. */
+static const struct mms_tensor *mms__provenance_outdated(const struct mms_tensor *kept, int depth) {
+    struct mms__provenance *p = kept->provenance;
+    uint64_t now;
+    int i;
+    if (!p) return NULL;
+    now = mms__watched_writes_now();
+    if (p->checked_at == now) return NULL;
+    p->checked_at = now;                        /* optimistic: cycles of kept tensors end here */
+    for (i = 0; i < p->n_refs; i++) {
+        const struct mms__provenance_ref *r = &mms__provenance_refs(p)[i];
+        const struct mms_tensor *in = mms__tensor_find_watched(r->uid), *deeper;
+        uint64_t clears;
+        if (!in) continue;                      /* its context is gone: it cannot change any more */
+        clears = mms__tensor_clears(in);
+        if (in->version != r->version || (clears != UINT64_MAX && clears != r->n_clears)) { p->checked_at = 0; return in; }
+        if (depth < 64 && (deeper = mms__provenance_outdated(in, depth + 1)) != NULL) { p->checked_at = 0; return deeper; }
+    }
+    return NULL;
+}
+
+/* The check before t is read: its memory holds and, if it is a kept tensor, its value is up to date. */
+static enum mms_status mms__tensor_check_read_as(const struct mms_tensor *t, const char *who, bool loud) {
+    enum mms_status (*fail)(enum mms_status, const char *, ...) = loud ? mms_set_error : mms__error_quiet;
+    const struct mms_tensor *root, *changed;
+    enum mms_status st = mms__tensor_check_as(t, who, loud);
+    if (st != MMS_OK) return st;
+    root = t->view_src ? t->view_src : t;
+    if (!root->provenance) return MMS_OK;
+    if (root->provenance->pending)
+        return fail(MMS_ERR_STATE, "%s: kept tensor %s has memory from graph #%llu, which has not computed it yet: compute that graph "
+                    "before using it", who, mms__tensor_desc(root).s, (unsigned long long)root->provenance->pending);
+    if ((changed = mms__provenance_outdated(root, 0)) == NULL) return MMS_OK;
+    return fail(MMS_ERR_STALE, "%s: kept tensor %s is out of date: graph #%llu computed it from %s, which has been written since. "
+                "Compute it again (a graph that expands it recomputes it into its kept memory) or release it",
+                who, mms__tensor_desc(root).s, (unsigned long long)root->provenance->graph_id, mms__tensor_desc(changed).s);
+}
+
+static enum mms_status mms__tensor_check_read(const struct mms_tensor *t, const char *who) { return mms__tensor_check_read_as(t, who, true); }
+
+MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *t) {
+    return mms__tensor_check_read_as(t, "mms_backend_tensor_check", false);
+}
+
+/* -- the reserve buffer: stand-ins that are planned around but never hold data -- */
+
+static const char *mms__reserve_buft_name(mms_backend_buffer_type_t buft) { (void)buft; return "reserve (no memory)"; }
+static size_t mms__reserve_buft_alignment(mms_backend_buffer_type_t buft) { (void)buft; return 1; }
+static void *mms__reserve_base(mms_backend_buffer_t b) { (void)b; return NULL; }
+static enum mms_status mms__reserve_refuse(void) { return mms_set_error(MMS_ERR_STATE, "a planning stand-in has no data"); }
+static enum mms_status mms__reserve_memset(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t v, size_t o, size_t n) { (void)b; (void)t; (void)v; (void)o; (void)n; return mms__reserve_refuse(); }
+static enum mms_status mms__reserve_set(mms_backend_buffer_t b, struct mms_tensor *t, const void *d, size_t o, size_t n) { (void)b; (void)t; (void)d; (void)o; (void)n; return mms__reserve_refuse(); }
+static enum mms_status mms__reserve_get(mms_backend_buffer_t b, const struct mms_tensor *t, void *d, size_t o, size_t n) { (void)b; (void)t; (void)d; (void)o; (void)n; return mms__reserve_refuse(); }
+static enum mms_status mms__reserve_clear(mms_backend_buffer_t b, uint8_t v) { (void)b; (void)v; return MMS_OK; }
+static mms_backend_buffer_t mms__reserve_alloc(mms_backend_buffer_type_t buft, size_t size);
+
+static struct mms_backend_buffer_type mms__reserve_buft = {
+    { mms__reserve_buft_name, mms__reserve_alloc, mms__reserve_buft_alignment, NULL, NULL, NULL }, NULL
+};
+
+static mms_backend_buffer_t mms__reserve_alloc(mms_backend_buffer_type_t buft, size_t size) {
+    struct mms_backend_buffer_i i;
+    mms_backend_buffer_t b;
+    memset(&i, 0, sizeof i);
+    i.get_base = mms__reserve_base;
+    i.memset_tensor = mms__reserve_memset;
+    i.set_tensor = mms__reserve_set;
+    i.get_tensor = mms__reserve_get;
+    i.clear = mms__reserve_clear;
+    b = mms_backend_buffer_init(buft, i, NULL, size);
+    if (b) b->usage = MMS_BUFFER_USAGE_RESERVE;
+    return b;
+}
+
+/* A buffer whose tensors are stand-ins: placed (so planners leave them alone), without data. */
+static mms_backend_buffer_t mms__reserve_buffer_new(void) { return mms__reserve_alloc(&mms__reserve_buft, 0); }
+/* ==== end src/backend/lifetime.c ==== */
+
+/* ==== begin src/backend/tensor_data.c ==== */
+/* >>tensor-data ===================================================================================
+   Data in and out of placed tensors, and whole contexts placed in one buffer. Every access checks
+   the tensor first (lifetime section); writes count in the tensor's version, and a kept tensor
+   the caller overwrites no longer carries the provenance of its old value. */
+
+static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_t offset, size_t size, bool reading, const char *who) {
+    enum mms_status st = reading ? mms__tensor_check_read(t, who) : mms__tensor_check(t, who);
     if (st != MMS_OK) return st;
     if (offset > mms_nbytes(t) || size > mms_nbytes(t) - offset)
         return mms_set_error(MMS_ERR_INVALID_ARG, "%s: bytes [%zu, %zu) are outside tensor %s (%zu bytes)",
@@ -4330,16 +4841,24 @@ static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_
     return MMS_OK;
 }
 
+/* The caller wrote t's data (not a graph): a new version, and no provenance any more. */
+static enum mms_status mms__tensor_set_by_caller(struct mms_tensor *t, enum mms_status st) {
+    if (st != MMS_OK) return st;
+    mms__tensor_written(t);
+    mms__provenance_drop(t);
+    return MMS_OK;
+}
+
 MMS_API enum mms_status mms_backend_tensor_set(struct mms_tensor *t, const void *data, size_t offset, size_t size) {
-    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set");
+    enum mms_status st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_set");
     if (st != MMS_OK || size == 0) return st;
     if (!data) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_set: data is NULL");
-    if (!t->buffer) { memcpy((char *)t->data + offset, data, size); return MMS_OK; }
-    return t->buffer->iface.set_tensor(t->buffer, t, data, offset, size);
+    if (!t->buffer) { memcpy((char *)t->data + offset, data, size); return mms__tensor_set_by_caller(t, MMS_OK); }
+    return mms__tensor_set_by_caller(t, t->buffer->iface.set_tensor(t->buffer, t, data, offset, size));
 }
 
 MMS_API enum mms_status mms_backend_tensor_get(const struct mms_tensor *t, void *data, size_t offset, size_t size) {
-    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get");
+    enum mms_status st = mms__tensor_range_check(t, offset, size, true, "mms_backend_tensor_get");
     if (st != MMS_OK || size == 0) return st;
     if (!data) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_get: data is NULL");
     if (!t->buffer) { memcpy(data, (const char *)t->data + offset, size); return MMS_OK; }
@@ -4347,10 +4866,10 @@ MMS_API enum mms_status mms_backend_tensor_get(const struct mms_tensor *t, void 
 }
 
 MMS_API enum mms_status mms_backend_tensor_memset(struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
-    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_memset");
+    enum mms_status st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_memset");
     if (st != MMS_OK || size == 0) return st;
-    if (!t->buffer) { memset((char *)t->data + offset, value, size); return MMS_OK; }
-    return t->buffer->iface.memset_tensor(t->buffer, t, value, offset, size);
+    if (!t->buffer) { memset((char *)t->data + offset, value, size); return mms__tensor_set_by_caller(t, MMS_OK); }
+    return mms__tensor_set_by_caller(t, t->buffer->iface.memset_tensor(t->buffer, t, value, offset, size));
 }
 
 static bool mms__tensor_is_host(const struct mms_tensor *t) { return !t->buffer || mms_backend_buffer_is_host(t->buffer); }
@@ -4363,13 +4882,13 @@ MMS_API enum mms_status mms_backend_tensor_copy(const struct mms_tensor *src, st
     if (!mms_are_same_layout(src, dst))
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy: src %s and dst %s differ in type, shape or strides",
                              mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
-    if ((st = mms__tensor_check(src, "mms_backend_tensor_copy")) != MMS_OK) return st;
+    if ((st = mms__tensor_check_read(src, "mms_backend_tensor_copy")) != MMS_OK) return st;
     if ((st = mms__tensor_check(dst, "mms_backend_tensor_copy")) != MMS_OK) return st;
     n = mms_nbytes(src);
     if (src == dst || n == 0) return MMS_OK;
     if (mms__tensor_is_host(src)) return mms_backend_tensor_set(dst, src->data, 0, n);
-    if (mms__tensor_is_host(dst)) return mms_backend_tensor_get(src, dst->data, 0, n);
-    if (dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return MMS_OK;
+    if (mms__tensor_is_host(dst)) return mms__tensor_set_by_caller(dst, mms_backend_tensor_get(src, dst->data, 0, n));
+    if (dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return mms__tensor_set_by_caller(dst, MMS_OK);
     tmp = MMS_MALLOC(n);
     if (!tmp) return mms_set_error(MMS_ERR_OOM, "mms_backend_tensor_copy: no host memory to stage %zu bytes", n);
     st = mms_backend_tensor_get(src, tmp, 0, n);
@@ -4390,7 +4909,7 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors_from_buft(struct mms_
     if (!ctx || !buft) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: context and buffer type are required", who); return NULL; }
     align = mms_backend_buft_get_alignment(buft);
     for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
-        if (!t->data && !t->view_src) total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
+        if (t->placement.kind == MMS_MEMORY_NONE && !t->view_src) total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
     if (total == 0) {
         mms_set_error(MMS_ERR_INVALID_ARG, "%s: no tensor of the context needs memory (all are placed, views or empty)", who);
         return NULL;
@@ -4404,16 +4923,22 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors_from_buft(struct mms_
     if (!b) return NULL;
     base = (char *)mms_backend_buffer_get_base(b);
     for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-        if (!t->data && !t->view_src) {
-            if (mms_backend_tensor_alloc(b, t, base) != MMS_OK) { mms_backend_buffer_free(b); return NULL; }
+        if (t->placement.kind == MMS_MEMORY_NONE && !t->view_src) {
+            if (mms_backend_tensor_alloc(b, t, base) != MMS_OK) goto fail;
             base += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
         }
     }
     for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
-        if (t->view_src && !t->data && t->view_src->data && mms_backend_view_init(t) != MMS_OK) { mms_backend_buffer_free(b); return NULL; }
+        if (t->view_src && t->placement.kind == MMS_MEMORY_NONE && t->view_src->placement.kind != MMS_MEMORY_NONE &&
+            mms_backend_view_init(t) != MMS_OK) goto fail;
     return b;
+fail:   /* nothing keeps a record of the buffer freed here */
+    for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
+        if (t->placement.buffer_uid == b->uid) mms__tensor_unplace(t);
+    mms_backend_buffer_free(b);
+    return NULL;
 }
-/* ==== end src/backend/buffer.c ==== */
+/* ==== end src/backend/tensor_data.c ==== */
 
 /* ==== begin src/backend/backend.c ==== */
 /* >>backend =======================================================================================
@@ -4437,10 +4962,10 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors(struct mms_context *c
     return mms_backend_alloc_ctx_tensors_from_buft(ctx, mms_backend_get_default_buffer_type(b));
 }
 
-/* Can backend b read and write the memory of t? */
+/* Can backend b read and write the memory of t (checked live)? */
 static bool mms__backend_can_use(mms_backend_t b, const struct mms_tensor *t) {
-    if (!t->buffer) return mms_backend_supports_buft(b, mms_backend_cpu_buffer_type());
-    return mms_backend_supports_buft(b, t->buffer->buft);
+    mms_backend_buffer_t live = mms__live_buffer_of(t);
+    return mms_backend_supports_buft(b, live ? live->buft : mms_backend_cpu_buffer_type());
 }
 
 static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *g, const char *who) {
@@ -4454,8 +4979,9 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
             struct mms_tensor *t = n == 0 ? mms_graph_leaf(g, i) : mms_graph_node(g, i);
             enum mms_status st;
             if (mms_nelements(t) == 0) continue;
-            if (t->view_src && !t->data && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
-            st = mms__tensor_check(t, who);
+            if (t->view_src && t->placement.kind == MMS_MEMORY_NONE && t->view_src->placement.kind != MMS_MEMORY_NONE &&
+                (st = mms_backend_view_init(t)) != MMS_OK) return st;
+            st = n == 0 ? mms__tensor_check_read(t, who) : mms__tensor_check(t, who);
             if (st != MMS_OK) return st;
             if (!mms__backend_can_use(b, t))
                 return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor %s lives in a '%s' buffer that backend %s cannot use",
@@ -4468,9 +4994,18 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
     return MMS_OK;
 }
 
+/* Every node of a computed graph wrote its memory (a view's, its source's). */
+static void mms__graph_written(struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < mms_graph_n_nodes(g); i++)
+        if (!mms_op_is_view(mms_graph_node(g, i)->op)) mms__tensor_written(mms_graph_node(g, i));
+}
+
 MMS_API enum mms_status mms_backend_graph_compute_async(mms_backend_t b, struct mms_cgraph *g) {
     enum mms_status st = mms__graph_check_for(b, g, "mms_backend_graph_compute");
-    return st != MMS_OK ? st : b->iface.graph_compute(b, g);
+    if (st == MMS_OK) st = b->iface.graph_compute(b, g);
+    if (st == MMS_OK) mms__graph_written(g);
+    return st;
 }
 
 MMS_API enum mms_status mms_backend_synchronize(mms_backend_t b) {
@@ -4486,14 +5021,14 @@ MMS_API enum mms_status mms_backend_graph_compute(mms_backend_t b, struct mms_cg
 MMS_API enum mms_status mms_backend_tensor_set_async(mms_backend_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
     enum mms_status st;
     if (!b || !b->iface.set_tensor_async) return mms_backend_tensor_set(t, data, offset, size);
-    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set_async");
-    return st != MMS_OK ? st : b->iface.set_tensor_async(b, t, data, offset, size);
+    st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_set_async");
+    return st != MMS_OK ? st : mms__tensor_set_by_caller(t, b->iface.set_tensor_async(b, t, data, offset, size));
 }
 
 MMS_API enum mms_status mms_backend_tensor_get_async(mms_backend_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
     enum mms_status st;
     if (!b || !b->iface.get_tensor_async) return mms_backend_tensor_get(t, data, offset, size);
-    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get_async");
+    st = mms__tensor_range_check(t, offset, size, true, "mms_backend_tensor_get_async");
     return st != MMS_OK ? st : b->iface.get_tensor_async(b, t, data, offset, size);
 }
 
@@ -4504,8 +5039,10 @@ MMS_API enum mms_status mms_backend_tensor_copy_async(mms_backend_t backend_src,
         if (!mms_are_same_layout(src, dst))
             return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy_async: src %s and dst %s differ in layout",
                                  mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
+        if ((st = mms__tensor_check_read(src, "mms_backend_tensor_copy_async")) != MMS_OK) return st;
+        if ((st = mms__tensor_check(dst, "mms_backend_tensor_copy_async")) != MMS_OK) return st;
         st = backend_dst->iface.cpy_tensor_async(backend_src, backend_dst, src, dst);
-        if (st != MMS_ERR_UNSUPPORTED) return st;
+        if (st != MMS_ERR_UNSUPPORTED) return mms__tensor_set_by_caller(dst, st);
     }
     /* synchronous fallback: the source must be complete before it is read */
     if ((st = mms_backend_synchronize(backend_src)) != MMS_OK) return st;
@@ -7254,23 +7791,10 @@ static struct mms_tensor *mms__slot_tensor(const struct mms_cgraph *g, int s) {
 }
 static int mms__slot_step(const struct mms_cgraph *g, int s) { return s < mms_graph_n_leafs(g) ? -1 : s - mms_graph_n_leafs(g); }
 
-static bool mms__galloc_owns(const mms_gallocr_t ga, const struct mms_backend_buffer *b) {
-    int i, c;
-    if (!b) return false;
-    for (i = 0; i < ga->n_bufs; i++)
-        for (c = 0; c < ga->bufs[i].n_chunks; c++) if (ga->bufs[i].chunks[c] == b) return true;
-    return false;
-}
-
-/* Memory an allocator placed for one graph (not persistent): compute memory, ours or another
-   allocator's (maybe freed by now), never relied on by a new allocation. */
-static bool mms__tensor_is_transient(const struct mms_tensor *t) {
-    return t->graph_id != 0 && !(t->flags & MMS_TENSOR_FLAG_PERSISTENT);
-}
-
-/* Planned here: not a view, and without memory, or with compute memory (allocated before). */
-static bool mms__galloc_needs(const mms_gallocr_t ga, const struct mms_tensor *t) {
-    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer) || mms__tensor_is_transient(t));
+/* Planned here: not a view, and without memory, or in compute memory (of an earlier allocation,
+   ours or another allocator's, maybe freed by now): never relied on by a new allocation. */
+static bool mms__galloc_needs(const struct mms_tensor *t) {
+    return !t->view_src && (t->placement.kind == MMS_MEMORY_NONE || t->placement.kind == MMS_MEMORY_COMPUTE);
 }
 
 static bool mms__op_can_inplace(enum mms_op op) {
@@ -7302,8 +7826,8 @@ static enum mms_status mms__galloc_signature(mms_gallocr_t ga, struct mms_cgraph
                                  id, mms__tensor_desc(t).s, ga->n_bufs - 1);
         q->op = t->op;
         q->type = t->type;
-        q->flags = t->flags;
-        q->needs_alloc = mms__galloc_needs(ga, t);
+        q->flags = t->flags & ~MMS__TENSOR_FLAG_WATCHED;
+        q->needs_alloc = mms__galloc_needs(t);
         q->buffer_id = id;
         for (j = 0; j < MMS_MAX_DIMS; j++) { q->ne[j] = t->ne[j]; q->nb[j] = t->nb[j]; }
         q->view_offs = t->view_offs;
@@ -7666,7 +8190,7 @@ static enum mms_status mms__galloc_ensure_buffers(mms_gallocr_t ga) {
             if (c < buf->n_planned && (!buf->chunks[c] || mms_backend_buffer_get_size(buf->chunks[c]) < buf->planned[c])) {
                 mms_backend_buffer_t nb = mms_backend_buft_alloc_buffer(buf->buft, buf->planned[c]);
                 if (!nb)
-                    return mms_set_error(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
+                    return mms__error_context(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
                                          "mms_gallocr: cannot allocate %zu bytes of '%s' memory for buffer %d chunk %d: %s",
                                          buf->planned[c], mms_backend_buft_name(buf->buft), id, c, mms_last_error());
                 if (buf->chunks[c]) {
@@ -7721,30 +8245,29 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
    in compute memory (this allocator's or another's) by a different graph, next to tensors of its
    own, would lose their values: the memory is handed out again, or the other allocator's is. (A graph rebuilt over exactly the tensors of one earlier
    graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
-static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
+static enum mms_status mms__galloc_check_reuse(struct mms_cgraph *g, const char *who,
                                                 const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
     const int n = mms__slot_count(g), nl = mms_graph_n_leafs(g);
     const struct mms_tensor *culprit = NULL, *reader = NULL;
     uint64_t old_id = 0;
     int s, j, n_old = 0, n_fresh = 0;
     bool mixed = false;
-    #define MMS__OLD(t) ((t)->data && (mms__galloc_owns(ga, (t)->buffer) || mms__tensor_is_transient(t)) && \
-                         (t)->graph_id != mms_graph_id(g))
+    #define MMS__OLD(t) ((t)->placement.kind == MMS_MEMORY_COMPUTE && (t)->placement.graph_id != mms_graph_id(g))
     for (s = 0; s < n; s++) {
         const struct mms_tensor *t = mms__slot_tensor(g, s);
         if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;
         if (MMS__OLD(t)) {
             n_old++;
-            if (!old_id) old_id = t->graph_id;
-            else if (t->graph_id != old_id) mixed = true;
-        } else if (s >= nl && !t->data) {
+            if (!old_id) old_id = t->placement.graph_id;
+            else if (t->placement.graph_id != old_id) mixed = true;
+        } else if (s >= nl && t->placement.kind == MMS_MEMORY_NONE) {
             n_fresh++;
         }
     }
     if (n_old == 0 || (!mixed && n_fresh == 0)) return MMS_OK;
     for (s = nl; s < n && !culprit; s++) {                     /* an old tensor that a new node reads */
         const struct mms_tensor *t = mms__slot_tensor(g, s);
-        if (t->data) continue;
+        if (t->placement.kind != MMS_MEMORY_NONE) continue;
         for (j = 0; j < MMS_MAX_SRC && !culprit; j++) {
             const struct mms_tensor *r = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
             if (r && MMS__OLD(r)) { culprit = r; reader = t; }
@@ -7756,9 +8279,9 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     }
     #undef MMS__OLD
     {
-        const char *old_name = name_of ? name_of(user, culprit->graph_id) : "";
+        const char *old_name = name_of ? name_of(user, culprit->placement.graph_id) : "";
         char old[MMS_MAX_NAME + 32];
-        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->graph_id, old_name[0] ? " '" : "", old_name,
+        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->placement.graph_id, old_name[0] ? " '" : "", old_name,
                  old_name[0] ? "'" : "");
         return mms_set_error(MMS_ERR_STALE, "%s: graph #%llu%s%s%s uses tensor %s%s%s, which %s computed in compute memory that "
                              "this allocation hands out again: its value would be lost. Mark it with mms_set_persistent before "
@@ -7769,19 +8292,11 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     }
 }
 
-MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
+/* Places every planned tensor of g by the stored plan (which must fit g): the buffers grow if
+   needed and start a new generation first. */
+static enum mms_status mms__galloc_place(mms_gallocr_t ga, struct mms_cgraph *g) {
     enum mms_status st;
     int id, c, s, k, i;
-    if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
-    if (mms_graph_status(g) != MMS_OK)
-        return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
-    if ((st = mms__galloc_check_reuse(ga, g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
-    if (!mms__galloc_plan_fits(ga, g)) {
-        if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
-            return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
-                                 "has %d buffers: call mms_gallocr_reserve_n with its buffer ids first", ga->n_bufs);
-        if ((st = mms__galloc_plan(ga, g, NULL, NULL)) != MMS_OK) return st;
-    }
     if ((st = mms__galloc_ensure_buffers(ga)) != MMS_OK) return st;
 
     /* a new generation: whatever an earlier allocation placed is stale from now on */
@@ -7796,19 +8311,46 @@ MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgr
         t = mms__slot_tensor(g, s);
         b = &ga->blocks[ga->slot_block[s]];
         chunk = ga->bufs[b->buffer_id].chunks[b->chunk];
-        t->data = NULL;
-        t->buffer = NULL;
-        st = mms_backend_tensor_alloc(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset);
+        mms__tensor_unplace(t);
+        st = mms__tensor_alloc_for(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset, mms_graph_id(g));
         if (st != MMS_OK) return st;
-        t->graph_id = mms_graph_id(g);
         ga->infos[k].tensor = t;
         ga->infos[k].inplace_of = ga->slot_inplace_of[s] >= 0 ? mms__slot_tensor(g, ga->slot_inplace_of[s]) : NULL;
     }
     for (i = 0; i < mms_graph_n_nodes(g); i++) {
         struct mms_tensor *t = mms_graph_node(g, i);
-        if (t->view_src && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
+        if (t->view_src && t->view_src->placement.kind != MMS_MEMORY_NONE && (st = mms_backend_view_init(t)) != MMS_OK) return st;
     }
     return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
+    enum mms_status st;
+    if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
+    if ((st = mms__galloc_check_reuse(g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
+    if (!mms__galloc_plan_fits(ga, g)) {
+        if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
+            return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
+                                 "has %d buffers: call mms_gallocr_reserve_n with its buffer ids first", ga->n_bufs);
+        if ((st = mms__galloc_plan(ga, g, NULL, NULL)) != MMS_OK) return st;
+    }
+    return mms__galloc_place(ga, g);
+}
+
+/* For the scheduler: every tensor this allocator placed becomes stale (a reset), or its memory is
+   filled with a byte (poison). */
+static void mms__galloc_reset(mms_gallocr_t ga) {
+    int id, c;
+    for (id = 0; id < ga->n_bufs; id++)
+        for (c = 0; c < ga->bufs[id].n_chunks; c++) mms_backend_buffer_reset(ga->bufs[id].chunks[c]);
+}
+
+static void mms__galloc_fill(mms_gallocr_t ga, uint8_t value) {
+    int id, c;
+    for (id = 0; id < ga->n_bufs; id++)
+        for (c = 0; c < ga->bufs[id].n_chunks; c++) mms_backend_buffer_clear(ga->bufs[id].chunks[c], value);
 }
 
 /* -- queries -- */
@@ -7994,15 +8536,20 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
 
 /* ==== begin src/sched/sched.c ==== */
 /* >>sched =========================================================================================
-   The multi-backend scheduler. For each graph it
-     1. assigns a backend to every tensor (pins, memory, weights, offload, spreading, fallback);
-     2. cuts the nodes into splits of one backend each and lists, per split, the tensors it reads
-        from memory its backend cannot use (they are copied in before the split runs);
-     3. clones the caller's nodes into its own context with sources rewired to those copies, and
-        plans one allocation graph (copies and clones, one buffer per backend) with its gallocr;
-     4. places persistent tensors in buffers of their own, then copies every clone's placement back
-        to the caller's tensor, so results are read from the caller's tensors as usual.
-   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first. */
+   The multi-backend scheduler. Allocating a graph runs these steps, in this order:
+     1. check: the graph was built correctly; memory it relies on (weights, caches, kept tensors)
+        still holds and kept leafs are up to date; it does not mix results another graph left in
+        compute memory with new ops;
+     2. assign a backend to every node and leaf (pins, memory, weights, offload, spreading, fallback);
+     3. split: cut the nodes into runs of one backend and route a copy for every tensor a split reads
+        from memory its backend cannot use;
+     4. clone the caller's nodes into the scheduler's own context, with sources rewired to the copies;
+     5. place: persistent nodes keep their memory or get a buffer of their own (a stand-in in the
+        reserve buffer when only reserving), and the graph allocator plans and places the rest;
+     6. publish (alloc only, and only once everything above succeeded): each caller node takes its
+        clone's placement, new kept buffers are registered. Reserve writes no caller tensor.
+   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first, then
+   counts every node as written and records what each kept node was computed from. */
 
 #define MMS__SCHED_MAX_COPIES 4
 
@@ -8032,10 +8579,16 @@ struct mms__sched_split {
     struct mms_tensor **originals;                  /* the caller's node behind each of them */
 };
 
-struct mms__sched_persist {
-    struct mms_tensor   *tensor;
-    mms_backend_buffer_t buffer;
-    int                  backend;
+struct mms__sched_persist {             /* a kept tensor's buffer (the tensor may be gone: compared, never read) */
+    const struct mms_tensor *tensor;
+    mms_backend_buffer_t     buffer;
+    int                      backend;
+};
+
+struct mms__sched_kept {                /* a persistent node of the allocated graph */
+    int                  node;
+    mms_backend_buffer_t fresh;         /* a buffer made for it by this allocation, published with it */
+    int                  first_leaf, n_leafs;   /* what it is computed from: s->kept_leafs[first..] */
 };
 
 struct mms_backend_sched {
@@ -8059,8 +8612,13 @@ struct mms_backend_sched {
     int                       *node_backend, *leaf_backend;
     unsigned char             *node_why, *leaf_why;
     struct mms_tensor        **clones;              /* per node */
-    struct mms_tensor        **leaf_clones;         /* per leaf: a placeholder for a kept tensor not made yet (reserve) */
+    struct mms_tensor        **leaf_clones;         /* per leaf: a stand-in for a kept tensor not computed yet (reserve), or NULL */
     int                        cap_nodes, cap_leafs;
+    struct mms__sched_kept    *kept;                /* persistent nodes */
+    int                        n_kept, cap_kept;
+    struct mms_tensor        **kept_leafs;
+    int                        n_kept_leafs, cap_kept_leafs;
+    mms_backend_buffer_t       reserve_buf;         /* holds the stand-ins while reserving */
     struct mms__sched_split   *splits;
     int                        n_splits, cap_splits;
     struct mms__sched_input   *inputs;
@@ -8081,8 +8639,6 @@ struct mms_backend_sched {
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
-
-static char mms__sched_placeholder;   /* stands for persistent memory not yet given (reserve only) */
 
 static void mms__sched_debug_print(mms_backend_sched_t s);                                  /* debug.c */
 static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node);
@@ -8140,7 +8696,8 @@ MMS_API mms_backend_sched_t mms_backend_sched_new(mms_backend_t *backends, mms_b
         for (c = 0; c < s->n_copies; c++) s->events[i * s->n_copies + c] = mms_backend_event_new(backends[i]);
     }
     s->galloc = mms_gallocr_new_n(s->bufts, n_backends);
-    if (!s->galloc) { mms_backend_sched_free(s); return NULL; }
+    s->reserve_buf = mms__reserve_buffer_new();
+    if (!s->galloc || !s->reserve_buf) { mms_backend_sched_free(s); return NULL; }
 
     env = getenv("MMS_SCHED_DEBUG");
     s->debug = env ? atoi(env) : 0;
@@ -8155,6 +8712,8 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     int i;
     if (!s) return;
     for (i = 0; i < s->n_persist; i++) mms_backend_buffer_free(s->persist[i].buffer);
+    for (i = 0; i < s->n_kept; i++) mms_backend_buffer_free(s->kept[i].fresh);
+    mms_backend_buffer_free(s->reserve_buf);
     for (i = 0; s->events && i < s->n_backends * s->n_copies; i++) mms_backend_event_free(s->events[i]);
     for (i = 0; i < s->n_splits; i++) MMS_FREE(s->splits[i].originals);
     mms_gallocr_free(s->galloc);
@@ -8164,6 +8723,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
     MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->kept); MMS_FREE(s->kept_leafs);
     MMS_FREE(s);
 }
 
@@ -8182,13 +8742,24 @@ static int mms__sched_backend_for_buft(mms_backend_sched_t s, mms_backend_buffer
     return -1;
 }
 
-/* Memory the scheduler does not hand out again: weights, static buffers, persistent tensors. */
-static bool mms__sched_has_fixed_memory(mms_backend_sched_t s, const struct mms_tensor *t) {
-    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer) && !mms__tensor_is_transient(t);
+/* Memory the scheduler does not hand out: the caller's (a context's, static buffers) and kept
+   tensors still held. Compute memory and released kept tensors are placed anew. */
+static bool mms__sched_has_fixed_memory(const struct mms_tensor *t) {
+    switch (t->placement.kind) {
+        case MMS_MEMORY_HOST:
+        case MMS_MEMORY_STATIC:     return true;
+        case MMS_MEMORY_PERSISTENT: return mms__memory_is_live(t);
+        case MMS_MEMORY_NONE:
+        case MMS_MEMORY_COMPUTE:
+        case MMS_MEMORY_RESERVE:    break;
+    }
+    return false;
 }
 
+/* The buffer type of fixed memory (checked live: host memory of a context is the CPU's). */
 static mms_backend_buffer_type_t mms__sched_buft_of(const struct mms_tensor *t) {
-    return t->buffer ? t->buffer->buft : mms_backend_cpu_buffer_type();
+    mms_backend_buffer_t live = mms__live_buffer_of(t);
+    return live ? live->buft : mms_backend_cpu_buffer_type();
 }
 
 static int mms__sched_pos(mms_backend_sched_t s, const struct mms_tensor *t) {
@@ -8213,7 +8784,33 @@ static int mms__sched_first_supporting(mms_backend_sched_t s, const struct mms_t
     return -1;
 }
 
-/* -- 1. backends -- */
+/* -- 1. check -- */
+
+/* A kept tensor the graph reads that has no memory yet, or none any more: allowed only in a
+   reserve, where a stand-in takes its place. */
+static bool mms__sched_kept_without_memory(const struct mms_tensor *t) {
+    return (t->flags & MMS_TENSOR_FLAG_PERSISTENT) && !t->view_src &&
+           (t->placement.kind == MMS_MEMORY_NONE || (t->placement.kind == MMS_MEMORY_PERSISTENT && !mms__memory_is_live(t)));
+}
+
+/* Memory the graph relies on (weights, caches, kept tensors) must still hold, and kept leafs be up
+   to date (values do not matter to a reserve); checked through the registry before anything looks
+   at a tensor's buffer. Kept nodes whose buffer was released are simply placed again. */
+static enum mms_status mms__sched_check_memory(struct mms_cgraph *g, bool reserve, const char *who) {
+    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
+    for (i = 0; i < n; i++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, i);
+        const struct mms_tensor *m = t->view_src ? t->view_src : t;
+        const bool read = i < mms_graph_n_leafs(g) && !reserve;
+        enum mms_status st;
+        if (m->placement.kind == MMS_MEMORY_NONE || m->placement.kind == MMS_MEMORY_COMPUTE) continue;   /* planned, or the reuse check's */
+        if (m->placement.kind == MMS_MEMORY_PERSISTENT && !mms__memory_is_live(m) && (reserve || i >= mms_graph_n_leafs(g))) continue;
+        if ((st = read ? mms__tensor_check_read(m, who) : mms__tensor_check(m, who)) != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
+/* -- 2. backends -- */
 
 static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
@@ -8221,7 +8818,7 @@ static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms
         struct mms_tensor *t = mms_graph_leaf(g, i);
         int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
         int b;
-        if (mms__sched_has_fixed_memory(s, t)) {
+        if (mms__sched_has_fixed_memory(t)) {
             b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
             if (b < 0)
                 return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
@@ -8257,7 +8854,7 @@ static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms
             s->node_why[i] = MMS__WHY_PIN;
             continue;
         }
-        if (t->view_src ? mms__sched_has_fixed_memory(s, t->view_src) : mms__sched_has_fixed_memory(s, t)) {
+        if (mms__sched_has_fixed_memory(t->view_src ? t->view_src : t)) {
             const struct mms_tensor *m = t->view_src ? t->view_src : t;   /* e.g. a CPY into a cache */
             int b = mms__sched_backend_for_buft(s, mms__sched_buft_of(m));
             if (b < 0 || !mms__sched_supports(s, b, t))
@@ -8269,9 +8866,10 @@ static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms
         }
         for (j = 0; j < 2 && s->node_backend[i] < 0; j++) {     /* src[0..1]: weights, biases, norm gains */
             const struct mms_tensor *w = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
+            mms_backend_buffer_t live = w ? mms__live_buffer_of(w) : NULL;   /* never w->buffer: it may be freed */
             int wb, b;
-            if (!w || !w->buffer || w->buffer->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
-            wb = mms__sched_backend_for_buft(s, w->buffer->buft);
+            if (!live || live->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
+            wb = mms__sched_backend_for_buft(s, live->buft);
             if (wb < 0) continue;
             if (s->op_offload && wb == last) {
                 for (b = 0; b < last; b++)
@@ -8342,14 +8940,14 @@ static enum mms_status mms__sched_assign(mms_backend_sched_t s, struct mms_cgrap
     return MMS_OK;
 }
 
-/* -- 2. splits and their inputs -- */
+/* -- 3. splits and the copies their inputs need -- */
 
 /* Must a split on backend b copy src in first? */
 static bool mms__sched_needs_copy(mms_backend_sched_t s, int b, const struct mms_tensor *src) {
     int owner = mms__sched_backend_of(s, src);
     const struct mms_tensor *root = src->view_src ? src->view_src : src;
     if (owner < 0 || owner == b) return false;
-    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(s, root) ? mms__sched_buft_of(root) : s->bufts[owner]);
+    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(root) ? mms__sched_buft_of(root) : s->bufts[owner]);
 }
 
 static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -8397,7 +8995,7 @@ static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_
     return MMS_OK;
 }
 
-/* -- 3. clones, copies and the allocation graph -- */
+/* -- 4. clones, with their sources rewired to the copies -- */
 
 static struct mms_tensor *mms__sched_input_copy(mms_backend_sched_t s, int split, const struct mms_tensor *src) {
     int k;
@@ -8414,68 +9012,56 @@ static struct mms_tensor *mms__sched_mapped(mms_backend_sched_t s, struct mms_te
     return t;
 }
 
-/* Places a persistent node in a buffer of its own on its backend (allocation only; a reserve
-   lets it stand aside with a placeholder). */
-static enum mms_status mms__sched_place_persistent(mms_backend_sched_t s, struct mms_tensor *t, int b, bool reserve, uint64_t graph_id) {
-    struct mms__sched_persist *p;
-    mms_backend_buffer_t buf;
-    enum mms_status st;
-    if (reserve) return MMS_OK;
-    if (mms__sched_has_fixed_memory(s, t)) return MMS_OK;   /* kept already */
-    buf = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], t));
-    if (!buf) return mms_set_error(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
-                                   mms__tensor_desc(t).s, mms_backend_name(s->backends[b]), mms_last_error());
-    t->data = NULL;
-    t->buffer = NULL;
-    if ((st = mms_backend_tensor_alloc(buf, t, mms_backend_buffer_get_base(buf))) != MMS_OK) { mms_backend_buffer_free(buf); return st; }
-    t->graph_id = graph_id;
-    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + 1, sizeof *s->persist)) {
-        mms_backend_buffer_free(buf);
-        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
-    }
-    p = &s->persist[s->n_persist++];
-    p->tensor = t;
-    p->buffer = buf;
-    p->backend = b;
-    return MMS_OK;
+static struct mms_tensor *mms__sched_new_internal(mms_backend_sched_t s, const struct mms_tensor *like) {
+    return mms__new_tensor_impl(s->ctx, "mms_backend_sched", like->type, MMS_MAX_DIMS, like->ne, NULL, 0);
 }
 
-static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **node_ids_out) {
-    struct mms_tensor **nodes = NULL, **leafs = NULL;
-    int *ids = NULL, n = 0, cap = s->n_nodes + s->n_inputs * s->n_copies + 1, i, j, k, c;
-    enum mms_status st = MMS_OK;
+/* A clone shares what it can with its original: its memory if that is fixed, nothing else of the
+   caller's bookkeeping (identity for versions stays the original's). */
+static struct mms_tensor *mms__sched_clone(mms_backend_sched_t s, const struct mms_tensor *orig) {
+    struct mms_tensor *cl = mms__sched_new_internal(s, orig);
+    if (!cl) return NULL;
+    *cl = *orig;
+    cl->provenance = NULL;
+    cl->flags &= ~MMS__TENSOR_FLAG_WATCHED;
+    if (orig->view_src || !mms__sched_has_fixed_memory(orig)) mms__tensor_unplace(cl);   /* planned (views: given) by the gallocr */
+    return cl;
+}
 
-    nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
-    ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
-    leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
-    if (!nodes || !ids || !leafs) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
-
-    /* a kept tensor that no graph has computed yet: a placeholder when reserving, else an error */
+/* Stand-ins for kept leafs no graph has computed yet: allowed only when reserving. */
+static enum mms_status mms__sched_clone_leafs(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve) {
+    int i;
     for (i = 0; i < s->n_leafs; i++) {
         struct mms_tensor *t = mms_graph_leaf(g, i);
         s->leaf_clones[i] = NULL;
-        if (!(t->flags & MMS_TENSOR_FLAG_PERSISTENT) || t->view_src || mms__sched_has_fixed_memory(s, t)) continue;
-        if (!reserve) {
-            st = mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
-                               "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
-            goto fail;
-        }
-        if (!(s->leaf_clones[i] = mms__new_tensor_impl(s->ctx, "mms_backend_sched", t->type, MMS_MAX_DIMS, t->ne, NULL, 0))) {
-            st = mms_get_status(s->ctx);
-            goto fail;
-        }
-        *s->leaf_clones[i] = *t;
-        s->leaf_clones[i]->data = &mms__sched_placeholder;
-        s->leaf_clones[i]->buffer = NULL;
+        if (!mms__sched_kept_without_memory(t)) continue;
+        if (!reserve)
+            return mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
+                                 "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
+        if (!(s->leaf_clones[i] = mms__sched_clone(s, t))) return mms_ctx_status(s->ctx);
+        mms__tensor_unplace(s->leaf_clones[i]);
+        mms__tensor_alloc_for(s->reserve_buf, s->leaf_clones[i], NULL, 0);
     }
+    return MMS_OK;
+}
 
+static enum mms_status mms__sched_clone_nodes(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < s->n_nodes; i++)
+        if (!(s->clones[i] = mms__sched_clone(s, mms_graph_node(g, i)))) return mms_ctx_status(s->ctx);
+    return MMS_OK;
+}
+
+/* The copy nodes of every split input (one per pipeline copy), then each clone's sources. */
+static enum mms_status mms__sched_wire(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int k, j, c, i;
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
         for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
             struct mms__sched_input *in = &s->inputs[j];
             for (c = 0; c < s->n_copies; c++) {
-                struct mms_tensor *cp = mms__new_tensor_impl(s->ctx, "mms_backend_sched", in->src->type, MMS_MAX_DIMS, in->src->ne, NULL, 0);
-                if (!cp) { st = mms_get_status(s->ctx); goto fail; }
+                struct mms_tensor *cp = mms__sched_new_internal(s, in->src);
+                if (!cp) return mms_ctx_status(s->ctx);
                 memcpy(cp->nb, in->src->nb, sizeof cp->nb);   /* same layout: the copy is a byte copy */
                 cp->op = MMS_OP_DUP;
                 /* keeps the source alive until copied; a view's own clone may come later in this
@@ -8484,46 +9070,117 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
                 if (s->n_copies > 1) cp->flags = MMS_TENSOR_FLAG_INPUT | MMS_TENSOR_FLAG_OUTPUT;
                 mms_format_name(cp, "%s#%.40s#%d", mms_backend_name(s->backends[sp->backend]), in->src->name, c);
                 in->copies[c] = cp;
-                ids[n] = sp->backend;
-                nodes[n++] = cp;
             }
         }
         for (i = sp->i0; i < sp->i1; i++) {
-            struct mms_tensor *orig = mms_graph_node(g, i);
-            struct mms_tensor *cl = mms__new_tensor_impl(s->ctx, "mms_backend_sched", orig->type, MMS_MAX_DIMS, orig->ne, NULL, 0);
-            if (!cl) { st = mms_get_status(s->ctx); goto fail; }
-            *cl = *orig;
+            const struct mms_tensor *orig = mms_graph_node(g, i);
+            struct mms_tensor *cl = s->clones[i];
             for (j = 0; j < MMS_MAX_SRC; j++) {
                 struct mms_tensor *cp = orig->src[j] && !mms_op_is_view(orig->op) ? mms__sched_input_copy(s, k, orig->src[j]) : NULL;
                 cl->src[j] = cp ? cp : orig->src[j] ? mms__sched_mapped(s, orig->src[j]) : NULL;
             }
             if (orig->view_src) cl->view_src = mms__sched_mapped(s, orig->view_src);
-            if ((orig->flags & MMS_TENSOR_FLAG_PERSISTENT) && !orig->view_src) {
-                if ((st = mms__sched_place_persistent(s, orig, s->node_backend[i], reserve, mms_graph_id(g))) != MMS_OK) goto fail;
-                if (reserve && !mms__sched_has_fixed_memory(s, orig)) { cl->data = &mms__sched_placeholder; cl->buffer = NULL; }
-                else { cl->data = orig->data; cl->buffer = orig->buffer; cl->buffer_uid = orig->buffer_uid; cl->generation = orig->generation; }
-            } else if (orig->view_src || !mms__sched_has_fixed_memory(s, orig)) {
-                cl->data = NULL;                           /* planned (or, for views, given) by the gallocr */
-                cl->buffer = NULL;
-                cl->buffer_uid = cl->generation = cl->graph_id = 0;
-            }
-            s->clones[i] = cl;
-            ids[n] = s->node_backend[i];
-            nodes[n++] = cl;
         }
+    }
+    return MMS_OK;
+}
+
+/* -- 5. place: kept nodes, then the allocation graph for the gallocr -- */
+
+/* The leafs (their memory's roots) a node is computed from, appended to s->kept_leafs. */
+static enum mms_status mms__sched_collect_leafs(mms_backend_sched_t s, struct mms_cgraph *g, int node, int *seen, int stamp) {
+    struct mms_tensor **stack;
+    int depth = 0, j;
+    stack = (struct mms_tensor **)MMS_MALLOC(sizeof *stack * (size_t)(s->n_nodes + s->n_leafs + 1) * (MMS_MAX_SRC + 1));
+    if (!stack) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    stack[depth++] = mms_graph_node(g, node);
+    while (depth > 0) {
+        struct mms_tensor *t = stack[--depth];
+        int p = mms__sched_pos(s, t), at = p > 0 ? p - 1 : s->n_nodes - p - 1;
+        if (p == 0 || seen[at] == stamp) continue;    /* p == 0: not in the graph (a view's root) */
+        seen[at] = stamp;
+        if (p < 0) {
+            struct mms_tensor *root = t->view_src ? t->view_src : t;
+            if (!mms__grow((void **)&s->kept_leafs, &s->cap_kept_leafs, s->n_kept_leafs + 1, sizeof *s->kept_leafs)) {
+                MMS_FREE(stack);
+                return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+            }
+            s->kept_leafs[s->n_kept_leafs++] = root;
+            continue;
+        }
+        for (j = 0; j < MMS_MAX_SRC; j++) if (t->src[j]) stack[depth++] = t->src[j];
+        if (t->view_src) stack[depth++] = t->view_src;
+    }
+    MMS_FREE(stack);
+    return MMS_OK;
+}
+
+/* Persistent nodes keep the memory they have, or get a buffer of their own on their backend (a
+   stand-in in the reserve buffer when reserving). Buffers made here are published with the graph,
+   or freed if the allocation fails. */
+static enum mms_status mms__sched_place_kept(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve) {
+    int i, *seen = NULL;
+    enum mms_status st = MMS_OK;
+    s->n_kept = s->n_kept_leafs = 0;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
+        struct mms__sched_kept *k;
+        int b = s->node_backend[i];
+        if (!(orig->flags & MMS_TENSOR_FLAG_PERSISTENT) || orig->view_src) continue;
+        if (!mms__grow((void **)&s->kept, &s->cap_kept, s->n_kept + 1, sizeof *s->kept)) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+        k = &s->kept[s->n_kept++];
+        memset(k, 0, sizeof *k);
+        k->node = i;
+        if (mms__sched_has_fixed_memory(orig)) continue;                 /* kept already: computed again in place */
+        if (reserve) { mms__tensor_alloc_for(s->reserve_buf, cl, NULL, 0); continue; }
+        k->fresh = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], orig));
+        if (!k->fresh)
+            return mms__error_context(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
+                                      mms__tensor_desc(orig).s, mms_backend_name(s->backends[b]), mms_last_error());
+        mms_backend_buffer_set_usage(k->fresh, MMS_BUFFER_USAGE_PERSISTENT);
+        if ((st = mms__tensor_alloc_for(k->fresh, cl, mms_backend_buffer_get_base(k->fresh), mms_graph_id(g))) != MMS_OK) return st;
+    }
+    if (reserve || s->n_kept == 0) return MMS_OK;
+    seen = (int *)MMS_MALLOC(sizeof *seen * (size_t)(s->n_nodes + s->n_leafs + 1));
+    if (!seen) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    memset(seen, 0, sizeof *seen * (size_t)(s->n_nodes + s->n_leafs + 1));
+    for (i = 0; i < s->n_kept && st == MMS_OK; i++) {
+        s->kept[i].first_leaf = s->n_kept_leafs;
+        st = mms__sched_collect_leafs(s, g, s->kept[i].node, seen, i + 1);
+        s->kept[i].n_leafs = s->n_kept_leafs - s->kept[i].first_leaf;
+    }
+    MMS_FREE(seen);
+    return st;
+}
+
+/* Kept buffers this allocation made but did not publish. */
+static void mms__sched_drop_fresh(mms_backend_sched_t s) {
+    int i;
+    for (i = 0; i < s->n_kept; i++) { mms_backend_buffer_free(s->kept[i].fresh); s->kept[i].fresh = NULL; }
+}
+
+/* The graph the gallocr plans: per split its input copies, then its clones; the caller's leafs
+   (or their stand-ins). ids: the backend of each node, then of each leaf. */
+static enum mms_status mms__sched_alloc_graph_of(mms_backend_sched_t s, struct mms_cgraph *g, int **ids_out) {
+    const int cap = s->n_nodes + s->n_inputs * s->n_copies + 1;
+    struct mms_tensor **nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
+    struct mms_tensor **leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
+    int *ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
+    int n = 0, k, j, c, i;
+    if (!nodes || !leafs || !ids) { MMS_FREE(nodes); MMS_FREE(leafs); MMS_FREE(ids); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+    for (k = 0; k < s->n_splits; k++) {
+        const struct mms__sched_split *sp = &s->splits[k];
+        for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++)
+            for (c = 0; c < s->n_copies; c++) { ids[n] = sp->backend; nodes[n++] = s->inputs[j].copies[c]; }
+        for (i = sp->i0; i < sp->i1; i++) { ids[n] = s->node_backend[i]; nodes[n++] = s->clones[i]; }
     }
     for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms__sched_mapped(s, mms_graph_leaf(g, i)); ids[n + i] = s->leaf_backend[i]; }
     s->alloc_graph = mms__graph_from_lists(s->ctx, nodes, n, leafs, s->n_leafs);
-    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
     MMS_FREE(nodes);
     MMS_FREE(leafs);
-    *node_ids_out = ids;
+    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { MMS_FREE(ids); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+    *ids_out = ids;
     return MMS_OK;
-fail:
-    MMS_FREE(nodes);
-    MMS_FREE(leafs);
-    MMS_FREE(ids);
-    return st;
 }
 
 /* The graphs each backend computes: the clones of a split that do work (not views). */
@@ -8542,21 +9199,7 @@ static enum mms_status mms__sched_split_graphs(mms_backend_sched_t s) {
         }
         sp->graph = mms__graph_from_lists(s->ctx, list, n, NULL, 0);
         MMS_FREE(list);
-        if (!sp->graph) return mms_get_status(s->ctx);
-    }
-    return MMS_OK;
-}
-
-/* Memory the graph relies on (weights, kept tensors, caches) must still be there: checked through
-   the registry of live buffers before anything looks at a tensor's buffer. */
-static enum mms_status mms__sched_check_memory(mms_backend_sched_t s, struct mms_cgraph *g, const char *who) {
-    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
-    for (i = 0; i < n; i++) {
-        const struct mms_tensor *t = mms__slot_tensor(g, i);
-        const struct mms_tensor *m = t->view_src ? t->view_src : t;
-        enum mms_status st;
-        if (!mms__sched_has_fixed_memory(s, m)) continue;
-        if ((st = mms__tensor_check(m, who)) != MMS_OK) return st;
+        if (!sp->graph) return mms_ctx_status(s->ctx);
     }
     return MMS_OK;
 }
@@ -8574,21 +9217,12 @@ static void mms__sched_remember_graph(mms_backend_sched_t s, const struct mms_cg
     mms__copy_str(s->recent[slot].name, sizeof s->recent[slot].name, mms_graph_get_name(g));
 }
 
-/* Steps 1-3 for graph g: afterwards alloc_graph and the ids are ready for the gallocr. */
-static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
-    enum mms_status st;
+/* Sizes the per-node and per-leaf arrays for g and indexes its tensors. */
+static enum mms_status mms__sched_index(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
-    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: graph is NULL");
-    if (mms_graph_status(g) != MMS_OK)
-        return mms_set_error(MMS_ERR_STATE, "mms_backend_sched: the graph was not built correctly: %s", mms_graph_error(g));
-    if ((st = mms__sched_check_memory(s, g, reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph")) != MMS_OK) return st;
-    if (!reserve && (st = mms__galloc_check_reuse(s->galloc, g, "mms_backend_sched_alloc_graph", mms__sched_graph_name, s)) != MMS_OK) return st;
-    s->allocated = false;
     s->graph = g;
     s->n_nodes = mms_graph_n_nodes(g);
     s->n_leafs = mms_graph_n_leafs(g);
-    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
-    mms_reset(s->ctx);
     mms__ptrmap_free(&s->pos);
     if (!mms__grow((void **)&s->node_backend, &s->cap_nodes, s->n_nodes + 1, sizeof(int)) ||
         !mms__grow((void **)&s->leaf_backend, &s->cap_leafs, s->n_leafs + 1, sizeof(int))) goto oom;
@@ -8607,12 +9241,69 @@ static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_node(g, i), (void *)(intptr_t)(i + 1))) goto oom;
     for (i = 0; i < s->n_leafs; i++)
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_leaf(g, i), (void *)(intptr_t)-(i + 1))) goto oom;
-    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;
-    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;
-    if ((st = mms__sched_build(s, g, reserve, ids)) != MMS_OK) return st;
-    return mms__sched_split_graphs(s);
+    return MMS_OK;
 oom:
     return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+}
+
+/* Steps 1-5 up to the gallocr: afterwards alloc_graph and its backend ids are ready. Nothing of
+   the caller's is written. */
+static enum mms_status mms__sched_prepare(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
+    const char *who = reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph";
+    enum mms_status st;
+    int i;
+    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: graph is NULL", who);
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "%s: the graph was not built correctly: %s", who, mms_graph_error(g));
+    if ((st = mms__sched_check_memory(g, reserve, who)) != MMS_OK) return st;
+    if (!reserve && (st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
+    s->allocated = false;
+    mms__sched_drop_fresh(s);
+    s->n_kept = 0;
+    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
+    mms_reset(s->ctx);
+    if ((st = mms__sched_index(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;                /* 2 */
+    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;           /* 3 */
+    if ((st = mms__sched_clone_leafs(s, g, reserve)) != MMS_OK) return st;  /* 4 */
+    if ((st = mms__sched_clone_nodes(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_wire(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_place_kept(s, g, reserve)) != MMS_OK) return st;   /* 5 */
+    if ((st = mms__sched_alloc_graph_of(s, g, ids)) != MMS_OK) return st;
+    return mms__sched_split_graphs(s);
+}
+
+/* Step 6: the caller's nodes take their clones' placement (results are read from them), leafs the
+   gallocr placed are marked as this graph's, and kept buffers made for this graph are registered. */
+static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const uint64_t id = mms_graph_id(g);
+    int i;
+    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + s->n_kept, sizeof *s->persist))
+        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i);
+        const struct mms_tensor *cl = s->clones[i];
+        orig->data = cl->data;
+        orig->buffer = cl->buffer;
+        orig->placement = cl->placement;
+        if (orig->placement.kind == MMS_MEMORY_COMPUTE || orig->placement.kind == MMS_MEMORY_PERSISTENT) orig->placement.graph_id = id;
+    }
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        if (t->placement.kind == MMS_MEMORY_COMPUTE && !t->view_src) t->placement.graph_id = id;
+    }
+    for (i = 0; i < s->n_kept; i++) {
+        struct mms__sched_kept *k = &s->kept[i];
+        struct mms__sched_persist *p;
+        if (!k->fresh) continue;
+        p = &s->persist[s->n_persist++];
+        p->tensor = mms_graph_node(g, k->node);
+        p->buffer = k->fresh;
+        p->backend = s->node_backend[k->node];
+        k->fresh = NULL;
+        if (mms__provenance_pending(mms_graph_node(g, k->node), id) != MMS_OK) return mms_last_status();
+    }
+    return MMS_OK;
 }
 
 /* -- public: reserve, alloc, compute -- */
@@ -8621,7 +9312,8 @@ MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct 
     enum mms_status st;
     int *ids = NULL;
     if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_reserve: scheduler is NULL");
-    st = mms__sched_split_graph(s, g, true, &ids);
+    s->allocated = false;
+    st = mms__sched_prepare(s, g, true, &ids);
     if (st == MMS_OK) st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
     MMS_FREE(ids);
     s->reserved_only = true;
@@ -8631,32 +9323,18 @@ MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct 
 
 MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, struct mms_cgraph *g) {
     enum mms_status st;
-    int *ids = NULL, i, id, c;
+    int *ids = NULL;
     if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_alloc_graph: scheduler is NULL");
+    s->allocated = false;                       /* a failed allocation leaves nothing allocated */
     s->cur_copy = (s->cur_copy + 1) % s->n_copies;
-    st = mms__sched_split_graph(s, g, false, &ids);
+    st = mms__sched_prepare(s, g, false, &ids);
     if (st == MMS_OK && !mms__galloc_plan_fits(s->galloc, s->alloc_graph))
         st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
     MMS_FREE(ids);
-    if (st == MMS_OK) st = mms_gallocr_alloc_graph(s->galloc, s->alloc_graph);
-    if (st != MMS_OK) return st;
-
-    /* the caller's tensors take the clones' placement: results are read from them */
-    for (i = 0; i < s->n_nodes; i++) {
-        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
-        orig->data = cl->data;
-        orig->buffer = cl->buffer;
-        orig->buffer_uid = cl->buffer_uid;
-        orig->generation = cl->generation;
-        orig->graph_id = mms_graph_id(g);
-    }
-    for (i = 0; i < s->n_leafs; i++) {
-        struct mms_tensor *t = mms_graph_leaf(g, i);
-        if (t->data && mms__galloc_owns(s->galloc, t->buffer)) t->graph_id = mms_graph_id(g);
-    }
-    if (s->poison)
-        for (id = 0; id < s->n_backends; id++)
-            for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_clear(s->galloc->bufs[id].chunks[c], 0xff);
+    if (st == MMS_OK) st = mms__galloc_place(s->galloc, s->alloc_graph);
+    if (st == MMS_OK) st = mms__sched_publish(s, g);
+    if (st != MMS_OK) { mms__sched_drop_fresh(s); return st; }
+    if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->reserved_only = false;
     s->graph_id = mms_graph_id(g);
@@ -8689,7 +9367,7 @@ static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__s
         if (k == n) k = n - 1;
         part = mms__graph_from_lists(s->ctx, nodes, k - j + 1, NULL, 0);
         MMS_FREE(nodes);
-        if (!part) return mms_get_status(s->ctx);
+        if (!part) return mms_ctx_status(s->ctx);
         if ((st = mms_backend_graph_compute_async(b, part)) != MMS_OK) return st;
         if (wanted) {
             struct mms_tensor *orig = sp->originals[k];
@@ -8704,12 +9382,29 @@ static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__s
     return MMS_OK;
 }
 
+/* After the splits ran: every node wrote its memory, and each kept node is now what its leafs
+   (at their versions now) give. */
+static enum mms_status mms__sched_computed(mms_backend_sched_t s) {
+    enum mms_status st;
+    int i;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *t = mms_graph_node(s->graph, i);
+        if (!mms_op_is_view(t->op)) mms__tensor_written(t);
+    }
+    for (i = 0; i < s->n_kept; i++) {
+        const struct mms__sched_kept *k = &s->kept[i];
+        st = mms__provenance_record(mms_graph_node(s->graph, k->node), s->kept_leafs + k->first_leaf, k->n_leafs, s->graph_id);
+        if (st != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
 static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
     int k, j, i;
     enum mms_status st;
-    for (i = 0; i < s->n_leafs; i++) {           /* weights, persistent tensors, inputs: all still valid? */
+    for (i = 0; i < s->n_leafs; i++) {           /* weights, kept tensors, inputs: all still valid and up to date? */
         struct mms_tensor *t = mms_graph_leaf(s->graph, i);
-        if (mms_nelements(t) > 0 && (st = mms__tensor_check(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
+        if (mms_nelements(t) > 0 && (st = mms__tensor_check_read(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
     }
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
@@ -8718,7 +9413,7 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
         for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
             struct mms__sched_input *in = &s->inputs[j];
             struct mms_tensor *copy = in->copies[s->cur_copy];
-            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(s, in->src);
+            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(in->src);
             if (user_input) {
                 st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
             } else {
@@ -8733,7 +9428,7 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
         done = s->events[sp->backend * s->n_copies + s->cur_copy];
         if (done && (st = mms_backend_event_record(done)) != MMS_OK) return st;
     }
-    return MMS_OK;
+    return mms__sched_computed(s);
 }
 
 MMS_API enum mms_status mms_backend_sched_graph_compute_async(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -8766,13 +9461,11 @@ MMS_API enum mms_status mms_backend_sched_graph_compute(mms_backend_sched_t s, s
 }
 
 MMS_API void mms_backend_sched_reset(mms_backend_sched_t s) {
-    int id, c;
     if (!s) return;
     s->allocated = false;
     s->graph_id = 0;
     mms__ptrmap_free(&s->pins);
-    for (id = 0; id < s->n_backends; id++)
-        for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_reset(s->galloc->bufs[id].chunks[c]);
+    mms__galloc_reset(s->galloc);
 }
 
 /* -- pins, persistent tensors, queries -- */
@@ -8793,7 +9486,7 @@ MMS_API mms_backend_t mms_backend_sched_get_tensor_backend(mms_backend_sched_t s
     if (!s || !t) return NULL;
     b = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
     if (b < 0 && s->graph) b = mms__sched_backend_of(s, t);
-    if (b < 0 && t->data && t->data != &mms__sched_placeholder) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
+    if (b < 0 && mms__sched_has_fixed_memory(t)) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
     return b >= 0 ? s->backends[b] : NULL;
 }
 
@@ -8804,7 +9497,7 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
 }
 
 /* For layers above that chain their own callback in front of the caller's. */
-static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+MMS__MAYBE_UNUSED static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
     *cb = s->callback;
     *user = s->callback_user;
 }
@@ -8815,7 +9508,7 @@ MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct 
     for (i = 0; i < s->n_persist; i++) {
         if (s->persist[i].tensor != t) continue;
         mms_backend_buffer_free(s->persist[i].buffer);
-        s->persist[i] = s->persist[--s->n_persist];
+        s->persist[i] = s->persist[--s->n_persist];   /* its provenance stays: what was computed from it keeps its own */
         return MMS_OK;
     }
     return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: %s is not a persistent tensor of this scheduler "
@@ -8991,6 +9684,8 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     return st;
 }
 /* ==== end src/sched/debug.c ==== */
+
+#ifndef MMS_NO_GGUF   /* the parts below are left out under this option */
 
 /* ==== begin src/gguf/gguf.c ==== */
 /* >>gguf ==========================================================================================
@@ -9634,7 +10329,7 @@ static const struct mms__gguf_kv *mms__gguf_lookup(const struct mms_gguf *g, con
     int64_t i;
     if (!g || !key) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, g ? "key" : "gguf"); return NULL; }
     i = mms_gguf_find_key(g, key);
-    if (i < 0) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }
+    if (i < 0) { mms__error_quiet(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }   /* a question: absence may be fine */
     return &g->kv[i];
 }
 
@@ -10244,6 +10939,10 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
 }
 /* ==== end src/gguf/gguf_write.c ==== */
 
+#endif
+
+#ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
+
 /* ==== begin src/text/unicode_tables.c ==== */
 /* >>text-unicode ==================================================================================
    Generated by tools/gen_unicode_tables.py from Python's unicodedata 14.0.0
@@ -10619,7 +11318,7 @@ static enum mms_status mms__vocab_opt_id(const struct mms_gguf *g, const char *k
     *out = -1;
     if (mms_gguf_find_key(g, key) < 0) return MMS_OK;
     if (mms_gguf_get_u32(g, key, &v) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
     if (v >= (uint32_t)n)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: id %u out of range (%d tokens)", mms__vocab_where(g), key,
                              v, (int)n);
@@ -10675,7 +11374,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (mms_gguf_find_key(g, "tokenizer.ggml.model") < 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is missing (no tokenizer in the file)", where);
     if (mms_gguf_get_str(g, "tokenizer.ggml.model", &model, &len) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
     if (len != 4 || memcmp(model, "gpt2", 4) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is %s, expected \"gpt2\" (byte-level BPE)",
                              where, mms__vocab_quote(model, len, q, sizeof q));
@@ -10700,7 +11399,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (!v->text_off || !v->piece_off || !v->type || !types32) { MMS_FREE(types32); return mms__vocab_oom(); }
     if (mms_gguf_get_arr_i32(g, K_TYPE, types32, n, NULL) != MMS_OK) {
         MMS_FREE(types32);
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
     }
     for (id = 0; id < n; id++) {
         if (types32[id] < MMS_TOKEN_NORMAL || types32[id] > MMS_TOKEN_BYTE) {
@@ -10714,7 +11413,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     MMS_FREE(types32);
     for (id = 0; id < n; id++) {
         if (mms_gguf_get_arr_str(g, K_TOK, id, &s, &len) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
         if (len == 0 && v->type[id] != MMS_TOKEN_UNUSED)
             return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is an empty string", where, K_TOK, (int)id);
         if (memchr(s, '\0', len))
@@ -10781,7 +11480,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         size_t slot;
         if (mms_gguf_get_arr_str(g, K_MERGE, k, &s, &len) != MMS_OK) {
             MMS_FREE(tmp);
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
         }
         sp = len > 2 ? (const char *)memchr(s + 1, ' ', len - 2) : NULL;   /* neither half may be empty */
         a = sp ? mms__vocab_lookup(v, s, (size_t)(sp - s)) : -1;
@@ -10838,7 +11537,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         if (!v->eog) return mms__vocab_oom();
         ids = v->eog;
         if (ne > 0 && mms_gguf_get_arr_i32(g, K_EOS, ids, ne, NULL) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
         for (e = 0; e < ne; e++)
             if (ids[e] < 0 || ids[e] >= n)
                 return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: id %d out of range (%d tokens)", where, K_EOS,
@@ -11402,13 +12101,15 @@ static uint64_t mms__splitmix64(uint64_t *state) {
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params) {
     struct mms_sampler_params p = params ? *params : mms_sampler_default_params();
     struct mms_sampler *s;
-    if (!(p.temperature >= 0.0f) || p.top_k < 0 || !(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
-        !(p.repeat_penalty > 0.0f) || p.repeat_last_n < 0) {
-        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (>= 0), top_k %d (>= 0), top_p %g (0 < p <= 1), "
-                      "min_p %g (0..1), repeat_penalty %g (> 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
+    if (!(p.temperature >= 0.0f && p.temperature <= FLT_MAX) || p.top_k < 0 || !(p.top_p >= 0.0f && p.top_p <= 1.0f) ||
+        !(p.min_p >= 0.0f && p.min_p <= 1.0f) || !(p.repeat_penalty >= 0.0f && p.repeat_penalty <= FLT_MAX) || p.repeat_last_n < 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (finite, >= 0), top_k %d (>= 0), top_p %g "
+                      "(0..1), min_p %g (0..1), repeat_penalty %g (finite, >= 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
                       (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, p.repeat_last_n);
         return NULL;
     }
+    if (p.top_p == 0.0f) p.top_p = 1.0f;                      /* zeroed fields mean off */
+    if (p.repeat_penalty == 0.0f) p.repeat_penalty = 1.0f;
     if (!(s = (struct mms_sampler *)MMS_MALLOC(sizeof *s))) { mms_set_error(MMS_ERR_OOM, "mms_sampler_new: out of host memory"); return NULL; }
     memset(s, 0, sizeof *s);
     s->p = p;
@@ -11592,9 +12293,13 @@ MMS_API int32_t mms_sampler_sample(struct mms_sampler *s, const float *logits, i
 }
 /* ==== end src/text/sampling.c ==== */
 
+#endif
+
+#ifndef MMS_NO_MLLAMA   /* the parts below are left out under this option */
+
 /* ==== begin src/mllama/image.c ==== */
 /* >>mllama-image ==================================================================================
-   Image preprocessing (spec section 3): canvas choice, PIL's bilinear resize, padding, rescale,
+   Image preprocessing (transformers' MllamaImageProcessor): canvas choice, PIL's bilinear resize, padding, rescale,
    normalisation and tiling. Every rounding step follows the PIL processor of transformers, so the
    floats come out bit for bit the same. */
 
@@ -11849,7 +12554,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     uint8_t *resized = NULL;
     size_t tile_floats, n_floats;
     enum mms_status st;
-    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h;
+    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h, max_tiles;
     if (out) memset(out, 0, sizeof *out);
     if (!params || !rgb || !out)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: %s is NULL", !params ? "params" : !rgb ? "rgb" : "out");
@@ -11858,12 +12563,13 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     if (stride == 0) stride = (size_t)width * 3;
     if (stride < (size_t)width * 3)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: stride %zu is shorter than a row of %d pixels", stride, width);
-    if (params->max_num_tiles < 1 || params->max_num_tiles > 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16", params->max_num_tiles);
-    S = params->image_size;
+    if (params->max_num_tiles < 0 || params->max_num_tiles > 16)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16 (0: 4)", params->max_num_tiles);
+    max_tiles = params->max_num_tiles ? params->max_num_tiles : 4;   /* zeroed: the 11B model's values */
+    S = params->image_size ? params->image_size : 560;
     /* the canvas side (up to 16 tiles) must fit an int */
     if (S < 1 || S > 0x7fffffff / 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range", S);
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range (0: 560)", S);
     mean = params->mean;
     std = params->std;
     if (mean[0] == 0.0f && mean[1] == 0.0f && mean[2] == 0.0f && std[0] == 0.0f && std[1] == 0.0f && std[2] == 0.0f) {
@@ -11877,9 +12583,9 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     tile_floats = (size_t)3 * (size_t)S * (size_t)S;
     if ((size_t)S > ((size_t)-1 / sizeof(float)) / 48 / (size_t)S)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is too large for memory", S);
-    n_floats = tile_floats * (size_t)params->max_num_tiles;
+    n_floats = tile_floats * (size_t)max_tiles;
 
-    mms__mllama_canvas(width, height, S, params->max_num_tiles, &rows, &cols, &id);
+    mms__mllama_canvas(width, height, S, max_tiles, &rows, &cols, &id);
     mms__mllama_fit(width, height, S * cols, S * rows, S, &new_w, &new_h);
 
     resized = (uint8_t *)MMS_MALLOC((size_t)new_w * (size_t)new_h * 3);
@@ -11888,7 +12594,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         MMS_FREE(resized);
         MMS_FREE(out->pixels);
         out->pixels = NULL;
-        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", params->max_num_tiles, S);
+        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", max_tiles, S);
     }
     st = mms_image_resize_bilinear(rgb, width, height, stride, resized, new_w, new_h);
     if (st != MMS_OK) {
@@ -11927,12 +12633,12 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         }
     }
     /* unused slots are zeros, not black */
-    if (rows * cols < params->max_num_tiles)
+    if (rows * cols < max_tiles)
         memset(out->pixels + (size_t)rows * (size_t)cols * tile_floats, 0,
-               (size_t)(params->max_num_tiles - rows * cols) * tile_floats * sizeof(float));
+               (size_t)(max_tiles - rows * cols) * tile_floats * sizeof(float));
     MMS_FREE(resized);
 
-    out->max_num_tiles = params->max_num_tiles;
+    out->max_num_tiles = max_tiles;
     out->image_size = S;
     out->tiles_rows = rows;
     out->tiles_cols = cols;
@@ -12017,7 +12723,7 @@ static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
     for (w = 1; w <= max_tiles; w++)
         for (h = 1; h <= max_tiles; h++)
             if (w * h <= max_tiles) {
-                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols), as transformers does */
                 n++;
             }
     return n;
@@ -12068,7 +12774,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
     uint32_t v;
     enum mms_status st = mms_gguf_get_u32(g, key, &v);
     if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
     return MMS_OK;
@@ -12076,7 +12782,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
 
 static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
     enum mms_status st = mms_gguf_get_f32(g, key, out);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
     return MMS_OK;
 }
@@ -12086,7 +12792,7 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     int64_t n = 0, i;
     int32_t *tmp;
     enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
     tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
     *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
@@ -12195,7 +12901,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
-        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
     idx = mms_gguf_find_tensor(L->g, name);
@@ -12223,7 +12929,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         return NULL;
     }
     t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
-    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
     t->extra = (void *)info.data;              /* where its bytes are, until placement */
     return t;
@@ -12429,7 +13135,7 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
-            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if (!buf) return mms__error_context(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
             for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
                 const void *src = t->extra;
@@ -12557,7 +13263,7 @@ fail:
 
 /* ==== begin src/mllama/vision.c ==== */
 /* >>mllama-vision =================================================================================
-   The vision encoder and projector as a graph (spec section 4). Shapes, with T tiles (all
+   The vision encoder and projector as a graph (transformers' MllamaVisionModel). Shapes, with T tiles (all
    max_num_tiles slots, padded ones included, as transformers computes them), N tokens per tile
    (patches + class token), Np = N rounded up to 8, D the vision width:
      pixels [S, S, 3, T] -> patches [D, N-1, T] -> + pre-tile, class token, position and tile
@@ -12654,7 +13360,7 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (spec section 4.7). F16 [Np*T, Np*T]. */
+   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask). F16 [Np*T, Np*T]. */
 static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *out) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
@@ -12668,7 +13374,7 @@ static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const i
 
 /* ==== begin src/mllama/text.c ==== */
 /* >>mllama-text ===================================================================================
-   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens at positions n_past.. through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
    rows asked; and the per-image cross-attention K/V, computed once and kept. */
@@ -12812,12 +13518,12 @@ struct mms_mllama_context {
     int                              n_logits;
 
     struct mms_mllama_timings        t;                      /* memory filled in when asked */
-    size_t                           kept_peak[2];
-    struct {                                                 /* what each reserved graph planned, per backend */
+    size_t                           kept_peak[2];           /* per model backend (0 host, 1 offload) */
+    struct mms__mllama_reserved {                            /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
-    } reserved[2];
-    int                              n_reserved;
+    }                               *reserved;
+    int                              n_reserved, cap_reserved;
 };
 
 MMS_API mms_backend_sched_t mms_mllama_context_get_sched(struct mms_mllama_context *c) { return c ? c->sched : NULL; }
@@ -12853,7 +13559,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
     MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
-    MMS_FREE(c->images); MMS_FREE(c->logits);
+    MMS_FREE(c->images); MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
 }
 
@@ -12969,7 +13675,7 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
         c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
         if (!c->cache_buf[b])
-            return mms_set_error(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
+            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
                                  mms_backend_name(c->m->backends[b]), mms_last_error());
         /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
         mms_backend_buffer_clear(c->cache_buf[b], 0);
@@ -12982,8 +13688,10 @@ static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct 
     enum mms_status st = mms_backend_sched_reserve(c->sched, g);
     int b;
     if (st == MMS_ERR_OOM || st == MMS_ERR_BACKEND)
-        return mms_set_error(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
-    if (st == MMS_OK && c->n_reserved < 2) {
+        return mms__error_context(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
+    if (st == MMS_OK) {
+        if (!mms__grow((void **)&c->reserved, &c->cap_reserved, c->n_reserved + 1, sizeof *c->reserved))
+            return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
         mms__copy_str(c->reserved[c->n_reserved].name, sizeof c->reserved[0].name, mms_graph_get_name(g));
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++) {
             struct mms_gallocr_buffer_info bi;
@@ -13010,7 +13718,7 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
         struct mms_tensor **k0, **v0;
         ctx = mms__mllama_fresh_graph_ctx(c);
         k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k0) return mms_get_status(ctx);
+        if (!k0) return mms_ctx_status(ctx);
         v0 = k0 + hp->n_layer;
         memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
         mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
@@ -13019,11 +13727,11 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
     k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
-    if (!k) return mms_get_status(ctx);
+    if (!k) return mms_ctx_status(ctx);
     v = k + n_img + 1;
     for (j = 0; j < n_img; j++) {
         k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k[j]) return mms_get_status(ctx);
+        if (!k[j]) return mms_ctx_status(ctx);
         v[j] = k[j] + hp->n_layer;
         for (il = 0; il < hp->n_layer; il++) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
@@ -13055,10 +13763,18 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     memset(c, 0, sizeof *c);
     c->m = m;
     if (params) c->p = *params;
-    if (c->p.n_ctx <= 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
-    if (c->p.n_batch <= 0) c->p.n_batch = 512;
-    if (c->p.max_images <= 0) c->p.max_images = 2;
-    if (c->p.image_cache < c->p.max_images) c->p.image_cache = c->p.max_images + 2;
+    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 ||
+        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d: each must be 0 "
+                      "(the default) or positive, and image_cache at least max_images", c->p.n_ctx, c->p.n_batch, c->p.max_images,
+                      c->p.image_cache);
+        MMS_FREE(c);
+        return NULL;
+    }
+    if (c->p.n_ctx == 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
+    if (c->p.n_batch == 0) c->p.n_batch = 512;
+    if (c->p.max_images == 0) c->p.max_images = 2;
+    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images + 2;
     c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
@@ -13342,7 +14058,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
     n_img = c->n_conv_images;
     if (n_img > 0) {
         k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
-        if (!k) { st = mms_get_status(ctx); goto done; }
+        if (!k) { st = mms_ctx_status(ctx); goto done; }
         v = k + n_img;
         for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
     }
@@ -13411,19 +14127,24 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_k
 /* -- timings -- */
 
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct mms_mllama_timings *out) {
-    int b;
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!c) return;
     *out = c->t;
     out->n_backends = mms__mllama_n_devices(c);
-    for (b = 0; b < out->n_backends; b++) {
-        size_t kept;
-        mms__copy_str(out->memory[b].name, sizeof out->memory[b].name, mms_backend_name(c->m->backends[b]));
-        mms__mllama_memory(c, b, &out->memory[b].weights, &out->memory[b].kv_cache, &out->memory[b].compute, &kept);
-        out->memory[b].kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
-        out->memory[b].peak = out->memory[b].weights + out->memory[b].kv_cache + out->memory[b].compute + out->memory[b].kept_images_peak;
-    }
+}
+
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
+    size_t kept;
+    if (!c || !out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: context and output are required");
+    if (b < 0 || b >= mms__mllama_n_devices(c))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
+    memset(out, 0, sizeof *out);
+    mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
+    mms__mllama_memory(c, b, &out->weights, &out->kv_cache, &out->compute, &kept);
+    out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
+    out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
+    return MMS_OK;
 }
 
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
@@ -13450,12 +14171,17 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
     fprintf(out, "cross K/V     %10.2f ms\n", t.cross_kv_ms);
     fprintf(out, "prompt        %10.2f ms   %d tokens, %.2f tokens/s\n", t.prompt_ms, t.n_prompt_tokens, mms__per_s(t.n_prompt_tokens, t.prompt_ms));
     fprintf(out, "generation    %10.2f ms   %d tokens, %.2f tokens/s\n", t.gen_ms, t.n_gen_tokens, mms__per_s(t.n_gen_tokens, t.gen_ms));
-    for (b = 0; b < t.n_backends; b++)
-        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", t.memory[b].name,
-                (double)t.memory[b].peak / 1048576.0, (double)t.memory[b].weights / 1048576.0, (double)t.memory[b].kv_cache / 1048576.0,
-                (double)t.memory[b].compute / 1048576.0, (double)t.memory[b].kept_images_peak / 1048576.0);
+    for (b = 0; b < t.n_backends; b++) {
+        struct mms_mllama_memory m;
+        if (mms_mllama_get_memory(c, b, &m) != MMS_OK) continue;
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
+                (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
+                (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+    }
 }
 /* ==== end src/mllama/runtime.c ==== */
+
+#endif
 
 /* ==== begin src/base/end.c ==== */
 #endif /* MMSCHED_IMPLEMENTATION */

@@ -1,7 +1,7 @@
 /* bench.c - CPU benchmarks: the machine's own limits, then single ops at the shapes that matter
    for Llama 3.2 Vision, the thread pool's synchronisation, the 4-layer ViT reference graph, and
-   optionally the full mllama graphs at 11B shapes with random weights (see
-   shared/docs/benchmarks.md for ggml's figures on this kind of machine).
+   optionally the full mllama graphs at 11B shapes with random weights (ggml's figures from an older
+   machine are printed next to ours for context; they are not a side-by-side measurement).
 
    Each case is computed `reps` times on the CPU backend; the table shows the median time, the rate
    (GFLOP/s or GB/s) and the fraction of the limit measured in the same run (an FMA loop and a
@@ -180,7 +180,7 @@ static int bench_ready(struct bench_case *c, mms_backend_t cpu) {
     struct mms_tensor *t;
     unsigned state = 1;
     int i;
-    if (mms_get_status(c->ctx) != MMS_OK) { fprintf(stderr, "build failed: %s\n", mms_get_error(c->ctx)); return 0; }
+    if (mms_ctx_status(c->ctx) != MMS_OK) { fprintf(stderr, "build failed: %s\n", mms_ctx_error(c->ctx)); return 0; }
     c->buffer = mms_backend_alloc_ctx_tensors(c->ctx, cpu);
     if (!c->buffer) { fprintf(stderr, "%s\n", mms_last_error()); return 0; }
     for (i = 0; i < mms_graph_n_leafs(c->graph); i++) { t = mms_graph_leaf(c->graph, i); fill_random(t, &state); }
@@ -205,7 +205,8 @@ static const char *slug(const char *name) {
     return out;
 }
 
-/* ggml's medians on this kind of machine (2 threads, llamafile build; shared/docs/benchmarks.md) */
+/* ggml's medians from an older development machine (Zen 3, 2 threads, llamafile build): context only,
+   not side by side with this run */
 static double ggml_ms(const char *name) {
     static const struct { const char *name; double ms; } ref[] = {
         { "mul_mat f32 1280x1280 * 1601", 59 }, { "mul_mat f16 1280x1280 * 1601", 42 },
@@ -584,7 +585,7 @@ static void bench_mllama_memory(mms_backend_t cpu) {
 
 static void bench_plans(void) {
     struct ref_graph r;
-    printf("\ngraph allocator (bytes; ggml's figures from shared/docs/benchmarks.md; pictures in build/plan_*.svg)\n");
+    printf("\ngraph allocator (bytes; ggml's figures for the same graphs; pictures in build/plan_*.svg)\n");
     memset(&r, 0, sizeof r); ref_vit_layers(&r, 4, 0, MMS_TYPE_F32);          bench_plan("vit", &r, 205030464);
     memset(&r, 0, sizeof r); ref_vit_layers(&r, 4, 1, MMS_TYPE_F32);          bench_plan("vit_flash", &r, 49182720);
     memset(&r, 0, sizeof r); ref_llama_layers(&r, 4, 512, MMS_TYPE_F16);      bench_plan("llama", &r, 0);

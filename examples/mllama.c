@@ -110,7 +110,12 @@ static void parse_args(int argc, char **argv, struct options *o) {
         else if (FLAG("--sched-debug", "--sched-debug")) { NEED(); o->sched_debug = parse_int(a, v, 0, 2); }
         else if (FLAG("--temp", "--temperature")) { NEED(); o->sampling.temperature = parse_float(a, v); }
         else if (FLAG("--top-k", "--top-k")) { NEED(); o->sampling.top_k = parse_int(a, v, 0, 1 << 30); }
-        else if (FLAG("--top-p", "--top-p")) { NEED(); o->sampling.top_p = parse_float(a, v); }
+        else if (FLAG("--top-p", "--top-p")) {
+            NEED();
+            o->sampling.top_p = parse_float(a, v);
+            /* the library reads 0 as off; on the command line it is a mistake */
+            if (!(o->sampling.top_p > 0.0f)) { fprintf(stderr, "mllama: --top-p %s: top_p must be in (0, 1]\n", v); exit(1); }
+        }
         else if (FLAG("--min-p", "--min-p")) { NEED(); o->sampling.min_p = parse_float(a, v); }
         else if (FLAG("--repeat-penalty", "--repeat-penalty")) { NEED(); o->sampling.repeat_penalty = parse_float(a, v); }
         else if (FLAG("--repeat-last-n", "--repeat-last-n")) { NEED(); o->sampling.repeat_last_n = parse_int(a, v, 0, 1 << 30); }

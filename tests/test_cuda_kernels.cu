@@ -37,7 +37,7 @@ static void test_every_op_case_matches_the_cpu(void) {
     for (int i = 0; ; i++) {
         struct mms_context *c = test_ctx(true);
         if (!build_case(i, c, &oc)) { mms_free(c); break; }
-        if (!oc.out) { EXPECT(0, "case %d (%s) did not build: %s", i, oc.desc, mms_get_error(c)); mms_free(c); continue; }
+        if (!oc.out) { EXPECT(0, "case %d (%s) did not build: %s", i, oc.desc, mms_ctx_error(c)); mms_free(c); continue; }
         struct mms_cgraph *g = mms_new_graph(c);
         mms_build_forward_expand(g, oc.out);
         mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(c, cpu);

@@ -238,14 +238,14 @@ int main(void) {
     ref = mms_gguf_open(FIX "demo-ref.gguf");
     m = ref ? (cpu = mms_backend_cpu_init(), load(MODEL, NULL, NULL, 0, false)) : NULL;
     if (!m) {
-        printf("demo model or reference missing (%s): run tools/train_demo.py\n0 passed, 1 failed\n", mms_last_error());
+        test_fail_all("the demo model or its reference (run tools/train_demo.py)", mms_last_error());
         return 1;
     }
     dev = limited_backend_new("TEST", LIMITED_ALL_OPS);
     test__case_name = "reading the reference";
     if (!read_cases(mms_mllama_model_get_hparams(m))) {
         mms_mllama_model_free(m);
-        printf("0 passed, 1 failed\n");
+        test_fail_all("reading the reference", "see above");
         return 1;
     }
     mms_mllama_model_free(m);

@@ -421,10 +421,11 @@ static void test_timings(void) {
         EXPECT(t.n_encodes == 1 && t.encode_ms > 0 && t.cross_kv_ms > 0, "encode: %d, %g ms + cross K/V %g ms", t.n_encodes, t.encode_ms, t.cross_kv_ms);
         EXPECT(t.n_prompt_tokens == 5 && t.prompt_ms > 0 && t.n_gen_tokens == 3 && t.gen_ms > 0, "tokens: prompt %d (%g ms), generation %d (%g ms)",
                t.n_prompt_tokens, t.prompt_ms, t.n_gen_tokens, t.gen_ms);
-        EXPECT(t.n_backends == 1 && !strcmp(t.memory[0].name, "CPU") && t.memory[0].weights > 0 && t.memory[0].kv_cache > 0 &&
-               t.memory[0].compute > 0 && t.memory[0].kept_images_peak > 0 &&
-               t.memory[0].peak == t.memory[0].weights + t.memory[0].kv_cache + t.memory[0].compute + t.memory[0].kept_images_peak,
-               "memory: %d backends, %s", t.n_backends, t.memory[0].name);
+        struct mms_mllama_memory m;
+        EXPECT(t.n_backends == 1 && mms_mllama_get_memory(f.ctx, 0, &m) == MMS_OK && !strcmp(m.name, "CPU") && m.weights > 0 &&
+               m.kv_cache > 0 && m.compute > 0 && m.kept_images_peak > 0 && m.peak == m.weights + m.kv_cache + m.compute + m.kept_images_peak,
+               "memory: %d backends, %s", t.n_backends, m.name);
+        EXPECT_ERROR(mms_mllama_get_memory(f.ctx, 1, &m), MMS_ERR_INVALID_ARG, "backend 1");
         if (tmp) {
             mms_mllama_print_timings(f.ctx, tmp);
             rewind(tmp);
@@ -469,6 +470,25 @@ static void test_errors(void) {
         for (i = 0; i < 2; i++) mms_mllama_decode(f.ctx, toks, 64, NULL);
         EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "do not fit in the context");
         EXPECT(mms_mllama_kv_trim(f.ctx, 10) == MMS_OK && mms_mllama_get_n_past(f.ctx) == 10, "trim");
+        {   /* context parameters: zero is the default, negative is refused */
+            struct mms_mllama_context_params cp;
+            struct mms_mllama_context *c2;
+            memset(&cp, 0, sizeof cp);
+            cp.n_ctx = -5;
+            mms_clear_error();
+            EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG &&
+                   strstr(mms_last_error(), "n_ctx -5"), "negative n_ctx: %s", mms_last_error());
+            cp.n_ctx = 64;
+            cp.max_images = 3;
+            cp.image_cache = 2;
+            EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && strstr(mms_last_error(), "image_cache at least max_images"),
+                   "image cache below max_images: %s", mms_last_error());
+            memset(&cp, 0, sizeof cp);
+            cp.n_ctx = 64;
+            c2 = mms_mllama_context_new(f.model, &cp);
+            EXPECT(c2 != NULL, "zeroed parameters but n_ctx: %s", mms_last_error());
+            mms_mllama_context_free(c2);
+        }
     }
     fixture_close(&f);
     mms_log_set(NULL, NULL);
@@ -477,7 +497,7 @@ static void test_errors(void) {
 int main(void) {
     FILE *probe = fopen(FIX "tiny1.gguf", "rb");
     test_seed();
-    if (!probe) { printf("fixtures missing: run tools/gen_mllama_fixtures.py\n0 passed, 1 failed\n"); return 1; }
+    if (!probe) { test_fail_all("fixtures", "missing: run tools/gen_mllama_fixtures.py"); return 1; }
     fclose(probe);
     cpu = mms_backend_cpu_init();
     dev = limited_backend_new("TEST", LIMITED_ALL_OPS);

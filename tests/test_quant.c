@@ -759,7 +759,7 @@ static void test_errors(void) {
         t = mms_new_tensor_2d(ctx, q->type, q->blck / 2 * 3, 4);
         EXPECT(t == NULL && error_names(q->name, half), "%s: a tensor of %s elements per row is rejected: %s", q->name, half,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         a = mms_new_tensor_2d(ctx, q->type, K, 33);
         b = mms_new_tensor_2d(ctx, F32, K, 3);
@@ -774,33 +774,33 @@ static void test_errors(void) {
         EXPECT(r == NULL && (error_names("mms_mul_mat", q->name) || error_names("mms_transpose", q->name)),
                "%s: mul_mat of a transposed quantized matrix (K = 33) is rejected naming the op and type: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         /* a view or reshape that splits a block */
         mms_clear_error();
         t = mms_view_2d(ctx, a, q->blck / 2, 3, a->nb[1], 0);
         EXPECT(t == NULL && error_names("mms_view_2d", q->name), "%s: a view of half a block is rejected: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
         mms_clear_error();
         t = mms_reshape_2d(ctx, a, q->blck / 2, 4 * 33);
         EXPECT(t == NULL && error_names("mms_reshape_2d", q->name), "%s: a reshape to half blocks is rejected: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         /* mul_mat with mismatched K, and with quantized activations (b must be f32) */
         mms_clear_error();
         r = mms_mul_mat(ctx, a, mms_new_tensor_2d(ctx, F32, K / 2, 3));
         EXPECT(r == NULL && error_names("mms_mul_mat", NULL), "%s: mul_mat with a K mismatch is rejected: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         /* cpy between rows that do not hold whole blocks */
         mms_clear_error();
         r = mms_cpy(ctx, mms_new_tensor_2d(ctx, F32, q->blck / 2, 4), mms_new_tensor_2d(ctx, q->type, q->blck, 2));
         EXPECT(r == NULL && error_names("mms_cpy", q->name), "%s: cpy of rows of half a block into %s is rejected: %s",
                q->name, q->name, mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
         mms_free(ctx);
     }
     mms_log_set(NULL, NULL);

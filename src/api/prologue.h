@@ -23,6 +23,15 @@
 #  define __USE_MINGW_ANSI_STDIO 1
 #endif
 
+/* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
+   the header, the same everywhere): the tokenizer and mllama read GGUF files, so they go with it. */
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_TEXT)
+#  define MMS_NO_TEXT
+#endif
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_MLLAMA)
+#  define MMS_NO_MLLAMA
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>

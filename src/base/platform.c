@@ -35,7 +35,7 @@
 #  include <sys/auxv.h>
 #endif
 
-/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+/* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
 #if defined(_MSC_VER) && !defined(__clang__)
 typedef struct { volatile long v; } mms__atomic_int;   /* long is 32 bits on Windows */
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int32_t)_InterlockedOr(&a->v, 0); }

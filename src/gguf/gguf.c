@@ -639,7 +639,7 @@ static const struct mms__gguf_kv *mms__gguf_lookup(const struct mms_gguf *g, con
     int64_t i;
     if (!g || !key) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, g ? "key" : "gguf"); return NULL; }
     i = mms_gguf_find_key(g, key);
-    if (i < 0) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }
+    if (i < 0) { mms__error_quiet(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }   /* a question: absence may be fine */
     return &g->kv[i];
 }
 

@@ -47,7 +47,7 @@ static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
     for (w = 1; w <= max_tiles; w++)
         for (h = 1; h <= max_tiles; h++)
             if (w * h <= max_tiles) {
-                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols), as transformers does */
                 n++;
             }
     return n;
@@ -98,7 +98,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
     uint32_t v;
     enum mms_status st = mms_gguf_get_u32(g, key, &v);
     if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
     return MMS_OK;
@@ -106,7 +106,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
 
 static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
     enum mms_status st = mms_gguf_get_f32(g, key, out);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
     return MMS_OK;
 }
@@ -116,7 +116,7 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     int64_t n = 0, i;
     int32_t *tmp;
     enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
     tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
     *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
@@ -225,7 +225,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
-        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
     idx = mms_gguf_find_tensor(L->g, name);
@@ -253,7 +253,7 @@ static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool requir
         return NULL;
     }
     t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
-    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
     t->extra = (void *)info.data;              /* where its bytes are, until placement */
     return t;
@@ -459,7 +459,7 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
-            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if (!buf) return mms__error_context(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
             for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
                 const void *src = t->extra;

@@ -1,5 +1,5 @@
 /* >>mllama-text ===================================================================================
-   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens at positions n_past.. through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
    rows asked; and the per-image cross-attention K/V, computed once and kept. */

@@ -175,7 +175,7 @@ static enum mms_status mms__vocab_opt_id(const struct mms_gguf *g, const char *k
     *out = -1;
     if (mms_gguf_find_key(g, key) < 0) return MMS_OK;
     if (mms_gguf_get_u32(g, key, &v) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
     if (v >= (uint32_t)n)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: id %u out of range (%d tokens)", mms__vocab_where(g), key,
                              v, (int)n);
@@ -231,7 +231,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (mms_gguf_find_key(g, "tokenizer.ggml.model") < 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is missing (no tokenizer in the file)", where);
     if (mms_gguf_get_str(g, "tokenizer.ggml.model", &model, &len) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
     if (len != 4 || memcmp(model, "gpt2", 4) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is %s, expected \"gpt2\" (byte-level BPE)",
                              where, mms__vocab_quote(model, len, q, sizeof q));
@@ -256,7 +256,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (!v->text_off || !v->piece_off || !v->type || !types32) { MMS_FREE(types32); return mms__vocab_oom(); }
     if (mms_gguf_get_arr_i32(g, K_TYPE, types32, n, NULL) != MMS_OK) {
         MMS_FREE(types32);
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
     }
     for (id = 0; id < n; id++) {
         if (types32[id] < MMS_TOKEN_NORMAL || types32[id] > MMS_TOKEN_BYTE) {
@@ -270,7 +270,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     MMS_FREE(types32);
     for (id = 0; id < n; id++) {
         if (mms_gguf_get_arr_str(g, K_TOK, id, &s, &len) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
         if (len == 0 && v->type[id] != MMS_TOKEN_UNUSED)
             return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is an empty string", where, K_TOK, (int)id);
         if (memchr(s, '\0', len))
@@ -337,7 +337,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         size_t slot;
         if (mms_gguf_get_arr_str(g, K_MERGE, k, &s, &len) != MMS_OK) {
             MMS_FREE(tmp);
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
         }
         sp = len > 2 ? (const char *)memchr(s + 1, ' ', len - 2) : NULL;   /* neither half may be empty */
         a = sp ? mms__vocab_lookup(v, s, (size_t)(sp - s)) : -1;
@@ -394,7 +394,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         if (!v->eog) return mms__vocab_oom();
         ids = v->eog;
         if (ne > 0 && mms_gguf_get_arr_i32(g, K_EOS, ids, ne, NULL) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
         for (e = 0; e < ne; e++)
             if (ids[e] < 0 || ids[e] >= n)
                 return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: id %d out of range (%d tokens)", where, K_EOS,
