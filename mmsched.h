@@ -9,8 +9,22 @@
            #define MMSCHED_IMPLEMENTATION
            #include "mmsched.h"
 
-       Everywhere else just include it. Link with -lm -lpthread. The library needs a C99 compiler
-       (gcc or clang; the header also compiles as C++) and POSIX threads.
+       Everywhere else just include it. Link with -lm -lpthread (Windows: nothing extra).
+
+   PLATFORMS
+       Compilers: gcc and clang (C99, or as C++); MinGW-w64 on Windows. The code keeps to what MSVC
+       accepts too (no VLAs, statement expressions, unguarded __attribute__ or C++ designated
+       initialisers; Win32 calls and Interlocked atomics under _MSC_VER), but MSVC itself is not in
+       CI and gets the scalar kernels only (the SIMD ones use gcc/clang target attributes).
+       Systems: Linux and other POSIX systems (pthreads, mmap); Windows through Win32 (threads,
+       SRW locks, CreateFileMapping; paths are UTF-8 and go to the wide API). With MinGW and the
+       old msvcrt, include mmsched.h before other headers (it turns on MinGW's C99 printf, which
+       the messages need) or define __USE_MINGW_ANSI_STDIO=1.
+       ISAs: x86-64 (AVX2 kernels at run time) and 64-bit ARM (NEON kernels, dotprod at run time:
+       detected on Linux; elsewhere only when the build targets it); any other: the scalar kernels.
+       Files the library writes are opened in binary mode, so text files (graph dumps, SVG plans)
+       have LF line ends on Windows too. On Windows your program's stdout and stderr stay in text
+       mode unless you _setmode them (the examples and tests built by `make test-windows` do).
 
        For the CUDA backend, also define MMS_CUDA in that file, compile mmsched_cuda.cu with nvcc
        (-Xcompiler -fno-exceptions,-fno-threadsafe-statics, so a C program links it without the C++
@@ -26,7 +40,7 @@
        MMS_MALLOC, MMS_REALLOC, MMS_FREE
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
-       MMS_NO_SIMD              leave out the AVX2 kernels (the scalar kernels always exist)
+       MMS_NO_SIMD              leave out the AVX2 and NEON kernels (the scalar kernels always exist)
        MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
        MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12), and
                                 with them mllama (MMS_NO_MLLAMA: it writes a checkpoint's tokenizer)
@@ -38,7 +52,7 @@
 
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
-       MMS_CPU_KERNELS=auto|scalar|avx2           the CPU kernel set (default auto)
+       MMS_CPU_KERNELS=auto|scalar|avx2|neon|neon_dotprod   the CPU kernel set (default auto)
        MMS_CPU_PROFILE=1                          per-op-type CPU time, printed when the backend is freed (section 9)
        MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
        MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
@@ -399,10 +413,20 @@
        atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
        whatever the thread count.
 
-       The kernel set is chosen at run time: AVX2 + FMA + F16C when the CPU and compiler have them
-       (function-level target attributes, so a binary built for plain x86-64 runs anywhere; define
-       MMS_NO_SIMD to leave them out), else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS=
-       scalar|avx2 force one. The test suite runs every op with both. The AVX2 kernels:
+       The kernel set is chosen at run time: AVX2 + FMA + F16C on x86-64 when the CPU and compiler
+       have them (function-level target attributes, so a binary built for plain x86-64 runs
+       anywhere), NEON on 64-bit ARM, with the dot-product instructions (sdot) for the quantized
+       dots where the CPU has them (neon_dotprod); else portable C. MMS_NO_SIMD leaves the SIMD
+       sets out; mms_cpu_set_kernels or MMS_CPU_KERNELS= force one, mms_cpu_kernels_supported tells
+       which run here. The test suite runs every op with every set the machine has (make test-arm64:
+       scalar, neon and neon_dotprod under QEMU). The NEON set has the same algorithms on 4 lanes as
+       the AVX2 set described next: the GEMM's register block is 6 x 16 as 24 accumulators (24 FMAs
+       per 10 loads), the 4-row decode dots (f32, f16), f16/bf16 conversion, the element-wise and
+       unary ops with the same exp/erf fits, max and softmax's exp-sum, the norms' double sums, the
+       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K and Q6_K
+       (sdot, or widening multiplies with pairwise adds; the same rounding as AVX2's, so the same
+       error budget). Still portable C on ARM: rope, im2col, concat/pad/repeat/get_rows, the copies,
+       tanh, and the quantized GEMM's dequantization. The AVX2 kernels:
          mul_mat, more than 4 columns: a tile of 64 rows of a is packed transposed into panels of 16
            (f16/bf16 converted on the way) and kept while tiles of b pass; a 6 x 16 register block
            (12 accumulators, 12 FMAs per 8 loads) writes dst directly. About 95% of one core's FMA
@@ -640,6 +664,11 @@
 #  endif
 #endif
 
+/* MinGW: the C99 printf family (%zu, %lld), not the old msvcrt's, which lacks them. */
+#if defined(__MINGW32__) && !defined(__USE_MINGW_ANSI_STDIO)
+#  define __USE_MINGW_ANSI_STDIO 1
+#endif
+
 /* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
    the header, the same everywhere). Each layer goes with the ones it rests on: the tokenizer reads
    GGUF (and JSON) files, mllama reads them and writes a checkpoint folder's tokenizer. */
@@ -655,7 +684,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__MINGW32__) && !__USE_MINGW_ANSI_STDIO && !defined(_UCRT)
+#  error "mmsched: with MinGW and msvcrt, include mmsched.h before other headers or define __USE_MINGW_ANSI_STDIO=1 (its messages use %zu)"
+#endif
+
+#if defined(__MINGW32__) && defined(__MINGW_PRINTF_FORMAT)
+#  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(__MINGW_PRINTF_FORMAT, fmt_idx, args_idx)))
+#elif defined(__GNUC__) || defined(__clang__)
 #  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
 #else
 #  define MMS_PRINTF(fmt_idx, args_idx)
@@ -1200,15 +1235,19 @@ MMS_API void            mms_backend_cpu_set_profile(mms_backend_t backend, bool 
 MMS_API void            mms_backend_cpu_print_profile(mms_backend_t backend, FILE *out);
 
 enum mms_cpu_kernels {
-    MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */
-    MMS_CPU_KERNELS_SCALAR = 1,  /* portable C */
-    MMS_CPU_KERNELS_AVX2   = 2   /* AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_AUTO         = 0,  /* the best set this CPU and build support */
+    MMS_CPU_KERNELS_SCALAR       = 1,  /* portable C */
+    MMS_CPU_KERNELS_AVX2         = 2,  /* x86-64: AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_NEON         = 3,  /* 64-bit ARM: NEON (every ARMv8-A CPU) */
+    MMS_CPU_KERNELS_NEON_DOTPROD = 4   /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
 };
-/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2 in the
-   environment, read once). AVX2 on a CPU or build without it is MMS_ERR_UNSUPPORTED. */
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|neon|
+   neon_dotprod in the environment, read once). A set this CPU or build lacks is
+   MMS_ERR_UNSUPPORTED; mms_cpu_kernels_supported tells beforehand. */
 MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);
-MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use: SCALAR or AVX2 */
-MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);
+MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use, never AUTO */
+MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);   /* "unknown" past the last set */
+MMS_API bool                  mms_cpu_kernels_supported(enum mms_cpu_kernels kernels);
 MMS_API bool                  mms_cpu_has_avx2(void);            /* CPU and build both support it */
 MMS_API int                   mms_cpu_count(void);               /* online cores */
 
@@ -2071,8 +2110,9 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #  define MMS__LIKELY(x) (x)
 #endif
 
-/* The x86 SIMD kernels are compiled with a per-function target attribute and chosen at run time,
-   so one binary built for plain x86-64 runs everywhere. MMS_NO_SIMD leaves them out. */
+/* The SIMD kernels are compiled with per-function target attributes where the baseline lacks them
+   and chosen at run time, so one binary built for plain x86-64 (or ARMv8.0) runs everywhere.
+   MMS_NO_SIMD leaves them out; other compilers (MSVC) get the scalar kernels. */
 #if !defined(MMS_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #  define MMS__HAVE_AVX2 1
 #  include <immintrin.h>
@@ -2081,43 +2121,142 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #  define MMS__HAVE_AVX2 0
 #endif
 
+/* 64-bit ARM: NEON is part of the base ISA; the dot-product instructions (ARMv8.2 dotprod) are
+   enabled per function and used only where the CPU reports them. */
+#if !defined(MMS_NO_SIMD) && defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#  define MMS__HAVE_NEON 1
+#  include <arm_neon.h>
+#  if defined(__ARM_FEATURE_DOTPROD)
+#    define MMS__TARGET_DOTPROD
+#  elif defined(__clang__)
+#    define MMS__TARGET_DOTPROD __attribute__((target("dotprod")))
+#  else
+#    define MMS__TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#  endif
+#else
+#  define MMS__HAVE_NEON 0
+#endif
+
 static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt, ...) MMS_PRINTF(3, 4);
 /* ==== end src/base/config.c ==== */
 
 /* ==== begin src/base/platform.c ==== */
 /* >>platform ======================================================================================
-   The only platform-specific code: threads, atomics, clocks, aligned memory, file mapping and CPU
-   features. Everything else is standard C. This section targets POSIX with gcc or clang; a Windows
-   port replaces the bodies here (CreateThread, SRWLOCK, VirtualAlloc, MapViewOfFile, __cpuid). */
+   The only platform-specific code: threads, atomics, clocks, aligned memory, files and CPU
+   features, for POSIX (Linux, macOS) and Windows (MinGW-w64; MSVC by the same Win32 calls). Paths
+   are UTF-8 everywhere: on Windows they are converted to UTF-16 for the wide API. Everything else
+   in the library is standard C. */
 
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
-#include <unistd.h>
-#include <fcntl.h>
-#include <errno.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/time.h>
+#if defined(_WIN32)
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  ifndef NOMINMAX
+#    define NOMINMAX
+#  endif
+#  include <windows.h>
+#  include <process.h>
+#  include <errno.h>
+#  if defined(_MSC_VER) && !defined(__clang__)
+#    include <intrin.h>
+#  endif
+#else
+#  include <pthread.h>
+#  include <sched.h>
+#  include <time.h>
+#  include <unistd.h>
+#  include <fcntl.h>
+#  include <errno.h>
+#  include <sys/mman.h>
+#  include <sys/stat.h>
+#  include <sys/time.h>
+#endif
 #if MMS__HAVE_AVX2
 #  include <cpuid.h>
 #endif
+#if MMS__HAVE_NEON && defined(__linux__)
+#  include <sys/auxv.h>
+#endif
 
 /* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
+#if defined(_MSC_VER) && !defined(__clang__)
+typedef struct { volatile long v; } mms__atomic_int;   /* long is 32 bits on Windows */
+static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int32_t)_InterlockedOr(&a->v, 0); }
+static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { _InterlockedExchange(&a->v, (long)x); }
+static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return (int32_t)_InterlockedExchangeAdd(&a->v, (long)x); }
+static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)counter); }
+#else
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return __atomic_fetch_add(&a->v, x, __ATOMIC_ACQ_REL); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+#endif
 
 static void mms__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(_MSC_VER) && !defined(__clang__)
+    YieldProcessor();
+#elif defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
 }
 
+#if defined(_WIN32)
+MMS__MAYBE_UNUSED static void mms__thread_yield(void) { SwitchToThread(); }
+
+/* -- threads (through the C runtime, so it is set up for them), SRW locks, condition variables -- */
+typedef HANDLE             mms__thread;
+typedef SRWLOCK            mms__mutex;
+typedef CONDITION_VARIABLE mms__cond;
+
+struct mms__thread_start { void *(*fn)(void *); void *arg; };
+static unsigned __stdcall mms__thread_main(void *p) {
+    struct mms__thread_start s = *(struct mms__thread_start *)p;
+    MMS_FREE(p);
+    s.fn(s.arg);
+    return 0;
+}
+static bool mms__thread_create(mms__thread *t, void *(*fn)(void *), void *arg) {
+    struct mms__thread_start *s = (struct mms__thread_start *)MMS_MALLOC(sizeof *s);
+    uintptr_t h;
+    if (!s) return false;
+    s->fn = fn;
+    s->arg = arg;
+    h = _beginthreadex(NULL, 0, mms__thread_main, s, 0, NULL);
+    if (!h) { MMS_FREE(s); return false; }
+    *t = (HANDLE)h;
+    return true;
+}
+static void mms__thread_join(mms__thread t)      { WaitForSingleObject(t, INFINITE); CloseHandle(t); }
+static void mms__mutex_init(mms__mutex *m)       { InitializeSRWLock(m); }
+static void mms__mutex_destroy(mms__mutex *m)    { MMS__UNUSED(m); }
+static void mms__mutex_lock(mms__mutex *m)       { AcquireSRWLockExclusive(m); }
+static void mms__mutex_unlock(mms__mutex *m)     { ReleaseSRWLockExclusive(m); }
+static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c); }
+static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
+static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
+static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+
+static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
+static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
+static void mms__global_unlock(void) { ReleaseSRWLockExclusive(&mms__global_mutex); }
+
+/* The performance counter, split so that counts times 10^6 cannot overflow. */
+MMS_API int64_t mms_time_us(void) {
+    LARGE_INTEGER count, freq;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&freq);
+    return count.QuadPart / freq.QuadPart * 1000000 + count.QuadPart % freq.QuadPart * 1000000 / freq.QuadPart;
+}
+
+MMS_API int mms_cpu_count(void) {
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
+}
+#else
 MMS__MAYBE_UNUSED static void mms__thread_yield(void) { sched_yield(); }
 
 /* -- threads, mutexes, condition variables -- */
@@ -2159,6 +2298,7 @@ MMS_API int mms_cpu_count(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
+#endif
 
 /* -- aligned host memory: over-allocate and keep the original pointer just below the block, so it
    needs nothing beyond malloc (alignment is a power of two, at least sizeof(void *)) -- */
@@ -2189,8 +2329,79 @@ static void mms__aligned_free(void *p) {
     MMS_FREE(raw);
 }
 
-/* -- read-only file mapping, for model files -- */
+/* -- files: fopen with a UTF-8 path, always in binary mode (files written on Windows keep LF line
+   ends), and read-only mappings of model files -- */
 struct mms__mapping { void *addr; size_t size; };
+
+#if defined(_WIN32)
+/* path as a new UTF-16 string (free with MMS_FREE); NULL if it is not valid UTF-8 */
+static wchar_t *mms__utf8_to_wide(const char *path) {
+    const int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, NULL, 0);
+    wchar_t *w = n > 0 ? (wchar_t *)MMS_MALLOC((size_t)n * sizeof(wchar_t)) : NULL;
+    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, n) != n) { MMS_FREE(w); w = NULL; }
+    return w;
+}
+
+/* The system's message for a Win32 error code, without the trailing CR LF it comes with. */
+static const char *mms__win_error(DWORD code, char *buf, size_t size) {
+    size_t n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, code, 0, buf, (DWORD)size, NULL);
+    if (n == 0) snprintf(buf, size, "Windows error %lu", (unsigned long)code);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '.')) buf[--n] = '\0';
+    return buf;
+}
+
+MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) {
+    wchar_t *wpath = mms__utf8_to_wide(path), wmode[8];
+    FILE *f = NULL;
+    size_t i, n = 0;
+    for (i = 0; mode[i] && n < 6; i++) if (mode[i] != 'b') wmode[n++] = (wchar_t)mode[i];
+    wmode[n++] = L'b';
+    wmode[n] = L'\0';
+    if (wpath) f = _wfopen(wpath, wmode);
+    else errno = EINVAL;
+    MMS_FREE(wpath);
+    return f;
+}
+
+MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
+    wchar_t *wpath = mms__utf8_to_wide(path);
+    HANDLE file, mapping;
+    LARGE_INTEGER size;
+    char why[256];
+    out->addr = NULL;
+    out->size = 0;
+    if (!wpath) return mms_set_error(MMS_ERR_IO, "cannot open '%s': the path is not valid UTF-8", path);
+    file = CreateFileW(wpath, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    MMS_FREE(wpath);
+    if (file == INVALID_HANDLE_VALUE) return mms_set_error(MMS_ERR_IO, "cannot open '%s': %s", path, mms__win_error(GetLastError(), why, sizeof why));
+    if (GetFileType(file) != FILE_TYPE_DISK || !GetFileSizeEx(file, &size) || (uint64_t)size.QuadPart > (uint64_t)SIZE_MAX) {
+        CloseHandle(file);
+        return mms_set_error(MMS_ERR_IO, "'%s' is not a regular file", path);
+    }
+    out->size = (size_t)size.QuadPart;
+    if (out->size > 0) {   /* an empty file cannot be mapped */
+        mapping = CreateFileMappingW(file, NULL, PAGE_READONLY, 0, 0, NULL);
+        out->addr = mapping ? MapViewOfFile(mapping, FILE_MAP_READ, 0, 0, 0) : NULL;
+        if (!out->addr) {
+            const DWORD err = GetLastError();
+            if (mapping) CloseHandle(mapping);
+            CloseHandle(file);
+            out->size = 0;
+            return mms_set_error(MMS_ERR_IO, "cannot map '%s': %s", path, mms__win_error(err, why, sizeof why));
+        }
+        CloseHandle(mapping);   /* the view keeps the mapping alive */
+    }
+    CloseHandle(file);
+    return MMS_OK;
+}
+
+MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
+    if (m->addr) UnmapViewOfFile(m->addr);
+    m->addr = NULL;
+    m->size = 0;
+}
+#else
+MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
 MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
     int fd;
@@ -2222,6 +2433,7 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     m->addr = NULL;
     m->size = 0;
 }
+#endif
 
 /* -- CPU features: AVX2, FMA and F16C, with the OS saving the AVX state -- */
 static bool mms__cpu_detect_avx2(void) {
@@ -2237,6 +2449,18 @@ static bool mms__cpu_detect_avx2(void) {
     if (__get_cpuid_max(0, NULL) < 7) return false;
     __cpuid_count(7, 0, a, b, c, d);
     return (b >> 5) & 1;
+#else
+    return false;
+#endif
+}
+
+/* -- CPU features: ARM's dot-product instructions (Linux reports them in the auxiliary vector;
+   elsewhere only a build that targets them assumes them) -- */
+static bool mms__cpu_detect_dotprod(void) {
+#if MMS__HAVE_NEON && defined(__ARM_FEATURE_DOTPROD)
+    return true;
+#elif MMS__HAVE_NEON && defined(__linux__)
+    return (getauxval(AT_HWCAP) >> 20) & 1;   /* HWCAP_ASIMDDP */
 #else
     return false;
 #endif
@@ -4294,7 +4518,7 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
     char shape[96], name[MMS_MAX_NAME];
     int i, j;
     if (!g || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_graph_dump_dot: graph and path are required");
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: cannot write '%s'", path);
     fprintf(f, "digraph mmsched {\n  rankdir = TB;\n  node [fontname = \"monospace\", fontsize = 10];\n");
     for (i = 0; i < g->n_leafs; i++) {
@@ -5104,8 +5328,9 @@ static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *,
 
 /* ==== begin src/backend/cpu/vec.c ==== */
 /* >>vec ===========================================================================================
-   Vector primitives of the CPU kernels, each with a portable scalar body and an AVX2/FMA/F16C body
-   chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
+   Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
+   FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
+   call only the dispatching names. */
 
 static int mms__cpu_kernels_active = -1;   /* enum mms_cpu_kernels once resolved */
 
@@ -5115,23 +5340,57 @@ MMS_API bool mms_cpu_has_avx2(void) {
     return has == 1;
 }
 
+static bool mms__cpu_has_neon(void) { return MMS__HAVE_NEON != 0; }
+static bool mms__cpu_has_neon_dotprod(void) {
+    static int has = -1;
+    if (has < 0) has = MMS__HAVE_NEON && mms__cpu_detect_dotprod() ? 1 : 0;
+    return has == 1;
+}
+static bool mms__cpu_has_scalar(void) { return true; }
+
+/* The kernel sets. AUTO takes the last one the machine supports, so a set goes after those it
+   extends; a new set is a new enum value, a row here and its bodies behind the dispatching names. */
+static const struct mms__kernel_set {
+    enum mms_cpu_kernels kernels;
+    const char *name;
+    bool (*supported)(void);
+    const char *needs;
+} mms__kernel_sets[] = {
+    { MMS_CPU_KERNELS_SCALAR,       "scalar",       mms__cpu_has_scalar,       "" },
+    { MMS_CPU_KERNELS_AVX2,         "avx2",         mms_cpu_has_avx2,          "an x86 CPU with AVX2, FMA and F16C and a gcc or clang build" },
+    { MMS_CPU_KERNELS_NEON,         "neon",         mms__cpu_has_neon,         "a 64-bit ARM build with gcc or clang" },
+    { MMS_CPU_KERNELS_NEON_DOTPROD, "neon_dotprod", mms__cpu_has_neon_dotprod, "a 64-bit ARM CPU with the dot-product instructions and a gcc or clang build" },
+};
+#define MMS__N_KERNEL_SETS ((int)(sizeof mms__kernel_sets / sizeof mms__kernel_sets[0]))
+
+static const struct mms__kernel_set *mms__kernel_set_of(enum mms_cpu_kernels k) {
+    int i;
+    for (i = 0; i < MMS__N_KERNEL_SETS; i++) if (mms__kernel_sets[i].kernels == k) return &mms__kernel_sets[i];
+    return NULL;
+}
+
 MMS_API const char *mms_cpu_kernels_name(enum mms_cpu_kernels k) {
-    switch (k) {
-        case MMS_CPU_KERNELS_AUTO:   return "auto";
-        case MMS_CPU_KERNELS_SCALAR: return "scalar";
-        case MMS_CPU_KERNELS_AVX2:   return "avx2";
-    }
-    return "unknown";
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    return k == MMS_CPU_KERNELS_AUTO ? "auto" : set ? set->name : "unknown";
+}
+
+MMS_API bool mms_cpu_kernels_supported(enum mms_cpu_kernels k) {
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    return k == MMS_CPU_KERNELS_AUTO || (set && set->supported());
 }
 
 MMS_API enum mms_status mms_cpu_set_kernels(enum mms_cpu_kernels k) {
-    if (k == MMS_CPU_KERNELS_AUTO) k = mms_cpu_has_avx2() ? MMS_CPU_KERNELS_AVX2 : MMS_CPU_KERNELS_SCALAR;
-    if (k == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2())
-        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: AVX2 kernels need a CPU with AVX2, FMA and F16C and an "
-                             "x86 build with gcc or clang (this %s)", MMS__HAVE_AVX2 ? "CPU lacks them" : "build has none");
-    if (k != MMS_CPU_KERNELS_SCALAR && k != MMS_CPU_KERNELS_AVX2)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
-    mms__cpu_kernels_active = (int)k;
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    int i;
+    if (k == MMS_CPU_KERNELS_AUTO) {
+        for (i = MMS__N_KERNEL_SETS - 1; !mms__kernel_sets[i].supported(); i--) {}
+        set = &mms__kernel_sets[i];
+    }
+    if (!set) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
+    if (!set->supported())
+        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: the %s kernels need %s; this machine or build lacks them",
+                             set->name, set->needs);
+    mms__cpu_kernels_active = (int)set->kernels;
     return MMS_OK;
 }
 
@@ -5139,22 +5398,23 @@ MMS_API enum mms_cpu_kernels mms_cpu_get_kernels(void) {
     if (mms__cpu_kernels_active < 0) {
         const char *env = getenv("MMS_CPU_KERNELS");
         enum mms_cpu_kernels want = MMS_CPU_KERNELS_AUTO;
-        if (env && !strcmp(env, "scalar")) want = MMS_CPU_KERNELS_SCALAR;
-        else if (env && !strcmp(env, "avx2")) want = MMS_CPU_KERNELS_AVX2;
-        else if (env && strcmp(env, "auto") != 0 && env[0])
-            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2; using auto", env);
+        int i;
+        for (i = 0; env && env[0] && i < MMS__N_KERNEL_SETS; i++) if (!strcmp(env, mms__kernel_sets[i].name)) want = mms__kernel_sets[i].kernels;
+        if (env && env[0] && want == MMS_CPU_KERNELS_AUTO && strcmp(env, "auto") != 0)
+            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, neon, neon_dotprod; using auto", env);
         if (mms_cpu_set_kernels(want) != MMS_OK) mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
     }
     return (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
 
-static bool mms__avx2(void) {
-#if MMS__HAVE_AVX2
-    return (mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active) == MMS_CPU_KERNELS_AVX2;
-#else
-    return false;
-#endif
+static enum mms_cpu_kernels mms__kernels(void) {
+    return mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
+/* Which bodies the dispatching names take. */
+MMS__MAYBE_UNUSED static bool mms__avx2(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX2; }
+MMS__MAYBE_UNUSED static bool mms__neon(void) { return MMS__HAVE_NEON && (mms__kernels() == MMS_CPU_KERNELS_NEON || mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD); }
+MMS__MAYBE_UNUSED static bool mms__dotprod(void) { return MMS__HAVE_NEON && mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD; }
+static bool mms__simd(void) { return mms__kernels() != MMS_CPU_KERNELS_SCALAR; }   /* any set but scalar */
 
 /* -- scalar bodies -- */
 
@@ -5222,7 +5482,8 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+/* the whole vectors of z = x op y; returns how many elements that was */
+static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i), r;
@@ -5234,14 +5495,65 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
         }
         _mm256_storeu_ps(z + i, r);
     }
-    for (; i < n; i++) {
+    return i;
+}
+#endif
+
+#if MMS__HAVE_NEON
+/* the 4-lane helpers; NEON needs no target attribute (it is in the base ISA) */
+#define MMS__NEON_INLINE __attribute__((always_inline)) inline
+
+static MMS__NEON_INLINE float32x4_t mms__load_f16x4(const mms_fp16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+/* One row against y, four accumulators (f32 or f16 rows: LOAD gives 4 lanes, CVT1 one value). */
+#define MMS__DOTN_BODY(LOAD, CVT1)                                                                                 \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    float s;                                                                                                       \
+    for (; i + 16 <= n; i += 16) {                                                                                 \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                                         \
+        a1 = vfmaq_f32(a1, LOAD(x + i + 4), vld1q_f32(y + i + 4));                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + i + 8), vld1q_f32(y + i + 8));                                                 \
+        a3 = vfmaq_f32(a3, LOAD(x + i + 12), vld1q_f32(y + i + 12));                                               \
+    }                                                                                                              \
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                  \
+    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));                                               \
+    for (; i < n; i++) s += CVT1(x[i]) * y[i];                                                                     \
+    return s;
+static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
+    MMS__DOTN_BODY(vld1q_f32, (float))
+}
+
+static void mms__f16_to_f32_neon(const mms_fp16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__load_f16x4(x + i));
+    for (; i < n; i++) y[i] = mms_fp16_to_fp32(x[i]);
+}
+
+static void mms__f32_to_f16_neon(const float *x, mms_fp16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));   /* nearest even */
+    for (; i < n; i++) y[i] = mms_fp32_to_fp16(x[i]);
+}
+
+static void mms__bf16_to_f32_neon(const mms_bf16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(x + i), 16)));
+    for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
+}
+
+static int64_t mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(y + i);
         switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
+            case MMS_OP_ADD: vst1q_f32(z + i, vaddq_f32(a, b)); break;
+            case MMS_OP_SUB: vst1q_f32(z + i, vsubq_f32(a, b)); break;
+            case MMS_OP_MUL: vst1q_f32(z + i, vmulq_f32(a, b)); break;
+            default:         vst1q_f32(z + i, vdivq_f32(a, b)); break;
         }
     }
+    return i;
 }
 #endif
 
@@ -5251,20 +5563,26 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return mms__dot_f32_avx2(n, x, y);
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__dot_f32_neon(n, x, y);
+#endif
     return mms__dot_f32_scalar(n, x, y);
 }
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
 static void mms__vec_binary_f32(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
-    int64_t i;
+    int64_t i = 0;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__binary_f32_avx2(op, n, z, x, y); return; }
+    if (mms__avx2()) i = mms__binary_f32_avx2(op, n, z, x, y);
 #endif
-    switch (op) {
-        case MMS_OP_ADD: for (i = 0; i < n; i++) z[i] = x[i] + y[i]; break;
-        case MMS_OP_SUB: for (i = 0; i < n; i++) z[i] = x[i] - y[i]; break;
-        case MMS_OP_MUL: for (i = 0; i < n; i++) z[i] = x[i] * y[i]; break;
-        default:         for (i = 0; i < n; i++) z[i] = x[i] / y[i]; break;
+#if MMS__HAVE_NEON
+    if (mms__neon()) i = mms__binary_f32_neon(op, n, z, x, y);
+#endif
+    switch (op) {                      /* the scalar path, and the SIMD paths' tails */
+        case MMS_OP_ADD: for (; i < n; i++) z[i] = x[i] + y[i]; break;
+        case MMS_OP_SUB: for (; i < n; i++) z[i] = x[i] - y[i]; break;
+        case MMS_OP_MUL: for (; i < n; i++) z[i] = x[i] * y[i]; break;
+        default:         for (; i < n; i++) z[i] = x[i] / y[i]; break;
     }
 }
 
@@ -5276,6 +5594,12 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
         if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_avx2((const mms_bf16_t *)src, dst, n); return; }
     }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) {
+        if (type == MMS_TYPE_F16)  { mms__f16_to_f32_neon((const mms_fp16_t *)src, dst, n); return; }
+        if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_neon((const mms_bf16_t *)src, dst, n); return; }
+    }
+#endif
     mms__type_traits[type].to_float(src, dst, n);
 }
 
@@ -5283,6 +5607,9 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
 static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64_t n) {
 #if MMS__HAVE_AVX2
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && type == MMS_TYPE_F16) { mms__f32_to_f16_neon(src, (mms_fp16_t *)dst, n); return; }
 #endif
     mms__type_traits[type].from_float(src, dst, n);
 }
@@ -5305,6 +5632,14 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
         default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
     }
 }
+/* The rows of a GEMM register block (both SIMD sets write theirs once per row count R). */
+#define MMS__GR_ROWS1(X) X(0)
+#define MMS__GR_ROWS2(X) X(0) X(1)
+#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
+#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
+#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
+#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
 #if MMS__HAVE_AVX2
@@ -5470,12 +5805,6 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
 #define MMS__GR_STORE(r) if (acc) { c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(C + r * ldc));               \
                                     c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(C + r * ldc + 8)); }        \
                          _mm256_storeu_ps(C + r * ldc, c##r##0); _mm256_storeu_ps(C + r * ldc + 8, c##r##1);
-#define MMS__GR_ROWS1(X) X(0)
-#define MMS__GR_ROWS2(X) X(0) X(1)
-#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
-#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
-#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
-#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define MMS__GR_DEFINE(R)                                                                                           \
     static MMS__TARGET_AVX2 void mms__gemm_r##R##x16_avx2(int64_t K, const float *A, int64_t lda, const float *B,   \
                                                           int64_t ldb, float *C, int64_t ldc, int acc) {          \
@@ -5489,26 +5818,8 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
     }
 MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_DEFINE(5) MMS__GR_DEFINE(6)
 
-static MMS__TARGET_AVX2 void mms__gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                                            int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
-    static void (*const rows[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
-        NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2,
-        mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
-    float tmp[6 * 16];
-    int64_t i, j, r, c;
-    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
-        const float *bp = B + j / 16 * bpanel;
-        const int64_t nc = MMS__MIN(16, N - j);
-        for (i = 0; i < M; i += 6) {
-            const int64_t nr = MMS__MIN(6, M - i);
-            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
-            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
-                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
-            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
-            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
-        }
-    }
-}
+static void (*const mms__gemm_rows_avx2[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2, mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -5580,6 +5891,210 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
 }
 #endif
 
+#if MMS__HAVE_NEON
+/* exp, erf and the activations on 4 lanes: the same fits, clamps and steps as the 8-lane bodies
+   above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
+static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.33654f);
+    const uint32x4_t keep = vcgeq_f32(x, lo);
+    float32x4_t n, r, r2, p;
+    int32x4_t e;
+    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3762626647949f));
+    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    r2 = vmulq_f32(r, r);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
+    e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), mms__exp4(vnegq_f32(ax))));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__gelu4(float32x4_t x) {
+    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
+    const float32x4_t one = vdupq_n_f32(1.0f), half = vdupq_n_f32(0.5f);
+    const float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t t = vdivq_f32(one, vfmaq_f32(one, half, z));
+    float32x4_t p = vdupq_n_f32(c[9]), erfc;
+    int i;
+    for (i = 8; i >= 0; i--) p = vfmaq_f32(vdupq_n_f32(c[i]), p, t);
+    erfc = vmulq_f32(t, mms__exp4(vfmsq_f32(p, z, z)));
+    return vmulq_f32(vmulq_f32(half, x), vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), erfc, vsubq_f32(vdupq_n_f32(2.0f), erfc)));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__unary4(enum mms_op op, float32x4_t x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return vmulq_n_f32(x, s);
+        case MMS_OP_SQR:       return vmulq_f32(x, x);
+        case MMS_OP_SQRT:      return vsqrtq_f32(x);
+        case MMS_OP_EXP:       return mms__exp4(x);
+        case MMS_OP_SILU:      return mms__sigmoid_mul4(x, x);
+        case MMS_OP_GELU:      return mms__gelu4(x);
+        default: {             /* GELU_TANH */
+            const float32x4_t u = vmulq_f32(x, vfmaq_f32(vdupq_n_f32(1.0f), vmulq_f32(x, x), vdupq_n_f32(0.044715f)));
+            return mms__sigmoid_mul4(x, vmulq_n_f32(u, 2.0f * 0.79788456080286535588f));
+        }
+    }
+}
+
+static void mms__unary_f32_neon(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    float tx[4], ty[4];
+    int64_t i = 0, j;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__unary4(op, vld1q_f32(x + i), s));
+    if (i < n) {                       /* the tail through a padded copy, as on AVX2 */
+        for (j = 0; j < 4; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
+        vst1q_f32(ty, mms__unary4(op, vld1q_f32(tx), s));
+        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
+    }
+}
+
+/* maxNum skips NaN, as the scalar loop does */
+static float mms__max_f32_neon(int64_t n, const float *x) {
+    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    float m;
+    for (; i + 8 <= n; i += 8) {
+        m0 = vmaxnmq_f32(m0, vld1q_f32(x + i));
+        m1 = vmaxnmq_f32(m1, vld1q_f32(x + i + 4));
+    }
+    m = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+static float mms__exp_sum_f32_neon(int64_t n, float *y, const float *x, float m) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    float s;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm)), e1 = mms__exp4(vsubq_f32(vld1q_f32(x + i + 4), vm));
+        vst1q_f32(y + i, e0);
+        vst1q_f32(y + i + 4, e1);
+        s0 = vaddq_f32(s0, e0);
+        s1 = vaddq_f32(s1, e1);
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm));
+        vst1q_f32(y + i, e0);
+        s0 = vaddq_f32(s0, e0);
+    }
+    s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+static void mms__axpb_f32_neon(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i = 0;
+    if (b) for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(b + i), vld1q_f32(x + i), a));
+    else   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+static void mms__sums_f64_neon(int64_t n, const float *x, double c, double *sum, double *sq) {
+    const float64x2_t vc = vdupq_n_f64(c);
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, q0 = s0, q1 = s0;
+    double ts, tq;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float64x2_t a = vcvt_f64_f32(vget_low_f32(v)), b = vcvt_high_f64_f32(v);
+        const float64x2_t da = vsubq_f64(a, vc), db = vsubq_f64(b, vc);
+        s0 = vaddq_f64(s0, a);
+        s1 = vaddq_f64(s1, b);
+        q0 = vfmaq_f64(q0, da, da);
+        q1 = vfmaq_f64(q1, db, db);
+    }
+    ts = vaddvq_f64(vaddq_f64(s0, s1));
+    tq = vaddvq_f64(vaddq_f64(q0, q1));
+    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
+    *sum = ts;
+    *sq = tq;
+}
+
+static void mms__shift_scale_f32_neon(int64_t n, float *y, const float *x, float c, float s) {
+    const float32x4_t vc = vdupq_n_f32(c);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vsubq_f32(vld1q_f32(x + i), vc), s));
+    for (; i < n; i++) y[i] = (x[i] - c) * s;
+}
+
+/* The GEMM register block on 4-lane vectors: R rows of 16 columns are 4R accumulators (24 of the
+   32 registers at R = 6), fed per k by 4 loads of B and R scalars of A. */
+#define MMS__GRN_DECL(r)  float32x4_t c##r##0 = vdupq_n_f32(0.0f), c##r##1 = c##r##0, c##r##2 = c##r##0, c##r##3 = c##r##0;
+#define MMS__GRN_STEP(r)  { const float a = A[r * lda + k];                                                      \
+                            c##r##0 = vfmaq_n_f32(c##r##0, b0, a); c##r##1 = vfmaq_n_f32(c##r##1, b1, a);          \
+                            c##r##2 = vfmaq_n_f32(c##r##2, b2, a); c##r##3 = vfmaq_n_f32(c##r##3, b3, a); }
+#define MMS__GRN_STORE(r) if (acc) { c##r##0 = vaddq_f32(c##r##0, vld1q_f32(C + r * ldc));                          \
+                                     c##r##1 = vaddq_f32(c##r##1, vld1q_f32(C + r * ldc + 4));                      \
+                                     c##r##2 = vaddq_f32(c##r##2, vld1q_f32(C + r * ldc + 8));                      \
+                                     c##r##3 = vaddq_f32(c##r##3, vld1q_f32(C + r * ldc + 12)); }                   \
+                          vst1q_f32(C + r * ldc, c##r##0); vst1q_f32(C + r * ldc + 4, c##r##1);                     \
+                          vst1q_f32(C + r * ldc + 8, c##r##2); vst1q_f32(C + r * ldc + 12, c##r##3);
+#define MMS__GRN_DEFINE(R)                                                                                          \
+    static void mms__gemm_r##R##x16_neon(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,       \
+                                         float *C, int64_t ldc, int acc) {                                         \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GRN_DECL)                                                                              \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const float *bk = B + k * ldb;                                                                          \
+            const float32x4_t b0 = vld1q_f32(bk), b1 = vld1q_f32(bk + 4), b2 = vld1q_f32(bk + 8), b3 = vld1q_f32(bk + 12); \
+            MMS__GR_ROWS##R(MMS__GRN_STEP)                                                                          \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GRN_STORE)                                                                             \
+    }
+MMS__GRN_DEFINE(1) MMS__GRN_DEFINE(2) MMS__GRN_DEFINE(3) MMS__GRN_DEFINE(4) MMS__GRN_DEFINE(5) MMS__GRN_DEFINE(6)
+
+static void (*const mms__gemm_rows_neon[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_neon, mms__gemm_r2x16_neon, mms__gemm_r3x16_neon, mms__gemm_r4x16_neon, mms__gemm_r5x16_neon, mms__gemm_r6x16_neon };
+
+/* 4 rows of weights (f32 or f16) against one column, as the AVX2 dot4 */
+#define MMS__DOT4N_BODY(LOAD, CVT1)                                                                                \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    int r;                                                                                                         \
+    for (; i + 4 <= n; i += 4) {                                                                                   \
+        const float32x4_t vy = vld1q_f32(y + i);                                                                   \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vy);                                                                       \
+        a1 = vfmaq_f32(a1, LOAD(x + ldx + i), vy);                                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + 2 * ldx + i), vy);                                                             \
+        a3 = vfmaq_f32(a3, LOAD(x + 3 * ldx + i), vy);                                                             \
+    }                                                                                                              \
+    out[0] = vaddvq_f32(a0); out[1] = vaddvq_f32(a1); out[2] = vaddvq_f32(a2); out[3] = vaddvq_f32(a3);            \
+    for (; i < n; i++) for (r = 0; r < 4; r++) out[r] += CVT1(x[r * ldx + i]) * y[i];
+static void mms__dot4_f32_neon(int64_t n, const float *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4N_BODY(vld1q_f32, (float))
+}
+static void mms__dot4_f16_neon(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4N_BODY(mms__load_f16x4, mms_fp16_to_fp32)
+}
+#undef MMS__DOT4N_BODY
+
+static float mms__dot_f16_f32_neon(int64_t n, const mms_fp16_t *x, const float *y) {
+    MMS__DOTN_BODY(mms__load_f16x4, mms_fp16_to_fp32)
+}
+#undef MMS__DOTN_BODY
+
+/* 4x4 transpose: trn pairs rows, the halves then combine */
+static void mms__transpose4_neon(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + lds));
+    const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(src + 2 * lds), vld1q_f32(src + 3 * lds));
+    vst1q_f32(dst,           vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+    vst1q_f32(dst + ldd,     vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+    vst1q_f32(dst + 2 * ldd, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+    vst1q_f32(dst + 3 * ldd, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+}
+#endif
+
 /* -- dispatching names of the above -- */
 
 
@@ -5589,6 +6104,9 @@ static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float 
 #if MMS__HAVE_AVX2
     if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && op != MMS_OP_TANH) { mms__unary_f32_neon(op, n, y, x, s); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
 }
 
@@ -5597,6 +6115,9 @@ static float mms__vec_max_f32(int64_t n, const float *x) {
     int64_t i;
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return mms__max_f32_avx2(n, x);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__max_f32_neon(n, x);
 #endif
     for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
     return m;
@@ -5609,6 +6130,9 @@ static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m)
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return (double)mms__exp_sum_f32_neon(n, y, x, m);
+#endif
     for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
     return s;
 }
@@ -5618,6 +6142,9 @@ static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, 
     int64_t i;
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__sums_f64_neon(n, x, c, sum, sq); return; }
 #endif
     *sum = *sq = 0.0;
     for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
@@ -5629,6 +6156,9 @@ static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__shift_scale_f32_neon(n, y, x, (float)c, s); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
 }
 
@@ -5638,7 +6168,31 @@ static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, cons
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__axpb_f32_neon(n, y, x, a, b); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+typedef void (*mms__gemm_rows_fn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+
+/* The SIMD GEMM around a register block of 1..6 rows x 16 columns (rows[R]). */
+static void mms__gemm_panels(const mms__gemm_rows_fn *rows, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                             const float *B, int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
+    float tmp[6 * 16];
+    int64_t i, j, r, c;
+    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
+        const float *bp = B + j / 16 * bpanel;
+        const int64_t nc = MMS__MIN(16, N - j);
+        for (i = 0; i < M; i += 6) {
+            const int64_t nr = MMS__MIN(6, M - i);
+            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
+            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
+                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
+            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
+            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
+        }
+    }
 }
 
 /* C[M x N] (+ if acc)= A[M x K] B[K x N], row-major with leading dimensions. B comes in panels of
@@ -5648,7 +6202,10 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
                           int64_t bpanel, float *C, int64_t ldc, int acc) {
     int64_t i, j, k;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__gemm_avx2(M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+    if (mms__avx2()) { mms__gemm_panels(mms__gemm_rows_avx2, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__gemm_panels(mms__gemm_rows_neon, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
 #endif
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {
@@ -5659,17 +6216,51 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
         }
 }
 
-/* dst[c][r] = src[r][c] for r < R, c < Cn */
-static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
-    int64_t r = 0, c;
+/* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, x f32 or f16 (f16 set), and the same
+   for one row: the decode GEMV straight from the weights. SIMD sets only (mms__simd). */
+static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, const float *y, float *out) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) {
-        for (; r + 8 <= R; r += 8) {
-            for (c = 0; c + 8 <= Cn; c += 8) mms__transpose8_avx2(src + r * lds + c, lds, dst + c * ldd + r, ldd);
-            for (; c < Cn; c++) { int64_t i; for (i = 0; i < 8; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c]; }
-        }
+        if (f16) mms__dot4_f16_avx2(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot4_f32_avx2(n, (const float *)x, ldx, y, out);
+        return;
     }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) {
+        if (f16) mms__dot4_f16_neon(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot4_f32_neon(n, (const float *)x, ldx, y, out);
+        return;
+    }
+#endif
+    MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
+    mms__abort(__FILE__, __LINE__, "mms__vec_dot4_rows without SIMD kernels");
+}
+static float mms__vec_dot_row(bool f16, int64_t n, const void *x, const float *y) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && f16) return mms__dot_f16_f32_avx2(n, (const mms_fp16_t *)x, y);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && f16) return mms__dot_f16_f32_neon(n, (const mms_fp16_t *)x, y);
+#endif
+    MMS__CHECK(!f16);
+    return mms__vec_dot_f32(n, (const float *)x, y);
+}
+
+/* dst[c][r] = src[r][c] for r < R, c < Cn, in SIMD blocks of b x b where there are some */
+static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
+    void (*block)(const float *, int64_t, float *, int64_t) = NULL;
+    int64_t r = 0, c, b = 0, i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { block = mms__transpose8_avx2; b = 8; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { block = mms__transpose4_neon; b = 4; }
+#endif
+    for (; block && r + b <= R; r += b) {
+        for (c = 0; c + b <= Cn; c += b) block(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+        for (; c < Cn; c++) for (i = 0; i < b; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c];
+    }
     for (; r < R; r++)
         for (c = 0; c < Cn; c++) dst[c * ldd + r] = src[r * lds + c];
 }
@@ -5866,7 +6457,7 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 
 /* ==== begin src/backend/cpu/quant_dot.c ==== */
 /* >>cpu-quant-dot ==================================================================================
-   Decode products with quantized weights (AVX2): the activation row is quantized once to 8-bit
+   Decode products with quantized weights (AVX2, NEON): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
@@ -5931,6 +6522,26 @@ static MMS__TARGET_AVX2 float mms__quantize_block_8bit_avx2(const float *x, int 
 }
 #endif
 
+#if MMS__HAVE_NEON
+/* The same bytes on 4 lanes: vcvta rounds half away from zero, as mms__round_int does. */
+static float mms__quantize_block_8bit_neon(const float *x, int n, int8_t *qs, int16_t *sums16) {
+    float32x4_t vmax = vdupq_n_f32(0.0f);
+    float amax, id;
+    int j, k;
+    for (j = 0; j < n; j += 4) vmax = vmaxnmq_f32(vmax, vabsq_f32(vld1q_f32(x + j)));   /* NaN skipped */
+    amax = vmaxnmvq_f32(vmax);
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (j = 0; j < n; j += 16) {
+        int32x4_t v[4];
+        for (k = 0; k < 4; k++) v[k] = vcvtaq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 4 * k), id));
+        vst1q_s8(qs + j, vcombine_s8(vqmovn_s16(vcombine_s16(vqmovn_s32(v[0]), vqmovn_s32(v[1]))),
+                                     vqmovn_s16(vcombine_s16(vqmovn_s32(v[2]), vqmovn_s32(v[3])))));
+        if (sums16) sums16[j / 16] = (int16_t)vaddvq_s32(vaddq_s32(vaddq_s32(v[0], v[1]), vaddq_s32(v[2], v[3])));
+    }
+    return amax / 127.0f;
+}
+#endif
+
 /* n values to int8 with step amax / 127; returns the step. sums16 (NULL: not wanted) gets the sums
    of each 16 int8 values. */
 static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t *sums16) {
@@ -5938,6 +6549,9 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
     int j, k;
 #if MMS__HAVE_AVX2
     if (mms__avx2() && n % 32 == 0) return mms__quantize_block_8bit_avx2(x, n, qs, sums16);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && n % 16 == 0) return mms__quantize_block_8bit_neon(x, n, qs, sums16);
 #endif
     for (j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
     id = amax > 0.0f ? 127.0f / amax : 0.0f;
@@ -5964,11 +6578,6 @@ static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, in
 static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
     if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
     else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
-}
-
-/* Which weight types have an integer dot here. */
-static bool mms__has_q8_dot(enum mms_type type) {
-    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || mms__is_k_type(type);
 }
 
 #if MMS__HAVE_AVX2
@@ -6142,18 +6751,143 @@ MMS__UNROLL4
     return mms__hsum256(acc);
 }
 
+#endif
+
+#if MMS__HAVE_NEON
+/* The NEON dots: the weights unpacked to signed bytes (Q4_0's - 8 and Q6_K's - 32 applied in
+   int8), 16 at a time multiplied by the activations into int32 lanes, the sub-block scales
+   multiplied in int32, one float multiply-add per block. The byte product is the one piece that
+   differs between the two sets: sdot where the CPU has it (4 products per lane), else widening
+   multiplies (|w a| <= 128 * 127, so two of them fit an int16) with a pairwise add into int32. */
+static MMS__NEON_INLINE int32x4_t mms__dot_s8_neon(int32x4_t acc, int8x16_t w, int8x16_t a) {
+    return vpadalq_s16(acc, vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a));
+}
+static MMS__TARGET_DOTPROD MMS__NEON_INLINE int32x4_t mms__dot_s8_dotprod(int32x4_t acc, int8x16_t w, int8x16_t a) {
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)   /* clang's arm_neon.h declares vdotq only then */
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(w), "w"(a));
+    return acc;
+#else
+    return vdotq_s32(acc, w, a);
+#endif
+}
+
+static MMS__NEON_INLINE float mms__fp16_to_f32_neon(mms_fp16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+/* The 16 low or high nibbles of 16 bytes as signed bytes minus c */
+static MMS__NEON_INLINE int8x16_t mms__nibbles_lo(uint8x16_t q, int c) { return vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), vdupq_n_s8((int8_t)c)); }
+static MMS__NEON_INLINE int8x16_t mms__nibbles_hi(uint8x16_t q, int c) { return vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8((int8_t)c)); }
+
+/* Q6_K's 16 values of one group: 4 bits of ql (low or high nibble), 2 of qh at bit `shift`, - 32 */
+static MMS__NEON_INLINE int8x16_t mms__q6_k_values(uint8x16_t ql, bool high_nibble, uint8x16_t qh, int shift) {
+    const uint8x16_t lo = high_nibble ? vshrq_n_u8(ql, 4) : vandq_u8(ql, vdupq_n_u8(0x0f));
+    const uint8x16_t hi = vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - shift))), vdupq_n_u8(0x30));
+    return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
+}
+
+/* The four dots, once for each byte product (SUFFIX, the target it needs, DOT). */
+#define MMS__NEON_Q8_DOTS(SUFFIX, TARGET, DOT)                                                                        \
+static TARGET float mms__dot_q8_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;                                             \
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;                                        \
+    float32x4_t acc = vdupq_n_f32(0.0f);                                                                             \
+    int64_t i;                                                                                                       \
+    for (i = 0; i < K / 32; i++) {                                                                                   \
+        int32x4_t s = DOT(vdupq_n_s32(0), vld1q_s8(b[i].qs), vld1q_s8(x[i].qs));                                     \
+        s = DOT(s, vld1q_s8(b[i].qs + 16), vld1q_s8(x[i].qs + 16));                                                  \
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), mms__fp16_to_f32_neon(b[i].d) * x[i].d);                           \
+    }                                                                                                                \
+    return vaddvq_f32(acc);                                                                                          \
+}                                                                                                                    \
+static TARGET float mms__dot_q4_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;                                             \
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;                                        \
+    float32x4_t acc = vdupq_n_f32(0.0f);                                                                             \
+    int64_t i;                                                                                                       \
+    for (i = 0; i < K / 32; i++) {                                                                                   \
+        const uint8x16_t q = vld1q_u8(b[i].qs);                                                                      \
+        int32x4_t s = DOT(vdupq_n_s32(0), mms__nibbles_lo(q, 8), vld1q_s8(x[i].qs));                                 \
+        s = DOT(s, mms__nibbles_hi(q, 8), vld1q_s8(x[i].qs + 16));                                                   \
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), mms__fp16_to_f32_neon(b[i].d) * x[i].d);                           \
+    }                                                                                                                \
+    return vaddvq_f32(acc);                                                                                          \
+}                                                                                                                    \
+/* Q4_K: the mins term dmin * sum(min * activations) from the activations' sums of 16 */                            \
+static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;                                             \
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+    float sum = 0.0f;                                                                                                \
+    int64_t i;                                                                                                       \
+    int j;                                                                                                           \
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+        int32x4_t sumi = vdupq_n_s32(0);                                                                             \
+        int32_t mins = 0;                                                                                            \
+        for (j = 0; j < 4; j++) {                                                                                    \
+            const uint8x16_t q0 = vld1q_u8(b->qs + 32 * j), q1 = vld1q_u8(b->qs + 32 * j + 16);                      \
+            const int8_t *a = x->qs + 64 * j;                                                                        \
+            int sc0, m0, sc1, m1;                                                                                    \
+            int32x4_t lo, hi;                                                                                        \
+            mms__q4_k_scale_min(2 * j, b->scales, &sc0, &m0);                                                        \
+            mms__q4_k_scale_min(2 * j + 1, b->scales, &sc1, &m1);                                                    \
+            lo = DOT(DOT(vdupq_n_s32(0), mms__nibbles_lo(q0, 0), vld1q_s8(a)), mms__nibbles_lo(q1, 0), vld1q_s8(a + 16)); \
+            hi = DOT(DOT(vdupq_n_s32(0), mms__nibbles_hi(q0, 0), vld1q_s8(a + 32)), mms__nibbles_hi(q1, 0), vld1q_s8(a + 48)); \
+            sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc0), hi, sc1);                                                 \
+            mins += m0 * (x->bsums[4 * j] + x->bsums[4 * j + 1]) + m1 * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]); \
+        }                                                                                                            \
+        sum += x->d * (mms__fp16_to_f32_neon(b->d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(b->dmin) * (float)mins); \
+    }                                                                                                                \
+    return sum;                                                                                                      \
+}                                                                                                                    \
+/* Q6_K: per half, group g of 32 values takes nibble g / 2 of ql[32 (g % 2) ..] and bits 2g of qh;  \
+   each 16 values have their own int8 scale */                                                                       \
+static TARGET float mms__dot_q6_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;                                             \
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+    float32x4_t acc = vdupq_n_f32(0.0f);                                                                             \
+    int64_t i;                                                                                                       \
+    int h, g, k;                                                                                                     \
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+        int32x4_t sumi = vdupq_n_s32(0);                                                                             \
+        for (h = 0; h < 2; h++) {                                                                                    \
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;                                                \
+            const int8_t *sc = b->scales + 8 * h, *a = x->qs + 128 * h;                                              \
+            for (g = 0; g < 4; g++)                                                                                  \
+                for (k = 0; k < 2; k++) {                                                                            \
+                    const int8x16_t v = mms__q6_k_values(vld1q_u8(ql + 32 * (g % 2) + 16 * k), g >= 2,               \
+                                                          vld1q_u8(qh + 16 * k), 2 * g);                             \
+                    sumi = vmlaq_n_s32(sumi, DOT(vdupq_n_s32(0), v, vld1q_s8(a + 32 * g + 16 * k)), sc[2 * g + k]);  \
+                }                                                                                                    \
+        }                                                                                                            \
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sumi), mms__fp16_to_f32_neon(b->d) * x->d);                             \
+    }                                                                                                                \
+    return vaddvq_f32(acc);                                                                                          \
+}
+MMS__NEON_Q8_DOTS(neon, , mms__dot_s8_neon)
+MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
+#undef MMS__NEON_Q8_DOTS
+#endif
+
 typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
 
+/* The integer dot of a weight type for the kernel set in use; NULL where there is none (the
+   scalar set, other types): the caller then dequantizes and keeps exact f32 activations. */
 static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
-    switch (type) {
-        case MMS_TYPE_Q8_0: return mms__dot_q8_0_avx2;
-        case MMS_TYPE_Q4_0: return mms__dot_q4_0_avx2;
-        case MMS_TYPE_Q4_K: return mms__dot_q4_k_avx2;
-        case MMS_TYPE_Q6_K: return mms__dot_q6_k_avx2;
-        default:            return NULL;
-    }
-}
+    static const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+    const mms__q8_dot_fn *dots = NULL;
+    int i;
+#if MMS__HAVE_AVX2
+    static const mms__q8_dot_fn avx2[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx2, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
+    if (mms__avx2()) dots = avx2;
 #endif
+#if MMS__HAVE_NEON
+    static const mms__q8_dot_fn neon[4] = { mms__dot_q8_0_neon, mms__dot_q4_0_neon, mms__dot_q4_k_neon, mms__dot_q6_k_neon };
+    static const mms__q8_dot_fn dotprod[4] = { mms__dot_q8_0_dotprod, mms__dot_q4_0_dotprod, mms__dot_q4_k_dotprod, mms__dot_q6_k_dotprod };
+    if (mms__neon()) dots = mms__dotprod() ? dotprod : neon;
+#endif
+    for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
+    return NULL;
+}
 /* ==== end src/backend/cpu/quant_dot.c ==== */
 
 /* ==== begin src/backend/cpu/ops_matmul.c ==== */
@@ -6162,13 +6896,14 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count.
-   - AVX2, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
+   - SIMD sets, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
-     broadcasts 6 b values per k against 2 vectors of the panel (12 FMAs per 8 loads), writing dst
-     rows directly. Tiles walk along b first so each thread packs a tile of a once.
-   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (AVX2: 4 rows
-     of weights against one column at a time, f16 converted inside the dot), so the weights stream
-     from memory exactly once. */
+     broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
+     NEON: 24 per 10), writing dst rows directly. Tiles walk along b first so each thread packs a
+     tile of a once.
+   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
+     of weights against one column at a time, f16 converted inside the dot; quantized weights
+     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
@@ -6231,15 +6966,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool gemm = mms__avx2() && N > MMS__MM_GEMV_N;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
-    const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
-    MMS__UNUSED(f16_direct);
-    MMS__UNUSED(f32_direct);
+    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
@@ -6288,34 +7021,29 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
-#if MMS__HAVE_AVX2
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                const mms__q8_dot_fn dot = mms__q8_dot_for(a->type);
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * q8_row);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = q8_dot(K, w, bq8 + j * q8_row);
                 }
                 continue;
             }
-            if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+            if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+                const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
-                const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);
+                const int64_t lda = (int64_t)(a->nb[1] / es);
                 int64_t i = 0, j, r;
                 float d[4];
                 for (; i + 4 <= mr; i += 4)
                     for (j = 0; j < nr; j++) {
-                        if (f16_direct) mms__dot4_f16_avx2(K, (const mms_fp16_t *)a0 + i * lda, lda, brows[j], d);
-                        else            mms__dot4_f32_avx2(K, (const float *)a0 + i * lda, lda, brows[j], d);
+                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d);
                         for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
                     }
                 for (; i < mr; i++)
-                    for (j = 0; j < nr; j++)
-                        out[j * ldo + i] = f16_direct ? mms__dot_f16_f32_avx2(K, (const mms_fp16_t *)a0 + i * lda, brows[j])
-                                                      : mms__dot_f32_avx2(K, (const float *)a0 + i * lda, brows[j]);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
                 continue;
             }
-#endif
             mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
             mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
         }
@@ -7841,7 +8569,7 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
     ymax = MMS__MAX(MMS__MAX(bi->planned, bi->lower_bound), (size_t)1);
     sx = (W - left - right) / steps;
     sy = (H - top - bottom) / (double)ymax;
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_gallocr_write_svg: cannot write '%s'", path);
 
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"monospace\" font-size=\"10\">\n", W, H);
@@ -9061,7 +9789,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     if (st == MMS_OK) {
         sum = mms__fnv1a64(data, bytes, sum);
         snprintf(path, sizeof path, "%s/mms-dump-g%llu-n%d-%s.bin", s->dump_dir, (unsigned long long)mms_graph_id(s->graph), node, safe);
-        f = fopen(path, "wb");
+        f = mms__fopen(path, "wb");
         if (!f) {
             st = mms_set_error(MMS_ERR_IO, "mms_sched dump: cannot write '%s'", path);
         } else {
@@ -10334,7 +11062,7 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
     enum mms_status st;
     if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
     memset(&o, 0, sizeof o);
-    o.f = fopen(path, "wb");
+    o.f = mms__fopen(path, "wb");
     if (!o.f) return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
     st = mms__gguf_writer_emit(w, &o, fn, path);
     if (fclose(o.f) != 0) o.failed = true;
@@ -10398,7 +11126,7 @@ struct mms__json_parser {
 
 /* Whether path can be opened for reading (how folder layouts are recognised). */
 MMS__MAYBE_UNUSED static bool mms__file_exists(const char *path) {   /* for the parts above */
-    FILE *f = fopen(path, "rb");
+    FILE *f = mms__fopen(path, "rb");
     if (f) fclose(f);
     return f != NULL;
 }

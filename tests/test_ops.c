@@ -1,5 +1,5 @@
 /* Every op of the CPU backend against a double-precision reference written here, for each kernel
-   set (scalar, AVX2) and 1..3 threads, plus the shape and type checks of the op constructors.
+   set the machine runs (scalar, AVX2, NEON, NEON with dotprod) and 1..3 threads, plus the shape and type checks of the op constructors.
 
    The reference never asks the library how to read a tensor: each input is made by this file as a
    (possibly strided, transposed, permuted or reshaped) view of a root tensor whose bytes and
@@ -11,6 +11,7 @@
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
+#include "kernel_sets.h"
 
 #include <math.h>
 
@@ -1427,23 +1428,15 @@ static void run_numeric(const char *name, void (*fn)(void)) {
 }
 
 int main(void) {
-    static const enum mms_cpu_kernels sets[2] = { MMS_CPU_KERNELS_SCALAR, MMS_CPU_KERNELS_AVX2 };
-    int s;
+    enum mms_cpu_kernels k = MMS_CPU_KERNELS_AUTO;
     test_seed();
     g_verbose = getenv("MMS_TEST_VERBOSE") != NULL;
     g_backend = mms_backend_cpu_init();
     if (!g_backend) { printf("mms_backend_cpu_init failed: %s\n", mms_last_error()); return 2; }
 
-    for (s = 0; s < 2; s++) {
-        if (sets[s] == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2()) {
-            test_skip_part("avx2 kernels", "this CPU or build has no AVX2/FMA/F16C");
-            continue;
-        }
-        if (mms_cpu_set_kernels(sets[s]) != MMS_OK || mms_cpu_get_kernels() != sets[s]) {
-            printf("FAIL cannot select the %s kernels: %s\n", mms_cpu_kernels_name(sets[s]), mms_last_error());
-            return 1;
-        }
-        g_kernels = mms_cpu_kernels_name(sets[s]);
+    while (test_kernel_set_next(&k)) {
+        if (!test_use_kernel_set(k)) continue;
+        g_kernels = mms_cpu_kernels_name(k);
         run_numeric("binary", test_binary);
         run_numeric("unary", test_unary);
         run_numeric("reductions", test_reductions);

@@ -120,15 +120,19 @@ MMS_API void            mms_backend_cpu_set_profile(mms_backend_t backend, bool 
 MMS_API void            mms_backend_cpu_print_profile(mms_backend_t backend, FILE *out);
 
 enum mms_cpu_kernels {
-    MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */
-    MMS_CPU_KERNELS_SCALAR = 1,  /* portable C */
-    MMS_CPU_KERNELS_AVX2   = 2   /* AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_AUTO         = 0,  /* the best set this CPU and build support */
+    MMS_CPU_KERNELS_SCALAR       = 1,  /* portable C */
+    MMS_CPU_KERNELS_AVX2         = 2,  /* x86-64: AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_NEON         = 3,  /* 64-bit ARM: NEON (every ARMv8-A CPU) */
+    MMS_CPU_KERNELS_NEON_DOTPROD = 4   /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
 };
-/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2 in the
-   environment, read once). AVX2 on a CPU or build without it is MMS_ERR_UNSUPPORTED. */
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|neon|
+   neon_dotprod in the environment, read once). A set this CPU or build lacks is
+   MMS_ERR_UNSUPPORTED; mms_cpu_kernels_supported tells beforehand. */
 MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);
-MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use: SCALAR or AVX2 */
-MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);
+MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use, never AUTO */
+MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);   /* "unknown" past the last set */
+MMS_API bool                  mms_cpu_kernels_supported(enum mms_cpu_kernels kernels);
 MMS_API bool                  mms_cpu_has_avx2(void);            /* CPU and build both support it */
 MMS_API int                   mms_cpu_count(void);               /* online cores */
 

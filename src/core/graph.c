@@ -228,7 +228,7 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
     char shape[96], name[MMS_MAX_NAME];
     int i, j;
     if (!g || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_graph_dump_dot: graph and path are required");
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: cannot write '%s'", path);
     fprintf(f, "digraph mmsched {\n  rankdir = TB;\n  node [fontname = \"monospace\", fontsize = 10];\n");
     for (i = 0; i < g->n_leafs; i++) {

@@ -35,7 +35,7 @@ struct mms__json_parser {
 
 /* Whether path can be opened for reading (how folder layouts are recognised). */
 MMS__MAYBE_UNUSED static bool mms__file_exists(const char *path) {   /* for the parts above */
-    FILE *f = fopen(path, "rb");
+    FILE *f = mms__fopen(path, "rb");
     if (f) fclose(f);
     return f != NULL;
 }

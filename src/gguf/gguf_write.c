@@ -386,7 +386,7 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
     enum mms_status st;
     if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
     memset(&o, 0, sizeof o);
-    o.f = fopen(path, "wb");
+    o.f = mms__fopen(path, "wb");
     if (!o.f) return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
     st = mms__gguf_writer_emit(w, &o, fn, path);
     if (fclose(o.f) != 0) o.failed = true;

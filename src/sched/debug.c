@@ -122,7 +122,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     if (st == MMS_OK) {
         sum = mms__fnv1a64(data, bytes, sum);
         snprintf(path, sizeof path, "%s/mms-dump-g%llu-n%d-%s.bin", s->dump_dir, (unsigned long long)mms_graph_id(s->graph), node, safe);
-        f = fopen(path, "wb");
+        f = mms__fopen(path, "wb");
         if (!f) {
             st = mms_set_error(MMS_ERR_IO, "mms_sched dump: cannot write '%s'", path);
         } else {
