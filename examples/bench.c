@@ -73,15 +73,13 @@ __attribute__((target("avx2,fma"))) static float fma_loop(long iters) {
 
 struct worker { long iters; const float *data; size_t n; double result; };
 
+#if BENCH_X86
 static void *fma_worker(void *p) {
     struct worker *w = (struct worker *)p;
-#if BENCH_X86
     w->result = fma_loop(w->iters);
-#else
-    w->result = 0;
-#endif
     return NULL;
 }
+#endif
 
 #if BENCH_X86
 __attribute__((target("avx2"))) static double read_sum(const float *x, size_t n) {   /* four sums keep loads in flight */
