@@ -10,6 +10,12 @@
 #include "fuzz/fuzz_formats.c"
 #include <dirent.h>
 #include <sys/stat.h>
+#if defined(_WIN32)
+#include <direct.h>
+#define make_dir(path) _mkdir(path)
+#else
+#define make_dir(path) mkdir(path, 0777)
+#endif
 
 static mms_backend_t cpu;
 
@@ -208,7 +214,7 @@ static void test_broken_folders(void) {
         { "preprocessor_config.json", "\"max_image_tiles\": 2", "\"max_image_tiles\": 4", MMS_ERR_FORMAT, "at most 4" },
     };
     size_t i;
-    mkdir("build/test_formats_hf", 0777);
+    make_dir("build/test_formats_hf");
     test_capture_log();
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dir = broken_folder(cases[i].file, cases[i].find, cases[i].replace);
