@@ -3,7 +3,10 @@
    after text, text only, two images, two consecutive image tokens: transformers' logits and greedy
    tokens, tools/gen_mllama_fixtures.py), in different orders and twice over, and must get the
    serial run's logits bit for bit; the serial run is itself checked against transformers. Built
-   also under ThreadSanitizer (make test-tsan). */
+   also under ThreadSanitizer (make test-tsan). Sequences: the same conversations as sequences of
+   one context, decoded together in batches that mix prompts and single tokens of other sequences
+   (interleaved), cleared and reused, trimmed and continued: each sequence's greedy tokens equal the
+   serial run's and its logits are within NMSE 1e-10 of them. */
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
@@ -174,6 +177,197 @@ static void test_threads_equal_serial(void) {
     }
 }
 
+/* -- sequences of one context -- */
+
+#define N_SEQ 4
+
+struct seq_state {
+    int    prompt;          /* the conversation it runs, -1: idle */
+    int    start;           /* the step its prompt goes in */
+    int    g;               /* greedy tokens known (after the prompt: 1) */
+    bool   trimmed;         /* trimmed once and continued */
+    int    done;            /* conversations finished on it */
+    struct result got;
+};
+
+static struct mms_mllama_context *seq_context_new(int n_seq) {
+    struct mms_mllama_context_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 128;
+    cp.n_batch = 64;
+    cp.max_images = 2;
+    cp.n_seq = n_seq;
+    return mms_mllama_context_new(model, &cp);
+}
+
+static double seq_max_nmse;    /* the largest seen, printed */
+static int    seq_rows_checked;
+
+/* The logits rows of sequence st's last step against the serial run: rows from..from+n of its result. */
+static void check_rows(const struct seq_state *st, int s, int from, int n, const float *const *rows) {
+    const struct prompt *p = &prompts[st->prompt];
+    int i;
+    for (i = 0; i < n; i++) {
+        const float *want = serial[st->prompt].logits + (size_t)(from + i) * (size_t)n_vocab;
+        double e = nmse(rows[i], want, (size_t)n_vocab);
+        if (e > seq_max_nmse) seq_max_nmse = e;
+        seq_rows_checked++;
+        EXPECT(e <= 1e-10, "sequence %d, prompt %d (%d tokens), row %d: nmse %.3g against the alone run", s, st->prompt, p->n_tokens, from + i, e);
+    }
+}
+
+/* Every conversation as sequences: staggered starts (prompts in the same batches as other
+   sequences' single tokens, rows interleaved), one trim and continue, each sequence cleared and
+   given the next conversation when it finishes, until every sequence has run two. */
+static void test_sequences_equal_alone(void) {
+    struct mms_mllama_context *ctx = seq_context_new(N_SEQ);
+    struct seq_state st[N_SEQ];
+    static const int starts[N_SEQ] = { 0, 0, 2, 5 };
+    int s, step, next_prompt = 0, n_finished = 0, n_mixed = 0;
+    EXPECT(ctx != NULL, "context of %d sequences: %s", N_SEQ, mms_last_error());
+    if (!ctx || !serial) return;
+    memset(st, 0, sizeof st);
+    for (s = 0; s < N_SEQ; s++) { st[s].prompt = next_prompt++ % n_prompts; st[s].start = starts[s]; }
+    for (step = 0; step < 200 && n_finished < 2 * N_SEQ; step++) {
+        int32_t tokens[64], seq[64], row_k[64];
+        bool want[64];
+        const float *rows[N_SEQ][MAX_TOK];
+        int n = 0, i, n_rows[N_SEQ] = { 0 }, n_prompt_rows = 0, n_single = 0;
+        /* single tokens of generating sequences first and last, prompts in between */
+        for (s = 0; s < N_SEQ; s++) {
+            struct seq_state *q = &st[s];
+            if (q->prompt < 0 || step < q->start || q->g == 0 || (s % 2)) continue;
+            tokens[n] = q->got.greedy[q->g - 1]; seq[n] = s; want[n] = true; row_k[n] = 0; n++; n_single++;
+        }
+        for (s = 0; s < N_SEQ; s++) {
+            struct seq_state *q = &st[s];
+            const struct prompt *p;
+            if (q->prompt < 0 || step < q->start || q->g != 0) continue;
+            p = &prompts[q->prompt];
+            if (!q->got.logits) q->got.logits = (float *)calloc(1, 1);
+            EXPECT(mms_mllama_seq_get_n_past(ctx, s) == 0, "sequence %d is not clear", s);
+            for (i = 0; i < p->n_images; i++)
+                EXPECT(mms_mllama_seq_add_image(ctx, s, &images[p->images[i]]) == MMS_OK, "sequence %d image: %s", s, mms_last_error());
+            for (i = 0; i < p->n_tokens; i++) { tokens[n] = p->tokens[i]; seq[n] = s; want[n] = true; row_k[n] = i; n++; }
+            n_prompt_rows++;
+        }
+        for (s = 0; s < N_SEQ; s++) {
+            struct seq_state *q = &st[s];
+            if (q->prompt < 0 || step < q->start || q->g == 0 || !(s % 2)) continue;
+            tokens[n] = q->got.greedy[q->g - 1]; seq[n] = s; want[n] = true; row_k[n] = 0; n++; n_single++;
+        }
+        if (n == 0) continue;
+        n_mixed += n_prompt_rows > 0 && n_single > 0;
+        {
+            struct mms_mllama_batch b;
+            int r = 0;
+            memset(&b, 0, sizeof b);
+            b.n_tokens = n;
+            b.tokens = tokens;
+            b.seq = seq;
+            b.want = want;
+            if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
+            EXPECT(mms_mllama_get_n_logits(ctx) == n, "step %d: %d logits rows for %d asked", step, mms_mllama_get_n_logits(ctx), n);
+            for (i = 0; i < n && r < mms_mllama_get_n_logits(ctx); i++, r++) rows[seq[i]][n_rows[seq[i]]++] = mms_mllama_get_logits(ctx, r);
+            (void)row_k;
+        }
+        for (s = 0; s < N_SEQ; s++) {
+            struct seq_state *q = &st[s];
+            const struct prompt *p;
+            if (!n_rows[s]) continue;
+            p = &prompts[q->prompt];
+            if (q->g == 0) check_rows(q, s, 0, n_rows[s], rows[s]);                 /* the prompt's rows */
+            else check_rows(q, s, p->n_tokens + q->g - 1, 1, rows[s]);              /* the step's */
+            q->got.greedy[q->g] = argmax(rows[s][n_rows[s] - 1]);
+            EXPECT(q->got.greedy[q->g] == serial[q->prompt].greedy[q->g], "sequence %d prompt %d: greedy token %d is %d, alone %d", s, q->prompt,
+                   q->g, q->got.greedy[q->g], serial[q->prompt].greedy[q->g]);
+            q->got.greedy[q->g] = serial[q->prompt].greedy[q->g];                   /* stay on the alone path */
+            q->g++;
+            if (q->g == 8 && !q->trimmed && s == 1) {                               /* keep 3 generated tokens, redo the rest */
+                EXPECT(mms_mllama_seq_trim(ctx, s, p->n_tokens + 3) == MMS_OK, "trim: %s", mms_last_error());
+                q->g = 4;
+                q->trimmed = true;
+            }
+            if (q->g == N_GREEDY) {                                                 /* finished: clear and reuse */
+                n_finished++;
+                EXPECT(mms_mllama_seq_get_n_past(ctx, s) == p->n_tokens + N_GREEDY - 1, "sequence %d: n_past %d", s, mms_mllama_seq_get_n_past(ctx, s));
+                EXPECT(mms_mllama_seq_clear(ctx, s) == MMS_OK, "clear");
+                free(q->got.logits);
+                q->got.logits = NULL;
+                q->g = 0;
+                q->trimmed = false;
+                q->done++;
+                q->prompt = q->done < 2 ? next_prompt++ % n_prompts : -1;
+                q->start = step + 1 + s;
+            }
+        }
+    }
+    printf("    %d sequences, %d conversations in %d batches (%d mixing prompts and single tokens), %d logits rows: largest nmse %.3g\n",
+           N_SEQ, n_finished, step, n_mixed, seq_rows_checked, seq_max_nmse);
+    EXPECT(n_finished == 2 * N_SEQ, "%d conversations finished, want %d", n_finished, 2 * N_SEQ);
+    EXPECT(n_mixed >= 2, "only %d batches mixed a prompt with other sequences' tokens", n_mixed);
+    for (s = 0; s < N_SEQ; s++) free(st[s].got.logits);
+    mms_mllama_context_free(ctx);
+}
+
+/* Bad batches and sequence numbers are refused, naming the problem, and leave every sequence as it was. */
+static void test_sequence_errors(void) {
+    struct mms_mllama_context *ctx = seq_context_new(2);
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_batch b;
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(model);
+    int32_t tokens[3] = { 1, 2, 3 }, seq[3] = { 0, 1, 2 }, img[2];
+    EXPECT(ctx != NULL, "context: %s", mms_last_error());
+    if (!ctx) return;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = 3;
+    b.tokens = tokens;
+    b.seq = seq;
+    EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "sequence 2"), "sequence out of range: %s", mms_last_error());
+    EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 0 && mms_mllama_seq_get_n_past(ctx, 1) == 0, "a refused batch changed a sequence");
+    img[0] = hp->image_token_id;
+    img[1] = 5;
+    seq[0] = 0;
+    seq[1] = 1;
+    b.n_tokens = 2;
+    b.tokens = img;
+    EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_ERR_STATE && strstr(mms_last_error(), "sequence 0"), "image token without an image: %s", mms_last_error());
+    EXPECT(mms_mllama_seq_get_n_past(ctx, 1) == 0, "a refused batch changed sequence 1");
+    EXPECT(mms_mllama_seq_add_image(ctx, 2, &images[0]) == MMS_ERR_INVALID_ARG, "seq_add_image out of range");
+    EXPECT(mms_mllama_seq_add_image(ctx, -1, &images[0]) == MMS_ERR_INVALID_ARG, "seq_add_image -1");
+    EXPECT(mms_mllama_seq_clear(ctx, 2) == MMS_ERR_INVALID_ARG, "seq_clear out of range");
+    EXPECT(mms_mllama_seq_trim(ctx, 1, 1) == MMS_ERR_INVALID_ARG, "trim past n_past");
+    EXPECT(mms_mllama_seq_trim(ctx, 3, 0) == MMS_ERR_INVALID_ARG, "trim out of range");
+    EXPECT(mms_mllama_seq_get_n_past(ctx, 7) == 0, "n_past out of range");
+    {   /* sequence 1 full: a batch that would overflow it is refused whole */
+        int32_t many[64];
+        int i;
+        for (i = 0; i < 64; i++) many[i] = 1 + i % 7;
+        b.seq = NULL;
+        b.tokens = many;
+        b.n_tokens = 64;
+        seq[0] = 1;
+        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_OK, "64 tokens into sequence 0: %s", mms_last_error());
+        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_OK, "64 more: %s", mms_last_error());
+        b.n_tokens = 1;
+        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "sequence 0"), "past n_ctx: %s", mms_last_error());
+        b.seq = seq;
+        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_OK && mms_mllama_seq_get_n_past(ctx, 1) == 1, "sequence 1 still has room: %s", mms_last_error());
+        EXPECT(mms_mllama_get_n_past(ctx) == 128, "sequence 0: n_past %d", mms_mllama_get_n_past(ctx));
+        mms_mllama_kv_clear(ctx);
+        EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 0 && mms_mllama_seq_get_n_past(ctx, 1) == 0, "kv_clear clears every sequence");
+    }
+    mms_mllama_context_free(ctx);
+    memset(&cp, 0, sizeof cp);
+    cp.n_seq = -1;
+    EXPECT(mms_mllama_context_new(model, &cp) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG, "n_seq -1 refused");
+    cp.n_seq = 3;
+    cp.max_images = 2;
+    cp.image_cache = 5;
+    cp.n_ctx = 64;
+    EXPECT(mms_mllama_context_new(model, &cp) == NULL && strstr(mms_last_error(), "max_images * n_seq"), "image_cache below max_images * n_seq: %s", mms_last_error());
+}
+
 static bool read_reference(void) {
     const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(model);
     struct mms_mllama_image_params ip = mms_mllama_model_image_params(model);
@@ -212,6 +406,8 @@ int main(void) {
     }
     RUN(test_serial_against_transformers);
     RUN(test_threads_equal_serial);
+    RUN(test_sequences_equal_alone);
+    RUN(test_sequence_errors);
     results_free(serial);
     for (k = 0; k < n_images; k++) mms_mllama_image_free(&images[k]);
     mms_mllama_model_free(model);
