@@ -2084,6 +2084,17 @@ struct mms_mllama_memory {
 };
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
+/* One sequence's share since it was last cleared (or the timings reset): its rows, and the time of
+   the decode calls it took part in (a call's whole time counts for each of its sequences: the
+   latency each saw; a call where the sequence had one row counts as generation). kv_cache: the
+   bytes of its own slots on all backends. MMS_ERR_INVALID_ARG for a seq out of range. */
+struct mms_mllama_seq_timings {
+    double prompt_ms, gen_ms;
+    int    n_prompt_tokens, n_gen_tokens;
+    int    n_calls;                       /* decode calls it took part in */
+    size_t kv_cache;
+};
+MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
 /* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
 
@@ -15481,6 +15492,7 @@ struct mms__mllama_seq {
     int  n_conv_images;
     int *image_pos;              /* positions of the <|image|> tokens seen (max_images) */
     int  n_image_pos;
+    struct mms_mllama_seq_timings t;   /* kv_cache filled in when asked */
 };
 
 struct mms_mllama_context {
@@ -16228,9 +16240,19 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
         if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
         c->n_logits = bp.n_out;
     }
-    for (s = 0; s < c->p.n_seq; s++) c->seqs[s].n_past += w.seq_n[s];
-    if (gen) { c->t.gen_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_gen_tokens += n; }
-    else { c->t.prompt_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_prompt_tokens += n; }
+    {
+        const double ms = (double)(mms_time_us() - t0) / 1000.0;
+        for (s = 0; s < c->p.n_seq; s++) {
+            struct mms_mllama_seq_timings *t = &c->seqs[s].t;
+            if (!w.seq_n[s]) continue;
+            c->seqs[s].n_past += w.seq_n[s];
+            t->n_calls++;
+            if (w.seq_n[s] == 1) { t->gen_ms += ms; t->n_gen_tokens++; }
+            else { t->prompt_ms += ms; t->n_prompt_tokens += w.seq_n[s]; }
+        }
+        if (gen) { c->t.gen_ms += ms; c->t.n_gen_tokens += n; }
+        else { c->t.prompt_ms += ms; c->t.n_prompt_tokens += n; }
+    }
 done:
     if (st != MMS_OK)                          /* the batch did not happen */
         for (s = 0; s < c->p.n_seq; s++) c->seqs[s].n_image_pos -= w.seq_images[s];
@@ -16253,6 +16275,7 @@ MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *c, int s
     c->seqs[seq].n_past = 0;
     c->seqs[seq].n_image_pos = 0;
     c->seqs[seq].n_conv_images = 0;
+    memset(&c->seqs[seq].t, 0, sizeof c->seqs[seq].t);
     return MMS_OK;
 }
 
@@ -16304,9 +16327,22 @@ MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c
     return MMS_OK;
 }
 
+MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *c, int seq, struct mms_mllama_seq_timings *out) {
+    enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_get_timings");
+    int b;
+    if (st != MMS_OK) return st;
+    if (!out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_seq_get_timings: out is NULL");
+    *out = c->seqs[seq].t;
+    out->kv_cache = 0;
+    for (b = 0; b < 2; b++) out->kv_cache += c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) / (size_t)c->p.n_seq : 0;
+    return MMS_OK;
+}
+
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
     double load, context;
+    int s;
     if (!c) return;
+    for (s = 0; s < c->p.n_seq; s++) memset(&c->seqs[s].t, 0, sizeof c->seqs[s].t);
     load = c->t.load_ms;
     context = c->t.context_ms;
     memset(&c->t, 0, sizeof c->t);

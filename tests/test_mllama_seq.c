@@ -289,6 +289,13 @@ static void test_sequences_equal_alone(void) {
                 q->trimmed = true;
             }
             if (q->g == N_GREEDY) {                                                 /* finished: clear and reuse */
+                struct mms_mllama_seq_timings t;
+                const int redone = q->trimmed ? 4 : 0;                              /* tokens fed again after the trim */
+                EXPECT(mms_mllama_seq_get_timings(ctx, s, &t) == MMS_OK, "seq timings: %s", mms_last_error());
+                EXPECT(t.n_prompt_tokens == p->n_tokens && t.n_gen_tokens == N_GREEDY - 1 + redone && t.n_calls == N_GREEDY + redone &&
+                       t.prompt_ms > 0 && t.gen_ms > 0 && t.kv_cache > 0, "sequence %d timings: %d prompt tokens (want %d), %d generated "
+                       "(want %d), %d calls, %.2f + %.2f ms, %zu KV bytes", s, t.n_prompt_tokens, p->n_tokens, t.n_gen_tokens,
+                       N_GREEDY - 1 + redone, t.n_calls, t.prompt_ms, t.gen_ms, t.kv_cache);
                 n_finished++;
                 EXPECT(mms_mllama_seq_get_n_past(ctx, s) == p->n_tokens + N_GREEDY - 1, "sequence %d: n_past %d", s, mms_mllama_seq_get_n_past(ctx, s));
                 EXPECT(mms_mllama_seq_clear(ctx, s) == MMS_OK, "clear");

@@ -208,6 +208,17 @@ struct mms_mllama_memory {
 };
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
+/* One sequence's share since it was last cleared (or the timings reset): its rows, and the time of
+   the decode calls it took part in (a call's whole time counts for each of its sequences: the
+   latency each saw; a call where the sequence had one row counts as generation). kv_cache: the
+   bytes of its own slots on all backends. MMS_ERR_INVALID_ARG for a seq out of range. */
+struct mms_mllama_seq_timings {
+    double prompt_ms, gen_ms;
+    int    n_prompt_tokens, n_gen_tokens;
+    int    n_calls;                       /* decode calls it took part in */
+    size_t kv_cache;
+};
+MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
 /* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
 
