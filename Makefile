@@ -60,10 +60,10 @@ $(B)/tests-tsan/%: tests/%.c mmsched.h tests/*.h | $(B)/tests-tsan
 	$(CC) $(STD) $(WARN) $(TSAN) -I. $< -o $@ $(LIBS)
 
 # test_cli runs the mllama program: the normal build, and under sanitizers a sanitized build.
-$(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama | $(B)/tests
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
+$(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama $(B)/batch | $(B)/tests
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' -DBATCH='"$(B)/batch"' $< -o $@ $(LIBS)
+$(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama $(B)/asan/batch | $(B)/tests-asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' -DBATCH='"$(B)/asan/batch"' $< -o $@ $(LIBS)
 # test_examples runs the examples: the normal builds, and under sanitizers sanitized builds.
 $(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench | $(B)/tests
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DEXAMPLES='"$(B)"' $< -o $@ $(LIBS)
@@ -80,6 +80,8 @@ $(B)/asan/quantize: examples/quantize.c mmsched.h | $(B)/asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 $(B)/asan/mllama: examples/mllama.c mmsched.h | $(B)/asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
+$(B)/asan/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)/asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
 
 $(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile
 	gcc $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
@@ -248,11 +250,13 @@ test-arm64: arm64
 $(B)/%: examples/%.c mmsched.h examples/reference_graphs.h | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
 
-# The mllama program decodes images with stb_image from Debian's libstb-dev.
+# The mllama program decodes images with stb_image from Debian's libstb-dev (so does batch).
 $(B)/mllama: examples/mllama.c mmsched.h | $(B)
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
+$(B)/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)
+	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES))
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf

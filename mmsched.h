@@ -2014,7 +2014,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
 
 struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
     int n_ctx;           /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx) */
+    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
     int max_images;      /* images per sequence (0: 2) */
     int image_cache;     /* encoded images kept, at least max_images * n_seq (0: max_images * n_seq + 2) */
     int n_seq;           /* sequences (conversations), 1..4096 (0: 1) */
@@ -15725,7 +15725,7 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     struct mms__mllama_batch_plan bp;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    const int run_row = 0, run_len = c->p.n_batch, run_slot = c->p.n_ctx - c->p.n_batch;
+    const int run_row = 0, run_len = c->p.n_batch, run_slot = 0;
     int j, il, n_img = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) * c->p.max_images : 0;
 
     if (c->m->has_vision) {
@@ -15798,7 +15798,7 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     if (c->p.max_images == 0) c->p.max_images = 2;
     if (c->p.n_seq == 0) c->p.n_seq = 1;
     if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images * c->p.n_seq + 2;
-    c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
+    c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx * c->p.n_seq);   /* a batch holds at most every sequence's slots */
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
         MMS_FREE(c);

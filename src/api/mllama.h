@@ -138,7 +138,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
 
 struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
     int n_ctx;           /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx) */
+    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
     int max_images;      /* images per sequence (0: 2) */
     int image_cache;     /* encoded images kept, at least max_images * n_seq (0: max_images * n_seq + 2) */
     int n_seq;           /* sequences (conversations), 1..4096 (0: 1) */
