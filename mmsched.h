@@ -2063,7 +2063,8 @@ MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *ctx, int
 MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *ctx, int seq, int n_keep);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
 /* Where the time and the memory went, since the context was made or the timings were reset.
-   Decode calls of one token count as generation, longer ones as prompt. */
+   Decode calls with one token per sequence count as generation, the others as prompt; per
+   sequence, mms_mllama_seq_get_timings. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
     double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
