@@ -42,14 +42,18 @@ struct result {
 
 static size_t result_rows(const struct prompt *p) { return (size_t)p->n_tokens + N_GREEDY - 1; }
 
-static struct mms_mllama_context *context_new(void) {
+/* A context of n_seq sequences of 128 tokens and 2 images each (1: what the serial runs use). */
+static struct mms_mllama_context *seq_context_new(int n_seq) {
     struct mms_mllama_context_params cp;
     memset(&cp, 0, sizeof cp);
     cp.n_ctx = 128;
     cp.n_batch = 64;
     cp.max_images = 2;
+    cp.n_seq = n_seq;
     return mms_mllama_context_new(model, &cp);
 }
+
+static struct mms_mllama_context *context_new(void) { return seq_context_new(1); }
 
 static int32_t argmax(const float *l) {
     int32_t best = 0, j;
@@ -190,16 +194,6 @@ struct seq_state {
     struct result got;
 };
 
-static struct mms_mllama_context *seq_context_new(int n_seq) {
-    struct mms_mllama_context_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.n_ctx = 128;
-    cp.n_batch = 64;
-    cp.max_images = 2;
-    cp.n_seq = n_seq;
-    return mms_mllama_context_new(model, &cp);
-}
-
 static double seq_max_nmse;    /* the largest seen, printed */
 static int    seq_rows_checked;
 
@@ -229,7 +223,7 @@ static void test_sequences_equal_alone(void) {
     memset(st, 0, sizeof st);
     for (s = 0; s < N_SEQ; s++) { st[s].prompt = next_prompt++ % n_prompts; st[s].start = starts[s]; }
     for (step = 0; step < 200 && n_finished < 2 * N_SEQ; step++) {
-        int32_t tokens[64], seq[64], row_k[64];
+        int32_t tokens[64], seq[64];
         bool want[64];
         const float *rows[N_SEQ][MAX_TOK];
         int n = 0, i, n_rows[N_SEQ] = { 0 }, n_prompt_rows = 0, n_single = 0;
@@ -237,7 +231,7 @@ static void test_sequences_equal_alone(void) {
         for (s = 0; s < N_SEQ; s++) {
             struct seq_state *q = &st[s];
             if (q->prompt < 0 || step < q->start || q->g == 0 || (s % 2)) continue;
-            tokens[n] = q->got.greedy[q->g - 1]; seq[n] = s; want[n] = true; row_k[n] = 0; n++; n_single++;
+            tokens[n] = q->got.greedy[q->g - 1]; seq[n] = s; want[n] = true; n++; n_single++;
         }
         for (s = 0; s < N_SEQ; s++) {
             struct seq_state *q = &st[s];
@@ -248,13 +242,13 @@ static void test_sequences_equal_alone(void) {
             EXPECT(mms_mllama_seq_get_n_past(ctx, s) == 0, "sequence %d is not clear", s);
             for (i = 0; i < p->n_images; i++)
                 EXPECT(mms_mllama_seq_add_image(ctx, s, &images[p->images[i]]) == MMS_OK, "sequence %d image: %s", s, mms_last_error());
-            for (i = 0; i < p->n_tokens; i++) { tokens[n] = p->tokens[i]; seq[n] = s; want[n] = true; row_k[n] = i; n++; }
+            for (i = 0; i < p->n_tokens; i++) { tokens[n] = p->tokens[i]; seq[n] = s; want[n] = true; n++; }
             n_prompt_rows++;
         }
         for (s = 0; s < N_SEQ; s++) {
             struct seq_state *q = &st[s];
             if (q->prompt < 0 || step < q->start || q->g == 0 || !(s % 2)) continue;
-            tokens[n] = q->got.greedy[q->g - 1]; seq[n] = s; want[n] = true; row_k[n] = 0; n++; n_single++;
+            tokens[n] = q->got.greedy[q->g - 1]; seq[n] = s; want[n] = true; n++; n_single++;
         }
         if (n == 0) continue;
         n_mixed += n_prompt_rows > 0 && n_single > 0;
@@ -269,7 +263,6 @@ static void test_sequences_equal_alone(void) {
             if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
             EXPECT(mms_mllama_get_n_logits(ctx) == n, "step %d: %d logits rows for %d asked", step, mms_mllama_get_n_logits(ctx), n);
             for (i = 0; i < n && r < mms_mllama_get_n_logits(ctx); i++, r++) rows[seq[i]][n_rows[seq[i]]++] = mms_mllama_get_logits(ctx, r);
-            (void)row_k;
         }
         for (s = 0; s < N_SEQ; s++) {
             struct seq_state *q = &st[s];
