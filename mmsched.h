@@ -2074,6 +2074,7 @@ struct mms_mllama_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
+    int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
 /* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
@@ -2096,7 +2097,8 @@ struct mms_mllama_seq_timings {
     size_t kv_cache;
 };
 MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
-/* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
+/* The timings as a few lines of text: each phase with its time and rate, memory per backend, and
+   with several sequences a line for each that decoded since it was cleared. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
 
 /* Forget every sequence (tokens and images; encoded images stay cached), or keep the first n_keep tokens of sequence 0. */
@@ -16313,6 +16315,7 @@ MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct m
     if (!c) return;
     *out = c->t;
     out->n_backends = mms__mllama_n_devices(c);
+    out->n_seq = c->p.n_seq;
 }
 
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
@@ -16371,6 +16374,13 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
         fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
                 (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
                 (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+    }
+    for (b = 0; t.n_seq > 1 && b < t.n_seq; b++) {
+        struct mms_mllama_seq_timings st;
+        if (mms_mllama_seq_get_timings(c, b, &st) != MMS_OK || st.n_calls == 0) continue;
+        fprintf(out, "sequence %-4d prompt %d tokens %.2f ms, generation %d tokens %.2f ms (%.2f tokens/s), KV cache %.2f MiB\n", b,
+                st.n_prompt_tokens, st.prompt_ms, st.n_gen_tokens, st.gen_ms, mms__per_s(st.n_gen_tokens, st.gen_ms),
+                (double)st.kv_cache / 1048576.0);
     }
 }
 /* ==== end src/mllama/runtime.c ==== */

@@ -305,6 +305,11 @@ static void test_sequences_equal_alone(void) {
     printf("    %d sequences, %d conversations in %d batches (%d mixing prompts and single tokens), %d logits rows: largest nmse %.3g\n",
            N_SEQ, n_finished, step, n_mixed, seq_rows_checked, seq_max_nmse);
     EXPECT(n_finished == 2 * N_SEQ, "%d conversations finished, want %d", n_finished, 2 * N_SEQ);
+    {
+        struct mms_mllama_timings t;
+        mms_mllama_get_timings(ctx, &t);
+        EXPECT(t.n_seq == N_SEQ && t.n_prompt_tokens + t.n_gen_tokens > 0, "context timings: n_seq %d", t.n_seq);
+    }
     EXPECT(n_mixed >= 2, "only %d batches mixed a prompt with other sequences' tokens", n_mixed);
     for (s = 0; s < N_SEQ; s++) free(st[s].got.logits);
     mms_mllama_context_free(ctx);

@@ -198,6 +198,7 @@ struct mms_mllama_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
+    int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
 /* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
@@ -220,7 +221,8 @@ struct mms_mllama_seq_timings {
     size_t kv_cache;
 };
 MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
-/* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
+/* The timings as a few lines of text: each phase with its time and rate, memory per backend, and
+   with several sequences a line for each that decoded since it was cleared. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
 
 /* Forget every sequence (tokens and images; encoded images stay cached), or keep the first n_keep tokens of sequence 0. */
