@@ -8,17 +8,20 @@ STD      = -std=c99
 WARN     = -Wall -Wextra -Werror -pedantic
 LIBS     = -lm -lpthread
 SAN      = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+TSAN     = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+# Under ThreadSanitizer: the tests that share objects between threads (a model among contexts).
+TSAN_TESTS = test_mllama_seq
 CUDA_ARCHS ?= 80 90
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
 
-.PHONY: all help header check-header test unit-tests asan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
+.PHONY: all help header check-header test test-tsan unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
         test-windows test-arm64 windows arm64
 
 all: examples
@@ -26,6 +29,7 @@ all: examples
 help:
 	@echo "make test      header check, compile checks (C99, C++, static, twice), tests, tests under ASan+UBSan,"
 	@echo "               CUDA compile-and-link when nvcc is present; ends with 'N passed, N failed'"
+	@echo "make test-tsan the tests that share a model between threads, under ThreadSanitizer (also part of make test)"
 	@echo "make examples  build examples/ into build/"
 	@echo "make demo      the main job: the bundled Llama 3.2 Vision demo model describes examples/images/"
 	@echo "make bench     build and run the CPU benchmarks"
@@ -41,7 +45,7 @@ header:
 check-header:
 	@tools/amalgamate.sh --check
 
-$(B) $(B)/tests $(B)/tests-asan $(B)/compile $(B)/cuda $(B)/asan:
+$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/compile $(B)/cuda $(B)/asan:
 	@mkdir -p $@
 
 # -- tests ------------------------------------------------------------------------------------------
@@ -52,11 +56,14 @@ $(B)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/t
 $(B)/tests-asan/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/tests-asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 
+$(B)/tests-tsan/%: tests/%.c mmsched.h tests/*.h | $(B)/tests-tsan
+	$(CC) $(STD) $(WARN) $(TSAN) -I. $< -o $@ $(LIBS)
+
 # test_cli runs the mllama program: the normal build, and under sanitizers a sanitized build.
-$(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama | $(B)/tests
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
+$(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama $(B)/batch | $(B)/tests
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' -DBATCH='"$(B)/batch"' $< -o $@ $(LIBS)
+$(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama $(B)/asan/batch | $(B)/tests-asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' -DBATCH='"$(B)/asan/batch"' $< -o $@ $(LIBS)
 # test_examples runs the examples: the normal builds, and under sanitizers sanitized builds.
 $(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench | $(B)/tests
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DEXAMPLES='"$(B)"' $< -o $@ $(LIBS)
@@ -73,6 +80,8 @@ $(B)/asan/quantize: examples/quantize.c mmsched.h | $(B)/asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 $(B)/asan/mllama: examples/mllama.c mmsched.h | $(B)/asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
+$(B)/asan/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)/asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
 
 $(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile
 	gcc $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
@@ -94,10 +103,15 @@ compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)
                $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf
 unit-tests: $(addprefix $(B)/tests/,$(TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
+tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS))
 
 # The scalar kernels are tested inside test_ops (it runs every case with both kernel sets).
-test: check-header compile-tests unit-tests asan-tests cuda-if-available
-	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(wildcard $(B)/cuda/tests)
+test: check-header compile-tests unit-tests asan-tests tsan-tests cuda-if-available
+	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(wildcard $(B)/cuda/tests)
+
+# ThreadSanitizer alone (a reported data race makes the test exit with status 66: a failure in run.sh).
+test-tsan: tsan-tests
+	@tests/run.sh $(B)/tests-tsan
 
 # -- CUDA -------------------------------------------------------------------------------------------
 # The CUDA tests go to build/cuda/tests: test_cuda_kernels and test_sched_host run the kernels' code
@@ -236,11 +250,13 @@ test-arm64: arm64
 $(B)/%: examples/%.c mmsched.h examples/reference_graphs.h | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
 
-# The mllama program decodes images with stb_image from Debian's libstb-dev.
+# The mllama program decodes images with stb_image from Debian's libstb-dev (so does batch).
 $(B)/mllama: examples/mllama.c mmsched.h | $(B)
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
+$(B)/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)
+	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES))
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf

@@ -2,7 +2,8 @@
    file and two-file layout, one shot, several pictures, chat) equal transformers', the option forms (--name=value, a positional prompt), the chat commands
    (/help, /image with quotes, a failed /image, /clear, a full context), and its errors: a missing
    or broken model, unreadable, undecodable and oversized images, a prompt longer than the context,
-   bad and repeated options, a full disk on stdout. CLI names the program under test (the Makefile
+   bad and repeated options, a full disk on stdout; and build/batch's captions of several pictures
+   at once, equal to transformers'. CLI names the program under test (the Makefile
    passes the normal or the sanitizer build). */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
@@ -266,6 +267,42 @@ static void test_demo_samples(void) {
     }
 }
 
+/* build/batch captions the one-picture samples several at once (3 sequences for more pictures, so
+   sequences are cleared and reused): each line is the picture and transformers' answer. BATCH
+   names the program (the Makefile passes it where it builds one). */
+static void test_batch_captions(void) {
+#ifdef BATCH
+    struct sample sm[16];
+    int n = demo_samples(sm, 16), k, n_used = 0;
+    char args[2048];
+    size_t len;
+    struct run r;
+    len = (size_t)snprintf(args, sizeof args, "-m " DEMO " -K 3 -p '%s'", n > 0 ? sm[0].turns[0] : "");
+    for (k = 0; k < n; k++)
+        if (sm[k].n_turns == 1 && sm[k].n_files == 1 && !strcmp(sm[k].turns[0], sm[0].turns[0])) {
+            len += (size_t)snprintf(args + len, sizeof args - len, " examples/images/%s", sm[k].files[0]);
+            n_used++;
+        }
+    EXPECT(n_used >= 4, "only %d one-picture samples with the same prompt", n_used);
+    r = test_run_program(BATCH, args, NULL, tmpdir);
+    EXPECT(r.status == 0, "batch: status %d\n%s", r.status, r.err);
+    for (k = 0; k < n; k++) {
+        char line[640];
+        if (!(sm[k].n_turns == 1 && sm[k].n_files == 1 && !strcmp(sm[k].turns[0], sm[0].turns[0]))) continue;
+        snprintf(line, sizeof line, "examples/images/%s: %s", sm[k].files[0], sm[k].want);   /* want ends with a newline */
+        EXPECT(strstr(r.out, line) != NULL, "batch's caption of %s is not transformers' '%s':\n%s", sm[k].files[0], sm[k].want, r.out);
+    }
+    EXPECT(strstr(r.err, "captioned (0 failed) with 3 at once") && strstr(r.err, "tokens/s as it saw them"), "no progress or timings:\n%s", r.err);
+    run_free(&r);
+    r = test_run_program(BATCH, "-m " DEMO " -K 2 examples/images/circle.png tests/fixtures/demo/demo-ref.gguf", NULL, tmpdir);
+    EXPECT(r.status == 1 && strstr(r.out, "examples/images/circle.png: ") && strstr(r.err, "demo-ref.gguf: not a picture"),
+           "a bad picture among good ones: status %d\n%s%s", r.status, r.out, r.err);
+    run_free(&r);
+#else
+    test_skip("build/batch is not built for this target");
+#endif
+}
+
 /* More threads than cores: a warning, and the same answer. */
 static void test_threads_warning(void) {
     struct sample sm[1];
@@ -371,6 +408,7 @@ int main(void) {
     RUN(test_prompt_too_long);
     RUN(test_bad_options);
     RUN(test_demo_samples);
+    RUN(test_batch_captions);
     RUN(test_threads_warning);
     RUN(test_write_error);
     RUN(test_demo_chat);

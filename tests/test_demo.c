@@ -3,7 +3,8 @@
    images, captions and questions about fresh pictures, questions about two or three pictures,
    two-turn chats, pictures outside the model's world), the greedy answer tokens must equal
    transformers' exactly. The same through the two-file layout, with the text layers (and the vision
-   tower) on a second backend, and with the scheduler's poison mode on. Counts the answers that equal
+   tower) on a second backend, as sequences of one context decoded together, and with the
+   scheduler's poison mode on. Counts the answers that equal
    the true answer. Prompts are the stored token ids (no tokenizer needed); a conversation's pictures
    are all added first, and each <|image|> token takes the next. MMS_DEMO_CASES=N runs only the
    first N cases. */
@@ -264,6 +265,70 @@ static void test_split_backends(void) {
     mms_mllama_model_free(m);
 }
 
+/* Every case as sequences of one context, 4 at a time: each step one batch with the new cases'
+   prompts and one token of every other running case; a finished case's sequence is cleared and
+   takes the next. The greedy ids must equal transformers'. */
+static void test_sequences(void) {
+    enum { K = 4 };
+    struct mms_mllama_model *m = load(MODEL, NULL, NULL, 0, false);
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_context *ctx;
+    int job[K], n_got[K], next = 0, n_done = 0, n_equal = 0, s, i, step;
+    int32_t got[K][MAX_IDS], *tokens = (int32_t *)malloc(sizeof(int32_t) * K * MAX_IDS), *seq = (int32_t *)malloc(sizeof(int32_t) * K * MAX_IDS);
+    bool *want = (bool *)malloc(sizeof(bool) * K * MAX_IDS);
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 2 * MAX_IDS;
+    cp.n_batch = K * MAX_IDS;
+    cp.max_images = MAX_PICS;
+    cp.n_seq = K;
+    ctx = m ? mms_mllama_context_new(m, &cp) : NULL;
+    EXPECT(ctx && tokens && seq && want, "context of %d sequences: %s", K, mms_last_error());
+    for (s = 0; s < K; s++) job[s] = -1;
+    for (step = 0; ctx && n_done < n_run && step < 100000; step++) {
+        struct mms_mllama_batch b;
+        int n = 0, r = 0;
+        for (s = 0; s < K; s++) if (job[s] >= 0) { tokens[n] = got[s][n_got[s] - 1]; seq[n] = s; want[n] = true; n++; }
+        for (s = 0; s < K && next < n_run; s++) {
+            const struct demo_case *c = &cases[next];
+            if (job[s] >= 0) continue;
+            for (i = 0; i < c->n_images; i++) EXPECT(mms_mllama_seq_add_image(ctx, s, &c->images[i]) == MMS_OK, "%s: %s", c->name, mms_last_error());
+            for (i = 0; i < c->n_prompt; i++) { tokens[n] = c->prompt[i]; seq[n] = s; want[n] = i == c->n_prompt - 1; n++; }
+            job[s] = next++;
+            n_got[s] = 0;
+        }
+        memset(&b, 0, sizeof b);
+        b.n_tokens = n;
+        b.tokens = tokens;
+        b.seq = seq;
+        b.want = want;
+        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
+        for (i = 0; i < n; i++) {
+            const float *l;
+            int32_t best = 0, j;
+            if (!want[i]) continue;
+            s = seq[i];
+            l = mms_mllama_get_logits(ctx, r++);
+            for (j = 1; j < mms_mllama_model_get_hparams(m)->n_vocab; j++) if (l[j] > l[best]) best = j;
+            got[s][n_got[s]++] = best;
+            if (is_eos(best) || n_got[s] == max_new) {
+                const struct demo_case *c = &cases[job[s]];
+                if (same_ids(got[s], n_got[s], c->want, c->n_want)) n_equal++;
+                else EXPECT(0, "case %d (%s) as sequence %d: %d greedy tokens, transformers %d", job[s], c->name, s, n_got[s], c->n_want);
+                EXPECT(mms_mllama_seq_clear(ctx, s) == MMS_OK, "clear");
+                job[s] = -1;
+                n_done++;
+            }
+        }
+    }
+    printf("    %d sequences: %d/%d cases equal to transformers\n", K, n_equal, n_run);
+    EXPECT(n_equal == n_run, "%d of %d cases equal", n_equal, n_run);
+    free(tokens);
+    free(seq);
+    free(want);
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+}
+
 /* Compute buffers filled with NaNs before every graph: nothing reads memory it did not write. */
 static void test_poison(void) {
     struct mms_mllama_model *m = load(MODEL, NULL, dev, 2, false);
@@ -298,6 +363,7 @@ int main(void) {
     RUN(test_against_transformers);
     RUN(test_two_file_layout);
     RUN(test_split_backends);
+    RUN(test_sequences);
     RUN(test_poison);
     for (k = 0; k < n_run; k++) {
         int j;

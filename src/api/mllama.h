@@ -123,13 +123,25 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
    before the first image token see a uniform mix and their MLP branch is zeroed). Without any
    image the cross layers are skipped. The worst-case graphs (an image at max tiles, a batch of
    n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
-   made, so a model that does not fit fails then, saying how much memory it needed where. */
+   made, so a model that does not fit fails then, saying how much memory it needed where.
+
+   Sequences: a context holds n_seq conversations, each with its own tokens, positions, images
+   (and their cross-attention K/V) and n_ctx KV-cache slots of its own, all reserved at creation
+   (the worst case: n_batch rows over every sequence's slots with max_images images each).
+   mms_mllama_decode_batch takes tokens of any sequences in one batch (a prompt of one, single
+   tokens of others, in any order; a sequence's tokens take its next positions in batch order) and
+   runs them as one graph, so the weights are read once for all rows; each row attends only to its
+   own sequence's tokens and images, so a sequence's logits are those of the same conversation
+   run alone. The functions without seq act on sequence 0 (mms_mllama_kv_clear on all). The
+   image cache is the context's, shared by its sequences (one image in two sequences is encoded
+   once). */
 
 struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
-    int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call (0: 512; at most n_ctx) */
-    int max_images;      /* images per conversation (0: 2) */
-    int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
+    int n_ctx;           /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
+    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
+    int max_images;      /* images per sequence (0: 2) */
+    int image_cache;     /* encoded images kept, at least max_images * n_seq (0: max_images * n_seq + 2) */
+    int n_seq;           /* sequences (conversations), 1..4096 (0: 1) */
 };
 
 struct mms_mllama_context;
@@ -151,14 +163,32 @@ MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struc
    the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
 MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
                                                 float *vision_out, float *projected);
-/* Decode n tokens at the next positions; want[i] asks for row i's logits (NULL: the last row). */
+/* Decode n tokens of sequence 0 at its next positions; want[i] asks for row i's logits (NULL: the last row). */
 MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const int32_t *tokens, int n_tokens, const bool *want);
+/* One batch of tokens of any sequences (at most n_batch). MMS_ERR_INVALID_ARG for a sequence out
+   of range or one whose tokens would pass n_ctx, MMS_ERR_STATE for more <|image|> tokens in a
+   sequence than images added to it; then no sequence changed. */
+struct mms_mllama_batch {
+    int            n_tokens;
+    const int32_t *tokens;
+    const int32_t *seq;          /* the sequence of each token (NULL: all sequence 0) */
+    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch) */
+};
+MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
 MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);
-MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in order asked */
+MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in batch order of those asked */
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
+/* Sequence seq (0..n_seq-1): its images, tokens decoded so far, forgetting it or keeping its first
+   n_keep tokens (its slots are reused; cached images stay). MMS_ERR_INVALID_ARG for a seq out of range. */
+MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *ctx, int seq, const struct mms_mllama_image *image);
+MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *ctx, int seq, const uint8_t *rgb, int width, int height, size_t stride);
+MMS_API int             mms_mllama_seq_get_n_past(const struct mms_mllama_context *ctx, int seq);
+MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *ctx, int seq);
+MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *ctx, int seq, int n_keep);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
 /* Where the time and the memory went, since the context was made or the timings were reset.
-   Decode calls of one token count as generation, longer ones as prompt. */
+   Decode calls with one token per sequence count as generation, the others as prompt; per
+   sequence, mms_mllama_seq_get_timings. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
     double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
@@ -168,6 +198,7 @@ struct mms_mllama_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
+    int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
 /* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
@@ -179,9 +210,21 @@ struct mms_mllama_memory {
 };
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
-/* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
+/* One sequence's share since it was last cleared (or the timings reset): its rows, and the time of
+   the decode calls it took part in (a call's whole time counts for each of its sequences: the
+   latency each saw; a call where the sequence had one row counts as generation). kv_cache: the
+   bytes of its own slots on all backends. MMS_ERR_INVALID_ARG for a seq out of range. */
+struct mms_mllama_seq_timings {
+    double prompt_ms, gen_ms;
+    int    n_prompt_tokens, n_gen_tokens;
+    int    n_calls;                       /* decode calls it took part in */
+    size_t kv_cache;
+};
+MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
+/* The timings as a few lines of text: each phase with its time and rate, memory per backend, and
+   with several sequences a line for each that decoded since it was cleared. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
 
-/* Forget the conversation (tokens and images; encoded images stay cached), or keep its first n_keep tokens. */
+/* Forget every sequence (tokens and images; encoded images stay cached), or keep the first n_keep tokens of sequence 0. */
 MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
 MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);

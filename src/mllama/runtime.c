@@ -1,6 +1,6 @@
 /* >>mllama-runtime ================================================================================
-   Encoding images and decoding tokens on one scheduler, the KV cache, the cache of encoded images
-   and the cross-attention masks. */
+   Encoding images and decoding tokens on one scheduler, the sequences (conversations) of a context
+   with their KV-cache slots, the cache of encoded images and the cross-attention masks. */
 
 #define MMS__MLLAMA_KV_STEP 256   /* attention spans grow in steps, so decode graphs repeat and reuse their plan */
 
@@ -12,20 +12,26 @@ struct mms__mllama_image_entry {
     int64_t             last_use;
 };
 
+/* One conversation of a context; its KV-cache slots are [index * n_ctx, (index + 1) * n_ctx). */
+struct mms__mllama_seq {
+    int  n_past;
+    int *conv_images;            /* cache entries, in the order added (max_images) */
+    int  n_conv_images;
+    int *image_pos;              /* positions of the <|image|> tokens seen (max_images) */
+    int  n_image_pos;
+    struct mms_mllama_seq_timings t;   /* kv_cache filled in when asked */
+};
+
 struct mms_mllama_context {
     struct mms_mllama_model         *m;
     struct mms_mllama_context_params p;
     mms_backend_sched_t              sched;
     struct mms_context              *cache_ctx[2];
     mms_backend_buffer_t             cache_buf[2];
-    struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones) */
+    struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones), n_seq * n_ctx slots */
     struct mms_context              *gctx;                   /* the current graph; reset before each */
-    int                              n_past;
-
-    int                             *conv_images;            /* cache entries, in the order added */
-    int                              n_conv_images;
-    int                             *image_pos;              /* positions of the <|image|> tokens seen */
-    int                              n_image_pos;
+    struct mms__mllama_seq          *seqs;                   /* n_seq */
+    int                             *seq_ints;               /* the sequences' image lists, one block */
 
     struct mms__mllama_image_entry  *images;
     int                              n_images;
@@ -49,7 +55,10 @@ MMS_API int mms_mllama_get_n_logits(const struct mms_mllama_context *c) { return
 MMS_API const float *mms_mllama_get_logits(const struct mms_mllama_context *c, int i) {
     return c && i >= 0 && i < c->n_logits ? c->logits + (size_t)i * (size_t)c->m->hp.n_vocab : NULL;
 }
-MMS_API int mms_mllama_get_n_past(const struct mms_mllama_context *c) { return c ? c->n_past : 0; }
+MMS_API int mms_mllama_get_n_past(const struct mms_mllama_context *c) { return mms_mllama_seq_get_n_past(c, 0); }
+MMS_API int mms_mllama_seq_get_n_past(const struct mms_mllama_context *c, int seq) {
+    return c && seq >= 0 && seq < c->p.n_seq ? c->seqs[seq].n_past : 0;
+}
 MMS_API int mms_mllama_get_n_encodes(const struct mms_mllama_context *c) { return c ? c->n_encodes : 0; }
 
 static struct mms_context *mms__mllama_fresh_graph_ctx(struct mms_mllama_context *c) {
@@ -76,7 +85,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     mms_backend_sched_free(c->sched);
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
-    MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
+    MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->seqs); MMS_FREE(c->seq_ints);
     MMS_FREE(c->images); MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
 }
@@ -125,17 +134,27 @@ struct mms__mllama_text_graph {
     struct mms_cgraph *graph;
     struct mms__mllama_text_inputs in;
     struct mms_tensor *logits;
-    int n_kv;
+    int n_kv, kv_lo;
 };
 
-/* The decode graph for n tokens (n_out logits rows); cross K/V of the given per-layer lists of
-   n_img images (n_img 0: text only). */
-static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_context *ctx, int n, int n_out,
+/* The shape of one decode batch: rows, logits rows, the attention width and the cache slots the
+   rows write; gate: some row's sequence has no image while others have. */
+struct mms__mllama_batch_plan {
+    int                          n, n_out, n_kv;
+    struct mms__mllama_kv_layout kv;
+    bool                         gate;
+};
+
+/* The decode graph of a batch; cross K/V of the given per-layer lists of n_img images (n_img 0:
+   text only). */
+static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_context *ctx, const struct mms__mllama_batch_plan *bp,
                                    struct mms_tensor ***img_k, struct mms_tensor ***img_v, int n_img, struct mms__mllama_text_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     struct mms_tensor **ck = NULL, **cv = NULL;
+    const int n = bp->n, n_out = bp->n_out;
     int il, j;
-    out->n_kv = MMS__MIN(c->p.n_ctx, (c->n_past + n + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
+    out->n_kv = bp->n_kv;
+    out->kv_lo = bp->kv.kv_lo;
     memset(&out->in, 0, sizeof out->in);
     out->in.tokens = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "tokens");
     out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
@@ -151,6 +170,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
         out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
         mms_set_input(out->in.cross_mask);
         mms_set_input(out->in.cross_rows);
+        if (bp->gate) mms_set_input(out->in.cross_gate = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_gate"));
         ck = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *ck * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
         cv = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *cv * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
         for (il = 0; ck && cv && il < hp->n_layer; il++) {
@@ -166,7 +186,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     }
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
-    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, c->n_past, &out->in);
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, &bp->kv, &out->in);
     mms_build_forward_expand(out->graph, out->logits);
 }
 
@@ -186,15 +206,16 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         struct mms_context *ctx = c->cache_ctx[c->m->layers[il].backend];
         c->k_cache[il] = c->v_cache[il] = NULL;
         if (c->m->layers[il].cross) continue;
-        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
-        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
+        const int64_t slots = (int64_t)c->p.n_seq * c->p.n_ctx;
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
     }
     for (b = 0; b < 2; b++) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
         c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
         if (!c->cache_buf[b])
-            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
-                                 mms_backend_name(c->m->backends[b]), mms_last_error());
+            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d sequences of %d tokens does not fit on %s: %s",
+                                      c->p.n_seq, c->p.n_ctx, mms_backend_name(c->m->backends[b]), mms_last_error());
         /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
         mms_backend_buffer_clear(c->cache_buf[b], 0);
     }
@@ -228,9 +249,11 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     struct mms__mllama_vision_graph vg;
     struct mms__mllama_text_graph tg;
     struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms__mllama_batch_plan bp;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    int j, il, n_img = c->m->has_vision ? c->p.max_images : 0;
+    const int run_row = 0, run_len = c->p.n_batch, run_slot = 0;
+    int j, il, n_img = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) * c->p.max_images : 0;
 
     if (c->m->has_vision) {
         struct mms_tensor **k0, **v0;
@@ -242,7 +265,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
         mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
         if ((st = mms__mllama_reserve(c, vg.graph)) != MMS_OK) return st;
     }
-    /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
+    /* stand-ins for the kept K/V of max_images images of as many sequences as a batch can hold:
+       placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
     k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
     if (!k) return mms_ctx_status(ctx);
@@ -263,10 +287,16 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
             mms_backend_sched_set_tensor_backend(c->sched, v[j][il], c->m->backends[c->m->layers[il].backend]);
         }
     }
-    c->n_past = c->p.n_ctx - c->p.n_batch;   /* the widest attention span */
-    mms__mllama_text_graph(c, ctx, c->p.n_batch, c->p.n_batch, k, v, n_img, &tg);
+    memset(&bp, 0, sizeof bp);                 /* the widest batch: every sequence's slots, every row's logits */
+    bp.n = bp.n_out = c->p.n_batch;
+    bp.n_kv = c->p.n_seq * c->p.n_ctx;
+    bp.kv.n_runs = 1;
+    bp.kv.run_row = &run_row;
+    bp.kv.run_len = &run_len;
+    bp.kv.run_slot = &run_slot;
+    bp.gate = c->p.n_seq > 1;
+    mms__mllama_text_graph(c, ctx, &bp, k, v, n_img, &tg);
     st = mms__mllama_reserve(c, tg.graph);
-    c->n_past = 0;
     mms_backend_sched_reset(c->sched);          /* drops the stand-ins' pins */
     return st;
 }
@@ -276,24 +306,26 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     struct mms_init_params ip = { 0, NULL, true };
     mms_backend_t backends[2];
     const int64_t t0 = mms_time_us();
+    int i;
     if (!m) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: model is NULL"); return NULL; }
     if (!(c = (struct mms_mllama_context *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(c, 0, sizeof *c);
     c->m = m;
     if (params) c->p = *params;
-    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 ||
-        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1))) {
-        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d: each must be 0 "
-                      "(the default) or positive, and image_cache at least max_images", c->p.n_ctx, c->p.n_batch, c->p.max_images,
-                      c->p.image_cache);
+    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 || c->p.n_seq < 0 || c->p.n_seq > 4096 ||
+        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1) * MMS__MAX(c->p.n_seq, 1))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d, n_seq %d: each must "
+                      "be 0 (the default) or positive, n_seq at most 4096 and image_cache at least max_images * n_seq", c->p.n_ctx,
+                      c->p.n_batch, c->p.max_images, c->p.image_cache, c->p.n_seq);
         MMS_FREE(c);
         return NULL;
     }
     if (c->p.n_ctx == 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
     if (c->p.n_batch == 0) c->p.n_batch = 512;
     if (c->p.max_images == 0) c->p.max_images = 2;
-    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images + 2;
-    c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
+    if (c->p.n_seq == 0) c->p.n_seq = 1;
+    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images * c->p.n_seq + 2;
+    c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx * c->p.n_seq);   /* a batch holds at most every sequence's slots */
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
         MMS_FREE(c);
@@ -303,11 +335,16 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     backends[1] = m->backends[0];
     c->sched = mms_backend_sched_new(backends, NULL, m->backends[1] == m->backends[0] ? 1 : 2, false, false);
     c->gctx = mms_init(ip);
-    c->conv_images = (int *)MMS_MALLOC(sizeof(int) * (size_t)c->p.max_images);
-    c->image_pos = (int *)MMS_MALLOC(sizeof(int) * (size_t)c->p.max_images);
+    c->seqs = (struct mms__mllama_seq *)MMS_MALLOC(sizeof *c->seqs * (size_t)c->p.n_seq);
+    c->seq_ints = (int *)MMS_MALLOC(sizeof(int) * 2 * (size_t)c->p.max_images * (size_t)c->p.n_seq);
     c->images = (struct mms__mllama_image_entry *)MMS_MALLOC(sizeof *c->images * (size_t)c->p.image_cache);
-    if (!c->sched || !c->gctx || !c->conv_images || !c->image_pos || !c->images) goto fail;
+    if (!c->sched || !c->gctx || !c->seqs || !c->seq_ints || !c->images) goto fail;
     memset(c->images, 0, sizeof *c->images * (size_t)c->p.image_cache);
+    for (i = 0; i < c->p.n_seq; i++) {
+        memset(&c->seqs[i], 0, sizeof c->seqs[i]);
+        c->seqs[i].conv_images = c->seq_ints + (size_t)2 * (size_t)i * (size_t)c->p.max_images;
+        c->seqs[i].image_pos = c->seqs[i].conv_images + c->p.max_images;
+    }
     if (mms__mllama_make_kv_cache(c) != MMS_OK || mms__mllama_reserve_all(c) != MMS_OK) goto fail;
     c->t.load_ms = (double)m->load_us / 1000.0;
     c->t.context_ms = (double)(mms_time_us() - t0) / 1000.0;
@@ -442,10 +479,12 @@ static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, con
     for (i = 0; i < c->p.image_cache && pick < 0; i++) if (!c->images[i].ctx) pick = i;
     for (i = 0; i < c->p.image_cache && pick < 0; i++) {   /* evict the least recently used image not in use */
         bool used = false;
-        for (j = 0; j < c->n_conv_images; j++) used |= c->conv_images[j] == i;
+        int s;
+        for (s = 0; s < c->p.n_seq; s++)
+            for (j = 0; j < c->seqs[s].n_conv_images; j++) used |= c->seqs[s].conv_images[j] == i;
         if (!used && (pick < 0 || c->images[i].last_use < c->images[pick].last_use)) pick = i;
     }
-    if (pick < 0) return mms_set_error(MMS_ERR_STATE, "mllama: the image cache (%d) is full of images in use", c->p.image_cache);
+    if (pick < 0) return mms_set_error(MMS_ERR_STATE, "mllama: the image cache (%d) is full of images in use by the sequences", c->p.image_cache);
     e = &c->images[pick];
     if (e->ctx) mms__mllama_image_release(c, e);
     if (pick >= c->n_images) c->n_images = pick + 1;
@@ -485,159 +524,311 @@ static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, con
     return MMS_OK;
 }
 
-MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const struct mms_mllama_image *img) {
-    enum mms_status st;
-    int slot = -1;
-    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: context is NULL");
-    if ((st = mms__mllama_check_image(c, img, "mms_mllama_add_image")) != MMS_OK) return st;
-    if (c->n_conv_images == c->p.max_images)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: the conversation already has %d images (max_images)", c->p.max_images);
-    if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
-    c->conv_images[c->n_conv_images++] = slot;
+static enum mms_status mms__mllama_check_seq(const struct mms_mllama_context *c, int seq, const char *who) {
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: context is NULL", who);
+    if (seq < 0 || seq >= c->p.n_seq) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: sequence %d, the context has 0..%d (n_seq)", who, seq, c->p.n_seq - 1);
     return MMS_OK;
 }
 
-MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *c, const uint8_t *rgb, int w, int h, size_t stride) {
+MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *c, int seq, const struct mms_mllama_image *img) {
+    struct mms__mllama_seq *sq;
+    enum mms_status st;
+    int slot = -1;
+    if ((st = mms__mllama_check_seq(c, seq, "mms_mllama_add_image")) != MMS_OK) return st;
+    if ((st = mms__mllama_check_image(c, img, "mms_mllama_add_image")) != MMS_OK) return st;
+    sq = &c->seqs[seq];
+    if (sq->n_conv_images == c->p.max_images)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: sequence %d already has %d images (max_images)", seq, c->p.max_images);
+    if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
+    sq->conv_images[sq->n_conv_images++] = slot;
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const struct mms_mllama_image *img) {
+    return mms_mllama_seq_add_image(c, 0, img);
+}
+
+MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *c, int seq, const uint8_t *rgb, int w, int h, size_t stride) {
     struct mms_mllama_image_params ip;
     struct mms_mllama_image img;
     enum mms_status st;
     int64_t t0 = mms_time_us();
-    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image_rgb: context is NULL");
+    if ((st = mms__mllama_check_seq(c, seq, "mms_mllama_add_image_rgb")) != MMS_OK) return st;
     if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_mllama_add_image_rgb: the model was loaded without its vision tower");
     ip = mms_mllama_model_image_params(c->m);
     if ((st = mms_mllama_preprocess_image(&ip, rgb, w, h, stride, &img)) != MMS_OK) return st;
     c->t.preprocess_ms += (double)(mms_time_us() - t0) / 1000.0;
     c->t.n_preprocessed++;
-    st = mms_mllama_add_image(c, &img);
+    st = mms_mllama_seq_add_image(c, seq, &img);
     mms_mllama_image_free(&img);
     return st;
 }
 
+MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *c, const uint8_t *rgb, int w, int h, size_t stride) {
+    return mms_mllama_seq_add_image_rgb(c, 0, rgb, w, h, stride);
+}
+
 /* -- decoding -- */
 
-/* The cross-attention inputs for rows at positions p0..p0+n-1: keys are the conversation's images
-   in order, T tiles of N tokens each. A row sees the images of the last group of consecutive
-   <|image|> tokens at or before it, minus their unused tiles; before the first one it sees
-   nothing, which transformers turns into an all-zero mask row and a zeroed MLP (cross_rows 0). */
-static void mms__mllama_cross_masks(const struct mms_mllama_context *c, int p0, int n, float *mask, float *rows) {
+/* The cross-attention inputs of one row of sequence sq at position p. Keys are the images of the
+   batch's sequences in order, T tiles of N tokens each, n_img in all; sq's own are off.. onwards.
+   A row sees its own images of the last group of consecutive <|image|> tokens at or before it,
+   minus their unused tiles; before the first one it sees all its own images uniformly, which
+   transformers turns into an all-zero mask row and a zeroed MLP (*rows 0). A row of a sequence
+   without images sees every key (anything finite) and its cross layers are gated off (*gate 0). */
+static void mms__mllama_cross_row(const struct mms_mllama_context *c, const struct mms__mllama_seq *sq, int off, int n_img, int p,
+                                  float *row, float *rows, float *gate) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
-    const int T = hp->v_max_tiles, N = hp->v_n_tokens, L = c->n_conv_images * T * N;
-    int i, j, t, k;
-    for (i = 0; i < n; i++) {
-        int p = p0 + i, first = -1, last = -1;
-        float *row = mask + (size_t)i * (size_t)L;
-        for (j = 0; j < c->n_image_pos; j++) {          /* the group: a run of consecutive image tokens */
-            if (c->image_pos[j] > p) break;
-            if (j == 0 || c->image_pos[j] != c->image_pos[j - 1] + 1) first = j;
-            last = j;
-        }
-        rows[i] = first >= 0 ? 1.0f : 0.0f;
-        for (j = 0; j < c->n_conv_images; j++) {
-            int n_tiles = c->images[c->conv_images[j]].n_tiles;
-            for (t = 0; t < T; t++) {
-                float v = first < 0 ? 0.0f : (j >= first && j <= last && t < n_tiles) ? 0.0f : -INFINITY;
-                for (k = 0; k < N; k++) row[((size_t)j * T + t) * N + k] = v;
-            }
+    const int T = hp->v_max_tiles, N = hp->v_n_tokens;
+    int j, t, k, first = -1, last = -1;
+    for (j = 0; j < sq->n_image_pos; j++) {          /* the group: a run of consecutive image tokens */
+        if (sq->image_pos[j] > p) break;
+        if (j == 0 || sq->image_pos[j] != sq->image_pos[j - 1] + 1) first = j;
+        last = j;
+    }
+    *rows = first >= 0 ? 1.0f : 0.0f;
+    *gate = sq->n_conv_images > 0 ? 1.0f : 0.0f;
+    for (j = 0; j < n_img; j++) {
+        const int own = j - off;
+        const bool mine = own >= 0 && own < sq->n_conv_images;
+        const int n_tiles = mine ? c->images[sq->conv_images[own]].n_tiles : 0;
+        for (t = 0; t < T; t++) {
+            float v = sq->n_conv_images == 0 ? 0.0f : !mine ? -INFINITY : first < 0 ? 0.0f
+                    : (own >= first && own <= last && t < n_tiles) ? 0.0f : -INFINITY;
+            for (k = 0; k < N; k++) row[((size_t)j * T + t) * N + k] = v;
         }
     }
 }
 
-MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const int32_t *tokens, int n, const bool *want) {
-    const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
-    struct mms__mllama_text_graph tg;
-    struct mms_tensor ***k = NULL, ***v = NULL;
-    struct mms_context *ctx;
-    int32_t *pos = NULL, *out_ids = NULL;
-    float *buf = NULL;
-    enum mms_status st = MMS_OK;
-    int i, j, n_out = 0, n_image_tokens = 0, n_img;
-    const int64_t t0 = mms_time_us();
-    if (!c || !tokens || n < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
-    if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
-    if (n > c->p.n_batch) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens in one batch, more than n_batch %d", n, c->p.n_batch);
-    if (c->n_past + n > c->p.n_ctx)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens after %d do not fit in the context of %d tokens", n, c->n_past, c->p.n_ctx);
+/* Per decode call: where each row goes, the sequences it touches and their images. */
+struct mms__mllama_batch_work {
+    int32_t *pos, *out_ids, *slot;              /* per row: position in its sequence, cache slot; wanted rows */
+    int     *seq_n, *seq_images, *img_off;      /* per sequence: rows in the batch, <|image|> tokens, first image key */
+    int     *run_row, *run_len, *run_slot;
+};
+
+static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
+    MMS_FREE(w->pos);
+    MMS_FREE(w->seq_n);
+}
+
+static bool mms__mllama_batch_work_alloc(struct mms__mllama_batch_work *w, int n, int n_seq) {
+    memset(w, 0, sizeof *w);
+    w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 3);
+    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * ((size_t)n_seq * 3 + (size_t)n * 3));
+    if (!w->pos || !w->seq_n) { mms__mllama_batch_work_free(w); return false; }
+    w->out_ids = w->pos + n;
+    w->slot = w->out_ids + n;
+    memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 3);
+    w->seq_images = w->seq_n + n_seq;
+    w->img_off = w->seq_images + n_seq;
+    w->run_row = w->img_off + n_seq;
+    w->run_len = w->run_row + n;
+    w->run_slot = w->run_len + n;
+    return true;
+}
+
+/* Checks the batch against the sequences; fills the per-sequence counts, each row's position and
+   slot, the runs of consecutive slots and the wanted rows. */
+static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, const struct mms_mllama_batch *b, struct mms__mllama_batch_work *w,
+                                              struct mms__mllama_batch_plan *bp) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    const int n = b->n_tokens;
+    int i, s, lo = -1, hi = 0;
+    memset(bp, 0, sizeof *bp);
+    bp->n = n;
     for (i = 0; i < n; i++) {
-        if (tokens[i] < 0 || tokens[i] >= hp->n_embd_rows)
-            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: token %d at %d is outside the vocabulary (0..%d)", tokens[i], i, hp->n_embd_rows - 1);
-        if (tokens[i] == hp->image_token_id) n_image_tokens++;
-        if (!want || want[i]) n_out++;
+        s = b->seq ? b->seq[i] : 0;
+        if (s < 0 || s >= c->p.n_seq)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: row %d belongs to sequence %d; the context has 0..%d (n_seq)", i, s, c->p.n_seq - 1);
+        if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_embd_rows)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: token %d at %d is outside the vocabulary (0..%d)", b->tokens[i], i, hp->n_embd_rows - 1);
+        w->pos[i] = c->seqs[s].n_past + w->seq_n[s]++;
+        w->slot[i] = s * c->p.n_ctx + w->pos[i];
+        if (b->tokens[i] == hp->image_token_id) w->seq_images[s]++;
     }
-    if (!want) n_out = 1;
-    if (c->n_image_pos + n_image_tokens > c->n_conv_images)
-        return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: %d <|image|> tokens in the conversation but %d images added "
-                             "(add each image with mms_mllama_add_image before its token)", c->n_image_pos + n_image_tokens, c->n_conv_images);
-    if (n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
-    for (i = 0; i < n; i++) if (tokens[i] == hp->image_token_id) c->image_pos[c->n_image_pos++] = c->n_past + i;
+    for (s = 0; s < c->p.n_seq; s++) {
+        const struct mms__mllama_seq *sq = &c->seqs[s];
+        if (w->seq_n[s] == 0) continue;
+        if (sq->n_past + w->seq_n[s] > c->p.n_ctx)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens after %d do not fit in the context of %d tokens (sequence %d)",
+                                 w->seq_n[s], sq->n_past, c->p.n_ctx, s);
+        if (sq->n_image_pos + w->seq_images[s] > sq->n_conv_images)
+            return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: %d <|image|> tokens in sequence %d but %d images added "
+                                 "(add each image with mms_mllama_add_image before its token)", sq->n_image_pos + w->seq_images[s], s, sq->n_conv_images);
+        if (lo < 0) lo = s * c->p.n_ctx;      /* attention reads the slots of the batch's sequences, each up to its step */
+        hi = s * c->p.n_ctx + MMS__MIN(c->p.n_ctx, (sq->n_past + w->seq_n[s] + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
+    }
+    bp->n_kv = hi - lo;
+    bp->kv.kv_lo = lo;
+    for (i = 0; i < n; i++) {
+        if (i > 0 && w->slot[i] == w->slot[i - 1] + 1) { w->run_len[bp->kv.n_runs - 1]++; continue; }
+        w->run_row[bp->kv.n_runs] = i;
+        w->run_len[bp->kv.n_runs] = 1;
+        w->run_slot[bp->kv.n_runs++] = w->slot[i];
+    }
+    bp->kv.run_row = w->run_row;
+    bp->kv.run_len = w->run_len;
+    bp->kv.run_slot = w->run_slot;
+    for (i = 0; i < n; i++) {             /* without want: the last row of each sequence */
+        bool last = true;
+        int j;
+        for (j = i + 1; j < n && last; j++) last = (b->seq ? b->seq[j] : 0) != (b->seq ? b->seq[i] : 0);
+        if (b->want ? b->want[i] : last) w->out_ids[bp->n_out++] = i;
+    }
+    if (bp->n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
+    return MMS_OK;
+}
 
-    ctx = mms__mllama_fresh_graph_ctx(c);
-    n_img = c->n_conv_images;
-    if (n_img > 0) {
-        k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
-        if (!k) { st = mms_ctx_status(ctx); goto done; }
-        v = k + n_img;
-        for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
+/* Sets the masks of an allocated decode graph. */
+static enum mms_status mms__mllama_set_masks(struct mms_mllama_context *c, const struct mms_mllama_batch *b, const struct mms__mllama_batch_work *w,
+                                             const struct mms__mllama_text_graph *tg, int n_img) {
+    const int n = b->n_tokens;
+    const size_t L = tg->in.cross_mask ? (size_t)tg->in.cross_mask->ne[0] : 0;
+    float *buf = (float *)MMS_MALLOC(sizeof(float) * ((size_t)tg->n_kv * (size_t)n + L * (size_t)n + 2 * (size_t)n)), *rows, *gate;
+    enum mms_status st;
+    int i, j;
+    if (!buf) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the attention masks");
+    for (i = 0; i < n; i++) {                  /* causal within the row's own sequence */
+        const int s = b->seq ? b->seq[i] : 0, first = s * c->p.n_ctx - tg->kv_lo;
+        float *row = buf + (size_t)i * (size_t)tg->n_kv;
+        for (j = 0; j < tg->n_kv; j++) row[j] = j >= first && j <= first + w->pos[i] ? 0.0f : -INFINITY;
     }
-    mms__mllama_text_graph(c, ctx, n, n_out, k, v, n_img, &tg);
-    if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
-
-    pos = (int32_t *)MMS_MALLOC(sizeof *pos * (size_t)n);
-    out_ids = (int32_t *)MMS_MALLOC(sizeof *out_ids * (size_t)n);
-    buf = (float *)MMS_MALLOC(sizeof *buf * (size_t)tg.n_kv * (size_t)n);
-    if (!pos || !out_ids || !buf) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); goto done; }
-    for (i = 0, j = 0; i < n; i++) {
-        pos[i] = c->n_past + i;
-        if (want ? want[i] : i == n - 1) out_ids[j++] = i;
+    st = mms_backend_tensor_set(tg->in.kq_mask, buf, 0, mms_nbytes(tg->in.kq_mask));
+    if (st == MMS_OK && n_img > 0) {
+        float *cm = buf + (size_t)tg->n_kv * (size_t)n;
+        rows = cm + L * (size_t)n;
+        gate = rows + n;
+        for (i = 0; i < n; i++) {
+            const int s = b->seq ? b->seq[i] : 0;
+            mms__mllama_cross_row(c, &c->seqs[s], w->img_off[s], n_img, w->pos[i], cm + L * (size_t)i, &rows[i], &gate[i]);
+        }
+        st = mms_backend_tensor_set(tg->in.cross_mask, cm, 0, mms_nbytes(tg->in.cross_mask));
+        if (st == MMS_OK) st = mms_backend_tensor_set(tg->in.cross_rows, rows, 0, sizeof *rows * (size_t)n);
+        if (st == MMS_OK && tg->in.cross_gate) st = mms_backend_tensor_set(tg->in.cross_gate, gate, 0, sizeof *gate * (size_t)n);
     }
-    for (i = 0; i < n; i++)                          /* causal: a row sees positions up to its own */
-        for (j = 0; j < tg.n_kv; j++) buf[(size_t)i * (size_t)tg.n_kv + (size_t)j] = j <= pos[i] ? 0.0f : -INFINITY;
-    if ((st = mms_backend_tensor_set(tg.in.tokens, tokens, 0, sizeof *tokens * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.pos, pos, 0, sizeof *pos * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.out_ids, out_ids, 0, sizeof *out_ids * (size_t)n_out)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.kq_mask, buf, 0, mms_nbytes(tg.in.kq_mask))) != MMS_OK) goto done;
-    if (n_img > 0) {
-        float *cm = (float *)MMS_MALLOC(sizeof *cm * (size_t)tg.in.cross_mask->ne[0] * (size_t)n), *rows = buf;
-        if (!cm) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the cross-attention mask"); goto done; }
-        mms__mllama_cross_masks(c, c->n_past, n, cm, rows);
-        st = mms_backend_tensor_set(tg.in.cross_mask, cm, 0, mms_nbytes(tg.in.cross_mask));
-        MMS_FREE(cm);
-        if (st == MMS_OK) st = mms_backend_tensor_set(tg.in.cross_rows, rows, 0, sizeof *rows * (size_t)n);
-        if (st != MMS_OK) goto done;
-    }
-    if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
-    {
-        float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)n_out * (size_t)hp->n_vocab);
-        if (!l) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits"); goto done; }
-        c->logits = l;
-        if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
-        c->n_logits = n_out;
-    }
-    c->n_past += n;
-    if (n == 1) { c->t.gen_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_gen_tokens++; }
-    else { c->t.prompt_ms += (double)(mms_time_us() - t0) / 1000.0; c->t.n_prompt_tokens += n; }
-done:
-    if (st != MMS_OK) c->n_image_pos -= n_image_tokens;   /* the batch did not happen */
-    MMS_FREE(pos);
-    MMS_FREE(out_ids);
     MMS_FREE(buf);
     return st;
 }
 
+MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, const struct mms_mllama_batch *b) {
+    const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
+    struct mms__mllama_batch_work w;
+    struct mms__mllama_batch_plan bp;
+    struct mms__mllama_text_graph tg;
+    struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms_context *ctx;
+    enum mms_status st = MMS_OK;
+    int i, j, s, n, n_img = 0, n_text_only = 0;
+    bool gen = true;
+    const int64_t t0 = mms_time_us();
+    if (!c || !b || !b->tokens || b->n_tokens < 1)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
+    if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
+    n = b->n_tokens;
+    if (n > c->p.n_batch) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens in one batch, more than n_batch %d", n, c->p.n_batch);
+    if (!mms__mllama_batch_work_alloc(&w, n, c->p.n_seq)) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    if ((st = mms__mllama_plan_batch(c, b, &w, &bp)) != MMS_OK) { mms__mllama_batch_work_free(&w); return st; }
+    for (i = 0; i < n; i++) {                  /* the image tokens' positions (undone below if the batch fails) */
+        struct mms__mllama_seq *sq = &c->seqs[b->seq ? b->seq[i] : 0];
+        if (b->tokens[i] == hp->image_token_id) sq->image_pos[sq->n_image_pos++] = w.pos[i];
+    }
+    for (s = 0; s < c->p.n_seq; s++) {         /* the images of the batch's sequences, in sequence order */
+        if (!w.seq_n[s]) continue;
+        w.img_off[s] = n_img;
+        n_img += c->seqs[s].n_conv_images;
+        n_text_only += c->seqs[s].n_conv_images == 0;
+        gen &= w.seq_n[s] == 1;
+    }
+    bp.gate = n_img > 0 && n_text_only > 0;
+
+    ctx = mms__mllama_fresh_graph_ctx(c);
+    if (n_img > 0) {
+        k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
+        if (!k) { st = mms_ctx_status(ctx); goto done; }
+        v = k + n_img;
+        for (s = 0; s < c->p.n_seq; s++)
+            for (j = 0; w.seq_n[s] && j < c->seqs[s].n_conv_images; j++) {
+                k[w.img_off[s] + j] = c->images[c->seqs[s].conv_images[j]].k;
+                v[w.img_off[s] + j] = c->images[c->seqs[s].conv_images[j]].v;
+            }
+    }
+    mms__mllama_text_graph(c, ctx, &bp, k, v, n_img, &tg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
+    if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
+        (st = mms__mllama_set_masks(c, b, &w, &tg, n_img)) != MMS_OK) goto done;
+    if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
+    {
+        float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab);
+        if (!l) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits"); goto done; }
+        c->logits = l;
+        if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
+        c->n_logits = bp.n_out;
+    }
+    {
+        const double ms = (double)(mms_time_us() - t0) / 1000.0;
+        for (s = 0; s < c->p.n_seq; s++) {
+            struct mms_mllama_seq_timings *t = &c->seqs[s].t;
+            if (!w.seq_n[s]) continue;
+            c->seqs[s].n_past += w.seq_n[s];
+            t->n_calls++;
+            if (w.seq_n[s] == 1) { t->gen_ms += ms; t->n_gen_tokens++; }
+            else { t->prompt_ms += ms; t->n_prompt_tokens += w.seq_n[s]; }
+        }
+        if (gen) { c->t.gen_ms += ms; c->t.n_gen_tokens += n; }
+        else { c->t.prompt_ms += ms; c->t.n_prompt_tokens += n; }
+    }
+done:
+    if (st != MMS_OK)                          /* the batch did not happen */
+        for (s = 0; s < c->p.n_seq; s++) c->seqs[s].n_image_pos -= w.seq_images[s];
+    mms__mllama_batch_work_free(&w);
+    return st;
+}
+
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const int32_t *tokens, int n, const bool *want) {
+    struct mms_mllama_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = tokens;
+    b.want = want;
+    return mms_mllama_decode_batch(c, &b);
+}
+
+MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *c, int seq) {
+    enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_clear");
+    if (st != MMS_OK) return st;
+    c->seqs[seq].n_past = 0;
+    c->seqs[seq].n_image_pos = 0;
+    c->seqs[seq].n_conv_images = 0;
+    memset(&c->seqs[seq].t, 0, sizeof c->seqs[seq].t);
+    return MMS_OK;
+}
+
 MMS_API void mms_mllama_kv_clear(struct mms_mllama_context *c) {
+    int s;
     if (!c) return;
-    c->n_past = 0;
-    c->n_image_pos = 0;
-    c->n_conv_images = 0;
+    for (s = 0; s < c->p.n_seq; s++) mms_mllama_seq_clear(c, s);
     c->n_logits = 0;
 }
 
-MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_keep) {
-    if (!c || n_keep < 0 || n_keep > c->n_past)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: n_keep must be in 0..%d", c ? c->n_past : 0);
-    c->n_past = n_keep;
-    while (c->n_image_pos > 0 && c->image_pos[c->n_image_pos - 1] >= n_keep) c->n_image_pos--;
-    if (c->n_conv_images > c->n_image_pos) c->n_conv_images = c->n_image_pos;   /* images whose token went */
+MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *c, int seq, int n_keep) {
+    struct mms__mllama_seq *sq;
+    enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_kv_trim");
+    if (st != MMS_OK) return st;
+    sq = &c->seqs[seq];
+    if (n_keep < 0 || n_keep > sq->n_past)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: n_keep must be in 0..%d for sequence %d", sq->n_past, seq);
+    sq->n_past = n_keep;
+    while (sq->n_image_pos > 0 && sq->image_pos[sq->n_image_pos - 1] >= n_keep) sq->n_image_pos--;
+    if (sq->n_conv_images > sq->n_image_pos) sq->n_conv_images = sq->n_image_pos;   /* images whose token went */
     return MMS_OK;
+}
+
+MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_keep) {
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: context is NULL");
+    return mms_mllama_seq_trim(c, 0, n_keep);
 }
 
 /* -- timings -- */
@@ -648,6 +839,7 @@ MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct m
     if (!c) return;
     *out = c->t;
     out->n_backends = mms__mllama_n_devices(c);
+    out->n_seq = c->p.n_seq;
 }
 
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
@@ -663,9 +855,22 @@ MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c
     return MMS_OK;
 }
 
+MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *c, int seq, struct mms_mllama_seq_timings *out) {
+    enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_get_timings");
+    int b;
+    if (st != MMS_OK) return st;
+    if (!out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_seq_get_timings: out is NULL");
+    *out = c->seqs[seq].t;
+    out->kv_cache = 0;
+    for (b = 0; b < 2; b++) out->kv_cache += c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) / (size_t)c->p.n_seq : 0;
+    return MMS_OK;
+}
+
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
     double load, context;
+    int s;
     if (!c) return;
+    for (s = 0; s < c->p.n_seq; s++) memset(&c->seqs[s].t, 0, sizeof c->seqs[s].t);
     load = c->t.load_ms;
     context = c->t.context_ms;
     memset(&c->t, 0, sizeof c->t);
@@ -693,5 +898,12 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
         fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
                 (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
                 (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+    }
+    for (b = 0; t.n_seq > 1 && b < t.n_seq; b++) {
+        struct mms_mllama_seq_timings st;
+        if (mms_mllama_seq_get_timings(c, b, &st) != MMS_OK || st.n_calls == 0) continue;
+        fprintf(out, "sequence %-4d prompt %d tokens %.2f ms, generation %d tokens %.2f ms (%.2f tokens/s), KV cache %.2f MiB\n", b,
+                st.n_prompt_tokens, st.prompt_ms, st.n_gen_tokens, st.gen_ms, mms__per_s(st.n_gen_tokens, st.gen_ms),
+                (double)st.kv_cache / 1048576.0);
     }
 }

@@ -1,5 +1,6 @@
 /* >>mllama-text ===================================================================================
-   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens at positions n_past.. through
+   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens (of one or several
+   sequences, each row at its own position and cache slot) through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
    rows asked; and the per-image cross-attention K/V, computed once and kept. */
@@ -10,7 +11,17 @@ struct mms__mllama_text_inputs {
     struct mms_tensor *kq_mask;      /* F32 [n_kv, n]: causal */
     struct mms_tensor *cross_mask;   /* F32 [L, n], NULL: text only, cross layers skipped */
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
+    struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
+                                        are the identity), else 1; NULL when every row's sequence has images */
     struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+};
+
+/* Where a batch's new keys and values go: runs of consecutive rows to consecutive cache slots
+   (a sequence's slots are a range of its own); attention reads the slots from kv_lo on, as many
+   as the mask is wide. */
+struct mms__mllama_kv_layout {
+    int        kv_lo, n_runs;
+    const int *run_row, *run_len, *run_slot;
 };
 
 static struct mms_tensor *mms__rms(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, float eps) {
@@ -29,22 +40,31 @@ static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct
 /* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
 static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
 
-/* Self-attention layer il; new keys and values go into the cache at n_past (the copies are added
-   to the graph first, so they run before the attention that reads the cache). */
+/* Rows [row, row + len) of x [HD, Hkv, n] into the cache [HD, Hkv, slots] from slot on. */
+static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, int row, int len, int slot) {
+    struct mms_tensor *src = row == 0 && len == x->ne[2] ? x : mms_view_3d(ctx, x, x->ne[0], x->ne[1], len, x->nb[1], x->nb[2], (size_t)row * x->nb[2]);
+    return mms_cpy(ctx, src, mms_view_3d(ctx, cache, cache->ne[0], cache->ne[1], len, cache->nb[1], cache->nb[2], (size_t)slot * cache->nb[2]));
+}
+
+/* Self-attention layer il; new keys and values go into the cache slots of the layout (the copies
+   are added to the graph first, so they run before the attention that reads the cache). */
 static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
                                                  struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
-                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+                                                 const struct mms__mllama_kv_layout *kv, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const struct mms__mllama_tlayer *ly = &m->layers[il];
-    const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past n_past + n */
+    const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past each sequence's tokens */
     struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *k, *v, *o;
+    int r;
     q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
     k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
     v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
-    mms_build_forward_expand(gf, mms_cpy(ctx, k, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n, k_cache->nb[1], k_cache->nb[2], (size_t)n_past * k_cache->nb[2])));
-    mms_build_forward_expand(gf, mms_cpy(ctx, v, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n, v_cache->nb[1], v_cache->nb[2], (size_t)n_past * v_cache->nb[2])));
-    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], 0));
-    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], 0));
+    for (r = 0; r < kv->n_runs; r++) {
+        mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, kv->run_row[r], kv->run_len[r], kv->run_slot[r]));
+        mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, kv->run_row[r], kv->run_len[r], kv->run_slot[r]));
+    }
+    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], (size_t)kv->kv_lo * k_cache->nb[2]));
+    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], (size_t)kv->kv_lo * v_cache->nb[2]));
     o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
     x = mms_add(ctx, x, mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n)));
     return mms_add(ctx, x, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)));
@@ -61,22 +81,23 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
     v = mms_reshape_3d(ctx, v, HD, hp->n_head_kv, v->ne[1]);
     o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), mms__heads(ctx, k), mms__heads(ctx, v), in->cross_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);
     o = mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n));
+    if (in->cross_gate) o = mms_mul(ctx, o, in->cross_gate);
     x = mms_add(ctx, x, mms_mul(ctx, o, mms_tanh(ctx, ly->gate_attn)));
     f = mms_mul(ctx, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)), in->cross_rows);   /* HF: MLP branch only */
     return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
 }
 
-/* A batch of n tokens at n_past; caches per text layer (NULL for cross layers), cross K/V per
-   cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
+/* A batch of n tokens (their cache slots in kv); caches per text layer (NULL for cross layers),
+   cross K/V per cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
-                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+                                                 const struct mms__mllama_kv_layout *kv, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
     int il;
     for (il = 0; il < hp->n_layer; il++) {
-        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], n_past, in);
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], kv, in);
         else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }

@@ -126,6 +126,7 @@ struct mms__cpu_profile {
 };
 
 struct mms__cpu_backend {
+    mms__mutex              lock;         /* one graph at a time: the pool, the scratch and the profile are shared */
     int                     n_threads;
     struct mms__threadpool *pool;
     void                   *work;         /* per-thread scratch, grown as needed */
@@ -205,6 +206,7 @@ static void mms__cpu_free(mms_backend_t b) {
     if (cpu->prof.print_at_free && cpu->prof.graphs) mms_backend_cpu_print_profile(b, stderr);
     mms__threadpool_free(cpu->pool);
     mms__aligned_free(cpu->work);
+    mms__mutex_destroy(&cpu->lock);
     MMS_FREE(cpu);
     MMS_FREE(b);
 }
@@ -221,8 +223,7 @@ static bool mms__cpu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t bu
     return mms_backend_buft_is_host(buft);
 }
 
-static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph *g) {
-    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cpu, struct mms_cgraph *g) {
     struct mms__cpu_job job;
     size_t wsize = 0;
     int i;
@@ -253,6 +254,16 @@ static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph
     return MMS_OK;
 }
 
+/* Graphs of several schedulers (contexts on other threads) that share this backend take turns. */
+static enum mms_status mms__cpu_graph_compute(mms_backend_t b, struct mms_cgraph *g) {
+    struct mms__cpu_backend *cpu = (struct mms__cpu_backend *)b->context;
+    enum mms_status st;
+    mms__mutex_lock(&cpu->lock);
+    st = mms__cpu_graph_compute_locked(cpu, g);
+    mms__mutex_unlock(&cpu->lock);
+    return st;
+}
+
 static const struct mms_backend_i mms__cpu_backend_iface = {
     mms__cpu_get_name, mms__cpu_free, mms__cpu_get_default_buffer_type, mms__cpu_supports_op, mms__cpu_supports_buft,
     NULL,                    /* offload_op */
@@ -279,6 +290,7 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
         mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_init: cannot start %d threads", mms_cpu_count());
         return NULL;
     }
+    mms__mutex_init(&cpu->lock);
     mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
     if (getenv("MMS_CPU_PROFILE") && atoi(getenv("MMS_CPU_PROFILE")) > 0) cpu->prof.on = cpu->prof.print_at_free = true;
     b->iface = mms__cpu_backend_iface;
@@ -298,9 +310,11 @@ MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_thr
     if (n_threads == cpu->n_threads) return MMS_OK;
     pool = mms__threadpool_new(n_threads);
     if (!pool) return mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_set_n_threads: cannot start %d threads", n_threads);
+    mms__mutex_lock(&cpu->lock);      /* not while a graph of another thread runs on the old pool */
     mms__threadpool_free(cpu->pool);
     cpu->pool = pool;
     cpu->n_threads = n_threads;
+    mms__mutex_unlock(&cpu->lock);
     return MMS_OK;
 }
 

@@ -1,0 +1,321 @@
+/* batch - many pictures captioned at once: K sequences (conversations) of one mllama context,
+   advanced together by one decode call per step, so the weights are read once per step for all
+   of them; each sequence has its own sampler. A picture's caption is printed when it is done, with
+   its timings, and its sequence takes the next picture; progress goes to stderr.
+     build/batch -m models/mllama-demo.gguf -K 4 examples/images/circle.png examples/images/ring-wide.png ...
+     build/batch -m model.gguf -K 8 -p "What is in this image?" -n 64 --temp 0.6 --seed 1 a.jpg b.jpg c.jpg
+   --bench: aggregate decode speed for K = 1, 2, 4, 8 sequences at Llama 3.2 11B Vision shapes with
+   random weights (the file build/bench --mllama writes: 5 of the 40 text layers; written here if
+   it is missing), each sequence after a 32-token text prompt. */
+#define MMSCHED_IMPLEMENTATION
+#include "../mmsched.h"
+#include "random_mllama.h"
+#include <stb/stb_image.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_K 64
+
+struct options {
+    const char *model, *prompt;
+    int         k, n_predict, n_threads, bench_layers, bench_gen;
+    bool        bench;
+    struct mms_sampler_params sampling;
+    char      **images;
+    int         n_images;
+};
+
+static void die(const char *what, const char *why) {
+    fprintf(stderr, "batch: %s%s%s\n", what, why ? ": " : "", why ? why : "");
+    exit(1);
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
+                    "       batch --bench [--text-layers N] [--gen N] [--threads N]\n"
+                    "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
+                    "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
+                    "  -n N         most tokens per answer (default 64)\n", MAX_K);
+    exit(2);
+}
+
+static int int_arg(const char *s, const char *name, int lo, int hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "batch: %s wants a whole number in %d..%d, not '%s'\n", name, lo, hi, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static void parse(int argc, char **argv, struct options *o) {
+    int i;
+    memset(o, 0, sizeof *o);
+    o->prompt = "Describe this image.";
+    o->k = 4;
+    o->n_predict = 64;
+    o->bench_layers = 5;
+    o->bench_gen = 8;
+    o->sampling = mms_sampler_default_params();
+    o->images = (char **)calloc((size_t)argc, sizeof *o->images);
+    if (!o->images) die("out of memory", NULL);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const bool more = i + 1 < argc;
+        if (!strcmp(a, "-m") && more) o->model = argv[++i];
+        else if (!strcmp(a, "-K") && more) o->k = int_arg(argv[++i], "-K", 1, MAX_K);
+        else if (!strcmp(a, "-p") && more) o->prompt = argv[++i];
+        else if (!strcmp(a, "-n") && more) o->n_predict = int_arg(argv[++i], "-n", 1, 4096);
+        else if (!strcmp(a, "--temp") && more) o->sampling.temperature = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--top-p") && more) o->sampling.top_p = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && more) o->sampling.seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--threads") && more) o->n_threads = int_arg(argv[++i], "--threads", 1, 4096);
+        else if (!strcmp(a, "--bench")) o->bench = true;
+        else if (!strcmp(a, "--text-layers") && more) o->bench_layers = int_arg(argv[++i], "--text-layers", 1, 40);
+        else if (!strcmp(a, "--gen") && more) o->bench_gen = int_arg(argv[++i], "--gen", 1, 64);
+        else if (a[0] == '-') usage();
+        else o->images[o->n_images++] = argv[i];
+    }
+    if (!o->bench && (!o->model || o->n_images == 0)) usage();
+}
+
+/* -- captioning -- */
+
+/* A picture file as RGB8 (transparent pixels over white), NULL with a message on failure. */
+static uint8_t *load_rgb(const char *path, int *w, int *h) {
+    int n;
+    uint8_t *rgba, *rgb;
+    if (!stbi_info(path, w, h, &n) || (double)*w * (double)*h > 64e6) {
+        fprintf(stderr, "batch: %s: not a picture this program reads, or over 64 megapixels (%s)\n", path, stbi_failure_reason());
+        return NULL;
+    }
+    if (!(rgba = stbi_load(path, w, h, &n, 4))) { fprintf(stderr, "batch: %s: cannot decode it (%s)\n", path, stbi_failure_reason()); return NULL; }
+    rgb = (uint8_t *)malloc((size_t)*w * (size_t)*h * 3);
+    if (rgb) mms_image_rgba_over_white(rgba, *w, *h, 0, rgb);
+    stbi_image_free(rgba);
+    return rgb;
+}
+
+struct slot {                      /* one sequence of the context */
+    int                    job;    /* the picture it captions, -1: idle */
+    int32_t                last;   /* its last sampled token, fed in the next step */
+    int                    n_gen;
+    struct mms_sampler    *sampler;
+    struct mms_detokenizer detok;
+    char                   text[4096];
+    size_t                 len;
+};
+
+static void slot_text(struct slot *s, const struct mms_vocab *v, int32_t id) {
+    char piece[256];
+    int n = mms_detokenizer_push(v, &s->detok, id, piece, sizeof piece, false);
+    if (n > 0 && s->len + (size_t)n < sizeof s->text) { memcpy(s->text + s->len, piece, (size_t)n); s->len += (size_t)n; }
+    s->text[s->len] = '\0';
+}
+
+static int32_t *prompt_tokens(const struct mms_vocab *v, const char *question, int *n) {
+    struct mms_chat_message msg = { "user", question, 1 };
+    int len = mms_chat_apply_template(&msg, 1, true, NULL, NULL, 0), need;
+    char *text;
+    int32_t *ids;
+    if (len < 0 || !(text = (char *)malloc((size_t)len + 1))) die("cannot render the chat template", mms_last_error());
+    mms_chat_apply_template(&msg, 1, true, NULL, text, (size_t)len + 1);
+    need = mms_tokenize(v, text, (size_t)len, NULL, 0, false, true);
+    if (need < 1 || !(ids = (int32_t *)malloc(sizeof *ids * (size_t)need))) die("cannot tokenize the prompt", mms_last_error());
+    *n = mms_tokenize(v, text, (size_t)len, ids, need, false, true);
+    free(text);
+    return ids;
+}
+
+static void caption(const struct options *o, mms_backend_t cpu) {
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_model *m;
+    struct mms_mllama_context *ctx;
+    struct mms_vocab *vocab;
+    struct slot slots[MAX_K];
+    int32_t *prompt, *tokens, *seq;
+    bool *want;
+    int n_prompt, n_vocab, next = 0, n_done = 0, n_failed = 0, s, i, batch_cap;
+    const int k = o->k < o->n_images ? o->k : o->n_images;
+    const int64_t t0 = mms_time_us();
+    memset(&lp, 0, sizeof lp);
+    lp.path = o->model;
+    lp.cpu = cpu;
+    if (!(m = mms_mllama_model_load(&lp))) die("cannot load the model", mms_last_error());
+    if (!(vocab = mms_vocab_load_file(o->model))) die("cannot load the model's vocabulary", mms_last_error());
+    n_vocab = mms_mllama_model_get_hparams(m)->n_vocab;
+    prompt = prompt_tokens(vocab, o->prompt, &n_prompt);
+    memset(&cp, 0, sizeof cp);
+    cp.n_seq = k;
+    cp.max_images = 1;
+    cp.n_ctx = n_prompt + o->n_predict + 1;
+    cp.n_batch = batch_cap = n_prompt * k < 512 ? n_prompt * k : (n_prompt > 512 ? n_prompt : 512);
+    if (cp.n_ctx > mms_mllama_model_get_hparams(m)->n_ctx_train) die("the prompt and -n do not fit in the model's context", NULL);
+    if (!(ctx = mms_mllama_context_new(m, &cp))) die("cannot make the context", mms_last_error());
+    tokens = (int32_t *)malloc(sizeof *tokens * (size_t)batch_cap);
+    seq = (int32_t *)malloc(sizeof *seq * (size_t)batch_cap);
+    want = (bool *)malloc(sizeof *want * (size_t)batch_cap);
+    if (!tokens || !seq || !want) die("out of memory", NULL);
+    for (s = 0; s < k; s++) {
+        memset(&slots[s], 0, sizeof slots[s]);
+        slots[s].job = -1;
+        if (!(slots[s].sampler = mms_sampler_new(&o->sampling))) die("bad sampling options", mms_last_error());
+    }
+    while (n_done + n_failed < o->n_images) {
+        struct mms_mllama_batch b;
+        int n = 0, r = 0;
+        for (s = 0; s < k; s++)                /* the generating sequences' next tokens */
+            if (slots[s].job >= 0) { tokens[n] = slots[s].last; seq[n] = s; want[n] = true; n++; }
+        for (s = 0; s < k && next < o->n_images; s++) {   /* idle sequences take the next pictures while the batch has room */
+            uint8_t *rgb;
+            int w, h;
+            if (slots[s].job >= 0 || n + n_prompt > batch_cap) continue;
+            if (!(rgb = load_rgb(o->images[next], &w, &h))) { next++; n_failed++; s--; continue; }
+            if (mms_mllama_seq_add_image_rgb(ctx, s, rgb, w, h, 0) != MMS_OK) {
+                fprintf(stderr, "batch: %s: %s\n", o->images[next], mms_last_error());
+                free(rgb);
+                next++;
+                n_failed++;
+                s--;
+                continue;
+            }
+            free(rgb);
+            slots[s].job = next++;
+            slots[s].n_gen = 0;
+            slots[s].len = 0;
+            slots[s].text[0] = '\0';
+            memset(&slots[s].detok, 0, sizeof slots[s].detok);
+            mms_sampler_reset(slots[s].sampler);
+            for (i = 0; i < n_prompt; i++) {
+                mms_sampler_accept(slots[s].sampler, prompt[i]);
+                tokens[n] = prompt[i]; seq[n] = s; want[n] = i == n_prompt - 1; n++;
+            }
+        }
+        if (n == 0) break;
+        memset(&b, 0, sizeof b);
+        b.n_tokens = n;
+        b.tokens = tokens;
+        b.seq = seq;
+        b.want = want;
+        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("decoding failed", mms_last_error());
+        for (i = 0; i < n; i++) {              /* logits rows come in batch order of the rows asked */
+            struct slot *sl = &slots[seq[i]];
+            int32_t id;
+            if (!want[i]) continue;
+            id = mms_sampler_sample(sl->sampler, mms_mllama_get_logits(ctx, r++), n_vocab);
+            if (id < 0) die("sampling failed", mms_last_error());
+            if (!mms_vocab_is_eog(vocab, id)) slot_text(sl, vocab, id);
+            sl->last = id;
+            if (mms_vocab_is_eog(vocab, id) || ++sl->n_gen >= o->n_predict) {
+                struct mms_mllama_seq_timings t;
+                char rest[8];
+                int nr = mms_detokenizer_flush(&sl->detok, rest, sizeof rest);
+                if (nr > 0 && sl->len + (size_t)nr < sizeof sl->text) { memcpy(sl->text + sl->len, rest, (size_t)nr); sl->text[sl->len += (size_t)nr] = '\0'; }
+                mms_mllama_seq_get_timings(ctx, seq[i], &t);
+                printf("%s: %s\n", o->images[sl->job], sl->text);
+                fprintf(stderr, "[%d/%d] %s: sequence %d, prompt %d tokens %.0f ms, %d tokens in %.0f ms (%.2f tokens/s as it saw them)\n",
+                        n_done + n_failed + 1, o->n_images, o->images[sl->job], seq[i], t.n_prompt_tokens, t.prompt_ms, t.n_gen_tokens,
+                        t.gen_ms, t.gen_ms > 0 ? t.n_gen_tokens * 1000.0 / t.gen_ms : 0.0);
+                fflush(stdout);
+                n_done++;
+                sl->job = -1;
+                mms_mllama_seq_clear(ctx, seq[i]);
+            }
+        }
+    }
+    fprintf(stderr, "%d pictures captioned (%d failed) with %d at once in %.2f s\n", n_done, n_failed, k, (double)(mms_time_us() - t0) * 1e-6);
+    mms_mllama_print_timings(ctx, stderr);
+    for (s = 0; s < k; s++) mms_sampler_free(slots[s].sampler);
+    free(tokens); free(seq); free(want); free(prompt);
+    mms_vocab_free(vocab);
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+    if (n_failed) exit(1);
+}
+
+/* -- the aggregate decode bench -- */
+
+static bool read_through(float fraction, void *user_data) { (void)fraction; (void)user_data; return true; }
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench(const struct options *o, mms_backend_t cpu) {
+    static const int ks[] = { 1, 2, 4, 8 };
+    const int n_prompt = 32, max_k = 8;
+    struct mms_mllama_hparams hp;
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_model *m;
+    struct mms_mllama_context *ctx;
+    int32_t tokens[8 * 32], seq[8 * 32];
+    double step_ms[64], base = 0;
+    char path[160];
+    FILE *f;
+    size_t ki;
+    int i, g;
+    mms_mllama_hparams_11b(&hp);
+    snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
+    if ((f = fopen(path, "rb")) != NULL) fclose(f);
+    else if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1)) { remove(path); die("cannot write the random model", path); }
+    memset(&lp, 0, sizeof lp);
+    lp.path = path;
+    lp.cpu = cpu;
+    lp.progress = read_through;       /* page the mapped weights in now, not in the first step */
+    memset(&cp, 0, sizeof cp);
+    cp.n_seq = max_k;
+    cp.n_ctx = 256;
+    cp.n_batch = max_k * n_prompt;
+    cp.max_images = 1;
+    if (!(m = mms_mllama_model_load(&lp)) || !(ctx = mms_mllama_context_new(m, &cp))) die("cannot load the random model", mms_last_error());
+    printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers (%s), %d CPU threads; each sequence after a %d-token text prompt\n",
+           o->bench_layers, path, mms_backend_cpu_get_n_threads(cpu), n_prompt);
+    for (ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        const int k = ks[ki];
+        struct mms_mllama_batch b;
+        double ms;
+        mms_mllama_kv_clear(ctx);
+        memset(&b, 0, sizeof b);
+        for (i = 0; i < k * n_prompt; i++) { seq[i] = i / n_prompt; tokens[i] = (int32_t)((i * 7919 + 13) % 128000); }
+        b.n_tokens = k * n_prompt;
+        b.tokens = tokens;
+        b.seq = seq;
+        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("prefill failed", mms_last_error());
+        for (g = 0; g < o->bench_gen; g++) {   /* one token of every sequence per call */
+            int64_t t0;
+            for (i = 0; i < k; i++) { tokens[i] = (int32_t)(1000 + 31 * g + i); seq[i] = i; }
+            b.n_tokens = k;
+            t0 = mms_time_us();
+            if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("decode failed", mms_last_error());
+            step_ms[g] = (double)(mms_time_us() - t0) * 1e-3;
+        }
+        qsort(step_ms, (size_t)o->bench_gen, sizeof step_ms[0], cmp_double);
+        ms = step_ms[o->bench_gen / 2];
+        if (k == 1) base = 1000.0 / ms;
+        printf("K=%d  step %8.2f ms (median of %d)  aggregate %7.2f tokens/s  x%.2f of K=1\n", k, ms, o->bench_gen, k * 1000.0 / ms,
+               base > 0 ? k * 1000.0 / ms / base : 0.0);
+        printf("BENCH name=mllama_batch_decode k=%d median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f vs_k1=%.2f\n", k, ms, o->bench_gen,
+               o->bench_layers, k * 1000.0 / ms, base > 0 ? k * 1000.0 / ms / base : 0.0);
+        fflush(stdout);
+    }
+    mms_mllama_context_free(ctx);
+    mms_mllama_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    struct options o;
+    mms_backend_t cpu;
+    parse(argc, argv, &o);
+    if (!(cpu = mms_backend_cpu_init())) die("cannot start the CPU backend", mms_last_error());
+    if (o.n_threads && mms_backend_cpu_set_n_threads(cpu, o.n_threads) != MMS_OK) die("--threads", mms_last_error());
+    if (o.bench) bench(&o, cpu);
+    else caption(&o, cpu);
+    mms_backend_free(cpu);
+    free(o.images);
+    return 0;
+}
