@@ -10,7 +10,10 @@
      tile of a once.
    - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
      of weights against one column at a time, f16 converted inside the dot; quantized weights
-     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once. */
+     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once.
+   - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
+     rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
+     dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
@@ -18,7 +21,7 @@
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_GEMV_N * mms__q8_act_row_size(K) + 128;
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128;
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
@@ -73,7 +76,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N;
+    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4;   /* the f32 GEMM; quantized weights with a
+                                                                         4-column dot take the integer path */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
@@ -129,10 +134,16 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 cached = item / tiles_m;
             }
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                int64_t i, j;
-                for (i = 0; i < mr; i++) {
+                int64_t i, j = 0, c;
+                float d[4];
+                for (; q8_dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
+                    for (i = 0; i < mr; i++) {
+                        q8_dot4(K, mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
+                        for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
+                    }
+                for (i = 0; j < nr && i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = q8_dot(K, w, bq8 + j * q8_row);
+                    for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
                 }
                 continue;
             }
