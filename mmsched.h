@@ -6470,7 +6470,7 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
-struct mms__block_q8_act { float d; int8_t qs[32]; };
+struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
 static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
@@ -6567,7 +6567,7 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
 
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, NULL);
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, y[b].sums);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
@@ -6579,6 +6579,25 @@ static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, in
 static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
     if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
     else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
+}
+
+/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2); qs[k][r]: bytes 4k..4k + 3 of
+   row r's nibbles. */
+struct mms__q4_0x8 { float d[8]; uint32_t qs[4][8]; };
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values into K / 32 packed blocks. */
+static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, struct mms__q4_0x8 *dst) {
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
+            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
+            for (k = 0; k < 4; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
 }
 
 #if MMS__HAVE_AVX2
@@ -6852,6 +6871,52 @@ MMS__UNROLL4
 }
 #endif
 
+#if MMS__HAVE_AVX2
+/* -- Q4_0 prompt products on repacked tiles: 8 weight rows against 4 columns --
+   Each thread repacks its tile of weight rows, 8 rows side by side (mms__q4_0x8): per block the 8
+   scales as floats, then for each of the block's 4 dwords of nibbles the 8 rows' dwords. One
+   32-byte load then holds 8 nibbles of every row, and one maddubs against an activation dword
+   broadcast to every lane leaves each row's products in its own lanes: no horizontal sums, and one
+   conversion and FMA per block serve 8 rows (the single-row dots spend those per row and column,
+   which kept them slower than the f32 GEMM). Low nibbles of dword k are elements 4k..4k + 3, high
+   ones 16 + 4k..; the - 8 comes from the activations' sums. The int16 sums of 8 maddubs stay
+   within 8 * 2 * 15 * 127. */
+static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const struct mms__q4_0x8 *w, const struct mms__block_q8_act *const x[4], float *out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++, w++) {
+        const __m256 dw = _mm256_loadu_ps(w->d);
+        __m256i sum[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum[c] = _mm256_setzero_si256();
+MMS__UNROLL4
+        for (k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a_lo, a_hi;
+                memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
+                memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
+                sum[c] = _mm256_add_epi16(sum[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a_lo)),
+                                                                   _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a_hi))));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(sum[c], ones), _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+#endif
+
 #if MMS__HAVE_NEON
 /* The NEON dots: the weights unpacked to signed bytes (Q4_0's - 8 and Q6_K's - 32 applied in
    int8), 16 at a time multiplied by the activations into int32 lanes, the sub-block scales
@@ -7006,6 +7071,18 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
     MMS__UNUSED(type);
     return NULL;
 }
+
+/* 8 packed weight rows against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
+typedef void (*mms__q8_x8_fn)(int64_t K, const struct mms__q4_0x8 *w, const struct mms__block_q8_act *const x[4], float *out);
+
+/* The repacked 8-row kernel prompt-size products with this weight type take; NULL: none. */
+static mms__q8_x8_fn mms__q8_x8_for(enum mms_type type) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && type == MMS_TYPE_Q4_0) return mms__gemm_q4_0x8_avx2;
+#endif
+    MMS__UNUSED(type);
+    return NULL;
+}
 /* ==== end src/backend/cpu/quant_dot.c ==== */
 
 /* ==== begin src/backend/cpu/ops_matmul.c ==== */
@@ -7022,6 +7099,9 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
    - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
      of weights against one column at a time, f16 converted inside the dot; quantized weights
      against 8-bit activations, see quant_dot), so the weights stream from memory exactly once.
+   - Q4_0 weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     one kernel call makes 8 rows by 4 columns.
    - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
@@ -7088,8 +7168,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
-    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4;   /* the f32 GEMM; quantized weights with a
-                                                                         4-column dot take the integer path */
+    const mms__q8_x8_fn q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
+                                                                                     with integer kernels take those */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
@@ -7143,6 +7224,28 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
+            }
+            if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
+                struct mms__q4_0x8 *packed = (struct mms__q4_0x8 *)abuf;
+                const struct mms__block_q8_act *xs[4];
+                const void *rows[8];
+                const int64_t nblk = K / 32;
+                float res[32];
+                int64_t g, r, j, c;
+                for (g = 0; g * 8 < mr; g++) {
+                    const int n = (int)MMS__MIN(8, mr - g * 8);
+                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
+                    mms__pack_q4_0x8(rows, n, K, packed + g * nblk);
+                }
+                for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
+                    for (c = 0; c < 4; c++) xs[c] = (const struct mms__block_q8_act *)(bq8 + MMS__MIN(j + c, nr - 1) * q8_row);
+                    for (g = 0; g * 8 < mr; g++) {
+                        q8_x8(K, packed + g * nblk, xs, res);
+                        for (c = 0; c < 4 && j + c < nr; c++)
+                            for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
+                    }
+                }
+                continue;
             }
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
                 int64_t i, j = 0, c;
