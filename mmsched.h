@@ -6581,14 +6581,44 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
     else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
 }
 
-/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2); qs[k][r]: bytes 4k..4k + 3 of
-   row r's nibbles. */
+/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2); qs[k][r]: bytes 4k..4k + 3
+   of row r's 16 bytes of nibbles. */
 struct mms__q4_0x8 { float d[8]; uint32_t qs[4][8]; };
 
-/* Rows rows[0..n) (n <= 8; the others zero) of K values into K / 32 packed blocks. */
+#if MMS__HAVE_AVX2
+/* 8 rows' blocks: each row's 4 dwords of nibbles transposed 4 rows at a time, the 8 scales in one
+   F16C conversion (the pack runs once per thread and tile: done a block at a time in scalar code,
+   it cost a third of the kernel's time). */
+static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int64_t K, struct mms__q4_0x8 *dst) {
+    int64_t b;
+    int h;
+    for (b = 0; b < K / 32; b++, dst++) {
+        const struct mms__block_q4_0 *src[8];
+        int r;
+        for (r = 0; r < 8; r++) src[r] = (const struct mms__block_q4_0 *)rows[r] + b;
+        _mm256_storeu_ps(dst->d, _mm256_cvtph_ps(_mm_setr_epi16((short)src[0]->d, (short)src[1]->d, (short)src[2]->d, (short)src[3]->d,
+                                                                (short)src[4]->d, (short)src[5]->d, (short)src[6]->d, (short)src[7]->d)));
+        for (h = 0; h < 2; h++) {   /* rows 4h..4h + 3 */
+            const __m128i q0 = _mm_loadu_si128((const __m128i *)src[4 * h]->qs), q1 = _mm_loadu_si128((const __m128i *)src[4 * h + 1]->qs);
+            const __m128i q2 = _mm_loadu_si128((const __m128i *)src[4 * h + 2]->qs), q3 = _mm_loadu_si128((const __m128i *)src[4 * h + 3]->qs);
+            const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
+            const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
+            _mm_storeu_si128((__m128i *)(dst->qs[0] + 4 * h), _mm_unpacklo_epi64(t0, t1));
+            _mm_storeu_si128((__m128i *)(dst->qs[1] + 4 * h), _mm_unpackhi_epi64(t0, t1));
+            _mm_storeu_si128((__m128i *)(dst->qs[2] + 4 * h), _mm_unpacklo_epi64(t2, t3));
+            _mm_storeu_si128((__m128i *)(dst->qs[3] + 4 * h), _mm_unpackhi_epi64(t2, t3));
+        }
+    }
+}
+#endif
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks. */
 static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, struct mms__q4_0x8 *dst) {
     int64_t b;
     int r, k;
+#if MMS__HAVE_AVX2
+    if (n == 8 && mms__avx2()) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
+#endif
     for (b = 0; b < K / 32; b++, dst++)
         for (r = 0; r < 8; r++) {
             const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
@@ -7072,7 +7102,7 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
     return NULL;
 }
 
-/* 8 packed weight rows against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
+/* 8 packed weight rows (mms__pack_q4_0x8) against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
 typedef void (*mms__q8_x8_fn)(int64_t K, const struct mms__q4_0x8 *w, const struct mms__block_q8_act *const x[4], float *out);
 
 /* The repacked 8-row kernel prompt-size products with this weight type take; NULL: none. */
@@ -7226,21 +7256,21 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 cached = item / tiles_m;
             }
             if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
-                struct mms__q4_0x8 *packed = (struct mms__q4_0x8 *)abuf;
+                struct mms__q4_0x8 *packed = (struct mms__q4_0x8 *)abuf;   /* 64 rows: 40 K bytes, within the f32 tile's */
+                const int64_t group = K / 32;
                 const struct mms__block_q8_act *xs[4];
                 const void *rows[8];
-                const int64_t nblk = K / 32;
                 float res[32];
                 int64_t g, r, j, c;
                 for (g = 0; g * 8 < mr; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
-                    mms__pack_q4_0x8(rows, n, K, packed + g * nblk);
+                    mms__pack_q4_0x8(rows, n, K, packed + g * group);
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = (const struct mms__block_q8_act *)(bq8 + MMS__MIN(j + c, nr - 1) * q8_row);
                     for (g = 0; g * 8 < mr; g++) {
-                        q8_x8(K, packed + g * nblk, xs, res);
+                        q8_x8(K, packed + g * group, xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)
                             for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
                     }

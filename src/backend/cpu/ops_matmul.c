@@ -138,21 +138,21 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 cached = item / tiles_m;
             }
             if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
-                struct mms__q4_0x8 *packed = (struct mms__q4_0x8 *)abuf;
+                struct mms__q4_0x8 *packed = (struct mms__q4_0x8 *)abuf;   /* 64 rows: 40 K bytes, within the f32 tile's */
+                const int64_t group = K / 32;
                 const struct mms__block_q8_act *xs[4];
                 const void *rows[8];
-                const int64_t nblk = K / 32;
                 float res[32];
                 int64_t g, r, j, c;
                 for (g = 0; g * 8 < mr; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
-                    mms__pack_q4_0x8(rows, n, K, packed + g * nblk);
+                    mms__pack_q4_0x8(rows, n, K, packed + g * group);
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = (const struct mms__block_q8_act *)(bq8 + MMS__MIN(j + c, nr - 1) * q8_row);
                     for (g = 0; g * 8 < mr; g++) {
-                        q8_x8(K, packed + g * nblk, xs, res);
+                        q8_x8(K, packed + g * group, xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)
                             for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
                     }
