@@ -11,7 +11,7 @@
    - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
      of weights against one column at a time, f16 converted inside the dot; quantized weights
      against 8-bit activations, see quant_dot), so the weights stream from memory exactly once.
-   - Q4_0 weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+   - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
    - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
@@ -80,7 +80,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
-    const mms__q8_x8_fn q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
+    const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
     const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
                                                                                      with integer kernels take those */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
@@ -138,21 +138,20 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 cached = item / tiles_m;
             }
             if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
-                struct mms__q4_0x8 *packed = (struct mms__q4_0x8 *)abuf;   /* 64 rows: 40 K bytes, within the f32 tile's */
-                const int64_t group = K / 32;
-                const struct mms__block_q8_act *xs[4];
-                const void *rows[8];
+                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 64 rows: at most 46 K bytes, in the f32 tile's 256 K */
+                char *packed = (char *)abuf;
+                const void *rows[8], *xs[4];
                 float res[32];
                 int64_t g, r, j, c;
                 for (g = 0; g * 8 < mr; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
-                    mms__pack_q4_0x8(rows, n, K, packed + g * group);
+                    q8_x8->pack(rows, n, K, packed + (size_t)g * group);
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
-                    for (c = 0; c < 4; c++) xs[c] = (const struct mms__block_q8_act *)(bq8 + MMS__MIN(j + c, nr - 1) * q8_row);
+                    for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
                     for (g = 0; g * 8 < mr; g++) {
-                        q8_x8(K, packed + g * group, xs, res);
+                        q8_x8->dot(K, packed + (size_t)g * group, xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)
                             for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
                     }

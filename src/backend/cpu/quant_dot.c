@@ -127,34 +127,46 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
 struct mms__q4_0x8 { float d[8]; uint32_t qs[4][8]; };
 
 #if MMS__HAVE_AVX2
-/* 8 rows' blocks: each row's 4 dwords of nibbles transposed 4 rows at a time, the 8 scales in one
-   F16C conversion (the pack runs once per thread and tile: done a block at a time in scalar code,
-   it cost a third of the kernel's time). */
+/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
+static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
+    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
+    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
+    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
+}
+
+/* The f16 values at p[r] + offset (bytes) for 8 rows, as floats into dst */
+static MMS__AVX2_INLINE void mms__fp16x8_rows(const uint8_t *const p[8], size_t offset, float *dst) {
+    mms_fp16_t h[8];
+    int r;
+    for (r = 0; r < 8; r++) memcpy(&h[r], p[r] + offset, sizeof h[r]);
+    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+}
+
+/* 8 rows' blocks at a time: dwords transposed 4 rows by 4 at a time, the scales in one F16C
+   conversion (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
 static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int64_t K, struct mms__q4_0x8 *dst) {
     int64_t b;
-    int h;
+    int r;
     for (b = 0; b < K / 32; b++, dst++) {
-        const struct mms__block_q4_0 *src[8];
-        int r;
-        for (r = 0; r < 8; r++) src[r] = (const struct mms__block_q4_0 *)rows[r] + b;
-        _mm256_storeu_ps(dst->d, _mm256_cvtph_ps(_mm_setr_epi16((short)src[0]->d, (short)src[1]->d, (short)src[2]->d, (short)src[3]->d,
-                                                                (short)src[4]->d, (short)src[5]->d, (short)src[6]->d, (short)src[7]->d)));
-        for (h = 0; h < 2; h++) {   /* rows 4h..4h + 3 */
-            const __m128i q0 = _mm_loadu_si128((const __m128i *)src[4 * h]->qs), q1 = _mm_loadu_si128((const __m128i *)src[4 * h + 1]->qs);
-            const __m128i q2 = _mm_loadu_si128((const __m128i *)src[4 * h + 2]->qs), q3 = _mm_loadu_si128((const __m128i *)src[4 * h + 3]->qs);
-            const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
-            const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
-            _mm_storeu_si128((__m128i *)(dst->qs[0] + 4 * h), _mm_unpacklo_epi64(t0, t1));
-            _mm_storeu_si128((__m128i *)(dst->qs[1] + 4 * h), _mm_unpackhi_epi64(t0, t1));
-            _mm_storeu_si128((__m128i *)(dst->qs[2] + 4 * h), _mm_unpacklo_epi64(t2, t3));
-            _mm_storeu_si128((__m128i *)(dst->qs[3] + 4 * h), _mm_unpackhi_epi64(t2, t3));
-        }
+        const uint8_t *src[8];
+        for (r = 0; r < 8; r++) src[r] = (const uint8_t *)((const struct mms__block_q4_0 *)rows[r] + b);
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_0, d), dst->d);
+        for (r = 0; r < 8; r++) src[r] += offsetof(struct mms__block_q4_0, qs);
+        mms__transpose_dwords4(src, dst->qs[0]);
+        mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
     }
 }
 #endif
 
 /* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks. */
-static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, struct mms__q4_0x8 *dst) {
+static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_0x8 *dst = (struct mms__q4_0x8 *)dstv;
     int64_t b;
     int r, k;
 #if MMS__HAVE_AVX2
@@ -442,6 +454,63 @@ MMS__UNROLL4
 }
 #endif
 
+/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the scales as floats;
+   sc[s][r]: sub-block s's 6-bit scale of row r in both int16 halves (one madd multiplies both of a
+   row's lanes); mn[t][r]: the mins of sub-blocks 2t and 2t + 1 as int16 pairs; qs[8j + k][r]: bytes
+   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). */
+struct mms__q4_kx8 { float d[8], dmin[8]; uint32_t sc[8][8], mn[4][8], qs[32][8]; };
+
+#if MMS__HAVE_AVX2
+static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
+    int64_t b;
+    int r, s, j;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++) {
+        const uint8_t *src[8], *qs[8];
+        uint16_t sm[8][16];   /* per row: the 8 scales, then the 8 mins */
+        for (r = 0; r < 8; r++) {
+            src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
+            _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
+        }
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, d), dst->d);
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, dmin), dst->dmin);
+        for (r = 0; r < 8; r++) {
+            for (s = 0; s < 8; s++) dst->sc[s][r] = sm[r][s] * 0x10001u;
+            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)sm[r][8 + 2 * s] | (uint32_t)sm[r][9 + 2 * s] << 16;
+            qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
+        }
+        for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
+            const uint8_t *q[8];
+            for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
+            mms__transpose_dwords4(q, dst->qs[4 * j]);
+            mms__transpose_dwords4(q + 4, dst->qs[4 * j] + 4);
+        }
+    }
+}
+#endif
+
+static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+    int64_t b;
+    int r, s, k;
+#if MMS__HAVE_AVX2
+    if (n == 8 && mms__avx2()) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
+#endif
+    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
+            int sc[8] = { 0 }, mn[8] = { 0 };
+            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
+            dst->dmin[r] = src ? mms_fp16_to_fp32(src->dmin) : 0.0f;
+            for (s = 0; src && s < 8; s++) mms__q4_k_scale_min(s, src->scales, &sc[s], &mn[s]);
+            for (s = 0; s < 8; s++) dst->sc[s][r] = (uint32_t)sc[s] * 0x10001u;
+            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)mn[2 * s] | (uint32_t)mn[2 * s + 1] << 16;
+            for (k = 0; k < 32; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+
 #if MMS__HAVE_AVX2
 /* -- Q4_0 prompt products on repacked tiles: 8 weight rows against 4 columns --
    Each thread repacks its tile of weight rows, 8 rows side by side (mms__q4_0x8): per block the 8
@@ -452,7 +521,10 @@ MMS__UNROLL4
    which kept them slower than the f32 GEMM). Low nibbles of dword k are elements 4k..4k + 3, high
    ones 16 + 4k..; the - 8 comes from the activations' sums. The int16 sums of 8 maddubs stay
    within 8 * 2 * 15 * 127. */
-static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const struct mms__q4_0x8 *w, const struct mms__block_q8_act *const x[4], float *out) {
+static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[4];
     int64_t b;
@@ -481,6 +553,56 @@ MMS__UNROLL4
         for (c = 0; c < 4; c++) {
             const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(sum[c], ones), _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
+/* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
+   most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
+   sums of 32, one madd per two sub-blocks. */
+static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4];
+    int64_t b;
+    int s, k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+        __m256i sumi[4], summ[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
+        for (s = 0; s < 8; s++) {
+            __m256i p[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
+                const __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
+                }
+            }
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], _mm256_loadu_si256((const __m256i *)w->sc[s])));
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const int16_t *bs = x[c][b].bsums;
+            const __m256 xd = _mm256_set1_ps(x[c][b].d);
+            for (s = 0; s < 4; s++) {
+                const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)w->mn[s]), _mm256_set1_epi32((int)pair)));
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(_mm256_loadu_ps(w->d), xd), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(_mm256_loadu_ps(w->dmin), xd), acc[c]);
         }
     }
 MMS__UNROLL4
@@ -643,13 +765,23 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
     return NULL;
 }
 
-/* 8 packed weight rows (mms__pack_q4_0x8) against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
-typedef void (*mms__q8_x8_fn)(int64_t K, const struct mms__q4_0x8 *w, const struct mms__block_q8_act *const x[4], float *out);
+/* Prompt-size products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the
+   others zero) of K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row
+   r, x[c]) against 4 activation rows in the format of mms__quantize_row_act. */
+struct mms__q8_x8 {
+    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
+    void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
+    int64_t block_len;
+    size_t block_bytes;
+};
 
-/* The repacked 8-row kernel prompt-size products with this weight type take; NULL: none. */
-static mms__q8_x8_fn mms__q8_x8_for(enum mms_type type) {
+/* The repacked kernel prompt-size products with this weight type take; NULL: none. */
+static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
-    if (mms__avx2() && type == MMS_TYPE_Q4_0) return mms__gemm_q4_0x8_avx2;
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8) };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8) };
+    if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
 #endif
     MMS__UNUSED(type);
     return NULL;
