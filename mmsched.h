@@ -440,7 +440,7 @@
            never stored: memory is a few hundred KB per thread.
          soft_max, silu, gelu (erf through a Chebyshev fit of erfc, relative error < 1.2e-7),
            gelu_tanh, exp, sqr, sqrt, scale: 8 lanes with a Cephes-style exp (about 1 ulp; exactly 0
-           below -87.3, so -inf mask entries weigh nothing). tanh keeps the C library.
+           below -87.3, so -inf mask entries weigh nothing; NaN stays NaN). tanh keeps the C library.
          norm, rms_norm: sums in double, 4 lanes. f16/bf16 rows convert with F16C / shifts.
          mul_mat with quantized weights, 1 to 4 columns (decode): each column of b is rounded once
            to 8-bit blocks with an f32 scale each (of 32 for Q8_0 and Q4_0; of 256 for Q4_K and Q6_K,
@@ -448,8 +448,17 @@
            it in integers (maddubs), so the weights stream as bytes. This adds the activations' rounding:
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
-         mul_mat with quantized weights, more columns: rows are dequantized to f32 as the tile of a
-           is packed, then the GEMM above (integer GEMM for prompts is not done yet).
+         mul_mat with quantized weights, more columns: the columns of b are rounded to 8-bit blocks
+           as for decode (the same error budget). Q4_0 and Q4_K: each thread repacks its tile of 64
+           weight rows 8 side by side (per block the 8 rows' scales as floats, Q4_K's 6-bit sub-block
+           scales and mins as int16, then the 8 rows' nibbles interleaved 4 bytes at a time), and a
+           kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
+           each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
+           block serve 8 rows; the repacked tile is scratch (40-46 bytes per row and K), the weights
+           in memory stay as they are. Q6_K: one weight row unpacked once against 4 columns. Q8_0:
+           rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
+           measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
+           maddubs). Times against the f32 GEMM in the README.
        Host buffers of 8 MiB and more are aligned to 2 MiB and offered to transparent huge pages
        (madvise), which helps ops that read big tensors with large strides.
 
@@ -6621,16 +6630,14 @@ static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int6
         mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
     }
 }
-#endif
 
-/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks. */
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks (for the
+   AVX2 kernels: the scalar loop takes the rows past a multiple of 8). */
 static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dstv) {
     struct mms__q4_0x8 *dst = (struct mms__q4_0x8 *)dstv;
     int64_t b;
     int r, k;
-#if MMS__HAVE_AVX2
-    if (n == 8 && mms__avx2()) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
-#endif
+    if (n == 8) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
     for (b = 0; b < K / 32; b++, dst++)
         for (r = 0; r < 8; r++) {
             const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
@@ -6641,6 +6648,7 @@ static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *ds
             }
         }
 }
+#endif
 
 #if MMS__HAVE_AVX2
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
@@ -6945,15 +6953,12 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
         }
     }
 }
-#endif
 
 static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
     struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
     int64_t b;
     int r, s, k;
-#if MMS__HAVE_AVX2
-    if (n == 8 && mms__avx2()) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
-#endif
+    if (n == 8) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
     for (b = 0; b < K / MMS__QK_K; b++, dst++)
         for (r = 0; r < 8; r++) {
             const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
@@ -6969,6 +6974,7 @@ static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *ds
             }
         }
 }
+#endif
 
 #if MMS__HAVE_AVX2
 /* -- Q4_0 prompt products on repacked tiles: 8 weight rows against 4 columns --

@@ -162,16 +162,14 @@ static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int6
         mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
     }
 }
-#endif
 
-/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks. */
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks (for the
+   AVX2 kernels: the scalar loop takes the rows past a multiple of 8). */
 static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dstv) {
     struct mms__q4_0x8 *dst = (struct mms__q4_0x8 *)dstv;
     int64_t b;
     int r, k;
-#if MMS__HAVE_AVX2
-    if (n == 8 && mms__avx2()) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
-#endif
+    if (n == 8) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
     for (b = 0; b < K / 32; b++, dst++)
         for (r = 0; r < 8; r++) {
             const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
@@ -182,6 +180,7 @@ static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *ds
             }
         }
 }
+#endif
 
 #if MMS__HAVE_AVX2
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
@@ -486,15 +485,12 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
         }
     }
 }
-#endif
 
 static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
     struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
     int64_t b;
     int r, s, k;
-#if MMS__HAVE_AVX2
-    if (n == 8 && mms__avx2()) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
-#endif
+    if (n == 8) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
     for (b = 0; b < K / MMS__QK_K; b++, dst++)
         for (r = 0; r < 8; r++) {
             const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
@@ -510,6 +506,7 @@ static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *ds
             }
         }
 }
+#endif
 
 #if MMS__HAVE_AVX2
 /* -- Q4_0 prompt products on repacked tiles: 8 weight rows against 4 columns --
