@@ -452,7 +452,7 @@
            never stored: memory is a few hundred KB per thread.
          soft_max, silu, gelu (erf through a Chebyshev fit of erfc, relative error < 1.2e-7),
            gelu_tanh, exp, sqr, sqrt, scale: 8 lanes with a Cephes-style exp (about 1 ulp; exactly 0
-           below -87.3, so -inf mask entries weigh nothing). tanh keeps the C library.
+           below -87.3, so -inf mask entries weigh nothing; NaN stays NaN). tanh keeps the C library.
          norm, rms_norm: sums in double, 4 lanes. f16/bf16 rows convert with F16C / shifts.
          mul_mat with quantized weights, 1 to 4 columns (decode): each column of b is rounded once
            to 8-bit blocks with an f32 scale each (of 32 for Q8_0 and Q4_0; of 256 for Q4_K and Q6_K,
@@ -460,8 +460,17 @@
            it in integers (maddubs), so the weights stream as bytes. This adds the activations' rounding:
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
-         mul_mat with quantized weights, more columns: rows are dequantized to f32 as the tile of a
-           is packed, then the GEMM above (integer GEMM for prompts is not done yet).
+         mul_mat with quantized weights, more columns: the columns of b are rounded to 8-bit blocks
+           as for decode (the same error budget). Q4_0 and Q4_K: each thread repacks its tile of 64
+           weight rows 8 side by side (per block the 8 rows' scales as floats, Q4_K's 6-bit sub-block
+           scales and mins as int16, then the 8 rows' nibbles interleaved 4 bytes at a time), and a
+           kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
+           each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
+           block serve 8 rows; the repacked tile is scratch (40-46 bytes per row and K), the weights
+           in memory stay as they are. Q6_K: one weight row unpacked once against 4 columns. Q8_0:
+           rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
+           measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
+           maddubs). Times against the f32 GEMM in the README.
        Host buffers of 8 MiB and more are aligned to 2 MiB and offered to transparent huge pages
        (madvise), which helps ops that read big tensors with large strides.
 
@@ -5715,9 +5724,10 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
 #if MMS__HAVE_AVX2
 /* exp(x) = 2^n p(r), n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-6 fit
    (about 1 ulp). Below -87.3 the result is exactly 0 (so masked -inf scores weigh nothing);
-   above 88.7 it saturates at about 3.4e38 instead of inf. */
+   above 88.7 it saturates at about 3.4e38 instead of inf. NaN stays NaN (the clamps and the
+   range mask would turn it into 0). */
 static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    const __m256 lo = _mm256_set1_ps(-87.33654f), x0 = x;
     __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), n, r, r2, p;
     __m256i e;
     x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
@@ -5732,7 +5742,7 @@ static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+    return _mm256_or_ps(_mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep), _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
 }
 
 /* x / (1 + exp(-a x)): silu with a = 1; gelu_tanh is x / (1 + exp(-2u)) with u its tanh argument */
@@ -5966,7 +5976,7 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
    above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
 static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
     const float32x4_t lo = vdupq_n_f32(-87.33654f);
-    const uint32x4_t keep = vcgeq_f32(x, lo);
+    const uint32x4_t keep = vcgeq_f32(x, lo), nan = vmvnq_u32(vceqq_f32(x, x));
     float32x4_t n, r, r2, p;
     int32x4_t e;
     x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3762626647949f));
@@ -5981,7 +5991,7 @@ static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
     p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
     p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
     e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep));
+    return vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep), nan));
 }
 
 static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
@@ -6539,7 +6549,7 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
-struct mms__block_q8_act { float d; int8_t qs[32]; };
+struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
 static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
@@ -6636,7 +6646,7 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
 
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, NULL);
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, y[b].sums);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
@@ -6649,6 +6659,66 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
     if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
     else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
 }
+
+/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2); qs[k][r]: bytes 4k..4k + 3
+   of row r's 16 bytes of nibbles. */
+struct mms__q4_0x8 { float d[8]; uint32_t qs[4][8]; };
+
+#if MMS__HAVE_AVX2
+/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
+static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
+    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
+    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
+    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
+}
+
+/* The f16 values at p[r] + offset (bytes) for 8 rows, as floats into dst */
+static MMS__AVX2_INLINE void mms__fp16x8_rows(const uint8_t *const p[8], size_t offset, float *dst) {
+    mms_fp16_t h[8];
+    int r;
+    for (r = 0; r < 8; r++) memcpy(&h[r], p[r] + offset, sizeof h[r]);
+    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+}
+
+/* 8 rows' blocks at a time: dwords transposed 4 rows by 4 at a time, the scales in one F16C
+   conversion (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
+static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int64_t K, struct mms__q4_0x8 *dst) {
+    int64_t b;
+    int r;
+    for (b = 0; b < K / 32; b++, dst++) {
+        const uint8_t *src[8];
+        for (r = 0; r < 8; r++) src[r] = (const uint8_t *)((const struct mms__block_q4_0 *)rows[r] + b);
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_0, d), dst->d);
+        for (r = 0; r < 8; r++) src[r] += offsetof(struct mms__block_q4_0, qs);
+        mms__transpose_dwords4(src, dst->qs[0]);
+        mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
+    }
+}
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks (for the
+   AVX2 kernels: the scalar loop takes the rows past a multiple of 8). */
+static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_0x8 *dst = (struct mms__q4_0x8 *)dstv;
+    int64_t b;
+    int r, k;
+    if (n == 8) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
+    for (b = 0; b < K / 32; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
+            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
+            for (k = 0; k < 4; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+#endif
 
 #if MMS__HAVE_AVX2
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
@@ -6785,6 +6855,17 @@ MMS__UNROLL4
     return mms__hsum256(_mm256_sub_ps(acc, _mm256_set_m128(_mm_setzero_ps(), acc_min)));
 }
 
+/* Group g (0..3) of half h of a Q6_K block as 32 unsigned 6-bit values: 4 low bits from ql (of
+   ql[64h..64h + 31] for even g, the next 32 for odd g; low nibbles for groups 0, 1, high for 2, 3),
+   2 high bits from qh[32h..] moved to bits 4..5 by one 16-bit shift. */
+static MMS__AVX2_INLINE __m256i mms__q6_k_group(const struct mms__block_q6_k *b, int h, int g) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (g & 1))), hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+    const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(hb, 4 - 2 * g) : _mm256_srli_epi16(hb, 2 * g - 4), m30);
+    return _mm256_or_si256(lo, hi);
+}
+
 /* Q6_K against 256-blocks: each 32 activations are one group of a half (see mms__q6_k_to_float):
    4 low bits from ql, 2 high bits from qh moved to bits 4..5 by one 16-bit shift, then the two
    sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum (at most 8 * 2 * 16002 *
@@ -6793,7 +6874,6 @@ MMS__UNROLL4
 static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     int64_t i;
     int h, g;
@@ -6803,15 +6883,9 @@ static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const
         const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };   /* a half's 8 in both lanes */
         __m256i sumi = _mm256_setzero_si256();
         for (h = 0; h < 2; h++) {
-            const uint8_t *ql = b->ql + 64 * h;
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
 MMS__UNROLL4
             for (g = 0; g < 4; g++) {
-                const __m256i l = g & 1 ? l1 : l0;
-                const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
-                const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(hb, 4 - 2 * g) : _mm256_srli_epi16(hb, 2 * g - 4), m30);
-                const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g)));
+                const __m256i p = _mm256_maddubs_epi16(mms__q6_k_group(b, h, g), _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g)));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, mms__broadcast_i16(sc_half[h], 2 * g, 2 * g + 1)));
             }
         }
@@ -6821,6 +6895,251 @@ MMS__UNROLL4
     return mms__hsum256(acc);
 }
 
+
+/* -- one weight row against 4 activation rows (prompt-size products, the K types) --
+   The weight row's unpacking (nibbles, scales) is done once for 4 columns of activations, which
+   stay in L1 while the rows of a weight tile stream past from L2; the sub-block scales multiply in
+   integers, so the float work is one conversion and FMA per 256 values and column. The products
+   per column are those of the single dots above. Q8_0 and Q4_0 have no such kernel here: their f32
+   scale per 32 values costs a conversion, a scale product and an FMA per 32 values and column on
+   top of sign, maddubs and madd, and measured 1.2-1.4x the f32 GEMM's time on a Zen 3 core
+   (whose integer multiplies issue once per cycle, as FMAs do twice), against 1.0x for
+   dequantizing into the f32 GEMM, which they keep. */
+
+/* Q4_K as mms__dot_q4_k_avx2, each pair of sub-blocks unpacked once for the 4 columns. */
+static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+    const struct mms__block_q8_k *x[4];
+    const __m256i m4 = _mm256_set1_epi8(0x0f), step = _mm256_set1_epi16(0x0202);
+    __m256 acc[4];
+    int64_t i;
+    int j, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / MMS__QK_K; i++, b++) {
+        const __m256i sm = mms__q4_k_scales_mins(b->scales), scales = _mm256_permute4x64_epi64(sm, 0x44);
+        const __m128i mins = _mm256_extracti128_si256(sm, 1);
+        const __m128 d = mms__fp16x2_to_f32(&b->d);
+        __m256i sumi[4];
+        __m256i pick = _mm256_set1_epi16(0x0100);   /* the shuffle that broadcasts int16 lane k: bytes 2k, 2k + 1 */
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = _mm256_setzero_si256();
+        for (j = 0; j < 4; j++) {   /* not unrolled: gcc then spills the 4 columns' sums */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i sc_lo = _mm256_shuffle_epi8(scales, pick), sc_hi = _mm256_shuffle_epi8(scales, _mm256_add_epi16(pick, step));
+            pick = _mm256_add_epi16(pick, _mm256_add_epi16(step, step));
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const int8_t *a = x[c][i].qs + 64 * j;
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 32)));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(plo, sc_lo));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(phi, sc_hi));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {   /* d * sum - dmin * sum(min * activations), times the activations' step */
+            const struct mms__block_q8_k *xc = &x[c][i];
+            const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xc->bsums), _mm_loadu_si128((const __m128i *)(xc->bsums + 8)));
+            const __m128 dc = _mm_mul_ps(d, _mm_set1_ps(xc->d));
+            const __m256 m = _mm256_set_m128(_mm_setzero_ps(), _mm_mul_ps(_mm_cvtepi32_ps(_mm_madd_epi16(mins, bsums)), _mm_permute_ps(dc, 0x55)));
+            acc[c] = _mm256_sub_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_broadcastss_ps(dc), acc[c]), m);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+}
+
+/* Q6_K as mms__dot_q6_k_avx2, each group of 32 values unpacked once for the 4 columns. */
+static MMS__TARGET_AVX2 void mms__dot4_q6_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
+    const struct mms__block_q8_k *x[4];
+    __m256 acc[4];
+    int64_t i;
+    int h, g, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / MMS__QK_K; i++, b++) {
+        const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };
+        const float d = mms__fp16_to_f32_f16c(b->d);
+        __m256i sumi[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++)     /* the - 32 of every value, from the activations' sums of 16 */
+            sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(scales, _mm256_loadu_si256((const __m256i *)x[c][i].bsums)), 5));
+        for (h = 0; h < 2; h++) {
+MMS__UNROLL4
+            for (g = 0; g < 4; g++) {
+                const __m256i v = mms__q6_k_group(b, h, g), sc = mms__broadcast_i16(sc_half[h], 2 * g, 2 * g + 1);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(x[c][i].qs + 128 * h + 32 * g)));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, sc));
+                }
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_set1_ps(d * x[c][i].d), acc[c]);
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+}
+#endif
+
+/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the scales as floats;
+   sc[s][r]: sub-block s's 6-bit scale of row r in both int16 halves (one madd multiplies both of a
+   row's lanes); mn[t][r]: the mins of sub-blocks 2t and 2t + 1 as int16 pairs; qs[8j + k][r]: bytes
+   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). */
+struct mms__q4_kx8 { float d[8], dmin[8]; uint32_t sc[8][8], mn[4][8], qs[32][8]; };
+
+#if MMS__HAVE_AVX2
+static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
+    int64_t b;
+    int r, s, j;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++) {
+        const uint8_t *src[8], *qs[8];
+        uint16_t sm[8][16];   /* per row: the 8 scales, then the 8 mins */
+        for (r = 0; r < 8; r++) {
+            src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
+            _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
+        }
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, d), dst->d);
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, dmin), dst->dmin);
+        for (r = 0; r < 8; r++) {
+            for (s = 0; s < 8; s++) dst->sc[s][r] = sm[r][s] * 0x10001u;
+            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)sm[r][8 + 2 * s] | (uint32_t)sm[r][9 + 2 * s] << 16;
+            qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
+        }
+        for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
+            const uint8_t *q[8];
+            for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
+            mms__transpose_dwords4(q, dst->qs[4 * j]);
+            mms__transpose_dwords4(q + 4, dst->qs[4 * j] + 4);
+        }
+    }
+}
+
+static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+    int64_t b;
+    int r, s, k;
+    if (n == 8) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
+    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
+            int sc[8] = { 0 }, mn[8] = { 0 };
+            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
+            dst->dmin[r] = src ? mms_fp16_to_fp32(src->dmin) : 0.0f;
+            for (s = 0; src && s < 8; s++) mms__q4_k_scale_min(s, src->scales, &sc[s], &mn[s]);
+            for (s = 0; s < 8; s++) dst->sc[s][r] = (uint32_t)sc[s] * 0x10001u;
+            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)mn[2 * s] | (uint32_t)mn[2 * s + 1] << 16;
+            for (k = 0; k < 32; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+#endif
+
+#if MMS__HAVE_AVX2
+/* -- Q4_0 prompt products on repacked tiles: 8 weight rows against 4 columns --
+   Each thread repacks its tile of weight rows, 8 rows side by side (mms__q4_0x8): per block the 8
+   scales as floats, then for each of the block's 4 dwords of nibbles the 8 rows' dwords. One
+   32-byte load then holds 8 nibbles of every row, and one maddubs against an activation dword
+   broadcast to every lane leaves each row's products in its own lanes: no horizontal sums, and one
+   conversion and FMA per block serve 8 rows (the single-row dots spend those per row and column,
+   which kept them slower than the f32 GEMM). Low nibbles of dword k are elements 4k..4k + 3, high
+   ones 16 + 4k..; the - 8 comes from the activations' sums. The int16 sums of 8 maddubs stay
+   within 8 * 2 * 15 * 127. */
+static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++, w++) {
+        const __m256 dw = _mm256_loadu_ps(w->d);
+        __m256i sum[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum[c] = _mm256_setzero_si256();
+MMS__UNROLL4
+        for (k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a_lo, a_hi;
+                memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
+                memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
+                sum[c] = _mm256_add_epi16(sum[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a_lo)),
+                                                                   _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a_hi))));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(sum[c], ones), _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
+/* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
+   most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
+   sums of 32, one madd per two sub-blocks. */
+static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4];
+    int64_t b;
+    int s, k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+        __m256i sumi[4], summ[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
+        for (s = 0; s < 8; s++) {
+            __m256i p[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
+                const __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
+                }
+            }
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], _mm256_loadu_si256((const __m256i *)w->sc[s])));
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const int16_t *bs = x[c][b].bsums;
+            const __m256 xd = _mm256_set1_ps(x[c][b].d);
+            for (s = 0; s < 4; s++) {
+                const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)w->mn[s]), _mm256_set1_epi32((int)pair)));
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(_mm256_loadu_ps(w->d), xd), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(_mm256_loadu_ps(w->dmin), xd), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
 #endif
 
 #if MMS__HAVE_NEON
@@ -6958,6 +7277,47 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
     for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
     return NULL;
 }
+
+/* One weight row against 4 activation rows x_stride bytes apart: out[c] = dot(w, x + c x_stride). */
+typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t x_stride, float *out);
+
+/* The 4-column dot of a weight type for the kernel set in use; NULL where there is none (the
+   caller then runs the f32 GEMM on dequantized weights for prompt sizes). */
+static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        switch (type) {
+            case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
+            case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
+            default: break;
+        }
+    }
+#endif
+    MMS__UNUSED(type);
+    return NULL;
+}
+
+/* Prompt-size products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the
+   others zero) of K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row
+   r, x[c]) against 4 activation rows in the format of mms__quantize_row_act. */
+struct mms__q8_x8 {
+    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
+    void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
+    int64_t block_len;
+    size_t block_bytes;
+};
+
+/* The repacked kernel prompt-size products with this weight type take; NULL: none. */
+static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
+#if MMS__HAVE_AVX2
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8) };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8) };
+    if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
+#endif
+    MMS__UNUSED(type);
+    return NULL;
+}
 /* ==== end src/backend/cpu/quant_dot.c ==== */
 
 /* ==== begin src/backend/cpu/ops_matmul.c ==== */
@@ -6973,7 +7333,13 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
      tile of a once.
    - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
      of weights against one column at a time, f16 converted inside the dot; quantized weights
-     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once. */
+     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once.
+   - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     one kernel call makes 8 rows by 4 columns.
+   - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
+     rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
+     dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
@@ -6981,7 +7347,7 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_GEMV_N * mms__q8_act_row_size(K) + 128;
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128;
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
@@ -7036,7 +7402,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N;
+    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
+    const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
+                                                                                     with integer kernels take those */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
@@ -7091,11 +7460,38 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
+            if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
+                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 64 rows: at most 46 K bytes, in the f32 tile's 256 K */
+                char *packed = (char *)abuf;
+                const void *rows[8], *xs[4];
+                float res[32];
+                int64_t g, r, j, c;
+                for (g = 0; g * 8 < mr; g++) {
+                    const int n = (int)MMS__MIN(8, mr - g * 8);
+                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
+                    q8_x8->pack(rows, n, K, packed + (size_t)g * group);
+                }
+                for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
+                    for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
+                    for (g = 0; g * 8 < mr; g++) {
+                        q8_x8->dot(K, packed + (size_t)g * group, xs, res);
+                        for (c = 0; c < 4 && j + c < nr; c++)
+                            for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
+                    }
+                }
+                continue;
+            }
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                int64_t i, j;
-                for (i = 0; i < mr; i++) {
+                int64_t i, j = 0, c;
+                float d[4];
+                for (; q8_dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
+                    for (i = 0; i < mr; i++) {
+                        q8_dot4(K, mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
+                        for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
+                    }
+                for (i = 0; j < nr && i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = q8_dot(K, w, bq8 + j * q8_row);
+                    for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
                 }
                 continue;
             }

@@ -511,6 +511,36 @@ static void test_unary(void) {
     }
 }
 
+/* NaN in, NaN out for every unary op, in several lane positions and the scalar tail (33 values:
+   4 vectors of 8 and one left over); exp also against the reference at the other special inputs
+   (exp(-inf) = 0 and underflow to 0 keep masked scores weightless). */
+static void test_unary_special(void) {
+    static const double special[] = { NAN, -INFINITY, -100.0, -87.0, 0.0, -0.0, 1e-30, 80.0, -2.5 };
+    const int64_t ne[4] = { 33, 1, 1, 1 };
+    struct tcase c;
+    struct mms_tensor *a, *out[N_UNOPS];
+    int64_t i;
+    int op;
+    case_begin(&c);
+    a = tensor_rand(&c, F32, ne, CONTIG, -1, 1);
+    for (i = 0; i < ne[0]; i++) in_set_flat(&c, a, i, i % 4 == 1 || i == 32 ? NAN : special[i % 9]);
+    case_label(&c, "special values %s", desc(&c, a));
+    for (op = 0; op < N_UNOPS; op++) out[op] = case_out(&c, unops[op].fn(c.ctx, a));
+    if (case_compute(&c)) {
+        for (op = 0; op < N_UNOPS; op++) {
+            double *got = case_result(&c, out[op]);
+            for (i = 0; i < ne[0]; i++) {
+                const double x = in_flat(&c, a, i), want = exp(x);
+                if (x != x) EXPECT(got[i] != got[i], "%s(NaN) -> %.9g, expected NaN (%s, element %lld)", unops[op].name, got[i], c.label, (long long)i);
+                else if (unops[op].ref == exp)
+                    EXPECT(fabs(got[i] - want) <= 1e-6 * want + 1e-37, "mms_exp(%g) -> %.9g, expected %.9g (%s)", x, got[i], want, c.label);
+            }
+            free(got);
+        }
+    }
+    case_end(&c);
+}
+
 /* ---- sum_rows and argmax ---- */
 
 static void test_reductions(void) {
@@ -1439,6 +1469,7 @@ int main(void) {
         g_kernels = mms_cpu_kernels_name(k);
         run_numeric("binary", test_binary);
         run_numeric("unary", test_unary);
+        run_numeric("unary_special", test_unary_special);
         run_numeric("reductions", test_reductions);
         run_numeric("norms", test_norms);
         run_numeric("mul_mat", test_mul_mat);

@@ -10,7 +10,13 @@
      tile of a once.
    - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
      of weights against one column at a time, f16 converted inside the dot; quantized weights
-     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once. */
+     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once.
+   - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     one kernel call makes 8 rows by 4 columns.
+   - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
+     rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
+     dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
@@ -18,7 +24,7 @@
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_GEMV_N * mms__q8_act_row_size(K) + 128;
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128;
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
@@ -73,7 +79,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N;
+    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
+    const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
+                                                                                     with integer kernels take those */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
@@ -128,11 +137,38 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
+            if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
+                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 64 rows: at most 46 K bytes, in the f32 tile's 256 K */
+                char *packed = (char *)abuf;
+                const void *rows[8], *xs[4];
+                float res[32];
+                int64_t g, r, j, c;
+                for (g = 0; g * 8 < mr; g++) {
+                    const int n = (int)MMS__MIN(8, mr - g * 8);
+                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
+                    q8_x8->pack(rows, n, K, packed + (size_t)g * group);
+                }
+                for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
+                    for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
+                    for (g = 0; g * 8 < mr; g++) {
+                        q8_x8->dot(K, packed + (size_t)g * group, xs, res);
+                        for (c = 0; c < 4 && j + c < nr; c++)
+                            for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
+                    }
+                }
+                continue;
+            }
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                int64_t i, j;
-                for (i = 0; i < mr; i++) {
+                int64_t i, j = 0, c;
+                float d[4];
+                for (; q8_dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
+                    for (i = 0; i < mr; i++) {
+                        q8_dot4(K, mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
+                        for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
+                    }
+                for (i = 0; j < nr && i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = q8_dot(K, w, bq8 + j * q8_row);
+                    for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
                 }
                 continue;
             }

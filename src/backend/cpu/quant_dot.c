@@ -11,7 +11,7 @@
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
-struct mms__block_q8_act { float d; int8_t qs[32]; };
+struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
 static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
@@ -108,7 +108,7 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
 
 static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
     int64_t b;
-    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, NULL);
+    for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, y[b].sums);
 }
 
 static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
@@ -121,6 +121,66 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
     if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
     else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
 }
+
+/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2); qs[k][r]: bytes 4k..4k + 3
+   of row r's 16 bytes of nibbles. */
+struct mms__q4_0x8 { float d[8]; uint32_t qs[4][8]; };
+
+#if MMS__HAVE_AVX2
+/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
+static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
+    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
+    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
+    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
+}
+
+/* The f16 values at p[r] + offset (bytes) for 8 rows, as floats into dst */
+static MMS__AVX2_INLINE void mms__fp16x8_rows(const uint8_t *const p[8], size_t offset, float *dst) {
+    mms_fp16_t h[8];
+    int r;
+    for (r = 0; r < 8; r++) memcpy(&h[r], p[r] + offset, sizeof h[r]);
+    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+}
+
+/* 8 rows' blocks at a time: dwords transposed 4 rows by 4 at a time, the scales in one F16C
+   conversion (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
+static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int64_t K, struct mms__q4_0x8 *dst) {
+    int64_t b;
+    int r;
+    for (b = 0; b < K / 32; b++, dst++) {
+        const uint8_t *src[8];
+        for (r = 0; r < 8; r++) src[r] = (const uint8_t *)((const struct mms__block_q4_0 *)rows[r] + b);
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_0, d), dst->d);
+        for (r = 0; r < 8; r++) src[r] += offsetof(struct mms__block_q4_0, qs);
+        mms__transpose_dwords4(src, dst->qs[0]);
+        mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
+    }
+}
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks (for the
+   AVX2 kernels: the scalar loop takes the rows past a multiple of 8). */
+static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_0x8 *dst = (struct mms__q4_0x8 *)dstv;
+    int64_t b;
+    int r, k;
+    if (n == 8) { mms__pack_q4_0x8_avx2(rows, K, dst); return; }
+    for (b = 0; b < K / 32; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
+            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
+            for (k = 0; k < 4; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+#endif
 
 #if MMS__HAVE_AVX2
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
@@ -257,6 +317,17 @@ MMS__UNROLL4
     return mms__hsum256(_mm256_sub_ps(acc, _mm256_set_m128(_mm_setzero_ps(), acc_min)));
 }
 
+/* Group g (0..3) of half h of a Q6_K block as 32 unsigned 6-bit values: 4 low bits from ql (of
+   ql[64h..64h + 31] for even g, the next 32 for odd g; low nibbles for groups 0, 1, high for 2, 3),
+   2 high bits from qh[32h..] moved to bits 4..5 by one 16-bit shift. */
+static MMS__AVX2_INLINE __m256i mms__q6_k_group(const struct mms__block_q6_k *b, int h, int g) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (g & 1))), hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+    const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(hb, 4 - 2 * g) : _mm256_srli_epi16(hb, 2 * g - 4), m30);
+    return _mm256_or_si256(lo, hi);
+}
+
 /* Q6_K against 256-blocks: each 32 activations are one group of a half (see mms__q6_k_to_float):
    4 low bits from ql, 2 high bits from qh moved to bits 4..5 by one 16-bit shift, then the two
    sub-blocks' int8 scales (int16 lanes 0..7 and 8..15) in the int32 sum (at most 8 * 2 * 16002 *
@@ -265,7 +336,6 @@ MMS__UNROLL4
 static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     int64_t i;
     int h, g;
@@ -275,15 +345,9 @@ static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const
         const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };   /* a half's 8 in both lanes */
         __m256i sumi = _mm256_setzero_si256();
         for (h = 0; h < 2; h++) {
-            const uint8_t *ql = b->ql + 64 * h;
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
 MMS__UNROLL4
             for (g = 0; g < 4; g++) {
-                const __m256i l = g & 1 ? l1 : l0;
-                const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
-                const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(hb, 4 - 2 * g) : _mm256_srli_epi16(hb, 2 * g - 4), m30);
-                const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g)));
+                const __m256i p = _mm256_maddubs_epi16(mms__q6_k_group(b, h, g), _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g)));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, mms__broadcast_i16(sc_half[h], 2 * g, 2 * g + 1)));
             }
         }
@@ -293,6 +357,251 @@ MMS__UNROLL4
     return mms__hsum256(acc);
 }
 
+
+/* -- one weight row against 4 activation rows (prompt-size products, the K types) --
+   The weight row's unpacking (nibbles, scales) is done once for 4 columns of activations, which
+   stay in L1 while the rows of a weight tile stream past from L2; the sub-block scales multiply in
+   integers, so the float work is one conversion and FMA per 256 values and column. The products
+   per column are those of the single dots above. Q8_0 and Q4_0 have no such kernel here: their f32
+   scale per 32 values costs a conversion, a scale product and an FMA per 32 values and column on
+   top of sign, maddubs and madd, and measured 1.2-1.4x the f32 GEMM's time on a Zen 3 core
+   (whose integer multiplies issue once per cycle, as FMAs do twice), against 1.0x for
+   dequantizing into the f32 GEMM, which they keep. */
+
+/* Q4_K as mms__dot_q4_k_avx2, each pair of sub-blocks unpacked once for the 4 columns. */
+static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+    const struct mms__block_q8_k *x[4];
+    const __m256i m4 = _mm256_set1_epi8(0x0f), step = _mm256_set1_epi16(0x0202);
+    __m256 acc[4];
+    int64_t i;
+    int j, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / MMS__QK_K; i++, b++) {
+        const __m256i sm = mms__q4_k_scales_mins(b->scales), scales = _mm256_permute4x64_epi64(sm, 0x44);
+        const __m128i mins = _mm256_extracti128_si256(sm, 1);
+        const __m128 d = mms__fp16x2_to_f32(&b->d);
+        __m256i sumi[4];
+        __m256i pick = _mm256_set1_epi16(0x0100);   /* the shuffle that broadcasts int16 lane k: bytes 2k, 2k + 1 */
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = _mm256_setzero_si256();
+        for (j = 0; j < 4; j++) {   /* not unrolled: gcc then spills the 4 columns' sums */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i sc_lo = _mm256_shuffle_epi8(scales, pick), sc_hi = _mm256_shuffle_epi8(scales, _mm256_add_epi16(pick, step));
+            pick = _mm256_add_epi16(pick, _mm256_add_epi16(step, step));
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const int8_t *a = x[c][i].qs + 64 * j;
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 32)));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(plo, sc_lo));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(phi, sc_hi));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {   /* d * sum - dmin * sum(min * activations), times the activations' step */
+            const struct mms__block_q8_k *xc = &x[c][i];
+            const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xc->bsums), _mm_loadu_si128((const __m128i *)(xc->bsums + 8)));
+            const __m128 dc = _mm_mul_ps(d, _mm_set1_ps(xc->d));
+            const __m256 m = _mm256_set_m128(_mm_setzero_ps(), _mm_mul_ps(_mm_cvtepi32_ps(_mm_madd_epi16(mins, bsums)), _mm_permute_ps(dc, 0x55)));
+            acc[c] = _mm256_sub_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_broadcastss_ps(dc), acc[c]), m);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+}
+
+/* Q6_K as mms__dot_q6_k_avx2, each group of 32 values unpacked once for the 4 columns. */
+static MMS__TARGET_AVX2 void mms__dot4_q6_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;
+    const struct mms__block_q8_k *x[4];
+    __m256 acc[4];
+    int64_t i;
+    int h, g, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / MMS__QK_K; i++, b++) {
+        const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };
+        const float d = mms__fp16_to_f32_f16c(b->d);
+        __m256i sumi[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++)     /* the - 32 of every value, from the activations' sums of 16 */
+            sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(scales, _mm256_loadu_si256((const __m256i *)x[c][i].bsums)), 5));
+        for (h = 0; h < 2; h++) {
+MMS__UNROLL4
+            for (g = 0; g < 4; g++) {
+                const __m256i v = mms__q6_k_group(b, h, g), sc = mms__broadcast_i16(sc_half[h], 2 * g, 2 * g + 1);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(x[c][i].qs + 128 * h + 32 * g)));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, sc));
+                }
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_set1_ps(d * x[c][i].d), acc[c]);
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+}
+#endif
+
+/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the scales as floats;
+   sc[s][r]: sub-block s's 6-bit scale of row r in both int16 halves (one madd multiplies both of a
+   row's lanes); mn[t][r]: the mins of sub-blocks 2t and 2t + 1 as int16 pairs; qs[8j + k][r]: bytes
+   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). */
+struct mms__q4_kx8 { float d[8], dmin[8]; uint32_t sc[8][8], mn[4][8], qs[32][8]; };
+
+#if MMS__HAVE_AVX2
+static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
+    int64_t b;
+    int r, s, j;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++) {
+        const uint8_t *src[8], *qs[8];
+        uint16_t sm[8][16];   /* per row: the 8 scales, then the 8 mins */
+        for (r = 0; r < 8; r++) {
+            src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
+            _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
+        }
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, d), dst->d);
+        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, dmin), dst->dmin);
+        for (r = 0; r < 8; r++) {
+            for (s = 0; s < 8; s++) dst->sc[s][r] = sm[r][s] * 0x10001u;
+            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)sm[r][8 + 2 * s] | (uint32_t)sm[r][9 + 2 * s] << 16;
+            qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
+        }
+        for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
+            const uint8_t *q[8];
+            for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
+            mms__transpose_dwords4(q, dst->qs[4 * j]);
+            mms__transpose_dwords4(q + 4, dst->qs[4 * j] + 4);
+        }
+    }
+}
+
+static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+    int64_t b;
+    int r, s, k;
+    if (n == 8) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
+    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
+            int sc[8] = { 0 }, mn[8] = { 0 };
+            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
+            dst->dmin[r] = src ? mms_fp16_to_fp32(src->dmin) : 0.0f;
+            for (s = 0; src && s < 8; s++) mms__q4_k_scale_min(s, src->scales, &sc[s], &mn[s]);
+            for (s = 0; s < 8; s++) dst->sc[s][r] = (uint32_t)sc[s] * 0x10001u;
+            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)mn[2 * s] | (uint32_t)mn[2 * s + 1] << 16;
+            for (k = 0; k < 32; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+#endif
+
+#if MMS__HAVE_AVX2
+/* -- Q4_0 prompt products on repacked tiles: 8 weight rows against 4 columns --
+   Each thread repacks its tile of weight rows, 8 rows side by side (mms__q4_0x8): per block the 8
+   scales as floats, then for each of the block's 4 dwords of nibbles the 8 rows' dwords. One
+   32-byte load then holds 8 nibbles of every row, and one maddubs against an activation dword
+   broadcast to every lane leaves each row's products in its own lanes: no horizontal sums, and one
+   conversion and FMA per block serve 8 rows (the single-row dots spend those per row and column,
+   which kept them slower than the f32 GEMM). Low nibbles of dword k are elements 4k..4k + 3, high
+   ones 16 + 4k..; the - 8 comes from the activations' sums. The int16 sums of 8 maddubs stay
+   within 8 * 2 * 15 * 127. */
+static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++, w++) {
+        const __m256 dw = _mm256_loadu_ps(w->d);
+        __m256i sum[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum[c] = _mm256_setzero_si256();
+MMS__UNROLL4
+        for (k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a_lo, a_hi;
+                memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
+                memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
+                sum[c] = _mm256_add_epi16(sum[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a_lo)),
+                                                                   _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a_hi))));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(sum[c], ones), _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
+/* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
+   most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
+   sums of 32, one madd per two sub-blocks. */
+static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4];
+    int64_t b;
+    int s, k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+        __m256i sumi[4], summ[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
+        for (s = 0; s < 8; s++) {
+            __m256i p[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
+                const __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
+                }
+            }
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], _mm256_loadu_si256((const __m256i *)w->sc[s])));
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const int16_t *bs = x[c][b].bsums;
+            const __m256 xd = _mm256_set1_ps(x[c][b].d);
+            for (s = 0; s < 4; s++) {
+                const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)w->mn[s]), _mm256_set1_epi32((int)pair)));
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(_mm256_loadu_ps(w->d), xd), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(_mm256_loadu_ps(w->dmin), xd), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
 #endif
 
 #if MMS__HAVE_NEON
@@ -428,5 +737,46 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
     if (mms__neon()) dots = mms__dotprod() ? dotprod : neon;
 #endif
     for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
+    return NULL;
+}
+
+/* One weight row against 4 activation rows x_stride bytes apart: out[c] = dot(w, x + c x_stride). */
+typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t x_stride, float *out);
+
+/* The 4-column dot of a weight type for the kernel set in use; NULL where there is none (the
+   caller then runs the f32 GEMM on dequantized weights for prompt sizes). */
+static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        switch (type) {
+            case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
+            case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
+            default: break;
+        }
+    }
+#endif
+    MMS__UNUSED(type);
+    return NULL;
+}
+
+/* Prompt-size products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the
+   others zero) of K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row
+   r, x[c]) against 4 activation rows in the format of mms__quantize_row_act. */
+struct mms__q8_x8 {
+    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
+    void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
+    int64_t block_len;
+    size_t block_bytes;
+};
+
+/* The repacked kernel prompt-size products with this weight type take; NULL: none. */
+static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
+#if MMS__HAVE_AVX2
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8) };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8) };
+    if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
+#endif
+    MMS__UNUSED(type);
     return NULL;
 }

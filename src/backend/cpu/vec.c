@@ -316,9 +316,10 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
 #if MMS__HAVE_AVX2
 /* exp(x) = 2^n p(r), n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-6 fit
    (about 1 ulp). Below -87.3 the result is exactly 0 (so masked -inf scores weigh nothing);
-   above 88.7 it saturates at about 3.4e38 instead of inf. */
+   above 88.7 it saturates at about 3.4e38 instead of inf. NaN stays NaN (the clamps and the
+   range mask would turn it into 0). */
 static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    const __m256 lo = _mm256_set1_ps(-87.33654f), x0 = x;
     __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), n, r, r2, p;
     __m256i e;
     x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
@@ -333,7 +334,7 @@ static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+    return _mm256_or_ps(_mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep), _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
 }
 
 /* x / (1 + exp(-a x)): silu with a = 1; gelu_tanh is x / (1 + exp(-2u)) with u its tanh argument */
@@ -567,7 +568,7 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
    above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
 static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
     const float32x4_t lo = vdupq_n_f32(-87.33654f);
-    const uint32x4_t keep = vcgeq_f32(x, lo);
+    const uint32x4_t keep = vcgeq_f32(x, lo), nan = vmvnq_u32(vceqq_f32(x, x));
     float32x4_t n, r, r2, p;
     int32x4_t e;
     x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3762626647949f));
@@ -582,7 +583,7 @@ static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
     p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
     p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
     e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep));
+    return vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep), nan));
 }
 
 static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
