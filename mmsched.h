@@ -353,15 +353,26 @@
        truth: the scheduler runs anything else on the CPU. offload_op asks for MUL_MAT with 32 or
        more columns, so large batches on host weights run on the GPU when op_offload is on.
        Errors from CUDA and cuBLAS calls are statuses whose message names the call and the CUDA error
-       string; cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found
-       by a kernel is reported at the next synchronize (graph_compute synchronizes) with the node's name.
+       string (the runtime's last error is read then, so the next launch does not report it again);
+       cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found by a
+       kernel is reported at the next synchronize (graph_compute synchronizes) with the node's name,
+       which the kernel carries: the right node even when other graphs were queued after it. Copies
+       between GPUs enable peer access for the pair first (else the runtime stages them through host
+       memory); each backend gives its cuBLAS handle a workspace (32 MiB on Hopper, 4 MiB before).
+       Build it with the legacy default stream (plain cudaMemcpy on a buffer waits for the backends'
+       streams): --default-stream per-thread stops at an #error. Grids larger than CUDA's limits go
+       as several launches.
        Results agree with the CPU backend to a tolerance, not to the bit (different summation orders;
        f16 products round b): tests/test_backend_ops compares every op, tests/test_sched runs the
        scheduler's tests with the GPU as the second backend, and tools/gpu_check.sh runs both, the
        demo model on the GPU and build/cuda/bench_cuda on a GPU machine. Every kernel is written as a
        __host__ __device__ functor run by an executor, so the tests also run them on the host (a
-       fiber per CUDA thread, cuBLAS by its definition; tests/cuda_host.h): every op against the CPU
-       backend, the scheduler's tests and the demo model with the kernels as the second backend.
+       fiber per CUDA thread, cuBLAS by its definition; tests/cuda_host.h, built to contract
+       multiply-adds into FMA as nvcc does): every op against the CPU backend, the scheduler's tests
+       and the demo model with the kernels as the second backend. The whole backend also runs on a
+       model of the CUDA runtime and cuBLAS (tests/cuda_mock.h: two devices, the last error, streams,
+       captures, launch limits, which device a copy runs on): test_cuda, test_backend_ops and
+       test_sched run against it as *_mock without a GPU.
 
    11. GGUF FILES
        mms_gguf_open(path) maps a GGUF file (versions 2 and 3) and validates it completely before

@@ -37,9 +37,18 @@
 
 #define HD __host__ __device__
 
+// Plain cudaMemcpy/cudaMemset on a buffer must wait for the kernels queued on the backends'
+// streams: that is the legacy default stream's rule, which per-thread default streams drop.
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+#error "mmsched_cuda.cu relies on the legacy default stream; build it without --default-stream per-thread"
+#endif
+
 // -- 1. errors ------------------------------------------------------------------------------------
 
+// The runtime keeps the last error until it is read: read it here, so that the next launch's
+// check (CU_LAUNCHED) does not report this failure again as its own.
 static enum mms_status cu_fail(cudaError_t err, const char *call, int line) {
+    cudaGetLastError();
     return mms_set_error(err == cudaErrorMemoryAllocation ? MMS_ERR_OOM : MMS_ERR_BACKEND,
                          "CUDA: %s failed: %s (%s) [mmsched_cuda.cu:%d]", call, cudaGetErrorString(err), cudaGetErrorName(err), line);
 }
@@ -79,6 +88,8 @@ HD static void cu_unravel(const int64_t *ne, int64_t i, int64_t *idx) {
     idx[3] = i / ne[2];
 }
 
+HD static int64_t cu_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 HD static char *cu_row(const cu_tensor &t, int64_t i1, int64_t i2, int64_t i3) {
     return t.data + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
 }
@@ -109,6 +120,17 @@ HD static uint16_t cu_float_to_bf16(float f) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 #else
     return mms_fp32_to_bf16(f);
+#endif
+}
+// A product rounded on its own where a result must equal the CPU's to the bit: nvcc (and the
+// host emulation's build, which contracts the same way) would otherwise fuse a * b + c into one
+// FMA that rounds once.
+HD static float cu_mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    volatile float p = a * b;      // the host compiler cannot fuse through a volatile
+    return p;
 #endif
 }
 HD static uint16_t cu_u16(const char *p) { return (uint16_t)((const uint8_t *)p)[0] | (uint16_t)(((const uint8_t *)p)[1] << 8); }
@@ -153,6 +175,8 @@ HD static float cu_dequant(int type, const char *row, int64_t i) {
             int s, m;
             if (sub < 4) { s = sc[sub] & 63; m = sc[sub + 4] & 63; }
             else         { s = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4); m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
+            // Fused into one FMA by nvcc, and still the CPU's bits: d has at most 17 significant
+            // bits (11 of the f16, 6 of s), so d * q (q < 16) is exact and only the subtraction rounds.
             const float d = cu_half_to_float(cu_u16(b)) * (float)s, dm = cu_half_to_float(cu_u16(b + 2)) * (float)m;
             return d * (float)q - dm;
         }
@@ -209,23 +233,31 @@ HD static void cu_move(const cu_tensor &d, const int64_t *di, const cu_tensor &s
 }
 
 // The first bad index a kernel met (get_rows), in mapped host memory the device writes directly.
+// It carries the node's name: the kernel may have been queued by a graph computed long before the
+// synchronize that reads it (or replayed from a captured CUDA graph).
 struct cu_fault {
     int     set;
-    int     node;
     int64_t value, position, limit;
+    char    name[MMS_MAX_NAME];
 };
 
-HD static void cu_report(cu_fault *f, int node, int64_t value, int64_t position, int64_t limit) {
+HD static void cu_report(cu_fault *f, const char *name, int64_t value, int64_t position, int64_t limit) {
 #ifdef __CUDA_ARCH__
     if (atomicCAS(&f->set, 0, 1) != 0) return;
 #else
     if (f->set) return;
     f->set = 1;
 #endif
-    f->node = node;
     f->value = value;
     f->position = position;
     f->limit = limit;
+    for (int i = 0; i < MMS_MAX_NAME; i++) f->name[i] = name[i];
+}
+
+// The status for a fault read back (the message the tests and users see).
+static enum mms_status cu_fault_status(const cu_fault *f, const char *backend) {
+    return mms_set_error(MMS_ERR_INVALID_ARG, "%s: GET_ROWS '%.*s': index %lld at position %lld is outside 0..%lld", backend,
+                         MMS_MAX_NAME - 1, f->name, (long long)f->value, (long long)f->position, (long long)f->limit - 1);
 }
 
 // -- 3. element ops -------------------------------------------------------------------------------
@@ -325,13 +357,13 @@ struct cu_repeat {
 struct cu_get_rows {
     cu_tensor d, a, rows;
     cu_fault *fault;
-    int node;
+    char name[MMS_MAX_NAME];
     HD void operator()(int64_t i) const {
         int64_t x[4];
         cu_unravel(d.ne, i, x);
         const int32_t r = *(const int32_t *)(cu_row(rows, x[2], x[3], 0) + x[1] * rows.nb[0]);
         if (r < 0 || r >= a.ne[1]) {
-            cu_report(fault, node, r, x[1], a.ne[1]);
+            cu_report(fault, name, r, x[1], a.ne[1]);
             return;
         }
         int64_t y[4] = { x[0], r, x[2], x[3] };
@@ -358,7 +390,8 @@ struct cu_im2col {
 };
 
 // Item i of a row: a pair i < n_dims / 2 is rotated; the rest (i >= n_dims / 2) are the dims past
-// n_dims, copied. Angles in double like the CPU's, so both agree to the last bits of cos and sin.
+// n_dims, copied. Angles in double like the CPU's and the rotation rounded as the CPU rounds it, so
+// both give the same bits.
 struct cu_rope {
     cu_tensor d, a, pos, ff;       // ff.data NULL: no frequency factors
     int n_dims, mode;
@@ -383,8 +416,8 @@ struct cu_rope {
         const float cs = (float)cos((double)theta) * attn_factor, sn = (float)sin((double)theta) * attn_factor;
         const int64_t j0 = mode == MMS_ROPE_TYPE_NEOX ? k : 2 * k, j1 = mode == MMS_ROPE_TYPE_NEOX ? k + half : 2 * k + 1;
         const float x0 = cu_load(a, j0, x[1], x[2], x[3]), x1 = cu_load(a, j1, x[1], x[2], x[3]);
-        cu_store(d, j0, x[1], x[2], x[3], x0 * cs - x1 * sn);
-        cu_store(d, j1, x[1], x[2], x[3], x0 * sn + x1 * cs);
+        cu_store(d, j0, x[1], x[2], x[3], cu_mul_rn(x0, cs) - cu_mul_rn(x1, sn));   // as the CPU rounds: no FMA
+        cu_store(d, j1, x[1], x[2], x[3], cu_mul_rn(x0, sn) + cu_mul_rn(x1, cs));
     }
 };
 
@@ -398,17 +431,40 @@ static cu_tensor cu_tensor_or_none(const struct mms_tensor *t) {
 
 // -- 4. blocks, and how a node runs ---------------------------------------------------------------
 // The kernels below are functors over one thread of a block (cu_thread), so the same code runs
-// launched on a GPU and, in tests/test_cuda_kernels.cu, on the host with a thread per CUDA thread
-// (cu_host_block supplies the barrier and the warp exchange there).
+// launched on a GPU and, in tests/cuda_host.h, on the host with a fiber per CUDA thread
+// (cu_host_block supplies the barriers, the warp exchange and the tensor-core product there, each
+// by its documented meaning).
 
 struct cu_host_block {
-    void  (*sync)(struct cu_host_block *b);                                // every thread of the block
-    float (*exchange)(struct cu_host_block *b, int tid, float v, int src_lane);   // within tid's warp
+    void     (*sync)(struct cu_host_block *b);                                      // every thread of the block
+    void     (*syncwarp)(struct cu_host_block *b, int tid);                         // every lane of tid's warp
+    uint32_t (*exchange)(struct cu_host_block *b, int tid, uint32_t v, int src_lane);   // within tid's warp
+    void     (*mma)(struct cu_host_block *b, int tid, float *d, const uint32_t *a, const uint32_t *bf, int bf16);
 };
+
+HD static uint32_t cu_f2u(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+HD static float cu_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
 
 struct cu_thread {
     int     tid, nthreads;       // threadIdx.x, blockDim.x
-    int64_t bx, by, bz;          // blockIdx
+    int64_t bx, by, bz;          // the block in the whole grid (launches of a large grid add their offsets)
+    int64_t gx, gy, gz;          // the whole grid
     char   *smem;                // the block's dynamic shared memory
     struct cu_host_block *host;  // NULL on the GPU
     HD int lane() const { return tid % 32; }
@@ -420,16 +476,68 @@ struct cu_thread {
         host->sync(host);
 #endif
     }
-    HD float shfl(float v, int src_lane) const {    // every lane of the warp must call it
+    HD void syncwarp() const {
+#ifdef __CUDA_ARCH__
+        __syncwarp();
+#else
+        host->syncwarp(host, tid);
+#endif
+    }
+    HD uint32_t shfl_u32(uint32_t v, int src_lane) const {    // every lane of the warp must call it
 #ifdef __CUDA_ARCH__
         return __shfl_sync(0xffffffffu, v, src_lane);
 #else
         return host->exchange(host, tid, v, src_lane);
 #endif
     }
+    HD float shfl(float v, int src_lane) const { return cu_u2f(shfl_u32(cu_f2u(v), src_lane)); }
+    HD float shfl_xor(float v, int mask) const { return shfl(v, lane() ^ mask); }
+    // d += A B for the warp's 16x16 A (a: 4 registers of 2 halves) and 16x8 B (b: 2 registers),
+    // f16 (or bf16) in, f32 accumulated: mma.sync.aligned.m16n8k16.row.col, every lane calls it.
+    // The fragment layout (PTX ISA, "matrix fragments for mma.m16n8k16"), g = lane / 4, t = lane % 4:
+    // a register r holds A[g + 8 (r % 2)][2t + 8 (r / 2) + {0, 1}], b register r holds
+    // B[2t + 8r + {0, 1}][g], d[i] is D[g + 8 (i / 2)][2t + i % 2].
+    HD void mma(float *d, const uint32_t *a, const uint32_t *b, bool bf16) const {
+#ifdef __CUDA_ARCH__
+#if __CUDA_ARCH__ >= 800
+        if (bf16)
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        else
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        __trap();    // supports_op admits tensor-core kernels on sm_80 and later only
+#endif
+#else
+        host->mma(host, tid, d, a, b, bf16 ? 1 : 0);
+#endif
+    }
 };
 
-struct cu_grid { unsigned x, y, z; };
+// A grid of any size; executors launch it as one or more grids within CUDA's limits.
+struct cu_grid { int64_t x, y, z; };
+
+#define CU_MAX_GRID_X  2147483647LL
+#define CU_MAX_GRID_YZ 65535LL
+#define CU_MAX_LAUNCHES 64
+struct cu_launch { unsigned x, y, z; int64_t x0, y0, z0; };
+
+// The launches covering g within the limits (x < 2^31, y and z < 2^16 blocks), at most
+// CU_MAX_LAUNCHES; 0 when g is empty, -1 when it needs more.
+static int cu_split_grid(cu_grid g, cu_launch *out) {
+    int n = 0;
+    if (g.x <= 0 || g.y <= 0 || g.z <= 0) return 0;
+    for (int64_t z0 = 0; z0 < g.z; z0 += CU_MAX_GRID_YZ)
+        for (int64_t y0 = 0; y0 < g.y; y0 += CU_MAX_GRID_YZ)
+            for (int64_t x0 = 0; x0 < g.x; x0 += CU_MAX_GRID_X) {
+                if (n == CU_MAX_LAUNCHES) return -1;
+                const cu_launch l = { (unsigned)cu_min64(g.x - x0, CU_MAX_GRID_X), (unsigned)cu_min64(g.y - y0, CU_MAX_GRID_YZ),
+                                      (unsigned)cu_min64(g.z - z0, CU_MAX_GRID_YZ), x0, y0, z0 };
+                out[n++] = l;
+            }
+    return n;
+}
 
 // One cuBLAS call, column-major: C (m x n, ldc) = A^T B with A stored k x m (lda) and B k x n (ldb),
 // `batch` times with the given element strides. A and B have `type` (F32, F16 or BF16), C is F32.
@@ -713,7 +821,7 @@ template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     if (cu_mul_mat_gemv(dst)) {
         const cu_gemv_quant f = { cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b) };
-        const cu_grid grid = { (unsigned)((M + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS), (unsigned)N, (unsigned)(b->ne[2] * b->ne[3]) };
+        const cu_grid grid = { (M + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS, N, b->ne[2] * b->ne[3] };
         return ex.blocks(f, grid, 32 * CU_GEMV_WARPS, 0, "mul_mat GEMV kernel");
     }
     const enum mms_type as = cu_gemm_type(a->type);
@@ -758,10 +866,9 @@ template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const
 
 // Computes node t with an executor: ex.each(functor, n, name) runs an element functor over n
 // items, ex.blocks(functor, grid, threads, smem, name) a block functor, ex.gemm(cu_gemm) one
-// cuBLAS product; ex.scratch is cu_scratch_need(t) bytes; ex.fault takes bad indices (under
-// fault_node). The backend's executor launches on its stream; tests/test_cuda_kernels.cu has one
-// that runs on the host.
-template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, const struct mms_tensor *t, int fault_node) {
+// cuBLAS product; ex.scratch is cu_scratch_need(t) bytes; ex.fault takes bad indices. The
+// backend's executor launches on its stream; tests/cuda_host.h has one that runs on the host.
+template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, const struct mms_tensor *t) {
     const cu_tensor d = cu_tensor_of(t), a = cu_tensor_or_none(t->src[0]), b = cu_tensor_or_none(t->src[1]);
     const int64_t n = mms_nelements(t);
     const char *name = mms_op_name(t->op);
@@ -786,7 +893,8 @@ template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, 
         case MMS_OP_PAD:    { const cu_pad f = { d, a };    return ex.each(f, n, name); }
         case MMS_OP_REPEAT: { const cu_repeat f = { d, a }; return ex.each(f, n, name); }
         case MMS_OP_GET_ROWS: {
-            const cu_get_rows f = { d, a, b, ex.fault, fault_node };
+            cu_get_rows f = { d, a, b, ex.fault, "" };
+            snprintf(f.name, sizeof f.name, "%s", t->name);
             return ex.each(f, n, name);
         }
         case MMS_OP_IM2COL: {
@@ -803,29 +911,29 @@ template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, 
         }
         case MMS_OP_NORM: case MMS_OP_RMS_NORM: {
             const cu_norm_rows f = { d, a, mms_get_op_params_f32(t, 0), t->op == MMS_OP_RMS_NORM };
-            const cu_grid grid = { (unsigned)mms_nrows(t), 1, 1 };
+            const cu_grid grid = { mms_nrows(t), 1, 1 };
             return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
         }
         case MMS_OP_SUM_ROWS: {
             const cu_sum_rows f = { d, a };
-            const cu_grid grid = { (unsigned)mms_nrows(t->src[0]), 1, 1 };
+            const cu_grid grid = { mms_nrows(t->src[0]), 1, 1 };
             return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
         }
         case MMS_OP_ARGMAX: {
             const cu_argmax f = { d, a };
-            const cu_grid grid = { (unsigned)mms_nrows(t->src[0]), 1, 1 };
+            const cu_grid grid = { mms_nrows(t->src[0]), 1, 1 };
             return ex.blocks(f, grid, CU_ROW_THREADS, CU_ROW_THREADS * (sizeof(float) + sizeof(int64_t)), name);
         }
         case MMS_OP_SOFT_MAX: {
             const cu_soft_max f = { d, a, b, mms_get_op_params_f32(t, 0) };
-            const cu_grid grid = { (unsigned)mms_nrows(t), 1, 1 };
+            const cu_grid grid = { mms_nrows(t), 1, 1 };
             return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
         }
         case MMS_OP_FLASH_ATTN_EXT: {
             const struct mms_tensor *q = t->src[0], *v = t->src[2];
             const cu_flash_attn f = { d, a, b, cu_tensor_of(v), cu_tensor_or_none(t->src[3]), mms_get_op_params_f32(t, 0), mms_get_op_params_f32(t, 2) };
             const unsigned rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
-            const cu_grid grid = { (unsigned)((q->ne[1] + rows - 1) / rows), (unsigned)q->ne[2], (unsigned)q->ne[3] };
+            const cu_grid grid = { (q->ne[1] + rows - 1) / rows, q->ne[2], q->ne[3] };
             return ex.blocks(f, grid, 32 * CU_FA_WARPS, cu_flash_attn::smem_size(q->ne[0], v->ne[0]), name);
         }
         case MMS_OP_MUL_MAT:
@@ -841,9 +949,9 @@ template <typename F> __global__ void cu_each_kernel(F f, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) f(i);
 }
 
-template <typename B> __global__ void cu_block_kernel(B body) {
+template <typename B> __global__ void cu_block_kernel(B body, cu_grid g, int64_t x0, int64_t y0, int64_t z0) {
     extern __shared__ __align__(16) char cu_smem[];
-    const cu_thread th = { (int)threadIdx.x, (int)blockDim.x, blockIdx.x, blockIdx.y, blockIdx.z, cu_smem, NULL };
+    const cu_thread th = { (int)threadIdx.x, (int)blockDim.x, x0 + blockIdx.x, y0 + blockIdx.y, z0 + blockIdx.z, g.x, g.y, g.z, cu_smem, NULL };
     body(th);
 }
 
@@ -851,23 +959,41 @@ static cudaDataType_t cu_blas_type(enum mms_type t) {
     return t == MMS_TYPE_F32 ? CUDA_R_32F : t == MMS_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
 }
 
+// Launches: kernel<<<...>>> on a GPU; in the mock runtime's build (tests/cuda_mock.cu, which
+// defines the two functions) the functors run on the host, as the runtime would have run them.
+#ifdef MMS_CUDA_MOCK
+template <typename F> static void cu_mock_each(const void *kernel, const F &f, int64_t n, unsigned blocks, int threads, cudaStream_t s);
+template <typename B> static void cu_mock_blocks(const void *kernel, const B &body, cu_grid g, const cu_launch &l, int threads, size_t smem, cudaStream_t s);
+#define CU_LAUNCH_EACH(F, f, n, blocks, threads, s) cu_mock_each((const void *)cu_each_kernel<F>, f, n, blocks, threads, s)
+#define CU_LAUNCH_BLOCKS(B, body, g, l, threads, smem, s) cu_mock_blocks((const void *)cu_block_kernel<B>, body, g, l, threads, smem, s)
+#else
+#define CU_LAUNCH_EACH(F, f, n, blocks, threads, s) cu_each_kernel<F><<<blocks, threads, 0, s>>>(f, n)
+#define CU_LAUNCH_BLOCKS(B, body, g, l, threads, smem, s) cu_block_kernel<B><<<dim3((l).x, (l).y, (l).z), threads, smem, s>>>(body, g, (l).x0, (l).y0, (l).z0)
+#endif
+
 struct cu_device_exec {
     cudaStream_t   stream;
     cublasHandle_t cublas;
     char          *scratch;
     cu_fault      *fault;
+    bool           tensor_cores;   // mma.sync m16n8k16: sm_80 and later
     template <typename F> enum mms_status each(const F &f, int64_t n, const char *what) const {
         if (n <= 0) return MMS_OK;
         const int threads = 256;
         const int64_t blocks = (n + threads - 1) / threads;
-        cu_each_kernel<F><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), threads, 0, stream>>>(f, n);
+        CU_LAUNCH_EACH(F, f, n, (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), threads, stream);
         CU_LAUNCHED(what);
         return MMS_OK;
     }
     template <typename B> enum mms_status blocks(const B &body, cu_grid g, int threads, size_t smem, const char *what) const {
+        cu_launch l[CU_MAX_LAUNCHES];
+        const int n = cu_split_grid(g, l);
+        if (n < 0) return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: %s: a grid of %lld x %lld x %lld blocks", what, (long long)g.x, (long long)g.y, (long long)g.z);
         if (smem > 48 * 1024) CU_TRY(cudaFuncSetAttribute(cu_block_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        cu_block_kernel<B><<<dim3(g.x, g.y, g.z), threads, smem, stream>>>(body);
-        CU_LAUNCHED(what);
+        for (int i = 0; i < n; i++) {
+            CU_LAUNCH_BLOCKS(B, body, g, l[i], threads, smem, stream);
+            CU_LAUNCHED(what);
+        }
         return MMS_OK;
     }
     enum mms_status gemm(const cu_gemm &g) const {
@@ -891,8 +1017,8 @@ struct cu_backend {
     size_t         scratch_size;
     cu_fault      *fault;                     // mapped pinned memory
     cu_fault      *fault_dev;
-    char         (*names)[MMS_MAX_NAME];      // GET_ROWS nodes of the last graph, for fault messages
-    int            names_n, names_cap;
+    void          *cublas_workspace;          // given to cuBLAS, which then never allocates (needed to capture its calls)
+    int            cc_major;                  // compute capability
 };
 
 // -- 8. buffers -----------------------------------------------------------------------------------
@@ -940,11 +1066,31 @@ static enum mms_status cu_buf_clear(mms_backend_buffer_t b, uint8_t v);
 static const struct mms_backend_buffer_i cu_buf_iface = {
     cu_buf_free, cu_buf_base, NULL, cu_buf_memset, cu_buf_set, cu_buf_get, cu_buf_cpy, cu_buf_clear
 };
+// Direct copies between GPUs need peer access enabled both ways; without it the runtime stages
+// them through host memory. Tried once per pair, when a copy first needs it.
+static bool cu_peer_tried[CU_MAX_DEVICES][CU_MAX_DEVICES];
+static void cu_enable_peer(int a, int b) {
+    int current = 0, ok = 0;
+    if (a == b || cu_peer_tried[a][b]) return;
+    cu_peer_tried[a][b] = cu_peer_tried[b][a] = true;
+    if (cudaGetDevice(&current) != cudaSuccess) { cudaGetLastError(); return; }
+    for (int k = 0; k < 2; k++) {
+        const int from = k ? b : a, to = k ? a : b;
+        if (cudaDeviceCanAccessPeer(&ok, from, to) == cudaSuccess && ok && cudaSetDevice(from) == cudaSuccess)
+            cudaDeviceEnablePeerAccess(to, 0);     // cudaErrorPeerAccessAlreadyEnabled is fine too
+    }
+    cudaGetLastError();                            // a pair without peer access just copies through the host
+    cudaSetDevice(current);
+}
+
 static bool cu_buf_cpy(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
     if (!src->buffer || !cu_buft_is_device(src->buffer->buft)) return false;   // through the host
     const int sd = ((struct cu_buffer *)src->buffer->context)->device, dd = ((struct cu_buffer *)b->context)->device;
-    cudaError_t e = sd == dd ? cudaMemcpy(dst->data, src->data, mms_nbytes(src), cudaMemcpyDeviceToDevice)
-                             : cudaMemcpyPeer(dst->data, dd, src->data, sd, mms_nbytes(src));
+    cu_enable_peer(sd, dd);
+    // On the memory's device: its legacy stream is the one that waits for that device's backends.
+    cudaError_t e = cudaSetDevice(dd);
+    if (e == cudaSuccess) e = sd == dd ? cudaMemcpy(dst->data, src->data, mms_nbytes(src), cudaMemcpyDeviceToDevice)
+                                       : cudaMemcpyPeer(dst->data, dd, src->data, sd, mms_nbytes(src));
     if (e != cudaSuccess) { cu_fail(e, "cudaMemcpy (device to device)", __LINE__); return false; }
     return true;
 }
@@ -1065,29 +1211,17 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
     }
 }
 
-// Node t on the backend's stream. GET_ROWS nodes are numbered so a fault can name them.
+// Node t on the backend's stream.
 static enum mms_status cu_backend_node(struct cu_backend *cb, const struct mms_tensor *t) {
-    if (t->op == MMS_OP_GET_ROWS) {
-        if (cb->names_n == cb->names_cap) {
-            const int cap = cb->names_cap ? 2 * cb->names_cap : 16;
-            char (*names)[MMS_MAX_NAME] = (char (*)[MMS_MAX_NAME])realloc(cb->names, (size_t)cap * MMS_MAX_NAME);
-            if (!names) return mms_set_error(MMS_ERR_OOM, "CUDA: out of host memory");
-            cb->names = names;
-            cb->names_cap = cap;
-        }
-        snprintf(cb->names[cb->names_n++], MMS_MAX_NAME, "%s", mms_get_name(t));
-    }
-    const cu_device_exec ex = { cb->stream, cb->cublas, (char *)cb->scratch, cb->fault_dev };
-    return cu_compute_node(ex, t, cb->names_n - 1);
+    const cu_device_exec ex = { cb->stream, cb->cublas, (char *)cb->scratch, cb->fault_dev, cb->cc_major >= 8 };
+    return cu_compute_node(ex, t);
 }
 
 static enum mms_status cu_check_fault(struct cu_backend *cb) {
     if (!cb->fault->set) return MMS_OK;
     cu_fault f = *cb->fault;
     memset(cb->fault, 0, sizeof *cb->fault);
-    return mms_set_error(MMS_ERR_INVALID_ARG, "%s: GET_ROWS %s: index %lld at position %lld is outside 0..%lld",
-                         cb->name, f.node < cb->names_n ? cb->names[f.node] : "?", (long long)f.value, (long long)f.position,
-                         (long long)f.limit - 1);
+    return cu_fault_status(&f, cb->name);
 }
 
 static enum mms_status cu_synchronize(mms_backend_t backend) {
@@ -1112,7 +1246,6 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
         CU_TRY(cudaMalloc(&cb->scratch, need));
         cb->scratch_size = need;
     }
-    cb->names_n = 0;
     for (int i = 0; i < mms_graph_n_nodes(g); i++) {
         struct mms_tensor *t = mms_graph_node(g, i);
         if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
@@ -1151,6 +1284,7 @@ static enum mms_status cu_cpy_async(mms_backend_t bs, mms_backend_t bd, const st
     if (!mms_backend_is_cuda(bs) || !mms_backend_is_cuda(bd)) return MMS_ERR_UNSUPPORTED;
     struct cu_backend *s = cu_of(bs), *d = cu_of(bd);
     if (!cu_tensor_on_device(src, s->device) || !cu_tensor_on_device(dst, d->device)) return MMS_ERR_UNSUPPORTED;
+    cu_enable_peer(s->device, d->device);
     enum mms_status st = cu_set_device(s->device);
     if (st != MMS_OK) return st;
     if (s->device == d->device) CU_TRY(cudaMemcpyAsync(dst->data, src->data, mms_nbytes(src), cudaMemcpyDeviceToDevice, s->stream));
@@ -1206,15 +1340,20 @@ static bool cu_offload_op(mms_backend_t b, const struct mms_tensor *t) {
     return t->op == MMS_OP_MUL_MAT && t->src[1]->ne[1] >= CU_OFFLOAD_MIN_BATCH;
 }
 
+static void cu_free_state(struct cu_backend *cb) {
+    cudaSetDevice(cb->device);
+    if (cb->stream) cudaStreamSynchronize(cb->stream);
+    if (cb->scratch) cudaFree(cb->scratch);
+    if (cb->cublas) cublasDestroy(cb->cublas);
+    if (cb->cublas_workspace) cudaFree(cb->cublas_workspace);
+    if (cb->stream) cudaStreamDestroy(cb->stream);
+    if (cb->fault) cudaFreeHost(cb->fault);
+    cudaGetLastError();
+}
+
 static void cu_free(mms_backend_t backend) {
     struct cu_backend *cb = cu_of(backend);
-    cudaSetDevice(cb->device);
-    cudaStreamSynchronize(cb->stream);
-    if (cb->scratch) cudaFree(cb->scratch);
-    cublasDestroy(cb->cublas);
-    cudaStreamDestroy(cb->stream);
-    cudaFreeHost(cb->fault);
-    free(cb->names);
+    cu_free_state(cb);
     free(cb);
     free(backend);
 }
@@ -1273,11 +1412,22 @@ mms_backend_buffer_type_t mms_backend_cuda_host_buffer_type(void) {
     return &cu_host_buft;
 }
 
+// cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before.
+static size_t cu_cublas_workspace_size(int device) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) { cudaGetLastError(); major = 9; }
+    return (size_t)(major >= 9 ? 32 : 4) << 20;
+}
+
 static enum mms_status cu_init_state(struct cu_backend *cb) {
+    const size_t ws = cu_cublas_workspace_size(cb->device);
+    CU_TRY(cudaDeviceGetAttribute(&cb->cc_major, cudaDevAttrComputeCapabilityMajor, cb->device));
     CU_TRY(cudaSetDevice(cb->device));
     CU_TRY(cudaStreamCreate(&cb->stream));    // a blocking stream: plain cudaMemcpy waits for it
     CUBLAS_TRY(cublasCreate(&cb->cublas));
     CUBLAS_TRY(cublasSetStream(cb->cublas, cb->stream));
+    CU_TRY(cudaMalloc(&cb->cublas_workspace, ws));
+    CUBLAS_TRY(cublasSetWorkspace(cb->cublas, cb->cublas_workspace, ws));
     CU_TRY(cudaHostAlloc((void **)&cb->fault, sizeof *cb->fault, cudaHostAllocMapped));
     memset(cb->fault, 0, sizeof *cb->fault);
     CU_TRY(cudaHostGetDevicePointer((void **)&cb->fault_dev, cb->fault, 0));
@@ -1293,9 +1443,7 @@ mms_backend_t mms_backend_cuda_init(int device) {
     snprintf(cb->name, sizeof cb->name, "CUDA%d", device);
     if (cu_init_state(cb) != MMS_OK) {
         mms_set_error(mms_last_status(), "mms_backend_cuda_init(%d): %s", device, mms_last_error());
-        if (cb->cublas) cublasDestroy(cb->cublas);
-        if (cb->stream) cudaStreamDestroy(cb->stream);
-        if (cb->fault) cudaFreeHost(cb->fault);
+        cu_free_state(cb);
         free(cb);
         free(b);
         return NULL;

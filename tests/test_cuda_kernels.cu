@@ -57,8 +57,8 @@ static void test_every_op_case_matches_the_cpu(void) {
             if (!t->view_src) memset(t->data, 0xFF, mms_nbytes(t));
             memset(&fault, 0, sizeof fault);
             std::vector<char> scratch(cu_scratch_need(t) + 1);
-            const host_exec ex = { scratch.data(), &fault, &n_not_elementwise };
-            EXPECT(cu_compute_node(ex, t, j) == MMS_OK && !fault.set, "%s: node %d: %s", oc.desc, j, mms_last_error());
+            const host_exec ex = { scratch.data(), &fault, &n_not_elementwise, true };
+            EXPECT(cu_compute_node(ex, t) == MMS_OK && !fault.set, "%s: node %d: %s", oc.desc, j, mms_last_error());
         }
         const bool exact = n_not_elementwise == 0 && !transcendental;
         if (exact) {
@@ -177,27 +177,92 @@ static void test_demo_model_on_the_kernels(void) {
     mms_backend_free(cpu);
 }
 
-// A row index out of range is reported (value, position, limit), not read.
+// A row index out of range is reported (value, position, limit, and the node's name, quoted), not read.
 static void test_get_rows_reports_bad_indices(void) {
     struct mms_context *c = test_ctx(false);
     struct mms_tensor *a = mms_new_tensor_2d(c, MMS_TYPE_F32, 4, 3), *idx = mms_new_tensor_1d(c, MMS_TYPE_I32, 2);
-    struct mms_tensor *out = mms_get_rows(c, a, idx);
+    struct mms_tensor *out = mms_set_name(mms_get_rows(c, a, idx), "embeddings");
     cu_fault fault;
     ((int32_t *)idx->data)[0] = 1;
     ((int32_t *)idx->data)[1] = 7;
     memset(&fault, 0, sizeof fault);
-    const host_exec ex = { NULL, &fault, NULL };
-    cu_compute_node(ex, out, 5);
-    EXPECT(fault.set && fault.node == 5 && fault.value == 7 && fault.position == 1 && fault.limit == 3,
-           "fault %d node %d value %lld position %lld limit %lld", fault.set, fault.node, (long long)fault.value,
+    const host_exec ex = { NULL, &fault, NULL, true };
+    cu_compute_node(ex, out);
+    EXPECT(fault.set && !strcmp(fault.name, "embeddings") && fault.value == 7 && fault.position == 1 && fault.limit == 3,
+           "fault %d node '%s' value %lld position %lld limit %lld", fault.set, fault.name, (long long)fault.value,
            (long long)fault.position, (long long)fault.limit);
+    test_capture_log();
+    EXPECT_ERROR(cu_fault_status(&fault, "CUDA0"), MMS_ERR_INVALID_ARG, "CUDA0: GET_ROWS 'embeddings': index 7 at position 1", "0..2");
+    mms_log_set(NULL, NULL);
+    mms_free(c);
+}
+
+// Checks every launch a node asks for against CUDA's limits (split as the GPU's executor splits a
+// grid), without running anything.
+struct check_exec {
+    char     *scratch;
+    cu_fault *fault;
+    bool      tensor_cores;
+    template <typename F> enum mms_status each(const F &, int64_t, const char *) const { return MMS_OK; }
+    template <typename B> enum mms_status blocks(const B &, cu_grid g, int threads, size_t smem, const char *what) const {
+        cu_launch l[CU_MAX_LAUNCHES];
+        const int n = cu_split_grid(g, l);
+        int64_t covered = 0;
+        if (n < 0) return mms_set_error(MMS_ERR_UNSUPPORTED, "%s: grid too large", what);
+        for (int i = 0; i < n; i++) {
+            const enum mms_status st = host_check_launch(l[i], threads, smem, what);
+            if (st != MMS_OK) return st;
+            covered += (int64_t)l[i].x * l[i].y * l[i].z;
+        }
+        return covered == g.x * g.y * g.z ? MMS_OK : mms_set_error(MMS_ERR_STATE, "%s: the launches cover %lld of %lld blocks", what,
+                                                                     (long long)covered, (long long)(g.x * g.y * g.z));
+    }
+    enum mms_status gemm(const cu_gemm &g) const {
+        return g.m > 0 && g.n > 0 && g.k > 0 && g.batch > 0 ? MMS_OK : mms_set_error(MMS_ERR_INVALID_ARG, "gemm %d x %d x %d, %d batches", g.m, g.n, g.k, g.batch);
+    }
+};
+
+// Shapes past CUDA's grid limits (2^31 blocks in x, 65535 in y and z): every node the backend
+// says it supports launches within them (large grids go as several launches).
+static void test_large_grids_launch_within_limits(void) {
+    struct mms_context *c = test_ctx(true);
+    const int64_t many = 70000, rows = ((int64_t)1 << 31) + 5;
+    struct mms_tensor *nodes[] = {
+        mms_mul_mat(c, mms_new_tensor_2d(c, MMS_TYPE_Q8_0, 32, 1), mms_new_tensor_3d(c, MMS_TYPE_F32, 32, 1, many)),     // GEMV, batch 70000
+        mms_mul_mat(c, mms_new_tensor_2d(c, MMS_TYPE_F16, 32, 1), mms_new_tensor_3d(c, MMS_TYPE_F32, 32, 1, many)),
+        mms_mul_mat(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 32, 9, many), mms_new_tensor_3d(c, MMS_TYPE_F32, 32, 40, many)),
+        mms_rms_norm(c, mms_new_tensor_2d(c, MMS_TYPE_F32, 1, rows), 1e-6f),
+        mms_soft_max(c, mms_new_tensor_2d(c, MMS_TYPE_F32, 1, rows)),
+        mms_sum_rows(c, mms_new_tensor_2d(c, MMS_TYPE_F32, 1, rows)),
+        mms_argmax(c, mms_new_tensor_2d(c, MMS_TYPE_F32, 1, rows)),
+        mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 64, 1, many), mms_new_tensor_3d(c, MMS_TYPE_F16, 64, 8, many),
+                           mms_new_tensor_3d(c, MMS_TYPE_F16, 64, 8, many), NULL, 0.125f, 0.0f, 0.0f),
+        mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 64, 100, many), mms_new_tensor_3d(c, MMS_TYPE_F16, 64, 8, many),
+                           mms_new_tensor_3d(c, MMS_TYPE_F16, 64, 8, many), NULL, 0.125f, 0.0f, 0.0f),
+    };
+    int n_run = 0;
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        EXPECT(nodes[i] != NULL, "node %zu: %s", i, mms_get_error(c));
+        if (!nodes[i] || !cu_supports_op(NULL, nodes[i])) continue;
+        const check_exec ex = { NULL, NULL, true };
+        EXPECT(cu_compute_node(ex, nodes[i]) == MMS_OK, "node %zu (%s): %s", i, mms_op_name(nodes[i]->op), mms_last_error());
+        n_run++;
+    }
+    EXPECT(n_run >= 6, "only %d of the large nodes are supported", n_run);
     mms_free(c);
 }
 
 int main() {
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("fma")) {     // built with -mfma to contract like nvcc
+        printf("FAIL test_cuda_kernels: built to contract multiply-adds into FMA as nvcc does, and this CPU has no FMA\n0 passed, 1 failed\n");
+        return 1;
+    }
+#endif
     test_seed();
     RUN(test_dequantization_is_bit_exact);
     RUN(test_get_rows_reports_bad_indices);
+    RUN(test_large_grids_launch_within_limits);
     RUN(test_every_op_case_matches_the_cpu);
     RUN(test_demo_model_on_the_kernels);
     return test_summary();

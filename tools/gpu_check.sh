@@ -13,7 +13,6 @@ log=$dir/gpu_check.log
 summary=$dir/gpu_check_summary.txt
 : > "$log"
 : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
 run() {   # run NAME COMMAND...: log everything, note PASS/FAIL with the time taken
   local name=$1; shift
   local t0=$(date +%s)
@@ -23,9 +22,20 @@ run() {   # run NAME COMMAND...: log everything, note PASS/FAIL with the time ta
   if [ $rc -eq 0 ]; then note "PASS  $name ($(( $(date +%s) - t0 )) s)"; else note "FAIL  $name ($(( $(date +%s) - t0 )) s, status $rc)"; fi
 }
 
+failed=0
+note() { echo "$*" | tee -a "$summary"; case "$*" in FAIL*) failed=1 ;; esac; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || echo "nvidia-smi: none"; nvcc --version | tail -n 1; } 2>&1 | tee -a "$log" | sed 's/^/gpu: /' >> "$summary"
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  note "FAIL  no usable NVIDIA GPU (nvidia-smi -L lists none): nothing was checked"
+  exit 1
+fi
 run "build CUDA targets (CUDA_ARCHS=${CUDA_ARCHS:-80 90})" make -j"$(nproc)" cuda examples ${CUDA_ARCHS:+CUDA_ARCHS="$CUDA_ARCHS"}
-for t in test_cuda test_cuda_kernels test_backend_ops test_sched; do
+if ! build/cuda/tests/test_cuda 2>&1 | grep -q '^[1-9][0-9]* CUDA device'; then
+  note "FAIL  the CUDA runtime sees no device: $(build/cuda/tests/test_cuda 2>&1 | head -n 1)"
+  exit 1
+fi
+# test_cuda_kernels, test_sched_host and the *_mock tests run on the host (make test does them).
+for t in test_cuda test_backend_ops test_sched; do
   run "$t" env MMS_TEST_VERBOSE=1 build/cuda/tests/$t
   grep -h -E "^(SKIP|    [0-9]+ cases on|    [0-9]+ random graphs|[0-9]+ passed)" <(sed -n "/== $t:/,/^== /p" "$log") | sed "s/^/      $t: /" >> "$summary"
 done
@@ -47,3 +57,4 @@ run "bench_cuda" build/cuda/bench_cuda --reps 20
 grep '^BENCH ' "$log" | sed 's/^BENCH /bench: /' >> "$summary"
 echo "---- summary ($summary; full log $log)"
 cat "$summary"
+exit $failed
