@@ -345,10 +345,14 @@
          mms_backend_cuda_host_buffer_type pinned host memory: the CPU uses it as host memory and the
                                            GPU copies from and to it at full speed
        Ops: every op of section 5 for F32, F16 and BF16 (I32 where it is data: copies, concat, pad,
-       repeat, get_rows). mul_mat goes through cuBLAS (F32; F16 and BF16 on tensor cores, b converted
-       to a's type; grouped heads as strided batches with a's stride 0); block-type weights (Q8_0,
-       Q4_0, Q4_K, Q6_K) are dequantized to F16 for cuBLAS when b has more than 8 columns and read by a
-       warp-per-row GEMV kernel that dequantizes on the fly at decode sizes. Flash attention is a
+       repeat, get_rows). mul_mat with more than 8 columns in b goes through cuBLAS (F32; F16 and BF16
+       on tensor cores, b converted to a's type; grouped heads as strided batches with a's stride 0;
+       block-type weights dequantized to F16 first). Up to 8 columns (decode) it is a GEMV kernel per
+       weight type, two rows per warp, every column at once, 128-bit loads where rows are 16-byte
+       aligned: float weights (F32, F16, BF16) against b's f32 values as they are; block types (Q8_0,
+       Q4_0, Q4_K, Q6_K) against b rounded once to 8 bits per 32 values (step max|x|/127, a relative
+       error of about 1e-3 per block, as the CPU's AVX2 decode), staged through shared memory, their
+       scales decoded once per 32 values, dp4a integer dots. Flash attention is a
        kernel of its own (D and Dv up to 256, masks, grouped heads, softcap). supports_op tells the
        truth: the scheduler runs anything else on the CPU. offload_op asks for MUL_MAT with 32 or
        more columns, so large batches on host weights run on the GPU when op_offload is on.

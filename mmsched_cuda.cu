@@ -762,23 +762,332 @@ struct cu_flash_attn {
 
 // -- 7. mul_mat -----------------------------------------------------------------------------------
 
-// Decode-size products with block-type weights: a warp per output (row m of a, column n of b),
-// lanes striding along K, the weights dequantized as they are read. Grid: (rows / 4, N, batch).
+// Decode-size products (b with at most CU_GEMV_MAX_N columns) run as GEMV kernels, one per weight
+// type, chosen at compile time: a block of 4 warps, each warp CU_GEMV_ROWS rows of a, every column
+// of b at once (the weights are read once for all of them). Grid: (rows / 8, batch).
 #define CU_GEMV_MAX_N 8
 #define CU_GEMV_WARPS 4
-struct cu_gemv_quant {
-    cu_tensor d, a, b;
+#define CU_GEMV_ROWS 2
+
+HD static int cu_round_int(float x) {     // to nearest, ties to even
+#ifdef __CUDA_ARCH__
+    return __float2int_rn(x);
+#else
+    return (int)lrintf(x);
+#endif
+}
+
+// dp4a: c + the sum of the four products of a's and b's signed bytes (PTX dp4a.s32.s32).
+HD static int cu_dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * i)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * i));
+    return c;
+#endif
+}
+
+// Four unsigned bytes q (each < 128) minus k in every byte, as signed bytes: no borrow crosses a
+// byte (bit 7 set first, cleared after).
+HD static uint32_t cu_bytes_minus(uint32_t q, uint32_t k4) { return ((q | 0x80808080u) - k4) ^ 0x80808080u; }
+
+HD static int cu_warp_sum_int(const cu_thread &th, int v) {
+    for (int o = 16; o > 0; o >>= 1) v += (int)th.shfl_u32((uint32_t)v, th.lane() ^ o);
+    return v;
+}
+
+// -- activations in 8 bits --
+// A row of b as the block-type GEMV reads it: K int8 values, then per block of 32 its step (f32)
+// and the sum of its 32 values (int32); rows 16-byte aligned. Rounded once per product.
+HD static size_t cu_q8_row_bytes(int64_t K) { return ((size_t)K + 8 * (size_t)(K / 32) + 15) / 16 * 16; }
+
+// A warp per block of 32 values (8 per CUDA block); row r of the grid's y is b's row (n, i2, i3).
+// The step is max |x| / 127 (NaN when a value is NaN, so the product is NaN as in f32).
+struct cu_quantize_q8 {
+    cu_tensor b;
+    char *out;
     HD void operator()(const cu_thread &th) const {
-        const int64_t mrow = th.bx * (th.nthreads / 32) + th.warp();
-        const int64_t n = th.by, i2 = th.bz % b.ne[2], i3 = th.bz / b.ne[2];
-        if (mrow >= a.ne[1]) return;                       // the same for the whole warp
-        const char *row = cu_row(a, mrow, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
-        float s = 0.0f;
-        for (int64_t k = th.lane(); k < a.ne[0]; k += 32) s += cu_dequant(a.type, row, k) * cu_load(b, k, n, i2, i3);
-        s = cu_warp_sum(th, s);
-        if (th.lane() == 0) cu_store(d, mrow, n, i2, i3, s);
+        const int64_t K = b.ne[0], blk = th.bx * (th.nthreads / 32) + th.warp(), r = th.by;
+        if (blk * 32 >= K) return;                          // the same for the whole warp
+        const int64_t n = r % b.ne[1], i2 = (r / b.ne[1]) % b.ne[2], i3 = r / (b.ne[1] * b.ne[2]);
+        const float x = cu_load(b, blk * 32 + th.lane(), n, i2, i3);
+        float amax = fabsf(x);
+        int nan = x != x;
+        for (int o = 16; o > 0; o >>= 1) {
+            amax = fmaxf(amax, th.shfl_xor(amax, o));
+            nan |= (int)th.shfl_u32((uint32_t)nan, th.lane() ^ o);
+        }
+        const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const int q = nan ? 0 : cu_round_int(x * id);
+        const int sum = cu_warp_sum_int(th, q);
+        char *row = out + (size_t)r * cu_q8_row_bytes(K);
+        row[blk * 32 + th.lane()] = (char)(int8_t)q;
+        if (th.lane() == 0) {
+            ((float *)(row + K))[blk] = nan ? NAN : amax / 127.0f;
+            ((int32_t *)(row + K + 4 * (K / 32)))[blk] = sum;
+        }
     }
 };
+
+// -- block-type weights: one 32-value unit of a row against 32 activations --
+// cu_qblock<T>: bytes and units (of 32 values) per block; unit_dot(blk, j, a, d8, s8) is unit j
+// of the block at blk (in shared memory) dotted with the activations a (8 ints of 4 int8), whose
+// step is d8 and sum s8. Scales decoded once per unit; the rest is dp4a.
+
+HD static uint32_t cu_ld32_2(const uint8_t *p) {     // 4 bytes at a 2-byte aligned address
+    return (uint32_t)*(const uint16_t *)p | ((uint32_t)*(const uint16_t *)(p + 2) << 16);
+}
+HD static float cu_f16_at(const uint8_t *p) { return cu_half_to_float(*(const uint16_t *)p); }
+
+template <int T> struct cu_qblock;
+
+template <> struct cu_qblock<MMS_TYPE_Q8_0> {          // f16 d, int8 qs[32]
+    enum { BYTES = 34, UNITS = 1 };
+    HD static float unit_dot(const uint8_t *blk, int, const int *a, float d8, int) {
+        int s = 0;
+        for (int i = 0; i < 8; i++) s = cu_dp4a((int)cu_ld32_2(blk + 2 + 4 * i), a[i], s);
+        return cu_f16_at(blk) * d8 * (float)s;
+    }
+};
+
+template <> struct cu_qblock<MMS_TYPE_Q4_0> {          // f16 d, qs[16]: value j low nibble of qs[j], j + 16 the high one; minus 8
+    enum { BYTES = 18, UNITS = 1 };
+    HD static float unit_dot(const uint8_t *blk, int, const int *a, float d8, int) {
+        int s = 0;
+        for (int i = 0; i < 4; i++) {
+            const uint32_t q = cu_ld32_2(blk + 2 + 4 * i);
+            s = cu_dp4a((int)cu_bytes_minus(q & 0x0f0f0f0fu, 0x08080808u), a[i], s);
+            s = cu_dp4a((int)cu_bytes_minus((q >> 4) & 0x0f0f0f0fu, 0x08080808u), a[4 + i], s);
+        }
+        return cu_f16_at(blk) * d8 * (float)s;
+    }
+};
+
+template <> struct cu_qblock<MMS_TYPE_Q4_K> {          // f16 d, dmin, scales[12], qs[128]: 16-byte aligned
+    enum { BYTES = 144, UNITS = 8 };
+    HD static float unit_dot(const uint8_t *blk, int j, const int *a, float d8, int s8) {
+        const uint8_t *sc = blk + 4;
+        const uint4 *qs = (const uint4 *)(blk + 16 + 32 * (j / 2));   // sub-blocks 2c and 2c + 1 share qs[32c ..]
+        const int shift = 4 * (j % 2);
+        int s = 0;
+        for (int v = 0; v < 2; v++) {
+            const uint4 w = qs[v];
+            const uint32_t u[4] = { w.x, w.y, w.z, w.w };
+            for (int i = 0; i < 4; i++) s = cu_dp4a((int)((u[i] >> shift) & 0x0f0f0f0fu), a[4 * v + i], s);
+        }
+        int sub, m;
+        if (j < 4) { sub = sc[j] & 63; m = sc[j + 4] & 63; }
+        else       { sub = (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4); m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4); }
+        return d8 * (cu_f16_at(blk) * (float)(sub * s) - cu_f16_at(blk + 2) * (float)(m * s8));
+    }
+};
+
+template <> struct cu_qblock<MMS_TYPE_Q6_K> {          // ql[128], qh[64], int8 scales[16], f16 d; minus 32
+    enum { BYTES = 210, UNITS = 8 };
+    HD static float unit_dot(const uint8_t *blk, int j, const int *a, float d8, int) {
+        const int half = j / 4, quarter = j % 4;
+        const uint8_t *ql = blk + 64 * half + 32 * (quarter % 2), *qh = blk + 128 + 32 * half;
+        const int8_t *sc = (const int8_t *)(blk + 192 + 8 * half) + 2 * quarter;
+        const int shl = 4 * (quarter / 2), shh = 2 * quarter;
+        int s0 = 0, s1 = 0;
+        for (int i = 0; i < 8; i++) {
+            const uint32_t q = ((cu_ld32_2(ql + 4 * i) >> shl) & 0x0f0f0f0fu) | (((cu_ld32_2(qh + 4 * i) >> shh) & 0x03030303u) << 4);
+            const int p = cu_dp4a((int)cu_bytes_minus(q, 0x20202020u), a[i], 0);
+            if (i < 4) s0 += p; else s1 += p;
+        }
+        return cu_f16_at(blk + 208) * d8 * (float)(sc[0] * s0 + sc[1] * s1);
+    }
+};
+
+// 16 bytes from global memory: one 128-bit load from a 16-byte aligned address (VEC), or bytes.
+template <bool VEC> struct cu_ld;
+template <> struct cu_ld<true> { HD static uint4 v128(const char *p) { return *(const uint4 *)p; } };
+template <> struct cu_ld<false> {
+    HD static uint4 v128(const char *p) {
+        uint32_t w[4];
+        for (int i = 0; i < 4; i++) w[i] = (uint32_t)(uint8_t)p[4 * i] | ((uint32_t)(uint8_t)p[4 * i + 1] << 8) |
+                                           ((uint32_t)(uint8_t)p[4 * i + 2] << 16) | ((uint32_t)(uint8_t)p[4 * i + 3] << 24);
+        const uint4 r = { w[0], w[1], w[2], w[3] };
+        return r;
+    }
+};
+
+// Rows mrow .. of a against every column of b (NMAX: 1 for decode, else up to 8). Each warp
+// copies CU_GEMV_UNITS units of its rows to its shared memory with 128-bit loads (rows VEC:
+// 16-byte aligned; else byte loads), then every lane dots two units with the 8-bit activations.
+// smem: CU_GEMV_WARPS * CU_GEMV_ROWS * chunk bytes.
+#define CU_GEMV_UNITS 64
+template <int T, int NMAX, bool VEC> struct cu_gemv_q {
+    cu_tensor d, a;
+    const char *act;       // the 8-bit rows of b (cu_quantize_q8)
+    int64_t n_cols, b2, b3;   // b's ne[1], ne[2], ne[3]
+    enum { CHUNK = CU_GEMV_UNITS / cu_qblock<T>::UNITS * cu_qblock<T>::BYTES };
+    HD static size_t smem_size() { return (size_t)CU_GEMV_WARPS * CU_GEMV_ROWS * CHUNK; }
+    HD void operator()(const cu_thread &th) const {
+        typedef cu_qblock<T> Q;
+        const int64_t K = a.ne[0], M = a.ne[1], row0 = (th.bx * CU_GEMV_WARPS + th.warp()) * CU_GEMV_ROWS;
+        const int64_t i2 = th.by % b2, i3 = th.by / b2, row_bytes = K / 32 / Q::UNITS * Q::BYTES;
+        const size_t q8_row = cu_q8_row_bytes(K);
+        uint8_t *stage = (uint8_t *)th.smem + (size_t)th.warp() * CU_GEMV_ROWS * CHUNK;
+        const int lane = th.lane();
+        if (row0 >= M) return;                             // the same for the whole warp
+        // a warp past the last row repeats row0 (read, never stored): every loop has a fixed count
+        const char *rows[CU_GEMV_ROWS];
+        for (int r = 0; r < CU_GEMV_ROWS; r++) rows[r] = cu_row(a, row0 + r < M ? row0 + r : row0, i2 / (b2 / a.ne[2]), i3 / (b3 / a.ne[3]));
+        float acc[CU_GEMV_ROWS][NMAX];
+        for (int r = 0; r < CU_GEMV_ROWS; r++) for (int n = 0; n < NMAX; n++) acc[r][n] = 0.0f;
+        for (int64_t c0 = 0; c0 < row_bytes; c0 += CHUNK) {
+            const int bytes = (int)cu_min64(CHUNK, row_bytes - c0), nvec = bytes / 16;
+            th.syncwarp();                                 // the previous chunk is no longer read
+            for (int r = 0; r < CU_GEMV_ROWS; r++) {
+                for (int v = lane; v < nvec; v += 32) ((uint4 *)(stage + r * CHUNK))[v] = cu_ld<VEC>::v128(rows[r] + c0 + 16 * v);
+                for (int e = nvec * 16 + lane; e < bytes; e += 32) stage[r * CHUNK + e] = (uint8_t)rows[r][c0 + e];
+            }
+            th.syncwarp();
+            const int units = bytes / Q::BYTES * Q::UNITS;
+            for (int u = lane; u < units; u += 32) {
+                const int64_t gu = c0 / Q::BYTES * Q::UNITS + u;   // the unit's index in the row = its activation block
+                for (int n = 0; n < NMAX; n++) {
+                    if (n >= n_cols) break;
+                    const char *arow = act + (size_t)((i3 * b2 + i2) * n_cols + n) * q8_row;
+                    const uint4 *aq = (const uint4 *)(arow + 32 * gu);
+                    const uint4 a0 = aq[0], a1 = aq[1];
+                    const int av[8] = { (int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w };
+                    const float d8 = ((const float *)(arow + K))[gu];
+                    const int s8 = ((const int32_t *)(arow + K + 4 * (K / 32)))[gu];
+                    for (int r = 0; r < CU_GEMV_ROWS; r++) acc[r][n] += Q::unit_dot(stage + r * CHUNK + (u / Q::UNITS) * Q::BYTES, u % Q::UNITS, av, d8, s8);
+                }
+            }
+        }
+        for (int r = 0; r < CU_GEMV_ROWS; r++)
+            for (int n = 0; n < NMAX; n++) {
+                if (n >= n_cols) break;
+                const float s = cu_warp_sum(th, acc[r][n]);
+                if (lane == 0 && row0 + r < M) cu_store(d, row0 + r, n, i2, i3, s);
+            }
+    }
+};
+
+// -- float weights (F32, F16, BF16) against f32 activations read as they are --
+// A lane takes 16 bytes of each of its warp's rows at a time (VEC: rows and b 16-byte aligned,
+// b f32) and the matching activations of every column; else element by element through cu_load.
+template <int T> struct cu_wvec;                        // 16 bytes of weights as floats
+template <> struct cu_wvec<MMS_TYPE_F32> {
+    enum { N = 4, ES = 4 };
+    HD static void get(const uint4 &w, float *f) { f[0] = cu_u2f(w.x); f[1] = cu_u2f(w.y); f[2] = cu_u2f(w.z); f[3] = cu_u2f(w.w); }
+};
+template <> struct cu_wvec<MMS_TYPE_F16> {
+    enum { N = 8, ES = 2 };
+    HD static void get(const uint4 &w, float *f) {
+        const uint32_t u[4] = { w.x, w.y, w.z, w.w };
+        for (int i = 0; i < 4; i++) { f[2 * i] = cu_half_to_float((uint16_t)u[i]); f[2 * i + 1] = cu_half_to_float((uint16_t)(u[i] >> 16)); }
+    }
+};
+template <> struct cu_wvec<MMS_TYPE_BF16> {
+    enum { N = 8, ES = 2 };
+    HD static void get(const uint4 &w, float *f) {
+        const uint32_t u[4] = { w.x, w.y, w.z, w.w };
+        for (int i = 0; i < 4; i++) { f[2 * i] = cu_u2f(u[i] << 16); f[2 * i + 1] = cu_u2f(u[i] & 0xffff0000u); }
+    }
+};
+
+template <int T, int NMAX, bool VEC> struct cu_gemv_f {
+    cu_tensor d, a, b;
+    HD void operator()(const cu_thread &th) const {
+        typedef cu_wvec<T> W;
+        const int64_t K = a.ne[0], M = a.ne[1], row0 = (th.bx * CU_GEMV_WARPS + th.warp()) * CU_GEMV_ROWS;
+        const int64_t i2 = th.by % b.ne[2], i3 = th.by / b.ne[2], n_cols = b.ne[1];
+        const int lane = th.lane();
+        if (row0 >= M) return;                             // the same for the whole warp
+        const int64_t a2 = i2 / (b.ne[2] / a.ne[2]), a3 = i3 / (b.ne[3] / a.ne[3]);
+        int64_t rr[CU_GEMV_ROWS];                          // past the last row: row0 again (read, never stored)
+        for (int r = 0; r < CU_GEMV_ROWS; r++) rr[r] = row0 + r < M ? row0 + r : row0;
+        float acc[CU_GEMV_ROWS][NMAX];
+        for (int r = 0; r < CU_GEMV_ROWS; r++) for (int n = 0; n < NMAX; n++) acc[r][n] = 0.0f;
+        if (VEC) {
+            const char *rows[CU_GEMV_ROWS];
+            for (int r = 0; r < CU_GEMV_ROWS; r++) rows[r] = cu_row(a, rr[r], a2, a3);
+            for (int64_t k = (int64_t)lane * W::N; k < K; k += 32 * W::N) {
+                float w[CU_GEMV_ROWS][W::N];
+                for (int r = 0; r < CU_GEMV_ROWS; r++) W::get(*(const uint4 *)(rows[r] + k * W::ES), w[r]);
+                for (int n = 0; n < NMAX; n++) {
+                    if (n >= n_cols) break;
+                    const float4 *xp = (const float4 *)(cu_row(b, n, i2, i3) + k * (int64_t)sizeof(float));
+                    float x[W::N];
+                    for (int v = 0; v < W::N / 4; v++) { const float4 q = xp[v]; x[4 * v] = q.x; x[4 * v + 1] = q.y; x[4 * v + 2] = q.z; x[4 * v + 3] = q.w; }
+                    for (int r = 0; r < CU_GEMV_ROWS; r++)
+                        for (int e = 0; e < W::N; e++) acc[r][n] += w[r][e] * x[e];
+                }
+            }
+        } else {
+            for (int64_t k = lane; k < K; k += 32)
+                for (int n = 0; n < NMAX; n++) {
+                    if (n >= n_cols) break;
+                    const float x = cu_load(b, k, n, i2, i3);
+                    for (int r = 0; r < CU_GEMV_ROWS; r++) acc[r][n] += cu_load(a, k, rr[r], a2, a3) * x;
+                }
+        }
+        for (int r = 0; r < CU_GEMV_ROWS; r++)
+            for (int n = 0; n < NMAX; n++) {
+                if (n >= n_cols) break;
+                const float s = cu_warp_sum(th, acc[r][n]);
+                if (lane == 0 && row0 + r < M) cu_store(d, row0 + r, n, i2, i3, s);
+            }
+    }
+};
+
+// 16-byte aligned rows (and the batch strides) for 128-bit loads.
+static bool cu_rows_aligned(const struct mms_tensor *t) {
+    return (uintptr_t)t->data % 16 == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && t->nb[3] % 16 == 0;
+}
+
+template <int T, int NMAX, bool VEC, typename Exec>
+static enum mms_status cu_run_gemv_q(const Exec &ex, const struct mms_tensor *dst, const char *act) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const cu_gemv_q<T, NMAX, VEC> f = { cu_tensor_of(dst), cu_tensor_of(a), act, b->ne[1], b->ne[2], b->ne[3] };
+    const cu_grid g = { (a->ne[1] + CU_GEMV_WARPS * CU_GEMV_ROWS - 1) / (CU_GEMV_WARPS * CU_GEMV_ROWS), b->ne[2] * b->ne[3], 1 };
+    return ex.blocks(f, g, 32 * CU_GEMV_WARPS, f.smem_size(), "mul_mat GEMV (8-bit activations)");
+}
+template <int T, typename Exec> static enum mms_status cu_gemv_q_of(const Exec &ex, const struct mms_tensor *dst, const char *act) {
+    const bool vec = cu_rows_aligned(dst->src[0]);
+    if (dst->src[1]->ne[1] == 1) return vec ? cu_run_gemv_q<T, 1, true>(ex, dst, act) : cu_run_gemv_q<T, 1, false>(ex, dst, act);
+    return vec ? cu_run_gemv_q<T, CU_GEMV_MAX_N, true>(ex, dst, act) : cu_run_gemv_q<T, CU_GEMV_MAX_N, false>(ex, dst, act);
+}
+
+template <int T, int NMAX, bool VEC, typename Exec> static enum mms_status cu_run_gemv_f(const Exec &ex, const struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const cu_gemv_f<T, NMAX, VEC> f = { cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b) };
+    const cu_grid g = { (a->ne[1] + CU_GEMV_WARPS * CU_GEMV_ROWS - 1) / (CU_GEMV_WARPS * CU_GEMV_ROWS), b->ne[2] * b->ne[3], 1 };
+    return ex.blocks(f, g, 32 * CU_GEMV_WARPS, 0, "mul_mat GEMV");
+}
+template <int T, typename Exec> static enum mms_status cu_gemv_f_of(const Exec &ex, const struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const bool vec = cu_rows_aligned(a) && a->ne[0] % cu_wvec<T>::N == 0 && b->type == MMS_TYPE_F32 && b->nb[0] == sizeof(float) && cu_rows_aligned(b);
+    if (b->ne[1] == 1) return vec ? cu_run_gemv_f<T, 1, true>(ex, dst) : cu_run_gemv_f<T, 1, false>(ex, dst);
+    return vec ? cu_run_gemv_f<T, CU_GEMV_MAX_N, true>(ex, dst) : cu_run_gemv_f<T, CU_GEMV_MAX_N, false>(ex, dst);
+}
+
+// A decode-size product: for block-type weights b is rounded to 8 bits into the scratch first.
+template <typename Exec> static enum mms_status cu_gemv(const Exec &ex, const struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    switch (a->type) {
+        case MMS_TYPE_F32:  return cu_gemv_f_of<MMS_TYPE_F32>(ex, dst);
+        case MMS_TYPE_F16:  return cu_gemv_f_of<MMS_TYPE_F16>(ex, dst);
+        case MMS_TYPE_BF16: return cu_gemv_f_of<MMS_TYPE_BF16>(ex, dst);
+        default: break;
+    }
+    const cu_quantize_q8 q = { cu_tensor_of(b), ex.scratch };
+    const cu_grid g = { (b->ne[0] / 32 + 7) / 8, b->ne[1] * b->ne[2] * b->ne[3], 1 };
+    enum mms_status st = ex.blocks(q, g, 256, 0, "mul_mat: activations to 8 bits");
+    if (st != MMS_OK) return st;
+    switch (a->type) {
+        case MMS_TYPE_Q8_0: return cu_gemv_q_of<MMS_TYPE_Q8_0>(ex, dst, ex.scratch);
+        case MMS_TYPE_Q4_0: return cu_gemv_q_of<MMS_TYPE_Q4_0>(ex, dst, ex.scratch);
+        case MMS_TYPE_Q4_K: return cu_gemv_q_of<MMS_TYPE_Q4_K>(ex, dst, ex.scratch);
+        case MMS_TYPE_Q6_K: return cu_gemv_q_of<MMS_TYPE_Q6_K>(ex, dst, ex.scratch);
+        default: return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no GEMV for %s", mms_type_name(a->type));
+    }
+}
 
 // The type cuBLAS multiplies a in: its own for float types, F16 for block types.
 static enum mms_type cu_gemm_type(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_BF16 ? t : MMS_TYPE_F16; }
@@ -787,14 +1096,14 @@ static bool cu_rows_dense(const struct mms_tensor *t, enum mms_type as) {
     return t->type == as && t->nb[0] == mms_type_size(as) && t->nb[1] % mms_type_size(as) == 0 && t->nb[2] % mms_type_size(as) == 0;
 }
 
-static bool cu_mul_mat_gemv(const struct mms_tensor *t) {
-    return mms_get_type_traits(t->src[0]->type)->is_quantized && t->src[1]->ne[1] <= CU_GEMV_MAX_N;
-}
+static bool cu_mul_mat_gemv(const struct mms_tensor *t) { return t->src[1]->ne[1] <= CU_GEMV_MAX_N; }
 
-// Scratch bytes a node needs: converted copies of a and b for cuBLAS.
+// Scratch bytes a node needs: b in 8 bits for a block-type GEMV, converted copies of a and b for cuBLAS.
 static size_t cu_scratch_need(const struct mms_tensor *t) {
-    if (t->op != MMS_OP_MUL_MAT || cu_mul_mat_gemv(t)) return 0;
+    if (t->op != MMS_OP_MUL_MAT) return 0;
     const struct mms_tensor *a = t->src[0], *b = t->src[1];
+    if (cu_mul_mat_gemv(t))
+        return mms_get_type_traits(a->type)->is_quantized ? (size_t)(b->ne[1] * b->ne[2] * b->ne[3]) * cu_q8_row_bytes(b->ne[0]) + 256 : 0;
     const enum mms_type as = cu_gemm_type(a->type);
     size_t need = 0;
     if (!cu_rows_dense(a, as)) need += (size_t)mms_nelements(a) * mms_type_size(as) + 256;
@@ -819,11 +1128,7 @@ template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    if (cu_mul_mat_gemv(dst)) {
-        const cu_gemv_quant f = { cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b) };
-        const cu_grid grid = { (M + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS, N, b->ne[2] * b->ne[3] };
-        return ex.blocks(f, grid, 32 * CU_GEMV_WARPS, 0, "mul_mat GEMV kernel");
-    }
+    if (cu_mul_mat_gemv(dst)) return cu_gemv(ex, dst);
     const enum mms_type as = cu_gemm_type(a->type);
     const size_t es = mms_type_size(as);
     char *cursor = ex.scratch;

@@ -195,6 +195,27 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
         out = mms_mul_mat(c, mms_transpose(c, leaf(c, MMS_TYPE_F32, "a", 40, 96, 1, 1)), leaf(c, MMS_TYPE_F32, "b", 96, 7, 1, 1));
         snprintf(oc->desc, sizeof oc->desc, "MUL_MAT transposed f32 a");
     }
+    /* decode-size products (a GPU's GEMV kernels): rows longer than one staged chunk, an odd number
+       of rows, grouped-head batches, up to 8 columns; block rows not 16-byte aligned (K 288) */
+    for (int t = 0; t < 7; t++) {
+        const int64_t ns[2] = { 1, 5 };
+        for (int j = 0; j < 2; j++) {
+            CASE(1) {
+                const int64_t K = t >= 5 ? 2304 : 2176;
+                out = mms_mul_mat(c, leaf(c, weights[t], "a", K, 19, 2, 1), leaf(c, MMS_TYPE_F32, "b", K, ns[j], 6, 1));
+                snprintf(oc->desc, sizeof oc->desc, "MUL_MAT %s %lldx19 by %lld, heads 2 -> 6", mms_type_name(weights[t]), (long long)K, (long long)ns[j]);
+                oc->tol = t >= 3 ? TOL_Q8_ACT : t ? TOL_LOW : TOL_F32;
+            }
+        }
+    }
+    for (int t = 0; t < 5; t++) {
+        CASE(1) {
+            const int64_t K = t < 3 ? 1000 : 288;
+            out = mms_mul_mat(c, leaf(c, weights[t], "a", K, 9, 1, 1), leaf(c, MMS_TYPE_F32, "b", K, 2, 1, 1));
+            snprintf(oc->desc, sizeof oc->desc, "MUL_MAT %s %lldx9 by 2, unaligned rows", mms_type_name(weights[t]), (long long)K);
+            oc->tol = t >= 3 ? TOL_Q8_ACT : t ? TOL_LOW : TOL_F32;
+        }
+    }
     /* flash attention: grouped heads, masks, K/V types, a softcap, D != Dv */
     for (int t = 0; t < 3; t++) {
         CASE(1) {

@@ -177,6 +177,48 @@ static void test_demo_model_on_the_kernels(void) {
     mms_backend_free(cpu);
 }
 
+// The decode GEMV of every block type against an exact reference: activations that 8 bits hold
+// exactly (integers, 127 the largest of every 32), random blocks, so the kernels' integer dots and
+// scales must give the dequantized weights' dot products to f32 rounding (NMSE 1e-12), with rows
+// spanning several staged chunks, an odd row count, grouped-head batches and 1 or 5 columns.
+static void test_gemv_of_every_block_type_is_exact(void) {
+    const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+    for (int k = 0; k < 4; k++)
+        for (int nc = 1; nc <= 5; nc += 4) {
+            const int64_t K = k >= 2 ? 2304 : 2176, M = 19;
+            struct mms_context *c = test_ctx(false);
+            struct mms_tensor *a = mms_new_tensor_3d(c, types[k], K, M, 2), *b = mms_new_tensor_3d(c, MMS_TYPE_F32, K, nc, 6);
+            struct mms_tensor *out = mms_mul_mat(c, a, b);
+            const size_t bytes = mms_nbytes(a), bs = mms_type_size(types[k]);
+            uint8_t *raw = (uint8_t *)a->data;
+            for (size_t i = 0; i < bytes; i++) raw[i] = (uint8_t)test_rand_int(0, 255);
+            for (size_t blk = 0; blk < bytes / bs; blk++) {       // finite f16 scales
+                raw[blk * bs + (types[k] == MMS_TYPE_Q6_K ? 208 : 0) + 1] &= 0x7b;
+                if (types[k] == MMS_TYPE_Q4_K) raw[blk * bs + 3] &= 0x7b;
+            }
+            float *x = (float *)b->data;
+            for (int64_t i = 0; i < mms_nelements(b); i++) x[i] = i % 32 == 7 ? (test_rand_int(0, 1) ? 127.0f : -127.0f) : (float)test_rand_int(-127, 127);
+            std::vector<float> w((size_t)(K * M * 2));
+            mms_get_type_traits(types[k])->to_float(a->data, w.data(), K * M * 2);
+            std::vector<float> want((size_t)mms_nelements(out));
+            for (int64_t h = 0; h < 6; h++)
+                for (int64_t n = 0; n < nc; n++)
+                    for (int64_t m = 0; m < M; m++) {
+                        double s = 0.0;
+                        for (int64_t i = 0; i < K; i++) s += (double)w[(size_t)((h / 3 * M + m) * K + i)] * x[(h * nc + n) * K + i];
+                        want[(size_t)((h * nc + n) * M + m)] = (float)s;
+                    }
+            std::vector<char> scratch(cu_scratch_need(out) + 1);
+            cu_fault fault;
+            memset(&fault, 0, sizeof fault);
+            const host_exec ex = { scratch.data(), &fault, NULL, true };
+            EXPECT(cu_compute_node(ex, out) == MMS_OK, "%s: %s", mms_type_name(types[k]), mms_last_error());
+            const double nmse = test_nmse((const float *)out->data, want.data(), mms_nelements(out));
+            EXPECT(nmse < 1e-12, "%s by %d: NMSE %.3g against the exact dot products", mms_type_name(types[k]), nc, nmse);
+            mms_free(c);
+        }
+}
+
 // A row index out of range is reported (value, position, limit, and the node's name, quoted), not read.
 static void test_get_rows_reports_bad_indices(void) {
     struct mms_context *c = test_ctx(false);
@@ -263,6 +305,7 @@ int main() {
     RUN(test_dequantization_is_bit_exact);
     RUN(test_get_rows_reports_bad_indices);
     RUN(test_large_grids_launch_within_limits);
+    RUN(test_gemv_of_every_block_type_is_exact);
     RUN(test_every_op_case_matches_the_cpu);
     RUN(test_demo_model_on_the_kernels);
     return test_summary();
