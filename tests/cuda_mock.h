@@ -3,7 +3,8 @@
 // graphs, the cuBLAS handle) runs and is tested on machines without a GPU. Included by
 // tests/cuda_mock.cu before mmsched_cuda.cu: the macros at the end send the backend's calls here.
 //
-// The model: MMS_MOCK_DEVICES devices (default 2), each with host memory for its device memory
+// The model: MMS_MOCK_DEVICES devices (default 2; MMS_MOCK_SKIP_KERNELS=1 validates and counts
+// launches without running them), each with host memory for its device memory
 // (filled with 0xFF bytes when allocated, so unwritten reads show as NaN); a current device;
 // the last error, kept until read, as the runtime keeps it. Work on a stream runs when it is
 // queued (so missing synchronization between streams is not modelled), or, while the stream is
@@ -80,6 +81,7 @@ static void mock_init(void) {
     if (mock.ready) return;
     mock.ready = true;
     mock.n_devices = getenv("MMS_MOCK_DEVICES") ? atoi(getenv("MMS_MOCK_DEVICES")) : 2;
+    mock.skip_kernels = getenv("MMS_MOCK_SKIP_KERNELS") ? atoi(getenv("MMS_MOCK_SKIP_KERNELS")) : 0;
     if (mock.n_devices < 0) mock.n_devices = 0;
     if (mock.n_devices > MOCK_MAX_DEVICES) mock.n_devices = MOCK_MAX_DEVICES;
 }
