@@ -147,6 +147,7 @@
                                    outside 0..R-1 is a compute error naming the node and the index
        cpy                         a into b (same element count, row-major order, converting between
                                    float types); returns a view of b
+       cast                        a as a new contiguous tensor of another float type (CONT)
        im2col                      kernel [KW, KH, IC, OC], input [W, H, IC, N] -> [IC*KH*KW, OW, OH, N]
                                    (1-D: [KW, IC, OC], [W, IC, N] -> [IC*KW, OW, N])
        conv_2d                     im2col + mul_mat -> F32 [OW, OH, OC, N] (the patch embedding)
@@ -154,6 +155,9 @@
                                    mask [n_kv, >= n_q, 1|H, 1|B] -> F32 [Dv, H, n_q, B]; streaming
                                    softmax: the n_q x n_kv scores are never stored; a query whose keys
                                    are all masked gives zeros
+       flash_attn_ext_mask_rows    the same with shared mask rows: query row i adds mask row
+                                   mask_rows[i] (I32 [n_q]; the mask [n_kv, >= 1, 1|H, 1|B]), e.g. a
+                                   padding mask as two rows instead of n_q x n_kv
 
        Not implemented (an error says so when the op is built): ALiBi (max_bias != 0) and YaRN
        (ext_factor != 0).
@@ -450,7 +454,8 @@
        clear the conversation and decode it again. mms_mllama_model_shapes_only
        gives a model with shapes and no weights, for planning: at the 11B shapes the 4-tile vision
        graph plans at about 470 MiB of float32 activations (the attention runs fused, so the
-       16 x 6432 x 6432 scores are never stored).
+       16 x 6432 x 6432 scores are never stored, and its padding mask is two shared rows of 6432
+       with a row index per token, not a 6432 x 6432 array).
 
        mms_mllama_add_image_rgb preprocesses with the model's own parameters and adds in one call.
        mms_mllama_get_timings (and _print_timings) splits the time by phase: load, context,
@@ -849,6 +854,9 @@ MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor
 MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a);
 MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a);
+/* a as a new contiguous tensor of another float type (a CONT node of that type), rounded to
+   nearest even: a result of its own, unlike mms_cpy's view of its destination. */
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type);
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1);
 MMS_API struct mms_tensor *mms_cont_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
 MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
@@ -874,6 +882,14 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
                                               struct mms_tensor *v, struct mms_tensor *mask,
                                               float scale, float max_bias, float logit_softcap);
+/* The same with mask rows shared between query rows: query row i (of every head and batch) adds
+   mask row mask_rows[i] (I32 [n_q], each in 0 .. mask->ne[1] - 1, checked when computed) instead
+   of row i, so a mask of a few patterns holds just those: the vision encoder's padding mask is two
+   rows of n_kv (padding queries see no padding key, the others see every key) instead of n_q x
+   n_kv. [src[4] = mask_rows] */
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap);
 
 /* Views share memory with a; offsets and strides in bytes. The view must lie inside a's memory. */
 MMS_API struct mms_tensor *mms_view_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, size_t offset);
@@ -3563,6 +3579,17 @@ MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *
     if (!mms__args_ok(ctx, "mms_cont", a, a)) return NULL;
     return mms__cont_impl(ctx, "mms_cont", MMS_OP_CONT, a, 4, a->ne);
 }
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_cast", a, a)) return NULL;
+    if (!mms__type_is_float(a->type) || !mms__type_is_float(type)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cast: %s to %s: both must be f32, f16 or bf16", mms__tensor_desc(a).s, mms_type_name(type));
+        return NULL;
+    }
+    t = mms__new_op(ctx, "mms_cast", MMS_OP_CONT, type, 4, a->ne, a, NULL, NULL);
+    if (t) mms_format_name(t, "%.50s (%s)", a->name, mms_type_name(type));
+    return t;
+}
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1) {
     int64_t ne[2];
     ne[0] = ne0; ne[1] = ne1;
@@ -3655,10 +3682,9 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 
 /* -- attention -- */
 
-MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
-                                              struct mms_tensor *v, struct mms_tensor *mask,
-                                              float scale, float max_bias, float logit_softcap) {
-    const char *who = "mms_flash_attn_ext";
+static struct mms_tensor *mms__flash_attn_impl(struct mms_context *ctx, const char *who, struct mms_tensor *q, struct mms_tensor *k,
+                                               struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                               float scale, float max_bias, float logit_softcap) {
     int64_t ne[4];
     struct mms_tensor *t;
     if (!mms__args_ok(ctx, who, q, k)) return NULL;
@@ -3677,7 +3703,18 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
                        "v [Dv,n_kv,Hkv,B] with H a multiple of Hkv)", who, mms__tensor_desc(q).s, mms__tensor_desc(k).s, mms__tensor_desc(v).s);
         return NULL;
     }
-    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], q->ne[1], q->ne[2], q->ne[3])) return NULL;
+    if (mask_rows) {                 /* every query row picks its mask row: the mask needs only those */
+        if (!mask) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s without a mask", who, mms__tensor_desc(mask_rows).s);
+            return NULL;
+        }
+        if (!mms__require_type(ctx, who, "mask rows", mask_rows, MMS_TYPE_I32)) return NULL;
+        if (mask_rows->ne[0] != q->ne[1] || mms_nelements(mask_rows) != q->ne[1]) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s must be [n_q] = [%lld]", who, mms__tensor_desc(mask_rows).s, (long long)q->ne[1]);
+            return NULL;
+        }
+    }
+    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], mask_rows ? 1 : q->ne[1], q->ne[2], q->ne[3])) return NULL;
     if (max_bias != 0.0f) {
         mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
         return NULL;
@@ -3690,10 +3727,28 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
     t = mms__new_op(ctx, who, MMS_OP_FLASH_ATTN_EXT, MMS_TYPE_F32, 4, ne, q, k, v);
     if (!t) return NULL;
     t->src[3] = mask;
+    t->src[4] = mask_rows;
     mms__set_op_param_f32(t, 0, scale);
     mms__set_op_param_f32(t, 1, max_bias);
     mms__set_op_param_f32(t, 2, logit_softcap);
     return t;
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                              struct mms_tensor *v, struct mms_tensor *mask,
+                                              float scale, float max_bias, float logit_softcap) {
+    return mms__flash_attn_impl(ctx, "mms_flash_attn_ext", q, k, v, mask, NULL, scale, max_bias, logit_softcap);
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap) {
+    const char *who = "mms_flash_attn_ext_mask_rows";
+    if (!mask_rows) {
+        if (ctx && ctx->status == MMS_OK) mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: argument mask_rows is NULL", who);
+        return NULL;
+    }
+    return mms__flash_attn_impl(ctx, who, q, k, v, mask, mask_rows, scale, max_bias, logit_softcap);
 }
 /* ==== end src/core/ops.c ==== */
 
@@ -5869,7 +5924,7 @@ static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t
 }
 
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3], *mask_rows = dst->src[4];
     const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
     const int64_t group = q->ne[2] / k->ne[2], Hkv = k->ne[2], rows = n_q * group;
     const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, n_blocks = (rows + QB - 1) / QB;
@@ -5897,7 +5952,18 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             ih[i] = kh * group + (r0 + i) % group;
             x = mms__load_row(q, iqs[i], ih[i], ib, qrow);
             mms__vec_axpb_f32(D, qrow, x, scale, NULL);
-            mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            if (mask && mask_rows) {         /* the row's shared mask row */
+                int32_t r;
+                memcpy(&r, (const char *)mask_rows->data + iqs[i] * (int64_t)mask_rows->nb[0], sizeof r);
+                if (r < 0 || r >= mask->ne[1]) {
+                    mms__compute_fail(p, MMS_ERR_INVALID_ARG, "FLASH_ATTN_EXT %s: mask row %d for query %lld is outside 0..%lld",
+                                      mms__tensor_desc(dst).s, (int)r, (long long)iqs[i], (long long)mask->ne[1] - 1);
+                    return;
+                }
+                mrow[i] = mms__mask_row(mask, r, ih[i], ib);
+            } else {
+                mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            }
             mr[i] = -INFINITY;
             lr[i] = 0.0f;
         }
@@ -11856,7 +11922,8 @@ fail:
 struct mms__mllama_vision_inputs {
     struct mms_tensor *pixels;      /* F32 [S, S, 3, T] */
     struct mms_tensor *aspect_id;   /* I32 [1] */
-    struct mms_tensor *mask;        /* F16 [Np*T, Np*T]: -inf where query and key are both padding */
+    struct mms_tensor *mask;        /* F16 [Np*T, 2]: row 0 all 0, row 1 -inf at the padding keys */
+    struct mms_tensor *mask_rows;   /* I32 [Np*T]: the mask row of each query, 1 for padding tokens */
 };
 
 static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, struct mms_tensor *b, float eps) {
@@ -11865,19 +11932,21 @@ static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_te
 
 /* Multi-head attention without biases; x [D, L] -> [D, L]. */
 static struct mms_tensor *mms__mllama_vision_attn(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
-                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
+                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x,
+                                                  const struct mms__mllama_vision_inputs *in) {
     const int64_t D = hp->v_n_embd, H = hp->v_n_head, HD = D / H, L = x->ne[1];
     struct mms_tensor *q = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, x), HD, H, L), 0, 2, 1, 3);
     struct mms_tensor *k = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, x), HD, H, L), 0, 2, 1, 3);
     struct mms_tensor *v = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, x), HD, H, L), 0, 2, 1, 3);
-    struct mms_tensor *o = mms_flash_attn_ext(ctx, q, k, v, mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
+    struct mms_tensor *o = mms_flash_attn_ext_mask_rows(ctx, q, k, v, in->mask, in->mask_rows, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
     return mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, D, L));
 }
 
 /* A pre-LN encoder layer; the global ones gate both branches with their (stored) tanh(gate). */
 static struct mms_tensor *mms__mllama_vision_layer_build(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
-                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
-    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), mask);
+                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x,
+                                                         const struct mms__mllama_vision_inputs *in) {
+    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), in);
     struct mms_tensor *f;
     if (ly->gate_attn) a = mms_mul(ctx, a, ly->gate_attn);
     x = mms_add(ctx, x, a);
@@ -11921,12 +11990,12 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
             taps = taps ? mms_concat(ctx, taps, tap, 0) : tap;
             k++;
         }
-        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in->mask);
+        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in);
     }
     x = mms__layer_norm(ctx, x, m->post_ln_w, m->post_ln_b, hp->v_eps);
     x = mms_add(ctx, mms_reshape_3d(ctx, x, D, Np, T), mms__mllama_aspect_embd(ctx, m->post_tile_embd, m->post_tile_gate, in->aspect_id, D, 1, T));
     x = mms_reshape_2d(ctx, x, D, Np * T);
-    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in->mask);
+    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in);
 
     /* drop the padding tokens; [global ‖ taps] per token */
     out = mms_cont(ctx, mms_view_3d(ctx, x, D, N, T, x->nb[1], x->nb[1] * (size_t)Np, 0));
@@ -11941,14 +12010,18 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (spec section 4.7). F16 [Np*T, Np*T]. */
-static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *out) {
+   unused; only query-and-key both padding is masked (spec section 4.7). As shared mask rows: row 0
+   (all 0) for a real query, row 1 (-inf at the padding keys) for a padding one. mask F16 [L, 2],
+   rows I32 [L], L = Np*T. */
+static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *mask, int32_t *rows) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
-    int64_t q, k;
-    for (q = 0; q < L; q++) {
-        bool q_pad = q % Np >= N || !aspect_mask[q / Np];
-        for (k = 0; k < L; k++) out[q * L + k] = q_pad && (k % Np >= N || !aspect_mask[k / Np]) ? neg_inf : zero;
+    int64_t k;
+    for (k = 0; k < L; k++) {
+        const bool pad = k % Np >= N || !aspect_mask[k / Np];
+        mask[k] = zero;
+        mask[L + k] = pad ? neg_inf : zero;
+        rows[k] = pad ? 1 : 0;
     }
 }
 /* ==== end src/mllama/vision.c ==== */
@@ -12042,20 +12115,38 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
     return mms_set_name(x, "logits");
 }
 
+/* The type of layer il's kept keys and values (self-attention cache, cross-attention K/V): F16
+   on a CUDA backend (half the memory, and of the bytes attention reads per token), F32 elsewhere
+   (the CPU keeps full precision, and any split of CPU-arithmetic backends stays bit-identical). */
+static enum mms_type mms__mllama_kv_type(const struct mms_mllama_model *m, int il) {
+    return mms_backend_is_cuda(m->backends[m->layers[il].backend]) ? MMS_TYPE_F16 : MMS_TYPE_F32;
+}
+
 /* The keys [HD, Hkv, L] (after k_norm) and values [HD*Hkv, L] of every cross layer for projected
-   image states [D, L]. */
-static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
-                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
+   image states [D, L], in the layer's K/V type, persistent and added to gf. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
+                                       struct mms_tensor *states, struct mms_tensor **k_out, struct mms_tensor **v_out) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const int64_t HD = hp->head_dim, L = states->ne[1];
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         const struct mms__mllama_tlayer *ly = &m->layers[il];
+        struct mms_tensor *k, *v;
         if (!ly->cross) continue;
-        k_out[il] = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
-        v_out[il] = mms_mul_mat(ctx, ly->wv, states);
+        k = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
+        v = mms_mul_mat(ctx, ly->wv, states);
+        if (mms__mllama_kv_type(m, il) != MMS_TYPE_F32) {
+            k = mms_cast(ctx, k, mms__mllama_kv_type(m, il));
+            v = mms_cast(ctx, v, mms__mllama_kv_type(m, il));
+        }
+        k_out[il] = k;
+        v_out[il] = v;
         mms_format_name(k_out[il], "blk.%d.cross_k", il);
         mms_format_name(v_out[il], "blk.%d.cross_v", il);
+        mms_set_persistent(k_out[il]);
+        mms_set_persistent(v_out[il]);
+        mms_build_forward_expand(gf, k_out[il]);
+        mms_build_forward_expand(gf, v_out[il]);
     }
 }
 /* ==== end src/mllama/text.c ==== */
@@ -12157,25 +12248,19 @@ static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_co
                                      struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
-    int il;
     out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
     out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
-    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, L), "vision_mask");
+    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, 2), "vision_mask");
+    out->in.mask_rows = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, L), "vision_mask_rows");
     mms_set_input(out->in.pixels);
     mms_set_input(out->in.aspect_id);
     mms_set_input(out->in.mask);
+    mms_set_input(out->in.mask_rows);
     out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
     if (keep) {
-        mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
-        for (il = 0; il < hp->n_layer; il++) {
-            if (!k[il]) continue;
-            mms_set_persistent(k[il]);
-            mms_set_persistent(v[il]);
-            mms_build_forward_expand(out->graph, k[il]);
-            mms_build_forward_expand(out->graph, v[il]);
-        }
+        mms__mllama_build_cross_kv(ctx, out->graph, c->m, out->projected, k, v);
     } else {
         mms_set_output(out->vision_out);
         mms_set_output(out->projected);
@@ -12249,8 +12334,8 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         struct mms_context *ctx = c->cache_ctx[c->m->layers[il].backend];
         c->k_cache[il] = c->v_cache[il] = NULL;
         if (c->m->layers[il].cross) continue;
-        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
-        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
     }
     for (b = 0; b < 2; b++) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
@@ -12316,8 +12401,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
             k[j][il] = v[j][il] = NULL;
             if (!c->m->layers[il].cross) continue;
-            k[j][il] = mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, L);
-            v[j][il] = mms_new_tensor_2d(ctx, MMS_TYPE_F32, (int64_t)hp->head_dim * hp->n_head_kv, L);
+            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, L);
+            v[j][il] = mms_new_tensor_2d(ctx, mms__mllama_kv_type(c->m, il), (int64_t)hp->head_dim * hp->n_head_kv, L);
             mms_set_persistent(k[j][il]);
             mms_set_persistent(v[j][il]);
             mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
@@ -12439,13 +12524,15 @@ static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, con
 static enum mms_status mms__mllama_set_vision_inputs(struct mms_mllama_context *c, const struct mms__mllama_vision_graph *vg,
                                                      const struct mms_mllama_image *img) {
     const int64_t L = vg->in.mask->ne[0];
-    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(L * L));
-    int32_t id = img->aspect_ratio_id;
+    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(2 * L));
+    int32_t *rows = (int32_t *)MMS_MALLOC(sizeof *rows * (size_t)L), id = img->aspect_ratio_id;
     enum mms_status st;
-    if (!mask) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask");
-    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask);
+    if (!mask || !rows) { MMS_FREE(mask); MMS_FREE(rows); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask"); }
+    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask, rows);
     st = mms_backend_tensor_set(vg->in.mask, mask, 0, mms_nbytes(vg->in.mask));
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.mask_rows, rows, 0, mms_nbytes(vg->in.mask_rows));
     MMS_FREE(mask);
+    MMS_FREE(rows);
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.pixels, img->pixels, 0, mms_nbytes(vg->in.pixels));
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.aspect_id, &id, 0, sizeof id);
     return st;

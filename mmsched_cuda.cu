@@ -1510,7 +1510,8 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
         case MMS_OP_FLASH_ATTN_EXT:
             return cu_is_float(a->type) && cu_is_float(t->src[1]->type) && cu_is_float(t->src[2]->type) &&
                    a->ne[0] <= CU_FA_MAX_D && t->src[2]->ne[0] <= CU_FA_MAX_D &&
-                   (!t->src[3] || t->src[3]->type == MMS_TYPE_F32 || t->src[3]->type == MMS_TYPE_F16);
+                   (!t->src[3] || t->src[3]->type == MMS_TYPE_F32 || t->src[3]->type == MMS_TYPE_F16) &&
+                   !t->src[4];    // shared mask rows: not yet
         default:
             return false;
     }

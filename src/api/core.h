@@ -261,6 +261,9 @@ MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor
 MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a);
 MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a);
+/* a as a new contiguous tensor of another float type (a CONT node of that type), rounded to
+   nearest even: a result of its own, unlike mms_cpy's view of its destination. */
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type);
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1);
 MMS_API struct mms_tensor *mms_cont_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
 MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
@@ -286,6 +289,14 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
                                               struct mms_tensor *v, struct mms_tensor *mask,
                                               float scale, float max_bias, float logit_softcap);
+/* The same with mask rows shared between query rows: query row i (of every head and batch) adds
+   mask row mask_rows[i] (I32 [n_q], each in 0 .. mask->ne[1] - 1, checked when computed) instead
+   of row i, so a mask of a few patterns holds just those: the vision encoder's padding mask is two
+   rows of n_kv (padding queries see no padding key, the others see every key) instead of n_q x
+   n_kv. [src[4] = mask_rows] */
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap);
 
 /* Views share memory with a; offsets and strides in bytes. The view must lie inside a's memory. */
 MMS_API struct mms_tensor *mms_view_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, size_t offset);

@@ -384,6 +384,17 @@ MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *
     if (!mms__args_ok(ctx, "mms_cont", a, a)) return NULL;
     return mms__cont_impl(ctx, "mms_cont", MMS_OP_CONT, a, 4, a->ne);
 }
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_cast", a, a)) return NULL;
+    if (!mms__type_is_float(a->type) || !mms__type_is_float(type)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cast: %s to %s: both must be f32, f16 or bf16", mms__tensor_desc(a).s, mms_type_name(type));
+        return NULL;
+    }
+    t = mms__new_op(ctx, "mms_cast", MMS_OP_CONT, type, 4, a->ne, a, NULL, NULL);
+    if (t) mms_format_name(t, "%.50s (%s)", a->name, mms_type_name(type));
+    return t;
+}
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1) {
     int64_t ne[2];
     ne[0] = ne0; ne[1] = ne1;
@@ -476,10 +487,9 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 
 /* -- attention -- */
 
-MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
-                                              struct mms_tensor *v, struct mms_tensor *mask,
-                                              float scale, float max_bias, float logit_softcap) {
-    const char *who = "mms_flash_attn_ext";
+static struct mms_tensor *mms__flash_attn_impl(struct mms_context *ctx, const char *who, struct mms_tensor *q, struct mms_tensor *k,
+                                               struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                               float scale, float max_bias, float logit_softcap) {
     int64_t ne[4];
     struct mms_tensor *t;
     if (!mms__args_ok(ctx, who, q, k)) return NULL;
@@ -498,7 +508,18 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
                        "v [Dv,n_kv,Hkv,B] with H a multiple of Hkv)", who, mms__tensor_desc(q).s, mms__tensor_desc(k).s, mms__tensor_desc(v).s);
         return NULL;
     }
-    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], q->ne[1], q->ne[2], q->ne[3])) return NULL;
+    if (mask_rows) {                 /* every query row picks its mask row: the mask needs only those */
+        if (!mask) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s without a mask", who, mms__tensor_desc(mask_rows).s);
+            return NULL;
+        }
+        if (!mms__require_type(ctx, who, "mask rows", mask_rows, MMS_TYPE_I32)) return NULL;
+        if (mask_rows->ne[0] != q->ne[1] || mms_nelements(mask_rows) != q->ne[1]) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s must be [n_q] = [%lld]", who, mms__tensor_desc(mask_rows).s, (long long)q->ne[1]);
+            return NULL;
+        }
+    }
+    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], mask_rows ? 1 : q->ne[1], q->ne[2], q->ne[3])) return NULL;
     if (max_bias != 0.0f) {
         mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
         return NULL;
@@ -511,8 +532,26 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
     t = mms__new_op(ctx, who, MMS_OP_FLASH_ATTN_EXT, MMS_TYPE_F32, 4, ne, q, k, v);
     if (!t) return NULL;
     t->src[3] = mask;
+    t->src[4] = mask_rows;
     mms__set_op_param_f32(t, 0, scale);
     mms__set_op_param_f32(t, 1, max_bias);
     mms__set_op_param_f32(t, 2, logit_softcap);
     return t;
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                              struct mms_tensor *v, struct mms_tensor *mask,
+                                              float scale, float max_bias, float logit_softcap) {
+    return mms__flash_attn_impl(ctx, "mms_flash_attn_ext", q, k, v, mask, NULL, scale, max_bias, logit_softcap);
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap) {
+    const char *who = "mms_flash_attn_ext_mask_rows";
+    if (!mask_rows) {
+        if (ctx && ctx->status == MMS_OK) mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: argument mask_rows is NULL", who);
+        return NULL;
+    }
+    return mms__flash_attn_impl(ctx, who, q, k, v, mask, mask_rows, scale, max_bias, logit_softcap);
 }

@@ -94,25 +94,19 @@ static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_co
                                      struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
-    int il;
     out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
     out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
-    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, L), "vision_mask");
+    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, 2), "vision_mask");
+    out->in.mask_rows = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, L), "vision_mask_rows");
     mms_set_input(out->in.pixels);
     mms_set_input(out->in.aspect_id);
     mms_set_input(out->in.mask);
+    mms_set_input(out->in.mask_rows);
     out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
     if (keep) {
-        mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
-        for (il = 0; il < hp->n_layer; il++) {
-            if (!k[il]) continue;
-            mms_set_persistent(k[il]);
-            mms_set_persistent(v[il]);
-            mms_build_forward_expand(out->graph, k[il]);
-            mms_build_forward_expand(out->graph, v[il]);
-        }
+        mms__mllama_build_cross_kv(ctx, out->graph, c->m, out->projected, k, v);
     } else {
         mms_set_output(out->vision_out);
         mms_set_output(out->projected);
@@ -186,8 +180,8 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         struct mms_context *ctx = c->cache_ctx[c->m->layers[il].backend];
         c->k_cache[il] = c->v_cache[il] = NULL;
         if (c->m->layers[il].cross) continue;
-        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
-        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, c->p.n_ctx), "cache_v.%d", il);
     }
     for (b = 0; b < 2; b++) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
@@ -253,8 +247,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
             k[j][il] = v[j][il] = NULL;
             if (!c->m->layers[il].cross) continue;
-            k[j][il] = mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, L);
-            v[j][il] = mms_new_tensor_2d(ctx, MMS_TYPE_F32, (int64_t)hp->head_dim * hp->n_head_kv, L);
+            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, L);
+            v[j][il] = mms_new_tensor_2d(ctx, mms__mllama_kv_type(c->m, il), (int64_t)hp->head_dim * hp->n_head_kv, L);
             mms_set_persistent(k[j][il]);
             mms_set_persistent(v[j][il]);
             mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
@@ -376,13 +370,15 @@ static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, con
 static enum mms_status mms__mllama_set_vision_inputs(struct mms_mllama_context *c, const struct mms__mllama_vision_graph *vg,
                                                      const struct mms_mllama_image *img) {
     const int64_t L = vg->in.mask->ne[0];
-    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(L * L));
-    int32_t id = img->aspect_ratio_id;
+    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(2 * L));
+    int32_t *rows = (int32_t *)MMS_MALLOC(sizeof *rows * (size_t)L), id = img->aspect_ratio_id;
     enum mms_status st;
-    if (!mask) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask");
-    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask);
+    if (!mask || !rows) { MMS_FREE(mask); MMS_FREE(rows); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask"); }
+    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask, rows);
     st = mms_backend_tensor_set(vg->in.mask, mask, 0, mms_nbytes(vg->in.mask));
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.mask_rows, rows, 0, mms_nbytes(vg->in.mask_rows));
     MMS_FREE(mask);
+    MMS_FREE(rows);
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.pixels, img->pixels, 0, mms_nbytes(vg->in.pixels));
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.aspect_id, &id, 0, sizeof id);
     return st;

@@ -86,19 +86,37 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
     return mms_set_name(x, "logits");
 }
 
+/* The type of layer il's kept keys and values (self-attention cache, cross-attention K/V): F16
+   on a CUDA backend (half the memory, and of the bytes attention reads per token), F32 elsewhere
+   (the CPU keeps full precision, and any split of CPU-arithmetic backends stays bit-identical). */
+static enum mms_type mms__mllama_kv_type(const struct mms_mllama_model *m, int il) {
+    return mms_backend_is_cuda(m->backends[m->layers[il].backend]) ? MMS_TYPE_F16 : MMS_TYPE_F32;
+}
+
 /* The keys [HD, Hkv, L] (after k_norm) and values [HD*Hkv, L] of every cross layer for projected
-   image states [D, L]. */
-static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
-                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
+   image states [D, L], in the layer's K/V type, persistent and added to gf. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
+                                       struct mms_tensor *states, struct mms_tensor **k_out, struct mms_tensor **v_out) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const int64_t HD = hp->head_dim, L = states->ne[1];
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         const struct mms__mllama_tlayer *ly = &m->layers[il];
+        struct mms_tensor *k, *v;
         if (!ly->cross) continue;
-        k_out[il] = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
-        v_out[il] = mms_mul_mat(ctx, ly->wv, states);
+        k = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
+        v = mms_mul_mat(ctx, ly->wv, states);
+        if (mms__mllama_kv_type(m, il) != MMS_TYPE_F32) {
+            k = mms_cast(ctx, k, mms__mllama_kv_type(m, il));
+            v = mms_cast(ctx, v, mms__mllama_kv_type(m, il));
+        }
+        k_out[il] = k;
+        v_out[il] = v;
         mms_format_name(k_out[il], "blk.%d.cross_k", il);
         mms_format_name(v_out[il], "blk.%d.cross_v", il);
+        mms_set_persistent(k_out[il]);
+        mms_set_persistent(v_out[il]);
+        mms_build_forward_expand(gf, k_out[il]);
+        mms_build_forward_expand(gf, v_out[il]);
     }
 }
