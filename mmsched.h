@@ -356,8 +356,15 @@
        aligned: float weights (F32, F16, BF16) against b's f32 values as they are; block types (Q8_0,
        Q4_0, Q4_K, Q6_K) against b rounded once to 8 bits per 32 values (step max|x|/127, a relative
        error of about 1e-3 per block, as the CPU's AVX2 decode), staged through shared memory, their
-       scales decoded once per 32 values, dp4a integer dots. Flash attention is a
-       kernel of its own (D and Dv up to 256, masks, grouped heads, softcap). supports_op tells the
+       scales decoded once per 32 values, dp4a integer dots. Flash attention (D and Dv up to 256,
+       masks of any strides, shared mask rows, grouped heads, softcap) picks one of three kernels:
+       up to 8 query rows per KV head (decode) split-K over chunks of keys, a block per KV head and
+       chunk serving every query head of the group, 128-bit K/V loads, f32 arithmetic, and a kernel
+       that merges the chunks; prefill and the vision encoder on tensor cores (sm_80+, D = Dv = 64, 80
+       or 128: mma.sync m16n8k16, Q, K, V and the softmax weights rounded to F16, or BF16 when K/V
+       are BF16, products accumulated in f32; key tiles masked for every row skipped); a scalar f32
+       kernel for the rest. The mllama runtime keeps the KV cache and the cross-attention K/V of
+       layers on a CUDA backend in F16 (rounded once when written). supports_op tells the
        truth: the scheduler runs anything else on the CPU. offload_op asks for MUL_MAT with 32 or
        more columns, so large batches on host weights run on the GPU when op_offload is on.
        Errors from CUDA and cuBLAS calls are statuses whose message names the call and the CUDA error

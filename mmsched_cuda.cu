@@ -236,28 +236,38 @@ HD static void cu_move(const cu_tensor &d, const int64_t *di, const cu_tensor &s
 // It carries the node's name: the kernel may have been queued by a graph computed long before the
 // synchronize that reads it (or replayed from a captured CUDA graph).
 struct cu_fault {
-    int     set;
+    int     set, op;               // op: the node's (GET_ROWS, or FLASH_ATTN_EXT for a shared mask row)
     int64_t value, position, limit;
     char    name[MMS_MAX_NAME];
 };
 
-HD static void cu_report(cu_fault *f, const char *name, int64_t value, int64_t position, int64_t limit) {
+HD static void cu_report(cu_fault *f, int op, const char *name, int64_t value, int64_t position, int64_t limit) {
 #ifdef __CUDA_ARCH__
     if (atomicCAS(&f->set, 0, 1) != 0) return;
 #else
     if (f->set) return;
     f->set = 1;
 #endif
+    f->op = op;
     f->value = value;
     f->position = position;
     f->limit = limit;
     for (int i = 0; i < MMS_MAX_NAME; i++) f->name[i] = name[i];
 }
 
+HD static void cu_atomic_or_shared(int *p, int v) {
+#ifdef __CUDA_ARCH__
+    atomicOr(p, v);
+#else
+    *p |= v;
+#endif
+}
+
 // The status for a fault read back (the message the tests and users see).
 static enum mms_status cu_fault_status(const cu_fault *f, const char *backend) {
-    return mms_set_error(MMS_ERR_INVALID_ARG, "%s: GET_ROWS '%.*s': index %lld at position %lld is outside 0..%lld", backend,
-                         MMS_MAX_NAME - 1, f->name, (long long)f->value, (long long)f->position, (long long)f->limit - 1);
+    return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s '%.*s': %sindex %lld at position %lld is outside 0..%lld", backend,
+                         mms_op_name((enum mms_op)f->op), MMS_MAX_NAME - 1, f->name, f->op == MMS_OP_FLASH_ATTN_EXT ? "mask row " : "",
+                         (long long)f->value, (long long)f->position, (long long)f->limit - 1);
 }
 
 // -- 3. element ops -------------------------------------------------------------------------------
@@ -363,7 +373,7 @@ struct cu_get_rows {
         cu_unravel(d.ne, i, x);
         const int32_t r = *(const int32_t *)(cu_row(rows, x[2], x[3], 0) + x[1] * rows.nb[0]);
         if (r < 0 || r >= a.ne[1]) {
-            cu_report(fault, name, r, x[1], a.ne[1]);
+            cu_report(fault, MMS_OP_GET_ROWS, name, r, x[1], a.ne[1]);
             return;
         }
         int64_t y[4] = { x[0], r, x[2], x[3] };
@@ -674,10 +684,322 @@ struct cu_soft_max {
 };
 
 // -- 6. attention ---------------------------------------------------------------------------------
-// A block of 4 warps takes 16 query rows of one head (4 per warp) against tiles of 32 keys held in
-// shared memory as f32: lane j scores key j of the tile for the warp's rows, the streaming softmax
-// runs per row across the lanes, then every lane accumulates output dims lane, lane + 32, ... over
-// the tile. D and Dv up to 256. Grid: (query blocks, heads, batch).
+// Three kernels, chosen by shape (cu_flash_attn_node):
+//   decode  (at most 8 query rows per KV head: n_q * H / Hkv): split-K over the keys, a block per
+//           KV head and chunk of keys serving every query head of the group, f32 arithmetic, 128-bit
+//           loads of K and V; a combine kernel merges the chunks (or one chunk writes the result);
+//   tensor cores (prefill, the vision encoder; sm_80+, D and Dv 64, 80 or 128): mma.sync m16n8k16
+//           with Q, K, V and the weights P rounded to F16 (BF16 when K/V are BF16), f32 accumulated;
+//   scalar  everything else (D up to 256): a block per 16 query rows of one head, f32.
+// Every kernel takes the mask as given (any strides, F32 or F16) and shared mask rows.
+
+// What every attention kernel reads: the tensors, scale and softcap, the mask and its shared rows.
+struct cu_fa_args {
+    cu_tensor d, q, k, v, mask, rows;   // mask.data, rows.data NULL: none
+    float scale, softcap;
+    cu_fault *fault;                    // a shared mask row out of range is reported here
+    char name[MMS_MAX_NAME];
+    // The mask row query iq adds; -1 (every key masked, and a fault) for a shared row out of range.
+    HD int64_t mask_row(int64_t iq) const {
+        if (!rows.data) return iq;
+        const int32_t r = *(const int32_t *)(rows.data + iq * rows.nb[0]);
+        if (r >= 0 && r < mask.ne[1]) return r;
+        cu_report(fault, MMS_OP_FLASH_ATTN_EXT, name, r, iq, mask.ne[1]);
+        return -1;
+    }
+    HD float mask_at(int64_t mrow, int64_t j, int64_t h, int64_t ib) const {
+        if (!mask.data) return 0.0f;
+        return mrow < 0 ? -INFINITY : cu_load(mask, j, mrow, h % mask.ne[2], ib % mask.ne[3]);
+    }
+    HD float capped(float s) const { return softcap != 0.0f ? softcap * tanhf(s / softcap) : s; }
+};
+
+// Eight consecutive values of a K or V row as f32 (VEC: 16-byte aligned rows, 128-bit loads).
+template <int T, bool VEC> HD static void cu_load8(const cu_tensor &t, int64_t i0, int64_t j, int64_t h, int64_t ib, float *out) {
+    const char *p = cu_row(t, j, h, ib) + i0 * t.nb[0];
+    if (!VEC) { for (int e = 0; e < 8; e++) out[e] = cu_load(t, i0 + e, j, h, ib); return; }
+    if (T == MMS_TYPE_F32) {
+        const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+        out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w; out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+        return;
+    }
+    const uint4 w = *(const uint4 *)p;
+    const uint32_t u[4] = { w.x, w.y, w.z, w.w };
+    for (int e = 0; e < 4; e++) {
+        if (T == MMS_TYPE_F16) { out[2 * e] = cu_half_to_float((uint16_t)u[e]); out[2 * e + 1] = cu_half_to_float((uint16_t)(u[e] >> 16)); }
+        else                   { out[2 * e] = cu_u2f(u[e] << 16); out[2 * e + 1] = cu_u2f(u[e] & 0xffff0000u); }
+    }
+}
+
+// -- decode: split-K --
+#define CU_FA_DEC_ROWS 8       // query rows per KV head (n_q x heads per group) it takes
+#define CU_FA_DEC_THREADS 128
+#define CU_FA_CHUNK_MAX 256
+
+// The key chunk: a multiple of 64, enough chunks for two blocks per SM, at most CU_FA_CHUNK_MAX.
+static int64_t cu_fa_chunk(int64_t n_kv, int64_t heads_x_batch, int n_sm) {
+    const int64_t want = (2 * (int64_t)n_sm + heads_x_batch - 1) / heads_x_batch;
+    int64_t chunk = (n_kv + want - 1) / want;
+    chunk = (chunk + 63) / 64 * 64;
+    return chunk < 64 ? 64 : chunk > CU_FA_CHUNK_MAX ? CU_FA_CHUNK_MAX : chunk;
+}
+
+// Grid (chunks, Hkv, B). smem: Q [R][D], scores [R][chunk], partial outputs [groups][R][Dv] (f32).
+// One chunk: the result directly; else per (chunk, row) the max m, the sum l and the unnormalized
+// output into part (chunk-major: [chunks][B][Hkv][R][Dv + 2]) for cu_fa_combine.
+template <int T, bool VEC> struct cu_fa_decode {
+    cu_fa_args f;
+    int64_t chunk;
+    float *part;
+    HD static int lanes_per_key(int64_t D) { int l = 1; while (l * 8 < D) l *= 2; return l; }
+    HD static size_t smem_size(int64_t R, int64_t D, int64_t Dv, int64_t chunk) {
+        const int64_t groups = CU_FA_DEC_THREADS / (Dv / 8);
+        return (size_t)(R * D + R * chunk + groups * R * Dv + 2 * R) * sizeof(float);
+    }
+    HD void operator()(const cu_thread &th) const {
+        const int64_t D = f.q.ne[0], Dv = f.v.ne[0], n_kv = f.k.ne[1], G = f.q.ne[2] / f.k.ne[2], R = f.q.ne[1] * G;
+        const int64_t kh = th.by, ib = th.bz, j0 = th.bx * chunk, nk = cu_min64(chunk, n_kv - j0);
+        const int tid = th.tid;
+        float *qs = (float *)th.smem, *s = qs + R * D, *po = s + R * chunk, *ml = po + (CU_FA_DEC_THREADS / (Dv / 8)) * R * Dv;
+        int64_t mrow[CU_FA_DEC_ROWS], hh[CU_FA_DEC_ROWS];
+        for (int r = 0; r < CU_FA_DEC_ROWS; r++) {          // row r: query r / G of head kh * G + r % G
+            const int64_t rr = r < R ? r : 0;
+            hh[r] = kh * G + rr % G;
+            mrow[r] = f.mask.data ? f.mask_row(rr / G) : 0;
+        }
+        for (int64_t e = tid; e < R * D; e += th.nthreads) qs[e] = cu_load(f.q, e % D, (e / D) / G, kh * G + (e / D) % G, ib) * f.scale;
+        th.sync();
+        // scores: lanes_per_key lanes per key, 8 dims each, reduced by shuffles within the group
+        const int L = lanes_per_key(D), slice = tid % L;
+        for (int64_t jb = 0; jb < nk; jb += CU_FA_DEC_THREADS / L) {
+            const int64_t jj = jb + tid / L, j = j0 + jj;
+            const bool key = jj < nk;
+            float dot[CU_FA_DEC_ROWS], mk[CU_FA_DEC_ROWS];
+            bool any = false;
+            for (int r = 0; r < CU_FA_DEC_ROWS; r++) {
+                mk[r] = key && r < R ? f.mask_at(mrow[r], j, hh[r], ib) : -INFINITY;
+                any = any || mk[r] != -INFINITY;
+                dot[r] = 0.0f;
+            }
+            if (any && slice * 8 < D) {                      // a key masked for every row is never read
+                float kv[8];
+                cu_load8<T, VEC>(f.k, slice * 8, j, kh, ib, kv);
+                for (int r = 0; r < CU_FA_DEC_ROWS; r++) {
+                    if (r >= R) break;
+                    const float *qr = qs + r * D + slice * 8;
+                    for (int e = 0; e < 8; e++) dot[r] += qr[e] * kv[e];
+                }
+            }
+            for (int r = 0; r < CU_FA_DEC_ROWS; r++)
+                for (int o = L / 2; o > 0; o >>= 1) dot[r] += th.shfl_xor(dot[r], o);
+            if (key && slice == 0)
+                for (int r = 0; r < CU_FA_DEC_ROWS; r++)
+                    if (r < R) s[r * chunk + jj] = mk[r] == -INFINITY ? -INFINITY : f.capped(dot[r]) + mk[r];
+        }
+        th.sync();
+        // softmax over the chunk, a warp per row
+        for (int64_t r = th.warp(); r < R; r += th.nthreads / 32) {
+            float m = -INFINITY, l = 0.0f;
+            for (int64_t jj = th.lane(); jj < nk; jj += 32) m = fmaxf(m, s[r * chunk + jj]);
+            m = cu_warp_max(th, m);
+            for (int64_t jj = th.lane(); jj < nk; jj += 32) {
+                const float p = m == -INFINITY ? 0.0f : expf(s[r * chunk + jj] - m);
+                s[r * chunk + jj] = p;
+                l += p;
+            }
+            l = cu_warp_sum(th, l);
+            if (th.lane() == 0) { ml[2 * r] = m; ml[2 * r + 1] = l; }
+        }
+        th.sync();
+        // P V: thread (slice, group) sums 8 output dims over every groups-th key
+        const int ns = (int)(Dv / 8), groups = CU_FA_DEC_THREADS / ns, vs = tid % ns, grp = tid / ns;
+        float o[CU_FA_DEC_ROWS][8];
+        for (int r = 0; r < CU_FA_DEC_ROWS; r++) for (int e = 0; e < 8; e++) o[r][e] = 0.0f;
+        if (grp < groups)
+            for (int64_t jj = grp; jj < nk; jj += groups) {
+                bool any = false;
+                for (int r = 0; r < CU_FA_DEC_ROWS; r++) any = any || (r < R && s[r * chunk + jj] > 0.0f);
+                if (!any) continue;
+                float vv[8];
+                cu_load8<T, VEC>(f.v, vs * 8, j0 + jj, kh, ib, vv);
+                for (int r = 0; r < CU_FA_DEC_ROWS; r++) {
+                    if (r >= R) break;
+                    const float p = s[r * chunk + jj];
+                    for (int e = 0; e < 8; e++) o[r][e] += p * vv[e];
+                }
+            }
+        if (grp < groups)
+            for (int r = 0; r < CU_FA_DEC_ROWS; r++)
+                if (r < R) for (int e = 0; e < 8; e++) po[(grp * R + r) * Dv + vs * 8 + e] = o[r][e];
+        th.sync();
+        const bool whole = th.gx == 1;
+        for (int64_t e = tid; e < R * Dv; e += th.nthreads) {
+            const int64_t r = e / Dv, c = e % Dv;
+            float sum = 0.0f;
+            for (int g = 0; g < groups; g++) sum += po[(g * R + r) * Dv + c];
+            if (whole) {
+                const float l = ml[2 * r + 1];
+                cu_store(f.d, c, kh * G + r % G, r / G, ib, l > 0.0f ? sum / l : 0.0f);   // all keys masked: zeros
+            } else {
+                float *pr = part + (((th.bx * f.q.ne[3] + ib) * f.k.ne[2] + kh) * R + r) * (Dv + 2);
+                pr[c] = sum;
+                if (c == 0) { pr[Dv] = ml[2 * r]; pr[Dv + 1] = ml[2 * r + 1]; }
+            }
+        }
+    }
+};
+
+// The chunks' partial results merged: a block per (row of the group, KV head, batch).
+struct cu_fa_combine {
+    cu_tensor d;
+    const float *part;
+    int64_t n_chunks, R, G, Hkv, B;
+    HD void operator()(const cu_thread &th) const {
+        const int64_t r = th.bx, kh = th.by, ib = th.bz, Dv = d.ne[0];
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t c = 0; c < n_chunks; c++) m = fmaxf(m, part[(((c * B + ib) * Hkv + kh) * R + r) * (Dv + 2) + Dv]);
+        for (int64_t c = 0; c < n_chunks; c++) {
+            const float *pr = part + (((c * B + ib) * Hkv + kh) * R + r) * (Dv + 2);
+            if (pr[Dv] != -INFINITY) l += pr[Dv + 1] * expf(pr[Dv] - m);
+        }
+        for (int64_t e = th.tid; e < Dv; e += th.nthreads) {
+            float o = 0.0f;
+            for (int64_t c = 0; c < n_chunks; c++) {
+                const float *pr = part + (((c * B + ib) * Hkv + kh) * R + r) * (Dv + 2);
+                if (pr[Dv] != -INFINITY) o += pr[e] * expf(pr[Dv] - m);
+            }
+            cu_store(d, e, kh * G + r % G, r / G, ib, l > 0.0f ? o / l : 0.0f);
+        }
+    }
+};
+
+// -- tensor cores --
+#define CU_FA_TC_ROWS 64       // query rows per block (16 per warp)
+#define CU_FA_TC_KEYS 64       // keys per tile
+
+HD static uint16_t cu_to_half16(float x, bool bf16) { return bf16 ? cu_float_to_bf16(x) : cu_float_to_half(x); }
+HD static uint32_t cu_pack2(float lo, float hi, bool bf16) { return (uint32_t)cu_to_half16(lo, bf16) | ((uint32_t)cu_to_half16(hi, bf16) << 16); }
+HD static uint32_t cu_smem_u32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+// Grid (row blocks, Hkv, B), 4 warps. Rows are (query, head of the group) pairs, r = iq * G + h % G.
+// smem (16-bit values, rows padded by 8 against bank conflicts): Q [64][D + 8], K [64][D + 8],
+// V transposed [Dv][64 + 8], the mask tile [64][64] as f32, a flag.
+template <int T, int D, int DV, bool VEC> struct cu_fa_mma {
+    cu_fa_args f;
+    enum { QLD = D + 8, VLD = CU_FA_TC_KEYS + 8 };
+    HD static size_t smem_size() {
+        return (size_t)(CU_FA_TC_ROWS * QLD + CU_FA_TC_KEYS * QLD + DV * VLD) * sizeof(uint16_t) +
+               (size_t)CU_FA_TC_ROWS * (CU_FA_TC_KEYS * sizeof(float) + sizeof(int64_t)) + 16;
+    }
+    HD void operator()(const cu_thread &th) const {
+        const bool bf = T == MMS_TYPE_BF16;
+        const int64_t n_kv = f.k.ne[1], G = f.q.ne[2] / f.k.ne[2], R = f.q.ne[1] * G, kh = th.by, ib = th.bz, r0 = th.bx * CU_FA_TC_ROWS;
+        uint16_t *qs = (uint16_t *)th.smem, *ks = qs + CU_FA_TC_ROWS * QLD, *vt = ks + CU_FA_TC_KEYS * QLD;
+        float *mt = (float *)(vt + DV * VLD);
+        int64_t *mrow = (int64_t *)(mt + CU_FA_TC_ROWS * CU_FA_TC_KEYS);   // each row's mask row
+        int *flag = (int *)(mrow + CU_FA_TC_ROWS);
+        const int lane = th.lane(), w = th.warp(), g = lane / 4, t4 = lane % 4;
+        for (int64_t e = th.tid; e < CU_FA_TC_ROWS * D; e += th.nthreads) {       // Q, pre-scaled, rounded to 16 bits
+            const int64_t rr = e / D, c = e % D, r = r0 + rr;
+            qs[rr * QLD + c] = cu_to_half16(r < R ? cu_load(f.q, c, r / G, kh * G + r % G, ib) * f.scale : 0.0f, bf);
+        }
+        for (int64_t rr = th.tid; rr < CU_FA_TC_ROWS; rr += th.nthreads) mrow[rr] = f.mask.data && r0 + rr < R ? f.mask_row((r0 + rr) / G) : 0;
+        th.sync();
+        uint32_t qa[D / 16][4];
+        for (int ks16 = 0; ks16 < D / 16; ks16++)
+            for (int i = 0; i < 4; i++) qa[ks16][i] = cu_smem_u32(qs + (w * 16 + g + 8 * (i % 2)) * QLD + ks16 * 16 + 2 * t4 + 8 * (i / 2));
+        float o[DV / 8][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+        for (int n = 0; n < DV / 8; n++) for (int i = 0; i < 4; i++) o[n][i] = 0.0f;
+        for (int64_t j0 = 0; j0 < n_kv; j0 += CU_FA_TC_KEYS) {
+            th.sync();                                     // the previous tile is no longer read
+            if (th.tid == 0) *flag = 0;
+            th.sync();
+            int seen = 0;
+            for (int64_t e = th.tid; e < CU_FA_TC_ROWS * CU_FA_TC_KEYS; e += th.nthreads) {   // the mask tile, keys past n_kv masked
+                const int64_t rr = e / CU_FA_TC_KEYS, jj = e % CU_FA_TC_KEYS, r = r0 + rr, j = j0 + jj;
+                float mv = -INFINITY;
+                if (r < R && j < n_kv) mv = f.mask_at(mrow[rr], j, kh * G + r % G, ib);
+                mt[e] = mv;
+                seen |= mv != -INFINITY;
+            }
+            if (seen) cu_atomic_or_shared(flag, 1);
+            th.sync();
+            if (!*flag) continue;                          // every key of the tile masked for every row: skipped
+            for (int64_t e = th.tid; e < CU_FA_TC_KEYS * (D / 8); e += th.nthreads) {     // K rows, 8 values at a time
+                const int64_t jj = e / (D / 8), c = (e % (D / 8)) * 8, j = j0 + jj;
+                float kv[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+                if (j < n_kv) cu_load8<T, VEC>(f.k, c, j, kh, ib, kv);
+                for (int x = 0; x < 8; x += 2) *(uint32_t *)(ks + jj * QLD + c + x) = cu_pack2(kv[x], kv[x + 1], bf);
+            }
+            for (int64_t e = th.tid; e < CU_FA_TC_KEYS * (DV / 8); e += th.nthreads) {    // V transposed
+                const int64_t jj = e % CU_FA_TC_KEYS, c = (e / CU_FA_TC_KEYS) * 8, j = j0 + jj;
+                float vv[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+                if (j < n_kv) cu_load8<T, VEC>(f.v, c, j, kh, ib, vv);
+                for (int x = 0; x < 8; x++) vt[(c + x) * VLD + jj] = cu_to_half16(vv[x], bf);
+            }
+            th.sync();
+            // S = Q K^T for the warp's 16 rows and the tile's 64 keys
+            float sc[CU_FA_TC_KEYS / 8][4];
+            for (int n = 0; n < CU_FA_TC_KEYS / 8; n++) {
+                for (int i = 0; i < 4; i++) sc[n][i] = 0.0f;
+                for (int ks16 = 0; ks16 < D / 16; ks16++) {
+                    const uint16_t *kr = ks + (n * 8 + g) * QLD + ks16 * 16 + 2 * t4;
+                    const uint32_t bfrag[2] = { cu_smem_u32(kr), cu_smem_u32(kr + 8) };
+                    th.mma(sc[n], qa[ks16], bfrag, bf);
+                }
+            }
+            // softcap, mask, the streaming softmax (rows g and g + 8; a row's 64 values on 4 lanes)
+            float mx[2] = { -INFINITY, -INFINITY };
+            for (int n = 0; n < CU_FA_TC_KEYS / 8; n++)
+                for (int i = 0; i < 4; i++) {
+                    const float mv = mt[(w * 16 + g + 8 * (i / 2)) * CU_FA_TC_KEYS + n * 8 + 2 * t4 + i % 2];
+                    sc[n][i] = mv == -INFINITY ? -INFINITY : f.capped(sc[n][i]) + mv;
+                    mx[i / 2] = fmaxf(mx[i / 2], sc[n][i]);
+                }
+            float corr[2];
+            for (int h = 0; h < 2; h++) {
+                mx[h] = fmaxf(mx[h], th.shfl_xor(mx[h], 1));
+                mx[h] = fmaxf(mx[h], th.shfl_xor(mx[h], 2));
+                const float mn = fmaxf(m[h], mx[h]);
+                corr[h] = mn == -INFINITY ? 1.0f : expf(m[h] - mn);      // exp(-inf) = 0: nothing kept yet
+                m[h] = mn;
+                l[h] *= corr[h];
+            }
+            for (int n = 0; n < CU_FA_TC_KEYS / 8; n++)
+                for (int i = 0; i < 4; i++) {
+                    const float p = m[i / 2] == -INFINITY ? 0.0f : expf(sc[n][i] - m[i / 2]);
+                    sc[n][i] = p;
+                    l[i / 2] += p;
+                }
+            for (int n = 0; n < DV / 8; n++) for (int i = 0; i < 4; i++) o[n][i] *= corr[i / 2];
+            // O += P V: P's accumulator layout is the next A operand's, two key tiles per k step
+            for (int kk = 0; kk < CU_FA_TC_KEYS / 16; kk++) {
+                const uint32_t pa[4] = { cu_pack2(sc[2 * kk][0], sc[2 * kk][1], bf), cu_pack2(sc[2 * kk][2], sc[2 * kk][3], bf),
+                                         cu_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1], bf), cu_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3], bf) };
+                for (int n = 0; n < DV / 8; n++) {
+                    const uint16_t *vr = vt + (n * 8 + g) * VLD + kk * 16 + 2 * t4;
+                    const uint32_t bfrag[2] = { cu_smem_u32(vr), cu_smem_u32(vr + 8) };
+                    th.mma(o[n], pa, bfrag, bf);
+                }
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            l[h] += th.shfl_xor(l[h], 1);
+            l[h] += th.shfl_xor(l[h], 2);
+        }
+        for (int i = 0; i < 4; i++) {
+            const int64_t r = r0 + w * 16 + g + 8 * (i / 2);
+            if (r >= R) continue;
+            const float inv = l[i / 2] > 0.0f ? 1.0f / l[i / 2] : 0.0f;    // all keys masked: zeros
+            for (int n = 0; n < DV / 8; n++) cu_store(f.d, n * 8 + 2 * t4 + i % 2, kh * G + r % G, r / G, ib, o[n][i] * inv);
+        }
+    }
+};
+
+// -- scalar: a block of 4 warps takes 16 query rows of one head (4 per warp) against tiles of 32
+// keys held in shared memory as f32: lane j scores key j of the tile for the warp's rows, the
+// streaming softmax runs per row across the lanes, then every lane accumulates output dims lane,
+// lane + 32, ... over the tile. D and Dv up to 256. Grid: (query blocks, heads, batch).
 
 #define CU_FA_ROWS_PER_WARP 4
 #define CU_FA_WARPS 4
@@ -685,12 +1007,12 @@ struct cu_soft_max {
 #define CU_FA_MAX_D 256
 
 struct cu_flash_attn {
-    cu_tensor d, q, k, v, mask;    // mask.data NULL: none
-    float scale, softcap;
+    cu_fa_args f;
     HD static size_t smem_size(int64_t D, int64_t Dv) {
         return (size_t)(CU_FA_ROWS_PER_WARP * CU_FA_WARPS * D + CU_FA_KEYS * (D + 1) + CU_FA_KEYS * Dv) * sizeof(float);
     }
     HD void operator()(const cu_thread &th) const {
+        const cu_tensor &q = f.q, &k = f.k, &v = f.v;
         const int64_t D = q.ne[0], Dv = v.ne[0], n_q = q.ne[1], n_kv = k.ne[1];
         const int64_t h = th.by, ib = th.bz, kh = h / (q.ne[2] / k.ne[2]);
         const int lane = th.lane(), warp = th.warp();
@@ -701,13 +1023,16 @@ struct cu_flash_attn {
         const int64_t q0 = th.bx * rows;
         for (int64_t e = th.tid; e < rows * D; e += th.nthreads) {
             const int64_t r = e / D, c = e % D;
-            qs[e] = q0 + r < n_q ? cu_load(q, c, q0 + r, h, ib) * scale : 0.0f;
+            qs[e] = q0 + r < n_q ? cu_load(q, c, q0 + r, h, ib) * f.scale : 0.0f;
         }
         float o[CU_FA_ROWS_PER_WARP][CU_FA_MAX_D / 32];
         float m[CU_FA_ROWS_PER_WARP], l[CU_FA_ROWS_PER_WARP];
+        int64_t mrow[CU_FA_ROWS_PER_WARP];
         for (int r = 0; r < CU_FA_ROWS_PER_WARP; r++) {
+            const int64_t iq = q0 + warp * CU_FA_ROWS_PER_WARP + r;
             m[r] = -INFINITY;
             l[r] = 0.0f;
+            mrow[r] = f.mask.data && iq < n_q ? f.mask_row(iq) : 0;
             for (int t = 0; t < CU_FA_MAX_D / 32; t++) o[r][t] = 0.0f;
         }
         for (int64_t j0 = 0; j0 < n_kv; j0 += CU_FA_KEYS) {
@@ -728,9 +1053,9 @@ struct cu_flash_attn {
                 const float *qr = qs + (int64_t)(warp * CU_FA_ROWS_PER_WARP + r) * D, *kr = ks + (int64_t)lane * (D + 1);
                 float s = 0.0f;
                 for (int64_t c = 0; c < D; c++) s += qr[c] * kr[c];
-                if (softcap != 0.0f) s = softcap * tanhf(s / softcap);
+                s = f.capped(s);
                 if (key >= n_kv) s = -INFINITY;
-                else if (mask.data) s += cu_mask_at(mask, key, iq, h, ib);
+                else s += f.mask_at(mrow[r], key, h, ib);
                 const float m_tile = cu_warp_max(th, s);
                 if (m_tile == -INFINITY) continue;         // every key of the tile masked: weights 0
                 const float m_new = fmaxf(m[r], m_tile), corr = expf(m[r] - m_new);   // exp(-inf) = 0 the first time
@@ -754,7 +1079,7 @@ struct cu_flash_attn {
             const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;   // all keys masked: zeros
             for (int t = 0; t < CU_FA_MAX_D / 32; t++) {
                 const int64_t c = lane + 32 * t;
-                if (c < Dv) cu_store(d, c, h, iq, ib, o[r][t] * inv);
+                if (c < Dv) cu_store(f.d, c, h, iq, ib, o[r][t] * inv);
             }
         }
     }
@@ -1099,7 +1424,9 @@ static bool cu_rows_dense(const struct mms_tensor *t, enum mms_type as) {
 static bool cu_mul_mat_gemv(const struct mms_tensor *t) { return t->src[1]->ne[1] <= CU_GEMV_MAX_N; }
 
 // Scratch bytes a node needs: b in 8 bits for a block-type GEMV, converted copies of a and b for cuBLAS.
+static size_t cu_fa_scratch(const struct mms_tensor *fa);
 static size_t cu_scratch_need(const struct mms_tensor *t) {
+    if (t->op == MMS_OP_FLASH_ATTN_EXT) return cu_fa_scratch(t);
     if (t->op != MMS_OP_MUL_MAT) return 0;
     const struct mms_tensor *a = t->src[0], *b = t->src[1];
     if (cu_mul_mat_gemv(t))
@@ -1165,6 +1492,86 @@ template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const
             if ((st = ex.gemm(gm)) != MMS_OK) return st;
         }
     return MMS_OK;
+}
+
+// -- attention: choosing the kernel --
+
+#define CU_FA_TARGET_BLOCKS 256   // decode: enough key chunks for about two blocks per SM of a large GPU
+
+static bool cu_fa_vec(const struct mms_tensor *t) {   // 128-bit loads of K and V rows
+    return t->nb[0] == mms_type_size(t->type) && cu_rows_aligned(t);
+}
+static int64_t cu_fa_rows(const struct mms_tensor *fa) { return fa->src[0]->ne[1] * (fa->src[0]->ne[2] / fa->src[1]->ne[2]); }
+static bool cu_fa_decode_fits(const struct mms_tensor *fa) {
+    const int64_t D = fa->src[0]->ne[0], Dv = fa->src[2]->ne[0];
+    return cu_fa_rows(fa) <= CU_FA_DEC_ROWS && D % 8 == 0 && Dv % 8 == 0 && D <= CU_FA_MAX_D && Dv <= CU_FA_MAX_D;
+}
+static bool cu_fa_mma_fits(const struct mms_tensor *fa) {
+    const int64_t D = fa->src[0]->ne[0], Dv = fa->src[2]->ne[0];
+    return D == Dv && (D == 64 || D == 80 || D == 128) && cu_fa_vec(fa->src[1]) && cu_fa_vec(fa->src[2]);
+}
+static int64_t cu_fa_chunks(const struct mms_tensor *fa, int64_t *chunk) {
+    const struct mms_tensor *k = fa->src[1];
+    *chunk = cu_fa_chunk(k->ne[1], k->ne[2] * k->ne[3], CU_FA_TARGET_BLOCKS / 2);
+    return (k->ne[1] + *chunk - 1) / *chunk;
+}
+// Scratch for the decode kernel's partial results (more than one chunk).
+static size_t cu_fa_scratch(const struct mms_tensor *fa) {
+    int64_t chunk;
+    if (!cu_fa_decode_fits(fa)) return 0;
+    const int64_t n = cu_fa_chunks(fa, &chunk);
+    return n > 1 ? (size_t)(n * fa->src[1]->ne[2] * fa->src[1]->ne[3] * cu_fa_rows(fa) * (fa->src[2]->ne[0] + 2)) * sizeof(float) + 256 : 0;
+}
+
+template <int T, bool VEC, typename Exec> static enum mms_status cu_fa_run_decode(const Exec &ex, const cu_fa_args &f, const struct mms_tensor *fa) {
+    int64_t chunk;
+    const int64_t n = cu_fa_chunks(fa, &chunk), R = cu_fa_rows(fa), G = f.q.ne[2] / f.k.ne[2];
+    const cu_fa_decode<T, VEC> k = { f, chunk, (float *)ex.scratch };
+    const cu_grid g = { n, f.k.ne[2], f.k.ne[3] };
+    enum mms_status st = ex.blocks(k, g, CU_FA_DEC_THREADS, k.smem_size(R, f.q.ne[0], f.v.ne[0], chunk), "flash attention (decode)");
+    if (st != MMS_OK || n == 1) return st;
+    const cu_fa_combine c = { f.d, (const float *)ex.scratch, n, R, G, f.k.ne[2], f.k.ne[3] };
+    const cu_grid gc = { R, f.k.ne[2], f.k.ne[3] };
+    return ex.blocks(c, gc, 128, 0, "flash attention (combine)");
+}
+template <int T, int D, typename Exec> static enum mms_status cu_fa_run_mma(const Exec &ex, const cu_fa_args &f, const struct mms_tensor *fa) {
+    const cu_fa_mma<T, D, D, true> k = { f };
+    const cu_grid g = { (cu_fa_rows(fa) + CU_FA_TC_ROWS - 1) / CU_FA_TC_ROWS, f.k.ne[2], f.k.ne[3] };
+    return ex.blocks(k, g, 128, k.smem_size(), "flash attention (tensor cores)");
+}
+template <int T, typename Exec> static enum mms_status cu_fa_typed(const Exec &ex, const cu_fa_args &f, const struct mms_tensor *fa) {
+    if (cu_fa_decode_fits(fa))
+        return cu_fa_vec(fa->src[1]) && cu_fa_vec(fa->src[2]) ? cu_fa_run_decode<T, true>(ex, f, fa) : cu_fa_run_decode<T, false>(ex, f, fa);
+    if (ex.tensor_cores && cu_fa_mma_fits(fa)) {
+        switch (fa->src[0]->ne[0]) {
+            case 64:  return cu_fa_run_mma<T, 64>(ex, f, fa);
+            case 80:  return cu_fa_run_mma<T, 80>(ex, f, fa);
+            default:  return cu_fa_run_mma<T, 128>(ex, f, fa);
+        }
+    }
+    const cu_flash_attn k = { f };
+    const unsigned rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
+    const cu_grid g = { (f.q.ne[1] + rows - 1) / rows, f.q.ne[2], f.q.ne[3] };
+    return ex.blocks(k, g, 32 * CU_FA_WARPS, cu_flash_attn::smem_size(f.q.ne[0], f.v.ne[0]), "flash attention");
+}
+
+template <typename Exec> static enum mms_status cu_flash_attn_node(const Exec &ex, const struct mms_tensor *t) {
+    cu_fa_args f;
+    f.d = cu_tensor_of(t);
+    f.q = cu_tensor_of(t->src[0]);
+    f.k = cu_tensor_of(t->src[1]);
+    f.v = cu_tensor_of(t->src[2]);
+    f.mask = cu_tensor_or_none(t->src[3]);
+    f.rows = cu_tensor_or_none(t->src[4]);
+    f.scale = mms_get_op_params_f32(t, 0);
+    f.softcap = mms_get_op_params_f32(t, 2);
+    f.fault = ex.fault;
+    snprintf(f.name, sizeof f.name, "%s", t->name);
+    switch (t->src[1]->type) {
+        case MMS_TYPE_F16:  return cu_fa_typed<MMS_TYPE_F16>(ex, f, t);
+        case MMS_TYPE_BF16: return cu_fa_typed<MMS_TYPE_BF16>(ex, f, t);
+        default:            return cu_fa_typed<MMS_TYPE_F32>(ex, f, t);
+    }
 }
 
 // -- a node --
@@ -1234,13 +1641,8 @@ template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, 
             const cu_grid grid = { mms_nrows(t), 1, 1 };
             return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
         }
-        case MMS_OP_FLASH_ATTN_EXT: {
-            const struct mms_tensor *q = t->src[0], *v = t->src[2];
-            const cu_flash_attn f = { d, a, b, cu_tensor_of(v), cu_tensor_or_none(t->src[3]), mms_get_op_params_f32(t, 0), mms_get_op_params_f32(t, 2) };
-            const unsigned rows = CU_FA_ROWS_PER_WARP * CU_FA_WARPS;
-            const cu_grid grid = { (q->ne[1] + rows - 1) / rows, q->ne[2], q->ne[3] };
-            return ex.blocks(f, grid, 32 * CU_FA_WARPS, cu_flash_attn::smem_size(q->ne[0], v->ne[0]), name);
-        }
+        case MMS_OP_FLASH_ATTN_EXT:
+            return cu_flash_attn_node(ex, t);
         case MMS_OP_MUL_MAT:
             return cu_mul_mat(ex, t);
         default:
@@ -1511,7 +1913,7 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
             return cu_is_float(a->type) && cu_is_float(t->src[1]->type) && cu_is_float(t->src[2]->type) &&
                    a->ne[0] <= CU_FA_MAX_D && t->src[2]->ne[0] <= CU_FA_MAX_D &&
                    (!t->src[3] || t->src[3]->type == MMS_TYPE_F32 || t->src[3]->type == MMS_TYPE_F16) &&
-                   !t->src[4];    // shared mask rows: not yet
+                   (!t->src[4] || t->src[4]->type == MMS_TYPE_I32);
         default:
             return false;
     }

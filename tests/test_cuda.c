@@ -10,6 +10,9 @@
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
+#include "mllama_load.h"
+#include "ref_gguf.h"
+#include "demo_on_device.h"
 #ifdef MMS_CUDA_MOCK
 #include "cuda_mock_api.h"
 static struct mms_cuda_mock_stats mock_stats(void) {
@@ -178,6 +181,35 @@ static void test_bad_index_named_at_synchronize(void) {
     mms_backend_free(gpu);
 }
 
+/* A shared mask row out of range is found by the attention kernel and reported by name. */
+static void test_bad_mask_row_found_by_a_kernel(void) {
+    mms_backend_t gpu;
+    struct mms_context *ctx;
+    struct mms_tensor *q, *k, *v, *mask, *rows;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g;
+    int32_t r[4] = { 0, 1, 3, 0 };
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    ctx = test_ctx(true);
+    q = mms_new_tensor_3d(ctx, MMS_TYPE_F32, 64, 4, 2);
+    k = mms_new_tensor_3d(ctx, MMS_TYPE_F16, 64, 16, 2);
+    v = mms_new_tensor_3d(ctx, MMS_TYPE_F16, 64, 16, 2);
+    mask = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 16, 2);
+    rows = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 4);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, mms_set_name(mms_flash_attn_ext_mask_rows(ctx, q, k, v, mask, rows, 0.125f, 0.0f, 0.0f), "vision_attn"));
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    mms_backend_buffer_clear(buf, 0);
+    mms_backend_tensor_set(rows, r, 0, sizeof r);
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_graph_compute(gpu, g), MMS_ERR_INVALID_ARG, "FLASH_ATTN_EXT 'vision_attn'", "mask row index 3", "0..1");
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+
 /* A decode-size product over 70000 batches: more blocks in y or z than one launch takes. */
 static void test_large_batch_product(void) {
     const int64_t K = 32, batch = 70000;
@@ -284,6 +316,51 @@ static void test_copy_on_another_device(void) {
     mms_free(c0);
 }
 
+/* What one decode step launches, counted by the mock runtime (on a GPU: not counted). */
+struct launch_count { long kernels, gemms, graphs, tokens; };
+#ifdef MMS_CUDA_MOCK
+static struct mms_cuda_mock_stats token_start;
+static void count_token(int after, void *user) {
+    struct launch_count *c = (struct launch_count *)user;
+    struct mms_cuda_mock_stats now = mock_stats();
+    if (!after) { token_start = now; return; }
+    c->kernels += now.kernels - token_start.kernels;
+    c->gemms += now.gemms - token_start.gemms;
+    c->graphs += now.graph_launches - token_start.graph_launches;
+    c->tokens++;
+}
+#endif
+
+/* The demo model with every text layer, the head and the vision tower on the GPU: its greedy
+   tokens equal the CPU's. On the mock runtime, one case (the kernels are emulated) and the
+   launches per decoded token. */
+static void test_demo_model_on_the_gpu(void) {
+    mms_backend_t gpu, cpu;
+    struct launch_count count;
+    int n_cases, n_same;
+    int64_t t0 = mms_time_us();
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    cpu = mms_backend_cpu_init();
+    memset(&count, 0, sizeof count);
+#ifdef MMS_CUDA_MOCK
+    n_cases = 1;
+    n_same = demo_compare(cpu, gpu, n_cases, 8, count_token, &count);
+    EXPECT(count.tokens > 0, "no decode step counted");
+    if (count.tokens > 0)
+        printf("    decode: %.1f kernel launches, %.1f cuBLAS calls, %.1f CUDA graph launches per token (mean of %ld)\n",
+               (double)count.kernels / (double)count.tokens, (double)count.gemms / (double)count.tokens,
+               (double)count.graphs / (double)count.tokens, count.tokens);
+#else
+    n_cases = 3;
+    n_same = demo_compare(cpu, gpu, n_cases, 12, NULL, NULL);
+#endif
+    printf("    demo model on %s: %d/%d greedy continuations equal the CPU's (%.1f s)\n", mms_backend_name(gpu), n_same, n_cases,
+           (double)(mms_time_us() - t0) / 1e6);
+    mms_backend_free(cpu);
+    mms_backend_free(gpu);
+}
+
 /* Several GPUs are several backends: a tensor copied from GPU 0 to GPU 1 asynchronously. */
 static void test_two_devices(void) {
     mms_backend_t g0, g1;
@@ -328,11 +405,13 @@ int main(void) {
     RUN(test_async_copies_and_events);
     RUN(test_bad_index_found_by_a_kernel);
     RUN(test_bad_index_named_at_synchronize);
+    RUN(test_bad_mask_row_found_by_a_kernel);
     RUN(test_large_batch_product);
 #ifdef MMS_CUDA_MOCK
     RUN(test_a_failure_is_reported_once);
 #endif
     RUN(test_copy_on_another_device);
+    RUN(test_demo_model_on_the_gpu);
     RUN(test_two_devices);
     return test_summary();
 }

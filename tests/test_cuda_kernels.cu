@@ -14,6 +14,8 @@
 #include "mllama_load.h"
 #include "ref_gguf.h"
 #include "cuda_host.h"
+#include "demo_on_device.h"
+#include <string>
 
 // -- the tests --
 
@@ -110,69 +112,17 @@ static void test_dequantization_is_bit_exact(void) {
     }
 }
 
-// Reads reference case k of the demo fixture (picture and prompt ids).
-static bool demo_case(struct mms_gguf *ref, int k, const struct mms_mllama_model *m, struct mms_mllama_image *img, int32_t *prompt, int *n_prompt) {
-    struct mms_gguf_tensor_info info;
-    const struct mms_mllama_image_params ip = mms_mllama_model_image_params(m);
-    const uint32_t w = ref_u32(ref, "case.%d.width", k), h = ref_u32(ref, "case.%d.height", k);
-    const uint8_t *rgb = (const uint8_t *)ref_tensor(ref, "case.%d.rgb", k, &info);
-    *n_prompt = (int)ref_i32s(ref, "case.%d.prompt_ids", k, prompt, 96);
-    return rgb && *n_prompt <= 96 && mms_mllama_preprocess_image(&ip, rgb, (int)w, (int)h, 0, img) == MMS_OK;
-}
-
-// Greedy tokens of the bundled demo model: every text layer, the output head and the vision tower
-// on the emulated GPU against the CPU alone. The demo's greedy paths have wide logit margins
-// (test_demo), so the tokens must be equal.
+// The demo model with every text layer, the head and the vision tower on the emulated GPU.
 static void test_demo_model_on_the_kernels(void) {
     const int n_cases = getenv("MMS_EMU_CASES") ? atoi(getenv("MMS_EMU_CASES")) : 2, max_new = 12;
     mms_backend_t cpu = mms_backend_cpu_init(), emu = emulated_gpu_new();
-    struct mms_gguf *ref = mms_gguf_open(test_src_path("fixtures/demo/demo-ref.gguf"));
-    struct mms_mllama_model *m[2];
-    struct mms_mllama_context *ctx[2];
-    struct mms_mllama_context_params cp;
-    int64_t t0 = mms_time_us();
-    EXPECT(cpu && emu && ref, "setup: %s", mms_last_error());
-    if (!cpu || !emu || !ref) return;
-    m[0] = test_load_mllama(cpu, test_src_path("../models/mllama-demo.gguf"), NULL, NULL, 0, false);
-    m[1] = test_load_mllama(cpu, test_src_path("../models/mllama-demo.gguf"), NULL, emu, 1000, true);
-    memset(&cp, 0, sizeof cp);
-    cp.n_ctx = 192;
-    cp.n_batch = 96;
-    cp.max_images = 1;
-    for (int i = 0; i < 2; i++) {
-        ctx[i] = m[i] ? mms_mllama_context_new(m[i], &cp) : NULL;
-        EXPECT(ctx[i] != NULL, "model %d: %s", i, mms_last_error());
-    }
-    if (!ctx[0] || !ctx[1]) return;
-    const int n_vocab = mms_mllama_model_get_hparams(m[0])->n_vocab;
-    int n_same = 0;
-    for (int k = 0; k < n_cases; k++) {
-        struct mms_mllama_image img;
-        int32_t prompt[96], out[2][16];
-        int n_prompt = 0, n_out[2] = { 0, 0 };
-        memset(&img, 0, sizeof img);
-        if (!demo_case(ref, k, m[0], &img, prompt, &n_prompt)) { EXPECT(0, "demo case %d: %s", k, mms_last_error()); break; }
-        for (int i = 0; i < 2; i++) {
-            mms_mllama_kv_clear(ctx[i]);
-            bool ok = mms_mllama_add_image(ctx[i], &img) == MMS_OK && mms_mllama_decode(ctx[i], prompt, n_prompt, NULL) == MMS_OK;
-            while (ok && n_out[i] < max_new) {
-                const float *l = mms_mllama_get_logits(ctx[i], mms_mllama_get_n_logits(ctx[i]) - 1);
-                int32_t best = 0;
-                for (int j = 1; j < n_vocab; j++) if (l[j] > l[best]) best = j;
-                out[i][n_out[i]++] = best;
-                ok = mms_mllama_decode(ctx[i], &best, 1, NULL) == MMS_OK;
-            }
-            EXPECT(ok, "case %d on %s: %s", k, i ? "the kernels" : "the CPU", mms_last_error());
-        }
-        n_same += n_out[0] == n_out[1] && memcmp(out[0], out[1], sizeof(int32_t) * (size_t)n_out[0]) == 0;
-        mms_mllama_image_free(&img);
-    }
-    EXPECT(n_same == n_cases, "%d of %d greedy continuations equal the CPU's", n_same, n_cases);
+    const int64_t t0 = mms_time_us();
+    EXPECT(cpu && emu, "setup: %s", mms_last_error());
+    if (!cpu || !emu) return;
+    const int n_same = demo_compare(cpu, emu, n_cases, max_new, NULL, NULL);
     EXPECT(limited_of(emu)->n_computes > 0, "nothing ran on the emulated GPU");
     printf("    demo model, text layers + head + vision tower on the kernels: %d/%d cases, %d tokens each, equal to the CPU (%.1f s)\n",
            n_same, n_cases, max_new, (double)(mms_time_us() - t0) / 1e6);
-    for (int i = 0; i < 2; i++) { mms_mllama_context_free(ctx[i]); mms_mllama_model_free(m[i]); }
-    mms_gguf_close(ref);
     mms_backend_free(emu);
     mms_backend_free(cpu);
 }
@@ -217,6 +167,49 @@ static void test_gemv_of_every_block_type_is_exact(void) {
             EXPECT(nmse < 1e-12, "%s by %d: NMSE %.3g against the exact dot products", mms_type_name(types[k]), nc, nmse);
             mms_free(c);
         }
+}
+
+// Records the kernels a node launches (by the names the executors are given), running nothing.
+struct name_exec {
+    char     *scratch;
+    cu_fault *fault;
+    bool      tensor_cores;
+    std::vector<std::string> *ran;
+    template <typename F> enum mms_status each(const F &, int64_t, const char *what) const { ran->push_back(what); return MMS_OK; }
+    template <typename B> enum mms_status blocks(const B &, cu_grid, int, size_t, const char *what) const { ran->push_back(what); return MMS_OK; }
+    enum mms_status gemm(const cu_gemm &) const { ran->push_back("cuBLAS"); return MMS_OK; }
+};
+
+// Attention takes the kernel its shape calls for: split-K decode (and its combine) for up to 8
+// query rows per KV head, tensor cores for prefill at D 64/80/128 (scalar without them), scalar
+// for other head sizes.
+static void test_attention_kernel_choice(void) {
+    struct mms_context *c = test_ctx(true);
+    struct {
+        struct mms_tensor *t;
+        bool tensor_cores;
+        const char *want;
+    } cases[] = {
+        { mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 128, 1, 32), mms_new_tensor_3d(c, MMS_TYPE_F16, 128, 2048, 8),
+                             mms_new_tensor_3d(c, MMS_TYPE_F16, 128, 2048, 8), NULL, 0.1f, 0.0f, 0.0f), true, "flash attention (decode),flash attention (combine)" },
+        { mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 128, 1, 32), mms_new_tensor_3d(c, MMS_TYPE_F16, 128, 64, 8),
+                             mms_new_tensor_3d(c, MMS_TYPE_F16, 128, 64, 8), NULL, 0.1f, 0.0f, 0.0f), true, "flash attention (decode)" },
+        { mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 80, 6432, 16), mms_new_tensor_3d(c, MMS_TYPE_F32, 80, 6432, 16),
+                             mms_new_tensor_3d(c, MMS_TYPE_F32, 80, 6432, 16), NULL, 0.1f, 0.0f, 0.0f), true, "flash attention (tensor cores)" },
+        { mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 80, 6432, 16), mms_new_tensor_3d(c, MMS_TYPE_F32, 80, 6432, 16),
+                             mms_new_tensor_3d(c, MMS_TYPE_F32, 80, 6432, 16), NULL, 0.1f, 0.0f, 0.0f), false, "flash attention" },
+        { mms_flash_attn_ext(c, mms_new_tensor_3d(c, MMS_TYPE_F32, 96, 300, 4), mms_new_tensor_3d(c, MMS_TYPE_F16, 96, 300, 4),
+                             mms_new_tensor_3d(c, MMS_TYPE_F16, 96, 300, 4), NULL, 0.1f, 0.0f, 0.0f), true, "flash attention" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        std::vector<std::string> ran;
+        const name_exec ex = { NULL, NULL, cases[i].tensor_cores, &ran };
+        EXPECT(cases[i].t && cu_compute_node(ex, cases[i].t) == MMS_OK, "case %zu: %s", i, mms_last_error());
+        std::string got;
+        for (size_t k = 0; k < ran.size(); k++) got += (k ? "," : "") + ran[k];
+        EXPECT(got == cases[i].want, "case %zu ran '%s', not '%s'", i, got.c_str(), cases[i].want);
+    }
+    mms_free(c);
 }
 
 // A row index out of range is reported (value, position, limit, and the node's name, quoted), not read.
@@ -306,6 +299,7 @@ int main() {
     RUN(test_get_rows_reports_bad_indices);
     RUN(test_large_grids_launch_within_limits);
     RUN(test_gemv_of_every_block_type_is_exact);
+    RUN(test_attention_kernel_choice);
     RUN(test_every_op_case_matches_the_cpu);
     RUN(test_demo_model_on_the_kernels);
     return test_summary();
