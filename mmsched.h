@@ -148,6 +148,9 @@
        cpy                         a into b (same element count, row-major order, converting between
                                    float types); returns a view of b
        cast                        a as a new contiguous tensor of another float type (CONT)
+       set_rows                    a [ne0, R, ne2, ne3], b [ne0, n, ...], rows I32 [n]: row rows[i] of a
+                                   := row i of b (converted); returns a view of a (a KV cache written
+                                   at the batch's positions: the same graph at every position)
        im2col                      kernel [KW, KH, IC, OC], input [W, H, IC, N] -> [IC*KH*KW, OW, OH, N]
                                    (1-D: [KW, IC, OC], [W, IC, N] -> [IC*KW, OW, N])
        conv_2d                     im2col + mul_mat -> F32 [OW, OH, OC, N] (the patch embedding)
@@ -685,6 +688,7 @@ enum mms_op {
     MMS_OP_PERMUTE        = 30,
     MMS_OP_TRANSPOSE      = 31,
     MMS_OP_REPEAT         = 32,
+    MMS_OP_SET_ROWS       = 33,
     MMS_OP_COUNT
 };
 
@@ -852,6 +856,12 @@ MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
 MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
 MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+/* The converse: row rows[i] of a [ne0, R, ne2, ne3] becomes row i of b [ne0, n, ne2, ne3] (float
+   types, converted to a's), for every (ne2, ne3); rows I32 [n]. Returns a view of a (computing it
+   writes a), like mms_cpy. The rows are data, not part of the graph's shape: a KV cache written at
+   the positions of the batch gives the same graph at every position. An index out of range is a
+   compute error. [src[0] b, src[1] rows, src[2] a] */
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows);
 
 /* repeat tiles a over the shape of b (b.ne[i] % a.ne[i] == 0; only b's shape is used), any type. */
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
@@ -3208,7 +3218,8 @@ MMS_API const char *mms_op_name(enum mms_op op) {
     static const char *names[MMS_OP_COUNT] = {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
         "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
-        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT"
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT",
+        "SET_ROWS"
     };
     return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
 }
@@ -3508,6 +3519,28 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     }
     ne[0] = a->ne[0]; ne[1] = b->ne[0]; ne[2] = b->ne[1]; ne[3] = b->ne[2];
     return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
+}
+
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows) {
+    const char *who = "mms_set_rows";
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, b) || !mms__args_ok(ctx, who, rows, rows)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a) || !mms__require_float(ctx, who, "b", b) ||
+        !mms__require_type(ctx, who, "rows", rows, MMS_TYPE_I32)) return NULL;
+    if (b->ne[0] != a->ne[0] || b->ne[2] != a->ne[2] || b->ne[3] != a->ne[3] || rows->ne[0] != b->ne[1] || mms_nelements(rows) != b->ne[1]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: a %s, b %s and rows %s do not fit (a [ne0, R, ne2, ne3], b [ne0, n, ne2, ne3], rows [n])",
+                       who, mms__tensor_desc(a).s, mms__tensor_desc(b).s, mms__tensor_desc(rows).s);
+        return NULL;
+    }
+    t = mms__new_tensor_impl(ctx, who, a->type, MMS_MAX_DIMS, a->ne, a, 0);   /* shares a's memory */
+    if (!t) return NULL;
+    memcpy(t->nb, a->nb, sizeof t->nb);
+    t->op = MMS_OP_SET_ROWS;
+    t->src[0] = b;
+    t->src[1] = rows;
+    t->src[2] = a;
+    mms_format_name(t, "%.50s (rows set)", a->name);
+    return t;
 }
 
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
@@ -6100,6 +6133,25 @@ static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_te
     }
 }
 
+/* Row rows[i] of dst (a view of a) from row i of b, for every (ne2, ne3). */
+static void mms__cpu_set_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *b = dst->src[0], *rows = dst->src[1];
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(b), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        int32_t row;
+        mms__unravel_row(b->ne, r, &i1, &i2, &i3);
+        memcpy(&row, (const char *)rows->data + i1 * (int64_t)rows->nb[0], sizeof row);
+        if (row < 0 || row >= dst->ne[1]) {
+            mms__compute_fail(p, MMS_ERR_INVALID_ARG, "SET_ROWS %s: index %d at position %lld is outside 0..%lld",
+                              mms__tensor_desc(dst).s, (int)row, (long long)i1, (long long)dst->ne[1] - 1);
+            return;
+        }
+        mms__store_row(dst, row, i2, i3, mms__load_row(b, i1, i2, i3, p->wdata));
+    }
+}
+
 /* One output row (a patch) per output position; column c = (ic*KH + ky)*KW + kx (2-D) or
    ic*KW + kx (1-D), zero where the kernel reaches into the padding. */
 static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tensor *dst) {
@@ -6252,6 +6304,7 @@ static mms__cpu_kernel mms__cpu_kernel_for(enum mms_op op) {
         case MMS_OP_GET_ROWS:       return mms__cpu_get_rows;
         case MMS_OP_IM2COL:         return mms__cpu_im2col;
         case MMS_OP_REPEAT:         return mms__cpu_repeat;
+        case MMS_OP_SET_ROWS:       return mms__cpu_set_rows;
         default:                    return NULL;   /* NONE and views compute nothing */
     }
 }
@@ -12065,11 +12118,18 @@ static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct
 /* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
 static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
 
-/* Self-attention layer il; new keys and values go into the cache at n_past (the copies are added
-   to the graph first, so they run before the attention that reads the cache). */
+/* Rows of x [HD, Hkv, n] into the cache [HD, Hkv, n_ctx] at the batch's positions. */
+static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, struct mms_tensor *pos) {
+    const int64_t w = cache->ne[0] * cache->ne[1];
+    return mms_set_rows(ctx, mms_view_2d(ctx, cache, w, cache->ne[2], cache->nb[2], 0), mms_reshape_2d(ctx, x, w, x->ne[2]), pos);
+}
+
+/* Self-attention layer il; new keys and values go into the cache at their positions (the writes
+   are added to the graph first, so they run before the attention that reads the cache; the
+   positions are an input, so the graph is the same at every position of a KV step). */
 static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
                                                  struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
-                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+                                                 const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const struct mms__mllama_tlayer *ly = &m->layers[il];
     const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past n_past + n */
@@ -12077,8 +12137,8 @@ static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct
     q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
     k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
     v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
-    mms_build_forward_expand(gf, mms_cpy(ctx, k, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n, k_cache->nb[1], k_cache->nb[2], (size_t)n_past * k_cache->nb[2])));
-    mms_build_forward_expand(gf, mms_cpy(ctx, v, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n, v_cache->nb[1], v_cache->nb[2], (size_t)n_past * v_cache->nb[2])));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, in->pos));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, in->pos));
     k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], 0));
     v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], 0));
     o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
@@ -12102,17 +12162,17 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
     return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
 }
 
-/* A batch of n tokens at n_past; caches per text layer (NULL for cross layers), cross K/V per
+/* A batch of n tokens (positions in in->pos); caches per text layer (NULL for cross layers), cross K/V per
    cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
-                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+                                                 const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
     int il;
     for (il = 0; il < hp->n_layer; il++) {
-        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], n_past, in);
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], in);
         else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
@@ -12321,7 +12381,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     }
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
-    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, c->n_past, &out->in);
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, &out->in);
     mms_build_forward_expand(out->graph, out->logits);
 }
 

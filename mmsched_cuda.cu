@@ -381,6 +381,25 @@ struct cu_get_rows {
     }
 };
 
+// Element i of b (in b's order) to row rows[i1] of dst (a view of the destination); a bad row
+// index is reported, not written.
+struct cu_set_rows {
+    cu_tensor d, b, rows;
+    cu_fault *fault;
+    char name[MMS_MAX_NAME];
+    HD void operator()(int64_t i) const {
+        int64_t x[4];
+        cu_unravel(b.ne, i, x);
+        const int32_t r = *(const int32_t *)(rows.data + x[1] * rows.nb[0]);
+        if (r < 0 || r >= d.ne[1]) {
+            cu_report(fault, MMS_OP_SET_ROWS, name, r, x[1], d.ne[1]);
+            return;
+        }
+        int64_t y[4] = { x[0], r, x[2], x[3] };
+        cu_move(d, y, b, x);
+    }
+};
+
 // dst column c of row (ox, oy, n): c = (ic*KH + ky)*KW + kx (2-D) or ic*KW + kx (1-D).
 struct cu_im2col {
     cu_tensor d, in;
@@ -1609,6 +1628,11 @@ template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, 
             snprintf(f.name, sizeof f.name, "%s", t->name);
             return ex.each(f, n, name);
         }
+        case MMS_OP_SET_ROWS: {
+            cu_set_rows f = { d, a, b, ex.fault, "" };
+            snprintf(f.name, sizeof f.name, "%s", t->name);
+            return ex.each(f, mms_nelements(t->src[0]), name);
+        }
         case MMS_OP_IM2COL: {
             const bool is_2d = mms_get_op_params_i32(t, 6) != 0;
             const cu_im2col f = { d, b, t->src[0]->ne[0], is_2d ? t->src[0]->ne[1] : 1,
@@ -1901,6 +1925,8 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
             return cu_is_plain(t->type) && cu_is_plain(a->type);
         case MMS_OP_GET_ROWS:
             return (cu_is_plain(a->type) || cu_is_block(a->type)) && b->type == MMS_TYPE_I32;
+        case MMS_OP_SET_ROWS:
+            return cu_is_float(t->type) && cu_is_float(a->type) && b->type == MMS_TYPE_I32;
         case MMS_OP_IM2COL:
             return cu_is_float(b->type);
         case MMS_OP_ROPE:

@@ -10,7 +10,7 @@
 
 /* -- inputs: a leaf's name says how to fill it ------------------------------------------------ */
 /*   "idx<R>" I32 in [0, R)   "pos" I32 positions   "mask" -inf in about a quarter, row 0 all -inf
-     "causal<K>" row i sees keys up to i + K (0 past it)   "padmask<P>" row 0 zeros, row 1 -inf at the
+     "perm<R>" I32 distinct values in [0, R) (for R prime to 7)   "causal<K>" row i sees keys up to i + K (0 past it)   "padmask<P>" row 0 zeros, row 1 -inf at the
      padding keys (8k + 7 and the last P)   "padrows<P>" I32 1 for those tokens, else 0
      "away" |x| in [0.5, 1.5]  "plus" x in (0, 2]   else uniform in [-1, 1) */
 
@@ -34,6 +34,7 @@ TEST_FN void fill_leaf(struct mms_tensor *t, unsigned long long seed) {
             f[i] = i / t->ne[0] % 2 == 1 && (k % 8 == 7 || k >= t->ne[0] - atoi(t->name + 7)) ? -INFINITY : 0.0f;
         }
         else if (!strncmp(t->name, "padrows", 7)) ((int32_t *)f)[i] = i % 8 == 7 || i >= t->ne[0] - atoi(t->name + 7);
+        else if (!strncmp(t->name, "perm", 4))  ((int32_t *)f)[i] = (int32_t)((i * 7 + (int64_t)(seed % 5)) % atoi(t->name + 4));
         else if (!strcmp(t->name, "away"))     f[i] = (float)((u < 0.5 ? -1.0 : 1.0) * (0.5 + 2.0 * fmod(u, 0.5)));
         else if (!strcmp(t->name, "plus"))     f[i] = (float)(2.0 - 2.0 * u);
         else                                   f[i] = (float)(u * 2.0 - 1.0);
@@ -161,6 +162,13 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
         }
     }
     CASE(1) { out = mms_get_rows(c, leaf(c, MMS_TYPE_I32, "idx1000", 3, 9, 1, 1), leaf(c, MMS_TYPE_I32, "idx9", 4, 1, 1, 1)); snprintf(oc->desc, sizeof oc->desc, "GET_ROWS i32"); oc->tol = TOL_COPY; }
+    for (int t = 0; t < 2; t++) {
+        CASE(1) {   /* distinct rows ("perm"): with repeats, which write wins would be unspecified */
+            out = mms_set_rows(c, leaf(c, floats[t + 1], "a", 96, 40, 2, 1), leaf(c, MMS_TYPE_F32, "b", 96, 5, 2, 1), leaf(c, MMS_TYPE_I32, "perm40", 5, 1, 1, 1));
+            snprintf(oc->desc, sizeof oc->desc, "SET_ROWS f32 into %s", mms_type_name(floats[t + 1]));
+            oc->tol = TOL_COPY;
+        }
+    }
     for (int t = 0; t < 3; t++) {
         CASE(1) {
             a = leaf(c, floats[t], "a", 9, 6, 4, 1);

@@ -49,6 +49,8 @@ static void test_every_op_case_matches_the_cpu(void) {
         const size_t bytes = mms_nbytes(oc.out);
         std::vector<char> ref(oc.out->data ? (const char *)oc.out->data : NULL, oc.out->data ? (const char *)oc.out->data + bytes : NULL);
         const std::vector<float> ref_f = as_floats(oc.out);
+        // the inputs again: a result that writes into one of them (cpy, set_rows) must be the kernels' own
+        for (int j = 0; j < mms_graph_n_leafs(g); j++) fill_leaf(mms_graph_leaf(g, j), seed + (unsigned long long)(i * 100 + j));
         bool transcendental = false;
         int n_not_elementwise = 0;      // element ops must match the CPU to the bit, the rest within tolerance
         for (int j = 0; j < mms_graph_n_nodes(g); j++) {

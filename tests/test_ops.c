@@ -997,6 +997,58 @@ static void test_dup_cont(void) {
     }
 }
 
+/* ---- set_rows: rows of a written from b at indices ---- */
+
+static void test_set_rows(void) {
+    static const struct { enum mms_type ta, tb; int64_t na[4]; enum layout la; int64_t n; enum layout lb; } cfg[] = {
+        { F32, F32, { 6, 10, 2, 1 }, CONTIG,  4, CONTIG },
+        { F16, F32, { 64, 300, 1, 1 }, STRIDED, 3, PERMUTED },      /* a KV cache in f16, rows of an f32 batch */
+        { BF16, F16, { 5, 7, 3, 2 }, CONTIG,  7, STRIDED },
+    };
+    size_t k;
+    for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        struct tcase c;
+        struct mms_tensor *a, *b, *rows, *out;
+        const int64_t *na = cfg[k].na, nb[4] = { na[0], cfg[k].n, na[2], na[3] };
+        int64_t i;
+        case_begin(&c);
+        a = tensor_rand(&c, cfg[k].ta, na, cfg[k].la, -1, 1);
+        b = tensor_rand(&c, cfg[k].tb, nb, cfg[k].lb, -2, 2);
+        rows = tensor_rand(&c, I32, SHAPE(cfg[k].n, 1, 1, 1), CONTIG, 0, 0);
+        for (i = 0; i < cfg[k].n; i++) in_set(&c, rows, i, 0, 0, 0, (double)((i * 7 + 3) % na[1]));   /* distinct rows */
+        case_label(&c, "a %s b %s rows %s", desc(&c, a), desc(&c, b), desc(&c, rows));
+        out = case_out(&c, mms_set_rows(c.ctx, a, b, rows));
+        if (case_compute(&c)) {
+            double *ref = ref_new(na);
+            int64_t i0, i1, i2, i3;
+            FOR4(na) ref[AT(na, i0, i1, i2, i3)] = in_at(&c, a, i0, i1, i2, i3);
+            for (i3 = 0; i3 < na[3]; i3++) for (i2 = 0; i2 < na[2]; i2++) for (i1 = 0; i1 < cfg[k].n; i1++) for (i0 = 0; i0 < na[0]; i0++)
+                ref[AT(na, i0, (int64_t)in_at(&c, rows, i1, 0, 0, 0), i2, i3)] = round_to(cfg[k].ta, in_at(&c, b, i0, i1, i2, i3));
+            check(&c, "mms_set_rows", out, na, cfg[k].ta, ref, 0.0);
+        }
+        case_end(&c);
+    }
+    {   /* an index out of range is a compute error that names the op, not a crash */
+        struct tcase c;
+        const char *why;
+        struct mms_tensor *a, *b, *rows;
+        enum mms_status st;
+        case_begin(&c);
+        a = tensor_rand(&c, F32, SHAPE(4, 10, 1, 1), CONTIG, -1, 1);
+        b = tensor_rand(&c, F32, SHAPE(4, 3, 1, 1), CONTIG, -1, 1);
+        rows = tensor_rand(&c, I32, SHAPE(3, 1, 1, 1), CONTIG, 0, 9);
+        in_set(&c, rows, 2, 0, 0, 0, 10);
+        case_label(&c, "rows %s with index 10", desc(&c, rows));
+        case_out(&c, mms_set_rows(c.ctx, a, b, rows));
+        test_capture_log();
+        st = case_compute_status(&c, &why);
+        mms_log_set(NULL, NULL);
+        EXPECT(st == MMS_ERR_INVALID_ARG && strstr(why, "SET_ROWS") && strstr(why, "index 10"),
+               "set_rows %s: status %s, message '%s'", c.label, mms_status_string(st), why);
+        case_end(&c);
+    }
+}
+
 /* ---- cast: a new contiguous tensor of another float type ---- */
 
 static void test_cast(void) {
@@ -1389,6 +1441,9 @@ static void test_errors_matmul_attention(void) {
     BAD(ctx, mms_flash_attn_ext(ctx, q4, k, v, NULL, 1, 2.0f, 0), UNSUPP, "mms_flash_attn_ext", "max_bias");
     BAD(ctx, mms_flash_attn_ext(ctx, q4, k, v, NULL, 1, 0, -1.0f), INVALID, "mms_flash_attn_ext", "logit_softcap");
     BAD(ctx, mms_cast(ctx, T(ctx, I32, 4, 1, 1, 1), F16), INVALID, "mms_cast", "[4,1,1,1]", "f16");
+    BAD(ctx, mms_set_rows(ctx, T(ctx, F32, 8, 9, 1, 1), T(ctx, F32, 7, 2, 1, 1), T(ctx, I32, 2, 1, 1, 1)), INVALID, "mms_set_rows", "[7,2,1,1]");
+    BAD(ctx, mms_set_rows(ctx, T(ctx, F32, 8, 9, 1, 1), T(ctx, F32, 8, 2, 1, 1), T(ctx, I32, 3, 1, 1, 1)), INVALID, "mms_set_rows", "[3,1,1,1]");
+    BAD(ctx, mms_set_rows(ctx, T(ctx, F32, 8, 9, 1, 1), T(ctx, F32, 8, 2, 1, 1), T(ctx, F32, 2, 1, 1, 1)), INVALID, "mms_set_rows", "rows");
     BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, T(ctx, F32, 33, 2, 1, 1), NULL, 1, 0, 0), INVALID, "mms_flash_attn_ext_mask_rows", "NULL");
     BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, NULL, T(ctx, I32, 7, 1, 1, 1), 1, 0, 0), INVALID, "mms_flash_attn_ext_mask_rows", "without a mask");
     BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, T(ctx, F32, 33, 2, 1, 1), T(ctx, F32, 7, 1, 1, 1), 1, 0, 0), INVALID, "mask rows", "[7,1,1,1]");
@@ -1525,6 +1580,7 @@ int main(void) {
         run_numeric("conv_2d", test_conv_2d);
         run_numeric("flash_attn", test_flash_attn);
         run_numeric("cast", test_cast);
+        run_numeric("set_rows", test_set_rows);
         run_numeric("views", test_views);
         run_numeric("thread_determinism", test_thread_determinism);
     }

@@ -85,6 +85,7 @@ enum mms_op {
     MMS_OP_PERMUTE        = 30,
     MMS_OP_TRANSPOSE      = 31,
     MMS_OP_REPEAT         = 32,
+    MMS_OP_SET_ROWS       = 33,
     MMS_OP_COUNT
 };
 
@@ -252,6 +253,12 @@ MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
 MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
 MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+/* The converse: row rows[i] of a [ne0, R, ne2, ne3] becomes row i of b [ne0, n, ne2, ne3] (float
+   types, converted to a's), for every (ne2, ne3); rows I32 [n]. Returns a view of a (computing it
+   writes a), like mms_cpy. The rows are data, not part of the graph's shape: a KV cache written at
+   the positions of the batch gives the same graph at every position. An index out of range is a
+   compute error. [src[0] b, src[1] rows, src[2] a] */
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows);
 
 /* repeat tiles a over the shape of b (b.ne[i] % a.ne[i] == 0; only b's shape is used), any type. */
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);

@@ -6,7 +6,8 @@ MMS_API const char *mms_op_name(enum mms_op op) {
     static const char *names[MMS_OP_COUNT] = {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
         "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
-        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT"
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT",
+        "SET_ROWS"
     };
     return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
 }
@@ -306,6 +307,28 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     }
     ne[0] = a->ne[0]; ne[1] = b->ne[0]; ne[2] = b->ne[1]; ne[3] = b->ne[2];
     return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
+}
+
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows) {
+    const char *who = "mms_set_rows";
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, b) || !mms__args_ok(ctx, who, rows, rows)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a) || !mms__require_float(ctx, who, "b", b) ||
+        !mms__require_type(ctx, who, "rows", rows, MMS_TYPE_I32)) return NULL;
+    if (b->ne[0] != a->ne[0] || b->ne[2] != a->ne[2] || b->ne[3] != a->ne[3] || rows->ne[0] != b->ne[1] || mms_nelements(rows) != b->ne[1]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: a %s, b %s and rows %s do not fit (a [ne0, R, ne2, ne3], b [ne0, n, ne2, ne3], rows [n])",
+                       who, mms__tensor_desc(a).s, mms__tensor_desc(b).s, mms__tensor_desc(rows).s);
+        return NULL;
+    }
+    t = mms__new_tensor_impl(ctx, who, a->type, MMS_MAX_DIMS, a->ne, a, 0);   /* shares a's memory */
+    if (!t) return NULL;
+    memcpy(t->nb, a->nb, sizeof t->nb);
+    t->op = MMS_OP_SET_ROWS;
+    t->src[0] = b;
+    t->src[1] = rows;
+    t->src[2] = a;
+    mms_format_name(t, "%.50s (rows set)", a->name);
+    return t;
 }
 
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {

@@ -160,7 +160,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     }
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
-    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, c->n_past, &out->in);
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, &out->in);
     mms_build_forward_expand(out->graph, out->logits);
 }
 

@@ -29,11 +29,18 @@ static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct
 /* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
 static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
 
-/* Self-attention layer il; new keys and values go into the cache at n_past (the copies are added
-   to the graph first, so they run before the attention that reads the cache). */
+/* Rows of x [HD, Hkv, n] into the cache [HD, Hkv, n_ctx] at the batch's positions. */
+static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, struct mms_tensor *pos) {
+    const int64_t w = cache->ne[0] * cache->ne[1];
+    return mms_set_rows(ctx, mms_view_2d(ctx, cache, w, cache->ne[2], cache->nb[2], 0), mms_reshape_2d(ctx, x, w, x->ne[2]), pos);
+}
+
+/* Self-attention layer il; new keys and values go into the cache at their positions (the writes
+   are added to the graph first, so they run before the attention that reads the cache; the
+   positions are an input, so the graph is the same at every position of a KV step). */
 static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
                                                  struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
-                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+                                                 const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const struct mms__mllama_tlayer *ly = &m->layers[il];
     const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past n_past + n */
@@ -41,8 +48,8 @@ static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct
     q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
     k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
     v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
-    mms_build_forward_expand(gf, mms_cpy(ctx, k, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n, k_cache->nb[1], k_cache->nb[2], (size_t)n_past * k_cache->nb[2])));
-    mms_build_forward_expand(gf, mms_cpy(ctx, v, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n, v_cache->nb[1], v_cache->nb[2], (size_t)n_past * v_cache->nb[2])));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, in->pos));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, in->pos));
     k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], 0));
     v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], 0));
     o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
@@ -66,17 +73,17 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
     return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
 }
 
-/* A batch of n tokens at n_past; caches per text layer (NULL for cross layers), cross K/V per
+/* A batch of n tokens (positions in in->pos); caches per text layer (NULL for cross layers), cross K/V per
    cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
-                                                 int n_past, const struct mms__mllama_text_inputs *in) {
+                                                 const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
     int il;
     for (il = 0; il < hp->n_layer; il++) {
-        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], n_past, in);
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], in);
         else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
