@@ -36,6 +36,7 @@
 #include <string.h>
 
 #define HD __host__ __device__
+#define CU_MAX_DEVICES 16
 
 // Plain cudaMemcpy/cudaMemset on a buffer must wait for the kernels queued on the backends'
 // streams: that is the legacy default stream's rule, which per-thread default streams drop.
@@ -70,6 +71,10 @@ struct cu_tensor {
     int64_t ne[4];
     int64_t nb[4];
 };
+
+static bool cu_is_float(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_F16 || t == MMS_TYPE_BF16; }
+static bool cu_is_plain(enum mms_type t) { return cu_is_float(t) || t == MMS_TYPE_I32; }
+static bool cu_is_block(enum mms_type t) { return t == MMS_TYPE_Q8_0 || t == MMS_TYPE_Q4_0 || t == MMS_TYPE_Q4_K || t == MMS_TYPE_Q6_K; }
 
 static cu_tensor cu_tensor_of(const struct mms_tensor *t) {
     cu_tensor c;
@@ -274,6 +279,15 @@ static enum mms_status cu_fault_status(const cu_fault *f, const char *backend) {
 // Each functor computes element (or pair) i of its node; an executor runs it over a grid. Every one
 // of them reads the inputs of element i before writing element i, so dst may share src[0]'s memory.
 
+HD static float cu_binary_value(int op, float u, float v) {
+    switch (op) {
+        case MMS_OP_ADD: return u + v;
+        case MMS_OP_SUB: return u - v;
+        case MMS_OP_MUL: return u * v;
+        default:         return u / v;
+    }
+}
+
 struct cu_binary {
     cu_tensor d, a, b;
     int op;
@@ -282,14 +296,7 @@ struct cu_binary {
         cu_unravel(d.ne, i, x);
         const float u = cu_load(a, x[0], x[1], x[2], x[3]);
         const float v = cu_load(b, x[0] % b.ne[0], x[1] % b.ne[1], x[2] % b.ne[2], x[3] % b.ne[3]);
-        float r;
-        switch (op) {
-            case MMS_OP_ADD: r = u + v; break;
-            case MMS_OP_SUB: r = u - v; break;
-            case MMS_OP_MUL: r = u * v; break;
-            default:         r = u / v; break;
-        }
-        cu_store(d, x[0], x[1], x[2], x[3], r);
+        cu_store(d, x[0], x[1], x[2], x[3], cu_binary_value(op, u, v));
     }
 };
 
@@ -315,6 +322,46 @@ struct cu_unary {
         int64_t x[4];
         cu_unravel(d.ne, i, x);
         cu_store(d, x[0], x[1], x[2], x[3], cu_unary_value(op, cu_load(a, x[0], x[1], x[2], x[3]), s));
+    }
+};
+
+// -- fused element-wise nodes --
+// The element-wise nodes right after a GEMV, a norm or a rope (cu_plan_epilogue) can run as its
+// epilogue: each takes the previous node's value of the element (as stored: every output is F32)
+// and, for a binary op, its other operand the way cu_binary reads it, and stores its own node, so
+// every intermediate is written as if the nodes ran one by one (and gives the same bits); a
+// set_rows ends the chain, writing the value into the destination's row rows[...] instead.
+#define CU_EPI_MAX 3
+struct cu_epi_op {
+    int op;                // ADD, SUB, MUL, DIV, SILU, SET_ROWS
+    int other_first;       // binary: the other operand is src[0]
+    cu_tensor out, other;  // SET_ROWS: other = the rows
+};
+struct cu_epilogue {
+    int n;
+    int64_t pne[4];        // the producer's shape (a set_rows sees its elements in that order)
+    cu_fault *fault;
+    char name[MMS_MAX_NAME];   // a set_rows node's, for a bad index
+    cu_epi_op ops[CU_EPI_MAX];
+    HD void apply(float v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) const {
+        for (int k = 0; k < CU_EPI_MAX; k++) {      // a fixed count: ops[k] stays in the parameter space, no copy
+            if (k >= n) return;
+            const cu_epi_op &e = ops[k];
+            if (e.op == MMS_OP_SET_ROWS) {
+                const int64_t flat = i0 + pne[0] * (i1 + pne[1] * (i2 + pne[2] * i3)), w = e.out.ne[0];
+                const int32_t r = *(const int32_t *)(e.other.data + (flat / w) * e.other.nb[0]);
+                if (r < 0 || r >= e.out.ne[1]) { cu_report(fault, MMS_OP_SET_ROWS, name, r, flat / w, e.out.ne[1]); return; }
+                cu_store(e.out, flat % w, r, 0, 0, v);
+                return;
+            }
+            if (e.op == MMS_OP_SILU) v = cu_unary_value(MMS_OP_SILU, v, 0.0f);
+            else {
+                const cu_tensor &o = e.other;
+                const float w = e.other_first ? cu_load(o, i0, i1, i2, i3) : cu_load(o, i0 % o.ne[0], i1 % o.ne[1], i2 % o.ne[2], i3 % o.ne[3]);
+                v = e.other_first ? cu_binary_value(e.op, w, v) : cu_binary_value(e.op, v, w);
+            }
+            cu_store(e.out, i0, i1, i2, i3, v);
+        }
     }
 };
 
@@ -425,6 +472,7 @@ struct cu_rope {
     cu_tensor d, a, pos, ff;       // ff.data NULL: no frequency factors
     int n_dims, mode;
     float freq_base, freq_scale, attn_factor;
+    cu_epilogue epi;
     HD int64_t items_per_row() const { return n_dims / 2 + (d.ne[0] - n_dims); }
     HD void operator()(int64_t i) const {
         const int64_t per = items_per_row(), half = n_dims / 2;
@@ -435,7 +483,9 @@ struct cu_rope {
         x[3] = r / d.ne[2];
         if (k >= half) {
             const int64_t j = n_dims + (k - half);
-            cu_store(d, j, x[1], x[2], x[3], cu_load(a, j, x[1], x[2], x[3]));
+            const float v = cu_load(a, j, x[1], x[2], x[3]);
+            cu_store(d, j, x[1], x[2], x[3], v);
+            epi.apply(v, j, x[1], x[2], x[3]);
             return;
         }
         double f = (double)freq_scale * pow((double)freq_base, -2.0 * (double)k / (double)n_dims);
@@ -445,8 +495,11 @@ struct cu_rope {
         const float cs = (float)cos((double)theta) * attn_factor, sn = (float)sin((double)theta) * attn_factor;
         const int64_t j0 = mode == MMS_ROPE_TYPE_NEOX ? k : 2 * k, j1 = mode == MMS_ROPE_TYPE_NEOX ? k + half : 2 * k + 1;
         const float x0 = cu_load(a, j0, x[1], x[2], x[3]), x1 = cu_load(a, j1, x[1], x[2], x[3]);
-        cu_store(d, j0, x[1], x[2], x[3], cu_mul_rn(x0, cs) - cu_mul_rn(x1, sn));   // as the CPU rounds: no FMA
-        cu_store(d, j1, x[1], x[2], x[3], cu_mul_rn(x0, sn) + cu_mul_rn(x1, cs));
+        const float y0 = cu_mul_rn(x0, cs) - cu_mul_rn(x1, sn), y1 = cu_mul_rn(x0, sn) + cu_mul_rn(x1, cs);   // as the CPU rounds: no FMA
+        cu_store(d, j0, x[1], x[2], x[3], y0);
+        cu_store(d, j1, x[1], x[2], x[3], y1);
+        epi.apply(y0, j0, x[1], x[2], x[3]);
+        epi.apply(y1, j1, x[1], x[2], x[3]);
     }
 };
 
@@ -613,6 +666,7 @@ struct cu_norm_rows {
     cu_tensor d, a;
     float eps;
     int rms;
+    cu_epilogue epi;
     HD void operator()(const cu_thread &th) const {
         float *scratch = (float *)th.smem;
         int64_t x[4];
@@ -626,7 +680,11 @@ struct cu_norm_rows {
         }
         for (int64_t i = th.tid; i < n; i += th.nthreads) { const float v = cu_load(a, i, x[1], x[2], x[3]) - mean; s += v * v; }
         const float scale = 1.0f / sqrtf(cu_block_reduce(th, s, false, scratch) / (float)n + eps);
-        for (int64_t i = th.tid; i < n; i += th.nthreads) cu_store(d, i, x[1], x[2], x[3], (cu_load(a, i, x[1], x[2], x[3]) - mean) * scale);
+        for (int64_t i = th.tid; i < n; i += th.nthreads) {
+            const float v = (cu_load(a, i, x[1], x[2], x[3]) - mean) * scale;
+            cu_store(d, i, x[1], x[2], x[3], v);
+            epi.apply(v, i, x[1], x[2], x[3]);
+        }
     }
 };
 
@@ -1265,6 +1323,7 @@ template <int T, int NMAX, bool VEC> struct cu_gemv_q {
     cu_tensor d, a;
     const char *act;       // the 8-bit rows of b (cu_quantize_q8)
     int64_t n_cols, b2, b3;   // b's ne[1], ne[2], ne[3]
+    cu_epilogue epi;
     enum { CHUNK = CU_GEMV_UNITS / cu_qblock<T>::UNITS * cu_qblock<T>::BYTES };
     HD static size_t smem_size() { return (size_t)CU_GEMV_WARPS * CU_GEMV_ROWS * CHUNK; }
     HD void operator()(const cu_thread &th) const {
@@ -1307,7 +1366,10 @@ template <int T, int NMAX, bool VEC> struct cu_gemv_q {
             for (int n = 0; n < NMAX; n++) {
                 if (n >= n_cols) break;
                 const float s = cu_warp_sum(th, acc[r][n]);
-                if (lane == 0 && row0 + r < M) cu_store(d, row0 + r, n, i2, i3, s);
+                if (lane == 0 && row0 + r < M) {
+                    cu_store(d, row0 + r, n, i2, i3, s);
+                    epi.apply(s, row0 + r, n, i2, i3);
+                }
             }
     }
 };
@@ -1337,6 +1399,7 @@ template <> struct cu_wvec<MMS_TYPE_BF16> {
 
 template <int T, int NMAX, bool VEC> struct cu_gemv_f {
     cu_tensor d, a, b;
+    cu_epilogue epi;
     HD void operator()(const cu_thread &th) const {
         typedef cu_wvec<T> W;
         const int64_t K = a.ne[0], M = a.ne[1], row0 = (th.bx * CU_GEMV_WARPS + th.warp()) * CU_GEMV_ROWS;
@@ -1375,7 +1438,10 @@ template <int T, int NMAX, bool VEC> struct cu_gemv_f {
             for (int n = 0; n < NMAX; n++) {
                 if (n >= n_cols) break;
                 const float s = cu_warp_sum(th, acc[r][n]);
-                if (lane == 0 && row0 + r < M) cu_store(d, row0 + r, n, i2, i3, s);
+                if (lane == 0 && row0 + r < M) {
+                    cu_store(d, row0 + r, n, i2, i3, s);
+                    epi.apply(s, row0 + r, n, i2, i3);
+                }
             }
     }
 };
@@ -1386,49 +1452,65 @@ static bool cu_rows_aligned(const struct mms_tensor *t) {
 }
 
 template <int T, int NMAX, bool VEC, typename Exec>
-static enum mms_status cu_run_gemv_q(const Exec &ex, const struct mms_tensor *dst, const char *act) {
+static enum mms_status cu_run_gemv_q(const Exec &ex, const struct mms_tensor *dst, const char *act, const cu_epilogue &epi) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
-    const cu_gemv_q<T, NMAX, VEC> f = { cu_tensor_of(dst), cu_tensor_of(a), act, b->ne[1], b->ne[2], b->ne[3] };
+    const cu_gemv_q<T, NMAX, VEC> f = { cu_tensor_of(dst), cu_tensor_of(a), act, b->ne[1], b->ne[2], b->ne[3], epi };
     const cu_grid g = { (a->ne[1] + CU_GEMV_WARPS * CU_GEMV_ROWS - 1) / (CU_GEMV_WARPS * CU_GEMV_ROWS), b->ne[2] * b->ne[3], 1 };
     return ex.blocks(f, g, 32 * CU_GEMV_WARPS, f.smem_size(), "mul_mat GEMV (8-bit activations)");
 }
-template <int T, typename Exec> static enum mms_status cu_gemv_q_of(const Exec &ex, const struct mms_tensor *dst, const char *act) {
+template <int T, typename Exec> static enum mms_status cu_gemv_q_of(const Exec &ex, const struct mms_tensor *dst, const char *act, const cu_epilogue &epi) {
     const bool vec = cu_rows_aligned(dst->src[0]);
-    if (dst->src[1]->ne[1] == 1) return vec ? cu_run_gemv_q<T, 1, true>(ex, dst, act) : cu_run_gemv_q<T, 1, false>(ex, dst, act);
-    return vec ? cu_run_gemv_q<T, CU_GEMV_MAX_N, true>(ex, dst, act) : cu_run_gemv_q<T, CU_GEMV_MAX_N, false>(ex, dst, act);
+    if (dst->src[1]->ne[1] == 1) return vec ? cu_run_gemv_q<T, 1, true>(ex, dst, act, epi) : cu_run_gemv_q<T, 1, false>(ex, dst, act, epi);
+    return vec ? cu_run_gemv_q<T, CU_GEMV_MAX_N, true>(ex, dst, act, epi) : cu_run_gemv_q<T, CU_GEMV_MAX_N, false>(ex, dst, act, epi);
 }
 
-template <int T, int NMAX, bool VEC, typename Exec> static enum mms_status cu_run_gemv_f(const Exec &ex, const struct mms_tensor *dst) {
+template <int T, int NMAX, bool VEC, typename Exec> static enum mms_status cu_run_gemv_f(const Exec &ex, const struct mms_tensor *dst, const cu_epilogue &epi) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
-    const cu_gemv_f<T, NMAX, VEC> f = { cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b) };
+    const cu_gemv_f<T, NMAX, VEC> f = { cu_tensor_of(dst), cu_tensor_of(a), cu_tensor_of(b), epi };
     const cu_grid g = { (a->ne[1] + CU_GEMV_WARPS * CU_GEMV_ROWS - 1) / (CU_GEMV_WARPS * CU_GEMV_ROWS), b->ne[2] * b->ne[3], 1 };
     return ex.blocks(f, g, 32 * CU_GEMV_WARPS, 0, "mul_mat GEMV");
 }
-template <int T, typename Exec> static enum mms_status cu_gemv_f_of(const Exec &ex, const struct mms_tensor *dst) {
+template <int T, typename Exec> static enum mms_status cu_gemv_f_of(const Exec &ex, const struct mms_tensor *dst, const cu_epilogue &epi) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const bool vec = cu_rows_aligned(a) && a->ne[0] % cu_wvec<T>::N == 0 && b->type == MMS_TYPE_F32 && b->nb[0] == sizeof(float) && cu_rows_aligned(b);
-    if (b->ne[1] == 1) return vec ? cu_run_gemv_f<T, 1, true>(ex, dst) : cu_run_gemv_f<T, 1, false>(ex, dst);
-    return vec ? cu_run_gemv_f<T, CU_GEMV_MAX_N, true>(ex, dst) : cu_run_gemv_f<T, CU_GEMV_MAX_N, false>(ex, dst);
+    if (b->ne[1] == 1) return vec ? cu_run_gemv_f<T, 1, true>(ex, dst, epi) : cu_run_gemv_f<T, 1, false>(ex, dst, epi);
+    return vec ? cu_run_gemv_f<T, CU_GEMV_MAX_N, true>(ex, dst, epi) : cu_run_gemv_f<T, CU_GEMV_MAX_N, false>(ex, dst, epi);
 }
 
-// A decode-size product: for block-type weights b is rounded to 8 bits into the scratch first.
-template <typename Exec> static enum mms_status cu_gemv(const Exec &ex, const struct mms_tensor *dst) {
+// 8-bit activations kept for the next products of the same b (a decode layer's q, k and v
+// products read one normed row): which b they were made from, and where they are. The graph loop
+// forgets them when a node writes b's memory.
+struct cu_q8_cache { const struct mms_tensor *b; char *area; };
+
+static size_t cu_q8_need(const struct mms_tensor *t) {
+    const struct mms_tensor *b = t->src[1];
+    if (t->op != MMS_OP_MUL_MAT || !mms_get_type_traits(t->src[0]->type)->is_quantized || b->ne[1] > CU_GEMV_MAX_N) return 0;
+    return (size_t)(b->ne[1] * b->ne[2] * b->ne[3]) * cu_q8_row_bytes(b->ne[0]) + 256;
+}
+
+// A decode-size product: for block-type weights b is rounded to 8 bits first (into the scratch, or
+// the executor's q8 cache, reused when it already holds this b).
+template <typename Exec> static enum mms_status cu_gemv(const Exec &ex, const struct mms_tensor *dst, const cu_epilogue &epi) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     switch (a->type) {
-        case MMS_TYPE_F32:  return cu_gemv_f_of<MMS_TYPE_F32>(ex, dst);
-        case MMS_TYPE_F16:  return cu_gemv_f_of<MMS_TYPE_F16>(ex, dst);
-        case MMS_TYPE_BF16: return cu_gemv_f_of<MMS_TYPE_BF16>(ex, dst);
+        case MMS_TYPE_F32:  return cu_gemv_f_of<MMS_TYPE_F32>(ex, dst, epi);
+        case MMS_TYPE_F16:  return cu_gemv_f_of<MMS_TYPE_F16>(ex, dst, epi);
+        case MMS_TYPE_BF16: return cu_gemv_f_of<MMS_TYPE_BF16>(ex, dst, epi);
         default: break;
     }
-    const cu_quantize_q8 q = { cu_tensor_of(b), ex.scratch };
-    const cu_grid g = { (b->ne[0] / 32 + 7) / 8, b->ne[1] * b->ne[2] * b->ne[3], 1 };
-    enum mms_status st = ex.blocks(q, g, 256, 0, "mul_mat: activations to 8 bits");
-    if (st != MMS_OK) return st;
+    char *act = ex.q8 ? ex.q8->area : ex.scratch;
+    if (!ex.q8 || ex.q8->b != b) {
+        const cu_quantize_q8 q = { cu_tensor_of(b), act };
+        const cu_grid g = { (b->ne[0] / 32 + 7) / 8, b->ne[1] * b->ne[2] * b->ne[3], 1 };
+        const enum mms_status st = ex.blocks(q, g, 256, 0, "mul_mat: activations to 8 bits");
+        if (st != MMS_OK) return st;
+        if (ex.q8) ex.q8->b = b;
+    }
     switch (a->type) {
-        case MMS_TYPE_Q8_0: return cu_gemv_q_of<MMS_TYPE_Q8_0>(ex, dst, ex.scratch);
-        case MMS_TYPE_Q4_0: return cu_gemv_q_of<MMS_TYPE_Q4_0>(ex, dst, ex.scratch);
-        case MMS_TYPE_Q4_K: return cu_gemv_q_of<MMS_TYPE_Q4_K>(ex, dst, ex.scratch);
-        case MMS_TYPE_Q6_K: return cu_gemv_q_of<MMS_TYPE_Q6_K>(ex, dst, ex.scratch);
+        case MMS_TYPE_Q8_0: return cu_gemv_q_of<MMS_TYPE_Q8_0>(ex, dst, act, epi);
+        case MMS_TYPE_Q4_0: return cu_gemv_q_of<MMS_TYPE_Q4_0>(ex, dst, act, epi);
+        case MMS_TYPE_Q4_K: return cu_gemv_q_of<MMS_TYPE_Q4_K>(ex, dst, act, epi);
+        case MMS_TYPE_Q6_K: return cu_gemv_q_of<MMS_TYPE_Q6_K>(ex, dst, act, epi);
         default: return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no GEMV for %s", mms_type_name(a->type));
     }
 }
@@ -1470,11 +1552,11 @@ static struct mms_tensor cu_scratch_tensor(const struct mms_tensor *a, enum mms_
     return t;
 }
 
-template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const struct mms_tensor *dst) {
+template <typename Exec> static enum mms_status cu_mul_mat(const Exec &ex, const struct mms_tensor *dst, const cu_epilogue &epi) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    if (cu_mul_mat_gemv(dst)) return cu_gemv(ex, dst);
+    if (cu_mul_mat_gemv(dst)) return cu_gemv(ex, dst, epi);
     const enum mms_type as = cu_gemm_type(a->type);
     const size_t es = mms_type_size(as);
     char *cursor = ex.scratch;
@@ -1597,9 +1679,11 @@ template <typename Exec> static enum mms_status cu_flash_attn_node(const Exec &e
 
 // Computes node t with an executor: ex.each(functor, n, name) runs an element functor over n
 // items, ex.blocks(functor, grid, threads, smem, name) a block functor, ex.gemm(cu_gemm) one
-// cuBLAS product; ex.scratch is cu_scratch_need(t) bytes; ex.fault takes bad indices. The
-// backend's executor launches on its stream; tests/cuda_host.h has one that runs on the host.
-template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, const struct mms_tensor *t) {
+// cuBLAS product; ex.scratch is cu_scratch_need(t) bytes; ex.fault takes bad indices; ex.q8 (may
+// be NULL) keeps 8-bit activations between products; ex.tensor_cores says whether mma.sync runs.
+// epi: the element-wise nodes fused after t (cu_plan_epilogue; n 0 for none). The backend's
+// executor launches on its stream; tests/cuda_host.h has one that runs on the host.
+template <typename Exec> static enum mms_status cu_compute_fused(const Exec &ex, const struct mms_tensor *t, const cu_epilogue &epi) {
     const cu_tensor d = cu_tensor_of(t), a = cu_tensor_or_none(t->src[0]), b = cu_tensor_or_none(t->src[1]);
     const int64_t n = mms_nelements(t);
     const char *name = mms_op_name(t->op);
@@ -1642,11 +1726,11 @@ template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, 
         }
         case MMS_OP_ROPE: {
             const cu_rope f = { d, a, b, cu_tensor_or_none(t->src[2]), mms_get_op_params_i32(t, 0), mms_get_op_params_i32(t, 1),
-                                mms_get_op_params_f32(t, 3), mms_get_op_params_f32(t, 4), mms_get_op_params_f32(t, 6) };
+                                mms_get_op_params_f32(t, 3), mms_get_op_params_f32(t, 4), mms_get_op_params_f32(t, 6), epi };
             return ex.each(f, mms_nrows(t) * f.items_per_row(), name);
         }
         case MMS_OP_NORM: case MMS_OP_RMS_NORM: {
-            const cu_norm_rows f = { d, a, mms_get_op_params_f32(t, 0), t->op == MMS_OP_RMS_NORM };
+            const cu_norm_rows f = { d, a, mms_get_op_params_f32(t, 0), t->op == MMS_OP_RMS_NORM, epi };
             const cu_grid grid = { mms_nrows(t), 1, 1 };
             return ex.blocks(f, grid, CU_ROW_THREADS, 32 * sizeof(float), name);
         }
@@ -1668,10 +1752,133 @@ template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, 
         case MMS_OP_FLASH_ATTN_EXT:
             return cu_flash_attn_node(ex, t);
         case MMS_OP_MUL_MAT:
-            return cu_mul_mat(ex, t);
+            return cu_mul_mat(ex, t, epi);
         default:
             return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no kernel for %s", name);
     }
+}
+
+static const cu_epilogue cu_no_epilogue = { 0, { 0, 0, 0, 0 }, NULL, "", {} };
+template <typename Exec> static enum mms_status cu_compute_node(const Exec &ex, const struct mms_tensor *t) { return cu_compute_fused(ex, t, cu_no_epilogue); }
+
+// -- fusing element-wise nodes into the node before them --
+
+static const char *cu_lo(const struct mms_tensor *t) { return (const char *)t->data; }
+static const char *cu_hi(const struct mms_tensor *t) {       // one past the last byte t covers
+    size_t end = mms_type_size(t->type) * (size_t)(t->ne[0] / mms_blck_size(t->type));
+    for (int k = 1; k < 4; k++) end += (size_t)(t->ne[k] - 1) * t->nb[k];
+    return (const char *)t->data + end;
+}
+static bool cu_overlap(const struct mms_tensor *a, const struct mms_tensor *b) { return cu_lo(a) < cu_hi(b) && cu_lo(b) < cu_hi(a); }
+static bool cu_same_shape(const struct mms_tensor *a, const struct mms_tensor *b) {
+    return a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1] && a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3];
+}
+
+// The next node after i that computes something (views compute nothing), or -1.
+static int cu_next_compute(struct mms_cgraph *g, int i) {
+    for (int j = i + 1; j < mms_graph_n_nodes(g); j++) {
+        const struct mms_tensor *t = mms_graph_node(g, j);
+        if (t->op != MMS_OP_NONE && !mms_op_is_view(t->op)) return j;
+    }
+    return -1;
+}
+
+// Can node u run as an element of the epilogue of cur (produced just before it)? Its output is
+// F32 (so the next op reads what it stores), it reads cur element for element, and a binary op's
+// other operand is not written by the fused nodes before it (the producer p and outs so far).
+static bool cu_epilogue_takes(const struct mms_tensor *u, const struct mms_tensor *cur, const struct mms_tensor *p,
+                              const cu_epilogue *epi, struct mms_tensor *const *outs) {
+    if (mms_nelements(u) == 0) return false;
+    if (u->op == MMS_OP_SET_ROWS) {      // rows of a contiguous view of cur, laid out as cur is
+        const struct mms_tensor *b = u->src[0];
+        return (b == cur || b->view_src == cur) && mms_is_contiguous(b) && mms_is_contiguous(cur) && mms_nelements(b) == mms_nelements(cur) &&
+               b->ne[2] == 1 && b->ne[3] == 1 && cu_is_float(u->type) && u->src[1]->type == MMS_TYPE_I32;
+    }
+    if (u->type != MMS_TYPE_F32 || !cu_same_shape(u, cur)) return false;
+    if (u->op == MMS_OP_SILU) return u->src[0] == cur;
+    if (u->op != MMS_OP_ADD && u->op != MMS_OP_SUB && u->op != MMS_OP_MUL && u->op != MMS_OP_DIV) return false;
+    if ((u->src[0] == cur) == (u->src[1] == cur)) return false;
+    const struct mms_tensor *o = u->src[0] == cur ? u->src[1] : u->src[0];
+    if (!cu_is_float(o->type) || cu_overlap(o, p)) return false;
+    for (int k = 0; k < epi->n; k++) if (cu_overlap(o, outs[k])) return false;
+    return true;
+}
+
+// Does node w depend on t (t itself or a view of it among its sources)?
+static bool cu_reads(const struct mms_tensor *w, const struct mms_tensor *t) {
+    for (int k = 0; k < MMS_MAX_SRC; k++) if (w->src[k] && (w->src[k] == t || w->src[k]->view_src == t)) return true;
+    return false;
+}
+
+// The epilogue of node i (a decode GEMV, a norm, a rope): the element-wise nodes after it that
+// read it element by element, up to CU_EPI_MAX, a set_rows ending the chain. A node between them
+// that needs none of them (a gate's tanh) may run first instead (hoist, at most CU_HOIST), when its
+// output overlaps nothing the fused nodes read or write. Returns the last node taken (i: none).
+#define CU_HOIST 2
+static int cu_plan_epilogue(struct mms_cgraph *g, int i, cu_epilogue *epi, cu_fault *fault, int *hoist, int *n_hoist) {
+    const struct mms_tensor *p = mms_graph_node(g, i), *cur = p;
+    struct mms_tensor *outs[CU_EPI_MAX];
+    int last = i, scan = i, nh = 0, hs[CU_HOIST];
+    memset(epi, 0, sizeof *epi);
+    epi->fault = fault;
+    *n_hoist = 0;
+    for (int k = 0; k < 4; k++) epi->pne[k] = p->ne[k];
+    if (p->type != MMS_TYPE_F32) return i;
+    if (!(p->op == MMS_OP_NORM || p->op == MMS_OP_RMS_NORM || p->op == MMS_OP_ROPE || (p->op == MMS_OP_MUL_MAT && cu_mul_mat_gemv(p)))) return i;
+    while (epi->n < CU_EPI_MAX) {
+        const int j = cu_next_compute(g, scan);
+        struct mms_tensor *u = j >= 0 ? mms_graph_node(g, j) : NULL;
+        if (!u) break;
+        if (!cu_epilogue_takes(u, cur, p, epi, outs)) {
+            bool free_of = nh < CU_HOIST && !cu_reads(u, p) && !cu_overlap(u, p);
+            for (int k = 0; free_of && k < MMS_MAX_SRC; k++) free_of = !p->src[k] || !cu_overlap(u, p->src[k]);
+            for (int k = 0; free_of && k < epi->n; k++) free_of = !cu_reads(u, outs[k]) && !cu_overlap(u, outs[k]);
+            if (!free_of || u->op == MMS_OP_NONE || mms_nelements(u) == 0) break;
+            hs[nh++] = j;                  // run before the fused nodes, if the chain goes on after it
+            scan = j;
+            continue;
+        }
+        cu_epi_op *e = &epi->ops[epi->n];
+        e->op = u->op;
+        e->out = cu_tensor_of(u);
+        outs[epi->n++] = u;
+        last = scan = j;
+        *n_hoist = nh;                     // the nodes passed on the way to a taken one
+        for (int k = 0; k < nh; k++) hoist[k] = hs[k];
+        if (u->op == MMS_OP_SET_ROWS) {
+            e->other = cu_tensor_of(u->src[1]);
+            snprintf(epi->name, sizeof epi->name, "%s", u->name);
+            break;
+        }
+        if (u->op != MMS_OP_SILU) {
+            e->other_first = u->src[1] == cur;
+            e->other = cu_tensor_of(e->other_first ? u->src[0] : u->src[1]);
+        }
+        cur = u;
+    }
+    return last;
+}
+
+// Every node of g in order (fused where fuse says so); ex.q8, when set, forgets its activations
+// when a node writes their b. A failure names the node.
+template <typename Exec> static enum mms_status cu_compute_graph(const Exec &ex, struct mms_cgraph *g, bool fuse, const char *who) {
+    for (int i = 0; i < mms_graph_n_nodes(g); i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        cu_epilogue epi;
+        if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
+        int hoist[CU_HOIST], n_hoist = 0;
+        const int last = fuse ? cu_plan_epilogue(g, i, &epi, ex.fault, hoist, &n_hoist) : i;
+        enum mms_status st = MMS_OK;
+        for (int k = 0; k < n_hoist && st == MMS_OK; k++) st = cu_compute_node(ex, mms_graph_node(g, hoist[k]));
+        if (st == MMS_OK) st = last > i ? cu_compute_fused(ex, t, epi) : cu_compute_node(ex, t);
+        if (st != MMS_OK) return mms_set_error(st, "%s: node %d (%s %s): %s", who, i, mms_op_name(t->op), mms_get_name(t), mms_last_error());
+        for (int j = i; ex.q8 && ex.q8->b && j <= last; j++) {
+            const struct mms_tensor *w = mms_graph_node(g, j);
+            if (!mms_op_is_view(w->op) && cu_overlap(w, ex.q8->b)) ex.q8->b = NULL;
+        }
+        i = last;
+    }
+    return MMS_OK;
 }
 
 // -- the GPU executor --
@@ -1708,6 +1915,8 @@ struct cu_device_exec {
     char          *scratch;
     cu_fault      *fault;
     bool           tensor_cores;   // mma.sync m16n8k16: sm_80 and later
+    cu_q8_cache   *q8;
+    int            device;
     template <typename F> enum mms_status each(const F &f, int64_t n, const char *what) const {
         if (n <= 0) return MMS_OK;
         const int threads = 256;
@@ -1720,7 +1929,11 @@ struct cu_device_exec {
         cu_launch l[CU_MAX_LAUNCHES];
         const int n = cu_split_grid(g, l);
         if (n < 0) return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: %s: a grid of %lld x %lld x %lld blocks", what, (long long)g.x, (long long)g.y, (long long)g.z);
-        if (smem > 48 * 1024) CU_TRY(cudaFuncSetAttribute(cu_block_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        static int smem_set[CU_MAX_DEVICES];      // the largest size asked for, per device: set once (and never while capturing)
+        if (smem > 48 * 1024 && (int)smem > smem_set[device]) {
+            CU_TRY(cudaFuncSetAttribute(cu_block_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            smem_set[device] = (int)smem;
+        }
         for (int i = 0; i < n; i++) {
             CU_LAUNCH_BLOCKS(B, body, g, l[i], threads, smem, stream);
             CU_LAUNCHED(what);
@@ -1750,11 +1963,14 @@ struct cu_backend {
     cu_fault      *fault_dev;
     void          *cublas_workspace;          // given to cuBLAS, which then never allocates (needed to capture its calls)
     int            cc_major;                  // compute capability
+    cu_q8_cache    q8;                        // 8-bit activations shared by products (area: device memory)
+    size_t         q8_size;
+    bool           fuse, use_graphs;          // MMS_CUDA_FUSE=0, MMS_CUDA_GRAPHS=0 turn them off
+    struct cu_graph_cache *graphs;
 };
 
 // -- 8. buffers -----------------------------------------------------------------------------------
 
-#define CU_MAX_DEVICES 16
 #define CU_ALIGN 256
 
 struct cu_buffer { int device; void *ptr; };
@@ -1902,9 +2118,6 @@ static struct mms_backend_buffer_type cu_host_buft;
 
 static struct cu_backend *cu_of(mms_backend_t b) { return (struct cu_backend *)b->context; }
 
-static bool cu_is_float(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_F16 || t == MMS_TYPE_BF16; }
-static bool cu_is_plain(enum mms_type t) { return cu_is_float(t) || t == MMS_TYPE_I32; }
-static bool cu_is_block(enum mms_type t) { return t == MMS_TYPE_Q8_0 || t == MMS_TYPE_Q4_0 || t == MMS_TYPE_Q4_K || t == MMS_TYPE_Q6_K; }
 
 static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
     const struct mms_tensor *a = t->src[0], *b = t->src[1];
@@ -1945,10 +2158,69 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
     }
 }
 
-// Node t on the backend's stream.
-static enum mms_status cu_backend_node(struct cu_backend *cb, const struct mms_tensor *t) {
-    const cu_device_exec ex = { cb->stream, cb->cublas, (char *)cb->scratch, cb->fault_dev, cb->cc_major >= 8 };
-    return cu_compute_node(ex, t);
+// -- CUDA graphs --
+// A graph computed twice (its signature among the last CU_GRAPH_RECENT ones) is captured on the
+// stream into a CUDA graph and from then on replayed with one launch. The signature is every
+// node's op, type, shape, strides, addresses, parameters and name and every source's address,
+// type, shape and strides, with the scratch areas: equal signatures launch the same kernels with
+// the same arguments. Each KV step of a decode (its graph is the same at every position) is then
+// one launch per token. A capture the runtime refuses turns graphs off for the backend.
+#define CU_GRAPHS 8
+#define CU_GRAPH_RECENT 8
+struct cu_graph_entry { uint64_t hash, last_use; size_t size; unsigned char *sig; cudaGraphExec_t exec; };
+struct cu_graph_cache {
+    cu_graph_entry entries[CU_GRAPHS];
+    uint64_t recent[CU_GRAPH_RECENT], clock;
+    int n_recent, failures;
+    unsigned char *sig;                       // the signature being built
+    size_t size, cap;
+};
+
+static void cu_graphs_clear(struct cu_graph_cache *c) {
+    for (int i = 0; c && i < CU_GRAPHS; i++) {
+        if (c->entries[i].exec) cudaGraphExecDestroy(c->entries[i].exec);
+        free(c->entries[i].sig);
+        memset(&c->entries[i], 0, sizeof c->entries[i]);
+    }
+}
+
+static bool cu_sig_add(struct cu_graph_cache *c, const void *p, size_t n) {
+    if (c->size + n > c->cap) {
+        const size_t cap = (c->size + n) * 2;
+        unsigned char *b = (unsigned char *)realloc(c->sig, cap);
+        if (!b) return false;
+        c->sig = b;
+        c->cap = cap;
+    }
+    memcpy(c->sig + c->size, p, n);
+    c->size += n;
+    return true;
+}
+static bool cu_sig_tensor(struct cu_graph_cache *c, const struct mms_tensor *t) {
+    const int type = (int)t->type;
+    return cu_sig_add(c, &t->data, sizeof t->data) && cu_sig_add(c, &type, sizeof type) && cu_sig_add(c, t->ne, sizeof t->ne) &&
+           cu_sig_add(c, t->nb, sizeof t->nb);
+}
+static bool cu_signature(struct cu_backend *cb, struct mms_cgraph *g) {
+    struct cu_graph_cache *c = cb->graphs;
+    bool ok;
+    c->size = 0;
+    ok = cu_sig_add(c, &cb->scratch, sizeof cb->scratch) && cu_sig_add(c, &cb->q8.area, sizeof cb->q8.area) && cu_sig_add(c, &cb->fuse, sizeof cb->fuse);
+    for (int i = 0; ok && i < mms_graph_n_nodes(g); i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        const int op = (int)t->op;
+        ok = cu_sig_add(c, &op, sizeof op) && cu_sig_tensor(c, t) && cu_sig_add(c, t->op_params, sizeof t->op_params) && cu_sig_add(c, t->name, sizeof t->name);
+        for (int k = 0; ok && k < MMS_MAX_SRC; k++) {
+            static const char none = 0;
+            ok = t->src[k] ? cu_sig_tensor(c, t->src[k]) : cu_sig_add(c, &none, 1);
+        }
+    }
+    return ok;
+}
+static uint64_t cu_fnv1a(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
 }
 
 static enum mms_status cu_check_fault(struct cu_backend *cb) {
@@ -1966,27 +2238,88 @@ static enum mms_status cu_synchronize(mms_backend_t backend) {
     return cu_check_fault(cb);
 }
 
+// Grows a device area to at least need bytes; *moved tells that captured graphs, which point at it, are stale.
+static enum mms_status cu_grow(struct cu_backend *cb, void **area, size_t *size, size_t need, bool *moved) {
+    if (need <= *size) return MMS_OK;
+    CU_TRY(cudaStreamSynchronize(cb->stream));     // the old area may still be in use
+    if (*area) CU_TRY(cudaFree(*area));
+    *area = NULL;
+    *size = 0;
+    CU_TRY(cudaMalloc(area, need));
+    *size = need;
+    *moved = true;
+    return MMS_OK;
+}
+
+static enum mms_status cu_run_graph(struct cu_backend *cb, struct mms_cgraph *g) {
+    const cu_device_exec ex = { cb->stream, cb->cublas, (char *)cb->scratch, cb->fault_dev, cb->cc_major >= 8, &cb->q8, cb->device };
+    cb->q8.b = NULL;
+    return cu_compute_graph(ex, g, cb->fuse, cb->name);
+}
+
+// Captures g into a CUDA graph (cached) and launches it; false when the runtime refused (the
+// caller then computes g as usual).
+static bool cu_capture(struct cu_backend *cb, struct mms_cgraph *g, uint64_t h) {
+    struct cu_graph_cache *c = cb->graphs;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) { cudaGetLastError(); return false; }
+    const enum mms_status st = cu_run_graph(cb, g);
+    const cudaError_t e = cudaStreamEndCapture(cb->stream, &graph);
+    bool ok = st == MMS_OK && e == cudaSuccess && graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    int slot = 0;
+    for (int i = 1; ok && i < CU_GRAPHS; i++) if (c->entries[i].last_use < c->entries[slot].last_use) slot = i;
+    unsigned char *sig = ok ? (unsigned char *)malloc(c->size) : NULL;
+    if (!sig || cudaGraphLaunch(exec, cb->stream) != cudaSuccess) {
+        cudaGetLastError();
+        if (exec) cudaGraphExecDestroy(exec);
+        free(sig);
+        if (++c->failures >= 3) cb->use_graphs = false;     // computed as usual from now on
+        return false;
+    }
+    cu_graph_entry *en = &c->entries[slot];
+    if (en->exec) cudaGraphExecDestroy(en->exec);
+    free(en->sig);
+    memcpy(sig, c->sig, c->size);
+    en->hash = h;
+    en->size = c->size;
+    en->sig = sig;
+    en->exec = exec;
+    en->last_use = ++c->clock;
+    return true;
+}
+
 static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph *g) {
     struct cu_backend *cb = cu_of(backend);
+    struct cu_graph_cache *c = cb->graphs;
     enum mms_status st = cu_set_device(cb->device);
+    size_t need = 0, need_q8 = 0;
+    bool moved = false;
     if (st != MMS_OK) return st;
-    size_t need = 0;
-    for (int i = 0; i < mms_graph_n_nodes(g); i++) { size_t s = cu_scratch_need(mms_graph_node(g, i)); need = s > need ? s : need; }
-    if (need > cb->scratch_size) {
-        CU_TRY(cudaStreamSynchronize(cb->stream));     // the old scratch may still be in use
-        if (cb->scratch) CU_TRY(cudaFree(cb->scratch));
-        cb->scratch = NULL;
-        cb->scratch_size = 0;
-        CU_TRY(cudaMalloc(&cb->scratch, need));
-        cb->scratch_size = need;
-    }
     for (int i = 0; i < mms_graph_n_nodes(g); i++) {
-        struct mms_tensor *t = mms_graph_node(g, i);
-        if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
-        if ((st = cu_backend_node(cb, t)) != MMS_OK)
-            return mms_set_error(st, "%s: node %d (%s %s): %s", cb->name, i, mms_op_name(t->op), mms_get_name(t), mms_last_error());
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        const size_t n1 = cu_scratch_need(t), n2 = cu_q8_need(t);
+        need = n1 > need ? n1 : need;
+        need_q8 = n2 > need_q8 ? n2 : need_q8;
     }
-    return MMS_OK;
+    if ((st = cu_grow(cb, &cb->scratch, &cb->scratch_size, need, &moved)) != MMS_OK ||
+        (st = cu_grow(cb, (void **)&cb->q8.area, &cb->q8_size, need_q8, &moved)) != MMS_OK) return st;
+    if (moved) cu_graphs_clear(c);
+    if (!cb->use_graphs || !cu_signature(cb, g)) return cu_run_graph(cb, g);
+    const uint64_t h = cu_fnv1a(c->sig, c->size);
+    for (int i = 0; i < CU_GRAPHS; i++) {
+        cu_graph_entry *en = &c->entries[i];
+        if (en->exec && en->hash == h && en->size == c->size && memcmp(en->sig, c->sig, c->size) == 0) {
+            en->last_use = ++c->clock;
+            CU_TRY(cudaGraphLaunch(en->exec, cb->stream));
+            return MMS_OK;
+        }
+    }
+    for (int i = 0; i < c->n_recent; i++)
+        if (c->recent[i] == h && cu_capture(cb, g, h)) return MMS_OK;
+    c->recent[c->n_recent < CU_GRAPH_RECENT ? c->n_recent++ : (int)(c->clock++ % CU_GRAPH_RECENT)] = h;
+    return cu_run_graph(cb, g);
 }
 
 static bool cu_tensor_on_device(const struct mms_tensor *t, int device) {
@@ -2015,6 +2348,15 @@ static const char *cu_get_name(mms_backend_t b) { return cu_of(b)->name; }
 // Device to device between two CUDA backends: queued on the source's stream (after its work), and
 // the destination's stream waits for it. Anything else falls back to a synchronous copy.
 static enum mms_status cu_cpy_async(mms_backend_t bs, mms_backend_t bd, const struct mms_tensor *src, struct mms_tensor *dst) {
+    if (mms_backend_is_cuda(bd) && !mms_backend_is_cuda(bs) && src->buffer && mms_backend_buffer_is_host(src->buffer) &&
+        cu_tensor_on_device(dst, cu_of(bd)->device)) {
+        // host memory (a synchronous backend's, complete now) to this device, on its stream: the
+        // graph's inputs go in order with its kernels, without waiting for the stream
+        enum mms_status st = cu_set_device(cu_of(bd)->device);
+        if (st != MMS_OK) return st;
+        CU_TRY(cudaMemcpyAsync(dst->data, src->data, mms_nbytes(src), cudaMemcpyHostToDevice, cu_of(bd)->stream));
+        return MMS_OK;
+    }
     if (!mms_backend_is_cuda(bs) || !mms_backend_is_cuda(bd)) return MMS_ERR_UNSUPPORTED;
     struct cu_backend *s = cu_of(bs), *d = cu_of(bd);
     if (!cu_tensor_on_device(src, s->device) || !cu_tensor_on_device(dst, d->device)) return MMS_ERR_UNSUPPORTED;
@@ -2077,7 +2419,11 @@ static bool cu_offload_op(mms_backend_t b, const struct mms_tensor *t) {
 static void cu_free_state(struct cu_backend *cb) {
     cudaSetDevice(cb->device);
     if (cb->stream) cudaStreamSynchronize(cb->stream);
+    cu_graphs_clear(cb->graphs);
+    if (cb->graphs) free(cb->graphs->sig);
+    free(cb->graphs);
     if (cb->scratch) cudaFree(cb->scratch);
+    if (cb->q8.area) cudaFree(cb->q8.area);
     if (cb->cublas) cublasDestroy(cb->cublas);
     if (cb->cublas_workspace) cudaFree(cb->cublas_workspace);
     if (cb->stream) cudaStreamDestroy(cb->stream);
@@ -2155,6 +2501,9 @@ static size_t cu_cublas_workspace_size(int device) {
 
 static enum mms_status cu_init_state(struct cu_backend *cb) {
     const size_t ws = cu_cublas_workspace_size(cb->device);
+    cb->fuse = !getenv("MMS_CUDA_FUSE") || strcmp(getenv("MMS_CUDA_FUSE"), "0") != 0;
+    cb->use_graphs = !getenv("MMS_CUDA_GRAPHS") || strcmp(getenv("MMS_CUDA_GRAPHS"), "0") != 0;
+    if (!(cb->graphs = (struct cu_graph_cache *)calloc(1, sizeof *cb->graphs))) return mms_set_error(MMS_ERR_OOM, "CUDA: out of host memory");
     CU_TRY(cudaDeviceGetAttribute(&cb->cc_major, cudaDevAttrComputeCapabilityMajor, cb->device));
     CU_TRY(cudaSetDevice(cb->device));
     CU_TRY(cudaStreamCreate(&cb->stream));    // a blocking stream: plain cudaMemcpy waits for it

@@ -15,6 +15,7 @@
 
 #include <ucontext.h>
 #include <vector>
+#include <algorithm>
 
 // -- the host executor --
 
@@ -226,6 +227,7 @@ struct host_exec {
     cu_fault *fault;
     int      *n_not_elementwise;   // optional: counts block kernels and cuBLAS calls run
     bool      tensor_cores;        // the GPU's mma.sync (sm_80 and later): emulated
+    cu_q8_cache *q8;               // optional: 8-bit activations kept between products (the graph loop)
     template <typename F> enum mms_status each(const F &f, int64_t n, const char *) const {
         for (int64_t i = 0; i < n; i++) f(i);
         return MMS_OK;
@@ -254,20 +256,22 @@ struct host_exec {
 // run here.
 #ifdef MMS_LIMITED_BACKEND_H
 
+// The graph as the CUDA backend computes it (cu_compute_graph: fused nodes, shared 8-bit activations).
 static enum mms_status emu_compute(mms_backend_t b, struct mms_cgraph *g) {
+    size_t need = 0, need_q8 = 0;
     limited_of(b)->n_computes++;
     for (int j = 0; j < mms_graph_n_nodes(g); j++) {
-        const struct mms_tensor *t = mms_graph_node(g, j);
-        if (t->op == MMS_OP_NONE || mms_op_is_view(t->op) || mms_nelements(t) == 0) continue;
-        std::vector<char> scratch(cu_scratch_need(t) + 1);
-        cu_fault fault;
-        memset(&fault, 0, sizeof fault);
-        const host_exec ex = { scratch.data(), &fault, NULL, true };
-        const enum mms_status st = cu_compute_node(ex, t);
-        if (st != MMS_OK) return st;
-        if (fault.set) return cu_fault_status(&fault, mms_backend_name(b));
+        need = std::max(need, cu_scratch_need(mms_graph_node(g, j)));
+        need_q8 = std::max(need_q8, cu_q8_need(mms_graph_node(g, j)));
     }
-    return MMS_OK;
+    std::vector<char> scratch(need + 1), q8_area(need_q8 + 1);
+    cu_q8_cache q8 = { NULL, q8_area.data() };
+    cu_fault fault;
+    memset(&fault, 0, sizeof fault);
+    const host_exec ex = { scratch.data(), &fault, NULL, true, &q8 };
+    const enum mms_status st = cu_compute_graph(ex, g, true, mms_backend_name(b));
+    if (st != MMS_OK) return st;
+    return fault.set ? cu_fault_status(&fault, mms_backend_name(b)) : MMS_OK;
 }
 
 static mms_backend_t emulated_gpu_new(void) {

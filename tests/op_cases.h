@@ -293,6 +293,44 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
         snprintf(oc->desc, sizeof oc->desc, "FLASH_ATTN_EXT_MASK_ROWS 3 random rows, D 32 (scalar)");
         oc->tol = 1e-8;
     }
+    /* chains a GPU backend runs as one kernel (the element-wise nodes as the first one's epilogue) */
+    CASE(1) {
+        a = leaf(c, MMS_TYPE_F32, "a", 512, 3, 1, 1);
+        out = mms_mul(c, mms_rms_norm(c, a, 1e-5f), leaf(c, MMS_TYPE_F32, "b", 512, 1, 1, 1));
+        snprintf(oc->desc, sizeof oc->desc, "chain RMS_NORM, MUL by a weight");
+    }
+    CASE(1) {
+        a = leaf(c, MMS_TYPE_F32, "a", 80, 7, 1, 1);
+        out = mms_add(c, mms_mul(c, mms_norm(c, a, 1e-5f), leaf(c, MMS_TYPE_F32, "b", 80, 1, 1, 1)), leaf(c, MMS_TYPE_F32, "c", 80, 1, 1, 1));
+        snprintf(oc->desc, sizeof oc->desc, "chain NORM, MUL, ADD (layer norm)");
+    }
+    for (int t = 0; t < 2; t++) {
+        CASE(1) {   /* the MLP at decode: silu(gate x) * (up x), then down and the residual */
+            const enum mms_type wt = t ? MMS_TYPE_Q4_K : MMS_TYPE_F16;
+            struct mms_tensor *x = leaf(c, MMS_TYPE_F32, "b", 512, 1, 1, 1);
+            struct mms_tensor *g = mms_silu(c, mms_mul_mat(c, leaf(c, wt, "a", 512, 256, 1, 1), x));
+            struct mms_tensor *f = mms_mul(c, g, mms_mul_mat(c, leaf(c, wt, "c", 512, 256, 1, 1), x));
+            out = mms_add(c, x, mms_mul_mat(c, leaf(c, wt, "d", 256, 512, 1, 1), f));
+            snprintf(oc->desc, sizeof oc->desc, "chain %s decode MLP: GEMV SILU, GEMV MUL, GEMV ADD", mms_type_name(wt));
+            oc->tol = t ? 10 * TOL_Q8_ACT : TOL_LOW;    /* two products in a row on 8-bit activations */
+        }
+    }
+    CASE(1) {   /* a gated residual (the cross layers'): GEMV, MUL by a broadcast gate (its tanh runs first), ADD */
+        struct mms_tensor *x = leaf(c, MMS_TYPE_F32, "b", 256, 1, 1, 1);
+        out = mms_add(c, x, mms_mul(c, mms_mul_mat(c, leaf(c, MMS_TYPE_F16, "a", 256, 256, 1, 1), x), mms_tanh(c, leaf(c, MMS_TYPE_F32, "c", 1, 1, 1, 1))));
+        snprintf(oc->desc, sizeof oc->desc, "chain GEMV, MUL by a tanh gate, ADD");
+        oc->tol = TOL_LOW;
+    }
+    for (int t = 0; t < 2; t++) {
+        CASE(1) {   /* keys: rope into an f16 cache at the positions; values: a GEMV into the cache */
+            struct mms_tensor *cache = leaf(c, MMS_TYPE_F16, "a", 64 * 4, 50, 1, 1), *pos = leaf(c, MMS_TYPE_I32, "perm50", 3, 1, 1, 1), *kv;
+            if (t == 0) kv = mms_rope_ext(c, leaf(c, MMS_TYPE_F32, "b", 64, 4, 3, 1), pos, NULL, 64, MMS_ROPE_TYPE_NORMAL, 0, 500000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+            else kv = mms_mul_mat(c, leaf(c, MMS_TYPE_F16, "c", 128, 256, 1, 1), leaf(c, MMS_TYPE_F32, "b", 128, 3, 1, 1));
+            out = mms_set_rows(c, cache, mms_reshape_2d(c, kv, 256, 3), pos);
+            snprintf(oc->desc, sizeof oc->desc, "chain %s, SET_ROWS into an f16 cache", t ? "GEMV" : "ROPE");
+            oc->tol = t ? TOL_LOW : TOL_COPY;
+        }
+    }
 #undef CASE
     oc->out = out;
     return i < k;

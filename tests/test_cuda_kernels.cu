@@ -16,6 +16,7 @@
 #include "cuda_host.h"
 #include "demo_on_device.h"
 #include <string>
+#include <algorithm>
 
 // -- the tests --
 
@@ -61,7 +62,7 @@ static void test_every_op_case_matches_the_cpu(void) {
             if (!t->view_src) memset(t->data, 0xFF, mms_nbytes(t));
             memset(&fault, 0, sizeof fault);
             std::vector<char> scratch(cu_scratch_need(t) + 1);
-            const host_exec ex = { scratch.data(), &fault, &n_not_elementwise, true };
+            const host_exec ex = { scratch.data(), &fault, &n_not_elementwise, true, NULL };
             EXPECT(cu_compute_node(ex, t) == MMS_OK && !fault.set, "%s: node %d: %s", oc.desc, j, mms_last_error());
         }
         const bool exact = n_not_elementwise == 0 && !transcendental;
@@ -81,6 +82,55 @@ static void test_every_op_case_matches_the_cpu(void) {
     }
     printf("    %d cases to the bit, %d within tolerance (worst at %.3g of its tolerance), seed %llu\n", n_exact, n_tol, worst, seed);
     EXPECT(n_exact >= 40 && n_tol >= 40, "too few cases ran");
+    mms_backend_free(cpu);
+}
+
+// Every op case computed as the backend computes a graph (cu_compute_graph), fused and not: the
+// same bits, and the fusing ran in the cases built for it.
+static void test_fusions_change_no_bits(void) {
+    const unsigned long long seed = test_rand_u64();
+    mms_backend_t cpu = mms_backend_cpu_init();
+    struct op_case oc;
+    int n_fused = 0, n_cases = 0;
+    for (int i = 0; ; i++) {
+        struct mms_context *c = test_ctx(true);
+        if (!build_case(i, c, &oc)) { mms_free(c); break; }
+        if (!oc.out) { mms_free(c); continue; }
+        struct mms_cgraph *g = mms_new_graph(c);
+        mms_build_forward_expand(g, oc.out);
+        mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(c, cpu);
+        size_t need = 0, need_q8 = 0;
+        for (int j = 0; j < mms_graph_n_nodes(g); j++) {
+            need = std::max(need, cu_scratch_need(mms_graph_node(g, j)));
+            need_q8 = std::max(need_q8, cu_q8_need(mms_graph_node(g, j)));
+        }
+        std::vector<char> out[2], scratch(need + 1), q8_area(need_q8 + 1);
+        for (int fuse = 0; fuse < 2; fuse++) {
+            for (int j = 0; j < mms_graph_n_leafs(g); j++) fill_leaf(mms_graph_leaf(g, j), seed + (unsigned long long)(i * 100 + j));
+            for (int j = 0; j < mms_graph_n_nodes(g); j++) {
+                struct mms_tensor *t = mms_graph_node(g, j);
+                if (!mms_op_is_view(t->op) && !t->view_src) memset(t->data, 0xFF, mms_nbytes(t));
+            }
+            cu_fault fault;
+            cu_q8_cache q8 = { NULL, q8_area.data() };
+            memset(&fault, 0, sizeof fault);
+            const host_exec ex = { scratch.data(), &fault, NULL, true, &q8 };
+            EXPECT(cu_compute_graph(ex, g, fuse != 0, "kernels") == MMS_OK && !fault.set, "%s: %s", oc.desc, mms_last_error());
+            out[fuse].assign((const char *)oc.out->data, (const char *)oc.out->data + mms_nbytes(oc.out));
+        }
+        EXPECT(out[0] == out[1], "%s: fused, the kernels give other bits", oc.desc);
+        for (int j = 0; j < mms_graph_n_nodes(g); j++) {
+            cu_epilogue epi;
+            int hoist[CU_HOIST], n_hoist;
+            const struct mms_tensor *t = mms_graph_node(g, j);
+            if (t->op != MMS_OP_NONE && !mms_op_is_view(t->op) && cu_plan_epilogue(g, j, &epi, NULL, hoist, &n_hoist) > j) { n_fused++; break; }
+        }
+        n_cases++;
+        mms_backend_buffer_free(buf);
+        mms_free(c);
+    }
+    printf("    %d cases, %d of them with fused nodes, seed %llu\n", n_cases, n_fused, seed);
+    EXPECT(n_fused >= 7, "only %d cases fused", n_fused);
     mms_backend_free(cpu);
 }
 
@@ -163,7 +213,7 @@ static void test_gemv_of_every_block_type_is_exact(void) {
             std::vector<char> scratch(cu_scratch_need(out) + 1);
             cu_fault fault;
             memset(&fault, 0, sizeof fault);
-            const host_exec ex = { scratch.data(), &fault, NULL, true };
+            const host_exec ex = { scratch.data(), &fault, NULL, true, NULL };
             EXPECT(cu_compute_node(ex, out) == MMS_OK, "%s: %s", mms_type_name(types[k]), mms_last_error());
             const double nmse = test_nmse((const float *)out->data, want.data(), mms_nelements(out));
             EXPECT(nmse < 1e-12, "%s by %d: NMSE %.3g against the exact dot products", mms_type_name(types[k]), nc, nmse);
@@ -176,6 +226,7 @@ struct name_exec {
     char     *scratch;
     cu_fault *fault;
     bool      tensor_cores;
+    cu_q8_cache *q8;
     std::vector<std::string> *ran;
     template <typename F> enum mms_status each(const F &, int64_t, const char *what) const { ran->push_back(what); return MMS_OK; }
     template <typename B> enum mms_status blocks(const B &, cu_grid, int, size_t, const char *what) const { ran->push_back(what); return MMS_OK; }
@@ -205,7 +256,7 @@ static void test_attention_kernel_choice(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         std::vector<std::string> ran;
-        const name_exec ex = { NULL, NULL, cases[i].tensor_cores, &ran };
+        const name_exec ex = { NULL, NULL, cases[i].tensor_cores, NULL, &ran };
         EXPECT(cases[i].t && cu_compute_node(ex, cases[i].t) == MMS_OK, "case %zu: %s", i, mms_last_error());
         std::string got;
         for (size_t k = 0; k < ran.size(); k++) got += (k ? "," : "") + ran[k];
@@ -223,7 +274,7 @@ static void test_get_rows_reports_bad_indices(void) {
     ((int32_t *)idx->data)[0] = 1;
     ((int32_t *)idx->data)[1] = 7;
     memset(&fault, 0, sizeof fault);
-    const host_exec ex = { NULL, &fault, NULL, true };
+    const host_exec ex = { NULL, &fault, NULL, true, NULL };
     cu_compute_node(ex, out);
     EXPECT(fault.set && !strcmp(fault.name, "embeddings") && fault.value == 7 && fault.position == 1 && fault.limit == 3,
            "fault %d node '%s' value %lld position %lld limit %lld", fault.set, fault.name, (long long)fault.value,
@@ -240,6 +291,7 @@ struct check_exec {
     char     *scratch;
     cu_fault *fault;
     bool      tensor_cores;
+    cu_q8_cache *q8;
     template <typename F> enum mms_status each(const F &, int64_t, const char *) const { return MMS_OK; }
     template <typename B> enum mms_status blocks(const B &, cu_grid g, int threads, size_t smem, const char *what) const {
         cu_launch l[CU_MAX_LAUNCHES];
@@ -281,7 +333,7 @@ static void test_large_grids_launch_within_limits(void) {
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
         EXPECT(nodes[i] != NULL, "node %zu: %s", i, mms_get_error(c));
         if (!nodes[i] || !cu_supports_op(NULL, nodes[i])) continue;
-        const check_exec ex = { NULL, NULL, true };
+        const check_exec ex = { NULL, NULL, true, NULL };
         EXPECT(cu_compute_node(ex, nodes[i]) == MMS_OK, "node %zu (%s): %s", i, mms_op_name(nodes[i]->op), mms_last_error());
         n_run++;
     }
@@ -303,6 +355,7 @@ int main() {
     RUN(test_gemv_of_every_block_type_is_exact);
     RUN(test_attention_kernel_choice);
     RUN(test_every_op_case_matches_the_cpu);
+    RUN(test_fusions_change_no_bits);
     RUN(test_demo_model_on_the_kernels);
     return test_summary();
 }
