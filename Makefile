@@ -13,12 +13,13 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_core test_backend test_ops test_backend_ops test_alloc test_sched test_gguf test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
 
-.PHONY: all help header check-header test unit-tests asan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean
+.PHONY: all help header check-header test unit-tests asan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
+        test-windows test-arm64 windows arm64
 
 all: examples
 
@@ -29,7 +30,9 @@ help:
 	@echo "make demo      the main job: the bundled Llama 3.2 Vision demo model describes examples/images/"
 	@echo "make bench     build and run the CPU benchmarks"
 	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
-	@echo "make fuzz      fuzz the GGUF reader with libFuzzer for FUZZ_SECONDS (60), seeded from tests/fuzz/corpus-gguf"
+	@echo "make test-windows  the tests and examples built with MinGW-w64, the tests run under Wine"
+	@echo "make test-arm64    the tests and examples built for 64-bit ARM Linux, run under QEMU (every kernel set)"
+	@echo "make fuzz      fuzz the GGUF, JSON and safetensors readers with libFuzzer, FUZZ_SECONDS (60) each, seeded from tests/fuzz/corpus-*"
 	@echo "make header    regenerate mmsched.h from src/"
 
 header:
@@ -54,6 +57,13 @@ $(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama | $(B)/tes
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' $< -o $@ $(LIBS)
 $(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama | $(B)/tests-asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' $< -o $@ $(LIBS)
+# test_examples runs the examples: the normal builds, and under sanitizers sanitized builds.
+$(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench | $(B)/tests
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DEXAMPLES='"$(B)"' $< -o $@ $(LIBS)
+$(B)/tests-asan/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench | $(B)/tests-asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DEXAMPLES='"$(B)/asan"' $< -o $@ $(LIBS)
+$(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench: $(B)/asan/%: examples/%.c mmsched.h examples/*.h | $(B)/asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
 # test_quantize runs the quantize program the same way.
 $(B)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/quantize | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
@@ -76,7 +86,12 @@ $(B)/compile/twice: tests/compile/twice.c mmsched.h | $(B)/compile
 $(B)/compile/static: tests/compile/static_a.c tests/compile/static_b.c mmsched.h | $(B)/compile
 	$(CC) $(STD) $(WARN) -O2 tests/compile/static_a.c tests/compile/static_b.c -o $@ $(LIBS)
 
-compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static
+# The header with whole parts left out (MMS_NO_MLLAMA, MMS_NO_TEXT, MMS_NO_GGUF).
+$(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf: $(B)/compile/no_%: tests/compile/parts.c mmsched.h | $(B)/compile
+	$(CC) $(STD) $(WARN) -O2 -DMMS_NO_$(shell echo $* | tr a-z A-Z) $< -o $@ $(LIBS)
+
+compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static \
+               $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf
 unit-tests: $(addprefix $(B)/tests/,$(TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
 
@@ -152,6 +167,98 @@ cuda-if-available:
 	@if command -v $(NVCC) >/dev/null; then $(MAKE) --no-print-directory cuda; \
 	 else echo "SKIP CUDA targets: nvcc not found"; fi
 
+# -- other platforms ---------------------------------------------------------------------------------
+# Windows: MinGW-w64, the tests run under Wine. 64-bit ARM Linux: a cross gcc, the tests run under
+# QEMU's user mode, on a CPU with the dot-product instructions (every kernel set) and on one
+# without (the NEON set and the run-time choice). stb_image is compiled from Debian's header for
+# both (libstb-dev's library is the host's). No sanitizers there: they run natively in `make test`.
+
+WIN_CC   ?= x86_64-w64-mingw32-gcc
+WINE     ?= wine
+ARM_CC   ?= aarch64-linux-gnu-gcc
+QEMU_ARM ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+# QEMU's CPU models: one with dotprod (ARMv8.2 and later), one without (ARMv8.0: NEON only)
+ARM_CPU_DOTPROD ?= max
+ARM_CPU_PLAIN   ?= cortex-a53
+STB_HEADER ?= /usr/include/stb/stb_image.h
+
+W = $(B)/windows
+A = $(B)/arm64
+# Left out, each counted as skipped with its reason: on Windows the tests that run the example
+# programs through a POSIX shell (tests/run_program.h); on ARM test_examples, which runs bench.
+WIN_LEFT_OUT = test_cli test_quantize test_examples
+WIN_TESTS = $(filter-out $(WIN_LEFT_OUT),$(TESTS))
+ARM_LEFT_OUT = test_examples
+ARM_TESTS = $(filter-out $(ARM_LEFT_OUT),$(TESTS))
+# bench measures an x86 machine's limits with AVX2 (and timing under QEMU means nothing)
+ARM_EXAMPLES = $(filter-out bench,$(EXAMPLES))
+# under the CPU without dotprod: the selection, the platform, the NEON set's ops and quantized dots, a model
+ARM_PLAIN_TESTS = test_backend test_platform test_ops test_quant test_mllama
+
+$(W) $(W)/tests $(W)/run $(W)/include $(A) $(A)/tests $(A)/run $(A)/qemu:
+	@mkdir -p $@
+
+# stb_image's implementation from Debian's header, and an include folder with just stb/
+$(W)/include/stb: | $(W)/include
+	ln -sfn $(dir $(STB_HEADER)) $@
+$(W)/stb_image.o: $(STB_HEADER) | $(W)
+	printf '#define STB_IMAGE_IMPLEMENTATION\n#include "%s"\n' $(STB_HEADER) | $(WIN_CC) -O2 -w -x c -c - -o $@
+$(A)/stb_image.o: $(STB_HEADER) | $(A)
+	printf '#define STB_IMAGE_IMPLEMENTATION\n#include "%s"\n' $(STB_HEADER) | $(ARM_CC) -O2 -w -x c -c - -o $@
+
+$(W)/windows_stdio.o: tests/windows_stdio.c | $(W)
+	$(WIN_CC) $(STD) $(WARN) -O2 -c $< -o $@
+
+# -Wvla: what MSVC would reject (statement expressions and the rest are -pedantic's)
+WIN_FLAGS = $(STD) $(WARN) -Wvla -O2 -I.
+$(W)/tests/%.exe: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h $(W)/windows_stdio.o | $(W)/tests
+	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@
+# a left-out test as a wrapper that reports it skipped
+MMS_SKIP_WRAPPER = printf '\043!/bin/sh\necho "SKIP %s: %s"\necho "0 passed, 0 failed, 1 skipped"\n'
+$(W)/run/skip-%: | $(W)/run
+	@$(MMS_SKIP_WRAPPER) "$* on Windows" "it runs the example programs through a POSIX shell (tests/run_program.h)" > $@ && chmod +x $@
+$(A)/run/skip-%: | $(A)/run
+	@$(MMS_SKIP_WRAPPER) "$* on 64-bit ARM" "it runs bench, which measures x86 limits with AVX2" > $@ && chmod +x $@
+$(W)/run/%: $(W)/tests/%.exe | $(W)/run
+	@printf '#!/bin/sh\nWINEPREFIX=$(CURDIR)/$(W)/wineprefix WINEDEBUG=-all exec $(WINE) %s "$$@"\n' $< > $@ && chmod +x $@
+$(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o | $(W)
+	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
+$(W)/mllama.exe: examples/mllama.c mmsched.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
+	$(WIN_CC) $(WIN_FLAGS) -isystem $(W)/include $< $(W)/windows_stdio.o $(W)/stb_image.o -o $@
+
+ARM_FLAGS = $(STD) $(WARN) -O2 -I.
+$(A)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) $< -o $@ $(LIBS)
+# test_cli and test_quantize run the programs through scripts that start them under QEMU
+$(A)/qemu/%: $(A)/% | $(A)/qemu
+	@printf '#!/bin/sh\nexec $(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) %s "$$@"\n' $< > $@ && chmod +x $@
+$(A)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(A)/qemu/mllama | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L -DCLI='"$(A)/qemu/mllama"' $< -o $@ $(LIBS)
+$(A)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(A)/qemu/quantize | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) -DQUANTIZE='"$(A)/qemu/quantize"' $< -o $@ $(LIBS)
+$(A)/run/%: $(A)/tests/% | $(A)/run
+	@printf '#!/bin/sh\nMMS_TEST_AUTO_KERNELS=neon_dotprod exec $(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) %s "$$@"\n' $< > $@ && chmod +x $@
+$(A)/run/%-plain: $(A)/tests/% | $(A)/run
+	@printf '#!/bin/sh\nMMS_TEST_AUTO_KERNELS=neon MMS_TEST_KERNELS=neon exec $(QEMU_ARM) -cpu $(ARM_CPU_PLAIN) %s "$$@"\n' $< > $@ && chmod +x $@
+$(A)/%: examples/%.c mmsched.h examples/*.h | $(A)
+	$(ARM_CC) $(ARM_FLAGS) $< -o $@ $(LIBS)
+$(A)/mllama: examples/mllama.c mmsched.h $(A)/stb_image.o | $(A)
+	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L $< $(A)/stb_image.o -o $@ $(LIBS)
+
+windows: $(addprefix $(W)/tests/,$(addsuffix .exe,$(WIN_TESTS))) $(addprefix $(W)/run/,$(WIN_TESTS) $(addprefix skip-,$(WIN_LEFT_OUT))) \
+         $(addprefix $(W)/,$(addsuffix .exe,$(EXAMPLES)))
+arm64: $(addprefix $(A)/tests/,$(ARM_TESTS)) $(addprefix $(A)/run/,$(ARM_TESTS) $(addprefix skip-,$(ARM_LEFT_OUT))) \
+       $(addprefix $(A)/run/,$(addsuffix -plain,$(ARM_PLAIN_TESTS))) \
+       $(addprefix $(A)/,$(ARM_EXAMPLES))
+
+test-windows: windows
+	@tests/run.sh $(W)/run
+
+test-arm64: arm64
+	@if command -v clang >/dev/null; then clang --target=aarch64-linux-gnu -isystem /usr/aarch64-linux-gnu/include $(STD) $(WARN) -O2 \
+	   -fsyntax-only tests/compile/c99.c && echo "clang: the header compiles for 64-bit ARM"; else echo "SKIP clang for 64-bit ARM: clang not installed"; fi
+	@tests/run.sh $(A)/run
+
 # -- examples ---------------------------------------------------------------------------------------
 
 $(B)/%: examples/%.c mmsched.h examples/reference_graphs.h | $(B)
@@ -184,9 +291,17 @@ FUZZ_SECONDS ?= 60
 $(B)/fuzz_gguf: tests/fuzz/fuzz_gguf.c mmsched.h | $(B)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
 
-fuzz: $(B)/fuzz_gguf
-	@mkdir -p $(B)/fuzz-corpus && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
+$(B)/fuzz_json: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_JSON -I. $< -o $@ -lm -lpthread
+$(B)/fuzz_safetensors: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_SAFETENSORS -I. $< -o $@ -lm -lpthread
+
+# The GGUF, JSON and safetensors readers, FUZZ_SECONDS each; the corpora are replayed by test_gguf and test_formats.
+fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors
+	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
 	$(B)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-corpus
+	$(B)/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-json tests/fuzz/corpus-json
+	$(B)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-st tests/fuzz/corpus-safetensors
 
 clean:
 	rm -rf $(B)

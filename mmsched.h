@@ -9,8 +9,22 @@
            #define MMSCHED_IMPLEMENTATION
            #include "mmsched.h"
 
-       Everywhere else just include it. Link with -lm -lpthread. The library needs a C99 compiler
-       (gcc or clang; the header also compiles as C++) and POSIX threads.
+       Everywhere else just include it. Link with -lm -lpthread (Windows: nothing extra).
+
+   PLATFORMS
+       Compilers: gcc and clang (C99, or as C++); MinGW-w64 on Windows. The code keeps to what MSVC
+       accepts too (no VLAs, statement expressions, unguarded __attribute__ or C++ designated
+       initialisers; Win32 calls and Interlocked atomics under _MSC_VER), but MSVC itself is not in
+       CI and gets the scalar kernels only (the SIMD ones use gcc/clang target attributes).
+       Systems: Linux and other POSIX systems (pthreads, mmap); Windows through Win32 (threads,
+       SRW locks, CreateFileMapping; paths are UTF-8 and go to the wide API). With MinGW and the
+       old msvcrt, include mmsched.h before other headers (it turns on MinGW's C99 printf, which
+       the messages need) or define __USE_MINGW_ANSI_STDIO=1.
+       ISAs: x86-64 (AVX2 kernels at run time) and 64-bit ARM (NEON kernels, dotprod at run time:
+       detected on Linux; elsewhere only when the build targets it); any other: the scalar kernels.
+       Files the library writes are opened in binary mode, so text files (graph dumps, SVG plans)
+       have LF line ends on Windows too. On Windows your program's stdout and stderr stay in text
+       mode unless you _setmode them (the examples and tests built by `make test-windows` do).
 
        For the CUDA backend, also define MMS_CUDA in that file, compile mmsched_cuda.cu with nvcc
        (-Xcompiler -fno-exceptions,-fno-threadsafe-statics, so a C program links it without the C++
@@ -26,18 +40,26 @@
        MMS_MALLOC, MMS_REALLOC, MMS_FREE
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
-       MMS_NO_SIMD              leave out the AVX2 kernels (the scalar kernels always exist)
+       MMS_NO_SIMD              leave out the AVX2 and NEON kernels (the scalar kernels always exist)
+       MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
+       MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12), and
+                                with them mllama (MMS_NO_MLLAMA: it writes a checkpoint's tokenizer)
+       MMS_NO_GGUF              leave out the model-file readers (GGUF reader and writer, JSON,
+                                safetensors: section 11), and with them the parts that read such
+                                files: MMS_NO_TEXT and MMS_NO_MLLAMA
+                                (the three MMS_NO_* options change the declarations too: define them
+                                before every include, the same everywhere)
 
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
-       MMS_CPU_KERNELS=auto|scalar|avx2           the CPU kernel set (default auto)
+       MMS_CPU_KERNELS=auto|scalar|avx2|neon|neon_dotprod   the CPU kernel set (default auto)
        MMS_CPU_PROFILE=1                          per-op-type CPU time, printed when the backend is freed (section 9)
        MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
        MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
        MMS_SCHED_DUMP=glob, MMS_SCHED_DUMP_DIR    write matching computed tensors to files
 
    CONTENTS
-       1. Errors and logging
+       1. Errors and logging; objects, ownership and threads
        2. Types
        3. Contexts and tensors
        4. Ops
@@ -75,19 +97,61 @@
 
        examples/simple.c is a complete program (a self-attention block computed two ways).
 
-   1. ERRORS AND LOGGING
-       Anything that user input can break returns an enum mms_status: MMS_OK (0), negative errors
-       (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and MMS_ABORTED (1).
-       Functions that create objects return NULL instead and leave the status and a message as the
-       calling thread's last error: mms_last_status(), mms_last_error(). Messages name what failed
-       (the op, the tensors with their names, types and shapes) and, where there is one, the fix.
-       Every error is also sent to the log callback (mms_log_set); the default one prints warnings
-       and errors to stderr. The library never exits; it aborts only on a broken internal invariant.
+   1. ERRORS AND LOGGING; OBJECTS, OWNERSHIP AND THREADS
+       One error model. Anything that user input can break returns an enum mms_status: MMS_OK (0),
+       negative errors (INVALID_ARG, OOM, IO, FORMAT, UNSUPPORTED, BACKEND, STALE, STATE) and
+       MMS_ABORTED (1); functions that create objects return NULL instead. Either way the status and a
+       message are the calling thread's last error, the one store every failure writes:
+       mms_last_status(), mms_last_error() (mms_clear_error() empties it; success does not). Messages
+       name what failed (the op, the tensors with their names, types and shapes) and, where there is
+       one, the fix. Objects that fail stickily keep a copy of their first failure, read with the same
+       pair of names: mms_ctx_status / mms_ctx_error (an op built on a context failed; cleared by
+       mms_ctx_clear_error or mms_reset) and mms_graph_status / mms_graph_error (the graph was given a
+       failed op or could not grow). The library never exits; it aborts only on a broken internal
+       invariant.
+
+       Logging: each failure is sent once to the log callback (mms_log_set; the default prints
+       warnings and errors to stderr, MMS_LOG_LEVEL changes the threshold), where it is raised; a call
+       that adds context on the way out replaces the message the caller reads but does not log again.
+       A question is not a failure: mms_backend_tensor_check and the GGUF getters asked for a key that
+       is not there record their answer as the last error and log nothing (a caller that needed the key
+       reports it). mms_set_error lets code that implements the backend interface raise errors the
+       same way.
 
        Building graphs is sticky: an op given bad arguments returns NULL and records the first error
-       in its context (mms_get_status, mms_get_error); ops given that NULL return NULL without a new
-       message, and a graph given it records the failure (mms_graph_status, mms_graph_error) and
-       refuses to compute. So a whole model builder can run and be checked once.
+       in its context; ops given that NULL return NULL without a new message, and a graph given it
+       records the failure and refuses to compute. So a whole model builder can run and be checked once.
+
+       Parameter structs: a zeroed struct means the defaults everywhere (mms_init_params,
+       mms_sampler_params, mms_mllama_context_params, mms_mllama_image_params; a load needs only path
+       and cpu in mms_mllama_load_params). Negative counts and sizes are refused, not defaulted.
+
+       Objects, who frees them and how long they are valid:
+         context (mms_init)       owns its tensors and graphs: pointers to them are valid until
+                                  mms_reset or mms_free of the context; their data as section 6 says.
+         buffer (alloc_buffer,    owned by the caller, freed with mms_backend_buffer_free; tensors
+           alloc_ctx_tensors)     placed in it do not keep it alive (using them after is MMS_ERR_STALE).
+         backend                  owned by the caller; free it after every scheduler, model and
+                                  context that uses it.
+         graph allocator          owns its compute buffers (freed with it).
+         scheduler                owns its compute memory and the buffers of kept tensors (freed
+                                  with it, or one by one by mms_backend_sched_release); not its backends.
+         gguf (mms_gguf_open)     owns the mapping: data pointers into it are valid until mms_gguf_close.
+         vocab, sampler           owned by the caller (mms_vocab_free, mms_sampler_free).
+         mllama model             owns its files and weight buffers, not its backends; free every
+                                  context made from it first.
+         mllama context           refers to its model (which must outlive it); owns its scheduler,
+                                  KV cache and encoded images. mms_mllama_get_logits' pointer is valid
+                                  until the next mms_mllama_decode, kv_clear or context free.
+         mllama image             owned by the caller (mms_mllama_image_free).
+       Threads: the last error is per thread; the log callback, the registry of live buffers and the
+       registry of tensors that kept tensors were computed from are shared and locked, so buffers may
+       be made and freed on any thread, and the callback may be called from any thread that raises an
+       error. Everything else is one thread at a time per object: a context (and the tensors and graphs
+       in it), a backend (its thread pool runs one graph at a time), a graph allocator, a scheduler, a
+       sampler, an mllama context. Objects that are only read once made (a vocab, an open gguf, a
+       loaded model's hyper-parameters) may be read from several threads; two mllama contexts of one
+       model must not compute at the same time on the same backend.
 
    2. TYPES
        MMS_TYPE_F32, F16 (IEEE half), BF16 (bfloat16) and I32 (indices, positions, argmax).
@@ -114,7 +178,7 @@
        A weight matrix with `in` inputs and `out` outputs has ne = {in, out} and is used as
        mms_mul_mat(W, x). Flags: mms_set_input (the caller writes it before compute), mms_set_output
        (the caller reads it after compute; never reused inside the graph) and mms_set_persistent
-       (kept across later graphs of one scheduler: see the scheduler section when it lands).
+       (kept across later graphs of one scheduler: section 8).
 
        Views share memory: view_1d..4d (byte strides and offset; must lie inside the source),
        reshape_1d..4d (contiguous sources), permute (source dim i goes to position axis_i),
@@ -168,7 +232,11 @@
    5. GRAPHS
        mms_new_graph(ctx) then mms_build_forward_expand(graph, tensor) for each output. The order is
        ggml's: depth first, sources in order, each tensor once. Tensors with op NONE are leafs, the
-       rest nodes (views are nodes that compute nothing). There is no size cap: arrays grow, and the
+       rest nodes (views are nodes that compute nothing). A tensor marked persistent is a leaf too,
+       except in a graph that expands it itself: that graph computes it, any other graph reads its kept
+       value (whether it has been computed yet is checked when the graph is allocated, not here, so
+       graphs may be built before). To compute a kept tensor and use it in one graph, expand it before
+       what uses it. There is no size cap: arrays grow, and the
        walk is iterative, so a chain of 100,000 ops is fine. mms_graph_print writes a table of
        nodes and leafs (op, type, shape, flags i/o/p, sources); mms_graph_dump_dot writes Graphviz.
 
@@ -178,17 +246,50 @@
        one by one at chosen addresses (mms_backend_tensor_alloc, mms_backend_view_init). Data moves
        with mms_backend_tensor_set/get/memset/copy, which check the byte range.
 
-       Every buffer has a process-unique uid and a generation. A tensor placed in it remembers both,
-       and every data access and every compute checks them (mms_backend_tensor_check):
+       Memory kinds. Placing a tensor writes its placement record (tensor->placement): the kind of
+       memory, taken from the buffer's usage at that moment, the buffer's process-unique uid and its
+       generation, and the graph that placed it. Nothing else decides what a tensor's memory is
+       (mms_tensor_memory_kind reads it):
+         MMS_MEMORY_HOST        data of an allocating context     valid until the context is reset or freed
+         MMS_MEMORY_STATIC      a buffer of the caller's (usage   valid until the buffer is freed
+                                ANY or WEIGHTS): weights, caches
+         MMS_MEMORY_COMPUTE     a graph allocator's (usage        valid until that allocator's next
+                                COMPUTE), placed for one graph    allocation (or its scheduler's reset)
+         MMS_MEMORY_PERSISTENT  a kept tensor's own buffer in a   valid until mms_backend_sched_release
+                                scheduler (usage PERSISTENT)      or the scheduler is freed
+         MMS_MEMORY_RESERVE     a scheduler's stand-in while it   never holds data
+                                reserves (usage RESERVE)
+       Every data access and every compute checks the record with one lookup in the registry of live
+       buffers (never through tensor->buffer, which may point at freed memory; mms_backend_tensor_check
+       asks the same question without logging):
          - never placed                       -> MMS_ERR_STATE, "has no memory: allocate it first"
-         - its buffer was freed               -> MMS_ERR_STALE, even if new memory now sits at the
-                                                 same address
-         - its buffer was reset since         -> MMS_ERR_STALE, "its memory ... has been handed out
-           (mms_backend_buffer_reset)            again": keep results across allocations by marking
-                                                 them persistent or copying them out
-       Graph allocators reset their buffers before handing memory out again, which is how the use
-       of a previous graph's intermediate becomes an error instead of silently wrong numbers.
-       The checks cost a hash lookup per tensor per compute; they are always on.
+         - its buffer was freed               -> MMS_ERR_STALE, "whose buffer has been freed", even if
+                                                 new memory now sits at the same address
+         - its buffer was reset since         -> MMS_ERR_STALE, "handed out again (placed in generation
+           (mms_backend_buffer_reset)            g, the buffer is at h)": keep results across
+                                                 allocations by marking them persistent or copying out
+         - a view whose source fails          -> the source's error
+       Graph allocators reset their buffers before handing memory out again, which is how the use of a
+       previous graph's intermediate becomes an error instead of silently wrong numbers. The checks
+       cost a hash lookup per tensor per compute; they are always on.
+
+       Writes and kept tensors. Every write made through the library counts in the tensor's version
+       (tensor->version; a write to a view counts for its source): tensor_set, memset, copies,
+       mms_backend_buffer_clear (all its tensors) and computing the tensor in a graph. A tensor kept by a
+       scheduler (section 8) remembers what it was computed from: the leafs of the graph that computed
+       it, at their versions then, and through kept leafs what those were computed from. Reading it
+       (as a leaf of a graph, with tensor_get or a copy) after one of them was written is
+       MMS_ERR_STALE naming the input:
+           image -> [encoder graph] -> features (kept) -> [decoder graphs ...]
+           mms_backend_tensor_set(image, new_pixels, ...);       // a new picture, same input tensor
+           mms_backend_sched_alloc_graph(s, decoder);             // MMS_ERR_STALE: kept tensor
+               // 'features' is out of date: graph #3 computed it from 'image', which has been written since
+           g = mms_new_graph(ctx); mms_build_forward_expand(g, features);   // expanding it computes it again
+           mms_backend_sched_alloc_graph(s, g); mms_backend_sched_graph_compute(s, g);   // now fresh
+       A kept tensor placed in new memory whose graph has not been computed yet is MMS_ERR_STATE to
+       read. Writing a kept tensor yourself (tensor_set) makes your value its value. Writes that bypass
+       the library (through tensor->data) are not seen: use mms_backend_tensor_set for inputs of kept
+       tensors.
 
        mms_backend_graph_compute(backend, graph) refuses a graph whose build failed, a tensor without
        memory or with stale memory, memory the backend cannot use, and ops it does not support.
@@ -242,12 +343,14 @@
        get_gallocr for the plan and the picture).
 
        Results across graphs. A graph's tensors live in compute memory that the next allocation
-       hands out again. Three things follow:
-       - Mark a tensor with mms_set_persistent before its graph is allocated and it is placed in a
-         buffer of its own on its backend instead. It keeps its value for every later graph on the
-         scheduler; in a later graph it is a leaf (its producers are not walked again), and any
-         backend may read it (it is copied where needed). mms_backend_sched_release frees it;
-         sched_free frees them all.
+       hands out again. Four things follow:
+       - Mark a tensor with mms_set_persistent and it is placed in a buffer of its own on its backend
+         (a kept tensor, MMS_MEMORY_PERSISTENT). A graph that expands it computes it (into that
+         buffer, made when the graph is first allocated); in every other graph it is a leaf that reads
+         the kept value, on any backend (it is copied where needed). mms_backend_sched_release frees
+         it; sched_free frees them all. Reading it is an error while it is not computed yet
+         (MMS_ERR_STATE) and once something it was computed from has been written (MMS_ERR_STALE,
+         section 6): a kept tensor never silently holds an old answer.
        - Using in a graph a result an earlier graph left in compute memory (this scheduler's, or any
          other allocator's), next to new ops, is an MMS_ERR_STALE error at allocation, e.g.
            mms_backend_sched_alloc_graph: graph #7 'consumer' uses tensor 'image_features' f32
@@ -258,10 +361,21 @@
          that graph again and allowed; input leafs are set anew after every allocation anyway.)
        - Reading such a tensor afterwards (tensor_get/set, or computing with it) is MMS_ERR_STALE too,
          naming the graph that placed it; so is any use of a tensor whose buffer was freed.
-       compute of a graph other than the one allocated is MMS_ERR_STATE; reserve-then-alloc of one
-       graph reuses the plan; a graph whose topology changed is planned again and the buffers grow
-       (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
-       inputs or graph size.
+       - compute of a graph other than the one allocated is MMS_ERR_STATE, and so is compute after a
+         failed allocation (which leaves nothing allocated); reserve-then-alloc of one graph reuses the
+         plan; a graph whose topology changed is planned again and the buffers grow
+         (mms_backend_sched_get_n_reallocs counts it). There are no limits on backends, splits, split
+         inputs or graph size.
+
+       What the scheduler writes in the caller's tensors, and when. Only their placement (data,
+       buffer, placement record) and their version, never ops, sources, shapes or flags:
+         reserve       nothing (kept tensors not computed yet are planned as stand-ins);
+         alloc_graph   on success only, after every check and the plan: each node of the graph takes
+                       the memory it is computed into (compute memory, or its kept buffer), each leaf
+                       without memory (an input) is placed in compute memory;
+         compute       each node's version, and what each kept node was computed from;
+         reset, and the next allocation: nothing, but everything they placed in compute memory is stale.
+       A failed allocation leaves the caller's tensors as they were.
 
        Eval callback (mms_backend_sched_set_eval_callback): asked for every computed node with
        ask = true; for those it wants, the split is cut there, synchronized, and it is called again
@@ -306,10 +420,20 @@
        atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
        whatever the thread count.
 
-       The kernel set is chosen at run time: AVX2 + FMA + F16C when the CPU and compiler have them
-       (function-level target attributes, so a binary built for plain x86-64 runs anywhere; define
-       MMS_NO_SIMD to leave them out), else portable C; mms_cpu_set_kernels or MMS_CPU_KERNELS=
-       scalar|avx2 force one. The test suite runs every op with both. The AVX2 kernels:
+       The kernel set is chosen at run time: AVX2 + FMA + F16C on x86-64 when the CPU and compiler
+       have them (function-level target attributes, so a binary built for plain x86-64 runs
+       anywhere), NEON on 64-bit ARM, with the dot-product instructions (sdot) for the quantized
+       dots where the CPU has them (neon_dotprod); else portable C. MMS_NO_SIMD leaves the SIMD
+       sets out; mms_cpu_set_kernels or MMS_CPU_KERNELS= force one, mms_cpu_kernels_supported tells
+       which run here. The test suite runs every op with every set the machine has (make test-arm64:
+       scalar, neon and neon_dotprod under QEMU). The NEON set has the same algorithms on 4 lanes as
+       the AVX2 set described next: the GEMM's register block is 6 x 16 as 24 accumulators (24 FMAs
+       per 10 loads), the 4-row decode dots (f32, f16), f16/bf16 conversion, the element-wise and
+       unary ops with the same exp/erf fits, max and softmax's exp-sum, the norms' double sums, the
+       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K and Q6_K
+       (sdot, or widening multiplies with pairwise adds; the same rounding as AVX2's, so the same
+       error budget). Still portable C on ARM: rope, im2col, concat/pad/repeat/get_rows, the copies,
+       tanh, and the quantized GEMM's dequantization. The AVX2 kernels:
          mul_mat, more than 4 columns: a tile of 64 rows of a is packed transposed into panels of 16
            (f16/bf16 converted on the way) and kept while tiles of b pass; a 6 x 16 register block
            (12 accumulators, 12 FMAs per 8 loads) writes dst directly. About 95% of one core's FMA
@@ -400,6 +524,11 @@
        file never crashes (tests/test_gguf.c runs a corpus of broken files; tests/fuzz/fuzz_gguf.c is
        a libFuzzer target, `make fuzz`). Keys and tensors are found by name; typed getters convert
        between integer widths when the value fits. mms_gguf_writer_* writes version 3 files.
+       The checkpoint formats of Hugging Face have readers as strict: mms_json_parse (RFC 8259, no
+       extensions; duplicate keys, nesting past 128, numbers past a double, invalid UTF-8 and lone
+       surrogates are errors with the line and column) and mms_safetensors_open (the header length,
+       every entry's dtype, shape and offsets against the data, no overlap, no hole); both are fuzzed
+       (tests/fuzz/fuzz_formats.c) and their hostile corpora replayed by tests/test_formats.c.
 
    12. TEXT: TOKENIZER, CHAT TEMPLATE, SAMPLING
        struct mms_vocab *vocab = mms_vocab_load_file("model.gguf");      // tokenizer.ggml.* keys
@@ -420,7 +549,11 @@
 
        The chat template is the instruct template of Llama 3.2 Vision rendered in C; the renderings
        equal transformers' (tests/test_text.c), including its refusal of a system message together
-       with images. The sampler follows transformers' order (repetition penalty, temperature, top-k,
+       with images. There is no Jinja interpreter: mms_vocab_chat_template returns the template a
+       model carries (GGUF's tokenizer.chat_template, a checkpoint folder's tokenizer_config.json) and
+       mms_vocab_chat_template_is_builtin says whether it is, byte for byte, the one rendered here;
+       build/mllama warns when a model's template is another (a fine-tune's) and --raw lets the
+       caller write the prompt. The sampler follows transformers' order (repetition penalty, temperature, top-k,
        top-p, min-p) and its distributions equal transformers' logits processors to 1e-6; draws
        come from a seeded splitmix64, so a seed gives the same text on every machine.
 
@@ -440,10 +573,26 @@
        listed layers), not the shifted rule of transformers 4.55 and later. Models load from Ollama's
        single-file layout or its older pair (text file + projector file with ln1/ln2 and swapped
        ffn_up/ffn_down); tools/convert_hf_to_gguf.py writes both from a Hugging Face checkpoint.
+       A Hugging Face checkpoint folder loads as it is: give its path (config.json, model.safetensors
+       or the shards of model.safetensors.index.json, preprocessor_config.json). Its matrices are
+       used where the files are mapped, in their own type (f32, f16, bf16); norms, biases, gates and
+       position tables are converted to f32 when placed (vision gates to tanh(g)); self-attention
+       uses rotate-half RoPE on the checkpoint's q/k; every size config.json states is checked
+       against the tensors, and a tensor nothing uses is an error. mms_vocab_load_file(DIR) reads its
+       tokenizer.json (Llama 3's pre-tokenizer only); mms_mllama_folder_to_gguf(DIR) gives the folder
+       as a GGUF in memory (what build/quantize DIR OUT TYPE reads).
        Converter conventions the loader relies on: self-attention q/k rows in Meta's interleaved
        order (RoPE pairs (2i, 2i+1)) with rope_freqs.weight holding the llama3 divisors; vision gates
-       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw; cross-attention q/k in
-       Hugging Face's order (files from Ollama's own converter may permute them: check numerically).
+       stored as tanh(g) (the positional one as 1 - tanh(g)); text gates raw. Ollama's converter also
+       permutes the rows of the cross-attention and vision q/k within each head (not their q/k norms);
+       the loader puts them back in Hugging Face order, moving whole rows (any type), for the files
+       that hold them so: the key mmsched.mllama.qk_rows says "ollama" or "hf" when present (our
+       converter writes it); without it, the two-file layout and files with mllama.image_token_index
+       (a key only mmsched's converter wrote before the marker) are in Hugging Face order, and any
+       other single file is taken as Ollama's. What Ollama's files lack is derived: the image token
+       is vocab_size, mean/std are CLIP's (the 11B values), the aspect ratios are every (rows, cols)
+       with rows * cols <= max_num_tiles in the processor's order, vision_output_dim is
+       embedding_length * (1 + number of taps).
        Weights used only as matrices or looked-up rows (projections, FFN, token embedding, output
        head, tile embeddings) may be Q8_0, Q4_0, Q4_K or Q6_K; norms, biases, gates and the patch
        and position embeddings must be f32, f16 or bf16 (the load names any that is not).
@@ -479,17 +628,24 @@
        libstb-dev) turns images and a prompt into text:
 
            build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png \
-                        -p "Describe this image."
+                        "Describe this image."
 
-       Options: --mmproj for the two-file layout, several --image, -i for a chat where "/image FILE"
-       attaches a picture to the next turn, --system, --raw (no template), -n, -c, --threads,
+       Options take "--name value" or "--name=value"; the prompt is -p or the last argument.
+       --mmproj for the two-file layout, several --image, --max-pixels (50 million: a bigger picture
+       is refused from its header, before decoding), -i for a chat, --system, --raw (no template; the
+       prompt places each picture with <|image|>), -n, -c, --threads (a warning past the cores),
        --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
        --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
-       (mms_image_rgba_over_white, equal to PIL's alpha_composite). The answer streams to stdout;
-       timings by phase go to stderr. Errors (a missing or broken model, an unreadable image, a
-       prompt longer than the context) print one line saying what and why and exit with status 1;
-       bad options exit with 2. In a chat every turn renders the whole conversation, keeps the
-       tokens the KV cache already holds and decodes only the rest; images stay encoded.
+       (mms_image_rgba_over_white, equal to PIL's alpha_composite). Several pictures in one turn
+       each get their own <|image|> followed by a line "Picture N." (consecutive <|image|> tokens
+       would all be seen by the same text, in no order). The answer streams to stdout; timings by
+       phase go to stderr. Errors (a missing or broken model, an unreadable or oversized image, a
+       prompt longer than the context, a failed write to stdout) print one line saying what and why
+       and exit with status 1; bad options (out-of-range or non-finite numbers, a value given twice)
+       exit with 2 and name the value. In a chat (/image FILE, /clear, /help, /quit) every turn
+       renders the whole conversation, keeps the tokens the KV cache already holds and decodes only
+       the rest; images stay encoded; a failed /image or a full context ends only that step, with
+       a warning or a hint.
 
        models/mllama-demo.gguf is a tiny mllama trained here on synthetic pictures of shapes
        (tools/train_demo.py); `make demo` captions the pictures in examples/images/.
@@ -507,7 +663,10 @@
        - The scheduler never rewires the caller's graph (ggml points sources at its copies), refuses
          to compute a graph other than the one allocated (ggml silently runs the allocated one),
          reports results used after their memory was handed out again (ggml: silent garbage), keeps
-         persistent tensors across graphs, and has no caps (ggml: 16 backends, graph_size hash).
+         persistent tensors across graphs (and reports one whose inputs changed), and has no caps
+         (ggml: 16 backends, graph_size hash).
+       - Every tensor records what kind of memory placed it (tensor->placement); ggml derives it from
+         the buffer pointer each time.
        - ggml_backend_sched_new takes a graph_size; mms_backend_sched_new does not need one.
        - The graph allocator keeps inputs alive through the whole graph (ggml lets an in-place op
          overwrite them; mms_gallocr_set_inputs_reusable restores that), reuses a stored plan only
@@ -535,12 +694,33 @@
 #  endif
 #endif
 
+/* MinGW: the C99 printf family (%zu, %lld), not the old msvcrt's, which lacks them. */
+#if defined(__MINGW32__) && !defined(__USE_MINGW_ANSI_STDIO)
+#  define __USE_MINGW_ANSI_STDIO 1
+#endif
+
+/* Parts left out (MMS_NO_GGUF, MMS_NO_TEXT, MMS_NO_MLLAMA; define them before every include of
+   the header, the same everywhere). Each layer goes with the ones it rests on: the tokenizer reads
+   GGUF (and JSON) files, mllama reads them and writes a checkpoint folder's tokenizer. */
+#if defined(MMS_NO_GGUF) && !defined(MMS_NO_TEXT)
+#  define MMS_NO_TEXT
+#endif
+#if defined(MMS_NO_TEXT) && !defined(MMS_NO_MLLAMA)
+#  define MMS_NO_MLLAMA
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
 
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__MINGW32__) && !__USE_MINGW_ANSI_STDIO && !defined(_UCRT)
+#  error "mmsched: with MinGW and msvcrt, include mmsched.h before other headers or define __USE_MINGW_ANSI_STDIO=1 (its messages use %zu)"
+#endif
+
+#if defined(__MINGW32__) && defined(__MINGW_PRINTF_FORMAT)
+#  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(__MINGW_PRINTF_FORMAT, fmt_idx, args_idx)))
+#elif defined(__GNUC__) || defined(__clang__)
 #  define MMS_PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
 #else
 #  define MMS_PRINTF(fmt_idx, args_idx)
@@ -611,7 +791,7 @@ enum mms_type {
     MMS_TYPE_F16     = 2,
     MMS_TYPE_BF16    = 3,
     MMS_TYPE_I32     = 4,
-    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts, section 3) */
+    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts: manual section 2) */
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
@@ -707,6 +887,26 @@ enum mms_rope_mode {
 };
 
 struct mms_backend_buffer;
+struct mms__provenance;   /* internal */
+
+/* What kind of memory a tensor was given, recorded when it is placed and never derived: the
+   lifetime rules (section 6 of the manual) follow from it. */
+enum mms_memory_kind {
+    MMS_MEMORY_NONE       = 0,  /* not placed */
+    MMS_MEMORY_HOST       = 1,  /* data of an allocating context: until the context is reset or freed */
+    MMS_MEMORY_STATIC     = 2,  /* a buffer the caller allocated (weights, caches): until it is freed */
+    MMS_MEMORY_COMPUTE    = 3,  /* a graph allocator's memory: until that allocator's next allocation */
+    MMS_MEMORY_PERSISTENT = 4,  /* kept by a scheduler across graphs: until released or the scheduler is freed */
+    MMS_MEMORY_RESERVE    = 5   /* a stand-in while a scheduler plans (reserve): no data, never read */
+};
+
+/* The record a placement writes into the tensor; every lifetime check reads it (and only it). */
+struct mms_placement {
+    enum mms_memory_kind kind;
+    uint64_t buffer_uid;   /* the buffer it was placed in, 0 for host memory: detects a freed buffer */
+    uint64_t generation;   /* the buffer's generation then: detects memory handed out again */
+    uint64_t graph_id;     /* the graph whose allocation placed it (0: none) */
+};
 
 struct mms_tensor {
     enum mms_type type;
@@ -721,10 +921,12 @@ struct mms_tensor {
     size_t             view_offs;    /* byte offset into view_src */
 
     void                      *data;        /* NULL until placed */
-    struct mms_backend_buffer *buffer;      /* NULL for host memory of an allocating context */
-    uint64_t                   buffer_uid;  /* the buffer's uid when placed: detects a freed buffer */
-    uint64_t                   generation;  /* the buffer's generation when placed: detects reuse */
-    uint64_t                   graph_id;    /* the graph whose allocation placed it (0: none) */
+    struct mms_backend_buffer *buffer;      /* NULL for host memory; may be freed: check the tensor first */
+    struct mms_placement       placement;   /* written by placement only */
+    uint64_t                   uid;         /* unique in the process, never 0 */
+    uint64_t                   version;     /* counts the writes made through the library (set, copy, compute) */
+    struct mms__provenance    *provenance;  /* internal: what a kept tensor was computed from */
+    bool                       watched;     /* internal: some kept tensor's provenance refers to it */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];
@@ -754,9 +956,9 @@ MMS_API size_t mms_graph_overhead(void);   /* metadata bytes of an empty graph *
 /* Graph building is sticky: an op given bad arguments reports an error (naming the op, the tensors
    and their shapes), returns NULL and records the first such error in the context. Later ops given
    that NULL return NULL quietly, so a whole builder can run and be checked once at the end. */
-MMS_API enum mms_status mms_get_status(const struct mms_context *ctx);
-MMS_API const char     *mms_get_error(const struct mms_context *ctx);   /* "" when OK */
-MMS_API void            mms_clear_status(struct mms_context *ctx);
+MMS_API enum mms_status mms_ctx_status(const struct mms_context *ctx);
+MMS_API const char     *mms_ctx_error(const struct mms_context *ctx);   /* "" when OK */
+MMS_API void            mms_ctx_clear_error(struct mms_context *ctx);
 
 MMS_API struct mms_tensor *mms_new_tensor(struct mms_context *ctx, enum mms_type type, int n_dims, const int64_t *ne);
 MMS_API struct mms_tensor *mms_new_tensor_1d(struct mms_context *ctx, enum mms_type type, int64_t ne0);
@@ -776,7 +978,7 @@ MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *tensor, const char
 
 MMS_API void mms_set_input(struct mms_tensor *tensor);
 MMS_API void mms_set_output(struct mms_tensor *tensor);
-MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* honoured by the scheduler */
+MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* kept by the scheduler across graphs (manual section 8) */
 
 MMS_API int64_t mms_nelements(const struct mms_tensor *tensor);
 MMS_API int64_t mms_nrows(const struct mms_tensor *tensor);     /* ne[1] * ne[2] * ne[3] */
@@ -930,9 +1132,10 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
-   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
-   not walked again. Graphs grow without a size cap and live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent (not a view)
+   is a leaf too, except when it is the tensor expanded: a graph that expands a kept tensor
+   computes it, any other graph reads its kept value (its producers are not walked). Graphs grow
+   without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 
@@ -961,19 +1164,26 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *graph, const
 /* >>api-backend -----------------------------------------------------------------------------------
    Memory and execution. A buffer type says where memory lives (host, a device); a buffer is one
    allocation of it; tensors are placed inside buffers. A backend runs graphs whose tensors live in
-   memory it can read. Tensors keep the uid and generation of the buffer they were placed in, so
-   using one after its buffer was freed, or after its memory was handed out again
-   (mms_backend_buffer_reset), is an MMS_ERR_STALE error instead of silent garbage. */
+   memory it can read. Placing a tensor writes its placement record (struct mms_placement: the
+   memory kind from the buffer's usage, the buffer's uid and generation), so using it after its
+   buffer was freed, or after its memory was handed out again (mms_backend_buffer_reset), is an
+   MMS_ERR_STALE error instead of silent garbage. */
 
 typedef struct mms_backend_buffer_type *mms_backend_buffer_type_t;
 typedef struct mms_backend_buffer      *mms_backend_buffer_t;
 typedef struct mms_backend             *mms_backend_t;
 typedef struct mms_backend_event       *mms_backend_event_t;
 
+/* A buffer's usage decides the memory kind of the tensors placed in it afterwards: ANY and
+   WEIGHTS give MMS_MEMORY_STATIC, COMPUTE gives MMS_MEMORY_COMPUTE, PERSISTENT gives
+   MMS_MEMORY_PERSISTENT, RESERVE gives MMS_MEMORY_RESERVE. Graph allocators and schedulers set
+   COMPUTE, PERSISTENT and RESERVE on their own buffers; callers set WEIGHTS (or leave ANY). */
 enum mms_buffer_usage {
-    MMS_BUFFER_USAGE_ANY     = 0,
-    MMS_BUFFER_USAGE_WEIGHTS = 1,  /* the scheduler runs ops where their weights live */
-    MMS_BUFFER_USAGE_COMPUTE = 2   /* reused at every graph allocation */
+    MMS_BUFFER_USAGE_ANY        = 0,
+    MMS_BUFFER_USAGE_WEIGHTS    = 1,  /* the scheduler runs ops where their weights live */
+    MMS_BUFFER_USAGE_COMPUTE    = 2,  /* reused at every graph allocation */
+    MMS_BUFFER_USAGE_PERSISTENT = 3,  /* one kept tensor of a scheduler */
+    MMS_BUFFER_USAGE_RESERVE    = 4   /* stand-ins while a scheduler plans: the buffer has no memory */
 };
 
 MMS_API const char          *mms_backend_buft_name(mms_backend_buffer_type_t buft);
@@ -1003,9 +1213,14 @@ MMS_API uint64_t             mms_backend_buffer_get_generation(mms_backend_buffe
 MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t buffer, struct mms_tensor *tensor, void *addr);
 /* Give a view the memory of its view_src (which must be placed). */
 MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *tensor);
-/* OK if the tensor's memory is valid now; MMS_ERR_STATE if it was never placed; MMS_ERR_STALE if
-   its buffer was freed or reset since. The message says which and what to do. */
+/* A question, so it logs nothing: OK if the tensor's memory is valid now; MMS_ERR_STATE if it was
+   never placed (or is a planning stand-in); MMS_ERR_STALE if its buffer was freed or reset since,
+   or, for a kept tensor, if something it was computed from has been written since (section 6 of
+   the manual). The thread's last error then says which and what to do. */
 MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *tensor);
+/* The kind of memory the tensor was placed in (its record; it may be stale: check it to know). */
+MMS_API enum mms_memory_kind mms_tensor_memory_kind(const struct mms_tensor *tensor);
+MMS_API const char          *mms_memory_kind_name(enum mms_memory_kind kind);   /* "compute", ... */
 
 /* Data in and out, by byte range of a contiguous tensor. Works for tensors in any buffer and for
    tensors of an allocating (host) context. Range, placement and staleness are checked. */
@@ -1068,15 +1283,19 @@ MMS_API void            mms_backend_cpu_set_profile(mms_backend_t backend, bool 
 MMS_API void            mms_backend_cpu_print_profile(mms_backend_t backend, FILE *out);
 
 enum mms_cpu_kernels {
-    MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */
-    MMS_CPU_KERNELS_SCALAR = 1,  /* portable C */
-    MMS_CPU_KERNELS_AVX2   = 2   /* AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_AUTO         = 0,  /* the best set this CPU and build support */
+    MMS_CPU_KERNELS_SCALAR       = 1,  /* portable C */
+    MMS_CPU_KERNELS_AVX2         = 2,  /* x86-64: AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_NEON         = 3,  /* 64-bit ARM: NEON (every ARMv8-A CPU) */
+    MMS_CPU_KERNELS_NEON_DOTPROD = 4   /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
 };
-/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2 in the
-   environment, read once). AVX2 on a CPU or build without it is MMS_ERR_UNSUPPORTED. */
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|neon|
+   neon_dotprod in the environment, read once). A set this CPU or build lacks is
+   MMS_ERR_UNSUPPORTED; mms_cpu_kernels_supported tells beforehand. */
 MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);
-MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use: SCALAR or AVX2 */
-MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);
+MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use, never AUTO */
+MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);   /* "unknown" past the last set */
+MMS_API bool                  mms_cpu_kernels_supported(enum mms_cpu_kernels kernels);
 MMS_API bool                  mms_cpu_has_avx2(void);            /* CPU and build both support it */
 MMS_API int                   mms_cpu_count(void);               /* online cores */
 
@@ -1130,6 +1349,7 @@ struct mms_backend_buffer {
     enum mms_buffer_usage       usage;
     uint64_t                    uid;         /* unique in the process; set by mms_backend_buffer_init */
     uint64_t                    generation;  /* starts at 1; bumped by mms_backend_buffer_reset */
+    uint64_t                    n_clears;    /* mms_backend_buffer_clear calls: writes to every tensor in it */
 };
 
 /* Create the buffer object for memory a buffer type allocated (registers it as live). */
@@ -1263,9 +1483,13 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t galloc, int buffer_i
    - an op runs where its weights live, where the caller pinned it, or where its neighbours run;
      ops a backend does not support fall back to one that does; inputs of a split that live in
      memory its backend cannot use are copied in;
-   - a graph tensor marked with mms_set_persistent before its graph is allocated is placed outside
-     the reusable compute memory, on its backend, and stays valid for every later graph of the same
-     scheduler (as an input, on any backend) until mms_backend_sched_release or sched_free;
+   - a tensor marked with mms_set_persistent is kept: a graph that expands it computes it into a
+     buffer of its own on its backend, outside the reusable compute memory, and every later graph of
+     the same scheduler reads it as an input (on any backend) until mms_backend_sched_release or
+     sched_free; reading it before it is computed, or after something it was computed from has been
+     written, is an error;
+   - caller tensors are written only by a successful alloc_graph (their placement) and by compute
+     (their versions), never by reserve (manual section 8);
    - using in a new graph a result that an earlier graph left in compute memory is an error that
      names the tensor, the graph it came from and the fix; so is reading it back (it is stale);
    - the caller's graph is never rewired: the scheduler computes on its own copies of the nodes,
@@ -1330,6 +1554,8 @@ MMS_API void            mms_backend_sched_set_debug(mms_backend_sched_t sched, i
 MMS_API void            mms_backend_sched_set_poison(mms_backend_sched_t sched, bool poison);
 MMS_API enum mms_status mms_backend_sched_set_dump(mms_backend_sched_t sched, const char *pattern, const char *dir);
 /* ==== end src/api/sched.h ==== */
+
+#ifndef MMS_NO_GGUF   /* the parts below are left out under this option */
 
 /* ==== begin src/api/gguf.h ==== */
 /* >>api-gguf --------------------------------------------------------------------------------------
@@ -1439,6 +1665,82 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path);   /* version 3 */
 /* ==== end src/api/gguf.h ==== */
 
+/* ==== begin src/api/formats.h ==== */
+/* >>api-json ---------------------------------------------------------------------------------------
+   A strict JSON reader (RFC 8259), for the files Hugging Face checkpoints come with. Anything the
+   grammar does not allow is an MMS_ERR_FORMAT error naming the source, the line and column and
+   what is wrong: trailing commas, comments, NaN or Infinity, leading zeros, numbers too large for
+   a double, control characters or invalid UTF-8 in strings, lone surrogates in \u escapes,
+   duplicate keys in an object, nesting deeper than 128, anything after the value. Values are
+   numbered: 0 is the root, -1 stands for none (a missing key, a wrong type, a bad index). */
+
+enum mms_json_type {
+    MMS_JSON_NONE   = 0,   /* not a value: what mms_json_type says for -1 or a bad index */
+    MMS_JSON_NULL   = 1,
+    MMS_JSON_FALSE  = 2,
+    MMS_JSON_TRUE   = 3,
+    MMS_JSON_NUMBER = 4,
+    MMS_JSON_STRING = 5,
+    MMS_JSON_ARRAY  = 6,
+    MMS_JSON_OBJECT = 7
+};
+
+struct mms_json;
+
+/* source names the text in error messages (a path, or NULL). NULL + last error. */
+MMS_API struct mms_json *mms_json_parse(const char *text, size_t len, const char *source);
+MMS_API struct mms_json *mms_json_parse_file(const char *path);    /* MMS_ERR_IO when it cannot be read */
+MMS_API void             mms_json_free(struct mms_json *json);
+MMS_API const char      *mms_json_source(const struct mms_json *json);
+
+MMS_API enum mms_json_type mms_json_type(const struct mms_json *json, int64_t v);
+MMS_API int64_t     mms_json_len(const struct mms_json *json, int64_t v);             /* elements or members; -1 for others */
+MMS_API int64_t     mms_json_at(const struct mms_json *json, int64_t v, int64_t i);   /* element i, or the value of member i */
+MMS_API const char *mms_json_key(const struct mms_json *json, int64_t object, int64_t i, size_t *len);   /* member i's key */
+MMS_API int64_t     mms_json_get(const struct mms_json *json, int64_t object, const char *key);          /* by key, O(log n) */
+/* A string's bytes (escapes decoded, NUL-terminated, valid UTF-8) and length; NULL for other types. */
+MMS_API const char *mms_json_str(const struct mms_json *json, int64_t v, size_t *len);
+MMS_API bool        mms_json_num(const struct mms_json *json, int64_t v, double *out);
+/* An integral number of at most 2^53 in magnitude, which a double holds exactly (an integer
+   literal beyond it is refused even when its double looks integral); false otherwise. */
+MMS_API bool        mms_json_int(const struct mms_json *json, int64_t v, int64_t *out);
+
+/* >>api-safetensors --------------------------------------------------------------------------------
+   safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's
+   dtype, shape and data_offsets, then the data. The file is memory-mapped and validated before
+   anything is used: the header length against the file, the header as strict JSON, every entry's
+   fields and types, the dtype, the shape against the byte count, the offsets inside the data and
+   neither overlapping nor leaving holes (as the format's reference implementation requires).
+   Errors are MMS_ERR_FORMAT naming the file, the tensor and the field. */
+
+struct mms_safetensors;
+
+struct mms_safetensors_info {
+    const char   *name;
+    const char   *dtype;       /* as written: "F32", "BF16", "I64", ... */
+    enum mms_type type;        /* F32, F16 or BF16; MMS_TYPE_INVALID for the others (listed, not loadable) */
+    int           n_dims;      /* 0..8 */
+    int64_t       shape[8];    /* in the file's order (PyTorch's: the last dimension is contiguous) */
+    size_t        size;        /* bytes */
+    const void   *data;        /* into the mapping */
+};
+
+MMS_API struct mms_safetensors *mms_safetensors_open(const char *path);               /* NULL + last error */
+MMS_API struct mms_safetensors *mms_safetensors_open_memory(const void *data, size_t size, const char *name);
+MMS_API void                    mms_safetensors_close(struct mms_safetensors *st);
+MMS_API const char             *mms_safetensors_path(const struct mms_safetensors *st);
+MMS_API int64_t                 mms_safetensors_n_tensors(const struct mms_safetensors *st);
+MMS_API int64_t                 mms_safetensors_find(const struct mms_safetensors *st, const char *name);   /* -1 if absent */
+MMS_API enum mms_status         mms_safetensors_get(const struct mms_safetensors *st, int64_t i, struct mms_safetensors_info *info);
+/* The header's __metadata__ object (-1 if none) in the parsed header. */
+MMS_API const struct mms_json  *mms_safetensors_header(const struct mms_safetensors *st);
+MMS_API int64_t                 mms_safetensors_metadata(const struct mms_safetensors *st);
+/* ==== end src/api/formats.h ==== */
+
+#endif
+
+#ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
+
 /* ==== begin src/api/text.h ==== */
 /* >>api-text --------------------------------------------------------------------------------------
    Text: the Llama 3 tokenizer, the chat template of the vision-instruct model, and sampling. */
@@ -1481,6 +1783,13 @@ MMS_API bool                mms_vocab_is_eog(const struct mms_vocab *vocab, int3
 MMS_API enum mms_token_type mms_vocab_token_type(const struct mms_vocab *vocab, int32_t id);  /* 0 for a bad id */
 /* The id of the token whose stored text is exactly text (e.g. "<|image|>"), or -1. */
 MMS_API int32_t             mms_vocab_find(const struct mms_vocab *vocab, const char *text);
+/* The chat template the model carries (GGUF's tokenizer.chat_template, a checkpoint folder's
+   tokenizer_config.json), "" when it has none; and whether it is, byte for byte, the Llama 3.2
+   Vision instruct template that mms_chat_apply_template renders. A model with another template
+   (a fine-tune's) would be prompted differently than it was trained: say so, or let the caller
+   write prompts itself. */
+MMS_API const char         *mms_vocab_chat_template(const struct mms_vocab *vocab);
+MMS_API bool                mms_vocab_chat_template_is_builtin(const struct mms_vocab *vocab);
 /* The token's stored text (byte-level characters for normal tokens), or NULL for a bad id. */
 MMS_API const char         *mms_vocab_token_text(const struct mms_vocab *vocab, int32_t id);
 
@@ -1521,7 +1830,7 @@ MMS_API int mms_detokenizer_push(const struct mms_vocab *vocab, struct mms_detok
 MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap);
 
 /* -- chat template -------------------------------------------------------------------------------
-   The instruct template of Llama 3.2 Vision (spec section 2), rendered as transformers renders the
+   The instruct template of Llama 3.2 Vision (the model's chat_template), rendered as transformers renders the
    model's own Jinja template: BOS; a leading system message is taken out and trimmed; when no
    message has an image a system block is written ("Cutting Knowledge Date: December 2023",
    "Today Date: " + date, then the system text); with images a non-empty system message is an error
@@ -1552,22 +1861,22 @@ MMS_API int mms_chat_apply_template(const struct mms_chat_message *messages, int
    (splitmix64: the same seed gives the same tokens on every machine). Temperature 0 is greedy:
    the first largest logit after the penalty. */
 
-struct mms_sampler_params {
+struct mms_sampler_params {   /* zeroed: greedy, nothing else on */
     float    temperature;     /* 0: greedy */
     int      top_k;           /* 0: off */
-    float    top_p;           /* 1: off */
+    float    top_p;           /* 0 or 1: off */
     float    min_p;           /* 0: off */
-    float    repeat_penalty;  /* 1: off */
+    float    repeat_penalty;  /* 0 or 1: off */
     int      repeat_last_n;   /* tokens of history the penalty looks at; 0: all (as transformers) */
     uint64_t seed;
 };
 
 struct mms_sampler;
 
-/* Greedy, no penalty, seed 0. */
+/* Greedy, no penalty, seed 0 (the same as a zeroed struct). */
 MMS_API struct mms_sampler_params mms_sampler_default_params(void);
-/* NULL + MMS_ERR_INVALID_ARG for values out of range (negative temperature, top_p outside (0, 1],
-   min_p outside [0, 1], penalty <= 0, negative top_k or repeat_last_n). */
+/* NULL + MMS_ERR_INVALID_ARG for values out of range (a negative or non-finite temperature or
+   penalty, top_p or min_p outside [0, 1], negative top_k or repeat_last_n). */
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params);
 MMS_API void                mms_sampler_free(struct mms_sampler *sampler);
 /* Forget the history and restart the generator from the seed. */
@@ -1581,11 +1890,16 @@ MMS_API int32_t             mms_sampler_sample(struct mms_sampler *sampler, cons
 MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler, const float *logits, int n_vocab, float *probs);
 /* ==== end src/api/text.h ==== */
 
+#endif
+
+#ifndef MMS_NO_MLLAMA   /* the parts below are left out under this option */
+
 /* ==== begin src/api/mllama.h ==== */
 /* >>api-mllama ------------------------------------------------------------------------------------
    Llama 3.2 Vision ("mllama"). Numerics follow Hugging Face transformers' MllamaForConditionalGeneration
    in float32 (eager attention, the PIL image processor) with Meta's rule for the vision encoder's
-   intermediate taps; shared/docs/mllama-spec.md is the specification. */
+   intermediate taps (the inputs of the listed layers, as in Meta's reference and transformers up to
+   4.54; manual section 13). */
 
 /* -- image preprocessing ----------------------------------------------------------------------------
    From RGB8 pixels to the model's input, as the PIL image processor does it: choose the tile canvas
@@ -1595,10 +1909,10 @@ MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler,
    bilinear filter (bit-exact), pad with black at the bottom and right, rescale by 1/255, normalise
    per channel, and cut row-major tiles into slots; unused slots are exactly 0. */
 
-struct mms_mllama_image_params {
-    int   image_size;      /* tile side in pixels (560 for the 11B model) */
-    int   max_num_tiles;   /* 4 for the 11B model */
-    float mean[3], std[3]; /* per channel; zero-initialised means the CLIP values of the 11B model */
+struct mms_mllama_image_params {   /* zeroed: the 11B model's values */
+    int   image_size;      /* tile side in pixels (0: 560) */
+    int   max_num_tiles;   /* 1..16 (0: 4) */
+    float mean[3], std[3]; /* per channel (all zero: the CLIP values of the 11B model) */
 };
 
 struct mms_mllama_image {
@@ -1611,7 +1925,7 @@ struct mms_mllama_image {
 };
 
 /* rgb: height rows of width pixels, 3 bytes each, rows stride bytes apart (0: width * 3).
-   MMS_ERR_INVALID_ARG for an empty image or bad parameters (max_num_tiles 1..16). */
+   MMS_ERR_INVALID_ARG for an empty image or bad parameters (negative sizes, max_num_tiles above 16). */
 MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_image_params *params, const uint8_t *rgb,
                                                     int width, int height, size_t stride, struct mms_mllama_image *out);
 MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
@@ -1678,8 +1992,18 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
-/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+/* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
+   keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
+   converter orders them and marked so, the vision gates transformed, the tokenizer from
+   tokenizer.json): what tools such as build/quantize read. Close it with mms_gguf_close.
+   NULL + last error. */
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir);
+/* The shapes of Llama 3.2 11B Vision (Meta's configuration: 40 text layers, 8 of them cross-attention,
+   32 + 8 vision layers at 560-pixel tiles), and of 90B Vision (the same vision tower;
+   text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
+   feed-forward 28672). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
    refuses to compute. */
@@ -1698,9 +2022,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
    n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
    made, so a model that does not fit fails then, saying how much memory it needed where. */
 
-struct mms_mllama_context_params {
+struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
     int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call (0: 512) */
+    int n_batch;         /* most tokens per decode call (0: 512; at most n_ctx) */
     int max_images;      /* images per conversation (0: 2) */
     int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
 };
@@ -1731,9 +2055,7 @@ MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *c
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
 /* Where the time and the memory went, since the context was made or the timings were reset.
-   Decode calls of one token count as generation, longer ones as prompt. Memory is per backend:
-   weights, KV cache, compute memory (planned at creation; grows only if a graph needs more) and
-   the kept cross-attention K/V of encoded images at their largest. */
+   Decode calls of one token count as generation, longer ones as prompt. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
     double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
@@ -1742,13 +2064,17 @@ struct mms_mllama_timings {
     int    n_encodes;
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
-    int    n_backends;
-    struct {
-        char   name[32];
-        size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
-    } memory[2];
+    int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
+/* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
+   compute memory (planned at creation; grows only if a graph needs more) and the kept
+   cross-attention K/V of encoded images at their largest. MMS_ERR_INVALID_ARG for an i out of range. */
+struct mms_mllama_memory {
+    char   name[32];
+    size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+};
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
 /* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
@@ -1757,6 +2083,8 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE
 MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
 MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);
 /* ==== end src/api/mllama.h ==== */
+
+#endif
 
 /* ==== begin src/api/epilogue.h ==== */
 #ifdef __cplusplus
@@ -1830,8 +2158,9 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #  define MMS__LIKELY(x) (x)
 #endif
 
-/* The x86 SIMD kernels are compiled with a per-function target attribute and chosen at run time,
-   so one binary built for plain x86-64 runs everywhere. MMS_NO_SIMD leaves them out. */
+/* The SIMD kernels are compiled with per-function target attributes where the baseline lacks them
+   and chosen at run time, so one binary built for plain x86-64 (or ARMv8.0) runs everywhere.
+   MMS_NO_SIMD leaves them out; other compilers (MSVC) get the scalar kernels. */
 #if !defined(MMS_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #  define MMS__HAVE_AVX2 1
 #  include <immintrin.h>
@@ -1840,43 +2169,142 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #  define MMS__HAVE_AVX2 0
 #endif
 
+/* 64-bit ARM: NEON is part of the base ISA; the dot-product instructions (ARMv8.2 dotprod) are
+   enabled per function and used only where the CPU reports them. */
+#if !defined(MMS_NO_SIMD) && defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#  define MMS__HAVE_NEON 1
+#  include <arm_neon.h>
+#  if defined(__ARM_FEATURE_DOTPROD)
+#    define MMS__TARGET_DOTPROD
+#  elif defined(__clang__)
+#    define MMS__TARGET_DOTPROD __attribute__((target("dotprod")))
+#  else
+#    define MMS__TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#  endif
+#else
+#  define MMS__HAVE_NEON 0
+#endif
+
 static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt, ...) MMS_PRINTF(3, 4);
 /* ==== end src/base/config.c ==== */
 
 /* ==== begin src/base/platform.c ==== */
 /* >>platform ======================================================================================
-   The only platform-specific code: threads, atomics, clocks, aligned memory, file mapping and CPU
-   features. Everything else is standard C. This section targets POSIX with gcc or clang; a Windows
-   port replaces the bodies here (CreateThread, SRWLOCK, VirtualAlloc, MapViewOfFile, __cpuid). */
+   The only platform-specific code: threads, atomics, clocks, aligned memory, files and CPU
+   features, for POSIX (Linux, macOS) and Windows (MinGW-w64; MSVC by the same Win32 calls). Paths
+   are UTF-8 everywhere: on Windows they are converted to UTF-16 for the wide API. Everything else
+   in the library is standard C. */
 
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
-#include <unistd.h>
-#include <fcntl.h>
-#include <errno.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/time.h>
+#if defined(_WIN32)
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  ifndef NOMINMAX
+#    define NOMINMAX
+#  endif
+#  include <windows.h>
+#  include <process.h>
+#  include <errno.h>
+#  if defined(_MSC_VER) && !defined(__clang__)
+#    include <intrin.h>
+#  endif
+#else
+#  include <pthread.h>
+#  include <sched.h>
+#  include <time.h>
+#  include <unistd.h>
+#  include <fcntl.h>
+#  include <errno.h>
+#  include <sys/mman.h>
+#  include <sys/stat.h>
+#  include <sys/time.h>
+#endif
 #if MMS__HAVE_AVX2
 #  include <cpuid.h>
 #endif
+#if MMS__HAVE_NEON && defined(__linux__)
+#  include <sys/auxv.h>
+#endif
 
-/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+/* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
+#if defined(_MSC_VER) && !defined(__clang__)
+typedef struct { volatile long v; } mms__atomic_int;   /* long is 32 bits on Windows */
+static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int32_t)_InterlockedOr(&a->v, 0); }
+static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { _InterlockedExchange(&a->v, (long)x); }
+static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return (int32_t)_InterlockedExchangeAdd(&a->v, (long)x); }
+static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)counter); }
+#else
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return __atomic_fetch_add(&a->v, x, __ATOMIC_ACQ_REL); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+#endif
 
 static void mms__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(_MSC_VER) && !defined(__clang__)
+    YieldProcessor();
+#elif defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
 }
 
+#if defined(_WIN32)
+MMS__MAYBE_UNUSED static void mms__thread_yield(void) { SwitchToThread(); }
+
+/* -- threads (through the C runtime, so it is set up for them), SRW locks, condition variables -- */
+typedef HANDLE             mms__thread;
+typedef SRWLOCK            mms__mutex;
+typedef CONDITION_VARIABLE mms__cond;
+
+struct mms__thread_start { void *(*fn)(void *); void *arg; };
+static unsigned __stdcall mms__thread_main(void *p) {
+    struct mms__thread_start s = *(struct mms__thread_start *)p;
+    MMS_FREE(p);
+    s.fn(s.arg);
+    return 0;
+}
+static bool mms__thread_create(mms__thread *t, void *(*fn)(void *), void *arg) {
+    struct mms__thread_start *s = (struct mms__thread_start *)MMS_MALLOC(sizeof *s);
+    uintptr_t h;
+    if (!s) return false;
+    s->fn = fn;
+    s->arg = arg;
+    h = _beginthreadex(NULL, 0, mms__thread_main, s, 0, NULL);
+    if (!h) { MMS_FREE(s); return false; }
+    *t = (HANDLE)h;
+    return true;
+}
+static void mms__thread_join(mms__thread t)      { WaitForSingleObject(t, INFINITE); CloseHandle(t); }
+static void mms__mutex_init(mms__mutex *m)       { InitializeSRWLock(m); }
+static void mms__mutex_destroy(mms__mutex *m)    { MMS__UNUSED(m); }
+static void mms__mutex_lock(mms__mutex *m)       { AcquireSRWLockExclusive(m); }
+static void mms__mutex_unlock(mms__mutex *m)     { ReleaseSRWLockExclusive(m); }
+static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c); }
+static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
+static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
+static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+
+static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
+static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
+static void mms__global_unlock(void) { ReleaseSRWLockExclusive(&mms__global_mutex); }
+
+/* The performance counter, split so that counts times 10^6 cannot overflow. */
+MMS_API int64_t mms_time_us(void) {
+    LARGE_INTEGER count, freq;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&freq);
+    return count.QuadPart / freq.QuadPart * 1000000 + count.QuadPart % freq.QuadPart * 1000000 / freq.QuadPart;
+}
+
+MMS_API int mms_cpu_count(void) {
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
+}
+#else
 MMS__MAYBE_UNUSED static void mms__thread_yield(void) { sched_yield(); }
 
 /* -- threads, mutexes, condition variables -- */
@@ -1918,6 +2346,7 @@ MMS_API int mms_cpu_count(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
+#endif
 
 /* -- aligned host memory: over-allocate and keep the original pointer just below the block, so it
    needs nothing beyond malloc (alignment is a power of two, at least sizeof(void *)) -- */
@@ -1948,8 +2377,79 @@ static void mms__aligned_free(void *p) {
     MMS_FREE(raw);
 }
 
-/* -- read-only file mapping, for model files -- */
+/* -- files: fopen with a UTF-8 path, always in binary mode (files written on Windows keep LF line
+   ends), and read-only mappings of model files -- */
 struct mms__mapping { void *addr; size_t size; };
+
+#if defined(_WIN32)
+/* path as a new UTF-16 string (free with MMS_FREE); NULL if it is not valid UTF-8 */
+static wchar_t *mms__utf8_to_wide(const char *path) {
+    const int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, NULL, 0);
+    wchar_t *w = n > 0 ? (wchar_t *)MMS_MALLOC((size_t)n * sizeof(wchar_t)) : NULL;
+    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, n) != n) { MMS_FREE(w); w = NULL; }
+    return w;
+}
+
+/* The system's message for a Win32 error code, without the trailing CR LF it comes with. */
+static const char *mms__win_error(DWORD code, char *buf, size_t size) {
+    size_t n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, code, 0, buf, (DWORD)size, NULL);
+    if (n == 0) snprintf(buf, size, "Windows error %lu", (unsigned long)code);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '.')) buf[--n] = '\0';
+    return buf;
+}
+
+MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) {
+    wchar_t *wpath = mms__utf8_to_wide(path), wmode[8];
+    FILE *f = NULL;
+    size_t i, n = 0;
+    for (i = 0; mode[i] && n < 6; i++) if (mode[i] != 'b') wmode[n++] = (wchar_t)mode[i];
+    wmode[n++] = L'b';
+    wmode[n] = L'\0';
+    if (wpath) f = _wfopen(wpath, wmode);
+    else errno = EINVAL;
+    MMS_FREE(wpath);
+    return f;
+}
+
+MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
+    wchar_t *wpath = mms__utf8_to_wide(path);
+    HANDLE file, mapping;
+    LARGE_INTEGER size;
+    char why[256];
+    out->addr = NULL;
+    out->size = 0;
+    if (!wpath) return mms_set_error(MMS_ERR_IO, "cannot open '%s': the path is not valid UTF-8", path);
+    file = CreateFileW(wpath, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    MMS_FREE(wpath);
+    if (file == INVALID_HANDLE_VALUE) return mms_set_error(MMS_ERR_IO, "cannot open '%s': %s", path, mms__win_error(GetLastError(), why, sizeof why));
+    if (GetFileType(file) != FILE_TYPE_DISK || !GetFileSizeEx(file, &size) || (uint64_t)size.QuadPart > (uint64_t)SIZE_MAX) {
+        CloseHandle(file);
+        return mms_set_error(MMS_ERR_IO, "'%s' is not a regular file", path);
+    }
+    out->size = (size_t)size.QuadPart;
+    if (out->size > 0) {   /* an empty file cannot be mapped */
+        mapping = CreateFileMappingW(file, NULL, PAGE_READONLY, 0, 0, NULL);
+        out->addr = mapping ? MapViewOfFile(mapping, FILE_MAP_READ, 0, 0, 0) : NULL;
+        if (!out->addr) {
+            const DWORD err = GetLastError();
+            if (mapping) CloseHandle(mapping);
+            CloseHandle(file);
+            out->size = 0;
+            return mms_set_error(MMS_ERR_IO, "cannot map '%s': %s", path, mms__win_error(err, why, sizeof why));
+        }
+        CloseHandle(mapping);   /* the view keeps the mapping alive */
+    }
+    CloseHandle(file);
+    return MMS_OK;
+}
+
+MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
+    if (m->addr) UnmapViewOfFile(m->addr);
+    m->addr = NULL;
+    m->size = 0;
+}
+#else
+MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
 MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
     int fd;
@@ -1981,6 +2481,7 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     m->addr = NULL;
     m->size = 0;
 }
+#endif
 
 /* -- CPU features: AVX2, FMA and F16C, with the OS saving the AVX state -- */
 static bool mms__cpu_detect_avx2(void) {
@@ -2000,6 +2501,18 @@ static bool mms__cpu_detect_avx2(void) {
     return false;
 #endif
 }
+
+/* -- CPU features: ARM's dot-product instructions (Linux reports them in the auxiliary vector;
+   elsewhere only a build that targets them assumes them) -- */
+static bool mms__cpu_detect_dotprod(void) {
+#if MMS__HAVE_NEON && defined(__ARM_FEATURE_DOTPROD)
+    return true;
+#elif MMS__HAVE_NEON && defined(__linux__)
+    return (getauxval(AT_HWCAP) >> 20) & 1;   /* HWCAP_ASIMDDP */
+#else
+    return false;
+#endif
+}
 /* ==== end src/base/platform.c ==== */
 
 /* ==== begin src/base/status.c ==== */
@@ -2010,6 +2523,7 @@ static bool mms__cpu_detect_avx2(void) {
 
 static MMS__THREAD_LOCAL enum mms_status mms__last_status = MMS_OK;
 static MMS__THREAD_LOCAL char mms__last_message[MMS__ERROR_MAX];
+static MMS__THREAD_LOCAL bool mms__last_logged = false;   /* was the last error sent to the log? */
 
 static mms_log_callback mms__log_cb = NULL;
 static void            *mms__log_user = NULL;
@@ -2033,7 +2547,7 @@ MMS_API const char *mms_status_string(enum mms_status status) {
 
 MMS_API enum mms_status mms_last_status(void) { return mms__last_status; }
 MMS_API const char     *mms_last_error(void)  { return mms__last_message; }
-MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; }
+MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; mms__last_logged = false; }
 
 MMS_API void mms_log_set(mms_log_callback callback, void *user_data) {
     mms__global_lock();
@@ -2083,20 +2597,50 @@ static void mms__log(enum mms_log_level level, const char *fmt, ...) {
     va_end(ap);
 }
 
-static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+/* One log line per failure: an error is logged when it is raised, a question's answer (a quiet
+   error) is not, and context added on the way up is logged only if what it wraps never was. */
+static enum mms_status mms__record_errorv(enum mms_status status, bool log, const char *fmt, va_list ap) {
     char msg[MMS__ERROR_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);   /* the arguments may include mms_last_error() itself */
     memcpy(mms__last_message, msg, sizeof msg);
     mms__last_status = status;
-    mms__log_message(MMS_LOG_ERROR, mms__last_message);
+    mms__last_logged = log;
+    if (log) mms__log_message(MMS_LOG_ERROR, mms__last_message);
     return status;
+}
+
+static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+    return mms__record_errorv(status, true, fmt, ap);
 }
 
 MMS_API enum mms_status mms_set_error(enum mms_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    mms__set_errorv(status, fmt, ap);
+    mms__record_errorv(status, true, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+/* The answer to a question (is this tensor usable? is this key there?): recorded, not logged. */
+static enum mms_status mms__error_quiet(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+static enum mms_status mms__error_quiet(enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__record_errorv(status, false, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Context for the error being returned (the format usually ends with mms_last_error()): the
+   message is replaced; it is logged only if the error it wraps was not. */
+static enum mms_status mms__error_context(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+static enum mms_status mms__error_context(enum mms_status status, const char *fmt, ...) {
+    const bool log = !mms__last_logged;
+    va_list ap;
+    va_start(ap, fmt);
+    mms__record_errorv(status, log, fmt, ap);
+    va_end(ap);
+    mms__last_logged = true;
     return status;
 }
 
@@ -2137,6 +2681,15 @@ struct mms__ptrmap {
     size_t    cap;    /* power of two, or 0 */
     size_t    count;
 };
+
+/* FNV-1a over bytes, continued from h (MMS__FNV1A64_START to begin): checksums of dumps, pixels, texts. */
+#define MMS__FNV1A64_START 0xcbf29ce484222325ULL
+static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
 
 static size_t mms__hash64(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
@@ -2675,6 +3228,55 @@ struct mms_context {
 
 static void mms__graph_release_all(struct mms_context *ctx);  /* graph.c */
 
+/* -- tensor identity --
+   Every tensor gets a uid when made. A tensor that a kept tensor's provenance refers to is
+   "watched": registered here by uid until its context is reset or freed, so a provenance record
+   can find it (or learn it is gone) without holding a pointer that may dangle. */
+
+static volatile uint64_t  mms__tensor_uid_counter = 0;
+static struct mms__ptrmap mms__watched;         /* uid -> tensor, under the global lock */
+
+/* Under the lock: a shared model's weights are watched by contexts on several threads. */
+static void mms__tensor_watch(struct mms_tensor *t) {
+    mms__global_lock();
+    if (!t->watched && mms__ptrmap_put(&mms__watched, t->uid, t)) t->watched = true;
+    mms__global_unlock();
+}
+
+/* Writes to watched tensors so far: a kept tensor checked since the last one is still up to date. */
+static uint64_t mms__watched_writes = 1;   /* under the global lock */
+static void mms__watched_write(void) { mms__global_lock(); mms__watched_writes++; mms__global_unlock(); }
+static uint64_t mms__watched_writes_now(void) {
+    uint64_t n;
+    mms__global_lock();
+    n = mms__watched_writes;
+    mms__global_unlock();
+    return n;
+}
+
+/* The live tensor with this uid, if it is watched (NULL: its context is gone). */
+static struct mms_tensor *mms__tensor_find_watched(uint64_t uid) {
+    struct mms_tensor *t;
+    mms__global_lock();
+    t = (struct mms_tensor *)mms__ptrmap_get(&mms__watched, uid, NULL);
+    mms__global_unlock();
+    return t;
+}
+
+/* A context's tensors go away: unregister the watched ones, free the provenance records. */
+static void mms__ctx_forget_tensors(struct mms_context *ctx) {
+    struct mms__tensor_obj *o;
+    for (o = ctx->first_tensor; o; o = o->next) {
+        MMS_FREE(o->tensor.provenance);
+        o->tensor.provenance = NULL;
+    }
+    mms__global_lock();
+    for (o = ctx->first_tensor; o; o = o->next)
+        if (o->tensor.watched) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
+    if (mms__watched.count == 0) mms__ptrmap_free(&mms__watched);   /* leave nothing behind at exit */
+    mms__global_unlock();
+}
+
 /* Records the first build error in the context, and raises it as the thread's last error. */
 static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
 static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) {
@@ -2775,6 +3377,7 @@ MMS_API void mms_free(struct mms_context *ctx) {
     struct mms__block *b;
     if (!ctx) return;
     mms__graph_release_all(ctx);
+    mms__ctx_forget_tensors(ctx);
     b = ctx->first_block;
     while (b) {
         struct mms__block *next = b->next;
@@ -2789,6 +3392,7 @@ MMS_API void mms_reset(struct mms_context *ctx) {
     struct mms__block *b;
     if (!ctx) return;
     mms__graph_release_all(ctx);
+    mms__ctx_forget_tensors(ctx);
     for (b = ctx->first_block; b; b = b->next) b->used = 0;
     ctx->cur_block = ctx->first_block;
     ctx->used = 0;
@@ -2802,9 +3406,9 @@ MMS_API bool   mms_get_no_alloc(const struct mms_context *ctx) { return ctx && c
 MMS_API void   mms_set_no_alloc(struct mms_context *ctx, bool no_alloc) { if (ctx) ctx->no_alloc = no_alloc; }
 MMS_API size_t mms_tensor_overhead(void) { return sizeof(struct mms__tensor_obj) + MMS__OBJ_ALIGN; }
 
-MMS_API enum mms_status mms_get_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
-MMS_API const char *mms_get_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
-MMS_API void mms_clear_status(struct mms_context *ctx) {
+MMS_API enum mms_status mms_ctx_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
+MMS_API const char *mms_ctx_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
+MMS_API void mms_ctx_clear_error(struct mms_context *ctx) {
     if (!ctx) return;
     ctx->status = MMS_OK;
     ctx->error[0] = '\0';
@@ -2929,6 +3533,7 @@ static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const ch
     if (!obj) return NULL;
     memset(obj, 0, sizeof *obj);
     t = &obj->tensor;
+    t->uid = mms__atomic_next_u64(&mms__tensor_uid_counter);
     t->type = type;
     t->op = MMS_OP_NONE;
     for (i = 0; i < MMS_MAX_DIMS; i++) t->ne[i] = i < n_dims ? ne[i] : 1;
@@ -2937,16 +3542,16 @@ static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const ch
     if (view_src) {
         t->view_src = view_src;
         t->view_offs = view_offs;
-        if (view_src->data) {
-            t->data = (char *)view_src->data + view_offs;
+        if (view_src->placement.kind != MMS_MEMORY_NONE) {
+            t->data = view_src->data ? (char *)view_src->data + view_offs : NULL;
             t->buffer = view_src->buffer;
-            t->buffer_uid = view_src->buffer_uid;
-            t->generation = view_src->generation;
+            t->placement = view_src->placement;
         }
     } else if (!ctx->no_alloc) {
         size_t bytes = mms_nbytes(t);
         t->data = mms__ctx_alloc(ctx, bytes ? bytes : 1, MMS__DATA_ALIGN);
         if (!t->data) return NULL;   /* the tensor object stays unlinked: harmless */
+        t->placement.kind = MMS_MEMORY_HOST;
     }
 
     if (ctx->last_tensor) ctx->last_tensor->next = obj;
@@ -3870,9 +4475,11 @@ static bool mms__push_tensor(struct mms_tensor ***arr, int *n, int *cap, struct 
 
 struct mms__visit { struct mms_tensor *t; int next_src; };
 
-/* Leafs: tensors without an op, and kept results of earlier graphs (persistent, with memory). */
-static bool mms__is_leaf(const struct mms_tensor *t) {
-    return t->op == MMS_OP_NONE || ((t->flags & MMS_TENSOR_FLAG_PERSISTENT) && t->data);
+/* Leafs: tensors without an op, and kept tensors (persistent, not views) other than the tensor
+   being expanded: a graph that expands a kept tensor computes it, any other graph reads its kept
+   value. (Whether it has been computed yet does not matter here; allocation checks that.) */
+static bool mms__is_leaf(const struct mms_tensor *t, const struct mms_tensor *expanded) {
+    return t->op == MMS_OP_NONE || (t != expanded && (t->flags & MMS_TENSOR_FLAG_PERSISTENT) && !t->view_src);
 }
 
 MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *tensor) {
@@ -3903,14 +4510,14 @@ MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *t
     MMS__VISIT_PUSH(tensor);
     while (depth > 0 && !oom) {
         struct mms__visit *top = &stack[depth - 1];
-        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t)) {
+        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t, tensor)) {
             struct mms_tensor *s = top->t->src[top->next_src++];
             if (s && !mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)s, NULL)) MMS__VISIT_PUSH(s);
             continue;
         }
         {
             struct mms_tensor *t = top->t;
-            bool leaf = mms__is_leaf(t);
+            bool leaf = mms__is_leaf(t, tensor);
             depth--;
             if (!(leaf ? mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, t)
                        : mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, t))) oom = true;
@@ -4021,7 +4628,7 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
     char shape[96], name[MMS_MAX_NAME];
     int i, j;
     if (!g || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_graph_dump_dot: graph and path are required");
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: cannot write '%s'", path);
     fprintf(f, "digraph mmsched {\n  rankdir = TB;\n  node [fontname = \"monospace\", fontsize = 10];\n");
     for (i = 0; i < g->n_leafs; i++) {
@@ -4049,9 +4656,9 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
 
 /* ==== begin src/backend/buffer.c ==== */
 /* >>buffer ========================================================================================
-   Buffer types and buffers, the registry of live buffers, tensor placement and data access.
-   Every buffer gets a process-unique uid; a tensor placed in it keeps the uid and the buffer's
-   generation, so a freed buffer or memory handed out again is detected, not silently reused. */
+   Buffer types and buffers, and the registry of live buffers. Every buffer gets a process-unique
+   uid and a generation; the lifetime section below records both in each tensor placed in it, so a
+   freed buffer or memory handed out again is detected, not silently reused. */
 
 static volatile uint64_t  mms__buffer_uid_counter = 0;
 static struct mms__ptrmap mms__live_buffers;   /* uid -> buffer, under the global lock */
@@ -4095,6 +4702,7 @@ MMS_API mms_backend_buffer_t mms_backend_buffer_init(mms_backend_buffer_type_t b
     b->usage = MMS_BUFFER_USAGE_ANY;
     b->uid = mms__atomic_next_u64(&mms__buffer_uid_counter);
     b->generation = 1;
+    b->n_clears = 0;
     mms__global_lock();
     ok = mms__ptrmap_put(&mms__live_buffers, b->uid, b);
     mms__global_unlock();
@@ -4126,89 +4734,344 @@ MMS_API mms_backend_buffer_type_t mms_backend_buffer_get_type(mms_backend_buffer
 MMS_API void   mms_backend_buffer_set_usage(mms_backend_buffer_t b, enum mms_buffer_usage usage) { b->usage = usage; }
 MMS_API enum mms_buffer_usage mms_backend_buffer_get_usage(mms_backend_buffer_t b) { return b->usage; }
 MMS_API enum mms_status mms_backend_buffer_clear(mms_backend_buffer_t b, uint8_t value) {
+    enum mms_status st;
     if (!b) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_buffer_clear: buffer is NULL");
-    return b->size ? b->iface.clear(b, value) : MMS_OK;
+    st = b->size ? b->iface.clear(b, value) : MMS_OK;
+    if (st == MMS_OK) { b->n_clears++; mms__watched_write(); }   /* every tensor in it was written */
+    return st;
 }
 MMS_API void     mms_backend_buffer_reset(mms_backend_buffer_t b) { if (b) b->generation++; }
 MMS_API uint64_t mms_backend_buffer_get_generation(mms_backend_buffer_t b) { return b ? b->generation : 0; }
+/* ==== end src/backend/buffer.c ==== */
+
+/* ==== begin src/backend/lifetime.c ==== */
+/* >>lifetime ======================================================================================
+   Tensor lifetimes, in one place:
+     - placement writes the tensor's record (memory kind from the buffer's usage, buffer uid,
+       generation, graph), and nothing else decides what kind of memory a tensor has;
+     - mms__memory_of is the one lookup every check goes through: it finds the live buffer through
+       the registry (never through t->buffer, which may point at freed memory) and says whether the
+       record still holds;
+     - writes made through the library count in the tensor's version;
+     - a kept (persistent) tensor computed by a scheduler carries its provenance: the leafs it was
+       computed from and their versions then; reading it after one of them was written is stale. */
+
+static enum mms_memory_kind mms__memory_kind_of_usage(enum mms_buffer_usage usage) {
+    switch (usage) {
+        case MMS_BUFFER_USAGE_COMPUTE:    return MMS_MEMORY_COMPUTE;
+        case MMS_BUFFER_USAGE_PERSISTENT: return MMS_MEMORY_PERSISTENT;
+        case MMS_BUFFER_USAGE_RESERVE:    return MMS_MEMORY_RESERVE;
+        case MMS_BUFFER_USAGE_ANY:
+        case MMS_BUFFER_USAGE_WEIGHTS:    break;
+    }
+    return MMS_MEMORY_STATIC;
+}
+
+MMS_API const char *mms_memory_kind_name(enum mms_memory_kind kind) {
+    switch (kind) {
+        case MMS_MEMORY_NONE:       return "none";
+        case MMS_MEMORY_HOST:       return "host (context)";
+        case MMS_MEMORY_STATIC:     return "static";
+        case MMS_MEMORY_COMPUTE:    return "compute";
+        case MMS_MEMORY_PERSISTENT: return "persistent";
+        case MMS_MEMORY_RESERVE:    return "reserve stand-in";
+    }
+    return "unknown";
+}
+
+MMS_API enum mms_memory_kind mms_tensor_memory_kind(const struct mms_tensor *t) { return t ? t->placement.kind : MMS_MEMORY_NONE; }
 
 /* -- placement -- */
 
-static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void *addr) {
+/* b == NULL: host memory of an allocating context. */
+static void mms__tensor_place(struct mms_tensor *t, mms_backend_buffer_t b, void *addr, uint64_t graph_id) {
     t->buffer = b;
     t->data = addr;
-    t->buffer_uid = b ? b->uid : 0;
-    t->generation = b ? b->generation : 0;
-    t->graph_id = 0;   /* an allocator that places it for a graph sets this */
+    t->placement.kind = b ? mms__memory_kind_of_usage(b->usage) : MMS_MEMORY_HOST;
+    t->placement.buffer_uid = b ? b->uid : 0;
+    t->placement.generation = b ? b->generation : 0;
+    t->placement.graph_id = graph_id;
 }
 
-MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
+static void mms__tensor_unplace(struct mms_tensor *t) {
+    t->data = NULL;
+    t->buffer = NULL;
+    memset(&t->placement, 0, sizeof t->placement);
+}
+
+/* Places t at addr in b for graph graph_id (0: none); a RESERVE buffer places without memory. */
+static enum mms_status mms__tensor_alloc_for(mms_backend_buffer_t b, struct mms_tensor *t, void *addr, uint64_t graph_id) {
     char *base;
     size_t need;
     if (!b || !t) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: buffer and tensor are required");
     if (t->view_src) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s is a view; use mms_backend_view_init", mms__tensor_desc(t).s);
-    if (t->data || t->buffer) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s already has memory", mms__tensor_desc(t).s);
+    if (t->placement.kind != MMS_MEMORY_NONE)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s already has memory", mms__tensor_desc(t).s);
+    if (b->usage == MMS_BUFFER_USAGE_RESERVE) { mms__tensor_place(t, b, NULL, graph_id); return MMS_OK; }
     base = (char *)mms_backend_buffer_get_base(b);
     need = mms_backend_buffer_get_alloc_size(b, t);
     if ((char *)addr < base || (size_t)((char *)addr - base) > b->size || need > b->size - (size_t)((char *)addr - base))
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_alloc: %s (%zu bytes) does not fit at offset %td of buffer '%s' (%zu bytes)",
                              mms__tensor_desc(t).s, need, (char *)addr - base, mms_backend_buffer_name(b), b->size);
-    mms__tensor_place(t, b, addr);
+    mms__tensor_place(t, b, addr, graph_id);
     return b->iface.init_tensor ? b->iface.init_tensor(b, t) : MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t b, struct mms_tensor *t, void *addr) {
+    return mms__tensor_alloc_for(b, t, addr, 0);
 }
 
 MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *t) {
     const struct mms_tensor *src;
     if (!t || !t->view_src) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_view_init: not a view");
     src = t->view_src;
-    if (!src->data) return mms_set_error(MMS_ERR_STATE, "mms_backend_view_init: the source of view %s has no memory yet", mms__tensor_desc(t).s);
-    t->data = (char *)src->data + t->view_offs;
+    if (src->placement.kind == MMS_MEMORY_NONE)
+        return mms_set_error(MMS_ERR_STATE, "mms_backend_view_init: the source of view %s has no memory yet", mms__tensor_desc(t).s);
+    t->data = src->data ? (char *)src->data + t->view_offs : NULL;
     t->buffer = src->buffer;
-    t->buffer_uid = src->buffer_uid;
-    t->generation = src->generation;
-    t->graph_id = src->graph_id;
-    return (t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
+    t->placement = src->placement;
+    return (t->data && t->buffer && t->buffer->iface.init_tensor) ? t->buffer->iface.init_tensor(t->buffer, t) : MMS_OK;
 }
 
-/* The check behind every data access and every compute: placed, buffer alive, same generation. */
-static enum mms_status mms__tensor_check_one(const struct mms_tensor *t, const char *who) {
-    mms_backend_buffer_t live;
-    if (!t->data && !t->buffer)
-        return mms_set_error(MMS_ERR_STATE, "%s: tensor %s has no memory: allocate it first (mms_backend_alloc_ctx_tensors, "
-                             "a graph allocator or a scheduler)", who, mms__tensor_desc(t).s);
-    if (!t->buffer) return MMS_OK;   /* host memory of an allocating context */
-    live = mms__live_buffer(t->buffer_uid);
-    if (live != t->buffer) {
-        char from[48] = "";
-        if (t->graph_id) snprintf(from, sizeof from, " (placed by graph #%llu)", (unsigned long long)t->graph_id);
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s lived in a buffer that has been freed%s; it must not be used any more "
-                             "(a result kept across graphs must be marked persistent, and not released while in use)",
-                             who, mms__tensor_desc(t).s, from);
+/* -- the one lookup -- */
+
+enum mms__memory_state {
+    MMS__MEMORY_LIVE,      /* the record holds */
+    MMS__MEMORY_UNPLACED,  /* never placed */
+    MMS__MEMORY_FREED,     /* its buffer was freed */
+    MMS__MEMORY_REUSED     /* its buffer's memory was handed out again (a newer generation) */
+};
+
+struct mms__memory {
+    enum mms_memory_kind     kind;     /* from the record, whatever the state */
+    enum mms__memory_state   state;
+    mms_backend_buffer_t     buffer;   /* the live buffer (LIVE only; NULL for host memory) */
+    const struct mms_tensor *culprit;  /* whose record failed: the tensor or its view source */
+    uint64_t                 generation_now;   /* REUSED: the buffer's generation now */
+};
+
+static enum mms__memory_state mms__record_state(const struct mms_tensor *t, mms_backend_buffer_t *live, uint64_t *generation_now) {
+    mms_backend_buffer_t b;
+    *live = NULL;
+    if (t->placement.kind == MMS_MEMORY_NONE) return MMS__MEMORY_UNPLACED;
+    if (t->placement.buffer_uid == 0) return MMS__MEMORY_LIVE;   /* host memory of a context */
+    b = mms__live_buffer(t->placement.buffer_uid);
+    if (!b) return MMS__MEMORY_FREED;
+    *generation_now = b->generation;
+    if (b->generation != t->placement.generation) return MMS__MEMORY_REUSED;
+    *live = b;
+    return MMS__MEMORY_LIVE;
+}
+
+/* What t's memory is and whether it still holds; a view holds only if its source does too. */
+static struct mms__memory mms__memory_of(const struct mms_tensor *t) {
+    struct mms__memory m;
+    m.kind = t->placement.kind;
+    m.culprit = t;
+    m.generation_now = 0;
+    m.state = mms__record_state(t, &m.buffer, &m.generation_now);
+    if (m.state == MMS__MEMORY_LIVE && t->view_src) {
+        mms_backend_buffer_t src_live;
+        enum mms__memory_state s = mms__record_state(t->view_src, &src_live, &m.generation_now);
+        if (s != MMS__MEMORY_LIVE) { m.state = s; m.culprit = t->view_src; m.buffer = NULL; }
     }
-    if (live->generation != t->generation) {
-        char from[48] = "";
-        if (t->graph_id) snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)t->graph_id);
-        return mms_set_error(MMS_ERR_STALE, "%s: tensor %s is stale: it was placed%s in buffer '%s', whose memory has been handed "
-                             "out again (placed in generation %llu, the buffer is at %llu). To keep a result across allocations, "
-                             "mark it persistent (mms_set_persistent) or copy it out before the next allocation",
-                             who, mms__tensor_desc(t).s, from, mms_backend_buffer_name(live),
-                             (unsigned long long)t->generation, (unsigned long long)live->generation);
+    return m;
+}
+
+static bool mms__memory_is_live(const struct mms_tensor *t) { return mms__memory_of(t).state == MMS__MEMORY_LIVE; }
+
+/* The live buffer behind t (NULL for host memory, or when the record does not hold). */
+static mms_backend_buffer_t mms__live_buffer_of(const struct mms_tensor *t) { return mms__memory_of(t).buffer; }
+
+/* -- checks -- */
+
+/* Records why t cannot be used as a status and message; logs only when loud. */
+static enum mms_status mms__tensor_check_as(const struct mms_tensor *t, const char *who, bool loud) {
+    enum mms_status (*fail)(enum mms_status, const char *, ...) = loud ? mms_set_error : mms__error_quiet;
+    struct mms__memory m;
+    char from[48] = "";
+    if (!t) return fail(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
+    m = mms__memory_of(t);
+    if (m.culprit->placement.graph_id)
+        snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)m.culprit->placement.graph_id);
+    switch (m.state) {
+        case MMS__MEMORY_UNPLACED:
+            return fail(MMS_ERR_STATE, "%s: tensor %s has no memory: allocate it first (mms_backend_alloc_ctx_tensors, a graph "
+                        "allocator or a scheduler)", who, mms__tensor_desc(t).s);
+        case MMS__MEMORY_FREED:
+            return fail(MMS_ERR_STALE, "%s: tensor %s lived in %s memory (placed%s) whose buffer has been freed; it must not be "
+                        "used any more (a result kept across graphs must be marked persistent, and not released while in use)",
+                        who, mms__tensor_desc(t).s, mms_memory_kind_name(m.kind), from);
+        case MMS__MEMORY_REUSED:
+            return fail(MMS_ERR_STALE, "%s: tensor %s is stale: it was placed%s in %s memory that has been handed out again "
+                        "(placed in generation %llu, the buffer is at %llu). To keep a result across allocations, mark it "
+                        "persistent (mms_set_persistent) or copy it out before the next allocation", who, mms__tensor_desc(t).s,
+                        from, mms_memory_kind_name(m.kind), (unsigned long long)m.culprit->placement.generation,
+                        (unsigned long long)m.generation_now);
+        case MMS__MEMORY_LIVE:
+            break;
     }
+    if (m.kind == MMS_MEMORY_RESERVE)
+        return fail(MMS_ERR_STATE, "%s: tensor %s is a planning stand-in (a scheduler's reserve): it has no data", who, mms__tensor_desc(t).s);
     return MMS_OK;
 }
 
-static enum mms_status mms__tensor_check(const struct mms_tensor *t, const char *who) {
-    enum mms_status st;
-    if (!t) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
-    st = mms__tensor_check_one(t, who);
-    if (st == MMS_OK && t->view_src) st = mms__tensor_check_one(t->view_src, who);
-    return st;
+static enum mms_status mms__tensor_check(const struct mms_tensor *t, const char *who) { return mms__tensor_check_as(t, who, true); }
+
+/* -- versions and provenance -- */
+
+struct mms__provenance_ref { uint64_t uid, version, n_clears; };
+
+/* One allocation: this header, then n_refs refs (freed with MMS_FREE by the tensor's context).
+   It describes the last value computed, and outlives a release of the memory (what was computed
+   from that value stays only as fresh as it). */
+struct mms__provenance {
+    uint64_t graph_id;     /* the graph that computed the kept tensor */
+    uint64_t pending;      /* a graph that placed it in new memory and has not computed it yet, or 0 */
+    uint64_t checked_at;   /* mms__watched_writes when it was last found up to date */
+    int      n_refs;
+};
+
+static struct mms__provenance_ref *mms__provenance_refs(struct mms__provenance *p) { return (struct mms__provenance_ref *)(p + 1); }
+
+/* A write through the library: t's memory (its root's, for a view) has new contents. */
+static void mms__tensor_written(struct mms_tensor *t) {
+    struct mms_tensor *r = t->view_src ? t->view_src : t;
+    r->version++;
+    if (r->watched) mms__watched_write();
 }
 
-MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *t) { return mms__tensor_check(t, "mms_backend_tensor_check"); }
+/* Clears of the buffer t lives in, which write it too (0 for host memory, UINT64_MAX when t's
+   memory is gone: nothing can write it there any more). */
+static uint64_t mms__tensor_clears(const struct mms_tensor *t) {
+    struct mms__memory m = mms__memory_of(t);
+    if (m.state != MMS__MEMORY_LIVE) return UINT64_MAX;
+    return m.buffer ? m.buffer->n_clears : 0;
+}
 
-static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_t offset, size_t size, const char *who) {
-    enum mms_status st = mms__tensor_check(t, who);
+/* The caller wrote a kept tensor's data itself: its value no longer comes from its inputs. */
+static void mms__provenance_drop(struct mms_tensor *t) {
+    struct mms_tensor *r = t->view_src ? t->view_src : t;
+    MMS_FREE(r->provenance);
+    r->provenance = NULL;
+}
+
+/* kept was just computed by graph graph_id from the leafs (roots, no duplicates). */
+static enum mms_status mms__provenance_record(struct mms_tensor *kept, struct mms_tensor *const *leafs, int n, uint64_t graph_id) {
+    struct mms__provenance *p = (struct mms__provenance *)MMS_MALLOC(sizeof *p + sizeof(struct mms__provenance_ref) * (size_t)n);
+    int i;
+    if (!p) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory recording what %s was computed from", mms__tensor_desc(kept).s);
+    p->graph_id = graph_id;
+    p->pending = 0;
+    p->n_refs = n;
+    for (i = 0; i < n; i++) {
+        mms__tensor_watch(leafs[i]);
+        mms__provenance_refs(p)[i].uid = leafs[i]->uid;
+        mms__provenance_refs(p)[i].version = leafs[i]->version;
+        mms__provenance_refs(p)[i].n_clears = mms__tensor_clears(leafs[i]);
+    }
+    p->checked_at = mms__watched_writes_now();
+    MMS_FREE(kept->provenance);
+    kept->provenance = p;
+    return MMS_OK;
+}
+
+/* Graph graph_id placed kept in new memory, to be computed: reading it before is an error. */
+static enum mms_status mms__provenance_pending(struct mms_tensor *kept, uint64_t graph_id) {
+    if (!kept->provenance) {
+        if (mms__provenance_record(kept, NULL, 0, 0) != MMS_OK) return mms_last_status();
+    }
+    kept->provenance->pending = graph_id;
+    return MMS_OK;
+}
+
+/* NULL if kept is up to date with everything it was computed from (recursively, through kept
+   tensors it was computed from), else the tensor written since. */
+static const struct mms_tensor *mms__provenance_outdated(const struct mms_tensor *kept, int depth) {
+    struct mms__provenance *p = kept->provenance;
+    uint64_t now;
+    int i;
+    if (!p) return NULL;
+    now = mms__watched_writes_now();
+    if (p->checked_at == now) return NULL;
+    p->checked_at = now;                        /* optimistic: cycles of kept tensors end here */
+    for (i = 0; i < p->n_refs; i++) {
+        const struct mms__provenance_ref *r = &mms__provenance_refs(p)[i];
+        const struct mms_tensor *in = mms__tensor_find_watched(r->uid), *deeper;
+        uint64_t clears;
+        if (!in) continue;                      /* its context is gone: it cannot change any more */
+        clears = mms__tensor_clears(in);
+        if (in->version != r->version || (clears != UINT64_MAX && clears != r->n_clears)) { p->checked_at = 0; return in; }
+        if (depth < 64 && (deeper = mms__provenance_outdated(in, depth + 1)) != NULL) { p->checked_at = 0; return deeper; }
+    }
+    return NULL;
+}
+
+/* The check before t is read: its memory holds and, if it is a kept tensor, its value is up to date. */
+static enum mms_status mms__tensor_check_read_as(const struct mms_tensor *t, const char *who, bool loud) {
+    enum mms_status (*fail)(enum mms_status, const char *, ...) = loud ? mms_set_error : mms__error_quiet;
+    const struct mms_tensor *root, *changed;
+    enum mms_status st = mms__tensor_check_as(t, who, loud);
+    if (st != MMS_OK) return st;
+    root = t->view_src ? t->view_src : t;
+    if (!root->provenance) return MMS_OK;
+    if (root->provenance->pending)
+        return fail(MMS_ERR_STATE, "%s: kept tensor %s has memory from graph #%llu, which has not computed it yet: compute that graph "
+                    "before using it", who, mms__tensor_desc(root).s, (unsigned long long)root->provenance->pending);
+    if ((changed = mms__provenance_outdated(root, 0)) == NULL) return MMS_OK;
+    return fail(MMS_ERR_STALE, "%s: kept tensor %s is out of date: graph #%llu computed it from %s, which has been written since. "
+                "Compute it again (a graph that expands it recomputes it into its kept memory) or release it",
+                who, mms__tensor_desc(root).s, (unsigned long long)root->provenance->graph_id, mms__tensor_desc(changed).s);
+}
+
+static enum mms_status mms__tensor_check_read(const struct mms_tensor *t, const char *who) { return mms__tensor_check_read_as(t, who, true); }
+
+MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *t) {
+    return mms__tensor_check_read_as(t, "mms_backend_tensor_check", false);
+}
+
+/* -- the reserve buffer: stand-ins that are planned around but never hold data -- */
+
+static const char *mms__reserve_buft_name(mms_backend_buffer_type_t buft) { (void)buft; return "reserve (no memory)"; }
+static size_t mms__reserve_buft_alignment(mms_backend_buffer_type_t buft) { (void)buft; return 1; }
+static void *mms__reserve_base(mms_backend_buffer_t b) { (void)b; return NULL; }
+static enum mms_status mms__reserve_refuse(void) { return mms_set_error(MMS_ERR_STATE, "a planning stand-in has no data"); }
+static enum mms_status mms__reserve_memset(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t v, size_t o, size_t n) { (void)b; (void)t; (void)v; (void)o; (void)n; return mms__reserve_refuse(); }
+static enum mms_status mms__reserve_set(mms_backend_buffer_t b, struct mms_tensor *t, const void *d, size_t o, size_t n) { (void)b; (void)t; (void)d; (void)o; (void)n; return mms__reserve_refuse(); }
+static enum mms_status mms__reserve_get(mms_backend_buffer_t b, const struct mms_tensor *t, void *d, size_t o, size_t n) { (void)b; (void)t; (void)d; (void)o; (void)n; return mms__reserve_refuse(); }
+static enum mms_status mms__reserve_clear(mms_backend_buffer_t b, uint8_t v) { (void)b; (void)v; return MMS_OK; }
+static mms_backend_buffer_t mms__reserve_alloc(mms_backend_buffer_type_t buft, size_t size);
+
+static struct mms_backend_buffer_type mms__reserve_buft = {
+    { mms__reserve_buft_name, mms__reserve_alloc, mms__reserve_buft_alignment, NULL, NULL, NULL }, NULL
+};
+
+static mms_backend_buffer_t mms__reserve_alloc(mms_backend_buffer_type_t buft, size_t size) {
+    struct mms_backend_buffer_i i;
+    mms_backend_buffer_t b;
+    memset(&i, 0, sizeof i);
+    i.get_base = mms__reserve_base;
+    i.memset_tensor = mms__reserve_memset;
+    i.set_tensor = mms__reserve_set;
+    i.get_tensor = mms__reserve_get;
+    i.clear = mms__reserve_clear;
+    b = mms_backend_buffer_init(buft, i, NULL, size);
+    if (b) b->usage = MMS_BUFFER_USAGE_RESERVE;
+    return b;
+}
+
+/* A buffer whose tensors are stand-ins: placed (so planners leave them alone), without data. */
+static mms_backend_buffer_t mms__reserve_buffer_new(void) { return mms__reserve_alloc(&mms__reserve_buft, 0); }
+/* ==== end src/backend/lifetime.c ==== */
+
+/* ==== begin src/backend/tensor_data.c ==== */
+/* >>tensor-data ===================================================================================
+   Data in and out of placed tensors, and whole contexts placed in one buffer. Every access checks
+   the tensor first (lifetime section); writes count in the tensor's version, and a kept tensor
+   the caller overwrites no longer carries the provenance of its old value. */
+
+static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_t offset, size_t size, bool reading, const char *who) {
+    enum mms_status st = reading ? mms__tensor_check_read(t, who) : mms__tensor_check(t, who);
     if (st != MMS_OK) return st;
     if (offset > mms_nbytes(t) || size > mms_nbytes(t) - offset)
         return mms_set_error(MMS_ERR_INVALID_ARG, "%s: bytes [%zu, %zu) are outside tensor %s (%zu bytes)",
@@ -4216,16 +5079,24 @@ static enum mms_status mms__tensor_range_check(const struct mms_tensor *t, size_
     return MMS_OK;
 }
 
+/* The caller wrote t's data (not a graph): a new version, and no provenance any more. */
+static enum mms_status mms__tensor_set_by_caller(struct mms_tensor *t, enum mms_status st) {
+    if (st != MMS_OK) return st;
+    mms__tensor_written(t);
+    mms__provenance_drop(t);
+    return MMS_OK;
+}
+
 MMS_API enum mms_status mms_backend_tensor_set(struct mms_tensor *t, const void *data, size_t offset, size_t size) {
-    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set");
+    enum mms_status st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_set");
     if (st != MMS_OK || size == 0) return st;
     if (!data) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_set: data is NULL");
-    if (!t->buffer) { memcpy((char *)t->data + offset, data, size); return MMS_OK; }
-    return t->buffer->iface.set_tensor(t->buffer, t, data, offset, size);
+    if (!t->buffer) { memcpy((char *)t->data + offset, data, size); return mms__tensor_set_by_caller(t, MMS_OK); }
+    return mms__tensor_set_by_caller(t, t->buffer->iface.set_tensor(t->buffer, t, data, offset, size));
 }
 
 MMS_API enum mms_status mms_backend_tensor_get(const struct mms_tensor *t, void *data, size_t offset, size_t size) {
-    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get");
+    enum mms_status st = mms__tensor_range_check(t, offset, size, true, "mms_backend_tensor_get");
     if (st != MMS_OK || size == 0) return st;
     if (!data) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_get: data is NULL");
     if (!t->buffer) { memcpy(data, (const char *)t->data + offset, size); return MMS_OK; }
@@ -4233,10 +5104,10 @@ MMS_API enum mms_status mms_backend_tensor_get(const struct mms_tensor *t, void 
 }
 
 MMS_API enum mms_status mms_backend_tensor_memset(struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
-    enum mms_status st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_memset");
+    enum mms_status st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_memset");
     if (st != MMS_OK || size == 0) return st;
-    if (!t->buffer) { memset((char *)t->data + offset, value, size); return MMS_OK; }
-    return t->buffer->iface.memset_tensor(t->buffer, t, value, offset, size);
+    if (!t->buffer) { memset((char *)t->data + offset, value, size); return mms__tensor_set_by_caller(t, MMS_OK); }
+    return mms__tensor_set_by_caller(t, t->buffer->iface.memset_tensor(t->buffer, t, value, offset, size));
 }
 
 static bool mms__tensor_is_host(const struct mms_tensor *t) { return !t->buffer || mms_backend_buffer_is_host(t->buffer); }
@@ -4249,13 +5120,13 @@ MMS_API enum mms_status mms_backend_tensor_copy(const struct mms_tensor *src, st
     if (!mms_are_same_layout(src, dst))
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy: src %s and dst %s differ in type, shape or strides",
                              mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
-    if ((st = mms__tensor_check(src, "mms_backend_tensor_copy")) != MMS_OK) return st;
+    if ((st = mms__tensor_check_read(src, "mms_backend_tensor_copy")) != MMS_OK) return st;
     if ((st = mms__tensor_check(dst, "mms_backend_tensor_copy")) != MMS_OK) return st;
     n = mms_nbytes(src);
     if (src == dst || n == 0) return MMS_OK;
     if (mms__tensor_is_host(src)) return mms_backend_tensor_set(dst, src->data, 0, n);
-    if (mms__tensor_is_host(dst)) return mms_backend_tensor_get(src, dst->data, 0, n);
-    if (dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return MMS_OK;
+    if (mms__tensor_is_host(dst)) return mms__tensor_set_by_caller(dst, mms_backend_tensor_get(src, dst->data, 0, n));
+    if (dst->buffer->iface.cpy_tensor && dst->buffer->iface.cpy_tensor(dst->buffer, src, dst)) return mms__tensor_set_by_caller(dst, MMS_OK);
     tmp = MMS_MALLOC(n);
     if (!tmp) return mms_set_error(MMS_ERR_OOM, "mms_backend_tensor_copy: no host memory to stage %zu bytes", n);
     st = mms_backend_tensor_get(src, tmp, 0, n);
@@ -4276,7 +5147,7 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors_from_buft(struct mms_
     if (!ctx || !buft) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: context and buffer type are required", who); return NULL; }
     align = mms_backend_buft_get_alignment(buft);
     for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
-        if (!t->data && !t->view_src) total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
+        if (t->placement.kind == MMS_MEMORY_NONE && !t->view_src) total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
     if (total == 0) {
         mms_set_error(MMS_ERR_INVALID_ARG, "%s: no tensor of the context needs memory (all are placed, views or empty)", who);
         return NULL;
@@ -4290,16 +5161,22 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors_from_buft(struct mms_
     if (!b) return NULL;
     base = (char *)mms_backend_buffer_get_base(b);
     for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-        if (!t->data && !t->view_src) {
-            if (mms_backend_tensor_alloc(b, t, base) != MMS_OK) { mms_backend_buffer_free(b); return NULL; }
+        if (t->placement.kind == MMS_MEMORY_NONE && !t->view_src) {
+            if (mms_backend_tensor_alloc(b, t, base) != MMS_OK) goto fail;
             base += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, t), align);
         }
     }
     for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
-        if (t->view_src && !t->data && t->view_src->data && mms_backend_view_init(t) != MMS_OK) { mms_backend_buffer_free(b); return NULL; }
+        if (t->view_src && t->placement.kind == MMS_MEMORY_NONE && t->view_src->placement.kind != MMS_MEMORY_NONE &&
+            mms_backend_view_init(t) != MMS_OK) goto fail;
     return b;
+fail:   /* nothing keeps a record of the buffer freed here */
+    for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t))
+        if (t->placement.buffer_uid == b->uid) mms__tensor_unplace(t);
+    mms_backend_buffer_free(b);
+    return NULL;
 }
-/* ==== end src/backend/buffer.c ==== */
+/* ==== end src/backend/tensor_data.c ==== */
 
 /* ==== begin src/backend/backend.c ==== */
 /* >>backend =======================================================================================
@@ -4323,10 +5200,10 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors(struct mms_context *c
     return mms_backend_alloc_ctx_tensors_from_buft(ctx, mms_backend_get_default_buffer_type(b));
 }
 
-/* Can backend b read and write the memory of t? */
+/* Can backend b read and write the memory of t (checked live)? */
 static bool mms__backend_can_use(mms_backend_t b, const struct mms_tensor *t) {
-    if (!t->buffer) return mms_backend_supports_buft(b, mms_backend_cpu_buffer_type());
-    return mms_backend_supports_buft(b, t->buffer->buft);
+    mms_backend_buffer_t live = mms__live_buffer_of(t);
+    return mms_backend_supports_buft(b, live ? live->buft : mms_backend_cpu_buffer_type());
 }
 
 static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *g, const char *who) {
@@ -4340,8 +5217,9 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
             struct mms_tensor *t = n == 0 ? mms_graph_leaf(g, i) : mms_graph_node(g, i);
             enum mms_status st;
             if (mms_nelements(t) == 0) continue;
-            if (t->view_src && !t->data && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
-            st = mms__tensor_check(t, who);
+            if (t->view_src && t->placement.kind == MMS_MEMORY_NONE && t->view_src->placement.kind != MMS_MEMORY_NONE &&
+                (st = mms_backend_view_init(t)) != MMS_OK) return st;
+            st = n == 0 ? mms__tensor_check_read(t, who) : mms__tensor_check(t, who);
             if (st != MMS_OK) return st;
             if (!mms__backend_can_use(b, t))
                 return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor %s lives in a '%s' buffer that backend %s cannot use",
@@ -4354,9 +5232,18 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
     return MMS_OK;
 }
 
+/* Every node of a computed graph wrote its memory (a view's, its source's). */
+static void mms__graph_written(struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < mms_graph_n_nodes(g); i++)
+        if (!mms_op_is_view(mms_graph_node(g, i)->op)) mms__tensor_written(mms_graph_node(g, i));
+}
+
 MMS_API enum mms_status mms_backend_graph_compute_async(mms_backend_t b, struct mms_cgraph *g) {
     enum mms_status st = mms__graph_check_for(b, g, "mms_backend_graph_compute");
-    return st != MMS_OK ? st : b->iface.graph_compute(b, g);
+    if (st == MMS_OK) st = b->iface.graph_compute(b, g);
+    if (st == MMS_OK) mms__graph_written(g);
+    return st;
 }
 
 MMS_API enum mms_status mms_backend_synchronize(mms_backend_t b) {
@@ -4372,14 +5259,14 @@ MMS_API enum mms_status mms_backend_graph_compute(mms_backend_t b, struct mms_cg
 MMS_API enum mms_status mms_backend_tensor_set_async(mms_backend_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
     enum mms_status st;
     if (!b || !b->iface.set_tensor_async) return mms_backend_tensor_set(t, data, offset, size);
-    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set_async");
-    return st != MMS_OK ? st : b->iface.set_tensor_async(b, t, data, offset, size);
+    st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_set_async");
+    return st != MMS_OK ? st : mms__tensor_set_by_caller(t, b->iface.set_tensor_async(b, t, data, offset, size));
 }
 
 MMS_API enum mms_status mms_backend_tensor_get_async(mms_backend_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
     enum mms_status st;
     if (!b || !b->iface.get_tensor_async) return mms_backend_tensor_get(t, data, offset, size);
-    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get_async");
+    st = mms__tensor_range_check(t, offset, size, true, "mms_backend_tensor_get_async");
     return st != MMS_OK ? st : b->iface.get_tensor_async(b, t, data, offset, size);
 }
 
@@ -4390,8 +5277,10 @@ MMS_API enum mms_status mms_backend_tensor_copy_async(mms_backend_t backend_src,
         if (!mms_are_same_layout(src, dst))
             return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy_async: src %s and dst %s differ in layout",
                                  mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
+        if ((st = mms__tensor_check_read(src, "mms_backend_tensor_copy_async")) != MMS_OK) return st;
+        if ((st = mms__tensor_check(dst, "mms_backend_tensor_copy_async")) != MMS_OK) return st;
         st = backend_dst->iface.cpy_tensor_async(backend_src, backend_dst, src, dst);
-        if (st != MMS_ERR_UNSUPPORTED) return st;
+        if (st != MMS_ERR_UNSUPPORTED) return mms__tensor_set_by_caller(dst, st);
     }
     /* synchronous fallback: the source must be complete before it is read */
     if ((st = mms_backend_synchronize(backend_src)) != MMS_OK) return st;
@@ -4549,8 +5438,9 @@ static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *,
 
 /* ==== begin src/backend/cpu/vec.c ==== */
 /* >>vec ===========================================================================================
-   Vector primitives of the CPU kernels, each with a portable scalar body and an AVX2/FMA/F16C body
-   chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
+   Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
+   FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
+   call only the dispatching names. */
 
 static int mms__cpu_kernels_active = -1;   /* enum mms_cpu_kernels once resolved */
 
@@ -4560,23 +5450,57 @@ MMS_API bool mms_cpu_has_avx2(void) {
     return has == 1;
 }
 
+static bool mms__cpu_has_neon(void) { return MMS__HAVE_NEON != 0; }
+static bool mms__cpu_has_neon_dotprod(void) {
+    static int has = -1;
+    if (has < 0) has = MMS__HAVE_NEON && mms__cpu_detect_dotprod() ? 1 : 0;
+    return has == 1;
+}
+static bool mms__cpu_has_scalar(void) { return true; }
+
+/* The kernel sets. AUTO takes the last one the machine supports, so a set goes after those it
+   extends; a new set is a new enum value, a row here and its bodies behind the dispatching names. */
+static const struct mms__kernel_set {
+    enum mms_cpu_kernels kernels;
+    const char *name;
+    bool (*supported)(void);
+    const char *needs;
+} mms__kernel_sets[] = {
+    { MMS_CPU_KERNELS_SCALAR,       "scalar",       mms__cpu_has_scalar,       "" },
+    { MMS_CPU_KERNELS_AVX2,         "avx2",         mms_cpu_has_avx2,          "an x86 CPU with AVX2, FMA and F16C and a gcc or clang build" },
+    { MMS_CPU_KERNELS_NEON,         "neon",         mms__cpu_has_neon,         "a 64-bit ARM build with gcc or clang" },
+    { MMS_CPU_KERNELS_NEON_DOTPROD, "neon_dotprod", mms__cpu_has_neon_dotprod, "a 64-bit ARM CPU with the dot-product instructions and a gcc or clang build" },
+};
+#define MMS__N_KERNEL_SETS ((int)(sizeof mms__kernel_sets / sizeof mms__kernel_sets[0]))
+
+static const struct mms__kernel_set *mms__kernel_set_of(enum mms_cpu_kernels k) {
+    int i;
+    for (i = 0; i < MMS__N_KERNEL_SETS; i++) if (mms__kernel_sets[i].kernels == k) return &mms__kernel_sets[i];
+    return NULL;
+}
+
 MMS_API const char *mms_cpu_kernels_name(enum mms_cpu_kernels k) {
-    switch (k) {
-        case MMS_CPU_KERNELS_AUTO:   return "auto";
-        case MMS_CPU_KERNELS_SCALAR: return "scalar";
-        case MMS_CPU_KERNELS_AVX2:   return "avx2";
-    }
-    return "unknown";
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    return k == MMS_CPU_KERNELS_AUTO ? "auto" : set ? set->name : "unknown";
+}
+
+MMS_API bool mms_cpu_kernels_supported(enum mms_cpu_kernels k) {
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    return k == MMS_CPU_KERNELS_AUTO || (set && set->supported());
 }
 
 MMS_API enum mms_status mms_cpu_set_kernels(enum mms_cpu_kernels k) {
-    if (k == MMS_CPU_KERNELS_AUTO) k = mms_cpu_has_avx2() ? MMS_CPU_KERNELS_AVX2 : MMS_CPU_KERNELS_SCALAR;
-    if (k == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2())
-        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: AVX2 kernels need a CPU with AVX2, FMA and F16C and an "
-                             "x86 build with gcc or clang (this %s)", MMS__HAVE_AVX2 ? "CPU lacks them" : "build has none");
-    if (k != MMS_CPU_KERNELS_SCALAR && k != MMS_CPU_KERNELS_AVX2)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
-    mms__cpu_kernels_active = (int)k;
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    int i;
+    if (k == MMS_CPU_KERNELS_AUTO) {
+        for (i = MMS__N_KERNEL_SETS - 1; !mms__kernel_sets[i].supported(); i--) {}
+        set = &mms__kernel_sets[i];
+    }
+    if (!set) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
+    if (!set->supported())
+        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: the %s kernels need %s; this machine or build lacks them",
+                             set->name, set->needs);
+    mms__cpu_kernels_active = (int)set->kernels;
     return MMS_OK;
 }
 
@@ -4584,22 +5508,23 @@ MMS_API enum mms_cpu_kernels mms_cpu_get_kernels(void) {
     if (mms__cpu_kernels_active < 0) {
         const char *env = getenv("MMS_CPU_KERNELS");
         enum mms_cpu_kernels want = MMS_CPU_KERNELS_AUTO;
-        if (env && !strcmp(env, "scalar")) want = MMS_CPU_KERNELS_SCALAR;
-        else if (env && !strcmp(env, "avx2")) want = MMS_CPU_KERNELS_AVX2;
-        else if (env && strcmp(env, "auto") != 0 && env[0])
-            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2; using auto", env);
+        int i;
+        for (i = 0; env && env[0] && i < MMS__N_KERNEL_SETS; i++) if (!strcmp(env, mms__kernel_sets[i].name)) want = mms__kernel_sets[i].kernels;
+        if (env && env[0] && want == MMS_CPU_KERNELS_AUTO && strcmp(env, "auto") != 0)
+            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, neon, neon_dotprod; using auto", env);
         if (mms_cpu_set_kernels(want) != MMS_OK) mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
     }
     return (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
 
-static bool mms__avx2(void) {
-#if MMS__HAVE_AVX2
-    return (mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active) == MMS_CPU_KERNELS_AVX2;
-#else
-    return false;
-#endif
+static enum mms_cpu_kernels mms__kernels(void) {
+    return mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
+/* Which bodies the dispatching names take. */
+MMS__MAYBE_UNUSED static bool mms__avx2(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX2; }
+MMS__MAYBE_UNUSED static bool mms__neon(void) { return MMS__HAVE_NEON && (mms__kernels() == MMS_CPU_KERNELS_NEON || mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD); }
+MMS__MAYBE_UNUSED static bool mms__dotprod(void) { return MMS__HAVE_NEON && mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD; }
+static bool mms__simd(void) { return mms__kernels() != MMS_CPU_KERNELS_SCALAR; }   /* any set but scalar */
 
 /* -- scalar bodies -- */
 
@@ -4667,7 +5592,8 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+/* the whole vectors of z = x op y; returns how many elements that was */
+static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i), r;
@@ -4679,14 +5605,65 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
         }
         _mm256_storeu_ps(z + i, r);
     }
-    for (; i < n; i++) {
+    return i;
+}
+#endif
+
+#if MMS__HAVE_NEON
+/* the 4-lane helpers; NEON needs no target attribute (it is in the base ISA) */
+#define MMS__NEON_INLINE __attribute__((always_inline)) inline
+
+static MMS__NEON_INLINE float32x4_t mms__load_f16x4(const mms_fp16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+/* One row against y, four accumulators (f32 or f16 rows: LOAD gives 4 lanes, CVT1 one value). */
+#define MMS__DOTN_BODY(LOAD, CVT1)                                                                                 \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    float s;                                                                                                       \
+    for (; i + 16 <= n; i += 16) {                                                                                 \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                                         \
+        a1 = vfmaq_f32(a1, LOAD(x + i + 4), vld1q_f32(y + i + 4));                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + i + 8), vld1q_f32(y + i + 8));                                                 \
+        a3 = vfmaq_f32(a3, LOAD(x + i + 12), vld1q_f32(y + i + 12));                                               \
+    }                                                                                                              \
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                  \
+    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));                                               \
+    for (; i < n; i++) s += CVT1(x[i]) * y[i];                                                                     \
+    return s;
+static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
+    MMS__DOTN_BODY(vld1q_f32, (float))
+}
+
+static void mms__f16_to_f32_neon(const mms_fp16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__load_f16x4(x + i));
+    for (; i < n; i++) y[i] = mms_fp16_to_fp32(x[i]);
+}
+
+static void mms__f32_to_f16_neon(const float *x, mms_fp16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));   /* nearest even */
+    for (; i < n; i++) y[i] = mms_fp32_to_fp16(x[i]);
+}
+
+static void mms__bf16_to_f32_neon(const mms_bf16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(x + i), 16)));
+    for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
+}
+
+static int64_t mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(y + i);
         switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
+            case MMS_OP_ADD: vst1q_f32(z + i, vaddq_f32(a, b)); break;
+            case MMS_OP_SUB: vst1q_f32(z + i, vsubq_f32(a, b)); break;
+            case MMS_OP_MUL: vst1q_f32(z + i, vmulq_f32(a, b)); break;
+            default:         vst1q_f32(z + i, vdivq_f32(a, b)); break;
         }
     }
+    return i;
 }
 #endif
 
@@ -4696,20 +5673,26 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return mms__dot_f32_avx2(n, x, y);
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__dot_f32_neon(n, x, y);
+#endif
     return mms__dot_f32_scalar(n, x, y);
 }
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
 static void mms__vec_binary_f32(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
-    int64_t i;
+    int64_t i = 0;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__binary_f32_avx2(op, n, z, x, y); return; }
+    if (mms__avx2()) i = mms__binary_f32_avx2(op, n, z, x, y);
 #endif
-    switch (op) {
-        case MMS_OP_ADD: for (i = 0; i < n; i++) z[i] = x[i] + y[i]; break;
-        case MMS_OP_SUB: for (i = 0; i < n; i++) z[i] = x[i] - y[i]; break;
-        case MMS_OP_MUL: for (i = 0; i < n; i++) z[i] = x[i] * y[i]; break;
-        default:         for (i = 0; i < n; i++) z[i] = x[i] / y[i]; break;
+#if MMS__HAVE_NEON
+    if (mms__neon()) i = mms__binary_f32_neon(op, n, z, x, y);
+#endif
+    switch (op) {                      /* the scalar path, and the SIMD paths' tails */
+        case MMS_OP_ADD: for (; i < n; i++) z[i] = x[i] + y[i]; break;
+        case MMS_OP_SUB: for (; i < n; i++) z[i] = x[i] - y[i]; break;
+        case MMS_OP_MUL: for (; i < n; i++) z[i] = x[i] * y[i]; break;
+        default:         for (; i < n; i++) z[i] = x[i] / y[i]; break;
     }
 }
 
@@ -4721,6 +5704,12 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
         if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_avx2((const mms_bf16_t *)src, dst, n); return; }
     }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) {
+        if (type == MMS_TYPE_F16)  { mms__f16_to_f32_neon((const mms_fp16_t *)src, dst, n); return; }
+        if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_neon((const mms_bf16_t *)src, dst, n); return; }
+    }
+#endif
     mms__type_traits[type].to_float(src, dst, n);
 }
 
@@ -4728,6 +5717,9 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
 static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64_t n) {
 #if MMS__HAVE_AVX2
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && type == MMS_TYPE_F16) { mms__f32_to_f16_neon(src, (mms_fp16_t *)dst, n); return; }
 #endif
     mms__type_traits[type].from_float(src, dst, n);
 }
@@ -4750,6 +5742,14 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
         default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
     }
 }
+/* The rows of a GEMM register block (both SIMD sets write theirs once per row count R). */
+#define MMS__GR_ROWS1(X) X(0)
+#define MMS__GR_ROWS2(X) X(0) X(1)
+#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
+#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
+#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
+#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
 #if MMS__HAVE_AVX2
@@ -4915,12 +5915,6 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
 #define MMS__GR_STORE(r) if (acc) { c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(C + r * ldc));               \
                                     c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(C + r * ldc + 8)); }        \
                          _mm256_storeu_ps(C + r * ldc, c##r##0); _mm256_storeu_ps(C + r * ldc + 8, c##r##1);
-#define MMS__GR_ROWS1(X) X(0)
-#define MMS__GR_ROWS2(X) X(0) X(1)
-#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
-#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
-#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
-#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define MMS__GR_DEFINE(R)                                                                                           \
     static MMS__TARGET_AVX2 void mms__gemm_r##R##x16_avx2(int64_t K, const float *A, int64_t lda, const float *B,   \
                                                           int64_t ldb, float *C, int64_t ldc, int acc) {          \
@@ -4934,26 +5928,8 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
     }
 MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_DEFINE(5) MMS__GR_DEFINE(6)
 
-static MMS__TARGET_AVX2 void mms__gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                                            int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
-    static void (*const rows[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
-        NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2,
-        mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
-    float tmp[6 * 16];
-    int64_t i, j, r, c;
-    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
-        const float *bp = B + j / 16 * bpanel;
-        const int64_t nc = MMS__MIN(16, N - j);
-        for (i = 0; i < M; i += 6) {
-            const int64_t nr = MMS__MIN(6, M - i);
-            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
-            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
-                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
-            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
-            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
-        }
-    }
-}
+static void (*const mms__gemm_rows_avx2[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2, mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -5025,6 +6001,210 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
 }
 #endif
 
+#if MMS__HAVE_NEON
+/* exp, erf and the activations on 4 lanes: the same fits, clamps and steps as the 8-lane bodies
+   above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
+static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.33654f);
+    const uint32x4_t keep = vcgeq_f32(x, lo);
+    float32x4_t n, r, r2, p;
+    int32x4_t e;
+    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3762626647949f));
+    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    r2 = vmulq_f32(r, r);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
+    e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), mms__exp4(vnegq_f32(ax))));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__gelu4(float32x4_t x) {
+    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
+    const float32x4_t one = vdupq_n_f32(1.0f), half = vdupq_n_f32(0.5f);
+    const float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t t = vdivq_f32(one, vfmaq_f32(one, half, z));
+    float32x4_t p = vdupq_n_f32(c[9]), erfc;
+    int i;
+    for (i = 8; i >= 0; i--) p = vfmaq_f32(vdupq_n_f32(c[i]), p, t);
+    erfc = vmulq_f32(t, mms__exp4(vfmsq_f32(p, z, z)));
+    return vmulq_f32(vmulq_f32(half, x), vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), erfc, vsubq_f32(vdupq_n_f32(2.0f), erfc)));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__unary4(enum mms_op op, float32x4_t x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return vmulq_n_f32(x, s);
+        case MMS_OP_SQR:       return vmulq_f32(x, x);
+        case MMS_OP_SQRT:      return vsqrtq_f32(x);
+        case MMS_OP_EXP:       return mms__exp4(x);
+        case MMS_OP_SILU:      return mms__sigmoid_mul4(x, x);
+        case MMS_OP_GELU:      return mms__gelu4(x);
+        default: {             /* GELU_TANH */
+            const float32x4_t u = vmulq_f32(x, vfmaq_f32(vdupq_n_f32(1.0f), vmulq_f32(x, x), vdupq_n_f32(0.044715f)));
+            return mms__sigmoid_mul4(x, vmulq_n_f32(u, 2.0f * 0.79788456080286535588f));
+        }
+    }
+}
+
+static void mms__unary_f32_neon(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    float tx[4], ty[4];
+    int64_t i = 0, j;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__unary4(op, vld1q_f32(x + i), s));
+    if (i < n) {                       /* the tail through a padded copy, as on AVX2 */
+        for (j = 0; j < 4; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
+        vst1q_f32(ty, mms__unary4(op, vld1q_f32(tx), s));
+        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
+    }
+}
+
+/* maxNum skips NaN, as the scalar loop does */
+static float mms__max_f32_neon(int64_t n, const float *x) {
+    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    float m;
+    for (; i + 8 <= n; i += 8) {
+        m0 = vmaxnmq_f32(m0, vld1q_f32(x + i));
+        m1 = vmaxnmq_f32(m1, vld1q_f32(x + i + 4));
+    }
+    m = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+static float mms__exp_sum_f32_neon(int64_t n, float *y, const float *x, float m) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    float s;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm)), e1 = mms__exp4(vsubq_f32(vld1q_f32(x + i + 4), vm));
+        vst1q_f32(y + i, e0);
+        vst1q_f32(y + i + 4, e1);
+        s0 = vaddq_f32(s0, e0);
+        s1 = vaddq_f32(s1, e1);
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm));
+        vst1q_f32(y + i, e0);
+        s0 = vaddq_f32(s0, e0);
+    }
+    s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+static void mms__axpb_f32_neon(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i = 0;
+    if (b) for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(b + i), vld1q_f32(x + i), a));
+    else   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+static void mms__sums_f64_neon(int64_t n, const float *x, double c, double *sum, double *sq) {
+    const float64x2_t vc = vdupq_n_f64(c);
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, q0 = s0, q1 = s0;
+    double ts, tq;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float64x2_t a = vcvt_f64_f32(vget_low_f32(v)), b = vcvt_high_f64_f32(v);
+        const float64x2_t da = vsubq_f64(a, vc), db = vsubq_f64(b, vc);
+        s0 = vaddq_f64(s0, a);
+        s1 = vaddq_f64(s1, b);
+        q0 = vfmaq_f64(q0, da, da);
+        q1 = vfmaq_f64(q1, db, db);
+    }
+    ts = vaddvq_f64(vaddq_f64(s0, s1));
+    tq = vaddvq_f64(vaddq_f64(q0, q1));
+    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
+    *sum = ts;
+    *sq = tq;
+}
+
+static void mms__shift_scale_f32_neon(int64_t n, float *y, const float *x, float c, float s) {
+    const float32x4_t vc = vdupq_n_f32(c);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vsubq_f32(vld1q_f32(x + i), vc), s));
+    for (; i < n; i++) y[i] = (x[i] - c) * s;
+}
+
+/* The GEMM register block on 4-lane vectors: R rows of 16 columns are 4R accumulators (24 of the
+   32 registers at R = 6), fed per k by 4 loads of B and R scalars of A. */
+#define MMS__GRN_DECL(r)  float32x4_t c##r##0 = vdupq_n_f32(0.0f), c##r##1 = c##r##0, c##r##2 = c##r##0, c##r##3 = c##r##0;
+#define MMS__GRN_STEP(r)  { const float a = A[r * lda + k];                                                      \
+                            c##r##0 = vfmaq_n_f32(c##r##0, b0, a); c##r##1 = vfmaq_n_f32(c##r##1, b1, a);          \
+                            c##r##2 = vfmaq_n_f32(c##r##2, b2, a); c##r##3 = vfmaq_n_f32(c##r##3, b3, a); }
+#define MMS__GRN_STORE(r) if (acc) { c##r##0 = vaddq_f32(c##r##0, vld1q_f32(C + r * ldc));                          \
+                                     c##r##1 = vaddq_f32(c##r##1, vld1q_f32(C + r * ldc + 4));                      \
+                                     c##r##2 = vaddq_f32(c##r##2, vld1q_f32(C + r * ldc + 8));                      \
+                                     c##r##3 = vaddq_f32(c##r##3, vld1q_f32(C + r * ldc + 12)); }                   \
+                          vst1q_f32(C + r * ldc, c##r##0); vst1q_f32(C + r * ldc + 4, c##r##1);                     \
+                          vst1q_f32(C + r * ldc + 8, c##r##2); vst1q_f32(C + r * ldc + 12, c##r##3);
+#define MMS__GRN_DEFINE(R)                                                                                          \
+    static void mms__gemm_r##R##x16_neon(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,       \
+                                         float *C, int64_t ldc, int acc) {                                         \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GRN_DECL)                                                                              \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const float *bk = B + k * ldb;                                                                          \
+            const float32x4_t b0 = vld1q_f32(bk), b1 = vld1q_f32(bk + 4), b2 = vld1q_f32(bk + 8), b3 = vld1q_f32(bk + 12); \
+            MMS__GR_ROWS##R(MMS__GRN_STEP)                                                                          \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GRN_STORE)                                                                             \
+    }
+MMS__GRN_DEFINE(1) MMS__GRN_DEFINE(2) MMS__GRN_DEFINE(3) MMS__GRN_DEFINE(4) MMS__GRN_DEFINE(5) MMS__GRN_DEFINE(6)
+
+static void (*const mms__gemm_rows_neon[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_neon, mms__gemm_r2x16_neon, mms__gemm_r3x16_neon, mms__gemm_r4x16_neon, mms__gemm_r5x16_neon, mms__gemm_r6x16_neon };
+
+/* 4 rows of weights (f32 or f16) against one column, as the AVX2 dot4 */
+#define MMS__DOT4N_BODY(LOAD, CVT1)                                                                                \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    int r;                                                                                                         \
+    for (; i + 4 <= n; i += 4) {                                                                                   \
+        const float32x4_t vy = vld1q_f32(y + i);                                                                   \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vy);                                                                       \
+        a1 = vfmaq_f32(a1, LOAD(x + ldx + i), vy);                                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + 2 * ldx + i), vy);                                                             \
+        a3 = vfmaq_f32(a3, LOAD(x + 3 * ldx + i), vy);                                                             \
+    }                                                                                                              \
+    out[0] = vaddvq_f32(a0); out[1] = vaddvq_f32(a1); out[2] = vaddvq_f32(a2); out[3] = vaddvq_f32(a3);            \
+    for (; i < n; i++) for (r = 0; r < 4; r++) out[r] += CVT1(x[r * ldx + i]) * y[i];
+static void mms__dot4_f32_neon(int64_t n, const float *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4N_BODY(vld1q_f32, (float))
+}
+static void mms__dot4_f16_neon(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4N_BODY(mms__load_f16x4, mms_fp16_to_fp32)
+}
+#undef MMS__DOT4N_BODY
+
+static float mms__dot_f16_f32_neon(int64_t n, const mms_fp16_t *x, const float *y) {
+    MMS__DOTN_BODY(mms__load_f16x4, mms_fp16_to_fp32)
+}
+#undef MMS__DOTN_BODY
+
+/* 4x4 transpose: trn pairs rows, the halves then combine */
+static void mms__transpose4_neon(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + lds));
+    const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(src + 2 * lds), vld1q_f32(src + 3 * lds));
+    vst1q_f32(dst,           vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+    vst1q_f32(dst + ldd,     vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+    vst1q_f32(dst + 2 * ldd, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+    vst1q_f32(dst + 3 * ldd, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+}
+#endif
+
 /* -- dispatching names of the above -- */
 
 
@@ -5034,6 +6214,9 @@ static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float 
 #if MMS__HAVE_AVX2
     if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && op != MMS_OP_TANH) { mms__unary_f32_neon(op, n, y, x, s); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
 }
 
@@ -5042,6 +6225,9 @@ static float mms__vec_max_f32(int64_t n, const float *x) {
     int64_t i;
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return mms__max_f32_avx2(n, x);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__max_f32_neon(n, x);
 #endif
     for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
     return m;
@@ -5054,6 +6240,9 @@ static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m)
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return (double)mms__exp_sum_f32_neon(n, y, x, m);
+#endif
     for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
     return s;
 }
@@ -5063,6 +6252,9 @@ static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, 
     int64_t i;
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__sums_f64_neon(n, x, c, sum, sq); return; }
 #endif
     *sum = *sq = 0.0;
     for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
@@ -5074,6 +6266,9 @@ static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__shift_scale_f32_neon(n, y, x, (float)c, s); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
 }
 
@@ -5083,7 +6278,31 @@ static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, cons
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__axpb_f32_neon(n, y, x, a, b); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+typedef void (*mms__gemm_rows_fn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+
+/* The SIMD GEMM around a register block of 1..6 rows x 16 columns (rows[R]). */
+static void mms__gemm_panels(const mms__gemm_rows_fn *rows, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                             const float *B, int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
+    float tmp[6 * 16];
+    int64_t i, j, r, c;
+    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
+        const float *bp = B + j / 16 * bpanel;
+        const int64_t nc = MMS__MIN(16, N - j);
+        for (i = 0; i < M; i += 6) {
+            const int64_t nr = MMS__MIN(6, M - i);
+            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
+            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
+                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
+            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
+            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
+        }
+    }
 }
 
 /* C[M x N] (+ if acc)= A[M x K] B[K x N], row-major with leading dimensions. B comes in panels of
@@ -5093,7 +6312,10 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
                           int64_t bpanel, float *C, int64_t ldc, int acc) {
     int64_t i, j, k;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__gemm_avx2(M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+    if (mms__avx2()) { mms__gemm_panels(mms__gemm_rows_avx2, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__gemm_panels(mms__gemm_rows_neon, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
 #endif
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {
@@ -5104,17 +6326,51 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
         }
 }
 
-/* dst[c][r] = src[r][c] for r < R, c < Cn */
-static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
-    int64_t r = 0, c;
+/* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, x f32 or f16 (f16 set), and the same
+   for one row: the decode GEMV straight from the weights. SIMD sets only (mms__simd). */
+static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, const float *y, float *out) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) {
-        for (; r + 8 <= R; r += 8) {
-            for (c = 0; c + 8 <= Cn; c += 8) mms__transpose8_avx2(src + r * lds + c, lds, dst + c * ldd + r, ldd);
-            for (; c < Cn; c++) { int64_t i; for (i = 0; i < 8; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c]; }
-        }
+        if (f16) mms__dot4_f16_avx2(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot4_f32_avx2(n, (const float *)x, ldx, y, out);
+        return;
     }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) {
+        if (f16) mms__dot4_f16_neon(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot4_f32_neon(n, (const float *)x, ldx, y, out);
+        return;
+    }
+#endif
+    MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
+    mms__abort(__FILE__, __LINE__, "mms__vec_dot4_rows without SIMD kernels");
+}
+static float mms__vec_dot_row(bool f16, int64_t n, const void *x, const float *y) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && f16) return mms__dot_f16_f32_avx2(n, (const mms_fp16_t *)x, y);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && f16) return mms__dot_f16_f32_neon(n, (const mms_fp16_t *)x, y);
+#endif
+    MMS__CHECK(!f16);
+    return mms__vec_dot_f32(n, (const float *)x, y);
+}
+
+/* dst[c][r] = src[r][c] for r < R, c < Cn, in SIMD blocks of b x b where there are some */
+static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
+    void (*block)(const float *, int64_t, float *, int64_t) = NULL;
+    int64_t r = 0, c, b = 0, i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { block = mms__transpose8_avx2; b = 8; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { block = mms__transpose4_neon; b = 4; }
+#endif
+    for (; block && r + b <= R; r += b) {
+        for (c = 0; c + b <= Cn; c += b) block(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+        for (; c < Cn; c++) for (i = 0; i < b; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c];
+    }
     for (; r < R; r++)
         for (c = 0; c < Cn; c++) dst[c * ldd + r] = src[r * lds + c];
 }
@@ -5311,7 +6567,7 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 
 /* ==== begin src/backend/cpu/quant_dot.c ==== */
 /* >>cpu-quant-dot ==================================================================================
-   Decode products with quantized weights (AVX2): the activation row is quantized once to 8-bit
+   Decode products with quantized weights (AVX2, NEON): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
@@ -5376,6 +6632,26 @@ static MMS__TARGET_AVX2 float mms__quantize_block_8bit_avx2(const float *x, int 
 }
 #endif
 
+#if MMS__HAVE_NEON
+/* The same bytes on 4 lanes: vcvta rounds half away from zero, as mms__round_int does. */
+static float mms__quantize_block_8bit_neon(const float *x, int n, int8_t *qs, int16_t *sums16) {
+    float32x4_t vmax = vdupq_n_f32(0.0f);
+    float amax, id;
+    int j, k;
+    for (j = 0; j < n; j += 4) vmax = vmaxnmq_f32(vmax, vabsq_f32(vld1q_f32(x + j)));   /* NaN skipped */
+    amax = vmaxnmvq_f32(vmax);
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (j = 0; j < n; j += 16) {
+        int32x4_t v[4];
+        for (k = 0; k < 4; k++) v[k] = vcvtaq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 4 * k), id));
+        vst1q_s8(qs + j, vcombine_s8(vqmovn_s16(vcombine_s16(vqmovn_s32(v[0]), vqmovn_s32(v[1]))),
+                                     vqmovn_s16(vcombine_s16(vqmovn_s32(v[2]), vqmovn_s32(v[3])))));
+        if (sums16) sums16[j / 16] = (int16_t)vaddvq_s32(vaddq_s32(vaddq_s32(v[0], v[1]), vaddq_s32(v[2], v[3])));
+    }
+    return amax / 127.0f;
+}
+#endif
+
 /* n values to int8 with step amax / 127; returns the step. sums16 (NULL: not wanted) gets the sums
    of each 16 int8 values. */
 static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t *sums16) {
@@ -5383,6 +6659,9 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
     int j, k;
 #if MMS__HAVE_AVX2
     if (mms__avx2() && n % 32 == 0) return mms__quantize_block_8bit_avx2(x, n, qs, sums16);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && n % 16 == 0) return mms__quantize_block_8bit_neon(x, n, qs, sums16);
 #endif
     for (j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
     id = amax > 0.0f ? 127.0f / amax : 0.0f;
@@ -5409,11 +6688,6 @@ static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, in
 static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
     if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
     else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
-}
-
-/* Which weight types have an integer dot here. */
-static bool mms__has_q8_dot(enum mms_type type) {
-    return type == MMS_TYPE_Q8_0 || type == MMS_TYPE_Q4_0 || mms__is_k_type(type);
 }
 
 #if MMS__HAVE_AVX2
@@ -5587,18 +6861,143 @@ MMS__UNROLL4
     return mms__hsum256(acc);
 }
 
+#endif
+
+#if MMS__HAVE_NEON
+/* The NEON dots: the weights unpacked to signed bytes (Q4_0's - 8 and Q6_K's - 32 applied in
+   int8), 16 at a time multiplied by the activations into int32 lanes, the sub-block scales
+   multiplied in int32, one float multiply-add per block. The byte product is the one piece that
+   differs between the two sets: sdot where the CPU has it (4 products per lane), else widening
+   multiplies (|w a| <= 128 * 127, so two of them fit an int16) with a pairwise add into int32. */
+static MMS__NEON_INLINE int32x4_t mms__dot_s8_neon(int32x4_t acc, int8x16_t w, int8x16_t a) {
+    return vpadalq_s16(acc, vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a));
+}
+static MMS__TARGET_DOTPROD MMS__NEON_INLINE int32x4_t mms__dot_s8_dotprod(int32x4_t acc, int8x16_t w, int8x16_t a) {
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)   /* clang's arm_neon.h declares vdotq only then */
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(w), "w"(a));
+    return acc;
+#else
+    return vdotq_s32(acc, w, a);
+#endif
+}
+
+static MMS__NEON_INLINE float mms__fp16_to_f32_neon(mms_fp16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+/* The 16 low or high nibbles of 16 bytes as signed bytes minus c */
+static MMS__NEON_INLINE int8x16_t mms__nibbles_lo(uint8x16_t q, int c) { return vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), vdupq_n_s8((int8_t)c)); }
+static MMS__NEON_INLINE int8x16_t mms__nibbles_hi(uint8x16_t q, int c) { return vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8((int8_t)c)); }
+
+/* Q6_K's 16 values of one group: 4 bits of ql (low or high nibble), 2 of qh at bit `shift`, - 32 */
+static MMS__NEON_INLINE int8x16_t mms__q6_k_values(uint8x16_t ql, bool high_nibble, uint8x16_t qh, int shift) {
+    const uint8x16_t lo = high_nibble ? vshrq_n_u8(ql, 4) : vandq_u8(ql, vdupq_n_u8(0x0f));
+    const uint8x16_t hi = vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - shift))), vdupq_n_u8(0x30));
+    return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
+}
+
+/* The four dots, once for each byte product (SUFFIX, the target it needs, DOT). */
+#define MMS__NEON_Q8_DOTS(SUFFIX, TARGET, DOT)                                                                        \
+static TARGET float mms__dot_q8_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;                                             \
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;                                        \
+    float32x4_t acc = vdupq_n_f32(0.0f);                                                                             \
+    int64_t i;                                                                                                       \
+    for (i = 0; i < K / 32; i++) {                                                                                   \
+        int32x4_t s = DOT(vdupq_n_s32(0), vld1q_s8(b[i].qs), vld1q_s8(x[i].qs));                                     \
+        s = DOT(s, vld1q_s8(b[i].qs + 16), vld1q_s8(x[i].qs + 16));                                                  \
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), mms__fp16_to_f32_neon(b[i].d) * x[i].d);                           \
+    }                                                                                                                \
+    return vaddvq_f32(acc);                                                                                          \
+}                                                                                                                    \
+static TARGET float mms__dot_q4_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;                                             \
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;                                        \
+    float32x4_t acc = vdupq_n_f32(0.0f);                                                                             \
+    int64_t i;                                                                                                       \
+    for (i = 0; i < K / 32; i++) {                                                                                   \
+        const uint8x16_t q = vld1q_u8(b[i].qs);                                                                      \
+        int32x4_t s = DOT(vdupq_n_s32(0), mms__nibbles_lo(q, 8), vld1q_s8(x[i].qs));                                 \
+        s = DOT(s, mms__nibbles_hi(q, 8), vld1q_s8(x[i].qs + 16));                                                   \
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), mms__fp16_to_f32_neon(b[i].d) * x[i].d);                           \
+    }                                                                                                                \
+    return vaddvq_f32(acc);                                                                                          \
+}                                                                                                                    \
+/* Q4_K: the mins term dmin * sum(min * activations) from the activations' sums of 16 */                            \
+static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;                                             \
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+    float sum = 0.0f;                                                                                                \
+    int64_t i;                                                                                                       \
+    int j;                                                                                                           \
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+        int32x4_t sumi = vdupq_n_s32(0);                                                                             \
+        int32_t mins = 0;                                                                                            \
+        for (j = 0; j < 4; j++) {                                                                                    \
+            const uint8x16_t q0 = vld1q_u8(b->qs + 32 * j), q1 = vld1q_u8(b->qs + 32 * j + 16);                      \
+            const int8_t *a = x->qs + 64 * j;                                                                        \
+            int sc0, m0, sc1, m1;                                                                                    \
+            int32x4_t lo, hi;                                                                                        \
+            mms__q4_k_scale_min(2 * j, b->scales, &sc0, &m0);                                                        \
+            mms__q4_k_scale_min(2 * j + 1, b->scales, &sc1, &m1);                                                    \
+            lo = DOT(DOT(vdupq_n_s32(0), mms__nibbles_lo(q0, 0), vld1q_s8(a)), mms__nibbles_lo(q1, 0), vld1q_s8(a + 16)); \
+            hi = DOT(DOT(vdupq_n_s32(0), mms__nibbles_hi(q0, 0), vld1q_s8(a + 32)), mms__nibbles_hi(q1, 0), vld1q_s8(a + 48)); \
+            sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc0), hi, sc1);                                                 \
+            mins += m0 * (x->bsums[4 * j] + x->bsums[4 * j + 1]) + m1 * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]); \
+        }                                                                                                            \
+        sum += x->d * (mms__fp16_to_f32_neon(b->d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(b->dmin) * (float)mins); \
+    }                                                                                                                \
+    return sum;                                                                                                      \
+}                                                                                                                    \
+/* Q6_K: per half, group g of 32 values takes nibble g / 2 of ql[32 (g % 2) ..] and bits 2g of qh;  \
+   each 16 values have their own int8 scale */                                                                       \
+static TARGET float mms__dot_q6_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    const struct mms__block_q6_k *b = (const struct mms__block_q6_k *)w;                                             \
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+    float32x4_t acc = vdupq_n_f32(0.0f);                                                                             \
+    int64_t i;                                                                                                       \
+    int h, g, k;                                                                                                     \
+    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+        int32x4_t sumi = vdupq_n_s32(0);                                                                             \
+        for (h = 0; h < 2; h++) {                                                                                    \
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;                                                \
+            const int8_t *sc = b->scales + 8 * h, *a = x->qs + 128 * h;                                              \
+            for (g = 0; g < 4; g++)                                                                                  \
+                for (k = 0; k < 2; k++) {                                                                            \
+                    const int8x16_t v = mms__q6_k_values(vld1q_u8(ql + 32 * (g % 2) + 16 * k), g >= 2,               \
+                                                          vld1q_u8(qh + 16 * k), 2 * g);                             \
+                    sumi = vmlaq_n_s32(sumi, DOT(vdupq_n_s32(0), v, vld1q_s8(a + 32 * g + 16 * k)), sc[2 * g + k]);  \
+                }                                                                                                    \
+        }                                                                                                            \
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sumi), mms__fp16_to_f32_neon(b->d) * x->d);                             \
+    }                                                                                                                \
+    return vaddvq_f32(acc);                                                                                          \
+}
+MMS__NEON_Q8_DOTS(neon, , mms__dot_s8_neon)
+MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
+#undef MMS__NEON_Q8_DOTS
+#endif
+
 typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
 
+/* The integer dot of a weight type for the kernel set in use; NULL where there is none (the
+   scalar set, other types): the caller then dequantizes and keeps exact f32 activations. */
 static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
-    switch (type) {
-        case MMS_TYPE_Q8_0: return mms__dot_q8_0_avx2;
-        case MMS_TYPE_Q4_0: return mms__dot_q4_0_avx2;
-        case MMS_TYPE_Q4_K: return mms__dot_q4_k_avx2;
-        case MMS_TYPE_Q6_K: return mms__dot_q6_k_avx2;
-        default:            return NULL;
-    }
-}
+    static const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+    const mms__q8_dot_fn *dots = NULL;
+    int i;
+#if MMS__HAVE_AVX2
+    static const mms__q8_dot_fn avx2[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx2, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
+    if (mms__avx2()) dots = avx2;
 #endif
+#if MMS__HAVE_NEON
+    static const mms__q8_dot_fn neon[4] = { mms__dot_q8_0_neon, mms__dot_q4_0_neon, mms__dot_q4_k_neon, mms__dot_q6_k_neon };
+    static const mms__q8_dot_fn dotprod[4] = { mms__dot_q8_0_dotprod, mms__dot_q4_0_dotprod, mms__dot_q4_k_dotprod, mms__dot_q6_k_dotprod };
+    if (mms__neon()) dots = mms__dotprod() ? dotprod : neon;
+#endif
+    for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
+    return NULL;
+}
 /* ==== end src/backend/cpu/quant_dot.c ==== */
 
 /* ==== begin src/backend/cpu/ops_matmul.c ==== */
@@ -5607,13 +7006,14 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count.
-   - AVX2, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
+   - SIMD sets, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
-     broadcasts 6 b values per k against 2 vectors of the panel (12 FMAs per 8 loads), writing dst
-     rows directly. Tiles walk along b first so each thread packs a tile of a once.
-   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (AVX2: 4 rows
-     of weights against one column at a time, f16 converted inside the dot), so the weights stream
-     from memory exactly once. */
+     broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
+     NEON: 24 per 10), writing dst rows directly. Tiles walk along b first so each thread packs a
+     tile of a once.
+   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
+     of weights against one column at a time, f16 converted inside the dot; quantized weights
+     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
@@ -5676,15 +7076,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool gemm = mms__avx2() && N > MMS__MM_GEMV_N;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
-    const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
-    MMS__UNUSED(f16_direct);
-    MMS__UNUSED(f32_direct);
+    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
@@ -5733,34 +7131,29 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
-#if MMS__HAVE_AVX2
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                const mms__q8_dot_fn dot = mms__q8_dot_for(a->type);
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * q8_row);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = q8_dot(K, w, bq8 + j * q8_row);
                 }
                 continue;
             }
-            if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+            if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+                const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
-                const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);
+                const int64_t lda = (int64_t)(a->nb[1] / es);
                 int64_t i = 0, j, r;
                 float d[4];
                 for (; i + 4 <= mr; i += 4)
                     for (j = 0; j < nr; j++) {
-                        if (f16_direct) mms__dot4_f16_avx2(K, (const mms_fp16_t *)a0 + i * lda, lda, brows[j], d);
-                        else            mms__dot4_f32_avx2(K, (const float *)a0 + i * lda, lda, brows[j], d);
+                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d);
                         for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
                     }
                 for (; i < mr; i++)
-                    for (j = 0; j < nr; j++)
-                        out[j * ldo + i] = f16_direct ? mms__dot_f16_f32_avx2(K, (const mms_fp16_t *)a0 + i * lda, brows[j])
-                                                      : mms__dot_f32_avx2(K, (const float *)a0 + i * lda, brows[j]);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
                 continue;
             }
-#endif
             mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
             mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
         }
@@ -6667,23 +8060,10 @@ static struct mms_tensor *mms__slot_tensor(const struct mms_cgraph *g, int s) {
 }
 static int mms__slot_step(const struct mms_cgraph *g, int s) { return s < mms_graph_n_leafs(g) ? -1 : s - mms_graph_n_leafs(g); }
 
-static bool mms__galloc_owns(const mms_gallocr_t ga, const struct mms_backend_buffer *b) {
-    int i, c;
-    if (!b) return false;
-    for (i = 0; i < ga->n_bufs; i++)
-        for (c = 0; c < ga->bufs[i].n_chunks; c++) if (ga->bufs[i].chunks[c] == b) return true;
-    return false;
-}
-
-/* Memory an allocator placed for one graph (not persistent): compute memory, ours or another
-   allocator's (maybe freed by now), never relied on by a new allocation. */
-static bool mms__tensor_is_transient(const struct mms_tensor *t) {
-    return t->graph_id != 0 && !(t->flags & MMS_TENSOR_FLAG_PERSISTENT);
-}
-
-/* Planned here: not a view, and without memory, or with compute memory (allocated before). */
-static bool mms__galloc_needs(const mms_gallocr_t ga, const struct mms_tensor *t) {
-    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer) || mms__tensor_is_transient(t));
+/* Planned here: not a view, and without memory, or in compute memory (of an earlier allocation,
+   ours or another allocator's, maybe freed by now): never relied on by a new allocation. */
+static bool mms__galloc_needs(const struct mms_tensor *t) {
+    return !t->view_src && (t->placement.kind == MMS_MEMORY_NONE || t->placement.kind == MMS_MEMORY_COMPUTE);
 }
 
 static bool mms__op_can_inplace(enum mms_op op) {
@@ -6716,7 +8096,7 @@ static enum mms_status mms__galloc_signature(mms_gallocr_t ga, struct mms_cgraph
         q->op = t->op;
         q->type = t->type;
         q->flags = t->flags;
-        q->needs_alloc = mms__galloc_needs(ga, t);
+        q->needs_alloc = mms__galloc_needs(t);
         q->buffer_id = id;
         for (j = 0; j < MMS_MAX_DIMS; j++) { q->ne[j] = t->ne[j]; q->nb[j] = t->nb[j]; }
         q->view_offs = t->view_offs;
@@ -7079,7 +8459,7 @@ static enum mms_status mms__galloc_ensure_buffers(mms_gallocr_t ga) {
             if (c < buf->n_planned && (!buf->chunks[c] || mms_backend_buffer_get_size(buf->chunks[c]) < buf->planned[c])) {
                 mms_backend_buffer_t nb = mms_backend_buft_alloc_buffer(buf->buft, buf->planned[c]);
                 if (!nb)
-                    return mms_set_error(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
+                    return mms__error_context(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
                                          "mms_gallocr: cannot allocate %zu bytes of '%s' memory for buffer %d chunk %d: %s",
                                          buf->planned[c], mms_backend_buft_name(buf->buft), id, c, mms_last_error());
                 if (buf->chunks[c]) {
@@ -7134,30 +8514,29 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
    in compute memory (this allocator's or another's) by a different graph, next to tensors of its
    own, would lose their values: the memory is handed out again, or the other allocator's is. (A graph rebuilt over exactly the tensors of one earlier
    graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
-static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
+static enum mms_status mms__galloc_check_reuse(struct mms_cgraph *g, const char *who,
                                                 const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
     const int n = mms__slot_count(g), nl = mms_graph_n_leafs(g);
     const struct mms_tensor *culprit = NULL, *reader = NULL;
     uint64_t old_id = 0;
     int s, j, n_old = 0, n_fresh = 0;
     bool mixed = false;
-    #define MMS__OLD(t) ((t)->data && (mms__galloc_owns(ga, (t)->buffer) || mms__tensor_is_transient(t)) && \
-                         (t)->graph_id != mms_graph_id(g))
+    #define MMS__OLD(t) ((t)->placement.kind == MMS_MEMORY_COMPUTE && (t)->placement.graph_id != mms_graph_id(g))
     for (s = 0; s < n; s++) {
         const struct mms_tensor *t = mms__slot_tensor(g, s);
         if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;
         if (MMS__OLD(t)) {
             n_old++;
-            if (!old_id) old_id = t->graph_id;
-            else if (t->graph_id != old_id) mixed = true;
-        } else if (s >= nl && !t->data) {
+            if (!old_id) old_id = t->placement.graph_id;
+            else if (t->placement.graph_id != old_id) mixed = true;
+        } else if (s >= nl && t->placement.kind == MMS_MEMORY_NONE) {
             n_fresh++;
         }
     }
     if (n_old == 0 || (!mixed && n_fresh == 0)) return MMS_OK;
     for (s = nl; s < n && !culprit; s++) {                     /* an old tensor that a new node reads */
         const struct mms_tensor *t = mms__slot_tensor(g, s);
-        if (t->data) continue;
+        if (t->placement.kind != MMS_MEMORY_NONE) continue;
         for (j = 0; j < MMS_MAX_SRC && !culprit; j++) {
             const struct mms_tensor *r = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
             if (r && MMS__OLD(r)) { culprit = r; reader = t; }
@@ -7169,9 +8548,9 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     }
     #undef MMS__OLD
     {
-        const char *old_name = name_of ? name_of(user, culprit->graph_id) : "";
+        const char *old_name = name_of ? name_of(user, culprit->placement.graph_id) : "";
         char old[MMS_MAX_NAME + 32];
-        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->graph_id, old_name[0] ? " '" : "", old_name,
+        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->placement.graph_id, old_name[0] ? " '" : "", old_name,
                  old_name[0] ? "'" : "");
         return mms_set_error(MMS_ERR_STALE, "%s: graph #%llu%s%s%s uses tensor %s%s%s, which %s computed in compute memory that "
                              "this allocation hands out again: its value would be lost. Mark it with mms_set_persistent before "
@@ -7182,19 +8561,11 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     }
 }
 
-MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
+/* Places every planned tensor of g by the stored plan (which must fit g): the buffers grow if
+   needed and start a new generation first. */
+static enum mms_status mms__galloc_place(mms_gallocr_t ga, struct mms_cgraph *g) {
     enum mms_status st;
     int id, c, s, k, i;
-    if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
-    if (mms_graph_status(g) != MMS_OK)
-        return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
-    if ((st = mms__galloc_check_reuse(ga, g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
-    if (!mms__galloc_plan_fits(ga, g)) {
-        if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
-            return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
-                                 "has %d buffers: call mms_gallocr_reserve_n with its buffer ids first", ga->n_bufs);
-        if ((st = mms__galloc_plan(ga, g, NULL, NULL)) != MMS_OK) return st;
-    }
     if ((st = mms__galloc_ensure_buffers(ga)) != MMS_OK) return st;
 
     /* a new generation: whatever an earlier allocation placed is stale from now on */
@@ -7209,19 +8580,46 @@ MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgr
         t = mms__slot_tensor(g, s);
         b = &ga->blocks[ga->slot_block[s]];
         chunk = ga->bufs[b->buffer_id].chunks[b->chunk];
-        t->data = NULL;
-        t->buffer = NULL;
-        st = mms_backend_tensor_alloc(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset);
+        mms__tensor_unplace(t);
+        st = mms__tensor_alloc_for(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset, mms_graph_id(g));
         if (st != MMS_OK) return st;
-        t->graph_id = mms_graph_id(g);
         ga->infos[k].tensor = t;
         ga->infos[k].inplace_of = ga->slot_inplace_of[s] >= 0 ? mms__slot_tensor(g, ga->slot_inplace_of[s]) : NULL;
     }
     for (i = 0; i < mms_graph_n_nodes(g); i++) {
         struct mms_tensor *t = mms_graph_node(g, i);
-        if (t->view_src && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
+        if (t->view_src && t->view_src->placement.kind != MMS_MEMORY_NONE && (st = mms_backend_view_init(t)) != MMS_OK) return st;
     }
     return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
+    enum mms_status st;
+    if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
+    if ((st = mms__galloc_check_reuse(g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
+    if (!mms__galloc_plan_fits(ga, g)) {
+        if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
+            return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
+                                 "has %d buffers: call mms_gallocr_reserve_n with its buffer ids first", ga->n_bufs);
+        if ((st = mms__galloc_plan(ga, g, NULL, NULL)) != MMS_OK) return st;
+    }
+    return mms__galloc_place(ga, g);
+}
+
+/* For the scheduler: every tensor this allocator placed becomes stale (a reset), or its memory is
+   filled with a byte (poison). */
+static void mms__galloc_reset(mms_gallocr_t ga) {
+    int id, c;
+    for (id = 0; id < ga->n_bufs; id++)
+        for (c = 0; c < ga->bufs[id].n_chunks; c++) mms_backend_buffer_reset(ga->bufs[id].chunks[c]);
+}
+
+static void mms__galloc_fill(mms_gallocr_t ga, uint8_t value) {
+    int id, c;
+    for (id = 0; id < ga->n_bufs; id++)
+        for (c = 0; c < ga->bufs[id].n_chunks; c++) mms_backend_buffer_clear(ga->bufs[id].chunks[c], value);
 }
 
 /* -- queries -- */
@@ -7312,7 +8710,7 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
     ymax = MMS__MAX(MMS__MAX(bi->planned, bi->lower_bound), (size_t)1);
     sx = (W - left - right) / steps;
     sy = (H - top - bottom) / (double)ymax;
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_gallocr_write_svg: cannot write '%s'", path);
 
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"monospace\" font-size=\"10\">\n", W, H);
@@ -7407,15 +8805,20 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
 
 /* ==== begin src/sched/sched.c ==== */
 /* >>sched =========================================================================================
-   The multi-backend scheduler. For each graph it
-     1. assigns a backend to every tensor (pins, memory, weights, offload, spreading, fallback);
-     2. cuts the nodes into splits of one backend each and lists, per split, the tensors it reads
-        from memory its backend cannot use (they are copied in before the split runs);
-     3. clones the caller's nodes into its own context with sources rewired to those copies, and
-        plans one allocation graph (copies and clones, one buffer per backend) with its gallocr;
-     4. places persistent tensors in buffers of their own, then copies every clone's placement back
-        to the caller's tensor, so results are read from the caller's tensors as usual.
-   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first. */
+   The multi-backend scheduler. Allocating a graph runs these steps, in this order:
+     1. check: the graph was built correctly; memory it relies on (weights, caches, kept tensors)
+        still holds and kept leafs are up to date; it does not mix results another graph left in
+        compute memory with new ops;
+     2. assign a backend to every node and leaf (pins, memory, weights, offload, spreading, fallback);
+     3. split: cut the nodes into runs of one backend and route a copy for every tensor a split reads
+        from memory its backend cannot use;
+     4. clone the caller's nodes into the scheduler's own context, with sources rewired to the copies;
+     5. place: persistent nodes keep their memory or get a buffer of their own (a stand-in in the
+        reserve buffer when only reserving), and the graph allocator plans and places the rest;
+     6. publish (alloc only, and only once everything above succeeded): each caller node takes its
+        clone's placement, new kept buffers are registered. Reserve writes no caller tensor.
+   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first, then
+   counts every node as written and records what each kept node was computed from. */
 
 #define MMS__SCHED_MAX_COPIES 4
 
@@ -7445,10 +8848,16 @@ struct mms__sched_split {
     struct mms_tensor **originals;                  /* the caller's node behind each of them */
 };
 
-struct mms__sched_persist {
-    struct mms_tensor   *tensor;
-    mms_backend_buffer_t buffer;
-    int                  backend;
+struct mms__sched_persist {             /* a kept tensor's buffer (the tensor may be gone: compared, never read) */
+    const struct mms_tensor *tensor;
+    mms_backend_buffer_t     buffer;
+    int                      backend;
+};
+
+struct mms__sched_kept {                /* a persistent node of the allocated graph */
+    int                  node;
+    mms_backend_buffer_t fresh;         /* a buffer made for it by this allocation, published with it */
+    int                  first_leaf, n_leafs;   /* what it is computed from: s->kept_leafs[first..] */
 };
 
 struct mms_backend_sched {
@@ -7472,8 +8881,13 @@ struct mms_backend_sched {
     int                       *node_backend, *leaf_backend;
     unsigned char             *node_why, *leaf_why;
     struct mms_tensor        **clones;              /* per node */
-    struct mms_tensor        **leaf_clones;         /* per leaf: a placeholder for a kept tensor not made yet (reserve) */
+    struct mms_tensor        **leaf_clones;         /* per leaf: a stand-in for a kept tensor not computed yet (reserve), or NULL */
     int                        cap_nodes, cap_leafs;
+    struct mms__sched_kept    *kept;                /* persistent nodes */
+    int                        n_kept, cap_kept;
+    struct mms_tensor        **kept_leafs;
+    int                        n_kept_leafs, cap_kept_leafs;
+    mms_backend_buffer_t       reserve_buf;         /* holds the stand-ins while reserving */
     struct mms__sched_split   *splits;
     int                        n_splits, cap_splits;
     struct mms__sched_input   *inputs;
@@ -7494,8 +8908,6 @@ struct mms_backend_sched {
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
-
-static char mms__sched_placeholder;   /* stands for persistent memory not yet given (reserve only) */
 
 static void mms__sched_debug_print(mms_backend_sched_t s);                                  /* debug.c */
 static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node);
@@ -7553,7 +8965,8 @@ MMS_API mms_backend_sched_t mms_backend_sched_new(mms_backend_t *backends, mms_b
         for (c = 0; c < s->n_copies; c++) s->events[i * s->n_copies + c] = mms_backend_event_new(backends[i]);
     }
     s->galloc = mms_gallocr_new_n(s->bufts, n_backends);
-    if (!s->galloc) { mms_backend_sched_free(s); return NULL; }
+    s->reserve_buf = mms__reserve_buffer_new();
+    if (!s->galloc || !s->reserve_buf) { mms_backend_sched_free(s); return NULL; }
 
     env = getenv("MMS_SCHED_DEBUG");
     s->debug = env ? atoi(env) : 0;
@@ -7568,6 +8981,8 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     int i;
     if (!s) return;
     for (i = 0; i < s->n_persist; i++) mms_backend_buffer_free(s->persist[i].buffer);
+    for (i = 0; i < s->n_kept; i++) mms_backend_buffer_free(s->kept[i].fresh);
+    mms_backend_buffer_free(s->reserve_buf);
     for (i = 0; s->events && i < s->n_backends * s->n_copies; i++) mms_backend_event_free(s->events[i]);
     for (i = 0; i < s->n_splits; i++) MMS_FREE(s->splits[i].originals);
     mms_gallocr_free(s->galloc);
@@ -7577,6 +8992,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
     MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->kept); MMS_FREE(s->kept_leafs);
     MMS_FREE(s);
 }
 
@@ -7595,13 +9011,24 @@ static int mms__sched_backend_for_buft(mms_backend_sched_t s, mms_backend_buffer
     return -1;
 }
 
-/* Memory the scheduler does not hand out again: weights, static buffers, persistent tensors. */
-static bool mms__sched_has_fixed_memory(mms_backend_sched_t s, const struct mms_tensor *t) {
-    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer) && !mms__tensor_is_transient(t);
+/* Memory the scheduler does not hand out: the caller's (a context's, static buffers) and kept
+   tensors still held. Compute memory and released kept tensors are placed anew. */
+static bool mms__sched_has_fixed_memory(const struct mms_tensor *t) {
+    switch (t->placement.kind) {
+        case MMS_MEMORY_HOST:
+        case MMS_MEMORY_STATIC:     return true;
+        case MMS_MEMORY_PERSISTENT: return mms__memory_is_live(t);
+        case MMS_MEMORY_NONE:
+        case MMS_MEMORY_COMPUTE:
+        case MMS_MEMORY_RESERVE:    break;
+    }
+    return false;
 }
 
+/* The buffer type of fixed memory (checked live: host memory of a context is the CPU's). */
 static mms_backend_buffer_type_t mms__sched_buft_of(const struct mms_tensor *t) {
-    return t->buffer ? t->buffer->buft : mms_backend_cpu_buffer_type();
+    mms_backend_buffer_t live = mms__live_buffer_of(t);
+    return live ? live->buft : mms_backend_cpu_buffer_type();
 }
 
 static int mms__sched_pos(mms_backend_sched_t s, const struct mms_tensor *t) {
@@ -7626,7 +9053,33 @@ static int mms__sched_first_supporting(mms_backend_sched_t s, const struct mms_t
     return -1;
 }
 
-/* -- 1. backends -- */
+/* -- 1. check -- */
+
+/* A kept tensor the graph reads that has no memory yet, or none any more: allowed only in a
+   reserve, where a stand-in takes its place. */
+static bool mms__sched_kept_without_memory(const struct mms_tensor *t) {
+    return (t->flags & MMS_TENSOR_FLAG_PERSISTENT) && !t->view_src &&
+           (t->placement.kind == MMS_MEMORY_NONE || (t->placement.kind == MMS_MEMORY_PERSISTENT && !mms__memory_is_live(t)));
+}
+
+/* Memory the graph relies on (weights, caches, kept tensors) must still hold, and kept leafs be up
+   to date (values do not matter to a reserve); checked through the registry before anything looks
+   at a tensor's buffer. Kept nodes whose buffer was released are simply placed again. */
+static enum mms_status mms__sched_check_memory(struct mms_cgraph *g, bool reserve, const char *who) {
+    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
+    for (i = 0; i < n; i++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, i);
+        const struct mms_tensor *m = t->view_src ? t->view_src : t;
+        const bool read = i < mms_graph_n_leafs(g) && !reserve;
+        enum mms_status st;
+        if (m->placement.kind == MMS_MEMORY_NONE || m->placement.kind == MMS_MEMORY_COMPUTE) continue;   /* planned, or the reuse check's */
+        if (m->placement.kind == MMS_MEMORY_PERSISTENT && !mms__memory_is_live(m) && (reserve || i >= mms_graph_n_leafs(g))) continue;
+        if ((st = read ? mms__tensor_check_read(m, who) : mms__tensor_check(m, who)) != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
+/* -- 2. backends -- */
 
 static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
@@ -7634,7 +9087,7 @@ static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms
         struct mms_tensor *t = mms_graph_leaf(g, i);
         int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
         int b;
-        if (mms__sched_has_fixed_memory(s, t)) {
+        if (mms__sched_has_fixed_memory(t)) {
             b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
             if (b < 0)
                 return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
@@ -7670,7 +9123,7 @@ static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms
             s->node_why[i] = MMS__WHY_PIN;
             continue;
         }
-        if (t->view_src ? mms__sched_has_fixed_memory(s, t->view_src) : mms__sched_has_fixed_memory(s, t)) {
+        if (mms__sched_has_fixed_memory(t->view_src ? t->view_src : t)) {
             const struct mms_tensor *m = t->view_src ? t->view_src : t;   /* e.g. a CPY into a cache */
             int b = mms__sched_backend_for_buft(s, mms__sched_buft_of(m));
             if (b < 0 || !mms__sched_supports(s, b, t))
@@ -7682,9 +9135,10 @@ static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms
         }
         for (j = 0; j < 2 && s->node_backend[i] < 0; j++) {     /* src[0..1]: weights, biases, norm gains */
             const struct mms_tensor *w = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
+            mms_backend_buffer_t live = w ? mms__live_buffer_of(w) : NULL;   /* never w->buffer: it may be freed */
             int wb, b;
-            if (!w || !w->buffer || w->buffer->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
-            wb = mms__sched_backend_for_buft(s, w->buffer->buft);
+            if (!live || live->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
+            wb = mms__sched_backend_for_buft(s, live->buft);
             if (wb < 0) continue;
             if (s->op_offload && wb == last) {
                 for (b = 0; b < last; b++)
@@ -7755,14 +9209,14 @@ static enum mms_status mms__sched_assign(mms_backend_sched_t s, struct mms_cgrap
     return MMS_OK;
 }
 
-/* -- 2. splits and their inputs -- */
+/* -- 3. splits and the copies their inputs need -- */
 
 /* Must a split on backend b copy src in first? */
 static bool mms__sched_needs_copy(mms_backend_sched_t s, int b, const struct mms_tensor *src) {
     int owner = mms__sched_backend_of(s, src);
     const struct mms_tensor *root = src->view_src ? src->view_src : src;
     if (owner < 0 || owner == b) return false;
-    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(s, root) ? mms__sched_buft_of(root) : s->bufts[owner]);
+    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(root) ? mms__sched_buft_of(root) : s->bufts[owner]);
 }
 
 static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -7810,7 +9264,7 @@ static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_
     return MMS_OK;
 }
 
-/* -- 3. clones, copies and the allocation graph -- */
+/* -- 4. clones, with their sources rewired to the copies -- */
 
 static struct mms_tensor *mms__sched_input_copy(mms_backend_sched_t s, int split, const struct mms_tensor *src) {
     int k;
@@ -7827,68 +9281,56 @@ static struct mms_tensor *mms__sched_mapped(mms_backend_sched_t s, struct mms_te
     return t;
 }
 
-/* Places a persistent node in a buffer of its own on its backend (allocation only; a reserve
-   lets it stand aside with a placeholder). */
-static enum mms_status mms__sched_place_persistent(mms_backend_sched_t s, struct mms_tensor *t, int b, bool reserve, uint64_t graph_id) {
-    struct mms__sched_persist *p;
-    mms_backend_buffer_t buf;
-    enum mms_status st;
-    if (reserve) return MMS_OK;
-    if (mms__sched_has_fixed_memory(s, t)) return MMS_OK;   /* kept already */
-    buf = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], t));
-    if (!buf) return mms_set_error(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
-                                   mms__tensor_desc(t).s, mms_backend_name(s->backends[b]), mms_last_error());
-    t->data = NULL;
-    t->buffer = NULL;
-    if ((st = mms_backend_tensor_alloc(buf, t, mms_backend_buffer_get_base(buf))) != MMS_OK) { mms_backend_buffer_free(buf); return st; }
-    t->graph_id = graph_id;
-    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + 1, sizeof *s->persist)) {
-        mms_backend_buffer_free(buf);
-        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
-    }
-    p = &s->persist[s->n_persist++];
-    p->tensor = t;
-    p->buffer = buf;
-    p->backend = b;
-    return MMS_OK;
+static struct mms_tensor *mms__sched_new_internal(mms_backend_sched_t s, const struct mms_tensor *like) {
+    return mms__new_tensor_impl(s->ctx, "mms_backend_sched", like->type, MMS_MAX_DIMS, like->ne, NULL, 0);
 }
 
-static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **node_ids_out) {
-    struct mms_tensor **nodes = NULL, **leafs = NULL;
-    int *ids = NULL, n = 0, cap = s->n_nodes + s->n_inputs * s->n_copies + 1, i, j, k, c;
-    enum mms_status st = MMS_OK;
+/* A clone shares what it can with its original: its memory if that is fixed, nothing else of the
+   caller's bookkeeping (identity for versions stays the original's). */
+static struct mms_tensor *mms__sched_clone(mms_backend_sched_t s, const struct mms_tensor *orig) {
+    struct mms_tensor *cl = mms__sched_new_internal(s, orig);
+    if (!cl) return NULL;
+    *cl = *orig;
+    cl->provenance = NULL;
+    cl->watched = false;
+    if (orig->view_src || !mms__sched_has_fixed_memory(orig)) mms__tensor_unplace(cl);   /* planned (views: given) by the gallocr */
+    return cl;
+}
 
-    nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
-    ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
-    leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
-    if (!nodes || !ids || !leafs) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
-
-    /* a kept tensor that no graph has computed yet: a placeholder when reserving, else an error */
+/* Stand-ins for kept leafs no graph has computed yet: allowed only when reserving. */
+static enum mms_status mms__sched_clone_leafs(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve) {
+    int i;
     for (i = 0; i < s->n_leafs; i++) {
         struct mms_tensor *t = mms_graph_leaf(g, i);
         s->leaf_clones[i] = NULL;
-        if (!(t->flags & MMS_TENSOR_FLAG_PERSISTENT) || t->view_src || mms__sched_has_fixed_memory(s, t)) continue;
-        if (!reserve) {
-            st = mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
-                               "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
-            goto fail;
-        }
-        if (!(s->leaf_clones[i] = mms__new_tensor_impl(s->ctx, "mms_backend_sched", t->type, MMS_MAX_DIMS, t->ne, NULL, 0))) {
-            st = mms_get_status(s->ctx);
-            goto fail;
-        }
-        *s->leaf_clones[i] = *t;
-        s->leaf_clones[i]->data = &mms__sched_placeholder;
-        s->leaf_clones[i]->buffer = NULL;
+        if (!mms__sched_kept_without_memory(t)) continue;
+        if (!reserve)
+            return mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
+                                 "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
+        if (!(s->leaf_clones[i] = mms__sched_clone(s, t))) return mms_ctx_status(s->ctx);
+        mms__tensor_unplace(s->leaf_clones[i]);
+        mms__tensor_alloc_for(s->reserve_buf, s->leaf_clones[i], NULL, 0);
     }
+    return MMS_OK;
+}
 
+static enum mms_status mms__sched_clone_nodes(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < s->n_nodes; i++)
+        if (!(s->clones[i] = mms__sched_clone(s, mms_graph_node(g, i)))) return mms_ctx_status(s->ctx);
+    return MMS_OK;
+}
+
+/* The copy nodes of every split input (one per pipeline copy), then each clone's sources. */
+static enum mms_status mms__sched_wire(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int k, j, c, i;
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
         for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
             struct mms__sched_input *in = &s->inputs[j];
             for (c = 0; c < s->n_copies; c++) {
-                struct mms_tensor *cp = mms__new_tensor_impl(s->ctx, "mms_backend_sched", in->src->type, MMS_MAX_DIMS, in->src->ne, NULL, 0);
-                if (!cp) { st = mms_get_status(s->ctx); goto fail; }
+                struct mms_tensor *cp = mms__sched_new_internal(s, in->src);
+                if (!cp) return mms_ctx_status(s->ctx);
                 memcpy(cp->nb, in->src->nb, sizeof cp->nb);   /* same layout: the copy is a byte copy */
                 cp->op = MMS_OP_DUP;
                 /* keeps the source alive until copied; a view's own clone may come later in this
@@ -7897,46 +9339,117 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
                 if (s->n_copies > 1) cp->flags = MMS_TENSOR_FLAG_INPUT | MMS_TENSOR_FLAG_OUTPUT;
                 mms_format_name(cp, "%s#%.40s#%d", mms_backend_name(s->backends[sp->backend]), in->src->name, c);
                 in->copies[c] = cp;
-                ids[n] = sp->backend;
-                nodes[n++] = cp;
             }
         }
         for (i = sp->i0; i < sp->i1; i++) {
-            struct mms_tensor *orig = mms_graph_node(g, i);
-            struct mms_tensor *cl = mms__new_tensor_impl(s->ctx, "mms_backend_sched", orig->type, MMS_MAX_DIMS, orig->ne, NULL, 0);
-            if (!cl) { st = mms_get_status(s->ctx); goto fail; }
-            *cl = *orig;
+            const struct mms_tensor *orig = mms_graph_node(g, i);
+            struct mms_tensor *cl = s->clones[i];
             for (j = 0; j < MMS_MAX_SRC; j++) {
                 struct mms_tensor *cp = orig->src[j] && !mms_op_is_view(orig->op) ? mms__sched_input_copy(s, k, orig->src[j]) : NULL;
                 cl->src[j] = cp ? cp : orig->src[j] ? mms__sched_mapped(s, orig->src[j]) : NULL;
             }
             if (orig->view_src) cl->view_src = mms__sched_mapped(s, orig->view_src);
-            if ((orig->flags & MMS_TENSOR_FLAG_PERSISTENT) && !orig->view_src) {
-                if ((st = mms__sched_place_persistent(s, orig, s->node_backend[i], reserve, mms_graph_id(g))) != MMS_OK) goto fail;
-                if (reserve && !mms__sched_has_fixed_memory(s, orig)) { cl->data = &mms__sched_placeholder; cl->buffer = NULL; }
-                else { cl->data = orig->data; cl->buffer = orig->buffer; cl->buffer_uid = orig->buffer_uid; cl->generation = orig->generation; }
-            } else if (orig->view_src || !mms__sched_has_fixed_memory(s, orig)) {
-                cl->data = NULL;                           /* planned (or, for views, given) by the gallocr */
-                cl->buffer = NULL;
-                cl->buffer_uid = cl->generation = cl->graph_id = 0;
-            }
-            s->clones[i] = cl;
-            ids[n] = s->node_backend[i];
-            nodes[n++] = cl;
         }
+    }
+    return MMS_OK;
+}
+
+/* -- 5. place: kept nodes, then the allocation graph for the gallocr -- */
+
+/* The leafs (their memory's roots) a node is computed from, appended to s->kept_leafs. */
+static enum mms_status mms__sched_collect_leafs(mms_backend_sched_t s, struct mms_cgraph *g, int node, int *seen, int stamp) {
+    struct mms_tensor **stack;
+    int depth = 0, j;
+    stack = (struct mms_tensor **)MMS_MALLOC(sizeof *stack * (size_t)(s->n_nodes + s->n_leafs + 1) * (MMS_MAX_SRC + 1));
+    if (!stack) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    stack[depth++] = mms_graph_node(g, node);
+    while (depth > 0) {
+        struct mms_tensor *t = stack[--depth];
+        int p = mms__sched_pos(s, t), at = p > 0 ? p - 1 : s->n_nodes - p - 1;
+        if (p == 0 || seen[at] == stamp) continue;    /* p == 0: not in the graph (a view's root) */
+        seen[at] = stamp;
+        if (p < 0) {
+            struct mms_tensor *root = t->view_src ? t->view_src : t;
+            if (!mms__grow((void **)&s->kept_leafs, &s->cap_kept_leafs, s->n_kept_leafs + 1, sizeof *s->kept_leafs)) {
+                MMS_FREE(stack);
+                return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+            }
+            s->kept_leafs[s->n_kept_leafs++] = root;
+            continue;
+        }
+        for (j = 0; j < MMS_MAX_SRC; j++) if (t->src[j]) stack[depth++] = t->src[j];
+        if (t->view_src) stack[depth++] = t->view_src;
+    }
+    MMS_FREE(stack);
+    return MMS_OK;
+}
+
+/* Persistent nodes keep the memory they have, or get a buffer of their own on their backend (a
+   stand-in in the reserve buffer when reserving). Buffers made here are published with the graph,
+   or freed if the allocation fails. */
+static enum mms_status mms__sched_place_kept(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve) {
+    int i, *seen = NULL;
+    enum mms_status st = MMS_OK;
+    s->n_kept = s->n_kept_leafs = 0;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
+        struct mms__sched_kept *k;
+        int b = s->node_backend[i];
+        if (!(orig->flags & MMS_TENSOR_FLAG_PERSISTENT) || orig->view_src) continue;
+        if (!mms__grow((void **)&s->kept, &s->cap_kept, s->n_kept + 1, sizeof *s->kept)) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+        k = &s->kept[s->n_kept++];
+        memset(k, 0, sizeof *k);
+        k->node = i;
+        if (mms__sched_has_fixed_memory(orig)) continue;                 /* kept already: computed again in place */
+        if (reserve) { mms__tensor_alloc_for(s->reserve_buf, cl, NULL, 0); continue; }
+        k->fresh = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], orig));
+        if (!k->fresh)
+            return mms__error_context(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
+                                      mms__tensor_desc(orig).s, mms_backend_name(s->backends[b]), mms_last_error());
+        mms_backend_buffer_set_usage(k->fresh, MMS_BUFFER_USAGE_PERSISTENT);
+        if ((st = mms__tensor_alloc_for(k->fresh, cl, mms_backend_buffer_get_base(k->fresh), mms_graph_id(g))) != MMS_OK) return st;
+    }
+    if (reserve || s->n_kept == 0) return MMS_OK;
+    seen = (int *)MMS_MALLOC(sizeof *seen * (size_t)(s->n_nodes + s->n_leafs + 1));
+    if (!seen) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    memset(seen, 0, sizeof *seen * (size_t)(s->n_nodes + s->n_leafs + 1));
+    for (i = 0; i < s->n_kept && st == MMS_OK; i++) {
+        s->kept[i].first_leaf = s->n_kept_leafs;
+        st = mms__sched_collect_leafs(s, g, s->kept[i].node, seen, i + 1);
+        s->kept[i].n_leafs = s->n_kept_leafs - s->kept[i].first_leaf;
+    }
+    MMS_FREE(seen);
+    return st;
+}
+
+/* Kept buffers this allocation made but did not publish. */
+static void mms__sched_drop_fresh(mms_backend_sched_t s) {
+    int i;
+    for (i = 0; i < s->n_kept; i++) { mms_backend_buffer_free(s->kept[i].fresh); s->kept[i].fresh = NULL; }
+}
+
+/* The graph the gallocr plans: per split its input copies, then its clones; the caller's leafs
+   (or their stand-ins). ids: the backend of each node, then of each leaf. */
+static enum mms_status mms__sched_alloc_graph_of(mms_backend_sched_t s, struct mms_cgraph *g, int **ids_out) {
+    const int cap = s->n_nodes + s->n_inputs * s->n_copies + 1;
+    struct mms_tensor **nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
+    struct mms_tensor **leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
+    int *ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
+    int n = 0, k, j, c, i;
+    if (!nodes || !leafs || !ids) { MMS_FREE(nodes); MMS_FREE(leafs); MMS_FREE(ids); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+    for (k = 0; k < s->n_splits; k++) {
+        const struct mms__sched_split *sp = &s->splits[k];
+        for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++)
+            for (c = 0; c < s->n_copies; c++) { ids[n] = sp->backend; nodes[n++] = s->inputs[j].copies[c]; }
+        for (i = sp->i0; i < sp->i1; i++) { ids[n] = s->node_backend[i]; nodes[n++] = s->clones[i]; }
     }
     for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms__sched_mapped(s, mms_graph_leaf(g, i)); ids[n + i] = s->leaf_backend[i]; }
     s->alloc_graph = mms__graph_from_lists(s->ctx, nodes, n, leafs, s->n_leafs);
-    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
     MMS_FREE(nodes);
     MMS_FREE(leafs);
-    *node_ids_out = ids;
+    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { MMS_FREE(ids); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+    *ids_out = ids;
     return MMS_OK;
-fail:
-    MMS_FREE(nodes);
-    MMS_FREE(leafs);
-    MMS_FREE(ids);
-    return st;
 }
 
 /* The graphs each backend computes: the clones of a split that do work (not views). */
@@ -7955,21 +9468,7 @@ static enum mms_status mms__sched_split_graphs(mms_backend_sched_t s) {
         }
         sp->graph = mms__graph_from_lists(s->ctx, list, n, NULL, 0);
         MMS_FREE(list);
-        if (!sp->graph) return mms_get_status(s->ctx);
-    }
-    return MMS_OK;
-}
-
-/* Memory the graph relies on (weights, kept tensors, caches) must still be there: checked through
-   the registry of live buffers before anything looks at a tensor's buffer. */
-static enum mms_status mms__sched_check_memory(mms_backend_sched_t s, struct mms_cgraph *g, const char *who) {
-    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
-    for (i = 0; i < n; i++) {
-        const struct mms_tensor *t = mms__slot_tensor(g, i);
-        const struct mms_tensor *m = t->view_src ? t->view_src : t;
-        enum mms_status st;
-        if (!mms__sched_has_fixed_memory(s, m)) continue;
-        if ((st = mms__tensor_check(m, who)) != MMS_OK) return st;
+        if (!sp->graph) return mms_ctx_status(s->ctx);
     }
     return MMS_OK;
 }
@@ -7987,21 +9486,12 @@ static void mms__sched_remember_graph(mms_backend_sched_t s, const struct mms_cg
     mms__copy_str(s->recent[slot].name, sizeof s->recent[slot].name, mms_graph_get_name(g));
 }
 
-/* Steps 1-3 for graph g: afterwards alloc_graph and the ids are ready for the gallocr. */
-static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
-    enum mms_status st;
+/* Sizes the per-node and per-leaf arrays for g and indexes its tensors. */
+static enum mms_status mms__sched_index(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
-    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: graph is NULL");
-    if (mms_graph_status(g) != MMS_OK)
-        return mms_set_error(MMS_ERR_STATE, "mms_backend_sched: the graph was not built correctly: %s", mms_graph_error(g));
-    if ((st = mms__sched_check_memory(s, g, reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph")) != MMS_OK) return st;
-    if (!reserve && (st = mms__galloc_check_reuse(s->galloc, g, "mms_backend_sched_alloc_graph", mms__sched_graph_name, s)) != MMS_OK) return st;
-    s->allocated = false;
     s->graph = g;
     s->n_nodes = mms_graph_n_nodes(g);
     s->n_leafs = mms_graph_n_leafs(g);
-    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
-    mms_reset(s->ctx);
     mms__ptrmap_free(&s->pos);
     if (!mms__grow((void **)&s->node_backend, &s->cap_nodes, s->n_nodes + 1, sizeof(int)) ||
         !mms__grow((void **)&s->leaf_backend, &s->cap_leafs, s->n_leafs + 1, sizeof(int))) goto oom;
@@ -8020,12 +9510,69 @@ static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_node(g, i), (void *)(intptr_t)(i + 1))) goto oom;
     for (i = 0; i < s->n_leafs; i++)
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_leaf(g, i), (void *)(intptr_t)-(i + 1))) goto oom;
-    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;
-    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;
-    if ((st = mms__sched_build(s, g, reserve, ids)) != MMS_OK) return st;
-    return mms__sched_split_graphs(s);
+    return MMS_OK;
 oom:
     return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+}
+
+/* Steps 1-5 up to the gallocr: afterwards alloc_graph and its backend ids are ready. Nothing of
+   the caller's is written. */
+static enum mms_status mms__sched_prepare(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
+    const char *who = reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph";
+    enum mms_status st;
+    int i;
+    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: graph is NULL", who);
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "%s: the graph was not built correctly: %s", who, mms_graph_error(g));
+    if ((st = mms__sched_check_memory(g, reserve, who)) != MMS_OK) return st;
+    if (!reserve && (st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
+    s->allocated = false;
+    mms__sched_drop_fresh(s);
+    s->n_kept = 0;
+    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
+    mms_reset(s->ctx);
+    if ((st = mms__sched_index(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;                /* 2 */
+    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;           /* 3 */
+    if ((st = mms__sched_clone_leafs(s, g, reserve)) != MMS_OK) return st;  /* 4 */
+    if ((st = mms__sched_clone_nodes(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_wire(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_place_kept(s, g, reserve)) != MMS_OK) return st;   /* 5 */
+    if ((st = mms__sched_alloc_graph_of(s, g, ids)) != MMS_OK) return st;
+    return mms__sched_split_graphs(s);
+}
+
+/* Step 6: the caller's nodes take their clones' placement (results are read from them), leafs the
+   gallocr placed are marked as this graph's, and kept buffers made for this graph are registered. */
+static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const uint64_t id = mms_graph_id(g);
+    int i;
+    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + s->n_kept, sizeof *s->persist))
+        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i);
+        const struct mms_tensor *cl = s->clones[i];
+        orig->data = cl->data;
+        orig->buffer = cl->buffer;
+        orig->placement = cl->placement;
+        if (orig->placement.kind == MMS_MEMORY_COMPUTE || orig->placement.kind == MMS_MEMORY_PERSISTENT) orig->placement.graph_id = id;
+    }
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        if (t->placement.kind == MMS_MEMORY_COMPUTE && !t->view_src) t->placement.graph_id = id;
+    }
+    for (i = 0; i < s->n_kept; i++) {
+        struct mms__sched_kept *k = &s->kept[i];
+        struct mms__sched_persist *p;
+        if (!k->fresh) continue;
+        p = &s->persist[s->n_persist++];
+        p->tensor = mms_graph_node(g, k->node);
+        p->buffer = k->fresh;
+        p->backend = s->node_backend[k->node];
+        k->fresh = NULL;
+        if (mms__provenance_pending(mms_graph_node(g, k->node), id) != MMS_OK) return mms_last_status();
+    }
+    return MMS_OK;
 }
 
 /* -- public: reserve, alloc, compute -- */
@@ -8034,7 +9581,8 @@ MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct 
     enum mms_status st;
     int *ids = NULL;
     if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_reserve: scheduler is NULL");
-    st = mms__sched_split_graph(s, g, true, &ids);
+    s->allocated = false;
+    st = mms__sched_prepare(s, g, true, &ids);
     if (st == MMS_OK) st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
     MMS_FREE(ids);
     s->reserved_only = true;
@@ -8044,32 +9592,18 @@ MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct 
 
 MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, struct mms_cgraph *g) {
     enum mms_status st;
-    int *ids = NULL, i, id, c;
+    int *ids = NULL;
     if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_alloc_graph: scheduler is NULL");
+    s->allocated = false;                       /* a failed allocation leaves nothing allocated */
     s->cur_copy = (s->cur_copy + 1) % s->n_copies;
-    st = mms__sched_split_graph(s, g, false, &ids);
+    st = mms__sched_prepare(s, g, false, &ids);
     if (st == MMS_OK && !mms__galloc_plan_fits(s->galloc, s->alloc_graph))
         st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
     MMS_FREE(ids);
-    if (st == MMS_OK) st = mms_gallocr_alloc_graph(s->galloc, s->alloc_graph);
-    if (st != MMS_OK) return st;
-
-    /* the caller's tensors take the clones' placement: results are read from them */
-    for (i = 0; i < s->n_nodes; i++) {
-        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
-        orig->data = cl->data;
-        orig->buffer = cl->buffer;
-        orig->buffer_uid = cl->buffer_uid;
-        orig->generation = cl->generation;
-        orig->graph_id = mms_graph_id(g);
-    }
-    for (i = 0; i < s->n_leafs; i++) {
-        struct mms_tensor *t = mms_graph_leaf(g, i);
-        if (t->data && mms__galloc_owns(s->galloc, t->buffer)) t->graph_id = mms_graph_id(g);
-    }
-    if (s->poison)
-        for (id = 0; id < s->n_backends; id++)
-            for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_clear(s->galloc->bufs[id].chunks[c], 0xff);
+    if (st == MMS_OK) st = mms__galloc_place(s->galloc, s->alloc_graph);
+    if (st == MMS_OK) st = mms__sched_publish(s, g);
+    if (st != MMS_OK) { mms__sched_drop_fresh(s); return st; }
+    if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->reserved_only = false;
     s->graph_id = mms_graph_id(g);
@@ -8102,7 +9636,7 @@ static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__s
         if (k == n) k = n - 1;
         part = mms__graph_from_lists(s->ctx, nodes, k - j + 1, NULL, 0);
         MMS_FREE(nodes);
-        if (!part) return mms_get_status(s->ctx);
+        if (!part) return mms_ctx_status(s->ctx);
         if ((st = mms_backend_graph_compute_async(b, part)) != MMS_OK) return st;
         if (wanted) {
             struct mms_tensor *orig = sp->originals[k];
@@ -8117,12 +9651,29 @@ static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__s
     return MMS_OK;
 }
 
+/* After the splits ran: every node wrote its memory, and each kept node is now what its leafs
+   (at their versions now) give. */
+static enum mms_status mms__sched_computed(mms_backend_sched_t s) {
+    enum mms_status st;
+    int i;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *t = mms_graph_node(s->graph, i);
+        if (!mms_op_is_view(t->op)) mms__tensor_written(t);
+    }
+    for (i = 0; i < s->n_kept; i++) {
+        const struct mms__sched_kept *k = &s->kept[i];
+        st = mms__provenance_record(mms_graph_node(s->graph, k->node), s->kept_leafs + k->first_leaf, k->n_leafs, s->graph_id);
+        if (st != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
 static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
     int k, j, i;
     enum mms_status st;
-    for (i = 0; i < s->n_leafs; i++) {           /* weights, persistent tensors, inputs: all still valid? */
+    for (i = 0; i < s->n_leafs; i++) {           /* weights, kept tensors, inputs: all still valid and up to date? */
         struct mms_tensor *t = mms_graph_leaf(s->graph, i);
-        if (mms_nelements(t) > 0 && (st = mms__tensor_check(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
+        if (mms_nelements(t) > 0 && (st = mms__tensor_check_read(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
     }
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
@@ -8131,7 +9682,7 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
         for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
             struct mms__sched_input *in = &s->inputs[j];
             struct mms_tensor *copy = in->copies[s->cur_copy];
-            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(s, in->src);
+            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(in->src);
             if (user_input) {
                 st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
             } else {
@@ -8146,7 +9697,7 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
         done = s->events[sp->backend * s->n_copies + s->cur_copy];
         if (done && (st = mms_backend_event_record(done)) != MMS_OK) return st;
     }
-    return MMS_OK;
+    return mms__sched_computed(s);
 }
 
 MMS_API enum mms_status mms_backend_sched_graph_compute_async(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -8179,13 +9730,11 @@ MMS_API enum mms_status mms_backend_sched_graph_compute(mms_backend_sched_t s, s
 }
 
 MMS_API void mms_backend_sched_reset(mms_backend_sched_t s) {
-    int id, c;
     if (!s) return;
     s->allocated = false;
     s->graph_id = 0;
     mms__ptrmap_free(&s->pins);
-    for (id = 0; id < s->n_backends; id++)
-        for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_reset(s->galloc->bufs[id].chunks[c]);
+    mms__galloc_reset(s->galloc);
 }
 
 /* -- pins, persistent tensors, queries -- */
@@ -8206,7 +9755,7 @@ MMS_API mms_backend_t mms_backend_sched_get_tensor_backend(mms_backend_sched_t s
     if (!s || !t) return NULL;
     b = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
     if (b < 0 && s->graph) b = mms__sched_backend_of(s, t);
-    if (b < 0 && t->data && t->data != &mms__sched_placeholder) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
+    if (b < 0 && mms__sched_has_fixed_memory(t)) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
     return b >= 0 ? s->backends[b] : NULL;
 }
 
@@ -8217,7 +9766,7 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
 }
 
 /* For layers above that chain their own callback in front of the caller's. */
-static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+MMS__MAYBE_UNUSED static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
     *cb = s->callback;
     *user = s->callback_user;
 }
@@ -8228,7 +9777,7 @@ MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct 
     for (i = 0; i < s->n_persist; i++) {
         if (s->persist[i].tensor != t) continue;
         mms_backend_buffer_free(s->persist[i].buffer);
-        s->persist[i] = s->persist[--s->n_persist];
+        s->persist[i] = s->persist[--s->n_persist];   /* its provenance stays: what was computed from it keeps its own */
         return MMS_OK;
     }
     return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: %s is not a persistent tensor of this scheduler "
@@ -8354,13 +9903,6 @@ static void mms__sched_debug_print(mms_backend_sched_t s) {
     mms__ptrmap_free(&info_of);
 }
 
-static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
-    return h;
-}
-
 /* One file per dumped node: a text line "mmsched-dump name=<name> type=<type> ne=<a,b,c,d>
    bytes=<n> fnv1a64=<hex>" then the tensor's elements, row-major and contiguous. */
 static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node) {
@@ -8368,7 +9910,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     const size_t bytes = row * (size_t)mms_nrows(t);
     char path[768], safe[MMS_MAX_NAME];
     unsigned char *data = (unsigned char *)MMS_MALLOC(bytes + 1);
-    uint64_t sum = 0xcbf29ce484222325ULL;
+    uint64_t sum = MMS__FNV1A64_START;
     enum mms_status st = MMS_OK;
     int64_t r;
     FILE *f;
@@ -8388,7 +9930,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     if (st == MMS_OK) {
         sum = mms__fnv1a64(data, bytes, sum);
         snprintf(path, sizeof path, "%s/mms-dump-g%llu-n%d-%s.bin", s->dump_dir, (unsigned long long)mms_graph_id(s->graph), node, safe);
-        f = fopen(path, "wb");
+        f = mms__fopen(path, "wb");
         if (!f) {
             st = mms_set_error(MMS_ERR_IO, "mms_sched dump: cannot write '%s'", path);
         } else {
@@ -8404,6 +9946,8 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     return st;
 }
 /* ==== end src/sched/debug.c ==== */
+
+#ifndef MMS_NO_GGUF   /* the parts below are left out under this option */
 
 /* ==== begin src/gguf/gguf.c ==== */
 /* >>gguf ==========================================================================================
@@ -8515,6 +10059,7 @@ struct mms__gguf_index { int64_t *slots; size_t mask; uint64_t seed; };
 
 struct mms_gguf {
     struct mms__mapping      map;       /* files only */
+    void                    *owned;     /* memory the handle frees (mms__gguf_open_owned) */
     const uint8_t           *base;
     size_t                   size;
     char                    *path;      /* NULL for memory */
@@ -8949,6 +10494,7 @@ MMS_API void mms_gguf_close(struct mms_gguf *g) {
     MMS_FREE(g->pool);
     MMS_FREE(g->path);
     MMS_FREE(g->where);
+    MMS_FREE(g->owned);
     mms__unmap_file(&g->map);
     MMS_FREE(g);
 }
@@ -8965,6 +10511,16 @@ MMS_API struct mms_gguf *mms_gguf_open_memory(const void *data, size_t size) {
     struct mms_gguf *g;
     if (!data && size > 0) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_open_memory: data is NULL"); return NULL; }
     if (!(g = mms__gguf_new(NULL))) return NULL;
+    g->base = (const uint8_t *)data;
+    g->size = size;
+    return mms__gguf_finish_open(g);
+}
+
+/* A GGUF in memory that the handle owns (MMS_MALLOC'd; freed on close, or now on error). */
+MMS__MAYBE_UNUSED static struct mms_gguf *mms__gguf_open_owned(void *data, size_t size) {
+    struct mms_gguf *g;
+    if (!(g = mms__gguf_new(NULL))) { MMS_FREE(data); return NULL; }
+    g->owned = data;
     g->base = (const uint8_t *)data;
     g->size = size;
     return mms__gguf_finish_open(g);
@@ -9047,7 +10603,7 @@ static const struct mms__gguf_kv *mms__gguf_lookup(const struct mms_gguf *g, con
     int64_t i;
     if (!g || !key) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, g ? "key" : "gguf"); return NULL; }
     i = mms_gguf_find_key(g, key);
-    if (i < 0) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }
+    if (i < 0) { mms__error_quiet(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }   /* a question: absence may be fine */
     return &g->kv[i];
 }
 
@@ -9574,11 +11130,12 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 
 /* -- writing -- */
 
-struct mms__gguf_out { FILE *f; uint64_t pos; bool failed; };
+/* To a file, or (f NULL) to memory. */
+struct mms__gguf_out { FILE *f; struct mms__gguf_buf mem; uint64_t pos; bool failed; };
 
 static void mms__gguf_out_put(struct mms__gguf_out *o, const void *p, size_t n) {
     if (o->failed || n == 0) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = true;
+    if (o->f ? fwrite(p, 1, n, o->f) != n : (mms__gguf_buf_put(&o->mem, p, n), o->mem.oom)) o->failed = true;
     o->pos += n;
 }
 static void mms__gguf_out_buf(struct mms__gguf_out *o, const struct mms__gguf_buf *b) { mms__gguf_out_put(o, b->p, b->n); }
@@ -9600,15 +11157,12 @@ static size_t mms__gguf_writer_alignment(const struct mms_gguf_writer *w) {
     return MMS__GGUF_DEFAULT_ALIGNMENT;
 }
 
-MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
-    const char *fn = "mms_gguf_writer_write";
-    struct mms__gguf_out o;
+/* The file's bytes to o (opened by the caller); path names it in messages. */
+static enum mms_status mms__gguf_writer_emit(const struct mms_gguf_writer *w, struct mms__gguf_out *o, const char *fn, const char *path) {
     struct mms__gguf_buf b = { NULL, 0, 0, false };
-    size_t alignment, i;
+    size_t alignment = mms__gguf_writer_alignment(w), i;
     uint64_t offset = 0;
     int d;
-    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
-    alignment = mms__gguf_writer_alignment(w);
 
     /* everything before the data section is small: encode it first, then write it in one go */
     mms__gguf_buf_put(&b, "GGUF", 4);
@@ -9633,29 +11187,797 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
         MMS_FREE(b.p);
         return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
     }
-
-    o.f = fopen(path, "wb");
-    o.pos = 0;
-    o.failed = false;
-    if (!o.f) {
-        MMS_FREE(b.p);
-        return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
-    }
-    mms__gguf_out_buf(&o, &b);
+    mms__gguf_out_buf(o, &b);
     MMS_FREE(b.p);
-    mms__gguf_out_pad(&o, alignment);
+    mms__gguf_out_pad(o, alignment);
     for (i = 0; i < w->n_tensors; i++) {
-        mms__gguf_out_put(&o, w->tensors[i].data, w->tensors[i].size);
-        mms__gguf_out_pad(&o, alignment);
+        mms__gguf_out_put(o, w->tensors[i].data, w->tensors[i].size);
+        mms__gguf_out_pad(o, alignment);
     }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
+    const char *fn = "mms_gguf_writer_write";
+    struct mms__gguf_out o;
+    enum mms_status st;
+    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
+    memset(&o, 0, sizeof o);
+    o.f = mms__fopen(path, "wb");
+    if (!o.f) return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
+    st = mms__gguf_writer_emit(w, &o, fn, path);
     if (fclose(o.f) != 0) o.failed = true;
+    if (st != MMS_OK) return st;
     /* the partial file stays: path may be a device or pipe that is not ours to remove, and the
        reader rejects a truncated file anyway */
     if (o.failed) return mms_set_error(MMS_ERR_IO, "%s: writing '%s' failed (%llu bytes written): the file is incomplete", fn, path,
                                        (unsigned long long)o.pos);
     return MMS_OK;
 }
+
+/* The file's bytes in memory (MMS_MALLOC'd, the caller frees them with MMS_FREE). */
+MMS__MAYBE_UNUSED static enum mms_status mms__gguf_writer_to_memory(const struct mms_gguf_writer *w, void **data, size_t *size) {
+    struct mms__gguf_out o;
+    enum mms_status st;
+    memset(&o, 0, sizeof o);
+    st = mms__gguf_writer_emit(w, &o, "gguf writer", "memory");
+    if (st == MMS_OK && o.failed) st = mms_set_error(MMS_ERR_OOM, "gguf writer: out of memory");
+    if (st != MMS_OK) { MMS_FREE(o.mem.p); return st; }
+    *data = o.mem.p;
+    *size = o.mem.n;
+    return MMS_OK;
+}
 /* ==== end src/gguf/gguf_write.c ==== */
+
+/* ==== begin src/formats/json.c ==== */
+/* >>json ===========================================================================================
+   The strict JSON reader: one pass over the text into a flat array of values. A container's
+   children are stored together once it closes (the parser keeps them on a stack until then); an
+   object also keeps its members' order sorted by key, which finds duplicates and makes lookups
+   binary searches. Strings are decoded into one pool. */
+
+#define MMS__JSON_MAX_DEPTH 128
+
+struct mms__json_val {
+    uint8_t type;
+    int64_t a, b;          /* string: pool offset, length; array/object: first child slot, count */
+    double  num;
+};
+
+struct mms_json {
+    struct mms__json_val *v;
+    int64_t  n_v, cap_v;
+    int64_t *kids;           /* child value indexes, contiguous per container */
+    int64_t *keys;           /* objects: the key's pool offset for each child slot */
+    int64_t *sorted;         /* objects: child slots in key order */
+    int64_t  n_kids, cap_kids, cap_keys;
+    char    *pool;
+    size_t   n_pool, cap_pool;
+    char    *source;
+};
+
+struct mms__json_parser {
+    struct mms_json *j;
+    const char *s;
+    size_t len, pos;
+    int64_t *stack;          /* children (and key offsets, interleaved) of the open containers */
+    int64_t  n_stack, cap_stack;
+    enum mms_status st;
+};
+
+/* Whether path can be opened for reading (how folder layouts are recognised). */
+MMS__MAYBE_UNUSED static bool mms__file_exists(const char *path) {   /* for the parts above */
+    FILE *f = mms__fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+static char *mms__str_copy(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *c = (char *)MMS_MALLOC(n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+static enum mms_status mms__json_fail(struct mms__json_parser *p, size_t at, const char *fmt, ...) MMS_PRINTF(3, 4);
+static enum mms_status mms__json_fail(struct mms__json_parser *p, size_t at, const char *fmt, ...) {
+    char what[160];
+    size_t i, line = 1, col = 1;
+    va_list ap;
+    if (p->st != MMS_OK) return p->st;
+    for (i = 0; i < at && i < p->len; i++) {
+        if (p->s[i] == '\n') { line++; col = 1; } else col++;
+    }
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return p->st = mms_set_error(MMS_ERR_FORMAT, "json: %s line %zu column %zu: %s", p->j->source, line, col, what);
+}
+
+static enum mms_status mms__json_oom(struct mms__json_parser *p) {
+    if (p->st != MMS_OK) return p->st;
+    return p->st = mms_set_error(MMS_ERR_OOM, "json: %s: out of memory", p->j->source);
+}
+
+static bool mms__json_grow(void **ptr, int64_t *cap, int64_t need, size_t elem) {
+    int64_t c = *cap ? *cap : 64;
+    void *q;
+    if (need <= *cap) return true;
+    while (c < need) c *= 2;
+    if ((uint64_t)c > SIZE_MAX / elem) return false;
+    q = MMS_REALLOC(*ptr, (size_t)c * elem);
+    if (!q) return false;
+    *ptr = q;
+    *cap = c;
+    return true;
+}
+
+static int64_t mms__json_new(struct mms__json_parser *p, int type) {
+    struct mms_json *j = p->j;
+    if (!mms__json_grow((void **)&j->v, &j->cap_v, j->n_v + 1, sizeof *j->v)) { mms__json_oom(p); return -1; }
+    memset(&j->v[j->n_v], 0, sizeof *j->v);
+    j->v[j->n_v].type = (uint8_t)type;
+    return j->n_v++;
+}
+
+static bool mms__json_push(struct mms__json_parser *p, int64_t x) {
+    if (!mms__json_grow((void **)&p->stack, &p->cap_stack, p->n_stack + 1, sizeof *p->stack)) { mms__json_oom(p); return false; }
+    p->stack[p->n_stack++] = x;
+    return true;
+}
+
+static bool mms__json_pool_put(struct mms__json_parser *p, const void *b, size_t n) {
+    struct mms_json *j = p->j;
+    if (j->n_pool + n + 1 > j->cap_pool) {
+        size_t c = j->cap_pool ? j->cap_pool : 1024;
+        char *q;
+        while (c < j->n_pool + n + 1) {
+            if (c > SIZE_MAX / 2) { mms__json_oom(p); return false; }
+            c *= 2;
+        }
+        if (!(q = (char *)MMS_REALLOC(j->pool, c))) { mms__json_oom(p); return false; }
+        j->pool = q;
+        j->cap_pool = c;
+    }
+    memcpy(j->pool + j->n_pool, b, n);
+    j->n_pool += n;
+    return true;
+}
+
+static void mms__json_ws(struct mms__json_parser *p) {
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r')) p->pos++;
+}
+
+/* One UTF-8 sequence at s (n bytes left): its length, or 0 if invalid (overlong, surrogate, > U+10FFFF, cut). */
+static int mms__json_utf8(const unsigned char *s, size_t n, uint32_t *cp) {
+    int k, i;
+    uint32_t c;
+    if (s[0] < 0x80) { *cp = s[0]; return 1; }
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) { k = 2; c = s[0] & 0x1F; }
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { k = 3; c = s[0] & 0x0F; }
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { k = 4; c = s[0] & 0x07; }
+    else return 0;
+    if ((size_t)k > n) return 0;
+    for (i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if ((k == 3 && c < 0x800) || (k == 4 && (c < 0x10000 || c > 0x10FFFF)) || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    *cp = c;
+    return k;
+}
+
+static int mms__json_hex4(const char *s) {
+    int v = 0, i;
+    for (i = 0; i < 4; i++) {
+        int c = s[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* A string at p->pos (the opening quote) into the pool; *off and *n give it. */
+static bool mms__json_string(struct mms__json_parser *p, int64_t *off, int64_t *n) {
+    const size_t start = p->pos, pool0 = p->j->n_pool;
+    p->pos++;
+    for (;;) {
+        const unsigned char c = p->pos < p->len ? (unsigned char)p->s[p->pos] : 0;
+        if (p->pos >= p->len) { mms__json_fail(p, start, "unterminated string"); return false; }
+        if (c == '"') { p->pos++; break; }
+        if (c < 0x20) { mms__json_fail(p, p->pos, "control character 0x%02x in a string (escape it)", c); return false; }
+        if (c == '\\') {
+            char e = p->pos + 1 < p->len ? p->s[p->pos + 1] : 0, out = 0;
+            switch (e) {
+            case '"': out = '"'; break;
+            case '\\': out = '\\'; break;
+            case '/': out = '/'; break;
+            case 'b': out = '\b'; break;
+            case 'f': out = '\f'; break;
+            case 'n': out = '\n'; break;
+            case 'r': out = '\r'; break;
+            case 't': out = '\t'; break;
+            case 'u': {
+                int hi = p->pos + 6 <= p->len ? mms__json_hex4(p->s + p->pos + 2) : -1;
+                uint32_t cp;
+                unsigned char u[4];
+                int k;
+                if (hi < 0) { mms__json_fail(p, p->pos, "bad \\u escape"); return false; }
+                p->pos += 6;
+                cp = (uint32_t)hi;
+                if (hi >= 0xDC00 && hi <= 0xDFFF) { mms__json_fail(p, p->pos - 6, "lone low surrogate \\u%04x", hi); return false; }
+                if (hi >= 0xD800 && hi <= 0xDBFF) {
+                    int lo = p->pos + 6 <= p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u' ? mms__json_hex4(p->s + p->pos + 2) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF) { mms__json_fail(p, p->pos - 6, "high surrogate \\u%04x without its low half", hi); return false; }
+                    cp = 0x10000 + (((uint32_t)hi - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+                    p->pos += 6;
+                }
+                if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
+                else if (cp < 0x800) { u[0] = (unsigned char)(0xC0 | (cp >> 6)); u[1] = (unsigned char)(0x80 | (cp & 0x3F)); k = 2; }
+                else if (cp < 0x10000) {
+                    u[0] = (unsigned char)(0xE0 | (cp >> 12)); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (unsigned char)(0x80 | (cp & 0x3F)); k = 3;
+                } else {
+                    u[0] = (unsigned char)(0xF0 | (cp >> 18)); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (unsigned char)(0x80 | (cp & 0x3F)); k = 4;
+                }
+                if (!mms__json_pool_put(p, u, (size_t)k)) return false;
+                continue;
+            }
+            default:
+                mms__json_fail(p, p->pos, "bad escape \\%c", e >= 0x20 && e < 0x7F ? e : '?');
+                return false;
+            }
+            if (!mms__json_pool_put(p, &out, 1)) return false;
+            p->pos += 2;
+        } else {
+            size_t run = p->pos;
+            while (run < p->len && (unsigned char)p->s[run] >= 0x20 && p->s[run] != '"' && p->s[run] != '\\') {
+                uint32_t cp;
+                int k = mms__json_utf8((const unsigned char *)p->s + run, p->len - run, &cp);
+                if (!k) { mms__json_fail(p, run, "invalid UTF-8 in a string"); return false; }
+                run += (size_t)k;
+            }
+            if (!mms__json_pool_put(p, p->s + p->pos, run - p->pos)) return false;
+            p->pos = run;
+        }
+    }
+    *off = (int64_t)pool0;
+    *n = (int64_t)(p->j->n_pool - pool0);
+    return mms__json_pool_put(p, "", 1);   /* NUL-terminated: keys compare with strcmp */
+}
+
+/* *inexact: an integer literal (no point, no exponent) beyond 2^53, which a double rounds. */
+static bool mms__json_number(struct mms__json_parser *p, double *out, bool *inexact) {
+    const size_t start = p->pos;
+    size_t i = p->pos;
+    char buf[128];
+    char *end;
+    if (i < p->len && p->s[i] == '-') i++;
+    if (i < p->len && p->s[i] == '0') i++;
+    else if (i < p->len && p->s[i] >= '1' && p->s[i] <= '9') while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    else { mms__json_fail(p, start, "bad number"); return false; }
+    if (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') { mms__json_fail(p, start, "number with a leading zero"); return false; }
+    if (i < p->len && p->s[i] == '.') {
+        i++;
+        if (!(i < p->len && p->s[i] >= '0' && p->s[i] <= '9')) { mms__json_fail(p, start, "bad number: no digit after the point"); return false; }
+        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    }
+    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
+        i++;
+        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-')) i++;
+        if (!(i < p->len && p->s[i] >= '0' && p->s[i] <= '9')) { mms__json_fail(p, start, "bad number: no digit in the exponent"); return false; }
+        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    }
+    if (i - start >= sizeof buf) { mms__json_fail(p, start, "number of %zu characters", i - start); return false; }
+    memcpy(buf, p->s + start, i - start);
+    buf[i - start] = '\0';
+    *inexact = false;
+    if (!strpbrk(buf, ".eE")) {
+        uint64_t m = 0;
+        const char *c;
+        for (c = buf[0] == '-' ? buf + 1 : buf; *c && !*inexact; c++) {
+            *inexact = m > (UINT64_C(1) << 53) / 10;
+            m = m * 10 + (uint64_t)(*c - '0');
+        }
+        *inexact = *inexact || m > (UINT64_C(1) << 53);
+    }
+    *out = strtod(buf, &end);
+    if (end != buf + (i - start)) { mms__json_fail(p, start, "bad number"); return false; }
+    if (*out > DBL_MAX || *out < -DBL_MAX) { mms__json_fail(p, start, "number %.40s is too large", buf); return false; }
+    p->pos = i;
+    return true;
+}
+
+static int mms__json_key_cmp(const struct mms_json *j, int64_t oa, int64_t ob) {
+    const char *a = j->pool + oa, *b = j->pool + ob;
+    return strcmp(a, b);
+}
+
+/* Sorts an object's child slots by key (insertion sort for small ones, merge sort otherwise) and
+   reports the first duplicate. Keys are NUL-terminated; a key holding \u0000 compares by its prefix,
+   so such keys are refused when they would tie. */
+static bool mms__json_sort_members(struct mms__json_parser *p, int64_t first, int64_t n, size_t at) {
+    struct mms_json *j = p->j;
+    int64_t *s = j->sorted + first, i, w;
+    int64_t *tmp;
+    for (i = 0; i < n; i++) s[i] = first + i;
+    if (n > 1) {
+        tmp = (int64_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
+        if (!tmp) { mms__json_oom(p); return false; }
+        for (w = 1; w < n; w *= 2) {
+            int64_t lo;
+            for (lo = 0; lo < n; lo += 2 * w) {
+                int64_t mid = MMS__MIN(lo + w, n), hi = MMS__MIN(lo + 2 * w, n), a = lo, b = mid, k = lo;
+                while (a < mid && b < hi) tmp[k++] = mms__json_key_cmp(j, j->keys[s[a]], j->keys[s[b]]) <= 0 ? s[a++] : s[b++];
+                while (a < mid) tmp[k++] = s[a++];
+                while (b < hi) tmp[k++] = s[b++];
+            }
+            memcpy(s, tmp, sizeof *tmp * (size_t)n);
+        }
+        MMS_FREE(tmp);
+    }
+    for (i = 1; i < n; i++)
+        if (mms__json_key_cmp(j, j->keys[s[i - 1]], j->keys[s[i]]) == 0) {
+            mms__json_fail(p, at, "duplicate key \"%.60s\" in an object", j->pool + j->keys[s[i]]);
+            return false;
+        }
+    return true;
+}
+
+/* Moves the n children on top of the stack (pairs of key offset and value for objects) to the
+   container's slots. */
+static bool mms__json_close(struct mms__json_parser *p, int64_t v, int64_t n, bool object, size_t at) {
+    struct mms_json *j = p->j;
+    const int64_t per = object ? 2 : 1, first = j->n_kids;
+    int64_t i;
+    if (!mms__json_grow((void **)&j->kids, &j->cap_kids, first + n, sizeof *j->kids)) { mms__json_oom(p); return false; }
+    if (j->cap_keys < j->cap_kids) {   /* keys and sorted grow with kids */
+        const int64_t cap = j->cap_kids;
+        void *k = MMS_REALLOC(j->keys, sizeof *j->keys * (size_t)cap), *s;
+        if (!k) { mms__json_oom(p); return false; }
+        j->keys = (int64_t *)k;
+        s = MMS_REALLOC(j->sorted, sizeof *j->sorted * (size_t)cap);
+        if (!s) { mms__json_oom(p); return false; }
+        j->sorted = (int64_t *)s;
+        j->cap_keys = cap;
+    }
+    for (i = 0; i < n; i++) {
+        const int64_t *e = p->stack + p->n_stack - per * n + per * i;
+        j->kids[first + i] = object ? e[1] : e[0];
+        j->keys[first + i] = object ? e[0] : -1;
+        j->sorted[first + i] = first + i;
+    }
+    p->n_stack -= per * n;
+    j->n_kids += n;
+    j->v[v].a = first;
+    j->v[v].b = n;
+    return !object || mms__json_sort_members(p, first, n, at);
+}
+
+static bool mms__json_value(struct mms__json_parser *p, int depth, int64_t *out) {
+    char c;
+    mms__json_ws(p);
+    if (p->pos >= p->len) { mms__json_fail(p, p->pos, "unexpected end of the text"); return false; }
+    c = p->s[p->pos];
+    if (c == '{' || c == '[') {
+        const bool object = c == '{';
+        const size_t at = p->pos;
+        int64_t v = mms__json_new(p, object ? MMS_JSON_OBJECT : MMS_JSON_ARRAY), n = 0;
+        if (v < 0) return false;
+        if (depth >= MMS__JSON_MAX_DEPTH) { mms__json_fail(p, p->pos, "nesting deeper than %d", MMS__JSON_MAX_DEPTH); return false; }
+        p->pos++;
+        mms__json_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) p->pos++;
+        else for (;;) {
+            int64_t child, koff = -1, klen;
+            if (object) {
+                mms__json_ws(p);
+                if (p->pos >= p->len || p->s[p->pos] != '"') { mms__json_fail(p, p->pos, "expected a key string"); return false; }
+                if (!mms__json_string(p, &koff, &klen)) return false;
+                mms__json_ws(p);
+                if (p->pos >= p->len || p->s[p->pos] != ':') { mms__json_fail(p, p->pos, "expected ':' after a key"); return false; }
+                p->pos++;
+                if (!mms__json_push(p, koff)) return false;
+            }
+            if (!mms__json_value(p, depth + 1, &child) || !mms__json_push(p, child)) return false;
+            n++;
+            mms__json_ws(p);
+            if (p->pos < p->len && p->s[p->pos] == ',') {
+                p->pos++;
+                mms__json_ws(p);
+                if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { mms__json_fail(p, p->pos, "trailing comma"); return false; }
+                continue;
+            }
+            if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { p->pos++; break; }
+            mms__json_fail(p, p->pos, p->pos >= p->len ? "unexpected end of the text" : object ? "expected ',' or '}'" : "expected ',' or ']'");
+            return false;
+        }
+        *out = v;
+        return mms__json_close(p, v, n, object, at);
+    }
+    if (c == '"') {
+        int64_t v = mms__json_new(p, MMS_JSON_STRING), off, n;
+        if (v < 0 || !mms__json_string(p, &off, &n)) return false;
+        p->j->v[v].a = off;
+        p->j->v[v].b = n;
+        *out = v;
+        return true;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        double d;
+        bool inexact;
+        int64_t v;
+        if (!mms__json_number(p, &d, &inexact) || (v = mms__json_new(p, MMS_JSON_NUMBER)) < 0) return false;
+        p->j->v[v].num = d;
+        p->j->v[v].a = inexact;
+        *out = v;
+        return true;
+    }
+    {
+        static const struct { const char *word; int type; } words[3] = { { "null", MMS_JSON_NULL }, { "false", MMS_JSON_FALSE }, { "true", MMS_JSON_TRUE } };
+        int k;
+        for (k = 0; k < 3; k++) {
+            size_t n = strlen(words[k].word);
+            if (p->len - p->pos >= n && !memcmp(p->s + p->pos, words[k].word, n)) {
+                p->pos += n;
+                return (*out = mms__json_new(p, words[k].type)) >= 0;
+            }
+        }
+    }
+    mms__json_fail(p, p->pos, "unexpected character '%c'", c >= 0x20 && c < 0x7F ? c : '?');
+    return false;
+}
+
+MMS_API struct mms_json *mms_json_parse(const char *text, size_t len, const char *source) {
+    struct mms__json_parser p;
+    struct mms_json *j;
+    int64_t root;
+    if (!text && len) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_json_parse: text is NULL"); return NULL; }
+    if (!(j = (struct mms_json *)MMS_MALLOC(sizeof *j))) { mms_set_error(MMS_ERR_OOM, "json: out of memory"); return NULL; }
+    memset(j, 0, sizeof *j);
+    j->source = mms__str_copy(source ? source : "(memory)");
+    memset(&p, 0, sizeof p);
+    p.j = j;
+    p.s = text ? text : "";
+    p.len = len;
+    if (!j->source) { mms_json_free(j); mms_set_error(MMS_ERR_OOM, "json: out of memory"); return NULL; }
+    if (mms__json_value(&p, 0, &root)) {
+        mms__json_ws(&p);
+        if (p.pos < p.len) mms__json_fail(&p, p.pos, "text after the value");
+    }
+    MMS_FREE(p.stack);
+    if (p.st != MMS_OK) { mms_json_free(j); return NULL; }
+    return j;
+}
+
+MMS_API struct mms_json *mms_json_parse_file(const char *path) {
+    struct mms__mapping map;
+    struct mms_json *j;
+    if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_json_parse_file: path is NULL"); return NULL; }
+    if (mms__map_file(path, &map) != MMS_OK) return NULL;
+    j = mms_json_parse((const char *)map.addr, map.size, path);
+    mms__unmap_file(&map);
+    return j;
+}
+
+MMS_API void mms_json_free(struct mms_json *j) {
+    if (!j) return;
+    MMS_FREE(j->v); MMS_FREE(j->kids); MMS_FREE(j->keys); MMS_FREE(j->sorted); MMS_FREE(j->pool); MMS_FREE(j->source);
+    MMS_FREE(j);
+}
+
+MMS_API const char *mms_json_source(const struct mms_json *j) { return j ? j->source : ""; }
+
+static const struct mms__json_val *mms__json_v(const struct mms_json *j, int64_t v) {
+    return j && v >= 0 && v < j->n_v ? &j->v[v] : NULL;
+}
+
+MMS_API enum mms_json_type mms_json_type(const struct mms_json *j, int64_t v) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    return x ? (enum mms_json_type)x->type : MMS_JSON_NONE;
+}
+
+MMS_API int64_t mms_json_len(const struct mms_json *j, int64_t v) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    return x && (x->type == MMS_JSON_ARRAY || x->type == MMS_JSON_OBJECT) ? x->b : -1;
+}
+
+MMS_API int64_t mms_json_at(const struct mms_json *j, int64_t v, int64_t i) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    return x && (x->type == MMS_JSON_ARRAY || x->type == MMS_JSON_OBJECT) && i >= 0 && i < x->b ? j->kids[x->a + i] : -1;
+}
+
+MMS_API const char *mms_json_key(const struct mms_json *j, int64_t object, int64_t i, size_t *len) {
+    const struct mms__json_val *x = mms__json_v(j, object);
+    const char *k;
+    if (!x || x->type != MMS_JSON_OBJECT || i < 0 || i >= x->b) return NULL;
+    k = j->pool + j->keys[x->a + i];
+    if (len) *len = strlen(k);
+    return k;
+}
+
+MMS_API int64_t mms_json_get(const struct mms_json *j, int64_t object, const char *key) {
+    const struct mms__json_val *x = mms__json_v(j, object);
+    int64_t lo = 0, hi;
+    if (!x || x->type != MMS_JSON_OBJECT || !key) return -1;
+    hi = x->b;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, slot = j->sorted[x->a + mid];
+        int c = strcmp(j->pool + j->keys[slot], key);
+        if (c == 0) return j->kids[slot];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return -1;
+}
+
+MMS_API const char *mms_json_str(const struct mms_json *j, int64_t v, size_t *len) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    if (!x || x->type != MMS_JSON_STRING) return NULL;
+    if (len) *len = (size_t)x->b;
+    return j->pool + x->a;
+}
+
+MMS_API bool mms_json_num(const struct mms_json *j, int64_t v, double *out) {
+    const struct mms__json_val *x = mms__json_v(j, v);
+    if (!x || x->type != MMS_JSON_NUMBER) return false;
+    if (out) *out = x->num;
+    return true;
+}
+
+MMS_API bool mms_json_int(const struct mms_json *j, int64_t v, int64_t *out) {
+    double d;
+    if (!mms_json_num(j, v, &d) || j->v[v].a || d != floor(d) || fabs(d) > 9007199254740992.0) return false;
+    if (out) *out = (int64_t)d;
+    return true;
+}
+/* ==== end src/formats/json.c ==== */
+
+/* ==== begin src/formats/safetensors.c ==== */
+/* >>safetensors ====================================================================================
+   The safetensors reader: the header parsed with the strict JSON reader, each entry validated,
+   tensors kept in name order for binary search. */
+
+struct mms__st_tensor {
+    const char *name, *dtype;
+    enum mms_type type;
+    int n_dims;
+    int64_t shape[8];
+    uint64_t begin, end;
+};
+
+struct mms_safetensors {
+    struct mms__mapping    map;
+    const uint8_t         *base;
+    size_t                 size;
+    char                  *path;
+    struct mms_json       *header;
+    int64_t                metadata;     /* the __metadata__ value, or -1 */
+    const uint8_t         *data;         /* after the header */
+    size_t                 data_size;
+    struct mms__st_tensor *t;
+    int64_t                n;
+};
+
+static const struct { const char *name; int size; enum mms_type type; } mms__st_dtypes[] = {
+    { "BOOL", 1, MMS_TYPE_INVALID }, { "U8", 1, MMS_TYPE_INVALID }, { "I8", 1, MMS_TYPE_INVALID },
+    { "F8_E5M2", 1, MMS_TYPE_INVALID }, { "F8_E4M3", 1, MMS_TYPE_INVALID }, { "I16", 2, MMS_TYPE_INVALID },
+    { "U16", 2, MMS_TYPE_INVALID }, { "F16", 2, MMS_TYPE_F16 }, { "BF16", 2, MMS_TYPE_BF16 }, { "I32", 4, MMS_TYPE_INVALID },
+    { "U32", 4, MMS_TYPE_INVALID }, { "F32", 4, MMS_TYPE_F32 }, { "F64", 8, MMS_TYPE_INVALID }, { "I64", 8, MMS_TYPE_INVALID },
+    { "U64", 8, MMS_TYPE_INVALID },
+};
+
+static int mms__st_cmp_name(const void *a, const void *b) {
+    return strcmp(((const struct mms__st_tensor *)a)->name, ((const struct mms__st_tensor *)b)->name);
+}
+
+static int mms__st_cmp_span(const void *a, const void *b) {
+    const struct mms__st_tensor *x = *(const struct mms__st_tensor *const *)a, *y = *(const struct mms__st_tensor *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* One header entry: {"dtype": ..., "shape": [...], "data_offsets": [begin, end]} and nothing else. */
+static enum mms_status mms__st_entry(struct mms_safetensors *st, int64_t v, const char *name, struct mms__st_tensor *t) {
+    const struct mms_json *j = st->header;
+    int64_t dt = mms_json_get(j, v, "dtype"), sh = mms_json_get(j, v, "shape"), off = mms_json_get(j, v, "data_offsets"), i, n;
+    uint64_t bytes;
+    size_t k;
+    const char *dts;
+    if (mms_json_type(j, v) != MMS_JSON_OBJECT)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': its entry is not an object", st->path, name);
+    for (i = 0; i < mms_json_len(j, v); i++) {
+        const char *key = mms_json_key(j, v, i, NULL);
+        if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': unknown field \"%.40s\"", st->path, name, key);
+    }
+    if (!(dts = mms_json_str(j, dt, NULL)))
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': field dtype is %s", st->path, name, dt < 0 ? "missing" : "not a string");
+    t->name = name;
+    t->dtype = dts;
+    for (k = 0; k < sizeof mms__st_dtypes / sizeof mms__st_dtypes[0]; k++)
+        if (!strcmp(dts, mms__st_dtypes[k].name)) break;
+    if (k == sizeof mms__st_dtypes / sizeof mms__st_dtypes[0])
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': unknown dtype \"%.20s\"", st->path, name, dts);
+    t->type = mms__st_dtypes[k].type;
+    if (mms_json_type(j, sh) != MMS_JSON_ARRAY || (n = mms_json_len(j, sh)) > 8)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': field shape is %s", st->path, name,
+                             sh < 0 ? "missing" : mms_json_type(j, sh) != MMS_JSON_ARRAY ? "not an array" : "longer than 8 dimensions");
+    t->n_dims = (int)n;
+    bytes = (uint64_t)mms__st_dtypes[k].size;
+    for (i = 0; i < n; i++) {
+        int64_t d;
+        if (!mms_json_int(j, mms_json_at(j, sh, i), &d) || d < 0)
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': shape[%lld] is not a non-negative integer", st->path, name, (long long)i);
+        t->shape[i] = d;
+        if (d != 0 && bytes > UINT64_MAX / (uint64_t)d)
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': shape overflows a byte count", st->path, name);
+        bytes *= (uint64_t)d;
+    }
+    {
+        int64_t b, e;
+        if (mms_json_type(j, off) != MMS_JSON_ARRAY || mms_json_len(j, off) != 2 || !mms_json_int(j, mms_json_at(j, off, 0), &b) ||
+            !mms_json_int(j, mms_json_at(j, off, 1), &e) || b < 0 || e < b)
+            return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': field data_offsets must be [begin, end] with 0 <= begin <= end",
+                                 st->path, name);
+        t->begin = (uint64_t)b;
+        t->end = (uint64_t)e;
+    }
+    if (t->end > st->data_size)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': data_offsets end %llu is past the data (%zu bytes)", st->path, name,
+                             (unsigned long long)t->end, st->data_size);
+    if (t->end - t->begin != bytes)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s': data_offsets span %llu bytes, dtype %s and its shape need %llu",
+                             st->path, name, (unsigned long long)(t->end - t->begin), dts, (unsigned long long)bytes);
+    return MMS_OK;
+}
+
+static enum mms_status mms__st_parse(struct mms_safetensors *st) {
+    uint64_t n_header = 0;
+    int64_t root, i, m;
+    struct mms__st_tensor **by_span;
+    char where[512];
+    int b;
+    if (st->size < 8)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': truncated: %zu bytes, the header length alone needs 8", st->path, st->size);
+    for (b = 7; b >= 0; b--) n_header = (n_header << 8) | st->base[b];
+    if (n_header > st->size - 8)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': header length %llu is past the end of the file (%zu bytes)", st->path,
+                             (unsigned long long)n_header, st->size);
+    if (n_header < 2 || n_header > ((uint64_t)100 << 20))
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': header length %llu is outside 2 bytes to 100 MiB", st->path, (unsigned long long)n_header);
+    snprintf(where, sizeof where, "safetensors '%s' header", st->path);
+    if (!(st->header = mms_json_parse((const char *)st->base + 8, (size_t)n_header, where))) return mms_last_status();
+    st->data = st->base + 8 + n_header;
+    st->data_size = st->size - 8 - (size_t)n_header;
+    root = 0;
+    if (mms_json_type(st->header, root) != MMS_JSON_OBJECT)
+        return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': the header is not a JSON object", st->path);
+    st->metadata = -1;
+    m = mms_json_len(st->header, root);
+    st->t = (struct mms__st_tensor *)MMS_MALLOC(sizeof *st->t * (size_t)(m + 1));
+    if (!st->t) return mms_set_error(MMS_ERR_OOM, "safetensors '%s': out of memory", st->path);
+    for (i = 0; i < m; i++) {
+        const char *name = mms_json_key(st->header, root, i, NULL);
+        int64_t v = mms_json_at(st->header, root, i);
+        enum mms_status s;
+        if (!strcmp(name, "__metadata__")) {
+            int64_t k;
+            if (mms_json_type(st->header, v) != MMS_JSON_OBJECT)
+                return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': __metadata__ is not an object", st->path);
+            for (k = 0; k < mms_json_len(st->header, v); k++)
+                if (mms_json_type(st->header, mms_json_at(st->header, v, k)) != MMS_JSON_STRING)
+                    return mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': __metadata__ value \"%.40s\" is not a string", st->path,
+                                         mms_json_key(st->header, v, k, NULL));
+            st->metadata = v;
+            continue;
+        }
+        memset(&st->t[st->n], 0, sizeof st->t[st->n]);
+        if ((s = mms__st_entry(st, v, name, &st->t[st->n])) != MMS_OK) return s;
+        st->n++;
+    }
+    /* the tensors tile the data exactly: no overlap, no hole */
+    by_span = (struct mms__st_tensor **)MMS_MALLOC(sizeof *by_span * (size_t)(st->n + 1));
+    if (!by_span) return mms_set_error(MMS_ERR_OOM, "safetensors '%s': out of memory", st->path);
+    for (i = 0; i < st->n; i++) by_span[i] = &st->t[i];
+    qsort(by_span, (size_t)st->n, sizeof *by_span, mms__st_cmp_span);
+    {
+        uint64_t at = 0;
+        enum mms_status s = MMS_OK;
+        for (i = 0; i < st->n && s == MMS_OK; i++) {
+            if (by_span[i]->begin < at)
+                s = mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': tensor '%s' (bytes %llu..%llu) overlaps tensor '%s'", st->path, by_span[i]->name,
+                                  (unsigned long long)by_span[i]->begin, (unsigned long long)by_span[i]->end, by_span[i - 1]->name);
+            else if (by_span[i]->begin > at)
+                s = mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': bytes %llu..%llu of the data belong to no tensor (before '%s')", st->path,
+                                  (unsigned long long)at, (unsigned long long)by_span[i]->begin, by_span[i]->name);
+            at = by_span[i]->end;
+        }
+        if (s == MMS_OK && at != st->data_size)
+            s = mms_set_error(MMS_ERR_FORMAT, "safetensors '%s': the last %llu bytes of the data belong to no tensor", st->path,
+                              (unsigned long long)(st->data_size - at));
+        MMS_FREE(by_span);
+        if (s != MMS_OK) return s;
+    }
+    qsort(st->t, (size_t)st->n, sizeof *st->t, mms__st_cmp_name);
+    return MMS_OK;
+}
+
+static struct mms_safetensors *mms__st_new(const char *name) {
+    struct mms_safetensors *st = (struct mms_safetensors *)MMS_MALLOC(sizeof *st);
+    if (!st) { mms_set_error(MMS_ERR_OOM, "safetensors: out of memory"); return NULL; }
+    memset(st, 0, sizeof *st);
+    st->metadata = -1;
+    if (!(st->path = mms__str_copy(name ? name : "(memory)"))) { MMS_FREE(st); mms_set_error(MMS_ERR_OOM, "safetensors: out of memory"); return NULL; }
+    return st;
+}
+
+MMS_API struct mms_safetensors *mms_safetensors_open(const char *path) {
+    struct mms_safetensors *st;
+    if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_safetensors_open: path is NULL"); return NULL; }
+    if (!(st = mms__st_new(path))) return NULL;
+    if (mms__map_file(path, &st->map) != MMS_OK) { mms_safetensors_close(st); return NULL; }
+    st->base = (const uint8_t *)st->map.addr;
+    st->size = st->map.size;
+    if (mms__st_parse(st) != MMS_OK) { mms_safetensors_close(st); return NULL; }
+    return st;
+}
+
+MMS_API struct mms_safetensors *mms_safetensors_open_memory(const void *data, size_t size, const char *name) {
+    struct mms_safetensors *st;
+    if (!data && size) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_safetensors_open_memory: data is NULL"); return NULL; }
+    if (!(st = mms__st_new(name))) return NULL;
+    st->base = (const uint8_t *)data;
+    st->size = size;
+    if (mms__st_parse(st) != MMS_OK) { mms_safetensors_close(st); return NULL; }
+    return st;
+}
+
+MMS_API void mms_safetensors_close(struct mms_safetensors *st) {
+    if (!st) return;
+    mms__unmap_file(&st->map);
+    mms_json_free(st->header);
+    MMS_FREE(st->t);
+    MMS_FREE(st->path);
+    MMS_FREE(st);
+}
+
+MMS_API const char *mms_safetensors_path(const struct mms_safetensors *st) { return st ? st->path : ""; }
+MMS_API int64_t mms_safetensors_n_tensors(const struct mms_safetensors *st) { return st ? st->n : 0; }
+MMS_API const struct mms_json *mms_safetensors_header(const struct mms_safetensors *st) { return st ? st->header : NULL; }
+MMS_API int64_t mms_safetensors_metadata(const struct mms_safetensors *st) { return st ? st->metadata : -1; }
+
+MMS_API int64_t mms_safetensors_find(const struct mms_safetensors *st, const char *name) {
+    int64_t lo = 0, hi;
+    if (!st || !name) return -1;
+    hi = st->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(st->t[mid].name, name);
+        if (c == 0) return mid;
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return -1;
+}
+
+MMS_API enum mms_status mms_safetensors_get(const struct mms_safetensors *st, int64_t i, struct mms_safetensors_info *info) {
+    const struct mms__st_tensor *t;
+    if (!st || !info || i < 0 || i >= st->n) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_safetensors_get: no tensor %lld", (long long)i);
+    t = &st->t[i];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->dtype = t->dtype;
+    info->type = t->type;
+    info->n_dims = t->n_dims;
+    memcpy(info->shape, t->shape, sizeof info->shape);
+    info->size = (size_t)(t->end - t->begin);
+    info->data = st->data + t->begin;
+    return MMS_OK;
+}
+/* ==== end src/formats/safetensors.c ==== */
+
+#endif
+
+#ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
 
 /* ==== begin src/text/unicode_tables.c ==== */
 /* >>text-unicode ==================================================================================
@@ -9939,6 +12261,8 @@ struct mms_vocab {
     int32_t        bos, eos;
     int32_t       *eog;
     int            n_eog;
+    char          *chat_template;          /* the file's, or NULL */
+    bool           chat_template_builtin;  /* byte for byte the template mms_chat_apply_template renders */
 };
 
 static size_t mms__tok_hash(const void *p, size_t n) {
@@ -9981,7 +12305,7 @@ MMS_API void mms_vocab_free(struct mms_vocab *v) {
     if (!v) return;
     MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
     MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
-    MMS_FREE(v->special); MMS_FREE(v->eog);
+    MMS_FREE(v->special); MMS_FREE(v->eog); MMS_FREE(v->chat_template);
     MMS_FREE(v);
 }
 
@@ -10032,7 +12356,7 @@ static enum mms_status mms__vocab_opt_id(const struct mms_gguf *g, const char *k
     *out = -1;
     if (mms_gguf_find_key(g, key) < 0) return MMS_OK;
     if (mms_gguf_get_u32(g, key, &v) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
     if (v >= (uint32_t)n)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: id %u out of range (%d tokens)", mms__vocab_where(g), key,
                              v, (int)n);
@@ -10088,7 +12412,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (mms_gguf_find_key(g, "tokenizer.ggml.model") < 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is missing (no tokenizer in the file)", where);
     if (mms_gguf_get_str(g, "tokenizer.ggml.model", &model, &len) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
     if (len != 4 || memcmp(model, "gpt2", 4) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is %s, expected \"gpt2\" (byte-level BPE)",
                              where, mms__vocab_quote(model, len, q, sizeof q));
@@ -10113,7 +12437,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (!v->text_off || !v->piece_off || !v->type || !types32) { MMS_FREE(types32); return mms__vocab_oom(); }
     if (mms_gguf_get_arr_i32(g, K_TYPE, types32, n, NULL) != MMS_OK) {
         MMS_FREE(types32);
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
     }
     for (id = 0; id < n; id++) {
         if (types32[id] < MMS_TOKEN_NORMAL || types32[id] > MMS_TOKEN_BYTE) {
@@ -10127,7 +12451,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     MMS_FREE(types32);
     for (id = 0; id < n; id++) {
         if (mms_gguf_get_arr_str(g, K_TOK, id, &s, &len) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
         if (len == 0 && v->type[id] != MMS_TOKEN_UNUSED)
             return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is an empty string", where, K_TOK, (int)id);
         if (memchr(s, '\0', len))
@@ -10194,7 +12518,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         size_t slot;
         if (mms_gguf_get_arr_str(g, K_MERGE, k, &s, &len) != MMS_OK) {
             MMS_FREE(tmp);
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
         }
         sp = len > 2 ? (const char *)memchr(s + 1, ' ', len - 2) : NULL;   /* neither half may be empty */
         a = sp ? mms__vocab_lookup(v, s, (size_t)(sp - s)) : -1;
@@ -10251,7 +12575,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         if (!v->eog) return mms__vocab_oom();
         ids = v->eog;
         if (ne > 0 && mms_gguf_get_arr_i32(g, K_EOS, ids, ne, NULL) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
         for (e = 0; e < ne; e++)
             if (ids[e] < 0 || ids[e] >= n)
                 return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: id %d out of range (%d tokens)", where, K_EOS,
@@ -10266,6 +12590,26 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     return MMS_OK;
 }
 
+/* The Llama 3.2 Vision instruct template (tools/templates/llama-3.2-vision-instruct.jinja, the
+   hub's tokenizer_config.json), which mms_chat_apply_template renders in C: known by its length
+   and FNV-1a 64 hash, so a fine-tune's other template is noticed rather than silently replaced. */
+#define MMS__CHAT_TEMPLATE_LEN  4909u
+#define MMS__CHAT_TEMPLATE_HASH 0x75798016d5e7bb96ULL
+
+/* tokenizer.chat_template, if the file has one (a string: anything else is malformed). */
+static enum mms_status mms__vocab_chat_template(struct mms_vocab *v, const struct mms_gguf *g) {
+    const char *s;
+    size_t n;
+    if (mms_gguf_find_key(g, "tokenizer.chat_template") < 0) return MMS_OK;
+    if (mms_gguf_get_str(g, "tokenizer.chat_template", &s, &n) != MMS_OK)
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: %s", mms__vocab_where(g), mms_last_error());
+    if (!(v->chat_template = (char *)MMS_MALLOC(n + 1))) return mms__vocab_oom();
+    memcpy(v->chat_template, s, n);
+    v->chat_template[n] = '\0';
+    v->chat_template_builtin = n == MMS__CHAT_TEMPLATE_LEN && mms__fnv1a64(s, n, MMS__FNV1A64_START) == MMS__CHAT_TEMPLATE_HASH;
+    return MMS_OK;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     struct mms_vocab *v;
     if (!gguf) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load: gguf is NULL"); return NULL; }
@@ -10273,14 +12617,199 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     if (!v) { mms__vocab_oom(); return NULL; }
     memset(v, 0, sizeof *v);
     v->bos = v->eos = -1;
-    if (mms__vocab_build(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    if (mms__vocab_build(v, gguf) != MMS_OK || mms__vocab_chat_template(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    return v;
+}
+
+MMS_API const char *mms_vocab_chat_template(const struct mms_vocab *v) { return v && v->chat_template ? v->chat_template : ""; }
+MMS_API bool mms_vocab_chat_template_is_builtin(const struct mms_vocab *v) { return v && v->chat_template_builtin; }
+
+/* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
+static const char mms__llama3_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The id of a special token named by tokenizer_config.json (a string or {"content": ...}), or -1. */
+static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, char *const *tokens, int64_t n) {
+    int64_t v = mms_json_get(cfg, 0, key), i;
+    const char *s = mms_json_str(cfg, v, NULL);
+    if (!s) s = mms_json_str(cfg, mms_json_get(cfg, v, "content"), NULL);
+    for (i = 0; s && i < n; i++)
+        if (tokens[i] && !strcmp(tokens[i], s)) return i;
+    return -1;
+}
+
+/* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
+   added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
+   generation_config.json, written into w as the GGUF tokenizer keys (types: 1 normal, 3 special
+   added, 4 other added, 5 an id hole); mms__vocab_load_hf loads them through the same checks. */
+static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer *w) {
+    char path[4096];
+    struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
+    enum mms_status st = MMS_ERR_FORMAT;
+    char **tokens = NULL, **merges = NULL;
+    int32_t *types = NULL;
+    bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
+    int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (!(tj = mms_json_parse_file(path))) goto done;
+    model = mms_json_get(tj, 0, "model");
+    vocab = mms_json_get(tj, model, "vocab");
+    mlist = mms_json_get(tj, model, "merges");
+    added = mms_json_get(tj, 0, "added_tokens");
+    if (!mms_json_str(tj, mms_json_get(tj, model, "type"), NULL) || strcmp(mms_json_str(tj, mms_json_get(tj, model, "type"), NULL), "BPE") ||
+        mms_json_type(tj, vocab) != MMS_JSON_OBJECT || mms_json_type(tj, mlist) != MMS_JSON_ARRAY) {
+        mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model must be a BPE with a vocab object and a merges list", path);
+        goto done;
+    }
+    pre = mms_json_get(tj, 0, "pre_tokenizer");
+    {   /* Llama 3's rule: a Split on its regex (then byte-level) */
+        int64_t list = mms_json_get(tj, pre, "pretokenizers"), k;
+        bool llama3 = false;
+        for (k = 0; k < mms_json_len(tj, list); k++) {
+            int64_t pt = mms_json_at(tj, list, k);
+            const char *type = mms_json_str(tj, mms_json_get(tj, pt, "type"), NULL), *re = mms_json_str(tj, mms_json_get(tj, mms_json_get(tj, pt, "pattern"), "Regex"), NULL);
+            if (type && !strcmp(type, "Split") && re && !strcmp(re, mms__llama3_split)) llama3 = true;
+        }
+        if (!llama3) {
+            mms_set_error(MMS_ERR_UNSUPPORTED, "mms_vocab_load: '%s': pre_tokenizer is not Llama 3's (a Split on its regex), the only one mmsched implements", path);
+            goto done;
+        }
+    }
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_at(tj, vocab, i), &id) || id < 0 || id >= INT32_MAX / 2) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.vocab[\"%.40s\"] is not a token id", path, mms_json_key(tj, vocab, i, NULL));
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_get(tj, mms_json_at(tj, added, i), "id"), &id) || id < 0 || id >= INT32_MAX / 2 ||
+            !mms_json_str(tj, mms_json_get(tj, mms_json_at(tj, added, i), "content"), NULL)) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': added_tokens[%lld] needs an id and a content", path, (long long)i);
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    tokens = (char **)MMS_MALLOC(sizeof *tokens * (size_t)(n + 1));
+    types = (int32_t *)MMS_MALLOC(sizeof *types * (size_t)(n + 1));
+    nm = mms_json_len(tj, mlist);
+    merges = (char **)MMS_MALLOC(sizeof *merges * (size_t)(nm + 1));
+    owned = (bool *)MMS_MALLOC(sizeof *owned * (size_t)(n + 1));
+    if (!tokens || !types || !merges || !owned) { mms__vocab_oom(); goto done; }
+    memset(tokens, 0, sizeof *tokens * (size_t)(n + 1));
+    memset(owned, 0, sizeof *owned * (size_t)(n + 1));
+    memset(merges, 0, sizeof *merges * (size_t)(nm + 1));
+    for (i = 0; i < n; i++) types[i] = MMS_TOKEN_UNUSED;
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        mms_json_int(tj, mms_json_at(tj, vocab, i), &id);
+        if (tokens[id]) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': id %lld is given to two tokens", path, (long long)id); goto done; }
+        tokens[id] = (char *)mms_json_key(tj, vocab, i, NULL);
+        types[id] = MMS_TOKEN_NORMAL;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        const int64_t a = mms_json_at(tj, added, i);
+        int64_t id;
+        mms_json_int(tj, mms_json_get(tj, a, "id"), &id);
+        tokens[id] = (char *)mms_json_str(tj, mms_json_get(tj, a, "content"), NULL);
+        types[id] = mms_json_type(tj, mms_json_get(tj, a, "special")) == MMS_JSON_TRUE ? MMS_TOKEN_CONTROL : MMS_TOKEN_USER_DEFINED;
+    }
+    for (i = 0; i < n; i++)
+        if (!tokens[i]) {
+            char hole[32];
+            snprintf(hole, sizeof hole, "[PAD%lld]", (long long)i);
+            if (!(tokens[i] = (char *)MMS_MALLOC(strlen(hole) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(tokens[i], hole, strlen(hole) + 1);
+            owned[i] = true;
+        }
+    for (i = 0; i < nm; i++) {   /* "a b" or ["a", "b"] */
+        const int64_t e = mms_json_at(tj, mlist, i);
+        const char *a = mms_json_str(tj, e, NULL), *b;
+        if (!a) {
+            a = mms_json_str(tj, mms_json_at(tj, e, 0), NULL);
+            b = mms_json_str(tj, mms_json_at(tj, e, 1), NULL);
+            if (!a || !b || mms_json_len(tj, e) != 2) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.merges[%lld] is not a pair of tokens", path, (long long)i); goto done; }
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + strlen(b) + 2))) { mms__vocab_oom(); goto done; }
+            snprintf(merges[i], strlen(a) + strlen(b) + 2, "%s %s", a, b);
+        } else {
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(merges[i], a, strlen(a) + 1);
+        }
+    }
+    if (mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t bos, eos;
+        if (!(tc = mms_json_parse_file(path))) goto done;
+        if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
+        if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+        {   /* the chat template: a string, or a list of {name, template} of which "default" is the one */
+            int64_t ct = mms_json_get(tc, 0, "chat_template"), k;
+            const char *tmpl = mms_json_str(tc, ct, NULL);
+            for (k = 0; !tmpl && mms_json_type(tc, ct) == MMS_JSON_ARRAY && k < mms_json_len(tc, ct); k++) {
+                const char *name = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "name"), NULL);
+                if (name && !strcmp(name, "default")) tmpl = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "template"), NULL);
+            }
+            if (tmpl && mms_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl) != MMS_OK) goto done;
+        }
+    }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t e, k, ne;
+        int32_t ids[64];
+        if (!(gc = mms_json_parse_file(path))) goto done;
+        e = mms_json_get(gc, 0, "eos_token_id");
+        ne = mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_len(gc, e) : e >= 0 ? 1 : 0;
+        if (ne > 64) ne = 64;
+        for (k = 0; k < ne; k++) {
+            int64_t id;
+            if (!mms_json_int(gc, mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_at(gc, e, k) : e, &id) || id < 0 || id >= n) {
+                mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': eos_token_id must be token ids below %lld", path, (long long)n);
+                goto done;
+            }
+            ids[k] = (int32_t)id;
+        }
+        if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
+    }
+    st = MMS_OK;
+done:
+    if (st != MMS_OK && mms_last_status() != MMS_OK) st = mms_last_status();
+    for (i = 0; owned && i < n; i++)
+        if (owned[i]) MMS_FREE(tokens[i]);
+    for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
+    MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
+    mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return st;
+}
+
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    void *mem;
+    size_t size;
+    if (w && mms__vocab_hf_kv(dir, w) == MMS_OK && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK && (g = mms__gguf_open_owned(mem, size)))
+        v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    mms_gguf_writer_free(w);
     return v;
 }
 
 MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_gguf *g;
     struct mms_vocab *v;
+    char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
+        snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
+        if (mms__file_exists(probe)) return mms__vocab_load_hf(path);
+    }
     if (!(g = mms_gguf_open(path))) return NULL;
     v = mms_vocab_load(g);
     mms_gguf_close(g);
@@ -10815,13 +13344,15 @@ static uint64_t mms__splitmix64(uint64_t *state) {
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params) {
     struct mms_sampler_params p = params ? *params : mms_sampler_default_params();
     struct mms_sampler *s;
-    if (!(p.temperature >= 0.0f) || p.top_k < 0 || !(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
-        !(p.repeat_penalty > 0.0f) || p.repeat_last_n < 0) {
-        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (>= 0), top_k %d (>= 0), top_p %g (0 < p <= 1), "
-                      "min_p %g (0..1), repeat_penalty %g (> 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
+    if (!(p.temperature >= 0.0f && p.temperature <= FLT_MAX) || p.top_k < 0 || !(p.top_p >= 0.0f && p.top_p <= 1.0f) ||
+        !(p.min_p >= 0.0f && p.min_p <= 1.0f) || !(p.repeat_penalty >= 0.0f && p.repeat_penalty <= FLT_MAX) || p.repeat_last_n < 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (finite, >= 0), top_k %d (>= 0), top_p %g "
+                      "(0..1), min_p %g (0..1), repeat_penalty %g (finite, >= 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
                       (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, p.repeat_last_n);
         return NULL;
     }
+    if (p.top_p == 0.0f) p.top_p = 1.0f;                      /* zeroed fields mean off */
+    if (p.repeat_penalty == 0.0f) p.repeat_penalty = 1.0f;
     if (!(s = (struct mms_sampler *)MMS_MALLOC(sizeof *s))) { mms_set_error(MMS_ERR_OOM, "mms_sampler_new: out of host memory"); return NULL; }
     memset(s, 0, sizeof *s);
     s->p = p;
@@ -11005,9 +13536,13 @@ MMS_API int32_t mms_sampler_sample(struct mms_sampler *s, const float *logits, i
 }
 /* ==== end src/text/sampling.c ==== */
 
+#endif
+
+#ifndef MMS_NO_MLLAMA   /* the parts below are left out under this option */
+
 /* ==== begin src/mllama/image.c ==== */
 /* >>mllama-image ==================================================================================
-   Image preprocessing (spec section 3): canvas choice, PIL's bilinear resize, padding, rescale,
+   Image preprocessing (transformers' MllamaImageProcessor): canvas choice, PIL's bilinear resize, padding, rescale,
    normalisation and tiling. Every rounding step follows the PIL processor of transformers, so the
    floats come out bit for bit the same. */
 
@@ -11262,7 +13797,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     uint8_t *resized = NULL;
     size_t tile_floats, n_floats;
     enum mms_status st;
-    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h;
+    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h, max_tiles;
     if (out) memset(out, 0, sizeof *out);
     if (!params || !rgb || !out)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: %s is NULL", !params ? "params" : !rgb ? "rgb" : "out");
@@ -11271,12 +13806,13 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     if (stride == 0) stride = (size_t)width * 3;
     if (stride < (size_t)width * 3)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: stride %zu is shorter than a row of %d pixels", stride, width);
-    if (params->max_num_tiles < 1 || params->max_num_tiles > 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16", params->max_num_tiles);
-    S = params->image_size;
+    if (params->max_num_tiles < 0 || params->max_num_tiles > 16)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16 (0: 4)", params->max_num_tiles);
+    max_tiles = params->max_num_tiles ? params->max_num_tiles : 4;   /* zeroed: the 11B model's values */
+    S = params->image_size ? params->image_size : 560;
     /* the canvas side (up to 16 tiles) must fit an int */
     if (S < 1 || S > 0x7fffffff / 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range", S);
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range (0: 560)", S);
     mean = params->mean;
     std = params->std;
     if (mean[0] == 0.0f && mean[1] == 0.0f && mean[2] == 0.0f && std[0] == 0.0f && std[1] == 0.0f && std[2] == 0.0f) {
@@ -11290,9 +13826,9 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     tile_floats = (size_t)3 * (size_t)S * (size_t)S;
     if ((size_t)S > ((size_t)-1 / sizeof(float)) / 48 / (size_t)S)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is too large for memory", S);
-    n_floats = tile_floats * (size_t)params->max_num_tiles;
+    n_floats = tile_floats * (size_t)max_tiles;
 
-    mms__mllama_canvas(width, height, S, params->max_num_tiles, &rows, &cols, &id);
+    mms__mllama_canvas(width, height, S, max_tiles, &rows, &cols, &id);
     mms__mllama_fit(width, height, S * cols, S * rows, S, &new_w, &new_h);
 
     resized = (uint8_t *)MMS_MALLOC((size_t)new_w * (size_t)new_h * 3);
@@ -11301,7 +13837,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         MMS_FREE(resized);
         MMS_FREE(out->pixels);
         out->pixels = NULL;
-        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", params->max_num_tiles, S);
+        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", max_tiles, S);
     }
     st = mms_image_resize_bilinear(rgb, width, height, stride, resized, new_w, new_h);
     if (st != MMS_OK) {
@@ -11340,12 +13876,12 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         }
     }
     /* unused slots are zeros, not black */
-    if (rows * cols < params->max_num_tiles)
+    if (rows * cols < max_tiles)
         memset(out->pixels + (size_t)rows * (size_t)cols * tile_floats, 0,
-               (size_t)(params->max_num_tiles - rows * cols) * tile_floats * sizeof(float));
+               (size_t)(max_tiles - rows * cols) * tile_floats * sizeof(float));
     MMS_FREE(resized);
 
-    out->max_num_tiles = params->max_num_tiles;
+    out->max_num_tiles = max_tiles;
     out->image_size = S;
     out->tiles_rows = rows;
     out->tiles_cols = cols;
@@ -11386,7 +13922,11 @@ MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int w, in
    checked, placement on the caller's backends. Ollama's single-file layout names the vision MLP
    ffn_up (fc1) / ffn_down (fc2) and its norms attn_norm / ffn_norm; the older projector file names
    them ln1 / ln2 and swaps ffn_up and ffn_down. Gates of the vision tower are stored already
-   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw. */
+   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw.
+   Ollama's converter also permutes the rows of the cross-attention and vision q/k projections
+   within each head (its RoPE rule, applied by name; the q/k norms stay as they are): such rows are
+   put back in Hugging Face order when the weights are placed (mms__mllama_qk_rows says which files
+   hold them so). */
 
 struct mms__mllama_vlayer {
     struct mms_tensor *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -11400,6 +13940,29 @@ struct mms__mllama_tlayer {
     struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
 };
 
+/* The checkpoint folder reader (src/mllama/hf_folder.c, the part after this one). */
+struct mms__hf;
+enum mms__hf_xform { MMS__HF_AS_IS = 0, MMS__HF_TANH, MMS__HF_ONE_MINUS_TANH };
+static bool            mms__hf_is_folder(const char *path);
+static struct mms__hf *mms__hf_open(const char *dir);
+static void            mms__hf_close(struct mms__hf *hf);
+static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mllama_hparams *hp, int **cross, int **taps, float **rope_freqs);
+static bool            mms__hf_find(struct mms__hf *hf, const char *name, struct mms_safetensors_info *info, enum mms__hf_xform *x,
+                                    const struct mms_safetensors **shard);
+static const char     *mms__hf_dir(const struct mms__hf *hf);
+static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf);
+
+/* Where a weight's bytes are, kept by the loader until the weight is placed. */
+struct mms__wsource {
+    struct mms_tensor     *t;
+    const void            *region;     /* the GGUF file or safetensors shard it is mapped from; NULL: loader memory */
+    const void            *data;       /* in the region's mapping (or the loader's memory) */
+    enum mms_type          src_type;   /* the type of data: t's, or one converted to t's f32 when placed */
+    enum mms__hf_xform     xform;      /* a gate derived from the checkpoint's raw value */
+    int                    backend;    /* index into the model's backends */
+    int                    row_heads;  /* > 0: rows permuted within this many heads (Ollama's q/k rule), put back when placed */
+};
+
 struct mms_mllama_model {
     struct mms_mllama_hparams  hp;
     int                       *cross_layers, *taps;
@@ -11408,11 +13971,16 @@ struct mms_mllama_model {
     int                        n_files;
     mms_backend_t              backends[2];              /* [0] cpu, [1] gpu (cpu again without one) */
     struct mms_context        *wctx[2];                  /* weight tensors by backend */
-    mms_backend_buffer_t       bufs[4];
-    int                        n_bufs;
+    mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
+    int                        n_bufs, cap_bufs;
     bool                       shapes_only;
     int                        vision_backend, output_backend;
     int64_t                    load_us;
+    struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
+    int                        n_sources, cap_sources;
+    struct mms__hf            *hf;                       /* a checkpoint folder, or NULL */
+    float                     *rope_freqs_data;          /* its llama3 divisors, computed from config.json */
+    bool                       rope_neox;                /* self-attention q/k in Hugging Face's rotate-half order */
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -11430,7 +13998,7 @@ static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
     for (w = 1; w <= max_tiles; w++)
         for (h = 1; h <= max_tiles; h++)
             if (w * h <= max_tiles) {
-                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols), as transformers does */
                 n++;
             }
     return n;
@@ -11461,16 +14029,30 @@ MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
     mms__mllama_derive(hp);
 }
 
+/* Llama 3.2 90B Vision: the 11B vision tower on a Llama 3.1 70B text model with 20 cross-attention
+   layers, one after every four of its 80 layers (5k + 3), as the published config has them. */
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *hp) {
+    static int cross[20];
+    int k;
+    for (k = 0; k < 20; k++) cross[k] = 5 * k + 3;
+    mms_mllama_hparams_11b(hp);
+    hp->n_embd = 8192; hp->n_ff = 28672; hp->n_head = 64; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 100;
+    hp->n_cross = 20; hp->cross_layers = cross;
+    mms__mllama_derive(hp);
+}
+
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *m) { return m ? &m->hp : NULL; }
 
 MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     int i;
     if (!m) return;
     for (i = 0; i < m->n_bufs; i++) mms_backend_buffer_free(m->bufs[i]);
+    MMS_FREE(m->bufs);
     for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
     for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
-    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources); MMS_FREE(m->rope_freqs_data);
+    mms__hf_close(m->hf);
     MMS_FREE(m);
 }
 
@@ -11479,9 +14061,10 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
 /* A required positive integer key; the error names the key and the file. */
 static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char *key, int *out, bool required) {
     uint32_t v;
-    enum mms_status st = mms_gguf_get_u32(g, key, &v);
-    if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    enum mms_status st;
+    if (!required && mms_gguf_find_key(g, key) < 0) return MMS_OK;
+    st = mms_gguf_get_u32(g, key, &v);
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
     return MMS_OK;
@@ -11489,7 +14072,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
 
 static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
     enum mms_status st = mms_gguf_get_f32(g, key, out);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
     return MMS_OK;
 }
@@ -11499,7 +14082,7 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     int64_t n = 0, i;
     int32_t *tmp;
     enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
     tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
     *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
@@ -11519,12 +14102,32 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     return MMS_OK;
 }
 
+/* What the loader needs of the hyper-parameters, wherever they came from (named in messages). */
+static enum mms_status mms__mllama_check_text(struct mms_mllama_model *m, const char *where) {
+    struct mms_mllama_hparams *hp = &m->hp;
+    int i;
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
+                             where, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_check_vision(const struct mms_mllama_hparams *hp, const char *where) {
+    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
+                             where, hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    return MMS_OK;
+}
+
 static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, const struct mms_gguf *text, const struct mms_gguf *vision) {
     struct mms_mllama_hparams *hp = &m->hp;
     const char *arch;
     size_t len;
     enum mms_status st;
-    int i;
     if (mms_gguf_get_str(text, "general.architecture", &arch, &len) != MMS_OK || len != 6 || memcmp(arch, "mllama", 6) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not an mllama model (general.architecture must be \"mllama\")", mms_gguf_get_path(text));
     if ((st = mms__mllama_key_int(text, "mllama.vocab_size", &hp->n_vocab, true)) != MMS_OK ||
@@ -11541,16 +14144,9 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
     hp->cross_layers = m->cross_layers;
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = mms__mllama_key_int(text, "mllama.rope.dimension_count", &hp->head_dim, false)) != MMS_OK) return st;
-    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
-                             mms_gguf_get_path(text), hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
     hp->image_token_id = hp->n_vocab;
     if ((st = mms__mllama_key_int(text, "mllama.image_token_index", &hp->image_token_id, false)) != MMS_OK) return st;
-    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
-    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
-    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
-    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
-    if (!vision) return MMS_OK;
+    if ((st = mms__mllama_check_text(m, mms_gguf_get_path(text))) != MMS_OK || !vision) return st;
 
     if ((st = mms__mllama_key_int(vision, "mllama.vision.block_count", &hp->v_n_layer, true)) != MMS_OK ||
         (st = mms__mllama_key_int(vision, "mllama.vision.global.block_count", &hp->v_n_global, true)) != MMS_OK ||
@@ -11565,9 +14161,7 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
         (st = mms__mllama_key_list(vision, "mllama.vision.intermediate_layers_indices", hp->v_n_layer, &m->taps, &hp->v_n_taps)) != MMS_OK)
         return st;
     hp->v_taps = m->taps;
-    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
-                             mms_gguf_get_path(vision), hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    if ((st = mms__mllama_check_vision(hp, mms_gguf_get_path(vision))) != MMS_OK) return st;
     {   /* mean and std of the image processor: ours when the converter wrote them, else CLIP's */
         struct mms_mllama_hparams clip;
         int64_t n = 0;
@@ -11587,59 +14181,178 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
 
 struct mms__wloader {
     struct mms_mllama_model *m;
-    const struct mms_gguf   *g;            /* the file tensors come from now */
+    const struct mms_gguf   *g;            /* the file tensors come from now (unless hf) */
+    struct mms__hf          *hf;           /* or the checkpoint folder */
+    bool                     qk_permuted;  /* g holds q/k rows in Ollama's per-head order */
     enum mms_type            shape_type;   /* shapes only: the type of matrices */
     enum mms_status          st;
 };
+
+/* The key mmsched's converter writes (Ollama's reader ignores it): "ollama" when the q/k rows are
+   permuted per head as Ollama's converter writes them, "hf" when they are in the checkpoint's order. */
+#define MMS__QK_ROWS_KEY "mmsched.mllama.qk_rows"
+
+/* Whether file g holds its cross-attention and vision q/k rows in Ollama's per-head order. In
+   order: the key above when present; the older two-file layout (pair) is in the checkpoint's order
+   (Ollama's legacy C++ code applies q_norm/k_norm to each head's rows as they are, which is right
+   only then); a file with mllama.image_token_index, a key only mmsched's converter wrote before it
+   wrote the marker, is in the checkpoint's order; any other single file is taken as written by
+   Ollama's converter, which has permuted them since May 2025 (spec 6.2). */
+static enum mms_status mms__mllama_qk_rows(const struct mms_gguf *g, bool pair, bool *permuted) {
+    const char *v;
+    size_t len;
+    if (mms_gguf_find_key(g, MMS__QK_ROWS_KEY) >= 0) {
+        if (mms_gguf_get_str(g, MMS__QK_ROWS_KEY, &v, &len) != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+        if ((len == 6 && !memcmp(v, "ollama", 6)) || (len == 2 && !memcmp(v, "hf", 2))) { *permuted = len == 6; return MMS_OK; }
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is \"%.*s\", expected \"ollama\" or \"hf\"", MMS__QK_ROWS_KEY,
+                             mms_gguf_get_path(g), (int)(len < 64 ? len : 64), v);
+    }
+    *permuted = !pair && mms_gguf_find_key(g, "mllama.image_token_index") < 0;
+    return MMS_OK;
+}
 
 /* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
    only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
    quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
    every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16. */
+/* A weight as a file holds it. */
+struct mms__wfound {
+    enum mms_type      type;
+    int64_t            ne[4];
+    const void        *data;
+    const void        *region;
+    const char        *where;       /* the file, for messages */
+    const char        *file_type;   /* the type as the file names it, for messages */
+    enum mms__hf_xform xform;
+};
+
+/* Finds weight `name` in the GGUF file or the checkpoint folder; false if absent (or on error, in L). */
+static bool mms__weight_find(struct mms__wloader *L, const char *name, struct mms__wfound *w) {
+    static char type_name[16];
+    int i;
+    memset(w, 0, sizeof *w);
+    for (i = 0; i < 4; i++) w->ne[i] = 1;
+    if (L->hf) {
+        struct mms_safetensors_info si;
+        const struct mms_safetensors *shard;
+        if (!strcmp(name, "rope_freqs.weight")) {     /* computed from config.json */
+            if (!L->m->rope_freqs_data) return false;
+            w->type = MMS_TYPE_F32;
+            w->ne[0] = L->m->hp.head_dim / 2;
+            w->data = L->m->rope_freqs_data;
+            w->where = "config.json";
+            return true;
+        }
+        if (!mms__hf_find(L->hf, name, &si, &w->xform, &shard)) return false;
+        if (si.n_dims > 4) {
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has %d dimensions", si.name, mms_safetensors_path(shard), si.n_dims);
+            return false;
+        }
+        for (i = 0; i < si.n_dims; i++) w->ne[i] = si.shape[si.n_dims - 1 - i];   /* the file's order reversed: ggml's */
+        w->type = si.type;
+        w->data = si.data;
+        w->file_type = si.dtype;
+        w->where = mms_safetensors_path(shard);
+        w->region = shard;
+        return true;
+    }
+    {
+        const int64_t idx = mms_gguf_find_tensor(L->g, name);
+        struct mms_gguf_tensor_info info;
+        if (idx < 0) return false;
+        if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return false;
+        memcpy(w->ne, info.ne, sizeof w->ne);
+        w->type = info.type;
+        w->data = info.data;
+        w->region = L->g;
+        w->where = mms_gguf_get_path(L->g);
+        snprintf(type_name, sizeof type_name, "GGUF type %u", info.ggml_type);
+        w->file_type = type_name;
+        return true;
+    }
+}
+
+/* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
+   quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
+   every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16.
+   From a checkpoint folder, those other weights and the derived gates become f32 when placed
+   (they are small; the matrices are used as the files hold them). */
 static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, bool quant_ok, const char *name,
                                       int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     const int64_t want[4] = { ne0, ne1, ne2, ne3 };
-    struct mms_gguf_tensor_info info;
+    struct mms__wfound w;
     struct mms_tensor *t;
-    int64_t idx;
+    enum mms_type type;
     int i;
     if (L->st != MMS_OK) return NULL;
     if (L->m->shapes_only) {
-        enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
-        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
-    idx = mms_gguf_find_tensor(L->g, name);
-    if (idx < 0) {
-        if (required) L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
+    if (!mms__weight_find(L, name, &w)) {
+        if (required && L->st == MMS_OK)
+            L->st = L->hf ? mms_set_error(MMS_ERR_FORMAT, "mllama: the checkpoint folder '%s' lacks the tensor for weight '%s'", mms__hf_dir(L->hf), name)
+                          : mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
         return NULL;
     }
-    if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return NULL;
     for (i = 0; i < 4; i++) {
-        if (info.ne[i] != want[i]) {
+        if (w.ne[i] != want[i]) {
             char got[96], exp[96];
-            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the metadata implies %s", name,
-                                  mms_gguf_get_path(L->g), mms__shape_str(info.ne, got, sizeof got), mms__shape_str(want, exp, sizeof exp));
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the %s implies %s", name, w.where,
+                                  mms__shape_str(w.ne, got, sizeof got), L->hf ? "configuration" : "metadata", mms__shape_str(want, exp, sizeof exp));
             return NULL;
         }
     }
-    if (info.type == MMS_TYPE_INVALID) {
-        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has GGUF type %u, which mmsched cannot load",
-                              name, mms_gguf_get_path(L->g), info.ggml_type);
+    if (w.type == MMS_TYPE_INVALID) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has %s, which mmsched cannot load", name, w.where, w.file_type);
         return NULL;
     }
-    if (!mms_get_type_traits(info.type)->is_float && !(quant_ok && mms_get_type_traits(info.type)->is_quantized)) {
+    if (!mms_get_type_traits(w.type)->is_float && !(quant_ok && mms_get_type_traits(w.type)->is_quantized)) {
         L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has type %s; it is used by ops other than matrix "
-                              "products and row lookups, so it must be f32, f16 or bf16", name, mms_gguf_get_path(L->g), mms_type_name(info.type));
+                              "products and row lookups, so it must be f32, f16 or bf16", name, w.where, mms_type_name(w.type));
         return NULL;
     }
-    t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
-    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    type = L->hf && (!quant_ok || w.xform != MMS__HF_AS_IS) ? MMS_TYPE_F32 : w.type;
+    t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
+    if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
-    t->extra = (void *)info.data;              /* where its bytes are, until placement */
+    if (L->m->n_sources == L->m->cap_sources) {
+        int cap = L->m->cap_sources ? 2 * L->m->cap_sources : 256;
+        struct mms__wsource *grown = (struct mms__wsource *)MMS_REALLOC(L->m->sources, sizeof *grown * (size_t)cap);
+        if (!grown) { L->st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+        L->m->sources = grown;
+        L->m->cap_sources = cap;
+    }
+    {
+        struct mms__wsource *s = &L->m->sources[L->m->n_sources++];
+        memset(s, 0, sizeof *s);
+        s->t = t;
+        s->region = type == w.type && w.xform == MMS__HF_AS_IS ? w.region : NULL;
+        s->data = w.data;
+        s->src_type = w.type;
+        s->xform = w.xform;
+        s->backend = b;
+    }
     return t;
+}
+
+/* A q/k projection t (just declared) of n_heads heads: when its file permutes such rows per head,
+   they are put back in the checkpoint's order at placement. */
+static void mms__weight_qk(struct mms__wloader *L, struct mms_tensor *t, int n_heads) {
+    struct mms__wsource *s;
+    if (!t || !L->qk_permuted || L->st != MMS_OK) return;
+    s = &L->m->sources[L->m->n_sources - 1];
+    MMS_ASSERT(s->t == t);
+    if (t->ne[1] % (2 * n_heads) != 0) {
+        L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s': %lld rows are not %d heads of an even size, as Ollama's q/k "
+                              "row order needs", t->name, mms_gguf_get_path(L->g), (long long)t->ne[1], n_heads);
+        return;
+    }
+    s->row_heads = n_heads;
 }
 
 /* W1: vectors, never quantized; W2: matrices used only by mul_mat/get_rows (may be quantized);
@@ -11686,7 +14399,9 @@ static void mms__mllama_text_weights(struct mms__wloader *L, int n_gpu_layers) {
         ly->ffn_down = MMS__W2(L, b, true, FF, D, "blk.%d.ffn_down.weight", il);
         if (ly->cross) {
             ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.cross_attn_q_proj.weight", il);
+            mms__weight_qk(L, ly->wq, hp->n_head);
             ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_k_proj.weight", il);
+            mms__weight_qk(L, ly->wk, hp->n_head_kv);
             ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_v_proj.weight", il);
             ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.cross_attn_o_proj.weight", il);
             ly->q_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_q_norm.weight", il);
@@ -11715,7 +14430,9 @@ static void mms__mllama_vision_layer(struct mms__wloader *L, struct mms__mllama_
     ly->ln2_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln2);
     ly->ln2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln2);
     ly->wq = MMS__W2(L, b, true, D, D, "%s.%d.attn_q.weight", prefix, il);
+    mms__weight_qk(L, ly->wq, hp->v_n_head);
     ly->wk = MMS__W2(L, b, true, D, D, "%s.%d.attn_k.weight", prefix, il);
+    mms__weight_qk(L, ly->wk, hp->v_n_head);
     ly->wv = MMS__W2(L, b, true, D, D, "%s.%d.attn_v.weight", prefix, il);
     ly->wo = MMS__W2(L, b, true, D, D, "%s.%d.%s.weight", prefix, il, legacy ? "attn_out" : "attn_output");
     ly->fc1_w = MMS__W2(L, b, true, D, FF, "%s.%d.%s.weight", prefix, il, fc1);
@@ -11756,23 +14473,15 @@ static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
     for (il = 0; il < hp->v_n_global; il++) mms__mllama_vision_layer(L, &m->vglobal[il], "v.global.blk", il, true, legacy);
 }
 
-/* The bytes a file's tensors span in its mapping. */
-static void mms__gguf_data_span(const struct mms_gguf *g, const char **lo, const char **hi) {
-    int64_t i;
-    *lo = *hi = NULL;
-    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
-        struct mms_gguf_tensor_info info;
-        const char *d;
-        if (mms_gguf_get_tensor(g, i, &info) != MMS_OK) continue;
-        d = (const char *)info.data;
-        if (!*lo || d < *lo) *lo = d;
-        if (!*hi || d + info.size > *hi) *hi = d + info.size;
-    }
-}
-
 static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_backend_buffer_t buf) {
     if (!buf) return mms_last_status();
-    if (m->n_bufs == (int)(sizeof m->bufs / sizeof m->bufs[0])) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_STATE, "mllama: too many weight buffers"); }
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? 2 * m->cap_bufs : 4;
+        mms_backend_buffer_t *grown = (mms_backend_buffer_t *)MMS_REALLOC(m->bufs, sizeof *grown * (size_t)cap);
+        if (!grown) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+        m->bufs = grown;
+        m->cap_bufs = cap;
+    }
     mms_backend_buffer_set_usage(buf, MMS_BUFFER_USAGE_WEIGHTS);
     m->bufs[m->n_bufs++] = buf;
     return MMS_OK;
@@ -11802,10 +14511,45 @@ static unsigned mms__touch_pages(const void *p, size_t n) {
     return sum;
 }
 
-/* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
-   their backend. Without a file (shapes only) they get addresses that are never read. */
+/* Sets a weight from its file, putting rows that Ollama's converter permuted within each head
+   (row h*d + 2i + p of the file is row h*d + p*d/2 + i of the checkpoint) back in the checkpoint's
+   order. Whole rows move, so any block type works. */
+static enum mms_status mms__set_weight(const struct mms__wsource *s) {
+    struct mms_tensor *t = s->t;
+    const char *src = (const char *)s->data;
+    size_t row;
+    int64_t d, h, i;
+    int p;
+    enum mms_status st;
+    if (s->src_type != t->type || s->xform != MMS__HF_AS_IS) {   /* to f32, maybe a gate's tanh (a checkpoint folder's) */
+        const int64_t n = mms_nelements(t);
+        float *f = (float *)MMS_MALLOC(sizeof(float) * (size_t)(n + 1));
+        if (!f) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+        mms_get_type_traits(s->src_type)->to_float(s->data, f, n);
+        for (i = 0; i < n; i++) {
+            if (s->xform == MMS__HF_TANH) f[i] = (float)tanh((double)f[i]);
+            else if (s->xform == MMS__HF_ONE_MINUS_TANH) f[i] = 1.0f - (float)tanh((double)f[i]);
+        }
+        st = mms_backend_tensor_set(t, f, 0, mms_nbytes(t));
+        MMS_FREE(f);
+        return st;
+    }
+    if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
+    row = mms_row_size(t->type, t->ne[0]);
+    d = mms_nrows(t) / s->row_heads;
+    for (h = 0; h < s->row_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++)
+                if ((st = mms_backend_tensor_set(t, src + (size_t)(h * d + 2 * i + p) * row, (size_t)(h * d + p * (d / 2) + i) * row, row)) != MMS_OK)
+                    return st;
+    return MMS_OK;
+}
+
+/* Host weights are used where the file is mapped (no copy), except those whose rows must move,
+   which get a buffer of their own; on other backends every weight is copied into a buffer of the
+   backend. Without a file (shapes only) weights get addresses that are never read. */
 static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, struct mms__load_progress *lp) {
-    int b, f;
+    int b, f, i;
     enum mms_status st;
     unsigned touched = 0;
     for (b = 0; b < 2; b++) {
@@ -11824,31 +14568,54 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 at += MMS__ALIGN_UP(mms_nbytes(t), 64);
             }
         } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
-            for (f = 0; f < m->n_files; f++) {
-                const char *lo, *hi;
+            const size_t align = mms_backend_get_alignment(m->backends[b]);
+            size_t moved = 0;
+            for (i = 0; i < m->n_sources; i++) {       /* one buffer over each mapped region's weights on this backend */
+                const struct mms__wsource *s = &m->sources[i];
+                const char *lo = (const char *)s->data, *hi = lo + mms_nbytes(s->t);
                 mms_backend_buffer_t buf;
-                mms__gguf_data_span(m->files[f], &lo, &hi);
-                if (!lo) continue;
+                if (s->backend != b || !s->region || s->row_heads || s->t->data) continue;
+                for (f = i + 1; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((const char *)o->data < lo) lo = (const char *)o->data;
+                    if ((const char *)o->data + mms_nbytes(o->t) > hi) hi = (const char *)o->data + mms_nbytes(o->t);
+                }
                 buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-                for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                    const char *d = (const char *)t->extra;
-                    if (!d || d < lo || d >= hi) continue;
-                    t->extra = NULL;
-                    if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
-                    if (lp && lp->cb) touched += mms__touch_pages(d, mms_nbytes(t));
-                    if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+                for (f = i; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, o->t, (void *)o->data)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(o->data, mms_nbytes(o->t));
+                    if ((st = mms__load_step(lp, mms_nbytes(o->t))) != MMS_OK) return st;
+                }
+            }
+            for (i = 0; i < m->n_sources; i++)
+                if (m->sources[i].backend == b && !m->sources[i].t->data) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
+            if (moved) {                               /* reordered, converted or computed: a buffer of their own */
+                mms_backend_buffer_t buf = mms_backend_alloc_buffer(m->backends[b], moved);
+                char *at;
+                if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate %zu bytes of reordered or converted weights on %s: %s",
+                                               moved, mms_backend_name(m->backends[b]), mms_last_error());
+                if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                at = (char *)mms_backend_buffer_get_base(buf);
+                for (i = 0; i < m->n_sources; i++) {
+                    const struct mms__wsource *s = &m->sources[i];
+                    if (s->backend != b || s->t->data) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
+                    at += MMS__ALIGN_UP(mms_nbytes(s->t), align);
+                    if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
                 }
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
-            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if (!buf) return mms__error_context(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                const void *src = t->extra;
-                t->extra = NULL;
-                if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
-                if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+            for (i = 0; i < m->n_sources; i++) {
+                if (m->sources[i].backend != b) continue;
+                if ((st = mms__set_weight(&m->sources[i])) != MMS_OK) return st;
+                if ((st = mms__load_step(lp, mms_nbytes(m->sources[i].t))) != MMS_OK) return st;
             }
         }
     }
@@ -11885,6 +14652,28 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
     m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    if (mms__hf_is_folder(p->path)) {               /* a Hugging Face checkpoint folder */
+        struct mms_mllama_hparams *hp = &m->hp;
+        if (p->mmproj_path) { mms_set_error(MMS_ERR_INVALID_ARG, "mllama: '%s' is a checkpoint folder; it takes no projector file", p->path); goto fail; }
+        if (!(m->hf = mms__hf_open(p->path)) || mms__hf_hparams(m->hf, hp, &m->cross_layers, &m->taps, &m->rope_freqs_data) != MMS_OK) goto fail;
+        hp->cross_layers = m->cross_layers;
+        hp->v_taps = m->taps;
+        if (mms__mllama_check_text(m, p->path) != MMS_OK || mms__mllama_check_vision(hp, p->path) != MMS_OK) goto fail;
+        mms__mllama_derive(hp);
+        if (p->text_only) memset(&hp->v_n_layer, 0, sizeof *hp - offsetof(struct mms_mllama_hparams, v_n_layer));
+        if (mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
+        m->has_vision = !p->text_only;
+        m->rope_neox = true;                          /* self-attention q/k as transformers keeps them */
+        m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
+        m->output_backend = p->gpu && p->n_gpu_layers >= hp->n_layer ? 1 : 0;
+        L.hf = m->hf;
+        mms__mllama_text_weights(&L, p->n_gpu_layers);
+        if (m->has_vision) mms__mllama_vision_weights(&L, false);
+        if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
+        goto place;
+    }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
     vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
@@ -11896,15 +14685,16 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     m->has_vision = vision_file != NULL;
     m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
     m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;
-    memset(&L, 0, sizeof L);
-    L.m = m;
     L.g = m->files[0];
+    if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
     mms__mllama_text_weights(&L, p->n_gpu_layers);
-    if (m->has_vision) {
+    if (m->has_vision && L.st == MMS_OK) {
         L.g = vision_file;
+        if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
+place:
     memset(&lp, 0, sizeof lp);
     lp.cb = p->progress;
     lp.user = p->progress_user_data;
@@ -11915,6 +14705,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
             for (t = mms_get_first_tensor(m->wctx[b]); t; t = mms_get_next_tensor(m->wctx[b], t)) lp.total += mms_nbytes(t);
     }
     if (mms__mllama_place_weights(m, &lp) != MMS_OK) goto fail;
+    MMS_FREE(m->sources);                         /* placed: the mapping is reached through the tensors now */
+    m->sources = NULL;
+    m->n_sources = m->cap_sources = 0;
     m->load_us = mms_time_us() - t0;
     return m;
 fail:
@@ -11968,9 +14761,539 @@ fail:
 }
 /* ==== end src/mllama/model.c ==== */
 
+/* ==== begin src/mllama/hf_folder.c ==== */
+/* >>mllama-hf =====================================================================================
+   A Hugging Face checkpoint folder as Meta and transformers publish it: config.json (the
+   hyper-parameters), model.safetensors or model-*.safetensors with model.safetensors.index.json
+   (the weights, used where they are mapped), preprocessor_config.json (mean, std, tile size).
+   Weights are found by the GGUF names the loader asks for, mapped to the checkpoint's names (the
+   on-disk language_model.model.* / vision_model.* ones, or the newer model.language_model.* ones).
+   Everything is checked as the GGUF reader checks its files: a missing or unreadable file, a
+   field of the wrong type, a shard that the index names but lacks the tensor, a tensor no weight
+   uses: each is an error naming the file and the field. */
+
+struct mms__hf {
+    char                    *dir;
+    struct mms_json         *config, *preproc, *index;
+    struct mms_safetensors **shards;
+    uint8_t                **used;          /* per shard, per tensor: asked for by the loader */
+    int                      n_shards;
+};
+
+static void mms__hf_close(struct mms__hf *hf) {
+    int i;
+    if (!hf) return;
+    for (i = 0; i < hf->n_shards; i++) { mms_safetensors_close(hf->shards[i]); MMS_FREE(hf->used[i]); }
+    MMS_FREE(hf->shards); MMS_FREE(hf->used);
+    mms_json_free(hf->config); mms_json_free(hf->preproc); mms_json_free(hf->index);
+    MMS_FREE(hf->dir);
+    MMS_FREE(hf);
+}
+
+static const char *mms__hf_dir(const struct mms__hf *hf) { return hf->dir; }
+
+/* dir/name into out (size bytes), cut if too long (the callers bound the folder's path). */
+static void mms__hf_path(const struct mms__hf *hf, const char *name, char *out, size_t size) {
+    size_t a = strlen(hf->dir), b = strlen(name);
+    if (a + b + 2 > size) { out[0] = '\0'; return; }
+    memcpy(out, hf->dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+}
+
+/* Whether path is a checkpoint folder (it has a config.json). */
+static bool mms__hf_is_folder(const char *path) {
+    char p[4096];
+    if (strlen(path) + 13 >= sizeof p) return false;
+    snprintf(p, sizeof p, "%s/config.json", path);
+    return mms__file_exists(p);
+}
+
+static enum mms_status mms__hf_add_shard(struct mms__hf *hf, const char *file) {
+    char p[4096];
+    struct mms_safetensors *st;
+    void *grown;
+    if (!*file || strchr(file, '/') || strchr(file, '\\') || !strcmp(file, "..") || strlen(file) + strlen(hf->dir) + 2 >= sizeof p)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s/model.safetensors.index.json': weight_map names the shard \"%.80s\", not a file of the folder",
+                             hf->dir, file);
+    mms__hf_path(hf, file, p, sizeof p);
+    if (!(st = mms_safetensors_open(p))) return mms_last_status();
+    if (!(grown = MMS_REALLOC(hf->shards, sizeof *hf->shards * (size_t)(hf->n_shards + 1)))) { mms_safetensors_close(st); return mms_set_error(MMS_ERR_OOM, "mllama: out of memory"); }
+    hf->shards = (struct mms_safetensors **)grown;
+    if (!(grown = MMS_REALLOC(hf->used, sizeof *hf->used * (size_t)(hf->n_shards + 1)))) { mms_safetensors_close(st); return mms_set_error(MMS_ERR_OOM, "mllama: out of memory"); }
+    hf->used = (uint8_t **)grown;
+    hf->used[hf->n_shards] = (uint8_t *)MMS_MALLOC((size_t)mms_safetensors_n_tensors(st) + 1);
+    hf->shards[hf->n_shards++] = st;
+    if (!hf->used[hf->n_shards - 1]) return mms_set_error(MMS_ERR_OOM, "mllama: out of memory");
+    memset(hf->used[hf->n_shards - 1], 0, (size_t)mms_safetensors_n_tensors(st) + 1);
+    return MMS_OK;
+}
+
+static int mms__hf_shard_of(const struct mms__hf *hf, const char *file) {
+    int i;
+    for (i = 0; i < hf->n_shards; i++) {
+        const char *p = mms_safetensors_path(hf->shards[i]);
+        size_t lp = strlen(p), lf = strlen(file);
+        if (lp > lf && p[lp - lf - 1] == '/' && !strcmp(p + lp - lf, file)) return i;
+    }
+    return -1;
+}
+
+/* The folder's files: config.json, the preprocessor's (optional), the index and every shard it
+   names (or model.safetensors alone); the index and the shards must agree tensor for tensor. */
+static struct mms__hf *mms__hf_open(const char *dir) {
+    struct mms__hf *hf = (struct mms__hf *)MMS_MALLOC(sizeof *hf);
+    char p[4096];
+    size_t n = strlen(dir);
+    if (!hf) { mms_set_error(MMS_ERR_OOM, "mllama: out of memory"); return NULL; }
+    memset(hf, 0, sizeof *hf);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    if (n + 64 >= sizeof p || !(hf->dir = (char *)MMS_MALLOC(n + 1))) { mms_set_error(MMS_ERR_INVALID_ARG, "mllama: folder path too long"); mms__hf_close(hf); return NULL; }
+    memcpy(hf->dir, dir, n);
+    hf->dir[n] = '\0';
+    mms__hf_path(hf, "config.json", p, sizeof p);
+    if (!(hf->config = mms_json_parse_file(p))) goto fail;
+    mms__hf_path(hf, "preprocessor_config.json", p, sizeof p);
+    if (mms__file_exists(p) && !(hf->preproc = mms_json_parse_file(p))) goto fail;
+    mms__hf_path(hf, "model.safetensors.index.json", p, sizeof p);
+    if (mms__file_exists(p)) {
+        int64_t map, i;
+        if (!(hf->index = mms_json_parse_file(p))) goto fail;
+        map = mms_json_get(hf->index, 0, "weight_map");
+        if (mms_json_type(hf->index, map) != MMS_JSON_OBJECT) {
+            mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': weight_map is %s", p, map < 0 ? "missing" : "not an object");
+            goto fail;
+        }
+        for (i = 0; i < mms_json_len(hf->index, map); i++) {
+            const char *name = mms_json_key(hf->index, map, i, NULL), *file = mms_json_str(hf->index, mms_json_at(hf->index, map, i), NULL);
+            int s;
+            if (!file) { mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': weight_map[\"%.80s\"] is not a file name", p, name); goto fail; }
+            if ((s = mms__hf_shard_of(hf, file)) < 0) {
+                if (mms__hf_add_shard(hf, file) != MMS_OK) goto fail;
+                s = hf->n_shards - 1;
+            }
+            if (mms_safetensors_find(hf->shards[s], name) < 0) {
+                mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': weight_map puts tensor '%.80s' in '%s', which lacks it", p, name, file);
+                goto fail;
+            }
+        }
+        for (i = 0; i < hf->n_shards; i++) {
+            int64_t t;
+            for (t = 0; t < mms_safetensors_n_tensors(hf->shards[i]); t++) {
+                struct mms_safetensors_info info;
+                const char *in;
+                mms_safetensors_get(hf->shards[i], t, &info);
+                in = mms_json_str(hf->index, mms_json_get(hf->index, map, info.name), NULL);
+                if (!in || mms__hf_shard_of(hf, in) != i) {
+                    mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has tensor '%.80s', which the index %s", mms_safetensors_path(hf->shards[i]), info.name,
+                                  in ? "puts in another shard" : "does not list");
+                    goto fail;
+                }
+            }
+        }
+    } else {
+        mms__hf_path(hf, "model.safetensors", p, sizeof p);
+        if (!mms__file_exists(p)) { mms_set_error(MMS_ERR_IO, "mllama: '%s' has neither model.safetensors nor model.safetensors.index.json", hf->dir); goto fail; }
+        if (mms__hf_add_shard(hf, "model.safetensors") != MMS_OK) goto fail;
+    }
+    return hf;
+fail:
+    mms__hf_close(hf);
+    return NULL;
+}
+
+/* -- hyper-parameters from config.json -- */
+
+/* A positive integer at obj.key (obj named `what` in messages); absent: *out kept unless required. */
+static enum mms_status mms__hf_int(const struct mms_json *j, int64_t obj, const char *what, const char *key, bool required, int *out) {
+    int64_t v = mms_json_get(j, obj, key), x;
+    if (v < 0 || mms_json_type(j, v) == MMS_JSON_NULL) {
+        if (!required) return MMS_OK;
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s is missing", mms_json_source(j), what, key);
+    }
+    if (!mms_json_int(j, v, &x) || x <= 0 || x > (1 << 30))
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s must be an integer from 1 to 2^30", mms_json_source(j), what, key);
+    *out = (int)x;
+    return MMS_OK;
+}
+
+static enum mms_status mms__hf_float(const struct mms_json *j, int64_t obj, const char *what, const char *key, bool required, float *out) {
+    int64_t v = mms_json_get(j, obj, key);
+    double d;
+    if (v < 0 || mms_json_type(j, v) == MMS_JSON_NULL) {
+        if (!required) return MMS_OK;
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s is missing", mms_json_source(j), what, key);
+    }
+    if (!mms_json_num(j, v, &d) || !(d > 0.0) || d > FLT_MAX)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s must be a positive number", mms_json_source(j), what, key);
+    *out = (float)d;
+    return MMS_OK;
+}
+
+/* An ascending list of indexes below limit into a new array. */
+static enum mms_status mms__hf_list(const struct mms_json *j, int64_t obj, const char *what, const char *key, int limit, int **out, int *n_out) {
+    int64_t v = mms_json_get(j, obj, key), n = mms_json_len(j, v), i;
+    if (mms_json_type(j, v) != MMS_JSON_ARRAY || n < 1 || n > limit)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s must be a list of 1 to %d layer indexes", mms_json_source(j), what, key, limit);
+    if (!(*out = (int *)MMS_MALLOC(sizeof **out * (size_t)n))) return mms_set_error(MMS_ERR_OOM, "mllama: out of memory");
+    for (i = 0; i < n; i++) {
+        int64_t x;
+        if (!mms_json_int(j, mms_json_at(j, v, i), &x) || x < 0 || x >= limit || (i > 0 && x <= (*out)[i - 1]))
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': %s%s[%lld] is not an ascending index below %d", mms_json_source(j), what, key, (long long)i, limit);
+        (*out)[i] = (int)x;
+    }
+    *n_out = (int)n;
+    return MMS_OK;
+}
+
+/* Reads the hyper-parameters; *rope_freqs gets the llama3 divisors (head_dim / 2 floats, to free)
+   or NULL when the checkpoint has no llama3 rope scaling. */
+static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mllama_hparams *hp, int **cross, int **taps, float **rope_freqs) {
+    const struct mms_json *j = hf->config;
+    const int64_t t = mms_json_get(j, 0, "text_config"), v = mms_json_get(j, 0, "vision_config"), arch = mms_json_get(j, 0, "architectures");
+    const char *a0 = mms_json_str(j, mms_json_at(j, arch, 0), NULL), *mt = mms_json_str(j, mms_json_get(j, 0, "model_type"), NULL);
+    enum mms_status st;
+    int64_t rs;
+    *rope_freqs = NULL;
+    if (!(a0 && !strcmp(a0, "MllamaForConditionalGeneration")) && !(mt && !strcmp(mt, "mllama")))
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not a Llama 3.2 Vision checkpoint (architectures[0] must be MllamaForConditionalGeneration)",
+                             mms_json_source(j));
+    if (mms_json_type(j, t) != MMS_JSON_OBJECT || mms_json_type(j, v) != MMS_JSON_OBJECT)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': text_config and vision_config must be objects", mms_json_source(j));
+    hp->n_ctx_train = 131072;
+    hp->rms_eps = 1e-5f;
+    hp->rope_freq_base = 500000.0f;
+    if ((st = mms__hf_int(j, t, "text_config.", "vocab_size", true, &hp->n_vocab)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "num_hidden_layers", true, &hp->n_layer)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "max_position_embeddings", false, &hp->n_ctx_train)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "hidden_size", true, &hp->n_embd)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "intermediate_size", true, &hp->n_ff)) != MMS_OK ||
+        (st = mms__hf_int(j, t, "text_config.", "num_attention_heads", true, &hp->n_head)) != MMS_OK ||
+        (st = mms__hf_float(j, t, "text_config.", "rope_theta", false, &hp->rope_freq_base)) != MMS_OK ||
+        (st = mms__hf_float(j, t, "text_config.", "rms_norm_eps", false, &hp->rms_eps)) != MMS_OK ||
+        (st = mms__hf_list(j, t, "text_config.", "cross_attention_layers", hp->n_layer, cross, &hp->n_cross)) != MMS_OK)
+        return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = mms__hf_int(j, t, "text_config.", "num_key_value_heads", false, &hp->n_head_kv)) != MMS_OK) return st;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = mms__hf_int(j, t, "text_config.", "head_dim", false, &hp->head_dim)) != MMS_OK) return st;
+    hp->image_token_id = hp->n_vocab;
+    if ((st = mms__hf_int(j, 0, "", "image_token_index", false, &hp->image_token_id)) != MMS_OK) return st;
+    if ((st = mms__hf_int(j, v, "vision_config.", "num_hidden_layers", true, &hp->v_n_layer)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "num_global_layers", true, &hp->v_n_global)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "hidden_size", true, &hp->v_n_embd)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "intermediate_size", true, &hp->v_n_ff)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "attention_heads", true, &hp->v_n_head)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "image_size", true, &hp->v_image_size)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "patch_size", true, &hp->v_patch_size)) != MMS_OK ||
+        (st = mms__hf_int(j, v, "vision_config.", "max_num_tiles", true, &hp->v_max_tiles)) != MMS_OK ||
+        (st = mms__hf_list(j, v, "vision_config.", "intermediate_layers_indices", hp->v_n_layer, taps, &hp->v_n_taps)) != MMS_OK)
+        return st;
+    hp->v_channels = 3;
+    hp->v_eps = 1e-5f;
+    if ((st = mms__hf_int(j, v, "vision_config.", "num_channels", false, &hp->v_channels)) != MMS_OK ||
+        (st = mms__hf_float(j, v, "vision_config.", "norm_eps", false, &hp->v_eps)) != MMS_OK)
+        return st;
+    {   /* stated sizes that the shapes imply must agree */
+        int out_dim = hp->v_n_embd * (1 + hp->v_n_taps);
+        int64_t sar = mms_json_get(j, v, "supported_aspect_ratios"), i, n_ar = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL);
+        int rows[64], cols[64];
+        if ((st = mms__hf_int(j, v, "vision_config.", "vision_output_dim", false, &out_dim)) != MMS_OK) return st;
+        if (out_dim != hp->v_n_embd * (1 + hp->v_n_taps))
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.vision_output_dim is %d, hidden_size * (1 + taps) is %d", mms_json_source(j),
+                                 out_dim, hp->v_n_embd * (1 + hp->v_n_taps));
+        if (hp->v_max_tiles <= 16 && sar >= 0) {
+            mms__mllama_aspect_ratios(hp->v_max_tiles, rows, cols);
+            if (mms_json_len(j, sar) != n_ar)
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios has %lld entries, max_num_tiles %d gives %lld",
+                                     mms_json_source(j), (long long)mms_json_len(j, sar), hp->v_max_tiles, (long long)n_ar);
+            for (i = 0; i < n_ar; i++) {
+                int64_t e = mms_json_at(j, sar, i), r, c;
+                if (mms_json_len(j, e) != 2 || !mms_json_int(j, mms_json_at(j, e, 0), &r) || !mms_json_int(j, mms_json_at(j, e, 1), &c) ||
+                    r != rows[i] || c != cols[i])
+                    return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios[%lld] is not [%d, %d], the processor's order",
+                                         mms_json_source(j), (long long)i, rows[i], cols[i]);
+            }
+        }
+    }
+    rs = mms_json_get(j, t, "rope_scaling");
+    if (rs >= 0 && mms_json_type(j, rs) != MMS_JSON_NULL) {
+        const char *type = mms_json_str(j, mms_json_get(j, rs, "rope_type"), NULL);
+        if (!type) type = mms_json_str(j, mms_json_get(j, rs, "type"), NULL);
+        if (!type || mms_json_type(j, rs) != MMS_JSON_OBJECT)
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': text_config.rope_scaling must be an object with a rope_type", mms_json_source(j));
+        if (!strcmp(type, "llama3")) {
+            float factor = 8.0f, lo = 1.0f, hi = 4.0f;
+            int orig = 8192, i;
+            if ((st = mms__hf_float(j, rs, "text_config.rope_scaling.", "factor", true, &factor)) != MMS_OK ||
+                (st = mms__hf_float(j, rs, "text_config.rope_scaling.", "low_freq_factor", false, &lo)) != MMS_OK ||
+                (st = mms__hf_float(j, rs, "text_config.rope_scaling.", "high_freq_factor", false, &hi)) != MMS_OK ||
+                (st = mms__hf_int(j, rs, "text_config.rope_scaling.", "original_max_position_embeddings", true, &orig)) != MMS_OK)
+                return st;
+            if (!(hi > lo) || hp->head_dim < 2 || hp->head_dim % 2)
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': text_config.rope_scaling: high_freq_factor must exceed low_freq_factor", mms_json_source(j));
+            if (!(*rope_freqs = (float *)MMS_MALLOC(sizeof(float) * (size_t)(hp->head_dim / 2)))) return mms_set_error(MMS_ERR_OOM, "mllama: out of memory");
+            for (i = 0; i < hp->head_dim / 2; i++) {   /* the llama3 divisors (spec 5): 1, factor, or smoothed between */
+                const double inv = pow((double)hp->rope_freq_base, -2.0 * i / hp->head_dim), wavelen = 2.0 * 3.14159265358979323846 / inv;
+                double div;
+                if (wavelen < orig / (double)hi) div = 1.0;
+                else if (wavelen > orig / (double)lo) div = factor;
+                else {
+                    const double s = (orig / wavelen - lo) / ((double)hi - lo);
+                    div = 1.0 / ((1.0 - s) / factor + s);
+                }
+                (*rope_freqs)[i] = (float)div;
+            }
+        } else if (strcmp(type, "default"))
+            return mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: '%s': text_config.rope_scaling.rope_type \"%.20s\" is not supported (llama3 or default)",
+                                 mms_json_source(j), type);
+    }
+    if (hf->preproc) {
+        const struct mms_json *p = hf->preproc;
+        int64_t mean = mms_json_get(p, 0, "image_mean"), sd = mms_json_get(p, 0, "image_std"), size = mms_json_get(p, 0, "size"), k;
+        int tiles = hp->v_max_tiles, h = hp->v_image_size, w = hp->v_image_size;
+        struct mms_mllama_hparams clip;
+        mms_mllama_hparams_11b(&clip);
+        memcpy(hp->image_mean, clip.image_mean, sizeof hp->image_mean);
+        memcpy(hp->image_std, clip.image_std, sizeof hp->image_std);
+        for (k = 0; k < 3 && (mean >= 0 || sd >= 0); k++) {
+            double m, s;
+            if (mms_json_len(p, mean) != 3 || mms_json_len(p, sd) != 3 || !mms_json_num(p, mms_json_at(p, mean, k), &m) ||
+                !mms_json_num(p, mms_json_at(p, sd, k), &s) || !(s > 0))
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': image_mean and image_std must be 3 numbers each (std positive)", mms_json_source(p));
+            hp->image_mean[k] = (float)m;
+            hp->image_std[k] = (float)s;
+        }
+        if ((st = mms__hf_int(p, 0, "", "max_image_tiles", false, &tiles)) != MMS_OK ||
+            (size >= 0 && ((st = mms__hf_int(p, size, "size.", "height", true, &h)) != MMS_OK || (st = mms__hf_int(p, size, "size.", "width", true, &w)) != MMS_OK)))
+            return st;
+        if (tiles != hp->v_max_tiles || h != hp->v_image_size || w != hp->v_image_size)
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': tiles of %dx%d, at most %d, but config.json says %d, at most %d", mms_json_source(p), w, h,
+                                 tiles, hp->v_image_size, hp->v_max_tiles);
+    } else {
+        struct mms_mllama_hparams clip;
+        mms_mllama_hparams_11b(&clip);
+        memcpy(hp->image_mean, clip.image_mean, sizeof hp->image_mean);
+        memcpy(hp->image_std, clip.image_std, sizeof hp->image_std);
+    }
+    return MMS_OK;
+}
+
+/* -- weights by GGUF name -- */
+
+/* The checkpoint's name (without its prefix) of a GGUF weight name, and how the value is derived. */
+static bool mms__hf_name(const char *g, char *out, size_t size, enum mms__hf_xform *x) {
+    static const char *const text_layer[][2] = {
+        { "attn_norm.weight", "input_layernorm.weight" }, { "ffn_norm.weight", "post_attention_layernorm.weight" },
+        { "attn_q.weight", "self_attn.q_proj.weight" }, { "attn_k.weight", "self_attn.k_proj.weight" },
+        { "attn_v.weight", "self_attn.v_proj.weight" }, { "attn_output.weight", "self_attn.o_proj.weight" },
+        { "ffn_gate.weight", "mlp.gate_proj.weight" }, { "ffn_up.weight", "mlp.up_proj.weight" }, { "ffn_down.weight", "mlp.down_proj.weight" },
+        { "cross_attn_q_proj.weight", "cross_attn.q_proj.weight" }, { "cross_attn_k_proj.weight", "cross_attn.k_proj.weight" },
+        { "cross_attn_v_proj.weight", "cross_attn.v_proj.weight" }, { "cross_attn_o_proj.weight", "cross_attn.o_proj.weight" },
+        { "cross_attn_q_norm.weight", "cross_attn.q_norm.weight" }, { "cross_attn_k_norm.weight", "cross_attn.k_norm.weight" },
+        { "cross_attn_attn_gate", "cross_attn_attn_gate" }, { "cross_attn_mlp_gate", "cross_attn_mlp_gate" },
+    };
+    static const char *const vision_layer[][2] = {
+        { "attn_norm.weight", "input_layernorm.weight" }, { "attn_norm.bias", "input_layernorm.bias" },
+        { "ffn_norm.weight", "post_attention_layernorm.weight" }, { "ffn_norm.bias", "post_attention_layernorm.bias" },
+        { "attn_q.weight", "self_attn.q_proj.weight" }, { "attn_k.weight", "self_attn.k_proj.weight" },
+        { "attn_v.weight", "self_attn.v_proj.weight" }, { "attn_output.weight", "self_attn.o_proj.weight" },
+        { "ffn_up.weight", "mlp.fc1.weight" }, { "ffn_up.bias", "mlp.fc1.bias" }, { "ffn_down.weight", "mlp.fc2.weight" },
+        { "ffn_down.bias", "mlp.fc2.bias" }, { "attn_gate", "gate_attn" }, { "ffn_gate", "gate_ffn" },
+    };
+    static const char *const top[][2] = {
+        { "token_embd.weight", "T:model.embed_tokens.weight" }, { "output_norm.weight", "T:model.norm.weight" }, { "output.weight", "T:lm_head.weight" },
+        { "v.patch_embd.weight", "V:patch_embedding.weight" }, { "v.class_embd", "V:class_embedding" },
+        { "v.position_embd.weight", "V:gated_positional_embedding.embedding" }, { "v.position_embd.gate", "V:gated_positional_embedding.gate" },
+        { "v.tile_position_embd.weight", "V:gated_positional_embedding.tile_embedding.weight" },
+        { "v.tile_position_embd.gate", "V:gated_positional_embedding.gate" },
+        { "v.pre_tile_position_embd.weight", "V:pre_tile_positional_embedding.embedding.weight" },
+        { "v.pre_tile_position_embd.gate", "V:pre_tile_positional_embedding.gate" },
+        { "v.post_tile_position_embd.weight", "V:post_tile_positional_embedding.embedding.weight" },
+        { "v.post_tile_position_embd.gate", "V:post_tile_positional_embedding.gate" },
+        { "v.pre_ln.weight", "V:layernorm_pre.weight" }, { "v.pre_ln.bias", "V:layernorm_pre.bias" },
+        { "v.post_ln.weight", "V:layernorm_post.weight" }, { "v.post_ln.bias", "V:layernorm_post.bias" },
+        { "mm.0.weight", "P:weight" }, { "mm.0.bias", "P:bias" },
+    };
+    size_t k;
+    int il, used = 0;
+    *x = MMS__HF_AS_IS;
+    if (sscanf(g, "blk.%d.%n", &il, &used) == 1 && used > 0) {
+        for (k = 0; k < sizeof text_layer / sizeof text_layer[0]; k++)
+            if (!strcmp(g + used, text_layer[k][0])) { snprintf(out, size, "T:model.layers.%d.%s", il, text_layer[k][1]); return true; }
+        return false;
+    }
+    if ((sscanf(g, "v.blk.%d.%n", &il, &used) == 1 && used > 0) || (sscanf(g, "v.global.blk.%d.%n", &il, &used) == 1 && used > 0)) {
+        const bool global = g[2] == 'g';
+        for (k = 0; k < sizeof vision_layer / sizeof vision_layer[0]; k++)
+            if (!strcmp(g + used, vision_layer[k][0])) {
+                snprintf(out, size, "V:%s.layers.%d.%s", global ? "global_transformer" : "transformer", il, vision_layer[k][1]);
+                if (k >= 12) *x = MMS__HF_TANH;
+                return true;
+            }
+        return false;
+    }
+    for (k = 0; k < sizeof top / sizeof top[0]; k++)
+        if (!strcmp(g, top[k][0])) {
+            snprintf(out, size, "%s", top[k][1]);
+            if (!strcmp(g, "v.position_embd.gate")) *x = MMS__HF_ONE_MINUS_TANH;
+            else if (strstr(g, ".gate")) *x = MMS__HF_TANH;
+            return true;
+        }
+    return false;
+}
+
+/* Finds GGUF weight `name` in the folder: its shard and info (shape in the file's order), and how
+   its value is derived. false when the checkpoint has no such tensor. */
+static bool mms__hf_find(struct mms__hf *hf, const char *name, struct mms_safetensors_info *info, enum mms__hf_xform *x,
+                         const struct mms_safetensors **shard) {
+    static const char *const prefixes[3][2] = {
+        { "language_model.", "model.language_model." }, { "vision_model.", "model.vision_model." },
+        { "multi_modal_projector.", "model.multi_modal_projector." },
+    };
+    char rel[160], full[224];
+    int kind, p, s;
+    if (!mms__hf_name(name, rel, sizeof rel, x)) return false;
+    kind = rel[0] == 'T' ? 0 : rel[0] == 'V' ? 1 : 2;
+    for (p = 0; p < 2; p++) {
+        if (kind == 0 && !strcmp(rel + 2, "lm_head.weight")) snprintf(full, sizeof full, p ? "lm_head.weight" : "language_model.lm_head.weight");
+        else if (kind == 0 && p == 1) snprintf(full, sizeof full, "model.language_model.%s", rel + 2 + 6);   /* drops "model." */
+        else snprintf(full, sizeof full, "%s%s", prefixes[kind][p], rel + 2);
+        for (s = 0; s < hf->n_shards; s++) {
+            int64_t i = mms_safetensors_find(hf->shards[s], full);
+            if (i >= 0) {
+                mms_safetensors_get(hf->shards[s], i, info);
+                hf->used[s][i] = 1;
+                *shard = hf->shards[s];
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Every tensor of the checkpoint went to a weight: one that did not is an error, not ignored. */
+static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf) {
+    int s;
+    for (s = 0; s < hf->n_shards; s++) {
+        int64_t i;
+        for (i = 0; i < mms_safetensors_n_tensors(hf->shards[s]); i++)
+            if (!hf->used[s][i]) {
+                struct mms_safetensors_info info;
+                mms_safetensors_get(hf->shards[s], i, &info);
+                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' has tensor '%.100s', which no weight of the configuration uses",
+                                     mms_safetensors_path(hf->shards[s]), info.name);
+            }
+    }
+    return MMS_OK;
+}
+
+/* -- a checkpoint folder as a GGUF -- */
+
+/* Rows h*d + p*d/2 + i (the checkpoint's order) to h*d + 2i + p: the self-attention's RoPE pairs
+   (GGUF files rotate adjacent pairs) and Ollama's order for the other q/k. */
+static void mms__hf_interleave_rows(const char *src, char *dst, int64_t rows, size_t row, int n_heads) {
+    const int64_t d = rows / n_heads;
+    int64_t h, i;
+    int p;
+    for (h = 0; h < n_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++) memcpy(dst + (size_t)(h * d + 2 * i + p) * row, src + (size_t)(h * d + p * (d / 2) + i) * row, row);
+}
+
+static bool mms__hf_ends_with(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The heads of a q/k projection named as the loader names it, or 0. */
+static int mms__hf_qk_heads(const struct mms_mllama_hparams *hp, const char *name) {
+    const bool vision = !strncmp(name, "v.", 2);
+    if (mms__hf_ends_with(name, "attn_q.weight") || mms__hf_ends_with(name, "cross_attn_q_proj.weight")) return vision ? hp->v_n_head : hp->n_head;
+    if (mms__hf_ends_with(name, "attn_k.weight") || mms__hf_ends_with(name, "cross_attn_k_proj.weight")) return vision ? hp->v_n_head : hp->n_head_kv;
+    return 0;
+}
+
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir) {
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_model *m = NULL;
+    struct mms_gguf_writer *w = NULL;
+    struct mms_gguf *g = NULL;
+    mms_backend_t cpu = NULL;
+    const struct mms_mllama_hparams *hp;
+    void *mem;
+    size_t size;
+    int b;
+    bool ok;
+    if (!dir || !mms__hf_is_folder(dir)) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_folder_to_gguf: '%s' is not a checkpoint folder (no config.json)", dir ? dir : "(null)"); return NULL; }
+    memset(&lp, 0, sizeof lp);
+    lp.path = dir;
+    if (!(cpu = mms_backend_cpu_init()) || !(lp.cpu = cpu, m = mms_mllama_model_load(&lp)) || !(w = mms_gguf_writer_new())) goto done;
+    hp = &m->hp;
+    {
+        const struct mms_tensor *e = m->token_embd;
+        int32_t cross[256], taps[256];
+        int i;
+        for (i = 0; i < hp->n_cross && i < 256; i++) cross[i] = hp->cross_layers[i];
+        for (i = 0; i < hp->v_n_taps && i < 256; i++) taps[i] = hp->v_taps[i];
+        ok = mms_gguf_writer_set_str(w, "general.architecture", "mllama") == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.file_type", e->type == MMS_TYPE_BF16 ? 32 : e->type == MMS_TYPE_F16 ? 1 : 0) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "general.quantization_version", 2) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vocab_size", (uint32_t)hp->n_vocab) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.block_count", (uint32_t)hp->n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.context_length", (uint32_t)hp->n_ctx_train) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.embedding_length", (uint32_t)hp->n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.feed_forward_length", (uint32_t)hp->n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count", (uint32_t)hp->n_head) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.attention.head_count_kv", (uint32_t)hp->n_head_kv) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.rope.dimension_count", (uint32_t)hp->head_dim) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.rope.freq_base", hp->rope_freq_base) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.attention.layer_norm_rms_epsilon", hp->rms_eps) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.attention.cross_attention_layers", cross, hp->n_cross) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.image_token_index", (uint32_t)hp->image_token_id) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.block_count", (uint32_t)hp->v_n_layer) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.global.block_count", (uint32_t)hp->v_n_global) == MMS_OK &&
+             mms_gguf_writer_set_arr_i32(w, "mllama.vision.intermediate_layers_indices", taps, hp->v_n_taps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.embedding_length", (uint32_t)hp->v_n_embd) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.feed_forward_length", (uint32_t)hp->v_n_ff) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.attention.head_count", (uint32_t)hp->v_n_head) == MMS_OK &&
+             mms_gguf_writer_set_f32(w, "mllama.vision.attention.layer_norm_epsilon", hp->v_eps) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.image_size", (uint32_t)hp->v_image_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.patch_size", (uint32_t)hp->v_patch_size) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.max_num_tiles", (uint32_t)hp->v_max_tiles) == MMS_OK &&
+             mms_gguf_writer_set_u32(w, "mllama.vision.num_channels", (uint32_t)hp->v_channels) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_mean", hp->image_mean, 3) == MMS_OK &&
+             mms_gguf_writer_set_arr_f32(w, "mllama.vision.image_std", hp->image_std, 3) == MMS_OK &&
+             mms_gguf_writer_set_str(w, "mmsched.mllama.qk_rows", "ollama") == MMS_OK &&
+             mms__vocab_hf_kv(dir, w) == MMS_OK;
+    }
+    for (b = 0; ok && b < 2; b++) {
+        const struct mms_tensor *t;
+        for (t = mms_get_first_tensor(m->wctx[b]); ok && t; t = mms_get_next_tensor(m->wctx[b], t)) {
+            const int heads = mms__hf_qk_heads(hp, t->name);
+            char *tmp = NULL;
+            const void *data = t->data;
+            if (heads) {   /* the GGUF layout's q/k row order (the loader put the checkpoint's back) */
+                if (!(tmp = (char *)MMS_MALLOC(mms_nbytes(t)))) { mms_set_error(MMS_ERR_OOM, "mms_mllama_folder_to_gguf: out of memory"); ok = false; break; }
+                mms__hf_interleave_rows((const char *)t->data, tmp, mms_nrows(t), mms_row_size(t->type, t->ne[0]), heads);
+                data = tmp;
+            }
+            ok = mms_gguf_writer_add_tensor(w, t->name, t->type, mms_n_dims(t), t->ne, data) == MMS_OK;
+            MMS_FREE(tmp);
+        }
+    }
+    if (ok && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK) g = mms__gguf_open_owned(mem, size);
+done:
+    mms_gguf_writer_free(w);
+    mms_mllama_model_free(m);
+    mms_backend_free(cpu);
+    return g;
+}
+/* ==== end src/mllama/hf_folder.c ==== */
+
 /* ==== begin src/mllama/vision.c ==== */
 /* >>mllama-vision =================================================================================
-   The vision encoder and projector as a graph (spec section 4). Shapes, with T tiles (all
+   The vision encoder and projector as a graph (transformers' MllamaVisionModel). Shapes, with T tiles (all
    max_num_tiles slots, padded ones included, as transformers computes them), N tokens per tile
    (patches + class token), Np = N rounded up to 8, D the vision width:
      pixels [S, S, 3, T] -> patches [D, N-1, T] -> + pre-tile, class token, position and tile
@@ -12070,9 +15393,9 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (spec section 4.7). As shared mask rows: row 0
-   (all 0) for a real query, row 1 (-inf at the padding keys) for a padding one. mask F16 [L, 2],
-   rows I32 [L], L = Np*T. */
+   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask).
+   As shared mask rows: row 0 (all 0) for a real query, row 1 (-inf at the padding keys) for a padding
+   one. mask F16 [L, 2], rows I32 [L], L = Np*T. */
 static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *mask, int32_t *rows) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
@@ -12088,7 +15411,7 @@ static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const i
 
 /* ==== begin src/mllama/text.c ==== */
 /* >>mllama-text ===================================================================================
-   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens at positions n_past.. through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
    rows asked; and the per-image cross-attention K/V, computed once and kept. */
@@ -12111,7 +15434,7 @@ static struct mms_tensor *mms__mllama_mlp(struct mms_context *ctx, const struct 
 }
 
 static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *x, struct mms_tensor *pos) {
-    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
+    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, m->rope_neox ? MMS_ROPE_TYPE_NEOX : MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
                         m->hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
 }
 
@@ -12257,12 +15580,12 @@ struct mms_mllama_context {
     int                              n_logits;
 
     struct mms_mllama_timings        t;                      /* memory filled in when asked */
-    size_t                           kept_peak[2];
-    struct {                                                 /* what each reserved graph planned, per backend */
+    size_t                           kept_peak[2];           /* per model backend (0 host, 1 offload) */
+    struct mms__mllama_reserved {                            /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
-    } reserved[2];
-    int                              n_reserved;
+    }                               *reserved;
+    int                              n_reserved, cap_reserved;
 };
 
 MMS_API mms_backend_sched_t mms_mllama_context_get_sched(struct mms_mllama_context *c) { return c ? c->sched : NULL; }
@@ -12298,7 +15621,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
     MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
-    MMS_FREE(c->images); MMS_FREE(c->logits);
+    MMS_FREE(c->images); MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
 }
 
@@ -12408,7 +15731,7 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
         c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
         if (!c->cache_buf[b])
-            return mms_set_error(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
+            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
                                  mms_backend_name(c->m->backends[b]), mms_last_error());
         /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
         mms_backend_buffer_clear(c->cache_buf[b], 0);
@@ -12421,8 +15744,10 @@ static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct 
     enum mms_status st = mms_backend_sched_reserve(c->sched, g);
     int b;
     if (st == MMS_ERR_OOM || st == MMS_ERR_BACKEND)
-        return mms_set_error(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
-    if (st == MMS_OK && c->n_reserved < 2) {
+        return mms__error_context(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
+    if (st == MMS_OK) {
+        if (!mms__grow((void **)&c->reserved, &c->cap_reserved, c->n_reserved + 1, sizeof *c->reserved))
+            return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
         mms__copy_str(c->reserved[c->n_reserved].name, sizeof c->reserved[0].name, mms_graph_get_name(g));
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++) {
             struct mms_gallocr_buffer_info bi;
@@ -12449,7 +15774,7 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
         struct mms_tensor **k0, **v0;
         ctx = mms__mllama_fresh_graph_ctx(c);
         k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k0) return mms_get_status(ctx);
+        if (!k0) return mms_ctx_status(ctx);
         v0 = k0 + hp->n_layer;
         memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
         mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
@@ -12458,11 +15783,11 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
     k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
-    if (!k) return mms_get_status(ctx);
+    if (!k) return mms_ctx_status(ctx);
     v = k + n_img + 1;
     for (j = 0; j < n_img; j++) {
         k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k[j]) return mms_get_status(ctx);
+        if (!k[j]) return mms_ctx_status(ctx);
         v[j] = k[j] + hp->n_layer;
         for (il = 0; il < hp->n_layer; il++) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
@@ -12494,10 +15819,18 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     memset(c, 0, sizeof *c);
     c->m = m;
     if (params) c->p = *params;
-    if (c->p.n_ctx <= 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
-    if (c->p.n_batch <= 0) c->p.n_batch = 512;
-    if (c->p.max_images <= 0) c->p.max_images = 2;
-    if (c->p.image_cache < c->p.max_images) c->p.image_cache = c->p.max_images + 2;
+    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 ||
+        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d: each must be 0 "
+                      "(the default) or positive, and image_cache at least max_images", c->p.n_ctx, c->p.n_batch, c->p.max_images,
+                      c->p.image_cache);
+        MMS_FREE(c);
+        return NULL;
+    }
+    if (c->p.n_ctx == 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
+    if (c->p.n_batch == 0) c->p.n_batch = 512;
+    if (c->p.max_images == 0) c->p.max_images = 2;
+    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images + 2;
     c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
@@ -12567,10 +15900,8 @@ MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE 
 /* -- images -- */
 
 static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const unsigned char *p = (const unsigned char *)img->pixels;
-    size_t i, n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    const size_t n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
+    uint64_t h = mms__fnv1a64(img->pixels, n, MMS__FNV1A64_START);
     h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
     return h ? h : 1;
 }
@@ -12783,7 +16114,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
     n_img = c->n_conv_images;
     if (n_img > 0) {
         k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
-        if (!k) { st = mms_get_status(ctx); goto done; }
+        if (!k) { st = mms_ctx_status(ctx); goto done; }
         v = k + n_img;
         for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
     }
@@ -12852,19 +16183,24 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_k
 /* -- timings -- */
 
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct mms_mllama_timings *out) {
-    int b;
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!c) return;
     *out = c->t;
     out->n_backends = mms__mllama_n_devices(c);
-    for (b = 0; b < out->n_backends; b++) {
-        size_t kept;
-        mms__copy_str(out->memory[b].name, sizeof out->memory[b].name, mms_backend_name(c->m->backends[b]));
-        mms__mllama_memory(c, b, &out->memory[b].weights, &out->memory[b].kv_cache, &out->memory[b].compute, &kept);
-        out->memory[b].kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
-        out->memory[b].peak = out->memory[b].weights + out->memory[b].kv_cache + out->memory[b].compute + out->memory[b].kept_images_peak;
-    }
+}
+
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
+    size_t kept;
+    if (!c || !out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: context and output are required");
+    if (b < 0 || b >= mms__mllama_n_devices(c))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
+    memset(out, 0, sizeof *out);
+    mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
+    mms__mllama_memory(c, b, &out->weights, &out->kv_cache, &out->compute, &kept);
+    out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
+    out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
+    return MMS_OK;
 }
 
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
@@ -12891,12 +16227,17 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
     fprintf(out, "cross K/V     %10.2f ms\n", t.cross_kv_ms);
     fprintf(out, "prompt        %10.2f ms   %d tokens, %.2f tokens/s\n", t.prompt_ms, t.n_prompt_tokens, mms__per_s(t.n_prompt_tokens, t.prompt_ms));
     fprintf(out, "generation    %10.2f ms   %d tokens, %.2f tokens/s\n", t.gen_ms, t.n_gen_tokens, mms__per_s(t.n_gen_tokens, t.gen_ms));
-    for (b = 0; b < t.n_backends; b++)
-        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", t.memory[b].name,
-                (double)t.memory[b].peak / 1048576.0, (double)t.memory[b].weights / 1048576.0, (double)t.memory[b].kv_cache / 1048576.0,
-                (double)t.memory[b].compute / 1048576.0, (double)t.memory[b].kept_images_peak / 1048576.0);
+    for (b = 0; b < t.n_backends; b++) {
+        struct mms_mllama_memory m;
+        if (mms_mllama_get_memory(c, b, &m) != MMS_OK) continue;
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
+                (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
+                (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+    }
 }
 /* ==== end src/mllama/runtime.c ==== */
+
+#endif
 
 /* ==== begin src/base/end.c ==== */
 #endif /* MMSCHED_IMPLEMENTATION */

@@ -1,7 +1,7 @@
 /* bench.c - CPU benchmarks: the machine's own limits, then single ops at the shapes that matter
    for Llama 3.2 Vision, the thread pool's synchronisation, the 4-layer ViT reference graph, and
-   optionally the full mllama graphs at 11B shapes with random weights (see
-   shared/docs/benchmarks.md for ggml's figures on this kind of machine).
+   optionally the full mllama graphs at 11B shapes with random weights (ggml's figures from an older
+   machine are printed next to ours for context; they are not a side-by-side measurement).
 
    Each case is computed `reps` times on the CPU backend; the table shows the median time, the rate
    (GFLOP/s or GB/s) and the fraction of the limit measured in the same run (an FMA loop and a
@@ -73,15 +73,13 @@ __attribute__((target("avx2,fma"))) static float fma_loop(long iters) {
 
 struct worker { long iters; const float *data; size_t n; double result; };
 
+#if BENCH_X86
 static void *fma_worker(void *p) {
     struct worker *w = (struct worker *)p;
-#if BENCH_X86
     w->result = fma_loop(w->iters);
-#else
-    w->result = 0;
-#endif
     return NULL;
 }
+#endif
 
 #if BENCH_X86
 __attribute__((target("avx2"))) static double read_sum(const float *x, size_t n) {   /* four sums keep loads in flight */
@@ -180,7 +178,7 @@ static int bench_ready(struct bench_case *c, mms_backend_t cpu) {
     struct mms_tensor *t;
     unsigned state = 1;
     int i;
-    if (mms_get_status(c->ctx) != MMS_OK) { fprintf(stderr, "build failed: %s\n", mms_get_error(c->ctx)); return 0; }
+    if (mms_ctx_status(c->ctx) != MMS_OK) { fprintf(stderr, "build failed: %s\n", mms_ctx_error(c->ctx)); return 0; }
     c->buffer = mms_backend_alloc_ctx_tensors(c->ctx, cpu);
     if (!c->buffer) { fprintf(stderr, "%s\n", mms_last_error()); return 0; }
     for (i = 0; i < mms_graph_n_leafs(c->graph); i++) { t = mms_graph_leaf(c->graph, i); fill_random(t, &state); }
@@ -205,7 +203,8 @@ static const char *slug(const char *name) {
     return out;
 }
 
-/* ggml's medians on this kind of machine (2 threads, llamafile build; shared/docs/benchmarks.md) */
+/* ggml's medians from an older development machine (Zen 3, 2 threads, llamafile build): context only,
+   not side by side with this run */
 static double ggml_ms(const char *name) {
     static const struct { const char *name; double ms; } ref[] = {
         { "mul_mat f32 1280x1280 * 1601", 59 }, { "mul_mat f16 1280x1280 * 1601", 42 },
@@ -558,20 +557,22 @@ static void bench_plan(const char *name, struct ref_graph *r, size_t ggml_bytes)
     ref_free(r);
 }
 
-/* Llama 3.2 11B Vision at its real shapes, weights never read: what each graph's compute memory
-   plans at, against the allocator's lower bound (4-tile image, 512-token prefill over 2048). */
-static void bench_mllama_memory(mms_backend_t cpu) {
+/* Llama 3.2 11B and 90B Vision at their real shapes, weights never read: what each graph's compute
+   memory plans at, against the allocator's lower bound (4-tile image, 512-token prefill over 2048). */
+static void bench_mllama_memory(mms_backend_t cpu, bool big) {
     struct mms_mllama_hparams hp;
     struct mms_mllama_context_params cp;
     struct mms_mllama_model *m;
     struct mms_mllama_context *c;
     int64_t t0;
-    mms_mllama_hparams_11b(&hp);
+    if (big) mms_mllama_hparams_90b(&hp);
+    else mms_mllama_hparams_11b(&hp);
     memset(&cp, 0, sizeof cp);
     cp.n_ctx = 2048;
     cp.n_batch = 512;
     cp.max_images = 1;
-    printf("\nLlama 3.2 11B Vision, shapes only (f16 weights, f32 activations; Ollama reserves about 2.8 GiB for the vision graph)\n");
+    printf("\nLlama 3.2 %s Vision, shapes only (f16 weights, f32 activations%s)\n", big ? "90B" : "11B",
+           big ? "" : "; Ollama reserves about 2.8 GiB for the vision graph");
     m = mms_mllama_model_shapes_only(&hp, cpu, MMS_TYPE_F16);
     t0 = mms_time_us();
     c = m ? mms_mllama_context_new(m, &cp) : NULL;
@@ -584,7 +585,7 @@ static void bench_mllama_memory(mms_backend_t cpu) {
 
 static void bench_plans(void) {
     struct ref_graph r;
-    printf("\ngraph allocator (bytes; ggml's figures from shared/docs/benchmarks.md; pictures in build/plan_*.svg)\n");
+    printf("\ngraph allocator (bytes; ggml's figures for the same graphs; pictures in build/plan_*.svg)\n");
     memset(&r, 0, sizeof r); ref_vit_layers(&r, 4, 0, MMS_TYPE_F32);          bench_plan("vit", &r, 205030464);
     memset(&r, 0, sizeof r); ref_vit_layers(&r, 4, 1, MMS_TYPE_F32);          bench_plan("vit_flash", &r, 49182720);
     memset(&r, 0, sizeof r); ref_llama_layers(&r, 4, 512, MMS_TYPE_F16);      bench_plan("llama", &r, 0);
@@ -613,7 +614,7 @@ int main(int argc, char **argv) {
     if (!cpu || mms_backend_cpu_set_n_threads(cpu, n_threads) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return 1; }
     printf("mmsched %s bench: %d threads, %d repetitions, CPU kernels %s\n", MMS_VERSION_STRING, n_threads, reps,
            mms_cpu_kernels_name(mms_cpu_get_kernels()));
-    if (plans_only) { bench_plans(); bench_mllama_memory(cpu); mms_backend_free(cpu); return 0; }
+    if (plans_only) { bench_plans(); bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); mms_backend_free(cpu); return 0; }
     measure_machine();
 
     bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, 0);
@@ -651,7 +652,7 @@ int main(int argc, char **argv) {
     bench_vit(cpu, MMS_TYPE_F32, 0);
     if (mllama) bench_mllama(cpu);
     if (wanted("plan")) bench_plans();
-    if (wanted("plan")) bench_mllama_memory(cpu);
+    if (wanted("plan")) { bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); }
 
     mms_backend_free(cpu);
     return 0;

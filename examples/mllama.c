@@ -1,17 +1,20 @@
 /* mllama.c - describe images and chat with Llama 3.2 Vision.
 
-   build/mllama -m MODEL.gguf [--mmproj PROJ.gguf] [--image FILE]... -p PROMPT
-   build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png -p "Describe this image."
+   build/mllama -m MODEL.gguf [--mmproj PROJ.gguf] [--image FILE]... [-p] PROMPT
+   build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png "Describe this image."
 
    Images are decoded with stb_image (JPEG, PNG, BMP, GIF's first frame; Debian's libstb-dev, linked
    with -lstb) and transparent pixels are laid over white, as the model's own processor does. The
-   prompt goes through the model's chat template unless --raw; the answer streams to stdout, and
-   the timings by phase go to stderr. With -i the program keeps chatting: each line you type is a
-   turn, and "/image FILE" attaches a picture to your next turn. `--help` lists every option. */
+   prompt goes through the model's chat template unless --raw; several pictures in one turn each get
+   a "Picture N." line after their <|image|> (consecutive <|image|> tokens would all see every
+   picture, in no order). The answer streams to stdout, the timings by phase go to stderr. With -i
+   the program keeps chatting: each line you type is a turn, "/image FILE" attaches a picture to
+   your next turn, "/help" lists the commands. `--help` lists every option. */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <stb/stb_image.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,24 +22,30 @@
 
 #define MAX_IMAGES 16
 #define MAX_TURNS  256
+#define DEFAULT_MAX_PIXELS 50000000L   /* ~350 MB while decoding (RGBA and RGB copies) */
+
+static const char IMAGE_MARK[] = "<|image|>";
 
 struct options {
     const char *model, *mmproj, *prompt, *system, *images[MAX_IMAGES];
     int         n_images, n_predict, n_ctx, threads, n_gpu_layers, sched_debug, max_images;
+    long        max_pixels;
     bool        vision_gpu, raw, interactive, quiet;
     struct mms_sampler_params sampling;
 };
 
 static void usage(FILE *out) {
     fprintf(out,
-        "usage: mllama -m MODEL.gguf [options] -p PROMPT\n"
+        "usage: mllama -m MODEL.gguf [options] [-p] PROMPT    (options take '--name value' or '--name=value')\n"
         "  -m, --model FILE        the model (Ollama's single file, or the text part of the two-file layout)\n"
         "      --mmproj FILE       the vision projector of the two-file layout\n"
         "      --image FILE        a picture for the first turn (repeat for several; JPEG, PNG, BMP, GIF)\n"
-        "  -p, --prompt TEXT       the question\n"
+        "      --max-pixels N      refuse pictures of more than N pixels, before decoding them (%ld)\n"
+        "  -p, --prompt TEXT       the question (or give it as the last argument)\n"
         "      --system TEXT       a system message (the model's template refuses one together with images)\n"
-        "  -i, --interactive       keep chatting: a line per turn; '/image FILE' adds a picture, '/quit' ends\n"
-        "      --raw               send the prompt as it is, without the chat template\n"
+        "  -i, --interactive       keep chatting: a line per turn; /image FILE, /clear, /help, /quit\n"
+        "      --raw               send the prompt as it is, without the chat template; put <|image|> where\n"
+        "                          each picture goes\n"
         "  -n, --n-predict N       most tokens to generate per turn (256)\n"
         "  -c, --ctx-size N        tokens of context (2048, at most the model's)\n"
         "      --max-images N      images per conversation (the number given, at least 2)\n"
@@ -51,7 +60,7 @@ static void usage(FILE *out) {
         "      --repeat-penalty R  penalise tokens already in the conversation (1: off)\n"
         "      --repeat-last-n N   how far back the penalty looks (0: everything)\n"
         "  -s, --seed N            the sampler's seed (0)\n"
-        "  -q, --quiet             no timings\n");
+        "  -q, --quiet             no timings\n", DEFAULT_MAX_PIXELS);
 }
 
 static void die(const char *what, const char *detail) {
@@ -59,84 +68,189 @@ static void die(const char *what, const char *detail) {
     exit(1);
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int hi) {
+static void bad_usage(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "mllama: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (--help lists the options)\n");
+    exit(2);
+}
+
+/* -- output: a full disk or a closed pipe is an error, not a silently short answer -- */
+
+static void out_write(const char *s, size_t n) {
+    if (n && fwrite(s, 1, n, stdout) != n) die("cannot write the answer", strerror(errno));
+}
+
+static void out_flush(void) {
+    if (fflush(stdout) != 0 || ferror(stdout)) die("cannot write the answer", strerror(errno));
+}
+
+/* -- options -- */
+
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
     char *end;
     long x;
     errno = 0;
-    x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || *end || x < lo || x > hi) {
-        fprintf(stderr, "mllama: %s wants a whole number from %d to %d, got '%s'\n", flag, lo, hi, v ? v : "");
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "mllama: %s wants a whole number from %ld to %ld, got '%s'\n", flag, lo, hi, v);
         exit(2);
     }
-    return (int)x;
+    return x;
 }
 
-static float parse_float(const char *flag, const char *v) {
+static int parse_int(const char *flag, const char *v, int lo, int hi) { return (int)parse_long(flag, v, lo, hi); }
+
+static uint64_t parse_seed(const char *flag, const char *v) {
     char *end;
-    float x = v ? strtof(v, &end) : 0.0f;
-    if (!v || *end || x != x) { fprintf(stderr, "mllama: %s wants a number, got '%s'\n", flag, v ? v : ""); exit(2); }
-    return x;
+    unsigned long long x;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[strspn(v, " \t")] == '-' || v[strspn(v, " \t")] == '+') {
+        fprintf(stderr, "mllama: %s wants a whole number from 0 to %llu, got '%s'\n", flag, (unsigned long long)UINT64_MAX, v);
+        exit(2);
+    }
+    return (uint64_t)x;
+}
+
+/* A finite number in [lo, hi]; lo_open excludes lo itself. */
+static float parse_float(const char *flag, const char *v, double lo, bool lo_open, double hi) {
+    char *end;
+    double x;
+    errno = 0;
+    x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi) {
+        char range[96];
+        if (hi >= HUGE_VAL) snprintf(range, sizeof range, "a finite number %s %g", lo_open ? "above" : "of at least", lo);
+        else snprintf(range, sizeof range, "a number %s %g %s %g", lo_open ? "above" : "from", lo, lo_open ? "and at most" : "to", hi);
+        fprintf(stderr, "mllama: %s wants %s, got '%s'\n", flag, range, v);
+        exit(2);
+    }
+    return (float)x;
+}
+
+static int count_marks(const char *s) {
+    int n = 0;
+    const char *p = s;
+    while ((p = strstr(p, IMAGE_MARK)) != NULL) { n++; p += sizeof IMAGE_MARK - 1; }
+    return n;
+}
+
+static void set_once(const char **slot, const char *what, const char *v) {
+    if (*slot) { fprintf(stderr, "mllama: %s was given twice: '%s' and '%s'\n", what, *slot, v); exit(2); }
+    *slot = v;
 }
 
 static void parse_args(int argc, char **argv, struct options *o) {
     int i;
+    bool only_positional = false;
     memset(o, 0, sizeof *o);
     o->n_predict = 256;
     o->threads = mms_cpu_count();
+    o->max_pixels = DEFAULT_MAX_PIXELS;
     o->sampling = mms_sampler_default_params();
     for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[64];
+        const char *a = argv[i], *v = NULL, *eq = NULL;
+        bool inline_value = false;
+        if (only_positional || a[0] != '-' || a[1] == '\0') {        /* the prompt as an argument */
+            set_once(&o->prompt, "the prompt", a);
+            continue;
+        }
+        if (strcmp(a, "--") == 0) { only_positional = true; continue; }
+        if (a[1] == '-' && (eq = strchr(a, '=')) != NULL) {         /* --name=value */
+            size_t n = (size_t)(eq - a) < sizeof name - 1 ? (size_t)(eq - a) : sizeof name - 1;
+            memcpy(name, a, n);
+            name[n] = '\0';
+            a = name;
+            v = eq + 1;
+            inline_value = true;
+        } else if (i + 1 < argc) {
+            v = argv[i + 1];
+        }
 #define FLAG(s, l) (strcmp(a, s) == 0 || strcmp(a, l) == 0)
-#define NEED() do { if (!v) { fprintf(stderr, "mllama: %s needs a value\n", a); exit(2); } i++; } while (0)
+#define NEED() do { if (!v) { fprintf(stderr, "mllama: %s needs a value\n", a); exit(2); } if (!inline_value) i++; } while (0)
+#define SWITCH(field) do { if (inline_value) bad_usage("%s takes no value (got '%s')", a, v); o->field = true; } while (0)
         if (FLAG("-h", "--help")) { usage(stdout); exit(0); }
-        else if (FLAG("-m", "--model")) { NEED(); o->model = v; }
-        else if (FLAG("--mmproj", "--mmproj")) { NEED(); o->mmproj = v; }
+        else if (FLAG("-m", "--model")) { NEED(); set_once(&o->model, "-m", v); }
+        else if (FLAG("--mmproj", "--mmproj")) { NEED(); set_once(&o->mmproj, "--mmproj", v); }
         else if (FLAG("--image", "--image")) {
             NEED();
             if (o->n_images == MAX_IMAGES) { fprintf(stderr, "mllama: at most %d --image\n", MAX_IMAGES); exit(2); }
             o->images[o->n_images++] = v;
         }
-        else if (FLAG("-p", "--prompt")) { NEED(); o->prompt = v; }
-        else if (FLAG("--system", "--system")) { NEED(); o->system = v; }
-        else if (FLAG("-i", "--interactive")) o->interactive = true;
-        else if (FLAG("--raw", "--raw")) o->raw = true;
-        else if (FLAG("-q", "--quiet")) o->quiet = true;
-        else if (FLAG("--vision-gpu", "--vision-gpu")) o->vision_gpu = true;
+        else if (FLAG("-p", "--prompt")) { NEED(); set_once(&o->prompt, "the prompt", v); }
+        else if (FLAG("--system", "--system")) { NEED(); set_once(&o->system, "--system", v); }
+        else if (FLAG("-i", "--interactive")) SWITCH(interactive);
+        else if (FLAG("--raw", "--raw")) SWITCH(raw);
+        else if (FLAG("-q", "--quiet")) SWITCH(quiet);
+        else if (FLAG("--vision-gpu", "--vision-gpu")) SWITCH(vision_gpu);
         else if (FLAG("-n", "--n-predict")) { NEED(); o->n_predict = parse_int(a, v, 1, 1 << 20); }
         else if (FLAG("-c", "--ctx-size")) { NEED(); o->n_ctx = parse_int(a, v, 16, 1 << 20); }
         else if (FLAG("--max-images", "--max-images")) { NEED(); o->max_images = parse_int(a, v, 1, 64); }
+        else if (FLAG("--max-pixels", "--max-pixels")) { NEED(); o->max_pixels = parse_long(a, v, 1, 1L << 30); }
         else if (FLAG("-t", "--threads")) { NEED(); o->threads = parse_int(a, v, 1, 1024); }
         else if (FLAG("--n-gpu-layers", "-ngl")) { NEED(); o->n_gpu_layers = parse_int(a, v, 0, 100000); }
         else if (FLAG("--sched-debug", "--sched-debug")) { NEED(); o->sched_debug = parse_int(a, v, 0, 2); }
-        else if (FLAG("--temp", "--temperature")) { NEED(); o->sampling.temperature = parse_float(a, v); }
+        else if (FLAG("--temp", "--temperature")) { NEED(); o->sampling.temperature = parse_float(a, v, 0.0, false, HUGE_VAL); }
         else if (FLAG("--top-k", "--top-k")) { NEED(); o->sampling.top_k = parse_int(a, v, 0, 1 << 30); }
-        else if (FLAG("--top-p", "--top-p")) { NEED(); o->sampling.top_p = parse_float(a, v); }
-        else if (FLAG("--min-p", "--min-p")) { NEED(); o->sampling.min_p = parse_float(a, v); }
-        else if (FLAG("--repeat-penalty", "--repeat-penalty")) { NEED(); o->sampling.repeat_penalty = parse_float(a, v); }
+        else if (FLAG("--top-p", "--top-p")) { NEED(); o->sampling.top_p = parse_float(a, v, 0.0, true, 1.0); }
+        else if (FLAG("--min-p", "--min-p")) { NEED(); o->sampling.min_p = parse_float(a, v, 0.0, false, 1.0); }
+        else if (FLAG("--repeat-penalty", "--repeat-penalty")) { NEED(); o->sampling.repeat_penalty = parse_float(a, v, 0.0, true, HUGE_VAL); }
         else if (FLAG("--repeat-last-n", "--repeat-last-n")) { NEED(); o->sampling.repeat_last_n = parse_int(a, v, 0, 1 << 30); }
-        else if (FLAG("-s", "--seed")) { NEED(); o->sampling.seed = (uint64_t)strtoull(v, NULL, 10); }
-        else { fprintf(stderr, "mllama: unknown option '%s' (--help lists them)\n", a); exit(2); }
+        else if (FLAG("-s", "--seed")) { NEED(); o->sampling.seed = parse_seed(a, v); }
+        else bad_usage("unknown option '%s'%s", a, "");
 #undef FLAG
 #undef NEED
+#undef SWITCH
     }
     if (!o->model) { fprintf(stderr, "mllama: a model is required (-m FILE)\n"); usage(stderr); exit(2); }
-    if (!o->prompt && !o->interactive) { fprintf(stderr, "mllama: a prompt is required (-p TEXT), or -i to chat\n"); exit(2); }
+    if (!o->prompt && !o->interactive) { fprintf(stderr, "mllama: a prompt is required (-p TEXT, or as the last argument), or -i to chat\n"); exit(2); }
     if (o->raw && o->interactive) { fprintf(stderr, "mllama: --raw and -i do not go together\n"); exit(2); }
+    if (o->prompt && o->raw && count_marks(o->prompt) != o->n_images) {
+        fprintf(stderr, "mllama: with --raw the prompt places each picture with %s: it has %d for %d --image\n", IMAGE_MARK,
+                count_marks(o->prompt), o->n_images);
+        exit(2);
+    }
+    if (o->prompt && !o->raw && count_marks(o->prompt)) {
+        fprintf(stderr, "mllama: the prompt has %s in it; the program places the pictures itself (--raw places them by hand)\n", IMAGE_MARK);
+        exit(2);
+    }
+    if (o->threads > mms_cpu_count())
+        fprintf(stderr, "mllama: warning: %d threads on %d cores; more threads than cores only slows the program down\n", o->threads,
+                mms_cpu_count());
 }
 
 /* -- images -- */
 
-/* An image file as RGB8, transparent pixels laid over white; NULL with the reason in why[] on failure. */
-static uint8_t *load_image(const char *path, int *w, int *h, char *why, size_t why_size) {
+/* An image file as RGB8, transparent pixels laid over white; NULL with the reason in why[] on failure.
+   The size is read from the header first, so a huge picture is refused before it is decoded. */
+static uint8_t *load_image(const char *path, long max_pixels, int *w, int *h, char *why, size_t why_size) {
     struct stat st;
     int n;
     uint8_t *rgba, *rgb;
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(why, why_size, "%s: %s", path, strerror(errno)); return NULL; }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        snprintf(why, why_size, "%s: is a directory, not an image", path);
+        return NULL;
+    }
+    if (!stbi_info_from_file(f, w, h, &n)) {
+        fclose(f);
+        snprintf(why, why_size, "%s: not a picture this program reads (JPEG, PNG, BMP or GIF): %s", path, stbi_failure_reason());
+        return NULL;
+    }
+    if ((double)*w * (double)*h > (double)max_pixels) {
+        fclose(f);
+        snprintf(why, why_size, "%s: %d x %d pixels is more than --max-pixels %ld", path, *w, *h, max_pixels);
+        return NULL;
+    }
+    rgba = stbi_load_from_file(f, w, h, &n, 4);
     fclose(f);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { snprintf(why, why_size, "%s: is a directory, not an image", path); return NULL; }
-    if (!(rgba = stbi_load(path, w, h, &n, 4))) {
-        snprintf(why, why_size, "%s: cannot decode the image (%s; JPEG, PNG, BMP and GIF are supported)", path, stbi_failure_reason());
+    if (!rgba) {
+        snprintf(why, why_size, "%s: cannot decode the %d x %d picture, the file is damaged or cut short (stb_image: %s)", path, *w, *h,
+                 stbi_failure_reason());
         return NULL;
     }
     if (!(rgb = (uint8_t *)malloc((size_t)*w * (size_t)*h * 3))) die("out of memory for an image", path);
@@ -151,33 +265,51 @@ struct chat {
     struct mms_mllama_context *ctx;
     struct mms_vocab          *vocab;
     struct mms_sampler        *sampler;
-    int                        n_ctx, n_batch, n_vocab, n_ctx_train;
+    int                        n_ctx, n_batch, n_vocab, n_ctx_train, max_images;
+    int32_t                    image_token;
     int32_t                   *kv;                /* the tokens in the KV cache, in order */
     int                        n_kv;
     struct image { uint8_t *rgb; int w, h; } images[MAX_IMAGES * 4];
-    int                        n_images;
+    int                        n_images;          /* attached so far, the pending ones included */
     struct mms_chat_message    msgs[MAX_TURNS];
     char                      *texts[MAX_TURNS];
-    int                        n_msgs;
+    int                        n_msgs, n_system;
 };
 
 /* Decodes and keeps an image for the conversation; false (the reason in why[]) if it cannot be read. */
-static bool chat_add_image(struct chat *c, const char *path, char *why, size_t why_size) {
+static bool chat_add_image(struct chat *c, const char *path, long max_pixels, char *why, size_t why_size) {
     struct image *im;
-    if (c->n_images == (int)(sizeof c->images / sizeof c->images[0])) die("too many images in one conversation", path);
+    if (c->n_images >= c->max_images) {
+        snprintf(why, why_size, "this conversation holds at most %d images (--max-images)", c->max_images);
+        return false;
+    }
     im = &c->images[c->n_images];
-    if (!(im->rgb = load_image(path, &im->w, &im->h, why, why_size))) return false;
+    if (!(im->rgb = load_image(path, max_pixels, &im->w, &im->h, why, why_size))) return false;
     c->n_images++;
     return true;
 }
 
-static void chat_add_message(struct chat *c, const char *role, const char *text, int n_images) {
-    if (c->n_msgs == MAX_TURNS) die("the conversation is too long", "start a new one");
+static bool chat_add_message(struct chat *c, const char *role, const char *text, int n_images) {
+    if (c->n_msgs == MAX_TURNS) return false;
     c->texts[c->n_msgs] = strdup(text ? text : "");
     c->msgs[c->n_msgs].role = role;
     c->msgs[c->n_msgs].text = c->texts[c->n_msgs];
     c->msgs[c->n_msgs].n_images = n_images;
     c->n_msgs++;
+    return true;
+}
+
+static void chat_drop_last_message(struct chat *c) { free(c->texts[--c->n_msgs]); }
+
+/* Forgets the conversation (the system message stays): turns, pictures, the KV cache, the sampler's history. */
+static void chat_clear(struct chat *c) {
+    int i;
+    while (c->n_msgs > c->n_system) chat_drop_last_message(c);
+    for (i = 0; i < c->n_images; i++) free(c->images[i].rgb);
+    c->n_images = 0;
+    c->n_kv = 0;
+    mms_mllama_kv_clear(c->ctx);
+    mms_sampler_reset(c->sampler);
 }
 
 static int32_t *tokenize(const struct mms_vocab *v, const char *text, bool add_bos, int *n) {
@@ -191,11 +323,11 @@ static int32_t *tokenize(const struct mms_vocab *v, const char *text, bool add_b
 
 /* Brings the KV cache to hold `tokens`: keeps the common prefix, re-attaches the images whose
    <|image|> tokens come after it (cached: no new encode), and decodes the rest in batches. */
-static void chat_sync(struct chat *c, const int32_t *tokens, int n, int32_t image_token) {
+static void chat_sync(struct chat *c, const int32_t *tokens, int n) {
     int keep = 0, i, kept_images = 0, total_images = 0;
     while (keep < n && keep < c->n_kv && c->kv[keep] == tokens[keep]) keep++;
     if (keep == n) keep = n - 1;   /* the last token is decoded again for its logits */
-    for (i = 0; i < n; i++) if (tokens[i] == image_token) { total_images++; if (i < keep) kept_images++; }
+    for (i = 0; i < n; i++) if (tokens[i] == c->image_token) { total_images++; if (i < keep) kept_images++; }
     if (total_images > c->n_images) die("the prompt has more <|image|> tokens than images given", NULL);
     if (mms_mllama_kv_trim(c->ctx, keep) != MMS_OK) die("cannot trim the KV cache", mms_last_error());
     for (i = kept_images; i < total_images; i++)
@@ -209,14 +341,26 @@ static void chat_sync(struct chat *c, const int32_t *tokens, int n, int32_t imag
     c->n_kv = n;
 }
 
-/* Generates until an end token, n_predict tokens or a full context; streams the text to stdout
-   and returns it (free it). */
-static char *chat_generate(struct chat *c, int n_predict) {
+static void text_append(char **text, size_t *len, size_t *cap, const char *s, size_t n) {
+    while (*len + n + 1 > *cap) {
+        char *t = (char *)realloc(*text, *cap *= 2);
+        if (!t) die("out of memory", NULL);
+        *text = t;
+    }
+    memcpy(*text + *len, s, n);
+    *len += n;
+}
+
+/* Generates until an end token, n_predict tokens or a full context (*full set); streams the text
+   to stdout and returns it (free it). */
+static char *chat_generate(struct chat *c, int n_predict, bool *full) {
     struct mms_detokenizer d;
     size_t len = 0, cap = 256;
     char *text = (char *)malloc(cap), piece[256];
     int i, k;
+    if (!text) die("out of memory", NULL);
     memset(&d, 0, sizeof d);
+    *full = false;
     for (i = 0; i < n_predict; i++) {
         const float *logits = mms_mllama_get_logits(c->ctx, mms_mllama_get_n_logits(c->ctx) - 1);
         int32_t id = mms_sampler_sample(c->sampler, logits, c->n_vocab);
@@ -224,57 +368,165 @@ static char *chat_generate(struct chat *c, int n_predict) {
         if (mms_vocab_is_eog(c->vocab, id)) break;
         k = mms_detokenizer_push(c->vocab, &d, id, piece, sizeof piece, false);
         if (k > 0) {
-            fwrite(piece, 1, (size_t)k, stdout);
-            fflush(stdout);
-            while (len + (size_t)k + 1 > cap) text = (char *)realloc(text, cap *= 2);
-            memcpy(text + len, piece, (size_t)k);
-            len += (size_t)k;
+            out_write(piece, (size_t)k);
+            out_flush();
+            text_append(&text, &len, &cap, piece, (size_t)k);
         }
-        if (c->n_kv == c->n_ctx) { fprintf(stderr, "\nmllama: the context of %d tokens is full\n", c->n_ctx); break; }
+        if (c->n_kv == c->n_ctx) { *full = true; break; }
         if (mms_mllama_decode(c->ctx, &id, 1, NULL) != MMS_OK) die("decoding failed", mms_last_error());
         c->kv[c->n_kv++] = id;
     }
     k = mms_detokenizer_flush(&d, piece, sizeof piece);
     if (k > 0) {
-        fwrite(piece, 1, (size_t)k, stdout);
-        while (len + (size_t)k + 1 > cap) text = (char *)realloc(text, cap *= 2);
-        memcpy(text + len, piece, (size_t)k);
-        len += (size_t)k;
+        out_write(piece, (size_t)k);
+        text_append(&text, &len, &cap, piece, (size_t)k);
     }
-    fputc('\n', stdout);
-    fflush(stdout);
+    out_write("\n", 1);
+    out_flush();
     text[len] = '\0';
     return text;
 }
 
-/* One user turn: the whole conversation through the template, the KV cache synced to it, the answer. */
-static void chat_turn(struct chat *c, const struct options *o, const char *user_text, int n_images, int32_t image_token) {
-    char *prompt, *answer;
+/* The user's text as the template gets it: one picture goes first (the template writes its
+   <|image|>), several each get their own <|image|> and a "Picture N." line (free the result). */
+static char *user_text(const char *text, int n_images, int *template_images) {
+    size_t cap = strlen(text) + 32 * (size_t)(n_images + 1), len = 0;
+    char *s = (char *)malloc(cap);
+    int i;
+    if (!s) die("out of memory", NULL);
+    *template_images = n_images > 0 ? 1 : 0;
+    s[0] = '\0';
+    if (n_images > 1)
+        for (i = 0; i < n_images; i++)
+            len += (size_t)snprintf(s + len, cap - len, "Picture %d.\n%s", i + 1, i + 1 < n_images ? IMAGE_MARK : "");
+    snprintf(s + len, cap - len, "%s", text);
+    return s;
+}
+
+enum turn_result { TURN_DONE, TURN_TOO_LONG };
+
+/* One user turn: the whole conversation through the template, the KV cache synced to it, the answer.
+   A conversation that no longer fits the context is left as it was (TURN_TOO_LONG, message in why[]). */
+static enum turn_result chat_turn(struct chat *c, const struct options *o, const char *text, int n_images, char *why, size_t why_size) {
+    char *prompt, *answer, *utext;
     int32_t *tokens;
-    int len, n;
-    chat_add_message(c, "user", user_text, n_images);
+    int len, n, template_images = 0;
+    bool full;
+    utext = o->raw ? strdup(text) : user_text(text, n_images, &template_images);
+    if (!utext) die("out of memory", NULL);
+    if (!chat_add_message(c, "user", utext, o->raw ? 0 : template_images)) {
+        free(utext);
+        snprintf(why, why_size, "the conversation has %d messages, the most this program keeps", MAX_TURNS);
+        return TURN_TOO_LONG;
+    }
+    free(utext);
     if (o->raw) {
-        prompt = strdup(user_text);
+        prompt = strdup(text);
+        if (!prompt) die("out of memory", NULL);
     } else {
         len = mms_chat_apply_template(c->msgs, c->n_msgs, true, NULL, NULL, 0);
         if (len < 0) die("the chat template refused the conversation", mms_last_error());
-        prompt = (char *)malloc((size_t)len + 1);
+        if (!(prompt = (char *)malloc((size_t)len + 1))) die("out of memory", NULL);
         mms_chat_apply_template(c->msgs, c->n_msgs, true, NULL, prompt, (size_t)len + 1);
     }
     tokens = tokenize(c->vocab, prompt, o->raw, &n);
-    if (n + 1 > c->n_ctx) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "the prompt has %d tokens and the context holds %d (raise --ctx-size, up to the model's %d)", n, c->n_ctx,
-                 c->n_ctx_train);
-        die("prompt too long", msg);
-    }
-    chat_sync(c, tokens, n, image_token);
-    for (len = 0; len < n; len++) mms_sampler_accept(c->sampler, tokens[len]);
-    answer = chat_generate(c, o->n_predict);
-    chat_add_message(c, "assistant", answer, 0);
-    free(answer);
-    free(tokens);
     free(prompt);
+    if (n + 1 > c->n_ctx) {
+        snprintf(why, why_size, "the prompt has %d tokens and the context holds %d (raise --ctx-size, up to the model's %d)", n,
+                 c->n_ctx, c->n_ctx_train);
+        free(tokens);
+        chat_drop_last_message(c);
+        return TURN_TOO_LONG;
+    }
+    chat_sync(c, tokens, n);
+    for (len = 0; len < n; len++) mms_sampler_accept(c->sampler, tokens[len]);
+    free(tokens);
+    answer = chat_generate(c, o->n_predict, &full);
+    if (!chat_add_message(c, "assistant", answer, 0)) {
+        free(answer);
+        snprintf(why, why_size, "the conversation has %d messages, the most this program keeps", MAX_TURNS);
+        return TURN_TOO_LONG;
+    }
+    free(answer);
+    if (full) {
+        snprintf(why, why_size, "the context of %d tokens is full; the answer stops here", c->n_ctx);
+        return TURN_TOO_LONG;
+    }
+    return TURN_DONE;
+}
+
+/* -- chat commands -- */
+
+static void chat_help(void) {
+    fprintf(stderr,
+        "  type a message and press Enter to send it\n"
+        "  /image FILE   attach a picture to your next message (repeat for several)\n"
+        "  /clear        forget the conversation and start a new one\n"
+        "  /help         this list\n"
+        "  /quit         end (so does Ctrl-D)\n");
+}
+
+/* The argument of a command: surrounding spaces gone, and one pair of matching quotes. */
+static char *command_arg(char *s) {
+    size_t n;
+    while (*s == ' ' || *s == '\t') s++;
+    n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
+    if (n >= 2 && (s[0] == '"' || s[0] == '\'') && s[n - 1] == s[0]) { s[n - 1] = '\0'; s++; }
+    return s;
+}
+
+static bool is_command(const char *line, const char *cmd) {
+    size_t n = strlen(cmd);
+    return strncmp(line, cmd, n) == 0 && (line[n] == '\0' || line[n] == ' ' || line[n] == '\t');
+}
+
+static void chat_loop(struct chat *c, const struct options *o, int pending, const char *model_path) {
+    char line[8192], why[512];
+    fprintf(stderr, "mllama: chatting with %s. Type a message; /image FILE attaches a picture, /help lists the commands, /quit ends.\n",
+            model_path);
+    for (;;) {
+        size_t n;
+        fprintf(stderr, "> ");
+        if (!fgets(line, sizeof line, stdin)) break;
+        n = strlen(line);
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+        if (is_command(line, "/quit") || is_command(line, "/exit")) break;
+        if (is_command(line, "/help")) { chat_help(); continue; }
+        if (is_command(line, "/clear")) {
+            chat_clear(c);
+            pending = 0;
+            fprintf(stderr, "(the conversation is cleared)\n");
+            continue;
+        }
+        if (is_command(line, "/image")) {
+            const char *path = command_arg(line + 6);
+            if (!*path) { fprintf(stderr, "mllama: /image needs a file name\n"); continue; }
+            if (!chat_add_image(c, path, o->max_pixels, why, sizeof why)) {     /* a typo does not end the chat */
+                fprintf(stderr, "mllama: warning: no picture attached: %s\n", why);
+                if (pending) fprintf(stderr, "(still attached to your next message: %d picture%s)\n", pending, pending > 1 ? "s" : "");
+                continue;
+            }
+            pending++;
+            fprintf(stderr, "(picture attached to your next message%s)\n", pending > 1 ? ", with the others" : "");
+            continue;
+        }
+        if (line[0] == '/' && line[1] != '\0' && line[1] != ' ' && strchr(line, ' ') == NULL && strchr(line + 1, '/') == NULL) {
+            fprintf(stderr, "mllama: unknown command %s (/help lists them)\n", line);
+            continue;
+        }
+        if (!n && !pending) continue;
+        if (count_marks(line)) {
+            fprintf(stderr, "mllama: warning: the message has %s in it; attach pictures with /image (nothing sent)\n", IMAGE_MARK);
+            continue;
+        }
+        if (chat_turn(c, o, line, pending, why, sizeof why) == TURN_TOO_LONG) {
+            fprintf(stderr, "mllama: %s\nmllama: /clear starts a new conversation\n", why);
+            if (c->n_msgs > 0 && strcmp(c->msgs[c->n_msgs - 1].role, "assistant") == 0) pending = 0;
+            continue;
+        }
+        pending = 0;
+    }
 }
 
 /* -- loading -- */
@@ -306,13 +558,14 @@ int main(int argc, char **argv) {
     struct stat st;
     int last_pct = -1, i;
     char why[512];
-    int32_t image_token;
 
     parse_args(argc, argv, &o);
     mms_log_set(log_warnings, NULL);
     memset(&c, 0, sizeof c);
+    c.max_images = o.max_images ? o.max_images : (o.n_images > 2 ? o.n_images : 2);
+    if (o.n_images > c.max_images) { fprintf(stderr, "mllama: %d --image but --max-images %d\n", o.n_images, c.max_images); exit(2); }
     for (i = 0; i < o.n_images; i++)                  /* bad images fail before the long load */
-        if (!chat_add_image(&c, o.images[i], why, sizeof why)) die("cannot read an image", why);
+        if (!chat_add_image(&c, o.images[i], o.max_pixels, why, sizeof why)) die("cannot read an image", why);
 
     if (!(cpu = mms_backend_cpu_init())) die("cannot start the CPU backend", mms_last_error());
     mms_backend_cpu_set_n_threads(cpu, o.threads);
@@ -329,13 +582,16 @@ int main(int argc, char **argv) {
     if (isatty(2) || (stat(o.model, &st) == 0 && st.st_size > (256 << 20))) { lp.progress = show_progress; lp.progress_user_data = &last_pct; }
     if (!(model = mms_mllama_model_load(&lp))) die("cannot load the model", mms_last_error());
     if (!(c.vocab = mms_vocab_load_file(o.model))) die("cannot load the model's vocabulary", mms_last_error());
+    if (!o.raw && mms_vocab_chat_template(c.vocab)[0] && !mms_vocab_chat_template_is_builtin(c.vocab))
+        fprintf(stderr, "mllama: warning: the model's chat template is not the Llama 3.2 Vision template this program renders; "
+                "prompts follow the built-in one (--raw to write them yourself)\n");
     hp = mms_mllama_model_get_hparams(model);
-    image_token = hp->image_token_id;
+    c.image_token = hp->image_token_id;
     if (o.n_images > 0 && hp->v_n_layer == 0) die("the model has no vision tower", "give --mmproj for the two-file layout");
 
     memset(&cp, 0, sizeof cp);
     cp.n_ctx = o.n_ctx;
-    cp.max_images = o.max_images ? o.max_images : (o.n_images > 2 ? o.n_images : 2);
+    cp.max_images = c.max_images;
     if (!(c.ctx = mms_mllama_context_new(model, &cp))) die("cannot make the context", mms_last_error());
     if (o.sched_debug) mms_backend_sched_set_debug(mms_mllama_context_get_sched(c.ctx), o.sched_debug, stderr);
     c.n_ctx_train = hp->n_ctx_train;
@@ -345,36 +601,13 @@ int main(int argc, char **argv) {
     if (!(c.kv = (int32_t *)malloc(sizeof *c.kv * (size_t)c.n_ctx))) die("out of memory", NULL);
     if (!(c.sampler = mms_sampler_new(&o.sampling))) die("bad sampling options", mms_last_error());
     if (o.system) chat_add_message(&c, "system", o.system, 0);
+    c.n_system = c.n_msgs;
 
-    if (o.prompt) chat_turn(&c, &o, o.prompt, o.n_images, image_token);
-    if (o.interactive) {
-        char line[8192];
-        int pending = o.prompt ? 0 : o.n_images;
-        for (;;) {
-            size_t n;
-            fprintf(stderr, "> ");
-            if (!fgets(line, sizeof line, stdin)) break;
-            n = strlen(line);
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-            if (strcmp(line, "/quit") == 0) break;
-            if (strncmp(line, "/image ", 7) == 0) {
-                if (c.n_images >= cp.max_images) {
-                    fprintf(stderr, "mllama: this conversation holds at most %d images (--max-images)\n", cp.max_images);
-                    continue;
-                }
-                if (!chat_add_image(&c, line + 7, why, sizeof why)) {     /* a typo does not end the chat */
-                    fprintf(stderr, "mllama: %s\n", why);
-                    continue;
-                }
-                pending++;
-                fprintf(stderr, "(image attached to your next message)\n");
-                continue;
-            }
-            if (!n && !pending) continue;
-            chat_turn(&c, &o, line, pending, image_token);
-            pending = 0;
-        }
+    if (o.prompt && chat_turn(&c, &o, o.prompt, o.n_images, why, sizeof why) == TURN_TOO_LONG) {
+        if (!o.interactive && c.n_msgs == c.n_system) die("prompt too long", why);
+        fprintf(stderr, "mllama: %s\n", why);
     }
+    if (o.interactive) chat_loop(&c, &o, o.prompt ? 0 : o.n_images, o.model);
     if (!o.quiet) mms_mllama_print_timings(c.ctx, stderr);
 
     for (i = 0; i < c.n_msgs; i++) free(c.texts[i]);
@@ -386,5 +619,6 @@ int main(int argc, char **argv) {
     mms_mllama_model_free(model);
     mms_backend_free(cpu);
     if (gpu) mms_backend_free(gpu);
+    if (fclose(stdout) != 0) { fprintf(stderr, "mllama: error: cannot write the answer: %s\n", strerror(errno)); return 1; }
     return 0;
 }

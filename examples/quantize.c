@@ -1,6 +1,11 @@
 /* quantize: rewrites a GGUF model with quantized weight matrices.
 
      build/quantize [options] IN.gguf OUT.gguf TYPE
+     build/quantize [options] HF_DIR OUT.gguf TYPE
+
+   HF_DIR is a Hugging Face checkpoint folder (config.json, safetensors, tokenizer.json), read as
+   the single-file GGUF it converts to (mms_mllama_folder_to_gguf: the checkpoint's own types, the
+   q/k rows as Ollama orders them, the tokenizer from tokenizer.json).
 
    TYPE is q8_0, q4_0, q4_k or q6_k (any case), or q4_k_m (the same as q4_k --mix q4_k_m).
    Every key of IN is copied to OUT; every tensor is written, in the same order. A tensor is
@@ -51,9 +56,19 @@
 #include <string.h>
 #include "q4_k_m.h"
 
+/* A Hugging Face checkpoint folder: one with a config.json. */
+static bool is_folder(const char *path) {
+    char p[4096];
+    FILE *f;
+    if (strlen(path) + 13 >= sizeof p) return false;
+    snprintf(p, sizeof p, "%s/config.json", path);
+    if ((f = fopen(p, "rb")) != NULL) fclose(f);
+    return f != NULL;
+}
+
 static void usage(FILE *out) {
     fprintf(out,
-        "usage: quantize [options] IN.gguf OUT.gguf TYPE\n"
+        "usage: quantize [options] IN.gguf|HF_DIR OUT.gguf TYPE\n"
         "Rewrites a GGUF model with its weight matrices quantized to TYPE.\n"
         "\n"
         "TYPE: q8_0, q4_0 (blocks of 32), q4_k, q6_k (blocks of 256), or q4_k_m (= q4_k --mix q4_k_m).\n"
@@ -200,7 +215,9 @@ int main(int argc, char **argv) {
     /* the input: a readable file first, for a message with the reason */
     if (!(probe = fopen(in_path, "rb"))) die("cannot open '%s': %s", in_path, strerror(errno));
     fclose(probe);
-    if (!(in = mms_gguf_open(in_path))) die("cannot read '%s': %s", in_path, mms_last_error());
+    if (is_folder(in_path)) {   /* a Hugging Face checkpoint folder, read as the GGUF it converts to */
+        if (!(in = mms_mllama_folder_to_gguf(in_path))) die("cannot read the checkpoint folder '%s': %s", in_path, mms_last_error());
+    } else if (!(in = mms_gguf_open(in_path))) die("cannot read '%s': %s", in_path, mms_last_error());
     /* the output: can we write there at all? (append mode: an existing file is not truncated) */
     probe = fopen(out_path, "rb");
     out_existed = probe != NULL;
@@ -290,12 +307,13 @@ int main(int argc, char **argv) {
     mms_gguf_writer_free(w);
     mms_gguf_close(in);
 
-    size_in = file_size(in_path);
+    size_in = is_folder(in_path) ? -1 : file_size(in_path);   /* a folder has no one file size */
     size_out = file_size(out_path);
-    printf("total: %d of %lld tensors quantized to %s; tensor data %llu -> %llu bytes (%.3fx), file %ld -> %ld bytes (%.3fx)\n",
+    printf("total: %d of %lld tensors quantized to %s; tensor data %llu -> %llu bytes (%.3fx), file ",
            n_quantized, (long long)n_tensors, target.name, (unsigned long long)bytes_in, (unsigned long long)bytes_out,
-           bytes_in ? (double)bytes_out / (double)bytes_in : 1.0, size_in, size_out,
-           size_in > 0 ? (double)size_out / (double)size_in : 1.0);
+           bytes_in ? (double)bytes_out / (double)bytes_in : 1.0);
+    if (size_in > 0) printf("%ld -> %ld bytes (%.3fx)\n", size_in, size_out, (double)size_out / (double)size_in);
+    else printf("%ld bytes (from a folder)\n", size_out);
     if (n_quantized == 0)
         printf("note: no tensor qualified for %s; general.file_type left as it was\n", target.name);
     return 0;

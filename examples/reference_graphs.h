@@ -1,7 +1,7 @@
 /* reference_graphs.h - the graphs the allocator is measured on, shared by examples/bench.c and
    tests/test_alloc.c. Include after mmsched.h.
 
-   - ref_vit_layers: the 4-layer ViT encoder of shared/docs/benchmarks.md section 2, exactly
+   - ref_vit_layers: the 4-layer ViT encoder that ggml's allocator was measured on, exactly
      (T = 1601 tokens, D = 1280, 16 heads of 80, MLP 5120), with mul_mat + soft_max_ext attention
      or with flash_attn_ext;
    - ref_llama_layers: a llama-style text decoder stack (hidden 4096, 32 heads, 8 KV heads,
@@ -121,7 +121,7 @@ static int ref_place_virtual(struct ref_graph *r) {
         if (mms_backend_tensor_alloc(r->wbuf, t, base) != MMS_OK) return 0;
         base += (mms_nbytes(t) + 63) / 64 * 64;
     }
-    return mms_get_status(r->ctx) == MMS_OK && mms_get_status(r->wctx) == MMS_OK && mms_graph_status(r->graph) == MMS_OK;
+    return mms_ctx_status(r->ctx) == MMS_OK && mms_ctx_status(r->wctx) == MMS_OK && mms_graph_status(r->graph) == MMS_OK;
 }
 
 static void ref_free(struct ref_graph *r) {

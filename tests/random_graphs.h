@@ -91,7 +91,7 @@ static struct mms_cgraph *rg_build(struct rgen *g, unsigned long long seed, stru
     n_ops = 5 + (int)rg_next(g, 36);
     while (g->n < (int)(sizeof g->pool / sizeof g->pool[0]) && n_ops > 0 && tries++ < 1000) {
         struct mms_tensor *t = rg_op(g);
-        if (!t) { mms_clear_status(g->ctx); continue; }
+        if (!t) { mms_ctx_clear_error(g->ctx); continue; }
         mms_format_name(t, "t%d", g->n);
         if (rg_next(g, 10) == 0) mms_set_output(t);
         g->pool[g->n++] = t;

@@ -1,5 +1,6 @@
-/* The test harness shared by every test executable: cases, expectations, a recording logger and
-   the closing "N passed, N failed" line that tests/run.sh adds up. Include after mmsched.h. */
+/* The test harness shared by every test executable: cases, expectations, skips, a recording
+   logger and the closing "N passed, N failed, N skipped" line that tests/run.sh adds up. A skipped
+   case is not a pass. Include after mmsched.h. */
 #ifndef MMS_TEST_H
 #define MMS_TEST_H
 
@@ -15,8 +16,9 @@
 #  define TEST_FN static
 #endif
 
-static int         test__passed, test__failed, test__case_failures;
+static int         test__passed, test__failed, test__skipped, test__case_failures;
 static const char *test__case_name = "";
+static char        test__skip_reason[256];
 
 /* Records a failure of the current case (and prints it) unless cond holds. */
 #define EXPECT(cond, ...) \
@@ -33,20 +35,50 @@ TEST_FN void test__fail(const char *file, int line, const char *cond, const char
     }
 }
 
-/* Runs one case and prints PASS or FAIL with its name. */
+/* The current case cannot run here (no device, no kernel set): it counts as skipped, not passed,
+   with the reason printed. Return from the case after calling it. */
+TEST_FN void test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(test__skip_reason, sizeof test__skip_reason, fmt, ap);
+    va_end(ap);
+}
+
+/* Runs one case and prints PASS, FAIL or SKIP with its name. */
 #define RUN(fn) test__run(#fn, fn)
 TEST_FN void test__run(const char *name, void (*fn)(void)) {
     test__case_name = name;
     test__case_failures = 0;
+    test__skip_reason[0] = '\0';
     fn();
-    if (test__case_failures == 0) { test__passed++; printf("PASS %s\n", name); }
-    else { test__failed++; printf("FAIL %s (%d failed expectations)\n", name, test__case_failures); }
+    if (test__case_failures > 0) { test__failed++; printf("FAIL %s (%d failed expectations)\n", name, test__case_failures); }
+    else if (test__skip_reason[0]) { test__skipped++; printf("SKIP %s: %s\n", name, test__skip_reason); }
+    else { test__passed++; printf("PASS %s\n", name); }
     fflush(stdout);
 }
 
 TEST_FN int test_summary(void) {
-    printf("%d passed, %d failed\n", test__passed, test__failed);
+    printf("%d passed, %d failed, %d skipped\n", test__passed, test__failed, test__skipped);
     return test__failed ? 1 : 0;
+}
+
+/* Something outside a case (a kernel set, a device) cannot run here: counted as skipped, said why. */
+TEST_FN void test_skip_part(const char *what, const char *reason) {
+    printf("SKIP %s: %s\n", what, reason);
+    test__skipped++;
+}
+
+/* The whole executable cannot run here: one skipped part, and the summary. */
+TEST_FN int test_skip_all(const char *what, const char *reason) {
+    test_skip_part(what, reason);
+    return test_summary();
+}
+
+/* The whole executable cannot run because something it needs is missing: a failure. */
+TEST_FN int test_fail_all(const char *what, const char *reason) {
+    printf("FAIL %s: %s\n", what, reason);
+    test__failed++;
+    return test_summary();
 }
 
 /* A whole file as a NUL-terminated string (NULL if unreadable); its length in *size if given. */

@@ -1,4 +1,4 @@
-/* The graph allocator: plans on the reference graphs against the bounds of shared/docs/benchmarks.md,
+/* The graph allocator: plans on the reference graphs against the bounds worked out for ggml's allocator,
    a property test on thousands of random graphs with a checker written here, plan reuse, growth,
    staleness, chunks, several buffers and the picture. */
 #define MMSCHED_IMPLEMENTATION

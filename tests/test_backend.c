@@ -2,6 +2,7 @@
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
+#include "kernel_sets.h"
 #include <math.h>
 
 static mms_backend_t cpu;
@@ -247,16 +248,44 @@ static void test_async_wrappers_fall_back(void) {
     mms_free(ctx);
 }
 
+/* Every kernel set selects exactly when it is supported; AVX2 and NEON exclude each other; AUTO
+   takes the set the environment says this CPU must get (MMS_TEST_AUTO_KERNELS, set by the emulated
+   runs from the CPU model they chose), else one that is supported. */
+static void test_kernel_set_selection(void) {
+    const char *want_auto = getenv("MMS_TEST_AUTO_KERNELS");
+    enum mms_cpu_kernels k = MMS_CPU_KERNELS_AUTO;
+    int known = 0;
+    while (test_kernel_set_next(&k)) {
+        known++;
+        if (mms_cpu_kernels_supported(k))
+            EXPECT(mms_cpu_set_kernels(k) == MMS_OK && mms_cpu_get_kernels() == k, "%s supported but not selected", mms_cpu_kernels_name(k));
+        else
+            EXPECT_ERROR(mms_cpu_set_kernels(k), MMS_ERR_UNSUPPORTED, mms_cpu_kernels_name(k), "need");
+    }
+    EXPECT(known == 4, "%d kernel sets named", known);
+    EXPECT(mms_cpu_kernels_supported(MMS_CPU_KERNELS_SCALAR), "scalar always runs");
+    EXPECT(mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) == mms_cpu_has_avx2(), "avx2 support agrees");
+    EXPECT(!(mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) && mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON)), "avx2 and neon");
+    EXPECT(!mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON_DOTPROD) || mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON), "dotprod without neon");
+#if defined(__aarch64__)
+    EXPECT(mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON), "a 64-bit ARM build without NEON");
+#elif defined(__x86_64__)
+    EXPECT(!mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON), "NEON on x86");
+#endif
+    EXPECT_ERROR(mms_cpu_set_kernels((enum mms_cpu_kernels)7), MMS_ERR_INVALID_ARG, "unknown kernel set");
+    EXPECT(strcmp(mms_cpu_kernels_name((enum mms_cpu_kernels)7), "unknown") == 0, "name of an unknown set");
+    EXPECT(mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO) == MMS_OK && mms_cpu_kernels_supported(mms_cpu_get_kernels()), "auto");
+    if (want_auto && want_auto[0])
+        EXPECT(strcmp(mms_cpu_kernels_name(mms_cpu_get_kernels()), want_auto) == 0, "auto chose %s, this CPU should get %s",
+               mms_cpu_kernels_name(mms_cpu_get_kernels()), want_auto);
+}
+
 static void test_backend_settings_and_cuda_entry_points(void) {
     test_capture_log();
     EXPECT(mms_backend_is_cpu(cpu) && strcmp(mms_backend_name(cpu), "CPU") == 0, "cpu identity");
     EXPECT_ERROR(mms_backend_cpu_set_n_threads(cpu, 0), MMS_ERR_INVALID_ARG, "n_threads must be");
     EXPECT(mms_cpu_count() >= 1, "cpu count");
-    EXPECT(mms_cpu_set_kernels(MMS_CPU_KERNELS_SCALAR) == MMS_OK && mms_cpu_get_kernels() == MMS_CPU_KERNELS_SCALAR, "scalar");
-    if (mms_cpu_has_avx2()) EXPECT(mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX2) == MMS_OK, "avx2 available");
-    else EXPECT_ERROR(mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX2), MMS_ERR_UNSUPPORTED, "AVX2");
-    EXPECT_ERROR(mms_cpu_set_kernels((enum mms_cpu_kernels)7), MMS_ERR_INVALID_ARG, "unknown kernel set");
-    mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
+    test_kernel_set_selection();
 #ifndef MMS_CUDA
     mms_clear_error();
     EXPECT(mms_backend_cuda_get_device_count() == 0, "device count without CUDA");

@@ -1,7 +1,9 @@
-/* The mllama program as a user runs it: captions of the sample pictures with the bundled model
-   (single file and two-file layout, one shot and chat), and its errors for a missing or broken
-   model, an unreadable image, a prompt longer than the context and bad options. CLI names the
-   program under test (the Makefile passes the normal or the sanitizer build). */
+/* The mllama program as a user runs it: the bundled model's answers on the sample pictures (single
+   file and two-file layout, one shot, several pictures, chat) equal transformers', the option forms (--name=value, a positional prompt), the chat commands
+   (/help, /image with quotes, a failed /image, /clear, a full context), and its errors: a missing
+   or broken model, unreadable, undecodable and oversized images, a prompt longer than the context,
+   bad and repeated options, a full disk on stdout. CLI names the program under test (the Makefile
+   passes the normal or the sanitizer build). */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include "test.h"
@@ -12,6 +14,7 @@
 #endif
 #define DEMO "models/mllama-demo.gguf"
 #define DEMO_FIX "tests/fixtures/demo/"
+#define FRESH DEMO_FIX "fresh/"
 
 static char tmpdir[64];
 
@@ -45,20 +48,57 @@ static void test_corrupt_model(void) {
     run_free(&r);
 }
 
+/* The header of a PNG of w x h pixels (signature and IHDR, no pixel data). */
+static void write_png_header(const char *path, uint32_t w, uint32_t h) {
+    unsigned char b[33] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R' };
+    int i;
+    for (i = 0; i < 4; i++) { b[16 + i] = (unsigned char)(w >> (24 - 8 * i)); b[20 + i] = (unsigned char)(h >> (24 - 8 * i)); }
+    b[24] = 8;    /* bit depth */
+    b[25] = 2;    /* RGB */
+    test_write_file(path, b, sizeof b);
+}
+
 static void test_unreadable_images(void) {
     char path[128], args[512];
+    char *png;
+    long size = 0;
     struct run r = run_cli("-m " DEMO " --image /nonexistent.png -p hi", NULL);
     EXPECT_FAILS(r, 1, "/nonexistent.png: No such file or directory");
+    EXPECT(strstr(r.err, "JPEG") == NULL, "formats listed for a missing file:\n%s", r.err);
     run_free(&r);
+    /* not a picture at all: the formats are the point */
     snprintf(path, sizeof path, "%s/not-an-image.png", tmpdir);
     test_write_file(path, "this is text, not a picture\n", 28);
     snprintf(args, sizeof args, "-m " DEMO " --image %s -p hi", path);
     r = run_cli(args, NULL);
-    EXPECT_FAILS(r, 1, "cannot decode the image");
+    EXPECT_FAILS(r, 1, "not a picture this program reads (JPEG, PNG, BMP or GIF)");
     run_free(&r);
+    /* a PNG cut short: the format is fine, the file is not */
+    png = test_slurp("examples/images/circle.png", &size);
+    EXPECT(png && size > 2000, "examples/images/circle.png");
+    if (png) {
+        snprintf(path, sizeof path, "%s/cut.png", tmpdir);
+        test_write_file(path, png, (size_t)size / 2);
+        free(png);
+        snprintf(args, sizeof args, "-m " DEMO " --image %s -p hi", path);
+        r = run_cli(args, NULL);
+        EXPECT_FAILS(r, 1, "damaged or cut short");
+        EXPECT(strstr(r.err, "JPEG, PNG") == NULL, "formats listed for a damaged PNG:\n%s", r.err);
+        run_free(&r);
+    }
     snprintf(args, sizeof args, "-m " DEMO " --image %s -p hi", tmpdir);
     r = run_cli(args, NULL);
     EXPECT_FAILS(r, 1, "is a directory");
+    run_free(&r);
+    /* 16384 x 16384 is refused from its header, before any decoding (the file has no pixel data) */
+    snprintf(path, sizeof path, "%s/huge.png", tmpdir);
+    write_png_header(path, 16384, 16384);
+    snprintf(args, sizeof args, "-m " DEMO " --image %s -p hi", path);
+    r = run_cli(args, NULL);
+    EXPECT_FAILS(r, 1, "16384 x 16384 pixels is more than --max-pixels 50000000");
+    run_free(&r);
+    r = run_cli("-m " DEMO " --image examples/images/circle.png --max-pixels=16383 -p hi", NULL);
+    EXPECT_FAILS(r, 1, "128 x 128 pixels is more than --max-pixels 16383");
     run_free(&r);
 }
 
@@ -79,9 +119,26 @@ static void test_bad_options(void) {
     static const struct { const char *args; int status; const char *says; } bad[] = {
         { "-p hi", 2, "a model is required" },
         { "-m " DEMO " --bogus -p hi", 2, "unknown option '--bogus'" },
-        { "-m " DEMO " -n many -p hi", 2, "-n wants a whole number" },
-        { "-m " DEMO " --top-p 0 -p hi", 1, "top_p" },
+        { "-m " DEMO " -n many -p hi", 2, "-n wants a whole number from 1 to 1048576, got 'many'" },
         { "-m " DEMO " -p", 2, "-p needs a value" },
+        { "-m " DEMO " --seed=", 2, "--seed wants a whole number from 0 to 18446744073709551615, got ''" },
+        { "-m " DEMO " -s abc hi", 2, "-s wants a whole number from 0 to 18446744073709551615, got 'abc'" },
+        { "-m " DEMO " -s -1 hi", 2, "got '-1'" },
+        { "-m " DEMO " -s 18446744073709551616 hi", 2, "got '18446744073709551616'" },
+        { "-m " DEMO " -s 12x hi", 2, "got '12x'" },
+        { "-m " DEMO " --temp inf hi", 2, "--temp wants a finite number of at least 0, got 'inf'" },
+        { "-m " DEMO " --temp=-0.5 hi", 2, "--temp wants a finite number of at least 0, got '-0.5'" },
+        { "-m " DEMO " --top-p 0 hi", 2, "--top-p wants a number above 0 and at most 1, got '0'" },
+        { "-m " DEMO " --top-p 1.5 hi", 2, "got '1.5'" },
+        { "-m " DEMO " --min-p nan hi", 2, "--min-p wants a number from 0 to 1, got 'nan'" },
+        { "-m " DEMO " --repeat-penalty 0 hi", 2, "--repeat-penalty wants a finite number above 0, got '0'" },
+        { "-m " DEMO " --top-k -3 hi", 2, "--top-k wants a whole number from 0 to 1073741824, got '-3'" },
+        { "-m " DEMO " -m other.gguf hi", 2, "-m was given twice: '" DEMO "' and 'other.gguf'" },
+        { "-m " DEMO " -p one two", 2, "the prompt was given twice: 'one' and 'two'" },
+        { "-m " DEMO " first -p second", 2, "the prompt was given twice: 'first' and 'second'" },
+        { "-m " DEMO " --quiet=yes hi", 2, "--quiet takes no value (got 'yes')" },
+        { "-m " DEMO " --raw --image examples/images/circle.png hi", 2, "with --raw the prompt places each picture with <|image|>: it has 0 for 1 --image" },
+        { "-m " DEMO " --image examples/images/circle.png '<|image|>hi'", 2, "the prompt has <|image|> in it" },
     };
     struct run r;
     size_t i;
@@ -91,54 +148,116 @@ static void test_bad_options(void) {
         run_free(&r);
     }
     r = run_cli("--help", NULL);
-    EXPECT(r.status == 0 && strstr(r.out, "--image FILE") != NULL, "help: status %d\n%s", r.status, r.out);
+    EXPECT(r.status == 0 && strstr(r.out, "--image FILE") != NULL && strstr(r.out, "--max-pixels") != NULL, "help: status %d\n%s", r.status, r.out);
     run_free(&r);
 }
 
-/* -- the bundled demo model: the program's captions equal transformers' (tests/fixtures/demo/demo-ref.gguf) -- */
+/* -- the bundled demo model: the program's answers equal transformers' (tests/fixtures/demo/demo-ref.gguf) -- */
 
-struct sample { char name[64], prompt[128], want[256]; };
+struct sample {
+    char    kind[16], files[3][64], turns[4][128], want[512];   /* want: every answer, a line each */
+    int     n_files, n_turns, turn_images[4];
+};
 
-/* The sample pictures of examples/images/ with their prompts and transformers' greedy captions. */
+static void split_into(char *s, const char *sep, char *out, size_t each, int cap, int *n) {
+    char *save = NULL, *t;
+    *n = 0;
+    for (t = strtok_r(s, sep, &save); t && *n < cap; t = strtok_r(NULL, sep, &save)) snprintf(out + (size_t)(*n)++ * each, each, "%s", t);
+}
+
+/* The sample conversations of examples/images/ with transformers' greedy answers. */
 static int demo_samples(struct sample *out, int cap) {
     struct mms_gguf *ref = mms_gguf_open(DEMO_FIX "demo-ref.gguf");
     uint32_t n = 0, k;
-    char key[64];
+    char key[64], buf[512];
     const char *v;
     size_t len;
+    int64_t n_ti = 0;
     EXPECT(ref && mms_gguf_get_u32(ref, "ref.n_samples", &n) == MMS_OK && n > 0, "demo reference: %s", mms_last_error());
     if (!ref) return 0;
     for (k = 0; k < n && (int)k < cap; k++) {
+        struct sample *s = &out[k];
+        memset(s, 0, sizeof *s);
+        if (mms_gguf_find_key(ref, "case.0.kind") < 0) {        /* the first demo model's reference: one caption each */
+            snprintf(key, sizeof key, "case.%u.name", k);
+            EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
+            snprintf(s->files[0], sizeof s->files[0], "%.*s", (int)len, v);
+            snprintf(key, sizeof key, "case.%u.prompt", k);
+            EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
+            snprintf(s->turns[0], sizeof s->turns[0], "%.*s", (int)len, v);
+            snprintf(key, sizeof key, "case.%u.greedy_text", k);
+            EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
+            snprintf(s->want, sizeof s->want, "%.*s\n", (int)len, v);
+            snprintf(s->kind, sizeof s->kind, "caption");
+            s->n_files = s->n_turns = s->turn_images[0] = 1;
+            continue;
+        }
+        snprintf(key, sizeof key, "case.%u.kind", k);
+        EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
+        snprintf(s->kind, sizeof s->kind, "%.*s", (int)len, v);
         snprintf(key, sizeof key, "case.%u.name", k);
         EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
-        snprintf(out[k].name, sizeof out[k].name, "%.*s", (int)len, v);
+        snprintf(buf, sizeof buf, "%.*s", (int)len, v);
+        split_into(buf, " ", s->files[0], sizeof s->files[0], 3, &s->n_files);
         snprintf(key, sizeof key, "case.%u.prompt", k);
         EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
-        snprintf(out[k].prompt, sizeof out[k].prompt, "%.*s", (int)len, v);
-        snprintf(key, sizeof key, "case.%u.greedy_text", k);
+        snprintf(buf, sizeof buf, "%.*s", (int)len, v);
+        split_into(buf, "\n", s->turns[0], sizeof s->turns[0], 4, &s->n_turns);
+        snprintf(key, sizeof key, "case.%u.turn_images", k);
+        EXPECT(mms_gguf_get_arr_i32(ref, key, s->turn_images, 4, &n_ti) == MMS_OK && n_ti == s->n_turns, "%s", key);
+        snprintf(key, sizeof key, "case.%u.answers_text", k);
         EXPECT(mms_gguf_get_str(ref, key, &v, &len) == MMS_OK, "%s", key);
-        snprintf(out[k].want, sizeof out[k].want, "%.*s\n", (int)len, v);
+        snprintf(s->want, sizeof s->want, "%.*s\n", (int)len, v);
     }
     mms_gguf_close(ref);
     return (int)k;
 }
 
-static void test_demo_captions(void) {
+/* The program's stdin for a sample as a chat: /image lines before the turns that attach pictures. */
+static void chat_input(const struct sample *s, const char *dir, char *out, size_t cap) {
+    size_t n = 0;
+    int t, j, f = 0;
+    for (t = 0; t < s->n_turns; t++) {
+        for (j = 0; j < s->turn_images[t]; j++) n += (size_t)snprintf(out + n, cap - n, "/image %s%s\n", dir, s->files[f++]);
+        n += (size_t)snprintf(out + n, cap - n, "%s\n", s->turns[t]);
+    }
+    snprintf(out + n, cap - n, "/quit\n");
+}
+
+/* A one-turn sample as arguments: each picture with --image, the prompt last (positional). */
+static void oneshot_args(const struct sample *s, const char *extra, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "-m " DEMO " %s", extra);
+    int j;
+    for (j = 0; j < s->n_files; j++) n += (size_t)snprintf(out + n, cap - n, " --image examples/images/%s", s->files[j]);
+    snprintf(out + n, cap - n, " '%s'", s->turns[0]);
+}
+
+static void test_demo_samples(void) {
     struct sample sm[16];
-    int n = demo_samples(sm, 16), k;
-    char args[512];
+    int n = demo_samples(sm, 16), k, n_multi = 0, n_chat = 0;
+    char args[1024], input[1024];
     for (k = 0; k < n; k++) {
         struct run r;
-        snprintf(args, sizeof args, "-m " DEMO " --image examples/images/%.63s -p '%.127s' -q", sm[k].name, sm[k].prompt);
-        r = run_cli(args, NULL);
-        EXPECT(r.status == 0 && !strcmp(r.out, sm[k].want), "%s: status %d, said '%s', transformers '%s'\n%s", sm[k].name, r.status, r.out, sm[k].want, r.err);
+        if (sm[k].n_turns == 1) {
+            oneshot_args(&sm[k], "-q", args, sizeof args);
+            r = run_cli(args, NULL);
+            n_multi += sm[k].n_files > 1;
+        } else {
+            chat_input(&sm[k], "examples/images/", input, sizeof input);
+            r = run_cli("-m " DEMO " -i -q", input);
+            n_chat++;
+        }
+        EXPECT(r.status == 0 && !strcmp(r.out, sm[k].want), "%s (%s): status %d, said '%s', transformers '%s'\n%s", sm[k].files[0], sm[k].kind,
+               r.status, r.out, sm[k].want, r.err);
         run_free(&r);
     }
-    /* the two-file layout, with the timings */
+    (void)n_multi;
+    (void)n_chat;
+    /* the two-file layout, --name=value options, with the timings */
     if (n > 0) {
         struct run r;
-        snprintf(args, sizeof args, "-m " DEMO_FIX "mllama-demo-text.gguf --mmproj " DEMO_FIX "mllama-demo-proj.gguf --image examples/images/%s -p '%s'",
-                 sm[0].name, sm[0].prompt);
+        snprintf(args, sizeof args, "--model=" DEMO_FIX "mllama-demo-text.gguf --mmproj=" DEMO_FIX "mllama-demo-proj.gguf --image=examples/images/%s "
+                 "--prompt='%s'", sm[0].files[0], sm[0].turns[0]);
         r = run_cli(args, NULL);
         EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "two-file layout: status %d, said '%s'\n%s", r.status, r.out, r.err);
         EXPECT(strstr(r.err, "image encode") && strstr(r.err, "cross K/V") && strstr(r.err, "tokens/s") && strstr(r.err, "memory CPU"),
@@ -147,20 +266,85 @@ static void test_demo_captions(void) {
     }
 }
 
-/* A chat: an image attached in the first turn, a bad path that does not end it, a second picture
-   in a later turn; the first answer is the one-shot caption. */
+/* More threads than cores: a warning, and the same answer. */
+static void test_threads_warning(void) {
+    struct sample sm[1];
+    char args[512], extra[64];
+    struct run r;
+    if (demo_samples(sm, 1) < 1) return;
+    snprintf(extra, sizeof extra, "-q -t %d", mms_cpu_count() + 1);
+    oneshot_args(&sm[0], extra, args, sizeof args);
+    r = run_cli(args, NULL);
+    EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "status %d, said '%s'\n%s", r.status, r.out, r.err);
+    EXPECT(strstr(r.err, "warning:") && strstr(r.err, "more threads than cores"), "no warning:\n%s", r.err);
+    run_free(&r);
+}
+
+/* A full disk: the answer cannot be written, and the program says so and fails. */
+static void test_write_error(void) {
+    struct sample sm[1];
+    char args[512], cmd[1024], err_path[128];
+    char *err;
+    int st;
+    FILE *full = fopen("/dev/full", "w");
+    if (!full) { printf("    /dev/full is missing: write errors not tried\n"); return; }
+    fclose(full);
+    if (demo_samples(sm, 1) < 1) return;
+    oneshot_args(&sm[0], "-q", args, sizeof args);
+    snprintf(err_path, sizeof err_path, "%s/err-full", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s %s </dev/null >/dev/full 2>%s", CLI, args, err_path);
+    st = system(cmd);
+    err = test_slurp(err_path, NULL);
+    EXPECT(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && err && strstr(err, "cannot write the answer: No space left on device"),
+           "status %d, stderr:\n%s", st, err ? err : "");
+    free(err);
+}
+
+/* A chat: the banner names /help; /help lists the commands; /image with spaces and quotes; a bad
+   path keeps the picture already attached (with a warning); a second picture in a later turn. */
 static void test_demo_chat(void) {
     struct sample sm[16];
-    int n = demo_samples(sm, 16);
-    char input[1024];
+    int n = demo_samples(sm, 16), k, chat = -1;
+    char input[2048];
     struct run r;
-    if (n < 2) return;
-    snprintf(input, sizeof input, "/image examples/images/%s\n%s\n/image /no/such.png\n/image examples/images/%s\n%s\n/quit\n",
-             sm[0].name, sm[0].prompt, sm[1].name, sm[1].prompt);
+    for (k = 0; k < n; k++) if (sm[k].n_turns == 2 && sm[k].turn_images[0] == 1 && sm[k].turn_images[1] == 1) chat = k;
+    if (chat < 0 && n >= 2 && n < 16) {    /* the first demo model's reference has no chats: samples 0 and 1, the first answer checked */
+        chat = n;
+        sm[chat] = sm[0];
+        snprintf(sm[chat].files[1], sizeof sm[chat].files[1], "%s", sm[1].files[0]);
+        snprintf(sm[chat].turns[1], sizeof sm[chat].turns[1], "%s", sm[1].turns[0]);
+        sm[chat].n_files = sm[chat].n_turns = 2;
+        sm[chat].turn_images[1] = 1;
+    }
+    if (chat < 0) return;
+    snprintf(input, sizeof input, "/help\n/image   \"examples/images/%s\"  \n/image /no/such.png\n%s\n/image 'examples/images/%s'\n%s\n/quit\n",
+             sm[chat].files[0], sm[chat].turns[0], sm[chat].files[1], sm[chat].turns[1]);
     r = run_cli("-m " DEMO " -i -q", input);
-    EXPECT(r.status == 0 && !strncmp(r.out, sm[0].want, strlen(sm[0].want)), "status %d, answers:\n%s\nstderr:\n%s", r.status, r.out, r.err);
-    EXPECT(strstr(r.err, "/no/such.png: No such file or directory") != NULL, "the bad path is not reported:\n%s", r.err);
-    EXPECT(strlen(r.out) > strlen(sm[0].want) + 1 && r.out[strlen(r.out) - 1] == '\n', "no second answer:\n%s", r.out);
+    EXPECT(r.status == 0 && !strncmp(r.out, sm[chat].want, strlen(sm[chat].want)) && strlen(r.out) > strlen(sm[chat].want) + 1,
+           "status %d, answers:\n%s\ntransformers:\n%s\nstderr:\n%s", r.status, r.out, sm[chat].want, r.err);
+    EXPECT(strstr(r.err, "/help lists the commands") != NULL, "no banner:\n%s", r.err);
+    EXPECT(strstr(r.err, "/clear ") != NULL && strstr(r.err, "/image FILE ") != NULL, "/help lists no commands:\n%s", r.err);
+    EXPECT(strstr(r.err, "warning: no picture attached: /no/such.png: No such file or directory") != NULL &&
+           strstr(r.err, "still attached to your next message: 1 picture") != NULL, "the bad path is not reported:\n%s", r.err);
+    run_free(&r);
+}
+
+/* A conversation that outgrows the context ends its turn with a hint and the chat goes on; /clear
+   forgets the conversation, so the same first turn fits again and gives the same answer. */
+static void test_chat_context_and_clear(void) {
+    struct sample sm[1];
+    char input[1024], *last;
+    struct run r;
+    if (demo_samples(sm, 1) < 1) return;
+    snprintf(input, sizeof input, "/image examples/images/%s\n%s\n/image examples/images/%s\n%s\n/bogus\n/clear\n/image examples/images/%s\n%s\n/quit\n",
+             sm[0].files[0], sm[0].turns[0], sm[0].files[0], sm[0].turns[0], sm[0].files[0], sm[0].turns[0]);
+    r = run_cli("-m " DEMO " -i -q -c 40", input);
+    EXPECT(r.status == 0, "status %d\n%s", r.status, r.err);
+    EXPECT(strstr(r.err, "/clear starts a new conversation") != NULL && strstr(r.err, "40") != NULL, "no hint:\n%s", r.err);
+    EXPECT(strstr(r.err, "unknown command /bogus") != NULL && strstr(r.err, "the conversation is cleared") != NULL, "commands:\n%s", r.err);
+    EXPECT(!strncmp(r.out, sm[0].want, strlen(sm[0].want)), "first answer '%s', transformers '%s'", r.out, sm[0].want);
+    last = strlen(r.out) > strlen(sm[0].want) ? r.out + strlen(r.out) - strlen(sm[0].want) : r.out;
+    EXPECT(!strcmp(last, sm[0].want) && last > r.out && last[-1] == '\n', "after /clear: '%s', transformers '%s'", r.out, sm[0].want);
     run_free(&r);
 }
 
@@ -170,7 +354,7 @@ static void test_demo_sched_debug(void) {
     char args[512];
     struct run r;
     if (demo_samples(sm, 1) < 1) return;
-    snprintf(args, sizeof args, "-m " DEMO " --image examples/images/%s -p '%s' -q --sched-debug 1", sm[0].name, sm[0].prompt);
+    oneshot_args(&sm[0], "-q --sched-debug 1", args, sizeof args);
     r = run_cli(args, NULL);
     EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "status %d, said '%s'", r.status, r.out);
     EXPECT(strstr(r.err, "'vision encoder + cross K/V'") && strstr(r.err, "## split 0 on CPU") && strstr(r.err, "'decode'"),
@@ -186,8 +370,11 @@ int main(void) {
     RUN(test_unreadable_images);
     RUN(test_prompt_too_long);
     RUN(test_bad_options);
-    RUN(test_demo_captions);
+    RUN(test_demo_samples);
+    RUN(test_threads_warning);
+    RUN(test_write_error);
     RUN(test_demo_chat);
+    RUN(test_chat_context_and_clear);
     RUN(test_demo_sched_debug);
     {
         char cmd[128];

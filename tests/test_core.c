@@ -20,7 +20,7 @@ static void test_context_allocating_and_growing(void) {
         memset(t->data, i, mms_nbytes(t));   /* ASan would catch an undersized block */
     }
     EXPECT(mms_used_mem(ctx) >= 64u * 1024 * 256 * 4, "used %zu", mms_used_mem(ctx));
-    EXPECT(mms_get_status(ctx) == MMS_OK, "status %d", mms_get_status(ctx));
+    EXPECT(mms_ctx_status(ctx) == MMS_OK, "status %d", mms_ctx_status(ctx));
     mms_reset(ctx);
     EXPECT(mms_used_mem(ctx) == 0 && mms_get_first_tensor(ctx) == NULL, "reset left %zu bytes", mms_used_mem(ctx));
     t = mms_new_tensor_1d(ctx, MMS_TYPE_F16, 10);
@@ -40,8 +40,8 @@ static void test_context_fixed_buffer_runs_out_with_error(void) {
     test_capture_log();
     t = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 100000);
     EXPECT(t == NULL, "a 400 KB tensor fit into 4 KB");
-    EXPECT(mms_get_status(ctx) == MMS_ERR_OOM, "status %d", mms_get_status(ctx));
-    EXPECT(strstr(mms_get_error(ctx), "context memory exhausted") != NULL, "message: %s", mms_get_error(ctx));
+    EXPECT(mms_ctx_status(ctx) == MMS_ERR_OOM, "status %d", mms_ctx_status(ctx));
+    EXPECT(strstr(mms_ctx_error(ctx), "context memory exhausted") != NULL, "message: %s", mms_ctx_error(ctx));
     mms_free(ctx);
     ip.mem_size = 0;
     ctx = mms_init(ip);
@@ -100,12 +100,12 @@ static void test_tensor_creation_errors(void) {
     int64_t ne[5] = { 2, 2, 2, 2, 2 };
     test_capture_log();
     EXPECT(mms_new_tensor(ctx, MMS_TYPE_F32, 5, ne) == NULL, "5 dims accepted");
-    EXPECT(mms_get_status(ctx) == MMS_ERR_INVALID_ARG && strstr(mms_get_error(ctx), "n_dims"), "message: %s", mms_get_error(ctx));
-    mms_clear_status(ctx);
-    EXPECT(mms_new_tensor_1d(ctx, (enum mms_type)99, 4) == NULL && strstr(mms_get_error(ctx), "invalid type"), "bad type");
-    mms_clear_status(ctx);
-    EXPECT(mms_new_tensor_2d(ctx, MMS_TYPE_F32, -1, 4) == NULL && strstr(mms_get_error(ctx), "invalid size"), "negative size");
-    mms_clear_status(ctx);
+    EXPECT(mms_ctx_status(ctx) == MMS_ERR_INVALID_ARG && strstr(mms_ctx_error(ctx), "n_dims"), "message: %s", mms_ctx_error(ctx));
+    mms_ctx_clear_error(ctx);
+    EXPECT(mms_new_tensor_1d(ctx, (enum mms_type)99, 4) == NULL && strstr(mms_ctx_error(ctx), "invalid type"), "bad type");
+    mms_ctx_clear_error(ctx);
+    EXPECT(mms_new_tensor_2d(ctx, MMS_TYPE_F32, -1, 4) == NULL && strstr(mms_ctx_error(ctx), "invalid size"), "negative size");
+    mms_ctx_clear_error(ctx);
     EXPECT(mms_new_tensor_4d(ctx, MMS_TYPE_F32, INT64_C(1) << 40, INT64_C(1) << 30, 1, 1) == NULL, "overflowing size accepted");
     mms_log_set(NULL, NULL);
     mms_free(ctx);
@@ -142,16 +142,16 @@ static void test_view_errors(void) {
     struct mms_tensor *a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 8, 4), *p;
     test_capture_log();
     EXPECT(mms_view_1d(ctx, a, 8, 25 * sizeof(float)) == NULL, "view beyond the end accepted");
-    EXPECT(strstr(mms_get_error(ctx), "mms_view_1d") && strstr(mms_get_error(ctx), "[8,4,1,1]"), "message: %s", mms_get_error(ctx));
-    mms_clear_status(ctx);
+    EXPECT(strstr(mms_ctx_error(ctx), "mms_view_1d") && strstr(mms_ctx_error(ctx), "[8,4,1,1]"), "message: %s", mms_ctx_error(ctx));
+    mms_ctx_clear_error(ctx);
     EXPECT(mms_view_2d(ctx, a, 8, 4, 8 * sizeof(float), 4) == NULL, "offset view past the end accepted");
-    mms_clear_status(ctx);
-    EXPECT(mms_reshape_2d(ctx, a, 5, 6) == NULL && strstr(mms_get_error(ctx), "cannot reshape"), "bad reshape: %s", mms_get_error(ctx));
-    mms_clear_status(ctx);
+    mms_ctx_clear_error(ctx);
+    EXPECT(mms_reshape_2d(ctx, a, 5, 6) == NULL && strstr(mms_ctx_error(ctx), "cannot reshape"), "bad reshape: %s", mms_ctx_error(ctx));
+    mms_ctx_clear_error(ctx);
     p = mms_transpose(ctx, a);
-    EXPECT(mms_reshape_1d(ctx, p, 32) == NULL && strstr(mms_get_error(ctx), "not contiguous"), "reshape of a transpose: %s", mms_get_error(ctx));
-    mms_clear_status(ctx);
-    EXPECT(mms_permute(ctx, a, 0, 0, 1, 2) == NULL && strstr(mms_get_error(ctx), "not a permutation"), "bad permutation");
+    EXPECT(mms_reshape_1d(ctx, p, 32) == NULL && strstr(mms_ctx_error(ctx), "not contiguous"), "reshape of a transpose: %s", mms_ctx_error(ctx));
+    mms_ctx_clear_error(ctx);
+    EXPECT(mms_permute(ctx, a, 0, 0, 1, 2) == NULL && strstr(mms_ctx_error(ctx), "not a permutation"), "bad permutation");
     mms_log_set(NULL, NULL);
     mms_free(ctx);
 }

@@ -25,8 +25,9 @@ static struct mms_cuda_mock_stats mock_stats(void) {
 static int n_devices;
 
 static bool need_device(const char *test) {
+    (void)test;
     if (n_devices > 0) return false;
-    printf("SKIP %s: no CUDA device\n", test);
+    test_skip("no CUDA device");
     return true;
 }
 
@@ -368,7 +369,7 @@ static void test_two_devices(void) {
     struct mms_tensor *a, *b;
     mms_backend_buffer_t b0, b1;
     float in[512], out[512];
-    if (n_devices < 2) { printf("SKIP %s: %d CUDA device(s)\n", __func__, n_devices); return; }
+    if (n_devices < 2) { test_skip("%d CUDA device(s), two needed", n_devices); return; }
     g0 = mms_backend_cuda_init(0);
     g1 = mms_backend_cuda_init(1);
     c0 = test_ctx(true);

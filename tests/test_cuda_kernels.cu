@@ -40,7 +40,7 @@ static void test_every_op_case_matches_the_cpu(void) {
     for (int i = 0; ; i++) {
         struct mms_context *c = test_ctx(true);
         if (!build_case(i, c, &oc)) { mms_free(c); break; }
-        if (!oc.out) { EXPECT(0, "case %d (%s) did not build: %s", i, oc.desc, mms_get_error(c)); mms_free(c); continue; }
+        if (!oc.out) { EXPECT(0, "case %d (%s) did not build: %s", i, oc.desc, mms_ctx_error(c)); mms_free(c); continue; }
         struct mms_cgraph *g = mms_new_graph(c);
         mms_build_forward_expand(g, oc.out);
         mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(c, cpu);
@@ -331,7 +331,7 @@ static void test_large_grids_launch_within_limits(void) {
     };
     int n_run = 0;
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
-        EXPECT(nodes[i] != NULL, "node %zu: %s", i, mms_get_error(c));
+        EXPECT(nodes[i] != NULL, "node %zu: %s", i, mms_ctx_error(c));
         if (!nodes[i] || !cu_supports_op(NULL, nodes[i])) continue;
         const check_exec ex = { NULL, NULL, true, NULL };
         EXPECT(cu_compute_node(ex, nodes[i]) == MMS_OK, "node %zu (%s): %s", i, mms_op_name(nodes[i]->op), mms_last_error());

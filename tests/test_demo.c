@@ -1,9 +1,12 @@
 /* The bundled demo model (models/mllama-demo.gguf, trained by tools/train_demo.py) against
-   transformers: for every reference picture (tests/fixtures/demo/demo-ref.gguf: the sample images
-   and a test set), the greedy caption tokens must equal transformers' exactly. The same through the
-   two-file layout, with the text layers (and the vision tower) on a second backend, and with the
-   scheduler's poison mode on. Counts the captions that equal the true caption. Prompts are the
-   stored token ids (no tokenizer needed). MMS_DEMO_CASES=N runs only the first N cases. */
+   transformers: for every reference conversation (tests/fixtures/demo/demo-ref.gguf: the sample
+   images, captions and questions about fresh pictures, questions about two or three pictures,
+   two-turn chats, pictures outside the model's world), the greedy answer tokens must equal
+   transformers' exactly. The same through the two-file layout, with the text layers (and the vision
+   tower) on a second backend, and with the scheduler's poison mode on. Counts the answers that equal
+   the true answer. Prompts are the stored token ids (no tokenizer needed); a conversation's pictures
+   are all added first, and each <|image|> token takes the next. MMS_DEMO_CASES=N runs only the
+   first N cases. */
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
@@ -13,13 +16,15 @@
 #define MODEL "models/mllama-demo.gguf"
 #define FIX   "tests/fixtures/demo/"
 
-#define MAX_IDS 96
+#define MAX_IDS    256
+#define MAX_PICS   3
 
 struct demo_case {
-    char                    name[48];
-    struct mms_mllama_image image;
-    int32_t                 prompt[MAX_IDS], want[MAX_IDS], caption[MAX_IDS];
-    int                     n_prompt, n_want, n_caption;
+    char                    name[96], kind[16];
+    struct mms_mllama_image images[MAX_PICS];
+    int                     n_images;
+    int32_t                 prompt[MAX_IDS], want[MAX_IDS], answer[MAX_IDS];
+    int                     n_prompt, n_want, n_answer;
     int                     correct;         /* the reference says transformers got it right */
 };
 
@@ -33,6 +38,12 @@ static uint32_t ref_u32(const char *fmt, int k) {
     char key[96];
     uint32_t v = 0;
     snprintf(key, sizeof key, fmt, k);
+    EXPECT(mms_gguf_get_u32(ref, key, &v) == MMS_OK, "reference key %s: %s", key, mms_last_error());
+    return v;
+}
+
+static uint32_t ref_key_u32(const char *key) {
+    uint32_t v = 0;
     EXPECT(mms_gguf_get_u32(ref, key, &v) == MMS_OK, "reference key %s: %s", key, mms_last_error());
     return v;
 }
@@ -57,6 +68,8 @@ static void ref_str(const char *fmt, int k, char *out, size_t cap) {
     out[len] = '\0';
 }
 
+static bool old_format_ref(void) { return mms_gguf_find_key(ref, "case.0.n_images") < 0; }
+
 static struct mms_mllama_model *load(const char *path, const char *mmproj, mms_backend_t gpu, int n_gpu_layers, bool vision_on_gpu) {
     return test_load_mllama(cpu, path, mmproj, gpu, n_gpu_layers, vision_on_gpu);
 }
@@ -66,7 +79,7 @@ static struct mms_mllama_context *context(struct mms_mllama_model *m) {
     memset(&cp, 0, sizeof cp);
     cp.n_ctx = 2 * MAX_IDS;
     cp.n_batch = MAX_IDS;
-    cp.max_images = 1;
+    cp.max_images = MAX_PICS;
     return mms_mllama_context_new(m, &cp);
 }
 
@@ -76,6 +89,7 @@ static bool read_cases(const struct mms_mllama_hparams *hp) {
     int k;
     const char *env = getenv("MMS_DEMO_CASES");
     int64_t n = 0;
+    const bool old_format = old_format_ref();
     n_cases = (int)ref_u32("ref.n_cases%.0d", 0);
     n_samples = (int)ref_u32("ref.n_samples%.0d", 0);
     max_new = (int)ref_u32("ref.max_new_tokens%.0d", 0);
@@ -94,24 +108,44 @@ static bool read_cases(const struct mms_mllama_hparams *hp) {
     if (!cases) return false;
     for (k = 0; k < n_run; k++) {
         struct demo_case *c = &cases[k];
-        char name[64];
-        int64_t idx;
-        struct mms_gguf_tensor_info info;
-        int w = (int)ref_u32("case.%d.width", k), h = (int)ref_u32("case.%d.height", k);
+        int j;
         ref_str("case.%d.name", k, c->name, sizeof c->name);
         c->n_prompt = ref_i32s("case.%d.prompt_ids", k, c->prompt, MAX_IDS);
         c->n_want = ref_i32s("case.%d.greedy_ids", k, c->want, MAX_IDS);
-        c->n_caption = ref_i32s("case.%d.caption_ids", k, c->caption, MAX_IDS);
         c->correct = (int)ref_u32("case.%d.correct", k);
-        snprintf(name, sizeof name, "case.%d.rgb", k);
-        idx = mms_gguf_find_tensor(ref, name);
-        if (idx < 0 || mms_gguf_get_tensor(ref, idx, &info) != MMS_OK || info.size != (size_t)w * (size_t)h * 3) {
-            EXPECT(0, "reference tensor %s missing or of the wrong size", name);
-            return false;
+        if (old_format) {         /* the first demo model's reference: one picture and a caption each */
+            snprintf(c->kind, sizeof c->kind, "caption");
+            c->n_answer = ref_i32s("case.%d.caption_ids", k, c->answer, MAX_IDS);
+            c->n_images = 1;
+        } else {
+            ref_str("case.%d.kind", k, c->kind, sizeof c->kind);
+            c->n_answer = ref_i32s("case.%d.answer_ids", k, c->answer, MAX_IDS);
+            c->n_images = (int)ref_u32("case.%d.n_images", k);
         }
-        if (mms_mllama_preprocess_image(&ip, (const uint8_t *)info.data, w, h, 0, &c->image) != MMS_OK) {
-            EXPECT(0, "preprocess case %d: %s", k, mms_last_error());
-            return false;
+        EXPECT(c->n_images >= 0 && c->n_images <= MAX_PICS, "case %d has %d pictures", k, c->n_images);
+        if (c->n_images < 0 || c->n_images > MAX_PICS) return false;
+        for (j = 0; j < c->n_images; j++) {
+            char key[96];
+            int64_t idx;
+            struct mms_gguf_tensor_info info;
+            int w, h;
+            const char *tag = old_format ? "" : ".image.";
+            char jj[16] = "";
+            if (!old_format) snprintf(jj, sizeof jj, "%d.", j);
+            snprintf(key, sizeof key, "case.%d%s%swidth", k, old_format ? "." : tag, jj);
+            w = (int)ref_key_u32(key);
+            snprintf(key, sizeof key, "case.%d%s%sheight", k, old_format ? "." : tag, jj);
+            h = (int)ref_key_u32(key);
+            snprintf(key, sizeof key, "case.%d%s%srgb", k, old_format ? "." : tag, jj);
+            idx = mms_gguf_find_tensor(ref, key);
+            if (idx < 0 || mms_gguf_get_tensor(ref, idx, &info) != MMS_OK || info.size != (size_t)w * (size_t)h * 3) {
+                EXPECT(0, "reference tensor %s missing or of the wrong size", key);
+                return false;
+            }
+            if (mms_mllama_preprocess_image(&ip, (const uint8_t *)info.data, w, h, 0, &c->images[j]) != MMS_OK) {
+                EXPECT(0, "preprocess case %d picture %d: %s", k, j, mms_last_error());
+                return false;
+            }
         }
     }
     return true;
@@ -126,9 +160,10 @@ static bool is_eos(int32_t id) {
 /* Greedy decoding of one case from a clear conversation: the argmax of the last logits (the first
    largest, as torch.argmax), until an eos id (kept) or max_new tokens. Returns the count, -1 on error. */
 static int greedy(struct mms_mllama_context *ctx, int n_vocab, const struct demo_case *c, int32_t *out) {
-    int n = 0;
+    int n = 0, j;
     mms_mllama_kv_clear(ctx);
-    if (mms_mllama_add_image(ctx, &c->image) != MMS_OK) { EXPECT(0, "%s: add image: %s", c->name, mms_last_error()); return -1; }
+    for (j = 0; j < c->n_images; j++)
+        if (mms_mllama_add_image(ctx, &c->images[j]) != MMS_OK) { EXPECT(0, "%s: add image: %s", c->name, mms_last_error()); return -1; }
     if (mms_mllama_decode(ctx, c->prompt, c->n_prompt, NULL) != MMS_OK) { EXPECT(0, "%s: decode prompt: %s", c->name, mms_last_error()); return -1; }
     while (n < max_new) {
         const float *l = mms_mllama_get_logits(ctx, mms_mllama_get_n_logits(ctx) - 1);
@@ -147,8 +182,11 @@ static bool same_ids(const int32_t *a, int na, const int32_t *b, int nb) {
 
 /* Every case through one model and context: ids equal to transformers'; returns the correct count. */
 static int run_all(struct mms_mllama_model *m, struct mms_mllama_context *ctx, const char *what) {
+    static const char *kinds[] = { "caption", "question", "which", "chat", "ood" };
     const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(m);
-    int k, n_equal = 0, n_correct = 0;
+    int k, n_equal = 0, n_correct = 0, per_kind[5][2];
+    size_t i;
+    memset(per_kind, 0, sizeof per_kind);
     int64_t t0 = mms_time_us();
     for (k = 0; k < n_run; k++) {
         int32_t got[MAX_IDS];
@@ -161,10 +199,17 @@ static int run_all(struct mms_mllama_model *m, struct mms_mllama_context *ctx, c
             EXPECT(0, "%s: case %d (%s): %d greedy tokens, transformers %d; first difference at %d", what, k,
                    cases[k].name, n, cases[k].n_want, i);
         }
-        n_correct += same_ids(got, n, cases[k].caption, cases[k].n_caption);
+        n_correct += same_ids(got, n, cases[k].answer, cases[k].n_answer);
+        for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+            if (strcmp(cases[k].kind, kinds[i]) == 0) {
+                per_kind[i][0] += same_ids(got, n, cases[k].answer, cases[k].n_answer);
+                per_kind[i][1]++;
+            }
     }
-    printf("    %s: %d/%d cases equal to transformers, %d/%d captions right (%.1f%%), %.0f ms\n", what, n_equal, n_run,
-           n_correct, n_run, 100.0 * n_correct / n_run, (double)(mms_time_us() - t0) / 1000.0);
+    printf("    %s: %d/%d cases equal to transformers, %d/%d answers right (%.1f%%:", what, n_equal, n_run,
+           n_correct, n_run, 100.0 * n_correct / n_run);
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) if (per_kind[i][1]) printf(" %s %d/%d", kinds[i], per_kind[i][0], per_kind[i][1]);
+    printf("), %.0f ms\n", (double)(mms_time_us() - t0) / 1000.0);
     return n_correct;
 }
 
@@ -181,15 +226,15 @@ static void test_against_transformers(void) {
     if (ctx) {
         int got = run_all(m, ctx, "single file"), want = expected_correct(), k;
         float acc = 0;
-        EXPECT(got == want, "%d captions right, the reference says %d", got, want);
+        EXPECT(got == want, "%d answers right, the reference says %d", got, want);
         if (n_run == n_cases) EXPECT(got == (int)ref_u32("ref.cases_correct%.0d", 0), "ref.cases_correct");
         EXPECT(mms_gguf_get_f32(ref, "ref.heldout_accuracy", &acc) == MMS_OK, "ref.heldout_accuracy: %s", mms_last_error());
-        printf("    transformers' accuracy on %u fresh pictures: %.1f%%\n", ref_u32("ref.heldout_n%.0d", 0), 100.0 * acc);
+        printf("    transformers' caption accuracy on %u fresh pictures: %.1f%%\n", ref_u32("ref.heldout_n%.0d", 0), 100.0 * acc);
         EXPECT(acc >= 0.90f, "the bundled model captions %.1f%% of fresh pictures right; the bar is 90%%", 100.0 * acc);
         for (k = 0; k < n_samples && k < n_run; k++) {
-            char text[160];
-            ref_str("case.%d.greedy_text", k, text, sizeof text);
-            printf("    %-24s %s\n", cases[k].name, text);
+            char text[256];
+            ref_str(old_format_ref() ? "case.%d.greedy_text" : "case.%d.answers_text", k, text, sizeof text);
+            printf("    %-36s %s\n", cases[k].name, text);
         }
     }
     mms_mllama_context_free(ctx);
@@ -200,7 +245,7 @@ static void test_two_file_layout(void) {
     struct mms_mllama_model *m = load(FIX "mllama-demo-text.gguf", FIX "mllama-demo-proj.gguf", NULL, 0, false);
     struct mms_mllama_context *ctx = m ? context(m) : NULL;
     EXPECT(ctx != NULL, "two-file layout: %s", mms_last_error());
-    if (ctx) EXPECT(run_all(m, ctx, "two-file layout") == expected_correct(), "captions right");
+    if (ctx) EXPECT(run_all(m, ctx, "two-file layout") == expected_correct(), "answers right");
     mms_mllama_context_free(ctx);
     mms_mllama_model_free(m);
 }
@@ -211,7 +256,7 @@ static void test_split_backends(void) {
     struct mms_mllama_context *ctx = m ? context(m) : NULL;
     EXPECT(ctx != NULL, "split: %s", mms_last_error());
     if (ctx) {
-        EXPECT(run_all(m, ctx, "3 text layers + vision on TEST") == expected_correct(), "captions right");
+        EXPECT(run_all(m, ctx, "3 text layers + vision on TEST") == expected_correct(), "answers right");
         EXPECT(mms_backend_sched_get_n_splits(mms_mllama_context_get_sched(ctx)) >= 2, "the graph was not split");
         EXPECT(limited_of(dev)->n_computes > 0, "nothing ran on the second backend");
     }
@@ -226,7 +271,7 @@ static void test_poison(void) {
     EXPECT(ctx != NULL, "poison: %s", mms_last_error());
     if (ctx) {
         mms_backend_sched_set_poison(mms_mllama_context_get_sched(ctx), true);
-        EXPECT(run_all(m, ctx, "poison, 2 text layers on TEST") == expected_correct(), "captions right");
+        EXPECT(run_all(m, ctx, "poison, 2 text layers on TEST") == expected_correct(), "answers right");
     }
     mms_mllama_context_free(ctx);
     mms_mllama_model_free(m);
@@ -238,14 +283,14 @@ int main(void) {
     ref = mms_gguf_open(FIX "demo-ref.gguf");
     m = ref ? (cpu = mms_backend_cpu_init(), load(MODEL, NULL, NULL, 0, false)) : NULL;
     if (!m) {
-        printf("demo model or reference missing (%s): run tools/train_demo.py\n0 passed, 1 failed\n", mms_last_error());
+        test_fail_all("the demo model or its reference (run tools/train_demo.py)", mms_last_error());
         return 1;
     }
     dev = limited_backend_new("TEST", LIMITED_ALL_OPS);
     test__case_name = "reading the reference";
     if (!read_cases(mms_mllama_model_get_hparams(m))) {
         mms_mllama_model_free(m);
-        printf("0 passed, 1 failed\n");
+        test_fail_all("reading the reference", "see above");
         return 1;
     }
     mms_mllama_model_free(m);
@@ -254,7 +299,10 @@ int main(void) {
     RUN(test_two_file_layout);
     RUN(test_split_backends);
     RUN(test_poison);
-    for (k = 0; k < n_run; k++) mms_mllama_image_free(&cases[k].image);
+    for (k = 0; k < n_run; k++) {
+        int j;
+        for (j = 0; j < cases[k].n_images; j++) mms_mllama_image_free(&cases[k].images[j]);
+    }
     free(cases);
     mms_gguf_close(ref);
     mms_backend_free(dev);

@@ -440,13 +440,18 @@ static void test_bad_input(void) {
     EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, -3, 2, 0, &im), MMS_ERR_INVALID_ARG, "empty image", "-3x2");
     EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 2, -1, 0, &im), MMS_ERR_INVALID_ARG, "empty image", "2x-1");
     EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 2, 2, 5, &im), MMS_ERR_INVALID_ARG, "stride 5", "2 pixels");
-    p.max_num_tiles = 0;
-    EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 1, 1, 0, &im), MMS_ERR_INVALID_ARG, "max_num_tiles 0", "1..16");
+    p.max_num_tiles = -1;
+    EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 1, 1, 0, &im), MMS_ERR_INVALID_ARG, "max_num_tiles -1", "1..16");
     p.max_num_tiles = 17;
     EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 1, 1, 0, &im), MMS_ERR_INVALID_ARG, "max_num_tiles 17", "1..16");
+    {   /* zeroed parameters are the 11B model's */
+        struct mms_mllama_image_params zero;
+        memset(&zero, 0, sizeof zero);
+        EXPECT(mms_mllama_preprocess_image(&zero, px, 2, 2, 0, &im) == MMS_OK && im.image_size == 560 && im.max_num_tiles == 4,
+               "zeroed parameters: %s (%d, %d)", mms_last_error(), im.image_size, im.max_num_tiles);
+        mms_mllama_image_free(&im);
+    }
     p.max_num_tiles = 4;
-    p.image_size = 0;
-    EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 1, 1, 0, &im), MMS_ERR_INVALID_ARG, "image_size 0");
     p.image_size = -560;
     EXPECT_ERROR(mms_mllama_preprocess_image(&p, px, 1, 1, 0, &im), MMS_ERR_INVALID_ARG, "image_size -560");
     p.image_size = 560;

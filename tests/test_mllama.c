@@ -94,20 +94,25 @@ static void preprocess_all(struct fixture *f) {
     }
 }
 
-static bool fixture_open(struct fixture *f, const char *name) {
-    char path[256];
+/* A model file (mmproj: the projector of the two-file layout, or NULL) with the reference of its images. */
+static bool fixture_open_files(struct fixture *f, const char *name, const char *ref, const char *model, const char *mmproj) {
     memset(f, 0, sizeof *f);
     f->name = name;
-    snprintf(path, sizeof path, FIX "%s-ref.gguf", name);
-    f->ref = mms_gguf_open(path);
-    snprintf(path, sizeof path, FIX "%s.gguf", name);
-    f->model = load(path, NULL, NULL, 0);
+    f->ref = mms_gguf_open(ref);
+    f->model = load(model, mmproj, NULL, 0);
     EXPECT(f->ref && f->model, "fixture %s: %s", name, mms_last_error());
     if (!f->ref || !f->model) return false;
     f->ctx = context(f->model);
     EXPECT(f->ctx != NULL, "context: %s", mms_last_error());
     preprocess_all(f);
     return f->ctx != NULL;
+}
+
+static bool fixture_open(struct fixture *f, const char *name) {
+    char ref[256], model[256];
+    snprintf(ref, sizeof ref, FIX "%s-ref.gguf", name);
+    snprintf(model, sizeof model, FIX "%s.gguf", name);
+    return fixture_open_files(f, name, ref, model, NULL);
 }
 
 static void fixture_close(struct fixture *f) {
@@ -227,6 +232,229 @@ static void check_against_transformers(const char *name) {
 
 static void test_tiny1_against_transformers(void) { check_against_transformers("tiny1"); }
 static void test_tiny4_against_transformers(void) { check_against_transformers("tiny4"); }
+
+/* -- files as their makers wrote them (tools/gen_mllama_layout_fixtures.py: configurations gqa and
+   mha, tests/fixtures/mllama/<cfg>/) -- */
+
+static const char *const layout_cfgs[2] = { "gqa", "mha" };
+
+/* Model file(s) of configuration cfg against a transformers reference: the vision and projector
+   outputs of ref.gguf when vision is set, and the prompts of prompt_ref (its logits to NMSE 1e-9
+   and its 16 greedy tokens). */
+static void check_layout_file(const char *cfg, const char *model, const char *mmproj, const char *prompt_ref, bool vision) {
+    char ref[256], mp[256], pp[256], rp[256], label[128];
+    struct fixture f;
+    snprintf(ref, sizeof ref, FIX "%s/ref.gguf", cfg);
+    snprintf(mp, sizeof mp, FIX "%s/%s", cfg, model);
+    if (mmproj) snprintf(pp, sizeof pp, FIX "%s/%s", cfg, mmproj);
+    snprintf(rp, sizeof rp, FIX "%s/%s", cfg, prompt_ref);
+    snprintf(label, sizeof label, "%s/%s%s%s", cfg, model, mmproj ? "+" : "", mmproj ? mmproj : "");
+    if (fixture_open_files(&f, label, ref, mp, mmproj ? pp : NULL)) {
+        struct mms_gguf *images_ref = f.ref, *pr = mms_gguf_open(rp);
+        EXPECT(pr != NULL, "%s: %s", rp, mms_last_error());
+        if (vision) {
+            check_preprocessing(&f);
+            check_vision(&f);
+        }
+        if (pr) {
+            f.ref = pr;
+            check_prompts(&f, f.ctx, 1e-9, true, prompt_ref);
+            f.ref = images_ref;
+            mms_gguf_close(pr);
+        }
+    }
+    fixture_close(&f);
+}
+
+/* (a) A GGUF written by tools/ollama_mllama_gguf.py, which follows Ollama's converter rule by rule:
+   cross-attention and vision q/k rows permuted per head, F16 matrices, pre-transformed vision
+   gates, no image token id, mean/std or aspect ratios. Against transformers run on the weights as
+   the file holds them (f16 matrices). */
+static void test_ollama_converter_files(void) {
+    int i;
+    for (i = 0; i < 2; i++) check_layout_file(layout_cfgs[i], "ollama.gguf", NULL, "ref-f16w.gguf", false);
+}
+
+/* (b) mmsched's converter with its default types writes what Ollama's converter writes: the same
+   keys with the same types and values in the same order, plus four of ours (the q/k order marker,
+   the image token id, mean and std, which Ollama's files lack); the same tensors in the same order,
+   types, shapes, offsets and bytes, except the last bits of values both compute in float32: the
+   tanh'd vision gates (math32's tanh against a correctly rounded one) and a smoothed llama3 rope
+   factor (float32 against float64 arithmetic), within 2 ulp. */
+static bool same_kv(const struct mms_gguf *a, int64_t ia, const struct mms_gguf *b, int64_t ib) {
+    const char *key = mms_gguf_get_key(a, ia);
+    enum mms_gguf_type t = mms_gguf_get_kv_type(a, ia);
+    int64_t n, i;
+    if (t != mms_gguf_get_kv_type(b, ib)) return false;
+    if (t == MMS_GGUF_TYPE_ARRAY) {
+        enum mms_gguf_type et = mms_gguf_get_arr_type(a, ia);
+        n = mms_gguf_get_arr_n(a, ia);
+        if (et != mms_gguf_get_arr_type(b, ib) || n != mms_gguf_get_arr_n(b, ib)) return false;
+        for (i = 0; i < n; i++) {
+            if (et == MMS_GGUF_TYPE_STRING) {
+                const char *x, *y;
+                size_t lx, ly;
+                if (mms_gguf_get_arr_str(a, key, i, &x, &lx) != MMS_OK || mms_gguf_get_arr_str(b, key, i, &y, &ly) != MMS_OK ||
+                    lx != ly || memcmp(x, y, lx) != 0) return false;
+            }
+        }
+        if (et == MMS_GGUF_TYPE_INT32 || et == MMS_GGUF_TYPE_FLOAT32) {
+            float *x = (float *)calloc((size_t)n + 1, sizeof(float)), *y = (float *)calloc((size_t)n + 1, sizeof(float));
+            int64_t nx = 0, ny = 0;
+            bool same = et == MMS_GGUF_TYPE_INT32
+                ? mms_gguf_get_arr_i32(a, key, (int32_t *)x, n, &nx) == MMS_OK && mms_gguf_get_arr_i32(b, key, (int32_t *)y, n, &ny) == MMS_OK
+                : mms_gguf_get_arr_f32(a, key, x, n, &nx) == MMS_OK && mms_gguf_get_arr_f32(b, key, y, n, &ny) == MMS_OK;
+            same = same && memcmp(x, y, sizeof(float) * (size_t)n) == 0;
+            free(x);
+            free(y);
+            return same;
+        }
+        return et == MMS_GGUF_TYPE_STRING;
+    }
+    if (t == MMS_GGUF_TYPE_STRING) {
+        const char *x, *y;
+        size_t lx, ly;
+        return mms_gguf_get_str(a, key, &x, &lx) == MMS_OK && mms_gguf_get_str(b, key, &y, &ly) == MMS_OK && lx == ly && !memcmp(x, y, lx);
+    }
+    if (t == MMS_GGUF_TYPE_FLOAT32) {
+        float x, y;
+        return mms_gguf_get_f32(a, key, &x) == MMS_OK && mms_gguf_get_f32(b, key, &y) == MMS_OK && memcmp(&x, &y, sizeof x) == 0;
+    }
+    if (t == MMS_GGUF_TYPE_BOOL) {
+        bool x, y;
+        return mms_gguf_get_bool(a, key, &x) == MMS_OK && mms_gguf_get_bool(b, key, &y) == MMS_OK && x == y;
+    }
+    {
+        uint64_t x, y;
+        return mms_gguf_get_u64(a, key, &x) == MMS_OK && mms_gguf_get_u64(b, key, &y) == MMS_OK && x == y;
+    }
+}
+
+static void test_converter_writes_ollama_layout(void) {
+    static const char *const ours[4] = { "mllama.image_token_index", "mllama.vision.image_mean", "mllama.vision.image_std", "mmsched.mllama.qk_rows" };
+    int c;
+    for (c = 0; c < 2; c++) {
+        char pa[256], pb[256];
+        struct mms_gguf *a, *b;
+        int64_t ia = 0, ib, i, n_ours = 0, n_diff_tensors = 0;
+        snprintf(pa, sizeof pa, FIX "%s/ollama.gguf", layout_cfgs[c]);
+        snprintf(pb, sizeof pb, FIX "%s/mmsched-auto.gguf", layout_cfgs[c]);
+        a = mms_gguf_open(pa);
+        b = mms_gguf_open(pb);
+        EXPECT(a && b, "open: %s", mms_last_error());
+        if (!a || !b) { mms_gguf_close(a); mms_gguf_close(b); continue; }
+        for (ib = 0; ib < mms_gguf_get_n_kv(b); ib++) {
+            const char *key = mms_gguf_get_key(b, ib);
+            int k;
+            bool is_ours = false;
+            for (k = 0; k < 4; k++) is_ours |= !strcmp(key, ours[k]);
+            if (is_ours) { n_ours++; continue; }
+            EXPECT(ia < mms_gguf_get_n_kv(a) && !strcmp(key, mms_gguf_get_key(a, ia)), "%s: key %lld '%s' is not Ollama's next key", pb, (long long)ib, key);
+            if (ia < mms_gguf_get_n_kv(a)) EXPECT(same_kv(a, ia, b, ib), "%s: key '%s' differs from Ollama's", pb, key);
+            ia++;
+        }
+        EXPECT(n_ours == 4 && ia == mms_gguf_get_n_kv(a), "%s: %lld of our keys, %lld of Ollama's %lld", pb, (long long)n_ours, (long long)ia,
+               (long long)mms_gguf_get_n_kv(a));
+        EXPECT(mms_gguf_get_n_tensors(a) == mms_gguf_get_n_tensors(b), "tensor counts");
+        for (i = 0; i < mms_gguf_get_n_tensors(a) && i < mms_gguf_get_n_tensors(b); i++) {
+            struct mms_gguf_tensor_info x, y;
+            if (mms_gguf_get_tensor(a, i, &x) != MMS_OK || mms_gguf_get_tensor(b, i, &y) != MMS_OK) { EXPECT(0, "tensor %lld", (long long)i); continue; }
+            EXPECT(!strcmp(x.name, y.name) && x.ggml_type == y.ggml_type && !memcmp(x.ne, y.ne, sizeof x.ne) && x.offset == y.offset && x.size == y.size,
+                   "%s: tensor %lld is %s, Ollama's is %s (or type, shape, offset differ)", pb, (long long)i, y.name, x.name);
+            if (x.size != y.size || !memcmp(x.data, y.data, x.size)) continue;
+            n_diff_tensors++;
+            if (x.type == MMS_TYPE_F32 && (strstr(x.name, "gate") || !strcmp(x.name, "rope_freqs.weight"))) {
+                size_t j;
+                for (j = 0; j < x.size / 4; j++) {
+                    int32_t u, v;
+                    memcpy(&u, (const char *)x.data + 4 * j, 4);
+                    memcpy(&v, (const char *)y.data + 4 * j, 4);
+                    EXPECT(u - v >= -2 && u - v <= 2, "%s: %s[%zu] differs by %d ulp", pb, x.name, j, u - v);
+                }
+            } else EXPECT(0, "%s: the bytes of %s differ from Ollama's", pb, x.name);
+        }
+        EXPECT(n_diff_tensors <= 8, "%s: %lld tensors differ in their last bits", pb, (long long)n_diff_tensors);
+        mms_gguf_close(a);
+        mms_gguf_close(b);
+    }
+}
+
+/* (c) The Hugging Face folder itself, no conversion: float32 (sharded, with its index) against
+   transformers in float32, bfloat16 (its matrices used in place) against transformers run on the
+   same bf16 weights in float32. */
+static void test_hf_folders(void) {
+    int i;
+    for (i = 0; i < 2; i++) {
+        check_layout_file(layout_cfgs[i], "hf", NULL, "ref.gguf", true);
+        check_layout_file(layout_cfgs[i], "hf-bf16", NULL, "ref-bf16.gguf", false);
+    }
+}
+
+/* A copy of src with mmsched.mllama.qk_rows set to value (NULL: without the key). */
+static bool write_with_qk_rows(const char *src, const char *dst, const char *value) {
+    struct mms_gguf *g = mms_gguf_open(src);
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    int64_t i;
+    bool ok = g && w;
+    for (i = 0; ok && i < mms_gguf_get_n_kv(g); i++)
+        if (strcmp(mms_gguf_get_key(g, i), "mmsched.mllama.qk_rows")) ok = mms_gguf_writer_copy_kv(w, g, i) == MMS_OK;
+    if (ok && value) ok = mms_gguf_writer_set_str(w, "mmsched.mllama.qk_rows", value) == MMS_OK;
+    for (i = 0; ok && i < mms_gguf_get_n_tensors(g); i++) {
+        struct mms_gguf_tensor_info t;
+        ok = mms_gguf_get_tensor(g, i, &t) == MMS_OK && mms_gguf_writer_add_tensor(w, t.name, t.type, t.n_dims, t.ne, t.data) == MMS_OK;
+    }
+    ok = ok && mms_gguf_writer_write(w, dst) == MMS_OK;
+    mms_gguf_writer_free(w);
+    mms_gguf_close(g);
+    return ok;
+}
+
+/* Which q/k row order a file holds: the marker decides (Ollama's file marked "ollama" reads as
+   before, marked "hf" it is read unpermuted and goes wrong on image prompts), an unknown value is
+   an error naming the key and the file. */
+static void test_qk_rows_marker(void) {
+    const char *src = FIX "gqa/ollama.gguf", *dst = "build/test_mllama_qk_rows.gguf";
+    struct mms_mllama_model *m;
+    EXPECT(write_with_qk_rows(src, dst, "sideways"), "write: %s", mms_last_error());
+    test_capture_log();
+    m = load(dst, NULL, NULL, 0);
+    EXPECT(m == NULL && mms_last_status() == MMS_ERR_FORMAT && strstr(mms_last_error(), "mmsched.mllama.qk_rows") &&
+           strstr(mms_last_error(), "test_mllama_qk_rows.gguf") && strstr(mms_last_error(), "sideways"), "bad marker: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_mllama_model_free(m);
+    EXPECT(write_with_qk_rows(src, dst, "ollama"), "write: %s", mms_last_error());
+    check_layout_file("gqa", "../../../../build/test_mllama_qk_rows.gguf", NULL, "ref-f16w.gguf", false);
+    {   /* marked "hf", the same rows are taken in checkpoint order: the image prompts must differ */
+        struct fixture f;
+        char ref[] = FIX "gqa/ref.gguf";
+        EXPECT(write_with_qk_rows(src, dst, "hf"), "write: %s", mms_last_error());
+        if (fixture_open_files(&f, "gqa marked hf", ref, dst, NULL)) {
+            const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f.model);
+            float *a = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab), *b = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab);
+            int32_t g[16];
+            int n = 0;
+            struct mms_mllama_model *right = load(src, NULL, NULL, 0);
+            struct mms_mllama_context *rc = right ? context(right) : NULL;
+            if (rc && run_prompt(&f, f.ctx, 0, a, g, &n) && run_prompt(&f, rc, 0, b, g, &n))
+                EXPECT(compare(a, b, (int64_t)n * hp->n_vocab).nmse > 1e-5, "the marker changed nothing");
+            else EXPECT(0, "run: %s", mms_last_error());
+            mms_mllama_context_free(rc);
+            mms_mllama_model_free(right);
+            free(a);
+            free(b);
+        }
+        fixture_close(&f);
+    }
+}
+
+/* (b) and (d): our converter's f32 single file and two-file layout against transformers in float32. */
+static void test_converter_files(void) {
+    int i;
+    for (i = 0; i < 2; i++) {
+        check_layout_file(layout_cfgs[i], "mmsched.gguf", NULL, "ref.gguf", true);
+        check_layout_file(layout_cfgs[i], "text.gguf", "proj.gguf", "ref.gguf", true);
+    }
+}
 
 static void test_two_file_layout(void) {
     struct fixture f;
@@ -421,10 +649,11 @@ static void test_timings(void) {
         EXPECT(t.n_encodes == 1 && t.encode_ms > 0 && t.cross_kv_ms > 0, "encode: %d, %g ms + cross K/V %g ms", t.n_encodes, t.encode_ms, t.cross_kv_ms);
         EXPECT(t.n_prompt_tokens == 5 && t.prompt_ms > 0 && t.n_gen_tokens == 3 && t.gen_ms > 0, "tokens: prompt %d (%g ms), generation %d (%g ms)",
                t.n_prompt_tokens, t.prompt_ms, t.n_gen_tokens, t.gen_ms);
-        EXPECT(t.n_backends == 1 && !strcmp(t.memory[0].name, "CPU") && t.memory[0].weights > 0 && t.memory[0].kv_cache > 0 &&
-               t.memory[0].compute > 0 && t.memory[0].kept_images_peak > 0 &&
-               t.memory[0].peak == t.memory[0].weights + t.memory[0].kv_cache + t.memory[0].compute + t.memory[0].kept_images_peak,
-               "memory: %d backends, %s", t.n_backends, t.memory[0].name);
+        struct mms_mllama_memory m;
+        EXPECT(t.n_backends == 1 && mms_mllama_get_memory(f.ctx, 0, &m) == MMS_OK && !strcmp(m.name, "CPU") && m.weights > 0 &&
+               m.kv_cache > 0 && m.compute > 0 && m.kept_images_peak > 0 && m.peak == m.weights + m.kv_cache + m.compute + m.kept_images_peak,
+               "memory: %d backends, %s", t.n_backends, m.name);
+        EXPECT_ERROR(mms_mllama_get_memory(f.ctx, 1, &m), MMS_ERR_INVALID_ARG, "backend 1");
         if (tmp) {
             mms_mllama_print_timings(f.ctx, tmp);
             rewind(tmp);
@@ -469,6 +698,25 @@ static void test_errors(void) {
         for (i = 0; i < 2; i++) mms_mllama_decode(f.ctx, toks, 64, NULL);
         EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "do not fit in the context");
         EXPECT(mms_mllama_kv_trim(f.ctx, 10) == MMS_OK && mms_mllama_get_n_past(f.ctx) == 10, "trim");
+        {   /* context parameters: zero is the default, negative is refused */
+            struct mms_mllama_context_params cp;
+            struct mms_mllama_context *c2;
+            memset(&cp, 0, sizeof cp);
+            cp.n_ctx = -5;
+            mms_clear_error();
+            EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG &&
+                   strstr(mms_last_error(), "n_ctx -5"), "negative n_ctx: %s", mms_last_error());
+            cp.n_ctx = 64;
+            cp.max_images = 3;
+            cp.image_cache = 2;
+            EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && strstr(mms_last_error(), "image_cache at least max_images"),
+                   "image cache below max_images: %s", mms_last_error());
+            memset(&cp, 0, sizeof cp);
+            cp.n_ctx = 64;
+            c2 = mms_mllama_context_new(f.model, &cp);
+            EXPECT(c2 != NULL, "zeroed parameters but n_ctx: %s", mms_last_error());
+            mms_mllama_context_free(c2);
+        }
     }
     fixture_close(&f);
     mms_log_set(NULL, NULL);
@@ -477,13 +725,18 @@ static void test_errors(void) {
 int main(void) {
     FILE *probe = fopen(FIX "tiny1.gguf", "rb");
     test_seed();
-    if (!probe) { printf("fixtures missing: run tools/gen_mllama_fixtures.py\n0 passed, 1 failed\n"); return 1; }
+    if (!probe) { test_fail_all("fixtures", "missing: run tools/gen_mllama_fixtures.py"); return 1; }
     fclose(probe);
     cpu = mms_backend_cpu_init();
     dev = limited_backend_new("TEST", LIMITED_ALL_OPS);
     RUN(test_tiny1_against_transformers);
     RUN(test_tiny4_against_transformers);
     RUN(test_two_file_layout);
+    RUN(test_ollama_converter_files);
+    RUN(test_converter_writes_ollama_layout);
+    RUN(test_converter_files);
+    RUN(test_qk_rows_marker);
+    RUN(test_hf_folders);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);

@@ -1,5 +1,5 @@
 /* Every op of the CPU backend against a double-precision reference written here, for each kernel
-   set (scalar, AVX2) and 1..3 threads, plus the shape and type checks of the op constructors.
+   set the machine runs (scalar, AVX2, NEON, NEON with dotprod) and 1..3 threads, plus the shape and type checks of the op constructors.
 
    The reference never asks the library how to read a tensor: each input is made by this file as a
    (possibly strided, transposed, permuted or reshaped) view of a root tensor whose bytes and
@@ -11,6 +11,7 @@
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
+#include "kernel_sets.h"
 
 #include <math.h>
 
@@ -305,7 +306,7 @@ static enum mms_status case_run(struct tcase *c, int n_threads) {
 static enum mms_status case_compute_status(struct tcase *c, const char **why) {
     int i;
     *why = "";
-    if (mms_get_status(c->ctx) != MMS_OK) { *why = mms_get_error(c->ctx); return mms_get_status(c->ctx); }
+    if (mms_ctx_status(c->ctx) != MMS_OK) { *why = mms_ctx_error(c->ctx); return mms_ctx_status(c->ctx); }
     c->graph = mms_new_graph(c->ctx);
     for (i = 0; i < c->n_out; i++) mms_build_forward_expand(c->graph, c->out[i]);
     if (mms_graph_status(c->graph) != MMS_OK) { *why = mms_graph_error(c->graph); return mms_graph_status(c->graph); }
@@ -1370,14 +1371,14 @@ static void expect_bad(struct mms_context *ctx, const struct mms_tensor *r, enum
     va_list ap;
     const char *frag;
     EXPECT(r == NULL, "%s: returned a tensor", call);
-    EXPECT(mms_get_status(ctx) == want, "%s: status %s, expected %s", call, mms_status_string(mms_get_status(ctx)),
+    EXPECT(mms_ctx_status(ctx) == want, "%s: status %s, expected %s", call, mms_status_string(mms_ctx_status(ctx)),
            mms_status_string(want));
     va_start(ap, call);
     while ((frag = va_arg(ap, const char *)) != NULL)
-        EXPECT(strstr(mms_get_error(ctx), frag) && strstr(mms_last_error(), frag) && strstr(test_last_log(), frag),
-               "%s: message '%s' lacks '%s'", call, mms_get_error(ctx), frag);
+        EXPECT(strstr(mms_ctx_error(ctx), frag) && strstr(mms_last_error(), frag) && strstr(test_last_log(), frag),
+               "%s: message '%s' lacks '%s'", call, mms_ctx_error(ctx), frag);
     va_end(ap);
-    mms_clear_status(ctx);
+    mms_ctx_clear_error(ctx);
     mms_clear_error();
 }
 #define BAD(ctx, expr, want, ...) expect_bad(ctx, (expr), want, #expr, __VA_ARGS__, (const char *)NULL)
@@ -1512,7 +1513,7 @@ static void test_errors_sticky(void) {
     int logged;
     test_capture_log();
     bad = mms_mul_mat(ctx, a, b);
-    snprintf(first, sizeof first, "%s", mms_get_error(ctx));
+    snprintf(first, sizeof first, "%s", mms_ctx_error(ctx));
     snprintf(last, sizeof last, "%s", mms_last_error());
     logged = test__log_count;
     EXPECT(bad == NULL && strstr(first, "mms_mul_mat") && strstr(first, "[7,3,1,1]"), "first error: %s", first);
@@ -1521,13 +1522,13 @@ static void test_errors_sticky(void) {
     r = mms_add(ctx, r, a);
     r = mms_soft_max_ext(ctx, r, NULL, 1.0f, 0.0f);
     EXPECT(r == NULL, "an op given NULL returned a tensor");
-    EXPECT(mms_get_status(ctx) == MMS_ERR_INVALID_ARG && strcmp(mms_get_error(ctx), first) == 0,
-           "the context error changed to: %s", mms_get_error(ctx));
+    EXPECT(mms_ctx_status(ctx) == MMS_ERR_INVALID_ARG && strcmp(mms_ctx_error(ctx), first) == 0,
+           "the context error changed to: %s", mms_ctx_error(ctx));
     EXPECT(strcmp(mms_last_error(), last) == 0 && test__log_count == logged,
            "NULL propagation raised a new error: %s", mms_last_error());
 
     EXPECT(mms_add(ctx, a, b) == NULL, "a second bad call returned a tensor");
-    EXPECT(strcmp(mms_get_error(ctx), first) == 0, "a second error replaced the first: %s", mms_get_error(ctx));
+    EXPECT(strcmp(mms_ctx_error(ctx), first) == 0, "a second error replaced the first: %s", mms_ctx_error(ctx));
 
     g = mms_new_graph(ctx);
     mms_build_forward_expand(g, r);
@@ -1546,23 +1547,15 @@ static void run_numeric(const char *name, void (*fn)(void)) {
 }
 
 int main(void) {
-    static const enum mms_cpu_kernels sets[2] = { MMS_CPU_KERNELS_SCALAR, MMS_CPU_KERNELS_AVX2 };
-    int s;
+    enum mms_cpu_kernels k = MMS_CPU_KERNELS_AUTO;
     test_seed();
     g_verbose = getenv("MMS_TEST_VERBOSE") != NULL;
     g_backend = mms_backend_cpu_init();
     if (!g_backend) { printf("mms_backend_cpu_init failed: %s\n", mms_last_error()); return 2; }
 
-    for (s = 0; s < 2; s++) {
-        if (sets[s] == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2()) {
-            printf("SKIP avx2 kernels: this CPU or build has no AVX2/FMA/F16C\n");
-            continue;
-        }
-        if (mms_cpu_set_kernels(sets[s]) != MMS_OK || mms_cpu_get_kernels() != sets[s]) {
-            printf("FAIL cannot select the %s kernels: %s\n", mms_cpu_kernels_name(sets[s]), mms_last_error());
-            return 1;
-        }
-        g_kernels = mms_cpu_kernels_name(sets[s]);
+    while (test_kernel_set_next(&k)) {
+        if (!test_use_kernel_set(k)) continue;
+        g_kernels = mms_cpu_kernels_name(k);
         run_numeric("binary", test_binary);
         run_numeric("unary", test_unary);
         run_numeric("reductions", test_reductions);

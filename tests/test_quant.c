@@ -11,15 +11,16 @@
      bound from the format (a plain min/max grid with exact scales) for all four
    - requantizing already-quantized values does not get worse
    - get_rows, cpy (both ways) and mul_mat (quantized weights times f32) through a CPU backend
-     graph, with the scalar and the AVX2 kernels and 1..3 threads, against a double-precision
-     reference computed from the dequantized weights (mul_mat: exact f32 activations, or on AVX2
-     the error budget of 8-bit activations, see matmul_case)
+     graph, with every kernel set the machine runs and 1..3 threads, against a double-precision
+     reference computed from the dequantized weights (mul_mat: exact f32 activations, or with the
+     SIMD sets the error budget of 8-bit activations, see matmul_case)
    - shapes a block type cannot have are rejected with an error naming the op
 
    MMS_TEST_SEED=n replays the random parts (the mul_mat and cpy inputs). */
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
+#include "kernel_sets.h"
 
 #include <math.h>
 
@@ -591,14 +592,14 @@ static void test_cpy(void) {
    Two honest budgets. Exact f32 activations (the scalar kernels, and any path that dequantizes the
    weights to f32): only float rounding, about K * 2^-48 relative, measured 1e-13 to 3e-13;
    MATMUL_TOL = 1e-10 leaves room for any summation order and still catches a scale misread by a
-   relative 1e-4. 8-bit activations (the AVX2 decode path rounds each block of activations -- 32
+   relative 1e-4. 8-bit activations (the SIMD decode paths round each block of activations -- 32
    for Q8_0 and Q4_0, 256 for the K types -- to int8 with step amax / 127 for integer dot products): every activation moves by at most half a
    step, so each output may move by at most sum_k |w_k| * step_k / 2 (checked per element, plus
    float rounding), and the expected squared error is sum_k w_k^2 * step_k^2 / 12: about 1e-5
    here, which is what 8-bit activations cost. The normalised error must stay under 4x that
    prediction (measured/predicted over 6000 random cases: median 0.95, 99th percentile 1.6,
    largest 2.2; rounding activations with step amax / 126 instead of / 127 already lands at 5x to
-   7x, and a wrong offset or scale in an integer dot is far outside both checks). With the AVX2 kernels
+   7x, and a wrong offset or scale in an integer dot is far outside both checks). With a SIMD set
    either budget is accepted for every N, since which N take the integer path is the library's
    choice; the scalar kernels must keep the exact budget. Returns the normalised squared error
    (-1 when it could not run); *pred gets the predicted normalised error of 8-bit activations. */
@@ -607,7 +608,7 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
                           bool allow_q8_act, double *pred) {
     struct gcase c;
     struct mms_tensor *a, *b, *out, *ra = NULL, *rb = NULL;
-    /* the AVX2 decode path's activation blocks: 256 for the K types (one scale per super-block), else 32 */
+    /* the SIMD decode paths' activation blocks: 256 for the K types (one scale per super-block), else 32 */
     const int64_t ablk = q->blck == 256 ? 256 : 32;
     int64_t na = K * M * A2, nbv = K * N * B2, no = M * N * B2, nblk = K / ablk, i, m, n, j, kk;
     float *w = (float *)malloc((size_t)na * sizeof(float)), *x = (float *)malloc((size_t)nbv * sizeof(float));
@@ -705,7 +706,7 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
 
 static void test_mul_mat(void) {
     static const int64_t Ns[4] = { 1, 2, 7, 64 };
-    const bool q8_act = mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX2;
+    const bool q8_act = mms_cpu_get_kernels() != MMS_CPU_KERNELS_SCALAR;   /* every SIMD set has the integer dots */
     int k, ni, ki;
     for (k = 0; k < N_QTYPES; k++) {
         const struct qtype *q = &qtypes[k];
@@ -758,7 +759,7 @@ static void test_errors(void) {
         t = mms_new_tensor_2d(ctx, q->type, q->blck / 2 * 3, 4);
         EXPECT(t == NULL && error_names(q->name, half), "%s: a tensor of %s elements per row is rejected: %s", q->name, half,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         a = mms_new_tensor_2d(ctx, q->type, K, 33);
         b = mms_new_tensor_2d(ctx, F32, K, 3);
@@ -773,33 +774,33 @@ static void test_errors(void) {
         EXPECT(r == NULL && (error_names("mms_mul_mat", q->name) || error_names("mms_transpose", q->name)),
                "%s: mul_mat of a transposed quantized matrix (K = 33) is rejected naming the op and type: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         /* a view or reshape that splits a block */
         mms_clear_error();
         t = mms_view_2d(ctx, a, q->blck / 2, 3, a->nb[1], 0);
         EXPECT(t == NULL && error_names("mms_view_2d", q->name), "%s: a view of half a block is rejected: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
         mms_clear_error();
         t = mms_reshape_2d(ctx, a, q->blck / 2, 4 * 33);
         EXPECT(t == NULL && error_names("mms_reshape_2d", q->name), "%s: a reshape to half blocks is rejected: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         /* mul_mat with mismatched K, and with quantized activations (b must be f32) */
         mms_clear_error();
         r = mms_mul_mat(ctx, a, mms_new_tensor_2d(ctx, F32, K / 2, 3));
         EXPECT(r == NULL && error_names("mms_mul_mat", NULL), "%s: mul_mat with a K mismatch is rejected: %s", q->name,
                mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
 
         /* cpy between rows that do not hold whole blocks */
         mms_clear_error();
         r = mms_cpy(ctx, mms_new_tensor_2d(ctx, F32, q->blck / 2, 4), mms_new_tensor_2d(ctx, q->type, q->blck, 2));
         EXPECT(r == NULL && error_names("mms_cpy", q->name), "%s: cpy of rows of half a block into %s is rejected: %s",
                q->name, q->name, mms_last_error());
-        mms_clear_status(ctx);
+        mms_ctx_clear_error(ctx);
         mms_free(ctx);
     }
     mms_log_set(NULL, NULL);
@@ -814,10 +815,9 @@ static void run_numeric(const char *name, void (*fn)(void)) {
 }
 
 int main(void) {
-    static const enum mms_cpu_kernels sets[2] = { MMS_CPU_KERNELS_SCALAR, MMS_CPU_KERNELS_AVX2 };
+    enum mms_cpu_kernels k = MMS_CPU_KERNELS_AUTO;
     const char *s;
     size_t len;
-    int i;
     test_seed();
     g_fix = mms_gguf_open(test_src_path("fixtures/quant/quant-ref.gguf"));
     if (!g_fix) { printf("cannot open the fixture: %s\n", mms_last_error()); return 2; }
@@ -834,16 +834,9 @@ int main(void) {
     RUN(test_gauss_error);
     RUN(test_requantize);
 
-    for (i = 0; i < 2; i++) {
-        if (sets[i] == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2()) {
-            printf("SKIP avx2 kernels: this CPU or build has no AVX2/FMA/F16C\n");
-            continue;
-        }
-        if (mms_cpu_set_kernels(sets[i]) != MMS_OK || mms_cpu_get_kernels() != sets[i]) {
-            printf("FAIL cannot select the %s kernels: %s\n", mms_cpu_kernels_name(sets[i]), mms_last_error());
-            return 1;
-        }
-        g_kernels = mms_cpu_kernels_name(sets[i]);
+    while (test_kernel_set_next(&k)) {
+        if (!test_use_kernel_set(k)) continue;
+        g_kernels = mms_cpu_kernels_name(k);
         run_numeric("get_rows", test_get_rows);
         run_numeric("cpy", test_cpy);
         run_numeric("mul_mat", test_mul_mat);

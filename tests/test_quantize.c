@@ -764,13 +764,13 @@ int main(void) {
     FILE *probe = fopen(TINY4, "rb"), *prog = fopen(QUANTIZE, "rb");
     test_seed();
     if (!probe || !prog) {
-        printf("%s missing (%s)\n0 passed, 1 failed\n", !probe ? TINY4 : QUANTIZE, !probe ? "run tools/gen_mllama_fixtures.py" : "make " QUANTIZE);
+        test_fail_all(!probe ? TINY4 : QUANTIZE, !probe ? "missing: run tools/gen_mllama_fixtures.py" : "missing: make " QUANTIZE);
         return 1;
     }
     fclose(probe);
     fclose(prog);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mms-quantize-XXXXXX");
-    if (!mkdtemp(tmpdir)) { printf("cannot make a temporary folder\n0 passed, 1 failed\n"); return 1; }
+    if (!mkdtemp(tmpdir)) { test_fail_all("a temporary folder", "cannot be made"); return 1; }
     cpu = mms_backend_cpu_init();
     RUN(test_f32_baseline);
     RUN(test_q8_0);

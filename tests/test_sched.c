@@ -32,7 +32,8 @@ static bool same_output(const float *a, const float *b, int64_t n) {
 
 /* The cases that steer the limited backend (op masks, offload threshold, event counters). */
 static bool needs_test_backend(const char *test) {
-    if (on_cuda) printf("SKIP %s: needs the limited test backend's knobs\n", test);
+    (void)test;
+    if (on_cuda) test_skip("needs the limited test backend's knobs");
     return on_cuda;
 }
 
@@ -60,7 +61,7 @@ static void fill_det(struct mms_tensor *t, unsigned seed) {
     int64_t i, n = mms_nelements(t);
     float *v = (float *)malloc(sizeof *v * (size_t)n);
     for (i = 0; i < n; i++) { seed = seed * 1103515245u + 12345u; v[i] = (float)((seed >> 9) % 2001) / 1000.0f - 1.0f; }
-    mms_backend_tensor_set(t, v, 0, sizeof *v * (size_t)n);
+    EXPECT(mms_backend_tensor_set(t, v, 0, sizeof *v * (size_t)n) == MMS_OK, "set %s: %s", t->name, mms_last_error());
     free(v);
 }
 
@@ -89,7 +90,7 @@ static void model_init(struct model *m, int k, bool enc_on_dev) {
         float v[D * D];
         mms_fp16_t h[D * D];
         for (i = 0; i < D * D; i++) { v[i] = (float)((i * 37) % 101) / 101.0f - 0.5f; h[i] = mms_fp32_to_fp16(v[i]); }
-        mms_backend_tensor_set(m->w_q, h, 0, sizeof h);
+        EXPECT(mms_backend_tensor_set(m->w_q, h, 0, sizeof h) == MMS_OK, "set w_q: %s", mms_last_error());
     }
     for (l = 0; l < N_LAYERS; l++) { fill_det(m->w_layer[l], 10 + (unsigned)l); fill_det(m->g_layer[l], 20 + (unsigned)l); }
 }
@@ -368,7 +369,7 @@ static void test_pins_and_queries(void) {
     EXPECT(mms_backend_sched_get_buffer_size(s, dev) > 0 && mms_backend_sched_get_buffer_size(s, cpu) > 0, "buffers");
     set_img_and_tokens(img, tok);
     EXPECT(mms_backend_sched_graph_compute(s, g) == MMS_OK, "compute: %s", mms_last_error());
-    mms_backend_tensor_get(y, got, 0, sizeof got);
+    EXPECT(mms_backend_tensor_get(y, got, 0, sizeof got) == MMS_OK, "read: %s", mms_last_error());
     EXPECT(same_output(ref, got, D * N_TOK), "a pin changed the output");
     test_capture_log();
     lb->op_mask = 0;
@@ -418,7 +419,7 @@ static void test_offload_large_batches(void) {
         EXPECT(mms_backend_sched_alloc_graph(s, g) == MMS_OK, "alloc: %s", mms_last_error());
         fill_det(x, 6);
         EXPECT(mms_backend_sched_graph_compute(s, g) == MMS_OK, "compute: %s", mms_last_error());
-        mms_backend_tensor_get(y, i == 0 ? ref : got, 0, sizeof ref);
+        EXPECT(mms_backend_tensor_get(y, i == 0 ? ref : got, 0, sizeof ref) == MMS_OK, "read: %s", mms_last_error());
         EXPECT(mms_backend_sched_get_tensor_backend(s, y) == (i == 1 ? dev : cpu), "pass %d: 'big' ran on %s", i,
                mms_backend_name(mms_backend_sched_get_tensor_backend(s, y)));
         EXPECT(mms_backend_sched_get_tensor_backend(s, small) == cpu, "a small batch must stay with its weights");
@@ -428,7 +429,7 @@ static void test_offload_large_batches(void) {
         EXPECT(offloaded == i, "pass %d: %d trace lines say 'big' was offloaded", i, offloaded);
         mms_backend_sched_free(s);
     }
-    EXPECT(same_output(ref, got, D * N_TOK), "offloading changed the result");
+    EXPECT(same_output(ref, got, 16 * 64), "offloading changed the result");
     lb->offload_min_batch = 0;
     mms_backend_buffer_free(wb);
     mms_free(wctx);
@@ -456,7 +457,7 @@ static void test_pipeline_copies(void) {
         EXPECT(mms_backend_sched_alloc_graph(s, g) == MMS_OK, "alloc: %s", mms_last_error());
         set_img_and_tokens(img, tok);
         EXPECT(mms_backend_sched_graph_compute(s, g) == MMS_OK, "compute: %s", mms_last_error());
-        mms_backend_tensor_get(y, got, 0, sizeof got);
+        EXPECT(mms_backend_tensor_get(y, got, 0, sizeof got) == MMS_OK, "read: %s", mms_last_error());
         EXPECT(same_output(ref, got, D * N_TOK), "round %d differs", round);
         mms_free(ctx);
     }
@@ -538,7 +539,7 @@ static void test_persistent_on_other_backend_and_release(void) {
     EXPECT(mms_backend_sched_graph_compute(s, g1) == MMS_OK, "compute: %s", mms_last_error());
     y = mms_scale(ctx, enc, 2.0f);           /* a CPU-only graph reading it */
     mms_set_output(y);
-    mms_backend_sched_set_tensor_backend(s, y, cpu);
+    EXPECT(mms_backend_sched_set_tensor_backend(s, y, cpu) == MMS_OK, "pin: %s", mms_last_error());
     mms_build_forward_expand(g2, y);
     EXPECT(mms_graph_n_leafs(g2) == 1 && mms_graph_leaf(g2, 0) == enc, "a kept tensor is a leaf of later graphs");
     EXPECT(mms_backend_sched_alloc_graph(s, g2) == MMS_OK && mms_backend_sched_graph_compute(s, g2) == MMS_OK, "g2: %s", mms_last_error());
@@ -546,8 +547,8 @@ static void test_persistent_on_other_backend_and_release(void) {
     {
         float a[D * N_PATCH], b[D * N_PATCH];
         int i, bad = 0;
-        mms_backend_tensor_get(enc, a, 0, sizeof a);
-        mms_backend_tensor_get(y, b, 0, sizeof b);
+        EXPECT(mms_backend_tensor_get(enc, a, 0, sizeof a) == MMS_OK, "read: %s", mms_last_error());
+        EXPECT(mms_backend_tensor_get(y, b, 0, sizeof b) == MMS_OK, "read: %s", mms_last_error());
         for (i = 0; i < D * N_PATCH; i++) bad += b[i] != 2.0f * a[i];
         EXPECT(bad == 0, "%d wrong values", bad);
     }
@@ -605,7 +606,7 @@ static void test_eval_callback_and_dump(void) {
         EXPECT(fgets(line, sizeof line, f) && strstr(line, "mmsched-dump name=enc_out type=f32 ne=24,8,1,1 bytes=768"), "header: %s", line);
         EXPECT(fread(data, 1, sizeof data, f) == sizeof data, "data");
         fclose(f);
-        mms_backend_tensor_get(enc, want, 0, sizeof want);
+        EXPECT(mms_backend_tensor_get(enc, want, 0, sizeof want) == MMS_OK, "read: %s", mms_last_error());
         for (i = 0; i < sizeof data; i++) { h ^= ((unsigned char *)data)[i]; h *= 0x100000001b3ULL; }
         snprintf(hex, sizeof hex, "fnv1a64=%016llx", (unsigned long long)h);
         EXPECT(memcmp(data, want, sizeof data) == 0 && strstr(line, hex), "dumped data or checksum differ (%s)", hex);
@@ -613,7 +614,7 @@ static void test_eval_callback_and_dump(void) {
     }
     st.stop_after = 3;
     st.seen = 0;
-    mms_backend_sched_set_dump(s, "", NULL);
+    EXPECT(mms_backend_sched_set_dump(s, "", NULL) == MMS_OK, "dump off: %s", mms_last_error());
     test_capture_log();
     EXPECT_ERROR(mms_backend_sched_graph_compute(s, g), MMS_ABORTED, "stopped the graph");
     mms_log_set(NULL, NULL);
@@ -716,7 +717,8 @@ static void test_random_graphs_on_two_backends(void) {
         for (i = 0; ok && i < mms_graph_n_nodes(gra); i++) {   /* random pins where the op runs */
             struct mms_tensor *t = mms_graph_node(gra, i);
             mms_backend_t b = pl_next(&pl, 2) ? cpu : dev;
-            if (pl_next(&pl, 5) == 0 && !mms_op_is_view(t->op) && mms_backend_supports_op(b, t)) mms_backend_sched_set_tensor_backend(s, t, b);
+            if (pl_next(&pl, 5) == 0 && !mms_op_is_view(t->op) && mms_backend_supports_op(b, t))
+                ok = mms_backend_sched_set_tensor_backend(s, t, b) == MMS_OK;
         }
         if (ok) ok = mms_backend_sched_alloc_graph(s, gra) == MMS_OK;
         if (ok) {
@@ -736,7 +738,7 @@ static void test_random_graphs_on_two_backends(void) {
             failures++;
             printf("    graph %d (seed %llu) failed (last error: %s)\n", gi, seed, mms_last_error());
             mms_backend_sched_set_debug(s, 2, stdout);
-            mms_backend_sched_alloc_graph(s, gra);
+            (void)mms_backend_sched_alloc_graph(s, gra);   /* again, for the trace of where each op went */
         }
         mms_backend_sched_free(s);
         mms_backend_buffer_free(own);
@@ -760,9 +762,8 @@ int main(void) {
     on_cuda = true;
     dev = mms_backend_cuda_init(0);
     if (!dev) {
-        printf("SKIP test_sched on CUDA: %s\n0 passed, 0 failed\n", mms_last_error());
         mms_backend_free(cpu);
-        return 0;
+        return test_skip_all("test_sched on CUDA", mms_last_error());
     }
 #else
     dev = limited_backend_new("TEST", LIMITED_ALL_OPS);

@@ -247,15 +247,28 @@ static void test_sampling_errors(void) {
     struct mms_sampler_params p = mms_sampler_default_params();
     struct mms_sampler *s;
     float logits[3] = { 1.0f, NAN, 0.0f }, probs[3];
-    p.top_p = 0.0f;
+    p.top_p = 1.5f;
     mms_clear_error();
-    EXPECT(mms_sampler_new(&p) == NULL && strstr(mms_last_error(), "top_p") != NULL, "top_p 0 accepted: %s", mms_last_error());
+    EXPECT(mms_sampler_new(&p) == NULL && strstr(mms_last_error(), "top_p") != NULL, "top_p 1.5 accepted: %s", mms_last_error());
     p = mms_sampler_default_params();
     p.temperature = -1.0f;
     EXPECT(mms_sampler_new(&p) == NULL && strstr(mms_last_error(), "temperature") != NULL, "negative temperature accepted");
+    p.temperature = INFINITY;
+    EXPECT(mms_sampler_new(&p) == NULL && strstr(mms_last_error(), "temperature") != NULL, "infinite temperature accepted");
     p = mms_sampler_default_params();
-    p.repeat_penalty = 0.0f;
-    EXPECT(mms_sampler_new(&p) == NULL, "penalty 0 accepted");
+    p.repeat_penalty = -0.5f;
+    EXPECT(mms_sampler_new(&p) == NULL, "negative penalty accepted");
+    p.repeat_penalty = NAN;
+    EXPECT(mms_sampler_new(&p) == NULL, "NaN penalty accepted");
+    {   /* zeroed means the defaults: greedy, top_p and the penalty off */
+        const float l[3] = { 0.5f, 2.0f, 1.0f };
+        struct mms_sampler_params zero;
+        memset(&zero, 0, sizeof zero);
+        s = mms_sampler_new(&zero);
+        EXPECT(s != NULL && mms_sampler_sample(s, l, 3) == 1 && mms_sampler_sample(s, l, 3) == 1, "a zeroed struct is greedy without penalty: %s",
+               mms_last_error());
+        mms_sampler_free(s);
+    }
     s = mms_sampler_new(NULL);
     EXPECT(s != NULL, "default sampler: %s", mms_last_error());
     mms_clear_error();

@@ -536,7 +536,7 @@ int main(int argc, char **argv) {
     (void)argc;
     snprintf(hostile_path, sizeof hostile_path, "%s.hostile.gguf", argv[0]);
     fx = mms_gguf_open(FIXTURES "tok-cases.gguf");
-    if (!fx) { printf("cannot open the fixture: %s\n", mms_last_error()); printf("0 passed, 1 failed\n"); return 1; }
+    if (!fx) { test_fail_all("the fixture", mms_last_error()); return 1; }
     RUN(test_bpe_vocab_cases);
     RUN(test_llama3_vocab_cases);
     RUN(test_demo_vocab_cases);

@@ -22,6 +22,10 @@ IFS=. read -r v_major v_minor v_patch <<<"$version"
 generate() {
   local part
   grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' tools/amalgamate.list | while read -r part; do
+    case "$part" in
+      '!unless '*) printf '#ifndef %s   /* the parts below are left out under this option */\n\n' "${part#!unless }"; continue ;;
+      '!end')      printf '#endif\n\n'; continue ;;
+    esac
     [ -f "$part" ] || { echo "amalgamate: missing part $part" >&2; exit 1; }
     case "$part" in
       *.txt)  # plain-text manual or license: becomes a comment

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a Hugging Face Llama 3.2 Vision ("mllama") checkpoint to GGUF for mmsched.
 
-    python tools/convert_hf_to_gguf.py MODEL_DIR [--outfile OUT.gguf] [--outtype f32|f16|bf16]
+    python tools/convert_hf_to_gguf.py MODEL_DIR [--outfile OUT.gguf] [--outtype auto|f32|f16|bf16]
     python tools/convert_hf_to_gguf.py MODEL_DIR --split [--outfile TEXT.gguf] [--proj-outfile PROJ.gguf]
 
 MODEL_DIR holds config.json and *.safetensors (F32, F16 or BF16), and optionally tokenizer.json,
@@ -41,11 +41,12 @@ Transformations (all others are copied as they are):
     (i, i + d/2)) back to Meta's interleaved layout (pairs (2i, 2i + 1)): within each head, row
     2i + p of the output is HF row p * d/2 + i. With these weights ggml's NORMAL RoPE mode
     (adjacent pairs) gives exactly the attention scores of HF's rotate-half RoPE.
-  * Cross-attention q/k are NOT permuted: they are written in HF order (= Meta's order, matching
-    q_norm/k_norm; there is no RoPE in cross-attention). Note that Ollama's converter applies its
-    RoPE permutation to cross_attn_{q,k}_proj by a suffix rule (spec 6.2, end); GGUFs made by Ollama
-    may therefore differ from ours in the row order of those two weights. Vision q/k are also
-    written in HF order (Ollama permutes them within heads, which does not change attention).
+  * Cross-attention and vision q/k (single file): their rows are permuted within each head in
+    the same way, as Ollama's converter does by its suffix rule (spec 6.2): cross_attn_q_proj with
+    num_attention_heads, cross_attn_k_proj with num_key_value_heads, v[.global].blk.N.attn_{q,k}
+    with the vision heads; cross_attn_{q,k}_norm are not permuted. The loader puts those rows back.
+    The two-file layout keeps them in HF order, as Ollama's legacy C++ code reads them (it applies
+    q_norm/k_norm to each head's rows as they are).
   * rope_freqs.weight (F32, head_dim/2 values) holds the llama3 per-frequency DIVISORS computed
     from rope_scaling (spec 5): angle_i = pos * freq_base^(-2i/d) / rope_freqs[i]; 1 for
     wavelengths below original_max_position_embeddings / high_freq_factor, `factor` above
@@ -53,12 +54,18 @@ Transformations (all others are copied as they are):
     s = (original_max_position_embeddings / wavelength - low) / (high - low). It is omitted when
     the checkpoint has no llama3 rope_scaling.
 
-Types (--outtype): matrices become f32, f16 or bf16; 1-D tensors (norms, biases, gates, the class
-embedding, q/k norms), rope_freqs and the vision tower's embedding tables (position, tile, pre/post
-tile) always stay F32.
+Types (--outtype): auto (default) is Ollama's rule: matrices F16, except the text matrices of a
+BF16 checkpoint, which stay BF16 (vision and projector matrices become F16); f32, f16 or bf16 make
+every matrix that type. 1-D tensors (norms, biases, gates, the class embedding, q/k norms),
+rope_freqs and the vision tower's embedding tables (position, tile, pre/post tile) always stay F32.
+
+Layout: keys in byte order, tensors ordered by block number (blk.N.) then name, each padded to 32
+bytes, the file ending where the last tensor ends: as Ollama's writer lays them out, so that a file
+from this script and one from Ollama's converter differ only where listed in tools/README.md.
 
 Metadata (everything the C loader needs; `mllama.` keys are Ollama's unless marked OURS):
-  general.architecture = "mllama", general.name, general.file_type, general.type
+  general.architecture = "mllama", general.file_type (1 for auto and f16, as Ollama; 0 for f32, 32 for
+  bf16), general.quantization_version = 2; the split files also general.name and general.type
   text:   mllama.vocab_size (lm_head rows; the embedding table has vocab_size + 8 rows),
           mllama.block_count, mllama.context_length, mllama.embedding_length,
           mllama.feed_forward_length, mllama.attention.head_count, mllama.attention.head_count_kv,
@@ -69,24 +76,27 @@ Metadata (everything the C loader needs; `mllama.` keys are Ollama's unless mark
           mllama.vision.feed_forward_length, mllama.vision.attention.head_count,
           mllama.vision.attention.layer_norm_epsilon, mllama.vision.image_size,
           mllama.vision.patch_size, mllama.vision.max_num_tiles, mllama.vision.num_channels
-  OURS:   mllama.vision.image_mean, mllama.vision.image_std (float32[3], from
-          preprocessor_config.json when present), mllama.image_token_index (u32),
-          mllama.vision.projection_dim (u32, = the text hidden size; the legacy projector file
-          has it too).
+  OURS:   mmsched.mllama.qk_rows = "ollama" (single file: q/k rows permuted as above) or "hf"
+          (the two-file layout), mllama.vision.image_mean, mllama.vision.image_std (float32[3],
+          from preprocessor_config.json when present), mllama.image_token_index (u32);
+          the projector file also mllama.vision.projection_dim (u32, = the text hidden size).
   In the split layout the text file has the text keys, mllama.image_token_index and the tokenizer;
   the projector file has general.architecture = "mllama", general.type = "projector",
   general.description, general.file_type and all mllama.vision.* keys (projection_dim included).
-  tokenizer (when tokenizer.json exists; skipped with a message otherwise):
-          tokenizer.ggml.model = "gpt2", tokenizer.ggml.pre = "llama-bpe", tokenizer.ggml.tokens,
+  tokenizer (when tokenizer.json exists; skipped with a message otherwise), as Ollama writes it:
+          tokenizer.ggml.model = "gpt2", tokenizer.ggml.pre ("llama-bpe" for Llama 3's Split
+          regex, else "default"), tokenizer.ggml.tokens, tokenizer.ggml.scores (the ids),
           tokenizer.ggml.token_type (1 normal, 3 control = special added token, 4 user defined,
-          5 unused = an id hole), tokenizer.ggml.merges, tokenizer.ggml.bos_token_id,
-          tokenizer.ggml.eos_token_id, tokenizer.ggml.padding_token_id,
-          tokenizer.ggml.eos_token_ids (int32[]: config, generation_config and tokenizer eos ids),
+          5 unused = an id hole, which Ollama's converter cannot represent), tokenizer.ggml.merges,
+          tokenizer.ggml.{bos,eos,padding,...}_token_id for the tokenizer_config.json tokens that are
+          added tokens, tokenizer.ggml.add_*_token when tokenizer_config.json says,
+          tokenizer.ggml.eos_token_ids (int32[]) when generation_config.json lists eos_token_id,
           tokenizer.chat_template when tokenizer_config.json has one.
 """
 
 import argparse
 import glob
+import hashlib
 import json
 import math
 import os
@@ -118,10 +128,11 @@ class Lazy:
     """A tensor known by its shape, loaded (as float32) only when written: the converter holds one
     tensor at a time, so an 11B checkpoint converts in a few GB of memory."""
 
-    def __init__(self, shape, fn):
+    def __init__(self, shape, fn, src_dtype=None):
         self.shape = tuple(int(x) for x in shape)
         self.ndim = len(self.shape)
         self._fn = fn
+        self.src_dtype = src_dtype          # the checkpoint's dtype ("F32", "F16", "BF16"), None if computed
 
     def load(self):
         a = self._fn()
@@ -129,7 +140,7 @@ class Lazy:
         return a
 
     def then(self, fn, shape=None):
-        return Lazy(self.shape if shape is None else shape, lambda: fn(self.load()))
+        return Lazy(self.shape if shape is None else shape, lambda: fn(self.load()), self.src_dtype)
 
 
 def read_safetensors(path):
@@ -152,7 +163,7 @@ def read_safetensors(path):
             raw = np.frombuffer(buf[base + b: base + e].tobytes(), dtype=_ST_DTYPES[dt])
             arr = _bf16_to_f32(raw) if dt == "BF16" else raw.astype(np.float32)
             return arr.reshape(shape)
-        out[name] = Lazy(info["shape"], load)
+        out[name] = Lazy(info["shape"], load, dt)
     return out
 
 
@@ -467,11 +478,28 @@ def check_shapes(hp, text, vision):
 
 
 # ---------------------------------------------------------------------------------------------------
-# output types
+# q/k row order and output types
 
-def stored_type(name, shape, outtype):
-    """-> (numpy dtype, raw_dtype or None) a tensor is stored with"""
-    if outtype == "f32" or len(shape) == 1 or name in _KEEP_F32:
+def ollama_qk_heads(name, hp):
+    """Heads of a q/k projection whose rows Ollama's converter permutes per head (its RoPE rule,
+    applied by name: the text self-attention, which unpermute_rope_rows already handles, and also
+    the cross-attention and vision q/k, which have no RoPE), or None."""
+    if name.endswith("cross_attn_q_proj.weight"):
+        return hp.n_head
+    if name.endswith("cross_attn_k_proj.weight"):
+        return hp.n_head_kv
+    if name.startswith("v.") and (name.endswith("attn_q.weight") or name.endswith("attn_k.weight")):
+        return hp.v_n_head
+    return None
+
+
+def stored_type(name, lazy, outtype):
+    """-> (numpy dtype, raw_dtype or None) a tensor is stored with. "auto" is Ollama's rule: F16
+    matrices, BF16 for the text matrices of a BF16 checkpoint; 1-D tensors, biases and _KEEP_F32 F32."""
+    keep32 = len(lazy.shape) == 1 or name in _KEEP_F32 or name.endswith(".bias")
+    if outtype == "auto":
+        outtype = "bf16" if lazy.src_dtype == "BF16" and not name.startswith(("v.", "mm.")) else "f16"
+    if outtype == "f32" or keep32:
         return np.float32, None
     if outtype == "f16":
         return np.float16, None
@@ -480,27 +508,43 @@ def stored_type(name, shape, outtype):
     raise SystemExit(f"unknown outtype {outtype}")
 
 
-def to_outtype(name, arr, outtype):
-    """-> (array, raw_dtype or None)"""
-    if outtype == "f32" or arr.ndim == 1 or name in _KEEP_F32:
-        return np.ascontiguousarray(arr, dtype=np.float32), None
-    if outtype == "f16":
-        return np.ascontiguousarray(arr.astype(np.float16)), None
-    if outtype == "bf16":
-        u = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
-        nan = (u & 0x7FFFFFFF) > 0x7F800000
-        r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-        r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-        return r, gguf.GGMLQuantizationType.BF16
-    raise SystemExit(f"unknown outtype {outtype}")
+def to_stored(arr, dtype):
+    if dtype == np.float32:
+        return np.ascontiguousarray(arr, dtype=np.float32)
+    if dtype == np.float16:
+        return np.ascontiguousarray(arr.astype(np.float16))
+    u = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)        # bf16, round to nearest even
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+    return r
 
 
-FILE_TYPE = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-             "bf16": gguf.LlamaFileType.MOSTLY_BF16}
+# general.file_type: Ollama's converter always writes 1; the explicit types say what they hold
+FILE_TYPE = {"auto": gguf.LlamaFileType.MOSTLY_F16, "f32": gguf.LlamaFileType.ALL_F32,
+             "f16": gguf.LlamaFileType.MOSTLY_F16, "bf16": gguf.LlamaFileType.MOSTLY_BF16}
 
 
 # ---------------------------------------------------------------------------------------------------
 # metadata
+
+class SortedKV:
+    """Keys collected, then written in byte order as Ollama's writer does (general.architecture,
+    which gguf's writer adds first, sorts first among these keys)."""
+
+    def __init__(self):
+        self.items = {}
+
+    def __getattr__(self, method):                 # add_uint32, add_string, add_key_value, ...
+        if not method.startswith("add_"):
+            raise AttributeError(method)
+        return lambda key, *a, **k: self.items.__setitem__(key, (method, a, k))
+
+    def flush(self, w):
+        for key in sorted(self.items, key=lambda k: k.encode("utf-8")):
+            method, a, k = self.items[key]
+            getattr(w, method)(key, *a, **k)
+
 
 def add_i32_array(w, key, vals):
     w.add_key_value(key, [int(v) for v in vals], gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.INT32)
@@ -522,10 +566,10 @@ def add_text_kv(w, hp):
     w.add_float32("mllama.rope.freq_base", hp.rope_theta)
     w.add_float32("mllama.attention.layer_norm_rms_epsilon", hp.rms_eps)
     add_i32_array(w, "mllama.attention.cross_attention_layers", hp.cross_layers)
-    w.add_uint32("mllama.image_token_index", hp.image_token_index)
+    w.add_uint32("mllama.image_token_index", hp.image_token_index)      # OURS
 
 
-def add_vision_kv(w, hp):
+def add_vision_kv(w, hp, projector=False):
     w.add_uint32("mllama.vision.block_count", hp.v_n_layer)
     w.add_uint32("mllama.vision.global.block_count", hp.v_n_global)
     add_i32_array(w, "mllama.vision.intermediate_layers_indices", hp.v_taps)
@@ -537,8 +581,9 @@ def add_vision_kv(w, hp):
     w.add_uint32("mllama.vision.patch_size", hp.v_patch_size)
     w.add_uint32("mllama.vision.max_num_tiles", hp.v_max_tiles)
     w.add_uint32("mllama.vision.num_channels", hp.v_channels)
-    w.add_uint32("mllama.vision.projection_dim", hp.n_embd)
-    if hp.image_mean is not None:
+    if projector:
+        w.add_uint32("mllama.vision.projection_dim", hp.n_embd)      # the legacy projector file's key
+    if hp.image_mean is not None:                                     # OURS
         add_f32_array(w, "mllama.vision.image_mean", hp.image_mean)
         add_f32_array(w, "mllama.vision.image_std", hp.image_std)
 
@@ -551,7 +596,23 @@ def _token_id(tok, vocab):
     return vocab.get(tok)
 
 
+# sha256 of the Split regexes of Llama 3's pre-tokenizer, as Ollama identifies it
+LLAMA3_PRE_SHA256 = "d98f9631be1e9607a9848c26c1f9eac1aa9fc21ac6ba82a2fc0741af9780a48f"
+
+
+def pre_tokenizer_name(tok):
+    h = hashlib.sha256()
+    for pt in (tok.get("pre_tokenizer") or {}).get("pretokenizers") or []:
+        if pt.get("type") == "Split" and (pt.get("pattern") or {}).get("Regex"):
+            h.update(pt["pattern"]["Regex"].encode("utf-8"))
+    return "llama-bpe" if h.hexdigest() == LLAMA3_PRE_SHA256 else "default"
+
+
 def add_tokenizer_kv(w, hp, model_dir):
+    """The tokenizer keys as Ollama's converter writes them (tokens by id with scores = id, types,
+    merges, pre, special ids named by tokenizer_config.json when they are added tokens, add_*_token,
+    *_token_ids lists from generation_config.json, the chat template), except that an id hole gets a
+    "[PAD<id>]" token of type unused (Ollama's list would shift the ids after it)."""
     tj = os.path.join(model_dir, "tokenizer.json")
     if not os.path.exists(tj):
         print("note: no tokenizer.json: tokenizer metadata skipped")
@@ -596,69 +657,90 @@ def add_tokenizer_kv(w, hp, model_dir):
         with open(gcp) as f:
             gcfg = json.load(f)
 
-    def as_list(x):
-        return [] if x is None else (list(x) if isinstance(x, (list, tuple)) else [x])
-
-    bos = _token_id(tcfg.get("bos_token"), vocab)
-    if bos is None:
-        bos = hp.text_bos
-    eos = _token_id(tcfg.get("eos_token"), vocab)
-    eos_ids = []
-    for e in as_list(eos) + as_list(hp.text_eos) + as_list(gcfg.get("eos_token_id")):
-        if e is not None and int(e) not in eos_ids:
-            eos_ids.append(int(e))
-    if eos is None and eos_ids:
-        eos = eos_ids[0]
-    pad = _token_id(tcfg.get("pad_token"), vocab)
-    if pad is None:
-        pad = hp.text_pad
-
+    added_ids = {a["content"]: a["id"] for a in added.values()}
     w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", "llama-bpe")
+    w.add_string("tokenizer.ggml.pre", pre_tokenizer_name(tok))
     w.add_key_value("tokenizer.ggml.tokens", tokens, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.STRING)
+    add_f32_array(w, "tokenizer.ggml.scores", [float(i) for i in range(n)])
     add_i32_array(w, "tokenizer.ggml.token_type", types)
     if merges:
         w.add_key_value("tokenizer.ggml.merges", merges, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.STRING)
-    if bos is not None:
-        w.add_uint32("tokenizer.ggml.bos_token_id", int(bos))
-    if eos is not None:
-        w.add_uint32("tokenizer.ggml.eos_token_id", int(eos))
-    if pad is not None:
-        w.add_uint32("tokenizer.ggml.padding_token_id", int(pad))
-    if eos_ids:
-        add_i32_array(w, "tokenizer.ggml.eos_token_ids", eos_ids)
+    said = {}
+    for st, key in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("sep", "seperator"), ("pad", "padding"),
+                    ("cls", "cls"), ("mask", "mask")):
+        content = tcfg.get(f"{st}_token")
+        if isinstance(content, dict):
+            content = content.get("content")
+        if not isinstance(content, str) or content not in added_ids:
+            continue
+        if isinstance(tcfg.get(f"add_{st}_token"), bool):
+            w.add_bool(f"tokenizer.ggml.add_{key}_token", tcfg[f"add_{st}_token"])
+        w.add_uint32(f"tokenizer.ggml.{key}_token_id", added_ids[content])
+        said[st] = added_ids[content]
+        ids = gcfg.get(f"{st}_token_id")
+        if isinstance(ids, list) and ids:
+            add_i32_array(w, f"tokenizer.ggml.{key}_token_ids", [int(x) for x in ids])
     if isinstance(tcfg.get("chat_template"), str):
         w.add_string("tokenizer.chat_template", tcfg["chat_template"])
-    print(f"tokenizer: {n} tokens, {len(merges)} merges, bos {bos}, eos {eos}, pad {pad}, eos ids {eos_ids}")
+    print(f"tokenizer: {n} tokens, {len(merges)} merges, special ids {said}")
     return True
 
 
 # ---------------------------------------------------------------------------------------------------
 
-def write_gguf(path, hp, name, outtype, tensors, kv_fns, gtype, description=None):
+def _block(name):
+    m = re.match(r"blk\.(\d+)\.", name)
+    return int(m.group(1)) if m else sys.maxsize
+
+
+def write_gguf(path, hp, outtype, tensors, kv_fns, extra_general=None):
+    """Keys in byte order, tensors by block number then name, 32-byte alignment, and the file ends
+    where the last tensor ends: the layout of Ollama's writer (fs/ggml/gguf.go)."""
     w = gguf.GGUFWriter(path, ARCH)
-    w.add_name(name)
-    w.add_type(gtype)
-    if description:
-        w.add_description(description)
-    w.add_file_type(int(FILE_TYPE[outtype]))
+    kv = SortedKV()
+    kv.add_uint32("general.file_type", int(FILE_TYPE[outtype]))
+    kv.add_uint32("general.quantization_version", 2)
+    for k, v in (extra_general or {}).items():
+        kv.add_string(k, v)
     for fn in kv_fns:
-        fn(w)
+        fn(kv)
+    kv.flush(w)
+    tensors = sorted(tensors, key=lambda t: (_block(t[0]), t[0].encode("utf-8")))
     for tname, lazy, _ in tensors:                  # tensor infos first, data one tensor at a time
-        dtype, raw_dtype = stored_type(tname, lazy.shape, outtype)
+        dtype, raw_dtype = stored_type(tname, lazy, outtype)
         nbytes = int(np.prod(lazy.shape)) * np.dtype(dtype).itemsize
         w.add_tensor_info(tname, lazy.shape, np.dtype(dtype), nbytes, raw_dtype=raw_dtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
+    last = 0
     for tname, lazy, _ in tensors:
-        data, _ = to_outtype(tname, lazy.load(), outtype)
+        data = to_stored(lazy.load(), stored_type(tname, lazy, outtype)[0])
         w.write_tensor_data(data)
+        last = data.nbytes
     w.close()
+    size = os.path.getsize(path)
+    pad = (-last) % 32
+    with open(path, "r+b") as f:                      # gguf's writer pads after the last tensor too
+        f.seek(size - pad)
+        if pad and f.read(pad) == bytes(pad):
+            f.truncate(size - pad)
     print(f"wrote {path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
 
 
-def convert(model_dir, outfile=None, outtype="f32", split=False, proj_outfile=None):
+def single_file_tensors(hp, text, vision):
+    """The single-file layout holds the cross-attention and vision q/k rows permuted per head, as
+    Ollama's converter writes them (spec 6.2)."""
+    out = []
+    for name, arr, legacy in text + vision:
+        heads = ollama_qk_heads(name, hp)
+        if heads is not None:
+            arr = arr.then(lambda a, heads=heads: unpermute_rope_rows(a, heads))
+        out.append((name, arr, legacy))
+    return out
+
+
+def convert(model_dir, outfile=None, outtype="auto", split=False, proj_outfile=None):
     hp = HParams(model_dir)
     raw = load_checkpoint(model_dir)
     text, vision = map_tensors(hp, raw)
@@ -666,9 +748,9 @@ def convert(model_dir, outfile=None, outtype="f32", split=False, proj_outfile=No
     name = os.path.basename(os.path.normpath(model_dir))
     if not split:
         outfile = outfile or os.path.join(model_dir, f"{name}-{outtype}.gguf")
-        write_gguf(outfile, hp, name, outtype, text + vision,
+        write_gguf(outfile, hp, outtype, single_file_tensors(hp, text, vision),
                    [lambda w: add_text_kv(w, hp), lambda w: add_vision_kv(w, hp),
-                    lambda w: add_tokenizer_kv(w, hp, model_dir)], "model")
+                    lambda w: add_tokenizer_kv(w, hp, model_dir), lambda w: w.add_string(QK_ROWS_KEY, "ollama")])
         return [outfile]
     if outfile is None:
         outfile = os.path.join(model_dir, f"{name}-text-{outtype}.gguf")
@@ -677,20 +759,28 @@ def convert(model_dir, outfile=None, outtype="f32", split=False, proj_outfile=No
         stem = outfile[:-5] if outfile.endswith(".gguf") else outfile
         stem = stem[:-5] if stem.endswith("-text") else stem
         proj_outfile = stem + "-proj.gguf"
-    write_gguf(outfile, hp, name, outtype, text,
-               [lambda w: add_text_kv(w, hp), lambda w: add_tokenizer_kv(w, hp, model_dir)], "model")
+    write_gguf(outfile, hp, outtype, text,
+               [lambda w: add_text_kv(w, hp), lambda w: add_tokenizer_kv(w, hp, model_dir),
+                lambda w: w.add_string(QK_ROWS_KEY, "hf")], {"general.name": name, "general.type": "model"})
     legacy = [(lname, arr, lname) for _, arr, lname in vision]
-    write_gguf(proj_outfile, hp, name + " vision projector", outtype, legacy,
-               [lambda w: add_vision_kv(w, hp)], "projector",
-               description="mllama vision encoder and projector (two-file layout)")
+    write_gguf(proj_outfile, hp, outtype, legacy, [lambda w: add_vision_kv(w, hp, projector=True),
+                                                    lambda w: w.add_string(QK_ROWS_KEY, "hf")],
+               {"general.name": name + " vision projector", "general.type": "projector",
+                "general.description": "mllama vision encoder and projector (two-file layout)"})
     return [outfile, proj_outfile]
+
+
+# OURS: which q/k row order a file holds ("ollama": permuted per head as Ollama's converter writes
+# them; "hf": the checkpoint's order). Ollama's reader ignores it; mmsched's loader reads it.
+QK_ROWS_KEY = "mmsched.mllama.qk_rows"
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Hugging Face mllama checkpoint -> GGUF (Ollama layouts)")
     ap.add_argument("model_dir")
     ap.add_argument("--outfile", help="output GGUF (with --split: the text GGUF)")
-    ap.add_argument("--outtype", choices=["f32", "f16", "bf16"], default="f32")
+    ap.add_argument("--outtype", choices=["auto", "f32", "f16", "bf16"], default="auto",
+                    help="auto (default): Ollama's types (F16 matrices; BF16 text matrices from a BF16 checkpoint)")
     ap.add_argument("--split", action="store_true", help="write the older pair: text GGUF + projector GGUF")
     ap.add_argument("--proj-outfile", help="with --split: the projector GGUF (default: OUTFILE less -text, + -proj.gguf)")
     a = ap.parse_args(argv)

@@ -625,8 +625,9 @@ def expected_from_hf(sd, hp, layout):
             for a, b in (("gate", "gate"), ("up", "up"), ("down", "down")):
                 exp[g + f"ffn_{a}.weight"] = (p + f"mlp.{b}_proj.weight", "copy")
             if il in hp.cross_layers:
-                for x in "qkvo":
-                    exp[g + f"cross_attn_{x}_proj.weight"] = (p + f"cross_attn.{x}_proj.weight", "copy")
+                for x in "qkvo":      # the single file holds q/k permuted per head, as Ollama's converter
+                    heads = {"q": hp.n_head, "k": hp.n_head_kv}.get(x) if layout == "single" else None
+                    exp[g + f"cross_attn_{x}_proj.weight"] = (p + f"cross_attn.{x}_proj.weight", ("perm", heads) if heads else "copy")
                 for x in "qk":
                     exp[g + f"cross_attn_{x}_norm.weight"] = (p + f"cross_attn.{x}_norm.weight", "copy")
                 exp[g + "cross_attn_attn_gate"] = (p + "cross_attn_attn_gate", "copy")
@@ -660,7 +661,8 @@ def expected_from_hf(sd, hp, layout):
                     exp[g + ("ffn_down." if legacy else "ffn_up.") + y] = (p + "mlp.fc1." + y, "copy")
                     exp[g + ("ffn_up." if legacy else "ffn_down.") + y] = (p + "mlp.fc2." + y, "copy")
                 for x in "qkv":
-                    exp[g + f"attn_{x}.weight"] = (p + f"self_attn.{x}_proj.weight", "copy")
+                    perm = layout == "single" and x in "qk"
+                    exp[g + f"attn_{x}.weight"] = (p + f"self_attn.{x}_proj.weight", ("perm", hp.v_n_head) if perm else "copy")
                 exp[g + ("attn_out.weight" if legacy else "attn_output.weight")] = (p + "self_attn.o_proj.weight", "copy")
                 if enc == "global_transformer":
                     exp[g + "attn_gate"] = (p + "gate_attn", "tanh")
@@ -732,9 +734,10 @@ def check_model_gguf(path, sd, hp, layout, outtype, tokenizer):
             "mllama.attention.layer_norm_rms_epsilon": np.float32(1e-5),
             "mllama.attention.cross_attention_layers": hp.cross_layers,
             "mllama.image_token_index": IMAGE_TOKEN,
-            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "llama-bpe",
+            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "default",   # GPT-2's regex, not Llama 3's Split
             "tokenizer.ggml.bos_token_id": BOS, "tokenizer.ggml.eos_token_id": EOT,
-            "tokenizer.ggml.padding_token_id": PAD, "tokenizer.ggml.eos_token_ids": [EOT, EOT_TEXT, EOM],
+            "tokenizer.ggml.padding_token_id": PAD, "tokenizer.ggml.eos_token_ids": [EOT_TEXT, EOM, EOT],
+            "mmsched.mllama.qk_rows": "ollama" if layout == "single" else "hf",
         })
         toks = kv["tokenizer.ggml.tokens"]
         assert len(toks) == VOCAB + 1 and toks[IMAGE_TOKEN] == "<|image|>" and toks[BOS] == "<|begin_of_text|>"
@@ -749,14 +752,17 @@ def check_model_gguf(path, sd, hp, layout, outtype, tokenizer):
             "mllama.vision.feed_forward_length": 64, "mllama.vision.attention.head_count": 2,
             "mllama.vision.attention.layer_norm_epsilon": np.float32(1e-5), "mllama.vision.image_size": 56,
             "mllama.vision.patch_size": 14, "mllama.vision.max_num_tiles": hp.v_max_tiles,
-            "mllama.vision.num_channels": 3, "mllama.vision.projection_dim": 64,
+            "mllama.vision.num_channels": 3,
             "mllama.vision.image_mean": [np.float32(x) for x in MEAN],
             "mllama.vision.image_std": [np.float32(x) for x in STD],
         })
     if layout == "proj":
-        assert kv["general.type"] == "projector"
+        assert kv["general.type"] == "projector" and kv["mllama.vision.projection_dim"] == 64
+        assert kv["mmsched.mllama.qk_rows"] == "hf"
         assert not any(k.startswith("tokenizer.") for k in kv)
         assert not any(k.startswith("mllama.") and not k.startswith("mllama.vision.") for k in kv)
+    if layout == "single":
+        assert "mllama.vision.projection_dim" not in kv
     if layout == "text":
         assert not any(k.startswith("mllama.vision.") for k in kv)
     for k, v in want.items():

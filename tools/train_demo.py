@@ -1,48 +1,61 @@
 #!/usr/bin/env python3
-"""Train the bundled demo model: a tiny Llama 3.2 Vision ("mllama") that captions synthetic pictures.
+"""Train the bundled demo model: a tiny Llama 3.2 Vision ("mllama") that describes pictures of simple
+shapes, answers questions about them, compares several pictures and stops.
 
-    python tools/train_demo.py [--work DIR] [--resume] [--export-only] [--steps N]
+    python tools/train_demo.py [--work DIR] [--resume] [--export-only] [--steps N] [--keep-hf DIR]
 
-CPU only (2 threads), deterministic from --seed with the pinned packages. It
- 1. draws pictures with Pillow from a seed: one shape (SHAPES) of a colour (COLOURS) and a size
-    (small/large) at one of nine places (POSITIONS, a 3x3 grid) on a slightly noisy background
-    (BACKGROUNDS), with jitter, in several sizes and aspect ratios; the caption follows from the
-    picture, e.g. "a small red circle at the top left on a white background";
+CPU only (--threads torch threads), deterministic from --seed with the pinned packages. It
+ 1. draws training pictures with Pillow (supersampled polygons, Gaussian noise, some saved as JPEG)
+    of scenes from tools/demo_world.py: one to three shapes of different kinds and colours in the
+    places of a 3x3 grid on a noisy background, at aspect ratios 1:4.4..4.4:1 and shorter sides of
+    14..700 pixels; and pictures outside that world (colour fields, text, stripes, crowds of shapes,
+    gradients), whose answer is always demo_world.NOT_A_SCENE;
  2. trains a byte-level BPE tokenizer in Llama 3's format (Llama 3 split regex + ByteLevel, all 256
-    byte tokens, the Llama 3 special tokens, <|image|> last) on prompts, captions and some English;
+    byte tokens, the Llama 3 special tokens, <|image|> last) on the world's words and some English;
     tokenizer_config.json carries the chat template of meta-llama/Llama-3.2-11B-Vision-Instruct;
- 3. trains MllamaForConditionalGeneration (config in make_config) with AdamW on the answer tokens of
-    chat-templated prompts (image first, then one of PROMPTS), checkpointing to --work;
- 4. saves the Hugging Face checkpoint and converts it with tools/convert_hf_to_gguf.py to
-    models/mllama-demo.gguf and (--split) tests/fixtures/demo/mllama-demo-{text,proj}.gguf;
+ 3. trains MllamaForConditionalGeneration (config in make_config) with AdamW on the assistant tokens
+    of chat-templated conversations: a caption, a question about one picture, "which picture ..."
+    over two or three pictures (each picture followed by demo_world.picture_label, as
+    examples/mllama.c writes them), two-turn chats (a picture in the second turn, or a follow-up
+    question about the first), text without a picture, and out-of-world pictures;
+ 4. saves the Hugging Face checkpoint (--keep-hf keeps it) and converts it with
+    tools/convert_hf_to_gguf.py to models/mllama-demo.gguf and (--split)
+    tests/fixtures/demo/mllama-demo-{text,proj}.gguf;
  5. writes examples/images/ (sample pictures and a README with their captions) and
-    tests/fixtures/demo/demo-ref.gguf (below), with transformers' greedy captions (float32, eager
-    attention, the PIL image processor; transformers 4.46 takes the vision taps by Meta's rule).
+    tests/fixtures/demo/demo-ref.gguf (below), with transformers' greedy answers (float32, eager
+    attention, the PIL image processor, whose tiles must equal the ones training used).
+With --from-hf DIR it skips training and exports that checkpoint folder (step 5 and the conversion).
 
-Reference file tests/fixtures/demo/demo-ref.gguf (read by tests/test_demo.c; names are a contract):
+Reference file tests/fixtures/demo/demo-ref.gguf (read by tests/test_demo.c and tests/test_cli.c):
   keys   ref.transformers_version, ref.torch_version, ref.pillow_version, ref.numpy_version,
          ref.tokenizers_version, ref.gguf_version (str);
          ref.n_cases, ref.n_samples (u32: cases 0..n_samples-1 are the files of examples/images/),
          ref.max_new_tokens (u32), ref.eos_ids (int32[]), ref.canonical_prompt (str),
-         ref.cases_correct (u32: cases whose greedy caption equals the true caption),
+         ref.cases_correct (u32: cases whose greedy answer equals the true answer),
          ref.heldout_n, ref.heldout_correct (u32), ref.heldout_accuracy (f32): exact-match accuracy of
-         transformers' greedy captions on fresh pictures never used in training (canonical prompt),
+         transformers' greedy captions on fresh training-renderer pictures (canonical prompt),
          ref.train_steps (u32), ref.train_seconds (f32), ref.seed (u32), ref.n_params (u32)
-  case k case.{k}.rgb (I8 tensor, ne {3*W, H}: RGB8 bytes, alpha already composited over white),
-         case.{k}.width, case.{k}.height (u32), case.{k}.name (str: file name, or "test-N"),
-         case.{k}.prompt (str: the user text), case.{k}.templated (str: the chat-templated prompt),
-         case.{k}.prompt_ids (int32[]: its ids, add_special_tokens=False), case.{k}.greedy_ids
-         (int32[]: transformers' greedy tokens, the eos id included when one came within
-         max_new_tokens), case.{k}.greedy_text (str: decoded, special tokens skipped),
-         case.{k}.caption (str: the true caption), case.{k}.caption_ids (int32[]: its ids followed by
-         <|eot_id|>; equal to greedy_ids exactly when the caption is right, checked),
-         case.{k}.correct (u32: 1 when greedy_text equals caption),
-         case.{k}.min_margin (f32: smallest top-1 minus top-2 logit along the greedy path)
+  case k case.{k}.n_images (u32), and for each image j: case.{k}.image.{j}.rgb (I8 tensor, ne
+         {3*W, H}: RGB8 bytes, alpha already composited over white), case.{k}.image.{j}.width,
+         case.{k}.image.{j}.height (u32);
+         case.{k}.name (str: the files of examples/images/ it shows, space separated, or "test-N"),
+         case.{k}.kind (str: caption, question, which, chat, ood), case.{k}.prompt (str: the user
+         turns, one a line), case.{k}.turn_images (int32[]: pictures attached to each user turn),
+         case.{k}.answers_text (str: transformers' answer to each turn, one a line; a chat's earlier
+         answers are part of its templated prompt), case.{k}.templated (str: the whole
+         chat-templated conversation up to the answer), case.{k}.prompt_ids (int32[]: its ids,
+         add_special_tokens=False), case.{k}.greedy_ids (int32[]: transformers' greedy tokens, the
+         eos id included when one came within max_new_tokens), case.{k}.greedy_text (str: decoded,
+         special tokens skipped), case.{k}.answer (str: the true answer), case.{k}.answer_ids
+         (int32[]: its ids followed by <|eot_id|>; equal to greedy_ids exactly when the answer is
+         right, checked), case.{k}.correct (u32), case.{k}.min_margin (f32: smallest top-1 minus
+         top-2 logit along the greedy path)
 """
 
 import argparse
 import hashlib
 import importlib.metadata
+import io
 import json
 import math
 import os
@@ -61,47 +74,22 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import PIL  # noqa: E402
-from PIL import Image, ImageDraw  # noqa: E402
+from PIL import Image, ImageDraw, ImageFont  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import MllamaConfig, MllamaForConditionalGeneration  # noqa: E402
 
+import demo_world as W  # noqa: E402
+
 TESTED_TRANSFORMERS = "4.46.3"
+POOL_VERSION = 7                # bump when the pictures or their tiles change
 
 # ---------------------------------------------------------------------------------------------------
-# the task
-
-SHAPES = ["circle", "square", "triangle", "cross", "diamond", "ring"]   # a star was too often taken for a triangle
-COLOURS = {"red": (215, 35, 35), "orange": (245, 135, 20), "yellow": (240, 215, 35), "green": (35, 160, 60),
-           "blue": (35, 75, 215), "purple": (135, 45, 175), "black": (20, 20, 20)}
-BACKGROUNDS = {"white": (245, 245, 245), "gray": (128, 128, 128), "brown": (115, 75, 45), "pink": (245, 185, 200)}
-SIZES = {"small": (0.115, 0.125), "large": (0.175, 0.19)}      # radius / shorter side
-POSITIONS = {(0, 0): "at the top left", (0, 1): "at the top", (0, 2): "at the top right",
-             (1, 0): "on the left", (1, 1): "in the center", (1, 2): "on the right",
-             (2, 0): "at the bottom left", (2, 1): "at the bottom", (2, 2): "at the bottom right"}
-GRID = [0.22, 0.5, 0.78]          # centres of the places, as fractions of width / height
-JITTER = 0.02
-ASPECTS = [(1, 1)] * 3 + [(2, 1), (1, 2)]     # these fill their tile canvases: no padding
-
-POOL_VERSION = 5                # bump when the pictures or their tiles change
-
-CANONICAL_PROMPT = "Describe this image."
-PROMPTS = [CANONICAL_PROMPT, "Describe the picture.", "What do you see?", "What is in this image?",
-           "Caption this image.", "What does the picture show?", "Describe the image in one sentence.",
-           "What is shown here?"]
+# the training renderer (tools/eval_demo.py has another)
 
 
-def caption_of(a):
-    return f"a {a['size']} {a['colour']} {a['shape']} {POSITIONS[a['pos']]} on a {a['bg']} background"
-
-
-def all_captions():
-    return [caption_of(dict(size=s, colour=c, shape=sh, pos=p, bg=b)) for s in SIZES for c in COLOURS
-            for sh in SHAPES for p in POSITIONS for b in BACKGROUNDS]
-
-
-def shape_polygon(shape, cx, cy, r, rot):
-    """Vertices (or None for the circle) of a shape of 'radius' r centred at (cx, cy), rotated by rot."""
+def shape_polygon(shape, cx, cy, rx, ry, rot):
+    """Vertices (or None for the circle and ring) of a shape centred at (cx, cy) with radii rx, ry."""
     if shape in ("circle", "ring"):
         return None
     if shape == "square":
@@ -116,49 +104,137 @@ def shape_polygon(shape, cx, cy, r, rot):
     else:
         raise ValueError(shape)
     c, s = math.cos(rot), math.sin(rot)
-    return [(cx + r * (x * c - y * s), cy + r * (x * s + y * c)) for x, y in pts]
+    return [(cx + (x * rx) * c - (y * ry) * s, cy + (x * rx) * s + (y * ry) * c) for x, y in pts]
 
 
-def draw_picture(rng, size=None, attrs=None, alpha_bg=False):
-    """-> (PIL image, attributes). size: (W, H) or None for a random one; attrs: fixed attributes."""
-    a = dict(attrs or {})
-    a.setdefault("shape", SHAPES[rng.integers(len(SHAPES))])
-    a.setdefault("colour", list(COLOURS)[rng.integers(len(COLOURS))])
-    a.setdefault("size", list(SIZES)[rng.integers(len(SIZES))])
-    a.setdefault("pos", list(POSITIONS)[rng.integers(len(POSITIONS))])
-    a.setdefault("bg", list(BACKGROUNDS)[rng.integers(len(BACKGROUNDS))])
-    if size is None:
-        aw, ah = ASPECTS[rng.integers(len(ASPECTS))]
-        short = int(rng.integers(36, 181)) if aw == ah else int(rng.integers(IMAGE_SIZE, 121))
-        size = (short * aw, short * ah)
-    W, H = size
-    ss = 4                                                   # supersampling for smooth edges
-    bg = np.array(BACKGROUNDS[a["bg"]], np.float64) + rng.uniform(-8, 8, 3)
-    fg = np.array(COLOURS[a["colour"]], np.float64) + rng.uniform(-12, 12, 3)
-    fg_t = tuple(int(v) for v in np.clip(np.rint(fg), 0, 255))
-    mask = Image.new("L", (W * ss, H * ss), 0)
-    d = ImageDraw.Draw(mask)
-    lo, hi = SIZES[a["size"]]
-    r = rng.uniform(lo, hi) * min(W, H) * ss
-    row, col = a["pos"]
-    cx = (GRID[col] + rng.uniform(-JITTER, JITTER)) * W * ss
-    cy = (GRID[row] + rng.uniform(-JITTER, JITTER)) * H * ss
-    rot = math.radians(rng.uniform(-10, 10))
-    poly = shape_polygon(a["shape"], cx, cy, r, rot)
-    if poly is None:
-        d.ellipse([cx - r, cy - r, cx + r, cy + r], fill=255)
-        if a["shape"] == "ring":
-            h = 0.55 * r
-            d.ellipse([cx - h, cy - h, cx + h, cy + h], fill=0)
+def ellipse_polygon(cx, cy, rx, ry, rot, n=48):
+    c, s = math.cos(rot), math.sin(rot)
+    out = []
+    for k in range(n):
+        t = 2 * math.pi * k / n
+        x, y = rx * math.cos(t), ry * math.sin(t)
+        out.append((cx + x * c - y * s, cy + x * s + y * c))
+    return out
+
+
+def jitter_colour(rng, rgb, amount):
+    return tuple(int(v) for v in np.clip(np.rint(np.array(rgb, np.float64) + rng.uniform(-amount, amount, 3)), 0, 255))
+
+
+def draw_scene(rng, scene, size, alpha_bg=False):
+    """A scene as a PIL image of size (W, H)."""
+    Wd, Hd = size
+    ss = 4 if max(Wd, Hd) <= 100 else 2 if max(Wd, Hd) <= 300 else 1
+    bg = jitter_colour(rng, W.BACKGROUNDS[scene["bg"]], 10)
+    canvas = Image.new("RGB", (Wd * ss, Hd * ss), bg)
+    mask = Image.new("L", (Wd * ss, Hd * ss), 0) if alpha_bg else None
+    d = ImageDraw.Draw(canvas)
+    dm = ImageDraw.Draw(mask) if alpha_bg else None
+    short = min(Wd, Hd) * ss
+    for s in scene["shapes"]:
+        fg = jitter_colour(rng, W.COLOURS[s["colour"]], 16)
+        r = rng.uniform(*W.RADIUS) * short
+        st = math.exp(rng.uniform(-math.log(W.STRETCH), math.log(W.STRETCH)))
+        rx, ry = r * math.sqrt(st), r / math.sqrt(st)
+        row, col = s["pos"]
+        cx = (W.GRID[col] + rng.uniform(-W.JITTER, W.JITTER)) * Wd * ss
+        cy = (W.GRID[row] + rng.uniform(-W.JITTER, W.JITTER)) * Hd * ss
+        rot = math.radians(rng.uniform(-W.ROTATE, W.ROTATE))
+        poly = shape_polygon(s["shape"], cx, cy, rx, ry, rot) or ellipse_polygon(cx, cy, rx, ry, rot)
+        d.polygon(poly, fill=fg)
+        if dm:
+            dm.polygon(poly, fill=255)
+        if s["shape"] == "ring":
+            hole = ellipse_polygon(cx, cy, 0.55 * rx, 0.55 * ry, rot)
+            d.polygon(hole, fill=bg)
+            if dm:
+                dm.polygon(hole, fill=0)
+    img = canvas.resize((Wd, Hd), Image.BOX) if ss > 1 else canvas
+    a = np.asarray(img, np.float32)
+    sigma = rng.uniform(1.0, 6.0)
+    a = a + sigma * rng.standard_normal((Hd, Wd, 1), np.float32) + (sigma / 2) * rng.standard_normal((Hd, Wd, 3), np.float32)
+    rgb = np.clip(np.rint(a), 0, 255).astype(np.uint8)
+    if alpha_bg:
+        m = np.asarray(mask.resize((Wd, Hd), Image.BOX) if ss > 1 else mask, np.uint8)
+        return Image.fromarray(np.dstack([rgb, m]), "RGBA")
+    return Image.fromarray(rgb, "RGB")
+
+
+def random_size(rng):
+    """Aspect ratio log-uniform in 1:4.4..4.4:1 (a quarter snapped to 1, 2, 3, 4 or their inverses),
+    shorter side log-uniform in 14..400, longer side at most 1200 (larger pictures are only shrunk
+    more by the processor's antialiased resize: tools/eval_demo.py checks up to 3000)."""
+    if rng.random() < 0.25:
+        ar = [1, 1, 2, 0.5, 3, 1 / 3, 4, 0.25][int(rng.integers(8))]
     else:
-        d.polygon(poly, fill=255)
-    m = np.asarray(mask.resize((W, H), Image.BOX), np.float64)[..., None] / 255.0
-    noise = rng.normal(0, 4.0, (H, W, 1)) + rng.normal(0, 2.0, (H, W, 3))
-    img = np.clip(np.rint(bg * (1 - m) + np.array(fg_t) * m + noise * (1 - 0.5 * m)), 0, 255).astype(np.uint8)
-    if alpha_bg:                                             # background transparent, shape opaque
-        alpha = np.clip(np.rint(m[..., 0] * 255), 0, 255).astype(np.uint8)
-        return Image.fromarray(np.dstack([img, alpha]), "RGBA"), a
-    return Image.fromarray(img, "RGB"), a
+        ar = math.exp(rng.uniform(-math.log(4.4), math.log(4.4)))
+    short = math.exp(rng.uniform(math.log(14), math.log(400)))
+    short = min(short, 1200 / max(ar, 1 / ar))
+    Wd, Hd = (short * ar, short) if ar >= 1 else (short, short / ar)
+    return max(14, int(round(Wd))), max(14, int(round(Hd)))
+
+
+def maybe_jpeg(rng, img):
+    """A third of the pictures go through JPEG at quality 35..95."""
+    if rng.random() >= 1 / 3:
+        return img
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=int(rng.integers(35, 96)))
+    buf.seek(0)
+    return Image.open(buf).convert("RGB")
+
+
+OOD_WORDS = ("the quick brown fox jumps over lazy dog hello world menu file edit view help total price "
+             "report page chapter one two three monday street city river note list item open close").split()
+
+
+def draw_ood(rng, size):
+    """A picture outside the world: colour fields, text, stripes, a crowd of shapes, a gradient."""
+    Wd, Hd = size
+    kind = int(rng.integers(5))
+    if kind == 0:                                   # smooth colour field, photo-like blobs
+        g = rng.uniform(0, 255, (int(rng.integers(3, 10)), int(rng.integers(3, 10)), 3)).astype(np.uint8)
+        img = Image.fromarray(g, "RGB").resize((Wd, Hd), Image.BICUBIC)
+    elif kind == 1:                                 # text
+        img = Image.new("RGB", (Wd, Hd), jitter_colour(rng, (235, 235, 235), 20))
+        d = ImageDraw.Draw(img)
+        fs = max(6, int(min(Wd, Hd) * rng.uniform(0.08, 0.2)))
+        font = ImageFont.load_default(size=fs)
+        ink = jitter_colour(rng, (30, 30, 30), 30)
+        y = int(rng.integers(0, max(1, fs)))
+        while y < Hd:
+            line = " ".join(OOD_WORDS[int(i)] for i in rng.integers(0, len(OOD_WORDS), 8))
+            d.text((int(rng.integers(-fs, fs)), y), line, fill=ink, font=font)
+            y += int(fs * rng.uniform(1.2, 1.8))
+    elif kind == 2:                                 # stripes or checks
+        yy, xx = np.mgrid[0:Hd, 0:Wd]
+        per = rng.uniform(4, 30) * max(1.0, min(Wd, Hd) / 60)
+        ang = rng.uniform(0, math.pi)
+        u = (xx * math.cos(ang) + yy * math.sin(ang)) / per
+        band = np.floor(u).astype(np.int64)
+        if rng.random() < 0.5:
+            band = band + np.floor((-xx * math.sin(ang) + yy * math.cos(ang)) / per).astype(np.int64)
+        cols = rng.uniform(0, 255, (int(rng.integers(2, 5)), 3))
+        img = Image.fromarray(cols[band % len(cols)].astype(np.uint8), "RGB")
+    elif kind == 3:                                 # a crowd of shapes, any colours and sizes
+        img = Image.new("RGB", (Wd, Hd), tuple(int(v) for v in rng.integers(0, 256, 3)))
+        d = ImageDraw.Draw(img)
+        for _ in range(int(rng.integers(6, 14))):
+            cx, cy = rng.uniform(0, Wd), rng.uniform(0, Hd)
+            r = rng.uniform(0.05, 0.3) * min(Wd, Hd)
+            sh = W.SHAPES[int(rng.integers(len(W.SHAPES)))]
+            poly = shape_polygon(sh, cx, cy, r, r * rng.uniform(0.5, 1.5), rng.uniform(0, 6.3)) or \
+                ellipse_polygon(cx, cy, r, r * rng.uniform(0.5, 1.5), rng.uniform(0, 6.3))
+            d.polygon(poly, fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
+    else:                                           # a gradient between two colours
+        c0, c1 = rng.uniform(0, 255, 3), rng.uniform(0, 255, 3)
+        yy, xx = np.mgrid[0:Hd, 0:Wd]
+        ang = rng.uniform(0, 2 * math.pi)
+        u = (xx * math.cos(ang) + yy * math.sin(ang))
+        u = (u - u.min()) / max(1e-6, u.max() - u.min())
+        img = Image.fromarray((c0 * (1 - u[..., None]) + c1 * u[..., None]).astype(np.uint8), "RGB")
+    a = np.asarray(img, np.float32) + rng.uniform(0, 8) * rng.standard_normal((Hd, Wd, 3), np.float32)
+    return Image.fromarray(np.clip(np.rint(a), 0, 255).astype(np.uint8), "RGB")
 
 
 def to_rgb(img):
@@ -176,9 +252,10 @@ def to_rgb(img):
 SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|finetune_right_pad_id|>", "<|start_header_id|>",
             "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"]
 IMAGE_TOKEN_TEXT = "<|image|>"
-BPE_VOCAB = 512                 # byte tokens + merges; the specials and <|image|> follow
+BPE_VOCAB = 640                 # byte tokens + merges; the specials and <|image|> follow
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+DATE = "26 Jul 2024"
 
 # The chat template of meta-llama/Llama-3.2-11B-Vision-Instruct, verbatim (shared with gen_text_fixtures.py).
 with open(os.path.join(HERE, "templates", "llama-3.2-vision-instruct.jinja"), encoding="utf-8") as _f:
@@ -207,6 +284,7 @@ You are a helpful assistant. Answer the question as well as you can, and say so 
 """
 
 
+
 def train_tokenizer():
     from tokenizers import Regex, Tokenizer, AddedToken, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
@@ -215,13 +293,11 @@ def train_tokenizer():
         pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    corpus = []
-    for cap in all_captions():
-        corpus.append(cap)
-    for p in PROMPTS:
-        corpus += [p] * 50
+    rng = np.random.default_rng(7)
+    corpus = [W.caption_of(W.random_scene(rng)) for _ in range(4000)]
+    corpus += W.answer_words() * 10
     corpus += ["user", "assistant", "system", "ipython"] * 50
-    corpus += ["Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"] * 10
+    corpus += [f"Cutting Knowledge Date: December 2023\nToday Date: {DATE}\n\n"] * 10 + ["\n\n"] * 100
     corpus += ENGLISH.splitlines() * 20
     trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
@@ -255,35 +331,51 @@ def ids_of(tokenizer, name):
     return i
 
 
-def render_prompt(tokenizer, text):
-    msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-    return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+def user_message(n_images, text):
+    """A user turn as transformers' chat template wants it; several pictures each get their label
+    (demo_world.picture_label), which is what examples/mllama.c sends for such a turn."""
+    if n_images == 0:
+        return {"role": "user", "content": [{"type": "text", "text": text}]}
+    content = []
+    for i in range(n_images):
+        content.append({"type": "image"})
+        if n_images > 1:
+            content.append({"type": "text", "text": W.picture_label(i)})
+    content.append({"type": "text", "text": text})
+    return {"role": "user", "content": content}
+
+
+def render(tokenizer, messages, add_generation_prompt):
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                         date_string=DATE)
 
 
 # ---------------------------------------------------------------------------------------------------
 # model
 
-IMAGE_SIZE, PATCH, MAX_TILES = 48, 8, 2
+IMAGE_SIZE, PATCH, MAX_TILES = 48, 8, 4
 MEAN = [0.48145466, 0.4578275, 0.40821073]
 STD = [0.26862954, 0.26130258, 0.27577711]
+MODEL_SIZE = dict(v_hidden=64, v_layers=3, v_global=1, v_heads=4, v_ff=128, taps=[1, 2],
+                  t_hidden=96, t_layers=5, t_heads=4, t_kv=2, t_ff=192, cross=[1, 3])
 
 
-def make_config(tokenizer):
+def make_config(tokenizer, ms=MODEL_SIZE):
     V = BPE_VOCAB + len(SPECIALS)
-    T = MAX_TILES
     sar = [list(r) for r in supported_ratios()]
-    taps = [1, 2]
-    vision = dict(hidden_size=64, hidden_act="gelu", num_hidden_layers=3, num_global_layers=1,
-                  attention_heads=4, num_channels=3, intermediate_size=128, vision_output_dim=64 * (1 + len(taps)),
-                  image_size=IMAGE_SIZE, patch_size=PATCH, norm_eps=1e-5, max_num_tiles=T,
-                  intermediate_layers_indices=taps, supported_aspect_ratios=sar, initializer_range=0.02)
+    vision = dict(hidden_size=ms["v_hidden"], hidden_act="gelu", num_hidden_layers=ms["v_layers"],
+                  num_global_layers=ms["v_global"], attention_heads=ms["v_heads"], num_channels=3,
+                  intermediate_size=ms["v_ff"], vision_output_dim=ms["v_hidden"] * (1 + len(ms["taps"])),
+                  image_size=IMAGE_SIZE, patch_size=PATCH, norm_eps=1e-5, max_num_tiles=MAX_TILES,
+                  intermediate_layers_indices=list(ms["taps"]), supported_aspect_ratios=sar, initializer_range=0.02)
     eos = [ids_of(tokenizer, "<|end_of_text|>"), ids_of(tokenizer, "<|eom_id|>"), ids_of(tokenizer, "<|eot_id|>")]
-    text = dict(vocab_size=V, hidden_size=80, hidden_act="silu", num_hidden_layers=5, num_attention_heads=4,
-                num_key_value_heads=2, intermediate_size=144, rope_theta=500000.0,
+    text = dict(vocab_size=V, hidden_size=ms["t_hidden"], hidden_act="silu", num_hidden_layers=ms["t_layers"],
+                num_attention_heads=ms["t_heads"], num_key_value_heads=ms["t_kv"], intermediate_size=ms["t_ff"],
+                rope_theta=500000.0,
                 rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                   original_max_position_embeddings=512),
                 rms_norm_eps=1e-5, max_position_embeddings=4096, tie_word_embeddings=False,
-                cross_attention_layers=[1, 3], bos_token_id=ids_of(tokenizer, "<|begin_of_text|>"),
+                cross_attention_layers=list(ms["cross"]), bos_token_id=ids_of(tokenizer, "<|begin_of_text|>"),
                 eos_token_id=eos, pad_token_id=ids_of(tokenizer, "<|finetune_right_pad_id|>"), initializer_range=0.02)
     image_token = ids_of(tokenizer, IMAGE_TOKEN_TEXT)
     assert image_token == V
@@ -346,13 +438,13 @@ def canvas_tiles(rgb):
     """The processor's resize + pad + tile cut on uint8 (normalisation happens later in torch):
     -> (tiles uint8 (MAX_TILES, 3, S, S), aspect_ratio_id, n_tiles)."""
     from transformers.models.mllama import image_processing_mllama as ipm
-    H, W = rgb.shape[:2]
+    H, Wd = rgb.shape[:2]
     S = IMAGE_SIZE
-    ch, cw = ipm.get_optimal_tiled_canvas(image_height=H, image_width=W, max_image_tiles=MAX_TILES, tile_size=S)
-    nh, nw = ipm.get_image_size_fit_to_canvas(image_height=H, image_width=W, canvas_height=ch, canvas_width=cw,
+    ch, cw = ipm.get_optimal_tiled_canvas(image_height=H, image_width=Wd, max_image_tiles=MAX_TILES, tile_size=S)
+    nh, nw = ipm.get_image_size_fit_to_canvas(image_height=H, image_width=Wd, canvas_height=ch, canvas_width=cw,
                                               tile_size=S)
     img = Image.fromarray(rgb, "RGB")
-    if (nw, nh) != (W, H):
+    if (nw, nh) != (Wd, H):
         img = img.resize((nw, nh), Image.BILINEAR)
     canvas = np.zeros((ch, cw, 3), np.uint8)
     canvas[:nh, :nw] = np.asarray(img)
@@ -366,122 +458,301 @@ def canvas_tiles(rgb):
 
 
 def normalise(tiles_u8, ntiles):
-    """uint8 tiles (B, T, 3, S, S), tile counts (B,) -> float pixel values (B, 1, T, 3, S, S)."""
+    """uint8 tiles (B, I, T, 3, S, S), tile counts (B, I) -> float pixel values (B, I, T, 3, S, S)."""
     x = tiles_u8.float() * (1.0 / 255.0)
-    mean = torch.tensor(MEAN).view(1, 1, 3, 1, 1)
-    std = torch.tensor(STD).view(1, 1, 3, 1, 1)
+    mean = torch.tensor(MEAN).view(1, 1, 1, 3, 1, 1)
+    std = torch.tensor(STD).view(1, 1, 1, 3, 1, 1)
     x = (x - mean) / std
-    keep = (torch.arange(MAX_TILES)[None, :] < ntiles[:, None]).float().view(-1, MAX_TILES, 1, 1, 1)
-    return (x * keep).unsqueeze(1)
+    keep = (torch.arange(MAX_TILES).view(1, 1, -1) < ntiles[..., None]).float()[..., None, None, None]
+    return x * keep
 
 
 def aspect_mask(ntiles):
-    return (torch.arange(MAX_TILES)[None, :] < ntiles[:, None]).long().unsqueeze(1)
+    """(B, I) tile counts -> (B, I, T)."""
+    return (torch.arange(MAX_TILES).view(1, 1, -1) < ntiles[..., None]).long()
 
 
-def cross_mask(ids, img_pos, ntiles, L):
-    """(B, L, 1, T): tokens from the image token on see the image's tiles."""
-    B = len(ids)
-    m = torch.zeros(B, L, 1, MAX_TILES, dtype=torch.long)
-    for b in range(B):
-        m[b, img_pos[b]:, 0, :int(ntiles[b])] = 1
+def image_spans(ids, image_id):
+    """transformers' rule (processing_mllama): the rows each image is seen from, [start, end);
+    end None = to the end. An image followed directly by another image shares that one's end."""
+    locs = [i for i, t in enumerate(ids) if t == image_id]
+    spans = [[a, b] for a, b in zip(locs, locs[1:] + [None])]
+    last_end = None
+    for sp in reversed(spans):
+        if sp[1] is not None and sp[0] == sp[1] - 1:
+            sp[1] = last_end
+        last_end = sp[1]
+    return spans
+
+
+def cross_mask(seqs, ntiles, L, image_id):
+    """(B, L, I, T) long: rows of image j's span see its tiles."""
+    B, I = ntiles.shape
+    m = torch.zeros(B, L, I, MAX_TILES, dtype=torch.long)
+    for b, ids in enumerate(seqs):
+        for j, (a, e) in enumerate(image_spans(ids, image_id)):
+            m[b, a:L if e is None else e, j, :int(ntiles[b, j])] = 1
     return m
-
 
 # ---------------------------------------------------------------------------------------------------
 # data
-
-class Pool:
-    """Training pictures, drawn once (cached in the work folder)."""
-
-    def __init__(self, tiles, arid, ntiles, caps):
-        self.tiles, self.arid, self.ntiles, self.caps = tiles, arid, ntiles, caps
-
 
 def picture_rng(seed, stream, i):
     return np.random.default_rng([seed, stream, i])
 
 
-STREAM_TRAIN, STREAM_VAL, STREAM_HELDOUT, STREAM_TEST, STREAM_SAMPLES = 1, 2, 3, 4, 5
+STREAM_TRAIN, STREAM_VAL, STREAM_HELDOUT, STREAM_TEST, STREAM_SAMPLES, STREAM_OOD = 1, 2, 3, 4, 5, 6
 
 
-def make_pool(seed, n, stream, log):
-    tiles = np.zeros((n, MAX_TILES, 3, IMAGE_SIZE, IMAGE_SIZE), np.uint8)
-    arid = np.zeros(n, np.int64)
-    ntiles = np.zeros(n, np.int64)
-    caps = []
+def training_picture(seed, stream, i, max_side=None):
+    """-> (RGB8 array, scene) of in-world picture i of a stream (max_side: shrunk to fit, for files)."""
+    rng = picture_rng(seed, stream, i)
+    scene = W.random_scene(rng)
+    size = random_size(rng)
+    if max_side and max(size) > max_side:
+        f = max_side / max(size)
+        size = (max(14, round(size[0] * f)), max(14, round(size[1] * f)))
+    img = maybe_jpeg(rng, draw_scene(rng, scene, size))
+    return to_rgb(img), scene
+
+
+def ood_picture(seed, stream, i, max_side=None):
+    rng = picture_rng(seed, stream, i)
+    size = random_size(rng)
+    if max_side and max(size) > max_side:
+        f = max_side / max(size)
+        size = (max(14, round(size[0] * f)), max(14, round(size[1] * f)))
+    return to_rgb(maybe_jpeg(rng, draw_ood(rng, size)))
+
+
+class Pool:
+    """Pictures drawn once (cached in the work folder): tiles, aspect ratio ids, tile counts, scenes
+    (None for the out-of-world ones)."""
+
+    def __init__(self, tiles, arid, ntiles, scenes):
+        self.tiles, self.arid, self.ntiles, self.scenes = tiles, arid, ntiles, scenes
+
+
+def make_pool(seed, n, n_ood, stream, log):
+    tiles = np.zeros((n + n_ood, MAX_TILES, 3, IMAGE_SIZE, IMAGE_SIZE), np.uint8)
+    arid = np.zeros(n + n_ood, np.int64)
+    ntiles = np.zeros(n + n_ood, np.int64)
+    scenes = []
     t0 = time.time()
-    for i in range(n):
-        img, a = draw_picture(picture_rng(seed, stream, i))
-        tiles[i], arid[i], ntiles[i] = canvas_tiles(to_rgb(img))
-        caps.append(caption_of(a))
+    for i in range(n + n_ood):
+        if i < n:
+            rgb, sc = training_picture(seed, stream, i)
+        else:
+            rgb, sc = ood_picture(seed, stream + 100, i - n), None
+        tiles[i], arid[i], ntiles[i] = canvas_tiles(rgb)
+        scenes.append(sc)
         if (i + 1) % 5000 == 0:
-            log(f"pictures: {i + 1}/{n} ({time.time() - t0:.0f} s)")
-    return Pool(tiles, arid, ntiles, caps)
+            log(f"pictures: {i + 1}/{n + n_ood} ({time.time() - t0:.0f} s)")
+    return Pool(tiles, arid, ntiles, scenes)
+
+
+def load_or_make_pool(path, seed, n, n_ood, stream, log):
+    if os.path.exists(path):
+        z = np.load(path, allow_pickle=False)
+        scenes = json.loads(str(z["scenes"]))
+        for s in scenes:
+            if s:
+                for sh in s["shapes"]:
+                    sh["pos"] = tuple(sh["pos"])
+        log(f"pool: {len(scenes)} pictures from {path}")
+        return Pool(z["tiles"], z["arid"], z["ntiles"], scenes)
+    pool = make_pool(seed, n, n_ood, stream, log)
+    np.savez(path + ".tmp.npz", tiles=pool.tiles, arid=pool.arid, ntiles=pool.ntiles,
+             scenes=np.array(json.dumps(pool.scenes)))
+    os.replace(path + ".tmp.npz", path)
+    log(f"pool: {len(pool.scenes)} pictures drawn, cached in {path}")
+    return pool
+
+
+CAPTION_WEIGHTS = np.array([0.3] + [0.7 / (len(W.CAPTION_PROMPTS) - 1)] * (len(W.CAPTION_PROMPTS) - 1))
+
+
+def caption_prompt(rng):
+    return W.CAPTION_PROMPTS[int(rng.choice(len(W.CAPTION_PROMPTS), p=CAPTION_WEIGHTS))]
+
+
+def single_turn(rng, scene):
+    """(user text, answer) about one picture: a caption or a question."""
+    if scene is None:
+        if rng.random() < 0.5:
+            return caption_prompt(rng), W.NOT_A_SCENE
+        _, q, _ = W.random_question(rng, W.random_scene(rng))
+        return q, W.NOT_A_SCENE
+    if rng.random() < 0.5:
+        return caption_prompt(rng), W.caption_of(scene)
+    _, q, a = W.random_question(rng, scene)
+    return q, a
+
+
+def pick(rng, pool, n_world, pred, tries=200):
+    for _ in range(tries):
+        i = int(rng.integers(n_world))
+        if pred(pool.scenes[i]):
+            return i
+    return None
+
+
+def conversation(rng, pool, n_world, n_images):
+    """-> (messages, pool indices of the images in order) for a conversation with n_images pictures."""
+    n_all = len(pool.scenes)
+    if n_images == 0:
+        if rng.random() < 0.7:
+            text = W.GREETINGS[int(rng.integers(len(W.GREETINGS)))]
+        else:
+            lines = [ln for ln in ENGLISH.splitlines() if ln]
+            text = lines[int(rng.integers(len(lines)))]
+        return [W_user(0, text), W_asst(W.NO_PICTURE)], []
+    if n_images == 1:
+        u = rng.random()
+        i = int(rng.integers(n_world, n_all)) if u < 0.08 else int(rng.integers(n_world))
+        sc = pool.scenes[i]
+        if u < 0.9:
+            q, a = single_turn(rng, sc)
+            return [W_user(1, q), W_asst(a)], [i]
+        if u < 0.95:                                 # a greeting, then the picture
+            g = W.GREETINGS[int(rng.integers(len(W.GREETINGS)))]
+            q, a = single_turn(rng, sc)
+            return [W_user(0, g), W_asst(W.NO_PICTURE), W_user(1, q), W_asst(a)], [i]
+        q1, a1 = single_turn(rng, sc)                # the picture, then a follow-up without one
+        _, q2, a2 = W.random_question(rng, sc)
+        return [W_user(1, q1), W_asst(a1), W_user(0, q2), W_asst(a2)], [i]
+    if n_images == 2 and rng.random() < 0.3:         # a chat: a picture in each turn
+        i, j = int(rng.integers(n_world)), int(rng.integers(n_all if rng.random() < 0.2 else n_world))
+        q1, a1 = single_turn(rng, pool.scenes[i])
+        q2, a2 = single_turn(rng, pool.scenes[j])
+        return [W_user(1, q1), W_asst(a1), W_user(1, q2), W_asst(a2)], [i, j]
+    # which of n_images pictures: exactly one matches, or (one time in seven) none
+    for _ in range(50):
+        kind = list(W.WHICH)[int(rng.integers(len(W.WHICH)))]
+        vals = W.which_values(kind)
+        value = vals[int(rng.integers(len(vals)))]
+        target = int(rng.integers(n_images)) if rng.random() >= 1 / 7 else -1
+        idx = []
+        for k in range(n_images):
+            want = k == target
+            j = pick(rng, pool, n_world, lambda s, want=want: W.which_matches(s, kind, value) == want)
+            if j is None:
+                break
+            idx.append(j)
+        if len(idx) == n_images:
+            ans = W.which_answer([pool.scenes[j] for j in idx], kind, value)
+            assert ans is not None
+            return [W_user(n_images, W.which_question(kind, value)), W_asst(ans)], idx
+    raise RuntimeError("no pictures for a which-question")
+
+
+def W_user(n_images, text):
+    return ("user", n_images, text)
+
+
+def W_asst(text):
+    return ("assistant", 0, text)
+
+
+def hf_messages(conv):
+    return [user_message(n, t) if role == "user" else {"role": "assistant", "content": t} for role, n, t in conv]
 
 
 class Encoder:
-    """Prompt and caption token ids."""
+    """Conversations -> token ids and labels (the assistant turns and their <|eot_id|>)."""
 
     def __init__(self, tokenizer):
         self.tok = tokenizer
-        self.prompt_ids = [tokenizer(render_prompt(tokenizer, p), add_special_tokens=False)["input_ids"] for p in PROMPTS]
         self.image_id = ids_of(tokenizer, IMAGE_TOKEN_TEXT)
         self.eot = ids_of(tokenizer, "<|eot_id|>")
         self.pad = ids_of(tokenizer, "<|finetune_right_pad_id|>")
+        self.sh = ids_of(tokenizer, "<|start_header_id|>")
+        self.eh = ids_of(tokenizer, "<|end_header_id|>")
+        self.asst = tokenizer("assistant", add_special_tokens=False)["input_ids"]
+        self.nl2 = tokenizer("\n\n", add_special_tokens=False)["input_ids"]
+        assert len(self.asst) == 1
         self.cache = {}
 
-    def caption_ids(self, cap):
-        if cap not in self.cache:
-            self.cache[cap] = self.tok(cap, add_special_tokens=False)["input_ids"]
-        return self.cache[cap]
+    def encode(self, conv):
+        text = render(self.tok, hf_messages(conv), False)
+        if text in self.cache:
+            return self.cache[text]
+        ids = self.tok(text, add_special_tokens=False)["input_ids"]
+        labels = [-100] * len(ids)
+        i = 0
+        while i + 3 < len(ids):
+            if ids[i] == self.sh and ids[i + 1] == self.asst[0] and ids[i + 2] == self.eh:
+                n2 = len(self.nl2)
+                assert ids[i + 3:i + 3 + n2] == self.nl2
+                j = i + 3 + n2
+                while ids[j] != self.eot:
+                    labels[j] = ids[j]
+                    j += 1
+                labels[j] = ids[j]
+                i = j
+            i += 1
+        if len(self.cache) < 200000:
+            self.cache[text] = (ids, labels)
+        return ids, labels
 
-    def batch(self, tiles, ntiles, arid, caps, prompt_idx):
-        seqs, labels, img_pos = [], [], []
-        for cap, p in zip(caps, prompt_idx):
-            pr = self.prompt_ids[p]
-            ans = self.caption_ids(cap) + [self.eot]
-            seqs.append(pr + ans)
-            labels.append([-100] * len(pr) + ans)
-            img_pos.append(pr.index(self.image_id))
+    def batch(self, pool, convs, idxs):
+        seqs, labs = zip(*[self.encode(c) for c in convs])
         L = max(len(s) for s in seqs)
         B = len(seqs)
         ids = torch.full((B, L), self.pad, dtype=torch.long)
         lab = torch.full((B, L), -100, dtype=torch.long)
         att = torch.zeros((B, L), dtype=torch.long)
-        for b, (s, lb) in enumerate(zip(seqs, labels)):
+        for b, (s, lb) in enumerate(zip(seqs, labs)):
+            assert s.count(self.image_id) == len(idxs[b])
             ids[b, :len(s)] = torch.tensor(s)
             lab[b, :len(s)] = torch.tensor(lb)
             att[b, :len(s)] = 1
-        nt = torch.as_tensor(ntiles)
-        return dict(input_ids=ids, attention_mask=att, labels=lab,
-                    pixel_values=normalise(torch.as_tensor(tiles), nt),
-                    aspect_ratio_ids=torch.as_tensor(arid).view(-1, 1), aspect_ratio_mask=aspect_mask(nt),
-                    cross_attention_mask=cross_mask(seqs, img_pos, nt, L))
+        out = dict(input_ids=ids, attention_mask=att, labels=lab)
+        if idxs[0]:
+            ix = np.array(idxs)                             # (B, I): the same count in a batch
+            nt = torch.as_tensor(pool.ntiles[ix])
+            out.update(pixel_values=normalise(torch.as_tensor(pool.tiles[ix]), nt),
+                       aspect_ratio_ids=torch.as_tensor(pool.arid[ix]), aspect_ratio_mask=aspect_mask(nt),
+                       cross_attention_mask=cross_mask(seqs, nt, L, self.image_id))
+        return out
+
+
+STEP_IMAGES = ([0, 1, 2, 3], [0.02, 0.66, 0.22, 0.10])   # pictures per conversation, drawn per step
+
+
+def step_batch(a, step, pool, n_world, enc):
+    rng = np.random.default_rng([a.seed, 100, step])
+    n_img = int(rng.choice(STEP_IMAGES[0], p=STEP_IMAGES[1]))
+    convs, idxs = [], []
+    for _ in range(a.batch):
+        c, ix = conversation(rng, pool, n_world, n_img)
+        convs.append(c)
+        idxs.append(ix)
+    return enc.batch(pool, convs, idxs)
 
 
 @torch.no_grad()
-def batch_greedy_accuracy(model, enc, pool, max_new=24):
+def batch_greedy_accuracy(model, enc, pool, max_new=40):
     """Exact-match accuracy of batched greedy captions (canonical prompt) with transformers' generate."""
     model.eval()
-    pr = enc.prompt_ids[0]
-    n = len(pool.caps)
+    pr = enc.tok(render(enc.tok, [user_message(1, W.CANONICAL_PROMPT)], True), add_special_tokens=False)["input_ids"]
+    n = len(pool.scenes)
     correct = 0
     for s in range(0, n, 100):
         e = min(n, s + 100)
         B = e - s
-        nt = torch.as_tensor(pool.ntiles[s:e])
+        nt = torch.as_tensor(pool.ntiles[s:e]).view(B, 1)
         ids = torch.tensor([pr] * B)
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                             pixel_values=normalise(torch.as_tensor(pool.tiles[s:e]), nt),
-                             aspect_ratio_ids=torch.as_tensor(pool.arid[s:e]).view(-1, 1),
+                             pixel_values=normalise(torch.as_tensor(pool.tiles[s:e])[:, None], nt),
+                             aspect_ratio_ids=torch.as_tensor(pool.arid[s:e]).view(B, 1),
                              aspect_ratio_mask=aspect_mask(nt),
-                             cross_attention_mask=cross_mask([pr] * B, [pr.index(enc.image_id)] * B, nt, len(pr)),
+                             cross_attention_mask=cross_mask([pr] * B, nt, len(pr), enc.image_id),
                              max_new_tokens=max_new, do_sample=False, num_beams=1,
                              eos_token_id=model.config.text_config.eos_token_id, pad_token_id=enc.pad)
         for b in range(B):
             text = enc.tok.decode(out[b, len(pr):], skip_special_tokens=True)
-            correct += text == pool.caps[s + b]
+            correct += text == W.caption_of(pool.scenes[s + b])
     model.train()
     return correct / n
 
@@ -503,32 +774,14 @@ def cosine(step, total, peak, warmup):
     if step < warmup:
         return peak * (step + 1) / warmup
     p = (step - warmup) / max(1, total - warmup)
-    return peak * (0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * p)))
-
-
-def lr_at(step, a):
-    """A cosine cycle of a.steps, then (warm restart) one of a.restart_steps at a.restart_lr."""
-    if step < a.steps:
-        return cosine(step, a.steps, a.lr, a.warmup)
-    return cosine(step - a.steps, a.restart_steps, a.restart_lr, 100)
-
-
-PROMPT_WEIGHTS = np.array([0.3] + [0.7 / (len(PROMPTS) - 1)] * (len(PROMPTS) - 1))
+    return peak * (0.03 + 0.97 * 0.5 * (1.0 + math.cos(math.pi * p)))
 
 
 def train(a, tokenizer, cfg, log):
     os.makedirs(a.work, exist_ok=True)
-    pool_path = os.path.join(a.work, f"pool-{a.seed}-{a.pool}-{IMAGE_SIZE}-{POOL_VERSION}.npz")
-    if os.path.exists(pool_path):
-        z = np.load(pool_path)
-        pool = Pool(z["tiles"], z["arid"], z["ntiles"], [str(c) for c in z["caps"]])
-        log(f"pool: {len(pool.caps)} pictures from {pool_path}")
-    else:
-        pool = make_pool(a.seed, a.pool, STREAM_TRAIN, log)
-        np.savez(pool_path + ".tmp.npz", tiles=pool.tiles, arid=pool.arid, ntiles=pool.ntiles, caps=np.array(pool.caps))
-        os.replace(pool_path + ".tmp.npz", pool_path)
-        log(f"pool: {len(pool.caps)} pictures drawn, cached in {pool_path}")
-    val = make_pool(a.seed, 200, STREAM_VAL, log)
+    pool_path = os.path.join(a.work, f"pool-{a.seed}-{a.pool}-{a.pool_ood}-{IMAGE_SIZE}-{MAX_TILES}-{POOL_VERSION}.npz")
+    pool = load_or_make_pool(pool_path, a.seed, a.pool, a.pool_ood, STREAM_TRAIN, log)
+    val = make_pool(a.seed, 200, 0, STREAM_VAL, log)
     enc = Encoder(tokenizer)
 
     model = build_model(cfg, a.seed)
@@ -545,8 +798,7 @@ def train(a, tokenizer, cfg, log):
         opt.load_state_dict(st["opt"])
         start, elapsed = st["step"], st["elapsed"]
         log(f"resumed at step {start} ({elapsed:.0f} s of training so far)")
-    total_steps = a.steps + a.restart_steps
-    log(f"model: {n_params(model)} parameters; training {total_steps} steps of {a.batch}")
+    log(f"model: {n_params(model)} parameters; training {a.steps} steps of {a.batch}")
 
     def save(step, elapsed):
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed},
@@ -555,12 +807,9 @@ def train(a, tokenizer, cfg, log):
 
     t0 = time.time() - elapsed
     run_loss, run_n = 0.0, 0
-    for step in range(start, total_steps):
-        rng = np.random.default_rng([a.seed, 100, step])
-        idx = np.sort(rng.integers(0, len(pool.caps), a.batch))
-        pidx = rng.choice(len(PROMPTS), a.batch, p=PROMPT_WEIGHTS)
-        batch = enc.batch(pool.tiles[idx], pool.ntiles[idx], pool.arid[idx], [pool.caps[i] for i in idx], pidx)
-        lr = lr_at(step, a)
+    for step in range(start, a.steps):
+        batch = step_batch(a, step, pool, a.pool, enc)
+        lr = cosine(step, a.steps, a.lr, a.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
         loss = model(**batch, use_cache=False).loss
@@ -571,17 +820,17 @@ def train(a, tokenizer, cfg, log):
         run_loss += float(loss)
         run_n += 1
         done = step + 1
-        if done % 50 == 0 or done == total_steps:
-            log(f"step {done}/{total_steps} loss {run_loss / run_n:.4f} lr {lr:.2e} {time.time() - t0:.0f} s")
+        if done % 50 == 0 or done == a.steps:
+            log(f"step {done}/{a.steps} loss {run_loss / run_n:.4f} lr {lr:.2e} {time.time() - t0:.0f} s")
             run_loss, run_n = 0.0, 0
-        if done % a.eval_every == 0 or done == total_steps:
+        if done % a.eval_every == 0 or done == a.steps:
             acc = batch_greedy_accuracy(model, enc, val)
-            log(f"step {done} val accuracy {acc * 100:.1f}% (200 held-out pictures, batched greedy)")
-        if done % a.ckpt_every == 0 or done == total_steps:
+            log(f"step {done} val accuracy {acc * 100:.1f}% (200 held-out captions, batched greedy)")
+        if done % a.ckpt_every == 0 or done == a.steps:
             save(done, time.time() - t0)
     total = time.time() - t0
-    if start < total_steps:
-        log(f"training done: {total_steps} steps in {total:.0f} s")
+    if start < a.steps:
+        log(f"training done: {a.steps} steps in {total:.0f} s")
     else:
         total = elapsed
     model.eval()
@@ -598,7 +847,7 @@ def pil_image_processor(path):
     return ip
 
 
-def save_checkpoint(model, tokenizer, hf_dir):
+def save_checkpoint(model, tokenizer, hf_dir, info):
     from transformers import GenerationConfig, MllamaProcessor
     from transformers.models.mllama.image_processing_mllama import MllamaImageProcessor
     model.save_pretrained(hf_dir, safe_serialization=True)
@@ -612,10 +861,12 @@ def save_checkpoint(model, tokenizer, hf_dir):
                      pad_token_id=tc.pad_token_id).save_pretrained(hf_dir)
     with open(os.path.join(hf_dir, "tokenizer_config.json")) as f:
         assert json.load(f)["chat_template"] == CHAT_TEMPLATE
+    with open(os.path.join(hf_dir, "training.json"), "w") as f:
+        json.dump(info, f, indent=1)
 
 
 class Reference:
-    """transformers' greedy captions, one picture at a time, as a user of the real model would run it."""
+    """transformers' greedy answers, one conversation at a time, as a user of the real model would run it."""
 
     def __init__(self, hf_dir, max_new):
         from transformers import AutoProcessor
@@ -631,20 +882,25 @@ class Reference:
         self.image_id = self.model.config.image_token_index
 
     @torch.no_grad()
-    def run(self, rgb, prompt):
-        templated = render_prompt(self.tok, prompt)
+    def run(self, messages, rgbs):
+        templated = render(self.tok, messages, True)
         ids = self.tok(templated, add_special_tokens=False)["input_ids"]
-        inputs = self.proc(images=[[Image.fromarray(rgb, "RGB")]], text=templated, add_special_tokens=False,
-                           return_tensors="pt")
+        if rgbs:
+            inputs = self.proc(images=[[Image.fromarray(r, "RGB") for r in rgbs]], text=templated,
+                               add_special_tokens=False, return_tensors="pt")
+        else:
+            inputs = self.proc(text=templated, add_special_tokens=False, return_tensors="pt")
         assert inputs["input_ids"][0].tolist() == ids
-        nt = inputs["aspect_ratio_mask"][0].sum(-1)
-        # what training saw must be what the processor gives (tiles, aspect ratio id)
-        tiles, arid, ntiles = canvas_tiles(rgb)
-        assert int(inputs["aspect_ratio_ids"][0, 0]) == arid and int(nt) == ntiles, (inputs["aspect_ratio_ids"], arid)
-        own_px = normalise(torch.as_tensor(tiles)[None], torch.as_tensor([ntiles]))
-        assert torch.allclose(inputs["pixel_values"].float(), own_px, atol=1e-5), "training tiles differ from the processor's"
-        own = cross_mask([ids], [ids.index(self.image_id)], nt, len(ids))
-        assert torch.equal(inputs["cross_attention_mask"].long(), own)
+        assert ids.count(self.image_id) == len(rgbs)
+        if rgbs:
+            # what training saw must be what the processor gives (tiles, aspect ratio ids, masks)
+            own = [canvas_tiles(r) for r in rgbs]
+            nt = torch.tensor([[o[2] for o in own]])
+            assert inputs["aspect_ratio_ids"][0].tolist() == [o[1] for o in own], inputs["aspect_ratio_ids"]
+            assert torch.equal(inputs["aspect_ratio_mask"].long(), aspect_mask(nt))
+            own_px = normalise(torch.as_tensor(np.stack([o[0] for o in own]))[None], nt)
+            assert torch.allclose(inputs["pixel_values"].float(), own_px, atol=1e-5), "training tiles differ from the processor's"
+            assert torch.equal(inputs["cross_attention_mask"].long(), cross_mask([ids], nt, len(ids), self.image_id))
         inputs.pop("token_type_ids", None)
         out = self.model.generate(**inputs, max_new_tokens=self.max_new, do_sample=False, num_beams=1,
                                   eos_token_id=self.eos, pad_token_id=self.pad)
@@ -659,22 +915,48 @@ class Reference:
         kw = dict(inputs)
         kw["input_ids"] = torch.tensor([full])
         kw["attention_mask"] = torch.ones(1, len(full), dtype=torch.long)
-        cam = inputs["cross_attention_mask"]
-        kw["cross_attention_mask"] = torch.cat([cam, cam[:, -1:].repeat(1, len(greedy) - 1, 1, 1)], dim=1)
+        if "cross_attention_mask" in inputs:
+            cam = inputs["cross_attention_mask"]
+            kw["cross_attention_mask"] = torch.cat([cam, cam[:, -1:].repeat(1, len(greedy) - 1, 1, 1)], dim=1)
         lg = self.model(**kw, use_cache=False).logits[0, len(ids) - 1:]
         am = lg.argmax(-1).tolist()
         assert am == greedy, (am, greedy)
         top2 = lg.topk(2, dim=-1).values
         return float((top2[:, 0] - top2[:, 1]).min())
 
+    def chat(self, turns, rgbs):
+        """turns: [(n_images, user text)]; each answer is transformers' own greedy one, fed to the next
+        turn. -> the last turn's result, with every answer in 'answers'."""
+        conv, answers, used = [], [], 0
+        for n_img, text in turns:
+            conv.append(W_user(n_img, text))
+            used += n_img
+            r = self.run(hf_messages(conv), rgbs[:used])
+            answers.append(r["text"])
+            conv.append(W_asst(r["text"]))
+        r["answers"] = answers
+        return r
 
-SAMPLES = [  # file, (W, H), attributes, alpha
-    ("circle.png", (128, 128), dict(shape="circle", colour="red", size="large", pos=(0, 0), bg="white"), False),
-    ("ring-wide.png", (200, 100), dict(shape="ring", colour="yellow", size="large", pos=(1, 2), bg="gray"), False),
-    ("triangle.jpg", (120, 120), dict(shape="triangle", colour="blue", size="small", pos=(2, 1), bg="pink"), False),
-    ("cross-transparent.png", (96, 96), dict(shape="cross", colour="green", size="large", pos=(1, 1), bg="white"), True),
-    ("square-tiny.png", (36, 36), dict(shape="square", colour="purple", size="large", pos=(2, 2), bg="brown"), False),
-    ("diamond-tall.png", (90, 180), dict(shape="diamond", colour="orange", size="small", pos=(0, 1), bg="gray"), False),
+
+def scene(bg, *shapes):
+    return dict(bg=bg, shapes=[dict(shape=s, colour=c, pos=p) for s, c, p in shapes])
+
+
+SAMPLES = [  # file, (W, H), scene, alpha
+    ("circle.png", (128, 128), scene("white", ("circle", "red", (0, 0))), False),
+    ("ring-wide.png", (200, 100), scene("gray", ("ring", "yellow", (1, 2))), False),
+    ("triangle.jpg", (120, 120), scene("pink", ("triangle", "blue", (2, 1))), False),
+    ("cross-transparent.png", (96, 96), scene("white", ("cross", "green", (1, 1))), True),
+    ("square-tiny.png", (36, 36), scene("brown", ("square", "purple", (2, 2))), False),
+    ("diamond-tall.png", (90, 180), scene("gray", ("diamond", "orange", (0, 1))), False),
+    ("three-shapes.png", (240, 160), scene("white", ("circle", "red", (0, 0)), ("square", "blue", (1, 2)),
+                                           ("triangle", "green", (2, 1))), False),
+    ("banner.jpg", (320, 80), scene("pink", ("cross", "black", (1, 0)), ("ring", "yellow", (1, 2))), False),
+]
+# Sample conversations over those files (README, test_cli): (files, [(n_images, user text)], true answers)
+SAMPLE_CHATS = [
+    (["ring-wide.png", "circle.png"], [(2, "Which picture shows a red shape?")], ["the second one"]),
+    (["three-shapes.png", "triangle.jpg"], [(1, W.CANONICAL_PROMPT), (1, "What colour is the triangle?")], None),
 ]
 
 
@@ -692,37 +974,108 @@ def write_samples(a, ref, log):
     """examples/images/: sample pictures; a sample the model gets wrong is redrawn with the next seed."""
     out_dir = os.path.join(ROOT, "examples", "images")
     os.makedirs(out_dir, exist_ok=True)
-    cases = []
-    for k, (name, size, attrs, alpha) in enumerate(SAMPLES):
+    cases, by_name = [], {}
+    for k, (name, size, sc, alpha) in enumerate(SAMPLES):
+        cap = W.caption_of(sc)
         for tries in range(20):
-            img, at = draw_picture(picture_rng(a.seed, STREAM_SAMPLES, 100 * k + tries), size=size, attrs=attrs,
-                                   alpha_bg=alpha)
+            img = draw_scene(picture_rng(a.seed, STREAM_SAMPLES, 100 * k + tries), sc, size, alpha_bg=alpha)
             path = os.path.join(out_dir, name)
             rgb = save_sample(img, path)
-            r = ref.run(rgb, CANONICAL_PROMPT)
-            cap = caption_of(at)
+            r = ref.run(hf_messages([W_user(1, W.CANONICAL_PROMPT)]), [rgb])
             if r["text"] == cap:
                 break
             log(f"sample {name}: the model said {r['text']!r} for {cap!r}; drawing it again")
         else:
             log(f"sample {name}: kept a picture the model gets wrong")
-        cases.append(dict(name=name, rgb=rgb, prompt=CANONICAL_PROMPT, caption=cap, redraws=tries, **r))
+        by_name[name] = (rgb, sc)
+        cases.append(dict(name=name, kind="caption", rgbs=[rgb], prompt=W.CANONICAL_PROMPT, answer=cap, redraws=tries,
+                          answers_text=r["text"], turn_images=[1], **r))
         log(f"sample {name} {size[0]}x{size[1]}: {r['text']!r} (truth {cap!r})")
+    for files, turns, truth in SAMPLE_CHATS:
+        rgbs = [by_name[f][0] for f in files]
+        r = ref.chat(turns, rgbs)
+        if truth is None:
+            scs = [by_name[f][1] for f in files]
+            truth = [W.caption_of(scs[0]), W.ask(scs[1], "colour", W.QUESTIONS["colour"][0], "triangle", "")[1]]
+        kind = "which" if len(turns) == 1 else "chat"
+        cases.append(dict(name=" ".join(files), kind=kind, rgbs=rgbs, prompt="\n".join(t for _, t in turns),
+                          answer=truth[-1], answers_text="\n".join(r["answers"]), redraws=0,
+                          turn_images=[n for n, _ in turns], **r))
+        log(f"sample {' + '.join(files)}: {r['answers']!r} (truth {truth!r})")
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write("# Sample pictures for the demo model\n\n"
                 "Drawn by `tools/train_demo.py` (do not edit: it rewrites this folder). `models/mllama-demo.gguf`\n"
-                f"captions each with the prompt \"{CANONICAL_PROMPT}\"; the expected captions (transformers' greedy\n"
-                + ("output, which is also the true caption of every picture here):\n\n" if all(c["text"] == c["caption"] for c in cases)
-                   else "output; the true caption follows where the model gets it wrong):\n\n")
-                + "| file | size | caption |\n|---|---|---|\n")
-        for c in cases:
-            h, w = c["rgb"].shape[:2]
-            wrong = "" if c["text"] == c["caption"] else f" (truth: {c['caption']})"
+                f"captions each with the prompt \"{W.CANONICAL_PROMPT}\" (transformers' greedy output; the true\n"
+                "caption follows where the model gets it wrong):\n\n| file | size | caption |\n|---|---|---|\n")
+        for c in cases[:len(SAMPLES)]:
+            h, w = c["rgbs"][0].shape[:2]
+            wrong = "" if c["text"] == c["answer"] else f" (truth: {c['answer']})"
             f.write(f"| `{c['name']}` | {w}x{h} | {c['text']}{wrong} |\n")
+        f.write("\nConversations over several of them (the answers are transformers'):\n\n")
+        for c in cases[len(SAMPLES):]:
+            f.write(f"- {', '.join('`' + n + '`' for n in c['name'].split())}: "
+                    + "; ".join(f"\"{q}\" → \"{ans}\"" for q, ans in zip(c["prompt"].split("\n"), c["answers_text"].split("\n")))
+                    + "\n")
         f.write("\n`cross-transparent.png` has a transparent background (composited over white, as the runtime does);\n"
-                "`triangle.jpg` is a JPEG, so a decoder other than Pillow's may give slightly different pixels.\n")
+                "the `.jpg` files are JPEGs, so a decoder other than Pillow's may give slightly different pixels.\n")
         if any(c["redraws"] for c in cases):
             f.write("Some of these were redrawn (next seed) because the model got the first drawing wrong.\n")
+    return cases
+
+
+REF_SIDE = 160     # the reference file's pictures are at most this big (they are stored as RGB8)
+
+
+def test_cases(a, ref, pool_scenes_rng):
+    """Fresh conversations for the reference: single pictures, which-questions, chats, out-of-world pictures."""
+    cases = []
+    rng = pool_scenes_rng
+    for i in range(a.n_test):
+        rgb, sc = training_picture(a.seed, STREAM_TEST, i, REF_SIDE)
+        if i % 2 == 0:
+            prompt, ans, kind = W.CAPTION_PROMPTS[i // 2 % len(W.CAPTION_PROMPTS)], W.caption_of(sc), "caption"
+        else:
+            _, prompt, ans = W.random_question(rng, sc)
+            kind = "question"
+        r = ref.run(hf_messages([W_user(1, prompt)]), [rgb])
+        cases.append(dict(name=f"test-{i}", kind=kind, rgbs=[rgb], prompt=prompt, answer=ans, answers_text=r["text"],
+                          turn_images=[1], **r))
+    k = a.n_test
+    for i in range(6):                               # which of 2 or 3 pictures
+        n = 2 if i < 4 else 3
+        for attempt in range(100):
+            pics = [training_picture(a.seed, STREAM_TEST + 10, 100 * i + 10 * attempt + j, REF_SIDE) for j in range(n)]
+            kind = list(W.WHICH)[i % len(W.WHICH)]
+            vals = W.which_values(kind)
+            value = vals[int(rng.integers(len(vals)))]
+            ans = W.which_answer([p[1] for p in pics], kind, value)
+            if ans is not None and ans != "none of them":
+                break
+        prompt = W.which_question(kind, value)
+        r = ref.run(hf_messages([W_user(n, prompt)]), [p[0] for p in pics])
+        cases.append(dict(name=f"test-{k}", kind="which", rgbs=[p[0] for p in pics], prompt=prompt, answer=ans,
+                          answers_text=r["text"], turn_images=[n], **r))
+        k += 1
+    for i in range(4):                               # two-turn chats
+        p1, p2 = (training_picture(a.seed, STREAM_TEST + 20, 2 * i + j, REF_SIDE) for j in (0, 1))
+        if i < 2:                                    # a picture in each turn
+            turns, rgbs = [(1, W.CANONICAL_PROMPT), (1, W.CANONICAL_PROMPT if i == 0 else "How many shapes are there?")], [p1[0], p2[0]]
+            ans = W.caption_of(p2[1]) if i == 0 else W.NUMBERS[len(p2[1]["shapes"])]
+        elif i == 2:                                 # a greeting, then a picture
+            turns, rgbs, ans = [(0, "Hello."), (1, W.CANONICAL_PROMPT)], [p2[0]], W.caption_of(p2[1])
+        else:                                        # a follow-up question without a new picture
+            turns, rgbs, ans = [(1, W.CANONICAL_PROMPT), (0, "What colour is the background?")], [p1[0]], p1[1]["bg"]
+        r = ref.chat(turns, rgbs)
+        cases.append(dict(name=f"test-{k}", kind="chat", rgbs=rgbs, prompt="\n".join(t for _, t in turns), answer=ans,
+                          answers_text="\n".join(r["answers"]), turn_images=[n for n, _ in turns], **r))
+        k += 1
+    for i in range(4):                               # outside the world
+        rgb = ood_picture(a.seed, STREAM_TEST + 30, i, REF_SIDE)
+        prompt = W.CANONICAL_PROMPT if i % 2 == 0 else "What colour is the circle?"
+        r = ref.run(hf_messages([W_user(1, prompt)]), [rgb])
+        cases.append(dict(name=f"test-{k}", kind="ood", rgbs=[rgb], prompt=prompt, answer=W.NOT_A_SCENE,
+                          answers_text=r["text"], turn_images=[1], **r))
+        k += 1
     return cases
 
 
@@ -739,8 +1092,8 @@ def write_reference(path, a, cases, n_samples, heldout, train_info, max_new, eos
     w.add_uint32("ref.n_samples", n_samples)
     w.add_uint32("ref.max_new_tokens", max_new)
     w.add_key_value("ref.eos_ids", [int(x) for x in eos], gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.INT32)
-    w.add_string("ref.canonical_prompt", CANONICAL_PROMPT)
-    w.add_uint32("ref.cases_correct", sum(int(c["text"] == c["caption"]) for c in cases))
+    w.add_string("ref.canonical_prompt", W.CANONICAL_PROMPT)
+    w.add_uint32("ref.cases_correct", sum(int(c["text"] == c["answer"]) for c in cases))
     w.add_uint32("ref.heldout_n", heldout[1])
     w.add_uint32("ref.heldout_correct", heldout[0])
     w.add_float32("ref.heldout_accuracy", heldout[0] / heldout[1])
@@ -749,19 +1102,21 @@ def write_reference(path, a, cases, n_samples, heldout, train_info, max_new, eos
     w.add_uint32("ref.seed", a.seed)
     w.add_uint32("ref.n_params", n_par)
     for k, c in enumerate(cases):
-        h, wd = c["rgb"].shape[:2]
-        w.add_tensor(f"case.{k}.rgb", np.ascontiguousarray(c["rgb"].reshape(h, wd * 3)).view(np.int8))
-        w.add_uint32(f"case.{k}.width", wd)
-        w.add_uint32(f"case.{k}.height", h)
-        w.add_string(f"case.{k}.name", c["name"])
-        w.add_string(f"case.{k}.prompt", c["prompt"])
-        w.add_string(f"case.{k}.templated", c["templated"])
-        for key, vals in (("prompt_ids", c["ids"]), ("greedy_ids", c["greedy"]), ("caption_ids", c["caption_ids"])):
+        w.add_uint32(f"case.{k}.n_images", len(c["rgbs"]))
+        for j, rgb in enumerate(c["rgbs"]):
+            h, wd = rgb.shape[:2]
+            w.add_tensor(f"case.{k}.image.{j}.rgb", np.ascontiguousarray(rgb.reshape(h, wd * 3)).view(np.int8))
+            w.add_uint32(f"case.{k}.image.{j}.width", wd)
+            w.add_uint32(f"case.{k}.image.{j}.height", h)
+        # add_key_value: gguf's add_string leaves out empty strings (an untrained model's answer)
+        for key, val in (("name", c["name"]), ("kind", c["kind"]), ("prompt", c["prompt"]), ("templated", c["templated"]),
+                         ("answer", c["answer"]), ("greedy_text", c["text"]), ("answers_text", c["answers_text"])):
+            w.add_key_value(f"case.{k}.{key}", val, gguf.GGUFValueType.STRING)
+        for key, vals in (("prompt_ids", c["ids"]), ("greedy_ids", c["greedy"]), ("answer_ids", c["answer_ids"]),
+                          ("turn_images", c["turn_images"])):
             w.add_key_value(f"case.{k}.{key}", [int(x) for x in vals], gguf.GGUFValueType.ARRAY,
                             sub_type=gguf.GGUFValueType.INT32)
-        w.add_string(f"case.{k}.greedy_text", c["text"])
-        w.add_string(f"case.{k}.caption", c["caption"])
-        w.add_uint32(f"case.{k}.correct", int(c["text"] == c["caption"]))
+        w.add_uint32(f"case.{k}.correct", int(c["text"] == c["answer"]))
         w.add_float32(f"case.{k}.min_margin", c["margin"])
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -774,7 +1129,10 @@ def export(a, model, tokenizer, train_seconds, log):
     tmp = tempfile.mkdtemp(prefix="mllama-demo-")
     hf_dir = os.path.join(tmp, "mllama-demo")
     try:
-        save_checkpoint(model, tokenizer, hf_dir)
+        info = dict(train_steps=a.steps, train_seconds=train_seconds, seed=a.seed,
+                    train_command=(f"python tools/train_demo.py --seed {a.seed} --threads {a.threads} --steps {a.steps} "
+                                   f"--batch {a.batch} --lr {a.lr} --warmup {a.warmup} --pool {a.pool} --pool-ood {a.pool_ood}"))
+        save_checkpoint(model, tokenizer, hf_dir, info)
         models_dir = os.path.join(ROOT, "models")
         fix_dir = os.path.join(ROOT, "tests", "fixtures", "demo")
         os.makedirs(models_dir, exist_ok=True)
@@ -789,32 +1147,29 @@ def export(a, model, tokenizer, train_seconds, log):
         t0 = time.time()
         correct = 0
         for i in range(a.heldout):
-            img, at = draw_picture(picture_rng(a.seed, STREAM_HELDOUT, i))
-            r = ref.run(to_rgb(img), CANONICAL_PROMPT)
-            ok = r["text"] == caption_of(at)
+            rgb, sc = training_picture(a.seed, STREAM_HELDOUT, i)
+            r = ref.run(hf_messages([W_user(1, W.CANONICAL_PROMPT)]), [rgb])
+            ok = r["text"] == W.caption_of(sc)
             correct += ok
             if not ok:
-                log(f"held-out {i}: {r['text']!r} != {caption_of(at)!r}")
+                log(f"held-out {i} {rgb.shape[1]}x{rgb.shape[0]}: {r['text']!r} != {W.caption_of(sc)!r}")
         log(f"held-out accuracy: {correct}/{a.heldout} = {100.0 * correct / a.heldout:.1f}% "
             f"(transformers greedy, {time.time() - t0:.0f} s)")
 
         cases = write_samples(a, ref, log)
         n_samples = len(cases)
-        for i in range(a.n_test):
-            img, at = draw_picture(picture_rng(a.seed, STREAM_TEST, i))
-            rgb = to_rgb(img)
-            prompt = PROMPTS[i % len(PROMPTS)]
-            r = ref.run(rgb, prompt)
-            cases.append(dict(name=f"test-{i}", rgb=rgb, prompt=prompt, caption=caption_of(at), **r))
+        cases += test_cases(a, ref, np.random.default_rng([a.seed, 77]))
         for c in cases:
-            c["caption_ids"] = ref.tok(c["caption"], add_special_tokens=False)["input_ids"] + [eot]
-            same_ids = c["greedy"] == c["caption_ids"]
-            assert same_ids == (c["text"] == c["caption"]), (c["name"], c["greedy"], c["caption_ids"])
-        n_ok = sum(c["text"] == c["caption"] for c in cases)
-        log(f"reference cases: {len(cases)} ({n_samples} samples), {n_ok} captioned correctly; smallest logit gap "
+            c["answer_ids"] = ref.tok(c["answer"], add_special_tokens=False)["input_ids"] + [eot]
+            same_ids = c["greedy"] == c["answer_ids"]
+            assert same_ids == (c["text"] == c["answer"]), (c["name"], c["greedy"], c["answer_ids"])
+            if c["text"] != c["answer"]:
+                log(f"reference case {c['name']} ({c['kind']}): {c['text']!r}, truth {c['answer']!r}")
+        n_ok = sum(c["text"] == c["answer"] for c in cases)
+        log(f"reference cases: {len(cases)} ({n_samples} samples), {n_ok} answered correctly; smallest logit gap "
             f"{min(c['margin'] for c in cases):.3f}")
         ref_path = os.path.join(fix_dir, "demo-ref.gguf")
-        write_reference(ref_path, a, cases, n_samples, (correct, a.heldout), (a.steps + a.restart_steps, train_seconds), a.max_new,
+        write_reference(ref_path, a, cases, n_samples, (correct, a.heldout), (a.steps, train_seconds), a.max_new,
                         ref.eos, n_params(ref.model))
         files.append(ref_path)
         files += [os.path.join(ROOT, "examples", "images", n) for n, *_ in SAMPLES]
@@ -837,20 +1192,21 @@ def main():
     ap.add_argument("--work", default="/tmp/mllama-demo-train", help="checkpoints, picture cache and train.log")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
-    ap.add_argument("--steps", type=int, default=9000)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=3600)
+    ap.add_argument("--batch", type=int, default=24)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--restart-steps", type=int, default=0, help="a second cosine cycle after --steps")
-    ap.add_argument("--restart-lr", type=float, default=6e-4)
-    ap.add_argument("--pool", type=int, default=40000, help="training pictures")
-    ap.add_argument("--eval-every", type=int, default=1000)
-    ap.add_argument("--ckpt-every", type=int, default=250)
+    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--pool", type=int, default=20000, help="training pictures of the world")
+    ap.add_argument("--pool-ood", type=int, default=1200, help="training pictures outside it")
+    ap.add_argument("--eval-every", type=int, default=900)
+    ap.add_argument("--ckpt-every", type=int, default=100)
     ap.add_argument("--heldout", type=int, default=200, help="fresh pictures for the accuracy figure")
-    ap.add_argument("--n-test", type=int, default=32, help="test pictures in the reference file")
-    ap.add_argument("--max-new", type=int, default=24)
+    ap.add_argument("--n-test", type=int, default=24, help="single-picture test cases in the reference file")
+    ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--resume", action="store_true", help="continue from WORK/ckpt.pt")
+    ap.add_argument("--train-only", action="store_true", help="stop after training (export later with --export-only)")
     ap.add_argument("--export-only", action="store_true", help="export WORK/ckpt.pt (a finished run)")
+    ap.add_argument("--from-hf", help="export this Hugging Face checkpoint folder (a --keep-hf copy) instead")
     ap.add_argument("--keep-hf", help="also keep the Hugging Face checkpoint in this folder")
     a = ap.parse_args()
 
@@ -859,18 +1215,28 @@ def main():
     torch.set_default_dtype(torch.float32)
     os.makedirs(a.work, exist_ok=True)
     log = Log(os.path.join(a.work, "train.log"))
+    log("command: " + " ".join(sys.argv))
     if transformers.__version__ != TESTED_TRANSFORMERS:
         log(f"warning: transformers {transformers.__version__}; the demo was made with {TESTED_TRANSFORMERS} "
             f"(Meta's vision tap rule; 4.55+ shifted it)")
     assert hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest() == CHAT_TEMPLATE_SHA256
     tokenizer = train_tokenizer()
     cfg = make_config(tokenizer)
-    if a.export_only:
-        a.resume = True
-        done = torch.load(os.path.join(a.work, "ckpt.pt"), weights_only=False)["step"]
-        a.restart_steps = max(0, done - a.steps)
-        a.steps = min(a.steps, done)
-    model, secs = train(a, tokenizer, cfg, log)
+    if a.from_hf:
+        model = MllamaForConditionalGeneration.from_pretrained(a.from_hf, torch_dtype=torch.float32).eval()
+        with open(os.path.join(a.from_hf, "training.json")) as f:
+            info = json.load(f)
+        secs, a.steps, a.seed = info["train_seconds"], info["train_steps"], info["seed"]
+        for key in ("threads", "batch", "lr", "warmup", "pool", "pool_ood"):   # recorded as they were
+            setattr(a, key, type(getattr(a, key))(info["train_command"].split(f"--{key.replace('_', '-')} ")[1].split()[0]))
+    else:
+        if a.export_only:
+            a.resume = True
+            done = torch.load(os.path.join(a.work, "ckpt.pt"), weights_only=False)["step"]
+            assert done == a.steps, f"the checkpoint is at step {done} of {a.steps}"
+        model, secs = train(a, tokenizer, cfg, log)
+    if a.train_only:
+        return
     files = export(a, model, tokenizer, secs, log)
     log("=== files ===")
     for f in files:

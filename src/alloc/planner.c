@@ -119,23 +119,10 @@ static struct mms_tensor *mms__slot_tensor(const struct mms_cgraph *g, int s) {
 }
 static int mms__slot_step(const struct mms_cgraph *g, int s) { return s < mms_graph_n_leafs(g) ? -1 : s - mms_graph_n_leafs(g); }
 
-static bool mms__galloc_owns(const mms_gallocr_t ga, const struct mms_backend_buffer *b) {
-    int i, c;
-    if (!b) return false;
-    for (i = 0; i < ga->n_bufs; i++)
-        for (c = 0; c < ga->bufs[i].n_chunks; c++) if (ga->bufs[i].chunks[c] == b) return true;
-    return false;
-}
-
-/* Memory an allocator placed for one graph (not persistent): compute memory, ours or another
-   allocator's (maybe freed by now), never relied on by a new allocation. */
-static bool mms__tensor_is_transient(const struct mms_tensor *t) {
-    return t->graph_id != 0 && !(t->flags & MMS_TENSOR_FLAG_PERSISTENT);
-}
-
-/* Planned here: not a view, and without memory, or with compute memory (allocated before). */
-static bool mms__galloc_needs(const mms_gallocr_t ga, const struct mms_tensor *t) {
-    return !t->view_src && (!t->data || mms__galloc_owns(ga, t->buffer) || mms__tensor_is_transient(t));
+/* Planned here: not a view, and without memory, or in compute memory (of an earlier allocation,
+   ours or another allocator's, maybe freed by now): never relied on by a new allocation. */
+static bool mms__galloc_needs(const struct mms_tensor *t) {
+    return !t->view_src && (t->placement.kind == MMS_MEMORY_NONE || t->placement.kind == MMS_MEMORY_COMPUTE);
 }
 
 static bool mms__op_can_inplace(enum mms_op op) {
@@ -168,7 +155,7 @@ static enum mms_status mms__galloc_signature(mms_gallocr_t ga, struct mms_cgraph
         q->op = t->op;
         q->type = t->type;
         q->flags = t->flags;
-        q->needs_alloc = mms__galloc_needs(ga, t);
+        q->needs_alloc = mms__galloc_needs(t);
         q->buffer_id = id;
         for (j = 0; j < MMS_MAX_DIMS; j++) { q->ne[j] = t->ne[j]; q->nb[j] = t->nb[j]; }
         q->view_offs = t->view_offs;
@@ -531,7 +518,7 @@ static enum mms_status mms__galloc_ensure_buffers(mms_gallocr_t ga) {
             if (c < buf->n_planned && (!buf->chunks[c] || mms_backend_buffer_get_size(buf->chunks[c]) < buf->planned[c])) {
                 mms_backend_buffer_t nb = mms_backend_buft_alloc_buffer(buf->buft, buf->planned[c]);
                 if (!nb)
-                    return mms_set_error(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
+                    return mms__error_context(mms_last_status() == MMS_OK ? MMS_ERR_OOM : mms_last_status(),
                                          "mms_gallocr: cannot allocate %zu bytes of '%s' memory for buffer %d chunk %d: %s",
                                          buf->planned[c], mms_backend_buft_name(buf->buft), id, c, mms_last_error());
                 if (buf->chunks[c]) {
@@ -586,30 +573,29 @@ static bool mms__galloc_plan_fits(mms_gallocr_t ga, struct mms_cgraph *g) {
    in compute memory (this allocator's or another's) by a different graph, next to tensors of its
    own, would lose their values: the memory is handed out again, or the other allocator's is. (A graph rebuilt over exactly the tensors of one earlier
    graph, with nothing new, is that graph again and is fine; input leafs are set anew anyway.) */
-static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgraph *g, const char *who,
+static enum mms_status mms__galloc_check_reuse(struct mms_cgraph *g, const char *who,
                                                 const char *(*name_of)(void *user, uint64_t graph_id), void *user) {
     const int n = mms__slot_count(g), nl = mms_graph_n_leafs(g);
     const struct mms_tensor *culprit = NULL, *reader = NULL;
     uint64_t old_id = 0;
     int s, j, n_old = 0, n_fresh = 0;
     bool mixed = false;
-    #define MMS__OLD(t) ((t)->data && (mms__galloc_owns(ga, (t)->buffer) || mms__tensor_is_transient(t)) && \
-                         (t)->graph_id != mms_graph_id(g))
+    #define MMS__OLD(t) ((t)->placement.kind == MMS_MEMORY_COMPUTE && (t)->placement.graph_id != mms_graph_id(g))
     for (s = 0; s < n; s++) {
         const struct mms_tensor *t = mms__slot_tensor(g, s);
         if (t->view_src || (s < nl && (t->flags & MMS_TENSOR_FLAG_INPUT))) continue;
         if (MMS__OLD(t)) {
             n_old++;
-            if (!old_id) old_id = t->graph_id;
-            else if (t->graph_id != old_id) mixed = true;
-        } else if (s >= nl && !t->data) {
+            if (!old_id) old_id = t->placement.graph_id;
+            else if (t->placement.graph_id != old_id) mixed = true;
+        } else if (s >= nl && t->placement.kind == MMS_MEMORY_NONE) {
             n_fresh++;
         }
     }
     if (n_old == 0 || (!mixed && n_fresh == 0)) return MMS_OK;
     for (s = nl; s < n && !culprit; s++) {                     /* an old tensor that a new node reads */
         const struct mms_tensor *t = mms__slot_tensor(g, s);
-        if (t->data) continue;
+        if (t->placement.kind != MMS_MEMORY_NONE) continue;
         for (j = 0; j < MMS_MAX_SRC && !culprit; j++) {
             const struct mms_tensor *r = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
             if (r && MMS__OLD(r)) { culprit = r; reader = t; }
@@ -621,9 +607,9 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     }
     #undef MMS__OLD
     {
-        const char *old_name = name_of ? name_of(user, culprit->graph_id) : "";
+        const char *old_name = name_of ? name_of(user, culprit->placement.graph_id) : "";
         char old[MMS_MAX_NAME + 32];
-        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->graph_id, old_name[0] ? " '" : "", old_name,
+        snprintf(old, sizeof old, "graph #%llu%s%.64s%s", (unsigned long long)culprit->placement.graph_id, old_name[0] ? " '" : "", old_name,
                  old_name[0] ? "'" : "");
         return mms_set_error(MMS_ERR_STALE, "%s: graph #%llu%s%s%s uses tensor %s%s%s, which %s computed in compute memory that "
                              "this allocation hands out again: its value would be lost. Mark it with mms_set_persistent before "
@@ -634,19 +620,11 @@ static enum mms_status mms__galloc_check_reuse(mms_gallocr_t ga, struct mms_cgra
     }
 }
 
-MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
+/* Places every planned tensor of g by the stored plan (which must fit g): the buffers grow if
+   needed and start a new generation first. */
+static enum mms_status mms__galloc_place(mms_gallocr_t ga, struct mms_cgraph *g) {
     enum mms_status st;
     int id, c, s, k, i;
-    if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
-    if (mms_graph_status(g) != MMS_OK)
-        return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
-    if ((st = mms__galloc_check_reuse(ga, g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
-    if (!mms__galloc_plan_fits(ga, g)) {
-        if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
-            return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
-                                 "has %d buffers: call mms_gallocr_reserve_n with its buffer ids first", ga->n_bufs);
-        if ((st = mms__galloc_plan(ga, g, NULL, NULL)) != MMS_OK) return st;
-    }
     if ((st = mms__galloc_ensure_buffers(ga)) != MMS_OK) return st;
 
     /* a new generation: whatever an earlier allocation placed is stale from now on */
@@ -661,19 +639,46 @@ MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgr
         t = mms__slot_tensor(g, s);
         b = &ga->blocks[ga->slot_block[s]];
         chunk = ga->bufs[b->buffer_id].chunks[b->chunk];
-        t->data = NULL;
-        t->buffer = NULL;
-        st = mms_backend_tensor_alloc(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset);
+        mms__tensor_unplace(t);
+        st = mms__tensor_alloc_for(chunk, t, (char *)mms_backend_buffer_get_base(chunk) + b->offset, mms_graph_id(g));
         if (st != MMS_OK) return st;
-        t->graph_id = mms_graph_id(g);
         ga->infos[k].tensor = t;
         ga->infos[k].inplace_of = ga->slot_inplace_of[s] >= 0 ? mms__slot_tensor(g, ga->slot_inplace_of[s]) : NULL;
     }
     for (i = 0; i < mms_graph_n_nodes(g); i++) {
         struct mms_tensor *t = mms_graph_node(g, i);
-        if (t->view_src && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
+        if (t->view_src && t->view_src->placement.kind != MMS_MEMORY_NONE && (st = mms_backend_view_init(t)) != MMS_OK) return st;
     }
     return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gallocr_alloc_graph(mms_gallocr_t ga, struct mms_cgraph *g) {
+    enum mms_status st;
+    if (!ga || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_gallocr_alloc_graph: allocator and graph are required");
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph was not built correctly: %s", mms_graph_error(g));
+    if ((st = mms__galloc_check_reuse(g, "mms_gallocr_alloc_graph", NULL, NULL)) != MMS_OK) return st;
+    if (!mms__galloc_plan_fits(ga, g)) {
+        if (ga->n_bufs > 1)   /* only the caller knows which buffer each tensor goes to */
+            return mms_set_error(MMS_ERR_STATE, "mms_gallocr_alloc_graph: the graph differs from the one reserved and this allocator "
+                                 "has %d buffers: call mms_gallocr_reserve_n with its buffer ids first", ga->n_bufs);
+        if ((st = mms__galloc_plan(ga, g, NULL, NULL)) != MMS_OK) return st;
+    }
+    return mms__galloc_place(ga, g);
+}
+
+/* For the scheduler: every tensor this allocator placed becomes stale (a reset), or its memory is
+   filled with a byte (poison). */
+static void mms__galloc_reset(mms_gallocr_t ga) {
+    int id, c;
+    for (id = 0; id < ga->n_bufs; id++)
+        for (c = 0; c < ga->bufs[id].n_chunks; c++) mms_backend_buffer_reset(ga->bufs[id].chunks[c]);
+}
+
+static void mms__galloc_fill(mms_gallocr_t ga, uint8_t value) {
+    int id, c;
+    for (id = 0; id < ga->n_bufs; id++)
+        for (c = 0; c < ga->bufs[id].n_chunks; c++) mms_backend_buffer_clear(ga->bufs[id].chunks[c], value);
 }
 
 /* -- queries -- */

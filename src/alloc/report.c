@@ -55,7 +55,7 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
     ymax = MMS__MAX(MMS__MAX(bi->planned, bi->lower_bound), (size_t)1);
     sx = (W - left - right) / steps;
     sy = (H - top - bottom) / (double)ymax;
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_gallocr_write_svg: cannot write '%s'", path);
 
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"monospace\" font-size=\"10\">\n", W, H);

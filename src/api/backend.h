@@ -1,19 +1,26 @@
 /* >>api-backend -----------------------------------------------------------------------------------
    Memory and execution. A buffer type says where memory lives (host, a device); a buffer is one
    allocation of it; tensors are placed inside buffers. A backend runs graphs whose tensors live in
-   memory it can read. Tensors keep the uid and generation of the buffer they were placed in, so
-   using one after its buffer was freed, or after its memory was handed out again
-   (mms_backend_buffer_reset), is an MMS_ERR_STALE error instead of silent garbage. */
+   memory it can read. Placing a tensor writes its placement record (struct mms_placement: the
+   memory kind from the buffer's usage, the buffer's uid and generation), so using it after its
+   buffer was freed, or after its memory was handed out again (mms_backend_buffer_reset), is an
+   MMS_ERR_STALE error instead of silent garbage. */
 
 typedef struct mms_backend_buffer_type *mms_backend_buffer_type_t;
 typedef struct mms_backend_buffer      *mms_backend_buffer_t;
 typedef struct mms_backend             *mms_backend_t;
 typedef struct mms_backend_event       *mms_backend_event_t;
 
+/* A buffer's usage decides the memory kind of the tensors placed in it afterwards: ANY and
+   WEIGHTS give MMS_MEMORY_STATIC, COMPUTE gives MMS_MEMORY_COMPUTE, PERSISTENT gives
+   MMS_MEMORY_PERSISTENT, RESERVE gives MMS_MEMORY_RESERVE. Graph allocators and schedulers set
+   COMPUTE, PERSISTENT and RESERVE on their own buffers; callers set WEIGHTS (or leave ANY). */
 enum mms_buffer_usage {
-    MMS_BUFFER_USAGE_ANY     = 0,
-    MMS_BUFFER_USAGE_WEIGHTS = 1,  /* the scheduler runs ops where their weights live */
-    MMS_BUFFER_USAGE_COMPUTE = 2   /* reused at every graph allocation */
+    MMS_BUFFER_USAGE_ANY        = 0,
+    MMS_BUFFER_USAGE_WEIGHTS    = 1,  /* the scheduler runs ops where their weights live */
+    MMS_BUFFER_USAGE_COMPUTE    = 2,  /* reused at every graph allocation */
+    MMS_BUFFER_USAGE_PERSISTENT = 3,  /* one kept tensor of a scheduler */
+    MMS_BUFFER_USAGE_RESERVE    = 4   /* stand-ins while a scheduler plans: the buffer has no memory */
 };
 
 MMS_API const char          *mms_backend_buft_name(mms_backend_buffer_type_t buft);
@@ -43,9 +50,14 @@ MMS_API uint64_t             mms_backend_buffer_get_generation(mms_backend_buffe
 MMS_API enum mms_status mms_backend_tensor_alloc(mms_backend_buffer_t buffer, struct mms_tensor *tensor, void *addr);
 /* Give a view the memory of its view_src (which must be placed). */
 MMS_API enum mms_status mms_backend_view_init(struct mms_tensor *tensor);
-/* OK if the tensor's memory is valid now; MMS_ERR_STATE if it was never placed; MMS_ERR_STALE if
-   its buffer was freed or reset since. The message says which and what to do. */
+/* A question, so it logs nothing: OK if the tensor's memory is valid now; MMS_ERR_STATE if it was
+   never placed (or is a planning stand-in); MMS_ERR_STALE if its buffer was freed or reset since,
+   or, for a kept tensor, if something it was computed from has been written since (section 6 of
+   the manual). The thread's last error then says which and what to do. */
 MMS_API enum mms_status mms_backend_tensor_check(const struct mms_tensor *tensor);
+/* The kind of memory the tensor was placed in (its record; it may be stale: check it to know). */
+MMS_API enum mms_memory_kind mms_tensor_memory_kind(const struct mms_tensor *tensor);
+MMS_API const char          *mms_memory_kind_name(enum mms_memory_kind kind);   /* "compute", ... */
 
 /* Data in and out, by byte range of a contiguous tensor. Works for tensors in any buffer and for
    tensors of an allocating (host) context. Range, placement and staleness are checked. */
@@ -108,15 +120,19 @@ MMS_API void            mms_backend_cpu_set_profile(mms_backend_t backend, bool 
 MMS_API void            mms_backend_cpu_print_profile(mms_backend_t backend, FILE *out);
 
 enum mms_cpu_kernels {
-    MMS_CPU_KERNELS_AUTO   = 0,  /* AVX2 if the CPU and the compiler have it, else scalar */
-    MMS_CPU_KERNELS_SCALAR = 1,  /* portable C */
-    MMS_CPU_KERNELS_AVX2   = 2   /* AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_AUTO         = 0,  /* the best set this CPU and build support */
+    MMS_CPU_KERNELS_SCALAR       = 1,  /* portable C */
+    MMS_CPU_KERNELS_AVX2         = 2,  /* x86-64: AVX2 + FMA + F16C */
+    MMS_CPU_KERNELS_NEON         = 3,  /* 64-bit ARM: NEON (every ARMv8-A CPU) */
+    MMS_CPU_KERNELS_NEON_DOTPROD = 4   /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
 };
-/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2 in the
-   environment, read once). AVX2 on a CPU or build without it is MMS_ERR_UNSUPPORTED. */
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|neon|
+   neon_dotprod in the environment, read once). A set this CPU or build lacks is
+   MMS_ERR_UNSUPPORTED; mms_cpu_kernels_supported tells beforehand. */
 MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);
-MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use: SCALAR or AVX2 */
-MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);
+MMS_API enum mms_cpu_kernels  mms_cpu_get_kernels(void);         /* the one in use, never AUTO */
+MMS_API const char           *mms_cpu_kernels_name(enum mms_cpu_kernels kernels);   /* "unknown" past the last set */
+MMS_API bool                  mms_cpu_kernels_supported(enum mms_cpu_kernels kernels);
 MMS_API bool                  mms_cpu_has_avx2(void);            /* CPU and build both support it */
 MMS_API int                   mms_cpu_count(void);               /* online cores */
 
@@ -170,6 +186,7 @@ struct mms_backend_buffer {
     enum mms_buffer_usage       usage;
     uint64_t                    uid;         /* unique in the process; set by mms_backend_buffer_init */
     uint64_t                    generation;  /* starts at 1; bumped by mms_backend_buffer_reset */
+    uint64_t                    n_clears;    /* mms_backend_buffer_clear calls: writes to every tensor in it */
 };
 
 /* Create the buffer object for memory a buffer type allocated (registers it as live). */

@@ -8,7 +8,7 @@ enum mms_type {
     MMS_TYPE_F16     = 2,
     MMS_TYPE_BF16    = 3,
     MMS_TYPE_I32     = 4,
-    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts, section 3) */
+    MMS_TYPE_Q8_0    = 5,   /* blocks of 32: f16 scale + 32 int8 (GGUF's layouts: manual section 2) */
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
@@ -104,6 +104,26 @@ enum mms_rope_mode {
 };
 
 struct mms_backend_buffer;
+struct mms__provenance;   /* internal */
+
+/* What kind of memory a tensor was given, recorded when it is placed and never derived: the
+   lifetime rules (section 6 of the manual) follow from it. */
+enum mms_memory_kind {
+    MMS_MEMORY_NONE       = 0,  /* not placed */
+    MMS_MEMORY_HOST       = 1,  /* data of an allocating context: until the context is reset or freed */
+    MMS_MEMORY_STATIC     = 2,  /* a buffer the caller allocated (weights, caches): until it is freed */
+    MMS_MEMORY_COMPUTE    = 3,  /* a graph allocator's memory: until that allocator's next allocation */
+    MMS_MEMORY_PERSISTENT = 4,  /* kept by a scheduler across graphs: until released or the scheduler is freed */
+    MMS_MEMORY_RESERVE    = 5   /* a stand-in while a scheduler plans (reserve): no data, never read */
+};
+
+/* The record a placement writes into the tensor; every lifetime check reads it (and only it). */
+struct mms_placement {
+    enum mms_memory_kind kind;
+    uint64_t buffer_uid;   /* the buffer it was placed in, 0 for host memory: detects a freed buffer */
+    uint64_t generation;   /* the buffer's generation then: detects memory handed out again */
+    uint64_t graph_id;     /* the graph whose allocation placed it (0: none) */
+};
 
 struct mms_tensor {
     enum mms_type type;
@@ -118,10 +138,12 @@ struct mms_tensor {
     size_t             view_offs;    /* byte offset into view_src */
 
     void                      *data;        /* NULL until placed */
-    struct mms_backend_buffer *buffer;      /* NULL for host memory of an allocating context */
-    uint64_t                   buffer_uid;  /* the buffer's uid when placed: detects a freed buffer */
-    uint64_t                   generation;  /* the buffer's generation when placed: detects reuse */
-    uint64_t                   graph_id;    /* the graph whose allocation placed it (0: none) */
+    struct mms_backend_buffer *buffer;      /* NULL for host memory; may be freed: check the tensor first */
+    struct mms_placement       placement;   /* written by placement only */
+    uint64_t                   uid;         /* unique in the process, never 0 */
+    uint64_t                   version;     /* counts the writes made through the library (set, copy, compute) */
+    struct mms__provenance    *provenance;  /* internal: what a kept tensor was computed from */
+    bool                       watched;     /* internal: some kept tensor's provenance refers to it */
 
     void *extra;                     /* backend-private per-tensor state */
     char  name[MMS_MAX_NAME];
@@ -151,9 +173,9 @@ MMS_API size_t mms_graph_overhead(void);   /* metadata bytes of an empty graph *
 /* Graph building is sticky: an op given bad arguments reports an error (naming the op, the tensors
    and their shapes), returns NULL and records the first such error in the context. Later ops given
    that NULL return NULL quietly, so a whole builder can run and be checked once at the end. */
-MMS_API enum mms_status mms_get_status(const struct mms_context *ctx);
-MMS_API const char     *mms_get_error(const struct mms_context *ctx);   /* "" when OK */
-MMS_API void            mms_clear_status(struct mms_context *ctx);
+MMS_API enum mms_status mms_ctx_status(const struct mms_context *ctx);
+MMS_API const char     *mms_ctx_error(const struct mms_context *ctx);   /* "" when OK */
+MMS_API void            mms_ctx_clear_error(struct mms_context *ctx);
 
 MMS_API struct mms_tensor *mms_new_tensor(struct mms_context *ctx, enum mms_type type, int n_dims, const int64_t *ne);
 MMS_API struct mms_tensor *mms_new_tensor_1d(struct mms_context *ctx, enum mms_type type, int64_t ne0);
@@ -173,7 +195,7 @@ MMS_API struct mms_tensor *mms_format_name(struct mms_tensor *tensor, const char
 
 MMS_API void mms_set_input(struct mms_tensor *tensor);
 MMS_API void mms_set_output(struct mms_tensor *tensor);
-MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* honoured by the scheduler */
+MMS_API void mms_set_persistent(struct mms_tensor *tensor);  /* kept by the scheduler across graphs (manual section 8) */
 
 MMS_API int64_t mms_nelements(const struct mms_tensor *tensor);
 MMS_API int64_t mms_nrows(const struct mms_tensor *tensor);     /* ne[1] * ne[2] * ne[3] */
@@ -327,9 +349,10 @@ MMS_API struct mms_tensor *mms_transpose(struct mms_context *ctx, struct mms_ten
 /* >>api-graph -------------------------------------------------------------------------------------
    A graph is the ordered list of nodes needed to compute its outputs: build_forward_expand adds a
    tensor and everything it depends on, depth first with sources in order (ggml's order). Tensors
-   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent that already
-   has memory is a leaf too: it was computed by an earlier graph and is kept, so its producers are
-   not walked again. Graphs grow without a size cap and live in the context they were created in. */
+   with op NONE are leafs, the rest nodes (views included). A tensor marked persistent (not a view)
+   is a leaf too, except when it is the tensor expanded: a graph that expands a kept tensor
+   computes it, any other graph reads its kept value (its producers are not walked). Graphs grow
+   without a size cap and live in the context they were created in. */
 
 struct mms_cgraph;
 

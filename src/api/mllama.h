@@ -1,7 +1,8 @@
 /* >>api-mllama ------------------------------------------------------------------------------------
    Llama 3.2 Vision ("mllama"). Numerics follow Hugging Face transformers' MllamaForConditionalGeneration
    in float32 (eager attention, the PIL image processor) with Meta's rule for the vision encoder's
-   intermediate taps; shared/docs/mllama-spec.md is the specification. */
+   intermediate taps (the inputs of the listed layers, as in Meta's reference and transformers up to
+   4.54; manual section 13). */
 
 /* -- image preprocessing ----------------------------------------------------------------------------
    From RGB8 pixels to the model's input, as the PIL image processor does it: choose the tile canvas
@@ -11,10 +12,10 @@
    bilinear filter (bit-exact), pad with black at the bottom and right, rescale by 1/255, normalise
    per channel, and cut row-major tiles into slots; unused slots are exactly 0. */
 
-struct mms_mllama_image_params {
-    int   image_size;      /* tile side in pixels (560 for the 11B model) */
-    int   max_num_tiles;   /* 4 for the 11B model */
-    float mean[3], std[3]; /* per channel; zero-initialised means the CLIP values of the 11B model */
+struct mms_mllama_image_params {   /* zeroed: the 11B model's values */
+    int   image_size;      /* tile side in pixels (0: 560) */
+    int   max_num_tiles;   /* 1..16 (0: 4) */
+    float mean[3], std[3]; /* per channel (all zero: the CLIP values of the 11B model) */
 };
 
 struct mms_mllama_image {
@@ -27,7 +28,7 @@ struct mms_mllama_image {
 };
 
 /* rgb: height rows of width pixels, 3 bytes each, rows stride bytes apart (0: width * 3).
-   MMS_ERR_INVALID_ARG for an empty image or bad parameters (max_num_tiles 1..16). */
+   MMS_ERR_INVALID_ARG for an empty image or bad parameters (negative sizes, max_num_tiles above 16). */
 MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_image_params *params, const uint8_t *rgb,
                                                     int width, int height, size_t stride, struct mms_mllama_image *out);
 MMS_API void            mms_mllama_image_free(struct mms_mllama_image *image);
@@ -94,8 +95,18 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
-/* The shapes of Llama 3.2 11B Vision (spec section 1). */
+/* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
+   keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
+   converter orders them and marked so, the vision gates transformed, the tokenizer from
+   tokenizer.json): what tools such as build/quantize read. Close it with mms_gguf_close.
+   NULL + last error. */
+MMS_API struct mms_gguf *mms_mllama_folder_to_gguf(const char *dir);
+/* The shapes of Llama 3.2 11B Vision (Meta's configuration: 40 text layers, 8 of them cross-attention,
+   32 + 8 vision layers at 560-pixel tiles), and of 90B Vision (the same vision tower;
+   text 8192 wide, 100 layers of which 20 cross-attention at 3, 8, ..., 98, 64 heads, 8 KV heads,
+   feed-forward 28672). */
 MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *out);
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 /* A model with every weight's shape but no data (placed at addresses that are never read), for
    planning memory: a context made from it reserves its graphs and reports buffer sizes, and
    refuses to compute. */
@@ -114,9 +125,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_m
    n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
    made, so a model that does not fit fails then, saying how much memory it needed where. */
 
-struct mms_mllama_context_params {
+struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
     int n_ctx;           /* tokens the KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call (0: 512) */
+    int n_batch;         /* most tokens per decode call (0: 512; at most n_ctx) */
     int max_images;      /* images per conversation (0: 2) */
     int image_cache;     /* encoded images kept, at least max_images (0: max_images + 2) */
 };
@@ -147,9 +158,7 @@ MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *c
 MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
 MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
 /* Where the time and the memory went, since the context was made or the timings were reset.
-   Decode calls of one token count as generation, longer ones as prompt. Memory is per backend:
-   weights, KV cache, compute memory (planned at creation; grows only if a graph needs more) and
-   the kept cross-attention K/V of encoded images at their largest. */
+   Decode calls of one token count as generation, longer ones as prompt. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
     double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
@@ -158,13 +167,17 @@ struct mms_mllama_timings {
     int    n_encodes;
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
-    int    n_backends;
-    struct {
-        char   name[32];
-        size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
-    } memory[2];
+    int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
+/* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
+   compute memory (planned at creation; grows only if a graph needs more) and the kept
+   cross-attention K/V of encoded images at their largest. MMS_ERR_INVALID_ARG for an i out of range. */
+struct mms_mllama_memory {
+    char   name[32];
+    size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+};
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
 /* The timings as a few lines of text: each phase with its time and rate, then memory per backend. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);

@@ -5,9 +5,13 @@
    - an op runs where its weights live, where the caller pinned it, or where its neighbours run;
      ops a backend does not support fall back to one that does; inputs of a split that live in
      memory its backend cannot use are copied in;
-   - a graph tensor marked with mms_set_persistent before its graph is allocated is placed outside
-     the reusable compute memory, on its backend, and stays valid for every later graph of the same
-     scheduler (as an input, on any backend) until mms_backend_sched_release or sched_free;
+   - a tensor marked with mms_set_persistent is kept: a graph that expands it computes it into a
+     buffer of its own on its backend, outside the reusable compute memory, and every later graph of
+     the same scheduler reads it as an input (on any backend) until mms_backend_sched_release or
+     sched_free; reading it before it is computed, or after something it was computed from has been
+     written, is an error;
+   - caller tensors are written only by a successful alloc_graph (their placement) and by compute
+     (their versions), never by reserve (manual section 8);
    - using in a new graph a result that an earlier graph left in compute memory is an error that
      names the tensor, the graph it came from and the fix; so is reading it back (it is stale);
    - the caller's graph is never rewired: the scheduler computes on its own copies of the nodes,

@@ -39,6 +39,13 @@ MMS_API bool                mms_vocab_is_eog(const struct mms_vocab *vocab, int3
 MMS_API enum mms_token_type mms_vocab_token_type(const struct mms_vocab *vocab, int32_t id);  /* 0 for a bad id */
 /* The id of the token whose stored text is exactly text (e.g. "<|image|>"), or -1. */
 MMS_API int32_t             mms_vocab_find(const struct mms_vocab *vocab, const char *text);
+/* The chat template the model carries (GGUF's tokenizer.chat_template, a checkpoint folder's
+   tokenizer_config.json), "" when it has none; and whether it is, byte for byte, the Llama 3.2
+   Vision instruct template that mms_chat_apply_template renders. A model with another template
+   (a fine-tune's) would be prompted differently than it was trained: say so, or let the caller
+   write prompts itself. */
+MMS_API const char         *mms_vocab_chat_template(const struct mms_vocab *vocab);
+MMS_API bool                mms_vocab_chat_template_is_builtin(const struct mms_vocab *vocab);
 /* The token's stored text (byte-level characters for normal tokens), or NULL for a bad id. */
 MMS_API const char         *mms_vocab_token_text(const struct mms_vocab *vocab, int32_t id);
 
@@ -79,7 +86,7 @@ MMS_API int mms_detokenizer_push(const struct mms_vocab *vocab, struct mms_detok
 MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap);
 
 /* -- chat template -------------------------------------------------------------------------------
-   The instruct template of Llama 3.2 Vision (spec section 2), rendered as transformers renders the
+   The instruct template of Llama 3.2 Vision (the model's chat_template), rendered as transformers renders the
    model's own Jinja template: BOS; a leading system message is taken out and trimmed; when no
    message has an image a system block is written ("Cutting Knowledge Date: December 2023",
    "Today Date: " + date, then the system text); with images a non-empty system message is an error
@@ -110,22 +117,22 @@ MMS_API int mms_chat_apply_template(const struct mms_chat_message *messages, int
    (splitmix64: the same seed gives the same tokens on every machine). Temperature 0 is greedy:
    the first largest logit after the penalty. */
 
-struct mms_sampler_params {
+struct mms_sampler_params {   /* zeroed: greedy, nothing else on */
     float    temperature;     /* 0: greedy */
     int      top_k;           /* 0: off */
-    float    top_p;           /* 1: off */
+    float    top_p;           /* 0 or 1: off */
     float    min_p;           /* 0: off */
-    float    repeat_penalty;  /* 1: off */
+    float    repeat_penalty;  /* 0 or 1: off */
     int      repeat_last_n;   /* tokens of history the penalty looks at; 0: all (as transformers) */
     uint64_t seed;
 };
 
 struct mms_sampler;
 
-/* Greedy, no penalty, seed 0. */
+/* Greedy, no penalty, seed 0 (the same as a zeroed struct). */
 MMS_API struct mms_sampler_params mms_sampler_default_params(void);
-/* NULL + MMS_ERR_INVALID_ARG for values out of range (negative temperature, top_p outside (0, 1],
-   min_p outside [0, 1], penalty <= 0, negative top_k or repeat_last_n). */
+/* NULL + MMS_ERR_INVALID_ARG for values out of range (a negative or non-finite temperature or
+   penalty, top_p or min_p outside [0, 1], negative top_k or repeat_last_n). */
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params);
 MMS_API void                mms_sampler_free(struct mms_sampler *sampler);
 /* Forget the history and restart the generator from the seed. */

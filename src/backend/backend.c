@@ -19,10 +19,10 @@ MMS_API mms_backend_buffer_t mms_backend_alloc_ctx_tensors(struct mms_context *c
     return mms_backend_alloc_ctx_tensors_from_buft(ctx, mms_backend_get_default_buffer_type(b));
 }
 
-/* Can backend b read and write the memory of t? */
+/* Can backend b read and write the memory of t (checked live)? */
 static bool mms__backend_can_use(mms_backend_t b, const struct mms_tensor *t) {
-    if (!t->buffer) return mms_backend_supports_buft(b, mms_backend_cpu_buffer_type());
-    return mms_backend_supports_buft(b, t->buffer->buft);
+    mms_backend_buffer_t live = mms__live_buffer_of(t);
+    return mms_backend_supports_buft(b, live ? live->buft : mms_backend_cpu_buffer_type());
 }
 
 static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *g, const char *who) {
@@ -36,8 +36,9 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
             struct mms_tensor *t = n == 0 ? mms_graph_leaf(g, i) : mms_graph_node(g, i);
             enum mms_status st;
             if (mms_nelements(t) == 0) continue;
-            if (t->view_src && !t->data && t->view_src->data && (st = mms_backend_view_init(t)) != MMS_OK) return st;
-            st = mms__tensor_check(t, who);
+            if (t->view_src && t->placement.kind == MMS_MEMORY_NONE && t->view_src->placement.kind != MMS_MEMORY_NONE &&
+                (st = mms_backend_view_init(t)) != MMS_OK) return st;
+            st = n == 0 ? mms__tensor_check_read(t, who) : mms__tensor_check(t, who);
             if (st != MMS_OK) return st;
             if (!mms__backend_can_use(b, t))
                 return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor %s lives in a '%s' buffer that backend %s cannot use",
@@ -50,9 +51,18 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
     return MMS_OK;
 }
 
+/* Every node of a computed graph wrote its memory (a view's, its source's). */
+static void mms__graph_written(struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < mms_graph_n_nodes(g); i++)
+        if (!mms_op_is_view(mms_graph_node(g, i)->op)) mms__tensor_written(mms_graph_node(g, i));
+}
+
 MMS_API enum mms_status mms_backend_graph_compute_async(mms_backend_t b, struct mms_cgraph *g) {
     enum mms_status st = mms__graph_check_for(b, g, "mms_backend_graph_compute");
-    return st != MMS_OK ? st : b->iface.graph_compute(b, g);
+    if (st == MMS_OK) st = b->iface.graph_compute(b, g);
+    if (st == MMS_OK) mms__graph_written(g);
+    return st;
 }
 
 MMS_API enum mms_status mms_backend_synchronize(mms_backend_t b) {
@@ -68,14 +78,14 @@ MMS_API enum mms_status mms_backend_graph_compute(mms_backend_t b, struct mms_cg
 MMS_API enum mms_status mms_backend_tensor_set_async(mms_backend_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
     enum mms_status st;
     if (!b || !b->iface.set_tensor_async) return mms_backend_tensor_set(t, data, offset, size);
-    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_set_async");
-    return st != MMS_OK ? st : b->iface.set_tensor_async(b, t, data, offset, size);
+    st = mms__tensor_range_check(t, offset, size, false, "mms_backend_tensor_set_async");
+    return st != MMS_OK ? st : mms__tensor_set_by_caller(t, b->iface.set_tensor_async(b, t, data, offset, size));
 }
 
 MMS_API enum mms_status mms_backend_tensor_get_async(mms_backend_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
     enum mms_status st;
     if (!b || !b->iface.get_tensor_async) return mms_backend_tensor_get(t, data, offset, size);
-    st = mms__tensor_range_check(t, offset, size, "mms_backend_tensor_get_async");
+    st = mms__tensor_range_check(t, offset, size, true, "mms_backend_tensor_get_async");
     return st != MMS_OK ? st : b->iface.get_tensor_async(b, t, data, offset, size);
 }
 
@@ -86,8 +96,10 @@ MMS_API enum mms_status mms_backend_tensor_copy_async(mms_backend_t backend_src,
         if (!mms_are_same_layout(src, dst))
             return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_tensor_copy_async: src %s and dst %s differ in layout",
                                  mms__tensor_desc(src).s, mms__tensor_desc(dst).s);
+        if ((st = mms__tensor_check_read(src, "mms_backend_tensor_copy_async")) != MMS_OK) return st;
+        if ((st = mms__tensor_check(dst, "mms_backend_tensor_copy_async")) != MMS_OK) return st;
         st = backend_dst->iface.cpy_tensor_async(backend_src, backend_dst, src, dst);
-        if (st != MMS_ERR_UNSUPPORTED) return st;
+        if (st != MMS_ERR_UNSUPPORTED) return mms__tensor_set_by_caller(dst, st);
     }
     /* synchronous fallback: the source must be complete before it is read */
     if ((st = mms_backend_synchronize(backend_src)) != MMS_OK) return st;

@@ -61,14 +61,31 @@
 #  define MMS__LIKELY(x) (x)
 #endif
 
-/* The x86 SIMD kernels are compiled with a per-function target attribute and chosen at run time,
-   so one binary built for plain x86-64 runs everywhere. MMS_NO_SIMD leaves them out. */
+/* The SIMD kernels are compiled with per-function target attributes where the baseline lacks them
+   and chosen at run time, so one binary built for plain x86-64 (or ARMv8.0) runs everywhere.
+   MMS_NO_SIMD leaves them out; other compilers (MSVC) get the scalar kernels. */
 #if !defined(MMS_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #  define MMS__HAVE_AVX2 1
 #  include <immintrin.h>
 #  define MMS__TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #else
 #  define MMS__HAVE_AVX2 0
+#endif
+
+/* 64-bit ARM: NEON is part of the base ISA; the dot-product instructions (ARMv8.2 dotprod) are
+   enabled per function and used only where the CPU reports them. */
+#if !defined(MMS_NO_SIMD) && defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#  define MMS__HAVE_NEON 1
+#  include <arm_neon.h>
+#  if defined(__ARM_FEATURE_DOTPROD)
+#    define MMS__TARGET_DOTPROD
+#  elif defined(__clang__)
+#    define MMS__TARGET_DOTPROD __attribute__((target("dotprod")))
+#  else
+#    define MMS__TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#  endif
+#else
+#  define MMS__HAVE_NEON 0
 #endif
 
 static MMS__NORETURN void mms__abort(const char *file, int line, const char *fmt, ...) MMS_PRINTF(3, 4);

@@ -1,36 +1,119 @@
 /* >>platform ======================================================================================
-   The only platform-specific code: threads, atomics, clocks, aligned memory, file mapping and CPU
-   features. Everything else is standard C. This section targets POSIX with gcc or clang; a Windows
-   port replaces the bodies here (CreateThread, SRWLOCK, VirtualAlloc, MapViewOfFile, __cpuid). */
+   The only platform-specific code: threads, atomics, clocks, aligned memory, files and CPU
+   features, for POSIX (Linux, macOS) and Windows (MinGW-w64; MSVC by the same Win32 calls). Paths
+   are UTF-8 everywhere: on Windows they are converted to UTF-16 for the wide API. Everything else
+   in the library is standard C. */
 
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
-#include <unistd.h>
-#include <fcntl.h>
-#include <errno.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/time.h>
+#if defined(_WIN32)
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  ifndef NOMINMAX
+#    define NOMINMAX
+#  endif
+#  include <windows.h>
+#  include <process.h>
+#  include <errno.h>
+#  if defined(_MSC_VER) && !defined(__clang__)
+#    include <intrin.h>
+#  endif
+#else
+#  include <pthread.h>
+#  include <sched.h>
+#  include <time.h>
+#  include <unistd.h>
+#  include <fcntl.h>
+#  include <errno.h>
+#  include <sys/mman.h>
+#  include <sys/stat.h>
+#  include <sys/time.h>
+#endif
 #if MMS__HAVE_AVX2
 #  include <cpuid.h>
 #endif
+#if MMS__HAVE_NEON && defined(__linux__)
+#  include <sys/auxv.h>
+#endif
 
-/* -- atomics (sequentially consistent unless the name says otherwise) -- */
+/* -- atomics: loads acquire, stores release, read-modify-writes acquire-release, counters relaxed -- */
+#if defined(_MSC_VER) && !defined(__clang__)
+typedef struct { volatile long v; } mms__atomic_int;   /* long is 32 bits on Windows */
+static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int32_t)_InterlockedOr(&a->v, 0); }
+static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { _InterlockedExchange(&a->v, (long)x); }
+static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return (int32_t)_InterlockedExchangeAdd(&a->v, (long)x); }
+static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)counter); }
+#else
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return __atomic_fetch_add(&a->v, x, __ATOMIC_ACQ_REL); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+#endif
 
 static void mms__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(_MSC_VER) && !defined(__clang__)
+    YieldProcessor();
+#elif defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
 }
 
+#if defined(_WIN32)
+MMS__MAYBE_UNUSED static void mms__thread_yield(void) { SwitchToThread(); }
+
+/* -- threads (through the C runtime, so it is set up for them), SRW locks, condition variables -- */
+typedef HANDLE             mms__thread;
+typedef SRWLOCK            mms__mutex;
+typedef CONDITION_VARIABLE mms__cond;
+
+struct mms__thread_start { void *(*fn)(void *); void *arg; };
+static unsigned __stdcall mms__thread_main(void *p) {
+    struct mms__thread_start s = *(struct mms__thread_start *)p;
+    MMS_FREE(p);
+    s.fn(s.arg);
+    return 0;
+}
+static bool mms__thread_create(mms__thread *t, void *(*fn)(void *), void *arg) {
+    struct mms__thread_start *s = (struct mms__thread_start *)MMS_MALLOC(sizeof *s);
+    uintptr_t h;
+    if (!s) return false;
+    s->fn = fn;
+    s->arg = arg;
+    h = _beginthreadex(NULL, 0, mms__thread_main, s, 0, NULL);
+    if (!h) { MMS_FREE(s); return false; }
+    *t = (HANDLE)h;
+    return true;
+}
+static void mms__thread_join(mms__thread t)      { WaitForSingleObject(t, INFINITE); CloseHandle(t); }
+static void mms__mutex_init(mms__mutex *m)       { InitializeSRWLock(m); }
+static void mms__mutex_destroy(mms__mutex *m)    { MMS__UNUSED(m); }
+static void mms__mutex_lock(mms__mutex *m)       { AcquireSRWLockExclusive(m); }
+static void mms__mutex_unlock(mms__mutex *m)     { ReleaseSRWLockExclusive(m); }
+static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c); }
+static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
+static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
+static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+
+static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
+static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
+static void mms__global_unlock(void) { ReleaseSRWLockExclusive(&mms__global_mutex); }
+
+/* The performance counter, split so that counts times 10^6 cannot overflow. */
+MMS_API int64_t mms_time_us(void) {
+    LARGE_INTEGER count, freq;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&freq);
+    return count.QuadPart / freq.QuadPart * 1000000 + count.QuadPart % freq.QuadPart * 1000000 / freq.QuadPart;
+}
+
+MMS_API int mms_cpu_count(void) {
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
+}
+#else
 MMS__MAYBE_UNUSED static void mms__thread_yield(void) { sched_yield(); }
 
 /* -- threads, mutexes, condition variables -- */
@@ -72,6 +155,7 @@ MMS_API int mms_cpu_count(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
+#endif
 
 /* -- aligned host memory: over-allocate and keep the original pointer just below the block, so it
    needs nothing beyond malloc (alignment is a power of two, at least sizeof(void *)) -- */
@@ -102,8 +186,79 @@ static void mms__aligned_free(void *p) {
     MMS_FREE(raw);
 }
 
-/* -- read-only file mapping, for model files -- */
+/* -- files: fopen with a UTF-8 path, always in binary mode (files written on Windows keep LF line
+   ends), and read-only mappings of model files -- */
 struct mms__mapping { void *addr; size_t size; };
+
+#if defined(_WIN32)
+/* path as a new UTF-16 string (free with MMS_FREE); NULL if it is not valid UTF-8 */
+static wchar_t *mms__utf8_to_wide(const char *path) {
+    const int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, NULL, 0);
+    wchar_t *w = n > 0 ? (wchar_t *)MMS_MALLOC((size_t)n * sizeof(wchar_t)) : NULL;
+    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, n) != n) { MMS_FREE(w); w = NULL; }
+    return w;
+}
+
+/* The system's message for a Win32 error code, without the trailing CR LF it comes with. */
+static const char *mms__win_error(DWORD code, char *buf, size_t size) {
+    size_t n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, code, 0, buf, (DWORD)size, NULL);
+    if (n == 0) snprintf(buf, size, "Windows error %lu", (unsigned long)code);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '.')) buf[--n] = '\0';
+    return buf;
+}
+
+MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) {
+    wchar_t *wpath = mms__utf8_to_wide(path), wmode[8];
+    FILE *f = NULL;
+    size_t i, n = 0;
+    for (i = 0; mode[i] && n < 6; i++) if (mode[i] != 'b') wmode[n++] = (wchar_t)mode[i];
+    wmode[n++] = L'b';
+    wmode[n] = L'\0';
+    if (wpath) f = _wfopen(wpath, wmode);
+    else errno = EINVAL;
+    MMS_FREE(wpath);
+    return f;
+}
+
+MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
+    wchar_t *wpath = mms__utf8_to_wide(path);
+    HANDLE file, mapping;
+    LARGE_INTEGER size;
+    char why[256];
+    out->addr = NULL;
+    out->size = 0;
+    if (!wpath) return mms_set_error(MMS_ERR_IO, "cannot open '%s': the path is not valid UTF-8", path);
+    file = CreateFileW(wpath, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    MMS_FREE(wpath);
+    if (file == INVALID_HANDLE_VALUE) return mms_set_error(MMS_ERR_IO, "cannot open '%s': %s", path, mms__win_error(GetLastError(), why, sizeof why));
+    if (GetFileType(file) != FILE_TYPE_DISK || !GetFileSizeEx(file, &size) || (uint64_t)size.QuadPart > (uint64_t)SIZE_MAX) {
+        CloseHandle(file);
+        return mms_set_error(MMS_ERR_IO, "'%s' is not a regular file", path);
+    }
+    out->size = (size_t)size.QuadPart;
+    if (out->size > 0) {   /* an empty file cannot be mapped */
+        mapping = CreateFileMappingW(file, NULL, PAGE_READONLY, 0, 0, NULL);
+        out->addr = mapping ? MapViewOfFile(mapping, FILE_MAP_READ, 0, 0, 0) : NULL;
+        if (!out->addr) {
+            const DWORD err = GetLastError();
+            if (mapping) CloseHandle(mapping);
+            CloseHandle(file);
+            out->size = 0;
+            return mms_set_error(MMS_ERR_IO, "cannot map '%s': %s", path, mms__win_error(err, why, sizeof why));
+        }
+        CloseHandle(mapping);   /* the view keeps the mapping alive */
+    }
+    CloseHandle(file);
+    return MMS_OK;
+}
+
+MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
+    if (m->addr) UnmapViewOfFile(m->addr);
+    m->addr = NULL;
+    m->size = 0;
+}
+#else
+MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
 MMS__MAYBE_UNUSED static enum mms_status mms__map_file(const char *path, struct mms__mapping *out) {
     int fd;
@@ -135,6 +290,7 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     m->addr = NULL;
     m->size = 0;
 }
+#endif
 
 /* -- CPU features: AVX2, FMA and F16C, with the OS saving the AVX state -- */
 static bool mms__cpu_detect_avx2(void) {
@@ -150,6 +306,18 @@ static bool mms__cpu_detect_avx2(void) {
     if (__get_cpuid_max(0, NULL) < 7) return false;
     __cpuid_count(7, 0, a, b, c, d);
     return (b >> 5) & 1;
+#else
+    return false;
+#endif
+}
+
+/* -- CPU features: ARM's dot-product instructions (Linux reports them in the auxiliary vector;
+   elsewhere only a build that targets them assumes them) -- */
+static bool mms__cpu_detect_dotprod(void) {
+#if MMS__HAVE_NEON && defined(__ARM_FEATURE_DOTPROD)
+    return true;
+#elif MMS__HAVE_NEON && defined(__linux__)
+    return (getauxval(AT_HWCAP) >> 20) & 1;   /* HWCAP_ASIMDDP */
 #else
     return false;
 #endif

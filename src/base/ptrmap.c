@@ -9,6 +9,15 @@ struct mms__ptrmap {
     size_t    count;
 };
 
+/* FNV-1a over bytes, continued from h (MMS__FNV1A64_START to begin): checksums of dumps, pixels, texts. */
+#define MMS__FNV1A64_START 0xcbf29ce484222325ULL
+static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
+
 static size_t mms__hash64(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
     x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;

@@ -5,6 +5,7 @@
 
 static MMS__THREAD_LOCAL enum mms_status mms__last_status = MMS_OK;
 static MMS__THREAD_LOCAL char mms__last_message[MMS__ERROR_MAX];
+static MMS__THREAD_LOCAL bool mms__last_logged = false;   /* was the last error sent to the log? */
 
 static mms_log_callback mms__log_cb = NULL;
 static void            *mms__log_user = NULL;
@@ -28,7 +29,7 @@ MMS_API const char *mms_status_string(enum mms_status status) {
 
 MMS_API enum mms_status mms_last_status(void) { return mms__last_status; }
 MMS_API const char     *mms_last_error(void)  { return mms__last_message; }
-MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; }
+MMS_API void            mms_clear_error(void) { mms__last_status = MMS_OK; mms__last_message[0] = '\0'; mms__last_logged = false; }
 
 MMS_API void mms_log_set(mms_log_callback callback, void *user_data) {
     mms__global_lock();
@@ -78,20 +79,50 @@ static void mms__log(enum mms_log_level level, const char *fmt, ...) {
     va_end(ap);
 }
 
-static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+/* One log line per failure: an error is logged when it is raised, a question's answer (a quiet
+   error) is not, and context added on the way up is logged only if what it wraps never was. */
+static enum mms_status mms__record_errorv(enum mms_status status, bool log, const char *fmt, va_list ap) {
     char msg[MMS__ERROR_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);   /* the arguments may include mms_last_error() itself */
     memcpy(mms__last_message, msg, sizeof msg);
     mms__last_status = status;
-    mms__log_message(MMS_LOG_ERROR, mms__last_message);
+    mms__last_logged = log;
+    if (log) mms__log_message(MMS_LOG_ERROR, mms__last_message);
     return status;
+}
+
+static enum mms_status mms__set_errorv(enum mms_status status, const char *fmt, va_list ap) {
+    return mms__record_errorv(status, true, fmt, ap);
 }
 
 MMS_API enum mms_status mms_set_error(enum mms_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    mms__set_errorv(status, fmt, ap);
+    mms__record_errorv(status, true, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+/* The answer to a question (is this tensor usable? is this key there?): recorded, not logged. */
+static enum mms_status mms__error_quiet(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+static enum mms_status mms__error_quiet(enum mms_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mms__record_errorv(status, false, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Context for the error being returned (the format usually ends with mms_last_error()): the
+   message is replaced; it is logged only if the error it wraps was not. */
+static enum mms_status mms__error_context(enum mms_status status, const char *fmt, ...) MMS_PRINTF(2, 3);
+static enum mms_status mms__error_context(enum mms_status status, const char *fmt, ...) {
+    const bool log = !mms__last_logged;
+    va_list ap;
+    va_start(ap, fmt);
+    mms__record_errorv(status, log, fmt, ap);
+    va_end(ap);
+    mms__last_logged = true;
     return status;
 }
 

@@ -75,9 +75,11 @@ static bool mms__push_tensor(struct mms_tensor ***arr, int *n, int *cap, struct 
 
 struct mms__visit { struct mms_tensor *t; int next_src; };
 
-/* Leafs: tensors without an op, and kept results of earlier graphs (persistent, with memory). */
-static bool mms__is_leaf(const struct mms_tensor *t) {
-    return t->op == MMS_OP_NONE || ((t->flags & MMS_TENSOR_FLAG_PERSISTENT) && t->data);
+/* Leafs: tensors without an op, and kept tensors (persistent, not views) other than the tensor
+   being expanded: a graph that expands a kept tensor computes it, any other graph reads its kept
+   value. (Whether it has been computed yet does not matter here; allocation checks that.) */
+static bool mms__is_leaf(const struct mms_tensor *t, const struct mms_tensor *expanded) {
+    return t->op == MMS_OP_NONE || (t != expanded && (t->flags & MMS_TENSOR_FLAG_PERSISTENT) && !t->view_src);
 }
 
 MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *tensor) {
@@ -108,14 +110,14 @@ MMS_API void mms_build_forward_expand(struct mms_cgraph *g, struct mms_tensor *t
     MMS__VISIT_PUSH(tensor);
     while (depth > 0 && !oom) {
         struct mms__visit *top = &stack[depth - 1];
-        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t)) {
+        if (top->next_src < MMS_MAX_SRC && !mms__is_leaf(top->t, tensor)) {
             struct mms_tensor *s = top->t->src[top->next_src++];
             if (s && !mms__ptrmap_get(&g->visited, (uint64_t)(uintptr_t)s, NULL)) MMS__VISIT_PUSH(s);
             continue;
         }
         {
             struct mms_tensor *t = top->t;
-            bool leaf = mms__is_leaf(t);
+            bool leaf = mms__is_leaf(t, tensor);
             depth--;
             if (!(leaf ? mms__push_tensor(&g->leafs, &g->n_leafs, &g->cap_leafs, t)
                        : mms__push_tensor(&g->nodes, &g->n_nodes, &g->cap_nodes, t))) oom = true;
@@ -226,7 +228,7 @@ MMS_API enum mms_status mms_graph_dump_dot(const struct mms_cgraph *g, const cha
     char shape[96], name[MMS_MAX_NAME];
     int i, j;
     if (!g || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_graph_dump_dot: graph and path are required");
-    f = fopen(path, "w");
+    f = mms__fopen(path, "w");
     if (!f) return mms_set_error(MMS_ERR_IO, "mms_graph_dump_dot: cannot write '%s'", path);
     fprintf(f, "digraph mmsched {\n  rankdir = TB;\n  node [fontname = \"monospace\", fontsize = 10];\n");
     for (i = 0; i < g->n_leafs; i++) {

@@ -41,6 +41,55 @@ struct mms_context {
 
 static void mms__graph_release_all(struct mms_context *ctx);  /* graph.c */
 
+/* -- tensor identity --
+   Every tensor gets a uid when made. A tensor that a kept tensor's provenance refers to is
+   "watched": registered here by uid until its context is reset or freed, so a provenance record
+   can find it (or learn it is gone) without holding a pointer that may dangle. */
+
+static volatile uint64_t  mms__tensor_uid_counter = 0;
+static struct mms__ptrmap mms__watched;         /* uid -> tensor, under the global lock */
+
+/* Under the lock: a shared model's weights are watched by contexts on several threads. */
+static void mms__tensor_watch(struct mms_tensor *t) {
+    mms__global_lock();
+    if (!t->watched && mms__ptrmap_put(&mms__watched, t->uid, t)) t->watched = true;
+    mms__global_unlock();
+}
+
+/* Writes to watched tensors so far: a kept tensor checked since the last one is still up to date. */
+static uint64_t mms__watched_writes = 1;   /* under the global lock */
+static void mms__watched_write(void) { mms__global_lock(); mms__watched_writes++; mms__global_unlock(); }
+static uint64_t mms__watched_writes_now(void) {
+    uint64_t n;
+    mms__global_lock();
+    n = mms__watched_writes;
+    mms__global_unlock();
+    return n;
+}
+
+/* The live tensor with this uid, if it is watched (NULL: its context is gone). */
+static struct mms_tensor *mms__tensor_find_watched(uint64_t uid) {
+    struct mms_tensor *t;
+    mms__global_lock();
+    t = (struct mms_tensor *)mms__ptrmap_get(&mms__watched, uid, NULL);
+    mms__global_unlock();
+    return t;
+}
+
+/* A context's tensors go away: unregister the watched ones, free the provenance records. */
+static void mms__ctx_forget_tensors(struct mms_context *ctx) {
+    struct mms__tensor_obj *o;
+    for (o = ctx->first_tensor; o; o = o->next) {
+        MMS_FREE(o->tensor.provenance);
+        o->tensor.provenance = NULL;
+    }
+    mms__global_lock();
+    for (o = ctx->first_tensor; o; o = o->next)
+        if (o->tensor.watched) mms__ptrmap_remove(&mms__watched, o->tensor.uid);
+    if (mms__watched.count == 0) mms__ptrmap_free(&mms__watched);   /* leave nothing behind at exit */
+    mms__global_unlock();
+}
+
 /* Records the first build error in the context, and raises it as the thread's last error. */
 static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
 static void mms__ctx_error(struct mms_context *ctx, enum mms_status status, const char *fmt, ...) {
@@ -141,6 +190,7 @@ MMS_API void mms_free(struct mms_context *ctx) {
     struct mms__block *b;
     if (!ctx) return;
     mms__graph_release_all(ctx);
+    mms__ctx_forget_tensors(ctx);
     b = ctx->first_block;
     while (b) {
         struct mms__block *next = b->next;
@@ -155,6 +205,7 @@ MMS_API void mms_reset(struct mms_context *ctx) {
     struct mms__block *b;
     if (!ctx) return;
     mms__graph_release_all(ctx);
+    mms__ctx_forget_tensors(ctx);
     for (b = ctx->first_block; b; b = b->next) b->used = 0;
     ctx->cur_block = ctx->first_block;
     ctx->used = 0;
@@ -168,9 +219,9 @@ MMS_API bool   mms_get_no_alloc(const struct mms_context *ctx) { return ctx && c
 MMS_API void   mms_set_no_alloc(struct mms_context *ctx, bool no_alloc) { if (ctx) ctx->no_alloc = no_alloc; }
 MMS_API size_t mms_tensor_overhead(void) { return sizeof(struct mms__tensor_obj) + MMS__OBJ_ALIGN; }
 
-MMS_API enum mms_status mms_get_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
-MMS_API const char *mms_get_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
-MMS_API void mms_clear_status(struct mms_context *ctx) {
+MMS_API enum mms_status mms_ctx_status(const struct mms_context *ctx) { return ctx ? ctx->status : MMS_ERR_INVALID_ARG; }
+MMS_API const char *mms_ctx_error(const struct mms_context *ctx) { return ctx ? ctx->error : "no context"; }
+MMS_API void mms_ctx_clear_error(struct mms_context *ctx) {
     if (!ctx) return;
     ctx->status = MMS_OK;
     ctx->error[0] = '\0';
@@ -295,6 +346,7 @@ static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const ch
     if (!obj) return NULL;
     memset(obj, 0, sizeof *obj);
     t = &obj->tensor;
+    t->uid = mms__atomic_next_u64(&mms__tensor_uid_counter);
     t->type = type;
     t->op = MMS_OP_NONE;
     for (i = 0; i < MMS_MAX_DIMS; i++) t->ne[i] = i < n_dims ? ne[i] : 1;
@@ -303,16 +355,16 @@ static struct mms_tensor *mms__new_tensor_impl(struct mms_context *ctx, const ch
     if (view_src) {
         t->view_src = view_src;
         t->view_offs = view_offs;
-        if (view_src->data) {
-            t->data = (char *)view_src->data + view_offs;
+        if (view_src->placement.kind != MMS_MEMORY_NONE) {
+            t->data = view_src->data ? (char *)view_src->data + view_offs : NULL;
             t->buffer = view_src->buffer;
-            t->buffer_uid = view_src->buffer_uid;
-            t->generation = view_src->generation;
+            t->placement = view_src->placement;
         }
     } else if (!ctx->no_alloc) {
         size_t bytes = mms_nbytes(t);
         t->data = mms__ctx_alloc(ctx, bytes ? bytes : 1, MMS__DATA_ALIGN);
         if (!t->data) return NULL;   /* the tensor object stays unlinked: harmless */
+        t->placement.kind = MMS_MEMORY_HOST;
     }
 
     if (ctx->last_tensor) ctx->last_tensor->next = obj;

@@ -107,6 +107,7 @@ struct mms__gguf_index { int64_t *slots; size_t mask; uint64_t seed; };
 
 struct mms_gguf {
     struct mms__mapping      map;       /* files only */
+    void                    *owned;     /* memory the handle frees (mms__gguf_open_owned) */
     const uint8_t           *base;
     size_t                   size;
     char                    *path;      /* NULL for memory */
@@ -541,6 +542,7 @@ MMS_API void mms_gguf_close(struct mms_gguf *g) {
     MMS_FREE(g->pool);
     MMS_FREE(g->path);
     MMS_FREE(g->where);
+    MMS_FREE(g->owned);
     mms__unmap_file(&g->map);
     MMS_FREE(g);
 }
@@ -557,6 +559,16 @@ MMS_API struct mms_gguf *mms_gguf_open_memory(const void *data, size_t size) {
     struct mms_gguf *g;
     if (!data && size > 0) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_gguf_open_memory: data is NULL"); return NULL; }
     if (!(g = mms__gguf_new(NULL))) return NULL;
+    g->base = (const uint8_t *)data;
+    g->size = size;
+    return mms__gguf_finish_open(g);
+}
+
+/* A GGUF in memory that the handle owns (MMS_MALLOC'd; freed on close, or now on error). */
+MMS__MAYBE_UNUSED static struct mms_gguf *mms__gguf_open_owned(void *data, size_t size) {
+    struct mms_gguf *g;
+    if (!(g = mms__gguf_new(NULL))) { MMS_FREE(data); return NULL; }
+    g->owned = data;
     g->base = (const uint8_t *)data;
     g->size = size;
     return mms__gguf_finish_open(g);
@@ -639,7 +651,7 @@ static const struct mms__gguf_kv *mms__gguf_lookup(const struct mms_gguf *g, con
     int64_t i;
     if (!g || !key) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, g ? "key" : "gguf"); return NULL; }
     i = mms_gguf_find_key(g, key);
-    if (i < 0) { mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }
+    if (i < 0) { mms__error_quiet(MMS_ERR_INVALID_ARG, "%s: %s: key '%s' not found", fn, g->where, key); return NULL; }   /* a question: absence may be fine */
     return &g->kv[i];
 }
 

@@ -313,11 +313,12 @@ MMS_API enum mms_status mms_gguf_writer_add_tensor(struct mms_gguf_writer *w, co
 
 /* -- writing -- */
 
-struct mms__gguf_out { FILE *f; uint64_t pos; bool failed; };
+/* To a file, or (f NULL) to memory. */
+struct mms__gguf_out { FILE *f; struct mms__gguf_buf mem; uint64_t pos; bool failed; };
 
 static void mms__gguf_out_put(struct mms__gguf_out *o, const void *p, size_t n) {
     if (o->failed || n == 0) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = true;
+    if (o->f ? fwrite(p, 1, n, o->f) != n : (mms__gguf_buf_put(&o->mem, p, n), o->mem.oom)) o->failed = true;
     o->pos += n;
 }
 static void mms__gguf_out_buf(struct mms__gguf_out *o, const struct mms__gguf_buf *b) { mms__gguf_out_put(o, b->p, b->n); }
@@ -339,15 +340,12 @@ static size_t mms__gguf_writer_alignment(const struct mms_gguf_writer *w) {
     return MMS__GGUF_DEFAULT_ALIGNMENT;
 }
 
-MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
-    const char *fn = "mms_gguf_writer_write";
-    struct mms__gguf_out o;
+/* The file's bytes to o (opened by the caller); path names it in messages. */
+static enum mms_status mms__gguf_writer_emit(const struct mms_gguf_writer *w, struct mms__gguf_out *o, const char *fn, const char *path) {
     struct mms__gguf_buf b = { NULL, 0, 0, false };
-    size_t alignment, i;
+    size_t alignment = mms__gguf_writer_alignment(w), i;
     uint64_t offset = 0;
     int d;
-    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
-    alignment = mms__gguf_writer_alignment(w);
 
     /* everything before the data section is small: encode it first, then write it in one go */
     mms__gguf_buf_put(&b, "GGUF", 4);
@@ -372,25 +370,43 @@ MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, c
         MMS_FREE(b.p);
         return mms_set_error(MMS_ERR_OOM, "%s: out of memory encoding the header of '%s'", fn, path);
     }
-
-    o.f = fopen(path, "wb");
-    o.pos = 0;
-    o.failed = false;
-    if (!o.f) {
-        MMS_FREE(b.p);
-        return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
-    }
-    mms__gguf_out_buf(&o, &b);
+    mms__gguf_out_buf(o, &b);
     MMS_FREE(b.p);
-    mms__gguf_out_pad(&o, alignment);
+    mms__gguf_out_pad(o, alignment);
     for (i = 0; i < w->n_tensors; i++) {
-        mms__gguf_out_put(&o, w->tensors[i].data, w->tensors[i].size);
-        mms__gguf_out_pad(&o, alignment);
+        mms__gguf_out_put(o, w->tensors[i].data, w->tensors[i].size);
+        mms__gguf_out_pad(o, alignment);
     }
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_gguf_writer_write(const struct mms_gguf_writer *w, const char *path) {
+    const char *fn = "mms_gguf_writer_write";
+    struct mms__gguf_out o;
+    enum mms_status st;
+    if (!w || !path) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: %s is NULL", fn, w ? "path" : "writer");
+    memset(&o, 0, sizeof o);
+    o.f = mms__fopen(path, "wb");
+    if (!o.f) return mms_set_error(MMS_ERR_IO, "%s: cannot create '%s'", fn, path);
+    st = mms__gguf_writer_emit(w, &o, fn, path);
     if (fclose(o.f) != 0) o.failed = true;
+    if (st != MMS_OK) return st;
     /* the partial file stays: path may be a device or pipe that is not ours to remove, and the
        reader rejects a truncated file anyway */
     if (o.failed) return mms_set_error(MMS_ERR_IO, "%s: writing '%s' failed (%llu bytes written): the file is incomplete", fn, path,
                                        (unsigned long long)o.pos);
+    return MMS_OK;
+}
+
+/* The file's bytes in memory (MMS_MALLOC'd, the caller frees them with MMS_FREE). */
+MMS__MAYBE_UNUSED static enum mms_status mms__gguf_writer_to_memory(const struct mms_gguf_writer *w, void **data, size_t *size) {
+    struct mms__gguf_out o;
+    enum mms_status st;
+    memset(&o, 0, sizeof o);
+    st = mms__gguf_writer_emit(w, &o, "gguf writer", "memory");
+    if (st == MMS_OK && o.failed) st = mms_set_error(MMS_ERR_OOM, "gguf writer: out of memory");
+    if (st != MMS_OK) { MMS_FREE(o.mem.p); return st; }
+    *data = o.mem.p;
+    *size = o.mem.n;
     return MMS_OK;
 }

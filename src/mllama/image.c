@@ -1,5 +1,5 @@
 /* >>mllama-image ==================================================================================
-   Image preprocessing (spec section 3): canvas choice, PIL's bilinear resize, padding, rescale,
+   Image preprocessing (transformers' MllamaImageProcessor): canvas choice, PIL's bilinear resize, padding, rescale,
    normalisation and tiling. Every rounding step follows the PIL processor of transformers, so the
    floats come out bit for bit the same. */
 
@@ -254,7 +254,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     uint8_t *resized = NULL;
     size_t tile_floats, n_floats;
     enum mms_status st;
-    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h;
+    int S, i, c, t, rows = 1, cols = 1, id = 1, new_w, new_h, max_tiles;
     if (out) memset(out, 0, sizeof *out);
     if (!params || !rgb || !out)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: %s is NULL", !params ? "params" : !rgb ? "rgb" : "out");
@@ -263,12 +263,13 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     if (stride == 0) stride = (size_t)width * 3;
     if (stride < (size_t)width * 3)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: stride %zu is shorter than a row of %d pixels", stride, width);
-    if (params->max_num_tiles < 1 || params->max_num_tiles > 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16", params->max_num_tiles);
-    S = params->image_size;
+    if (params->max_num_tiles < 0 || params->max_num_tiles > 16)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: max_num_tiles %d is outside 1..16 (0: 4)", params->max_num_tiles);
+    max_tiles = params->max_num_tiles ? params->max_num_tiles : 4;   /* zeroed: the 11B model's values */
+    S = params->image_size ? params->image_size : 560;
     /* the canvas side (up to 16 tiles) must fit an int */
     if (S < 1 || S > 0x7fffffff / 16)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range", S);
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is out of range (0: 560)", S);
     mean = params->mean;
     std = params->std;
     if (mean[0] == 0.0f && mean[1] == 0.0f && mean[2] == 0.0f && std[0] == 0.0f && std[1] == 0.0f && std[2] == 0.0f) {
@@ -282,9 +283,9 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
     tile_floats = (size_t)3 * (size_t)S * (size_t)S;
     if ((size_t)S > ((size_t)-1 / sizeof(float)) / 48 / (size_t)S)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mllama preprocess: image_size %d is too large for memory", S);
-    n_floats = tile_floats * (size_t)params->max_num_tiles;
+    n_floats = tile_floats * (size_t)max_tiles;
 
-    mms__mllama_canvas(width, height, S, params->max_num_tiles, &rows, &cols, &id);
+    mms__mllama_canvas(width, height, S, max_tiles, &rows, &cols, &id);
     mms__mllama_fit(width, height, S * cols, S * rows, S, &new_w, &new_h);
 
     resized = (uint8_t *)MMS_MALLOC((size_t)new_w * (size_t)new_h * 3);
@@ -293,7 +294,7 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         MMS_FREE(resized);
         MMS_FREE(out->pixels);
         out->pixels = NULL;
-        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", params->max_num_tiles, S);
+        return mms_set_error(MMS_ERR_OOM, "mllama preprocess: no memory for %d tiles of %d pixels", max_tiles, S);
     }
     st = mms_image_resize_bilinear(rgb, width, height, stride, resized, new_w, new_h);
     if (st != MMS_OK) {
@@ -332,12 +333,12 @@ MMS_API enum mms_status mms_mllama_preprocess_image(const struct mms_mllama_imag
         }
     }
     /* unused slots are zeros, not black */
-    if (rows * cols < params->max_num_tiles)
+    if (rows * cols < max_tiles)
         memset(out->pixels + (size_t)rows * (size_t)cols * tile_floats, 0,
-               (size_t)(params->max_num_tiles - rows * cols) * tile_floats * sizeof(float));
+               (size_t)(max_tiles - rows * cols) * tile_floats * sizeof(float));
     MMS_FREE(resized);
 
-    out->max_num_tiles = params->max_num_tiles;
+    out->max_num_tiles = max_tiles;
     out->image_size = S;
     out->tiles_rows = rows;
     out->tiles_cols = cols;

@@ -3,7 +3,11 @@
    checked, placement on the caller's backends. Ollama's single-file layout names the vision MLP
    ffn_up (fc1) / ffn_down (fc2) and its norms attn_norm / ffn_norm; the older projector file names
    them ln1 / ln2 and swaps ffn_up and ffn_down. Gates of the vision tower are stored already
-   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw. */
+   transformed (tanh(g), and 1 - tanh(g) for the positional gate); the text gates are raw.
+   Ollama's converter also permutes the rows of the cross-attention and vision q/k projections
+   within each head (its RoPE rule, applied by name; the q/k norms stay as they are): such rows are
+   put back in Hugging Face order when the weights are placed (mms__mllama_qk_rows says which files
+   hold them so). */
 
 struct mms__mllama_vlayer {
     struct mms_tensor *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -17,6 +21,29 @@ struct mms__mllama_tlayer {
     struct mms_tensor *q_norm, *k_norm, *gate_attn, *gate_mlp;   /* cross layers only; gates raw */
 };
 
+/* The checkpoint folder reader (src/mllama/hf_folder.c, the part after this one). */
+struct mms__hf;
+enum mms__hf_xform { MMS__HF_AS_IS = 0, MMS__HF_TANH, MMS__HF_ONE_MINUS_TANH };
+static bool            mms__hf_is_folder(const char *path);
+static struct mms__hf *mms__hf_open(const char *dir);
+static void            mms__hf_close(struct mms__hf *hf);
+static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mllama_hparams *hp, int **cross, int **taps, float **rope_freqs);
+static bool            mms__hf_find(struct mms__hf *hf, const char *name, struct mms_safetensors_info *info, enum mms__hf_xform *x,
+                                    const struct mms_safetensors **shard);
+static const char     *mms__hf_dir(const struct mms__hf *hf);
+static enum mms_status mms__hf_check_all_used(const struct mms__hf *hf);
+
+/* Where a weight's bytes are, kept by the loader until the weight is placed. */
+struct mms__wsource {
+    struct mms_tensor     *t;
+    const void            *region;     /* the GGUF file or safetensors shard it is mapped from; NULL: loader memory */
+    const void            *data;       /* in the region's mapping (or the loader's memory) */
+    enum mms_type          src_type;   /* the type of data: t's, or one converted to t's f32 when placed */
+    enum mms__hf_xform     xform;      /* a gate derived from the checkpoint's raw value */
+    int                    backend;    /* index into the model's backends */
+    int                    row_heads;  /* > 0: rows permuted within this many heads (Ollama's q/k rule), put back when placed */
+};
+
 struct mms_mllama_model {
     struct mms_mllama_hparams  hp;
     int                       *cross_layers, *taps;
@@ -25,11 +52,16 @@ struct mms_mllama_model {
     int                        n_files;
     mms_backend_t              backends[2];              /* [0] cpu, [1] gpu (cpu again without one) */
     struct mms_context        *wctx[2];                  /* weight tensors by backend */
-    mms_backend_buffer_t       bufs[4];
-    int                        n_bufs;
+    mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
+    int                        n_bufs, cap_bufs;
     bool                       shapes_only;
     int                        vision_backend, output_backend;
     int64_t                    load_us;
+    struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
+    int                        n_sources, cap_sources;
+    struct mms__hf            *hf;                       /* a checkpoint folder, or NULL */
+    float                     *rope_freqs_data;          /* its llama3 divisors, computed from config.json */
+    bool                       rope_neox;                /* self-attention q/k in Hugging Face's rotate-half order */
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -47,7 +79,7 @@ static int mms__mllama_aspect_ratios(int max_tiles, int *rows, int *cols) {
     for (w = 1; w <= max_tiles; w++)
         for (h = 1; h <= max_tiles; h++)
             if (w * h <= max_tiles) {
-                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols): spec section 3 */
+                if (rows) { rows[n] = w; cols[n] = h; }   /* read as (rows, cols), as transformers does */
                 n++;
             }
     return n;
@@ -78,16 +110,30 @@ MMS_API void mms_mllama_hparams_11b(struct mms_mllama_hparams *hp) {
     mms__mllama_derive(hp);
 }
 
+/* Llama 3.2 90B Vision: the 11B vision tower on a Llama 3.1 70B text model with 20 cross-attention
+   layers, one after every four of its 80 layers (5k + 3), as the published config has them. */
+MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *hp) {
+    static int cross[20];
+    int k;
+    for (k = 0; k < 20; k++) cross[k] = 5 * k + 3;
+    mms_mllama_hparams_11b(hp);
+    hp->n_embd = 8192; hp->n_ff = 28672; hp->n_head = 64; hp->n_head_kv = 8; hp->head_dim = 128; hp->n_layer = 100;
+    hp->n_cross = 20; hp->cross_layers = cross;
+    mms__mllama_derive(hp);
+}
+
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *m) { return m ? &m->hp : NULL; }
 
 MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     int i;
     if (!m) return;
     for (i = 0; i < m->n_bufs; i++) mms_backend_buffer_free(m->bufs[i]);
+    MMS_FREE(m->bufs);
     for (i = 0; i < 2; i++) mms_free(m->wctx[i]);
     for (i = 0; i < m->n_files; i++) mms_gguf_close(m->files[i]);
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
-    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal);
+    MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources); MMS_FREE(m->rope_freqs_data);
+    mms__hf_close(m->hf);
     MMS_FREE(m);
 }
 
@@ -96,9 +142,10 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
 /* A required positive integer key; the error names the key and the file. */
 static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char *key, int *out, bool required) {
     uint32_t v;
-    enum mms_status st = mms_gguf_get_u32(g, key, &v);
-    if (st == MMS_ERR_INVALID_ARG && !required) { mms_clear_error(); return MMS_OK; }
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    enum mms_status st;
+    if (!required && mms_gguf_find_key(g, key) < 0) return MMS_OK;
+    st = mms_gguf_get_u32(g, key, &v);
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (v == 0 || v > (1u << 30)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is %u, out of range", key, mms_gguf_get_path(g), v);
     *out = (int)v;
     return MMS_OK;
@@ -106,7 +153,7 @@ static enum mms_status mms__mllama_key_int(const struct mms_gguf *g, const char 
 
 static enum mms_status mms__mllama_key_float(const struct mms_gguf *g, const char *key, float *out) {
     enum mms_status st = mms_gguf_get_f32(g, key, out);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (!(*out > 0.0f)) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' must be positive, got %g", key, mms_gguf_get_path(g), (double)*out);
     return MMS_OK;
 }
@@ -116,7 +163,7 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     int64_t n = 0, i;
     int32_t *tmp;
     enum mms_status st = mms_gguf_get_arr_i32(g, key, NULL, 0, &n);
-    if (st != MMS_OK) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+    if (st != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
     if (n < 1 || n > limit) return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' has %lld entries, expected 1..%d", key, mms_gguf_get_path(g), (long long)n, limit);
     tmp = (int32_t *)MMS_MALLOC(sizeof *tmp * (size_t)n);
     *out = (int *)MMS_MALLOC(sizeof **out * (size_t)n);
@@ -136,12 +183,32 @@ static enum mms_status mms__mllama_key_list(const struct mms_gguf *g, const char
     return MMS_OK;
 }
 
+/* What the loader needs of the hyper-parameters, wherever they came from (named in messages). */
+static enum mms_status mms__mllama_check_text(struct mms_mllama_model *m, const char *where) {
+    struct mms_mllama_hparams *hp = &m->hp;
+    int i;
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
+                             where, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
+    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
+    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
+    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
+    return MMS_OK;
+}
+
+static enum mms_status mms__mllama_check_vision(const struct mms_mllama_hparams *hp, const char *where) {
+    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
+                             where, hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    return MMS_OK;
+}
+
 static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, const struct mms_gguf *text, const struct mms_gguf *vision) {
     struct mms_mllama_hparams *hp = &m->hp;
     const char *arch;
     size_t len;
     enum mms_status st;
-    int i;
     if (mms_gguf_get_str(text, "general.architecture", &arch, &len) != MMS_OK || len != 6 || memcmp(arch, "mllama", 6) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' is not an mllama model (general.architecture must be \"mllama\")", mms_gguf_get_path(text));
     if ((st = mms__mllama_key_int(text, "mllama.vocab_size", &hp->n_vocab, true)) != MMS_OK ||
@@ -158,16 +225,9 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
     hp->cross_layers = m->cross_layers;
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = mms__mllama_key_int(text, "mllama.rope.dimension_count", &hp->head_dim, false)) != MMS_OK) return st;
-    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim % 2 != 0 || hp->n_head % hp->n_head_kv != 0)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: inconsistent attention shape in '%s': %d heads (%d kv) of %d for width %d",
-                             mms_gguf_get_path(text), hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_embd);
     hp->image_token_id = hp->n_vocab;
     if ((st = mms__mllama_key_int(text, "mllama.image_token_index", &hp->image_token_id, false)) != MMS_OK) return st;
-    m->is_cross = (bool *)MMS_MALLOC(sizeof(bool) * (size_t)hp->n_layer);
-    if (!m->is_cross) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
-    for (i = 0; i < hp->n_layer; i++) m->is_cross[i] = false;
-    for (i = 0; i < hp->n_cross; i++) m->is_cross[hp->cross_layers[i]] = true;
-    if (!vision) return MMS_OK;
+    if ((st = mms__mllama_check_text(m, mms_gguf_get_path(text))) != MMS_OK || !vision) return st;
 
     if ((st = mms__mllama_key_int(vision, "mllama.vision.block_count", &hp->v_n_layer, true)) != MMS_OK ||
         (st = mms__mllama_key_int(vision, "mllama.vision.global.block_count", &hp->v_n_global, true)) != MMS_OK ||
@@ -182,9 +242,7 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
         (st = mms__mllama_key_list(vision, "mllama.vision.intermediate_layers_indices", hp->v_n_layer, &m->taps, &hp->v_n_taps)) != MMS_OK)
         return st;
     hp->v_taps = m->taps;
-    if (hp->v_image_size % hp->v_patch_size != 0 || hp->v_n_embd % hp->v_n_head != 0 || hp->v_max_tiles > 16 || hp->v_channels != 3)
-        return mms_set_error(MMS_ERR_FORMAT, "mllama: unsupported vision shape in '%s': image %d, patch %d, width %d, %d heads, %d tiles, %d channels",
-                             mms_gguf_get_path(vision), hp->v_image_size, hp->v_patch_size, hp->v_n_embd, hp->v_n_head, hp->v_max_tiles, hp->v_channels);
+    if ((st = mms__mllama_check_vision(hp, mms_gguf_get_path(vision))) != MMS_OK) return st;
     {   /* mean and std of the image processor: ours when the converter wrote them, else CLIP's */
         struct mms_mllama_hparams clip;
         int64_t n = 0;
@@ -204,59 +262,178 @@ static enum mms_status mms__mllama_read_hparams(struct mms_mllama_model *m, cons
 
 struct mms__wloader {
     struct mms_mllama_model *m;
-    const struct mms_gguf   *g;            /* the file tensors come from now */
+    const struct mms_gguf   *g;            /* the file tensors come from now (unless hf) */
+    struct mms__hf          *hf;           /* or the checkpoint folder */
+    bool                     qk_permuted;  /* g holds q/k rows in Ollama's per-head order */
     enum mms_type            shape_type;   /* shapes only: the type of matrices */
     enum mms_status          st;
 };
+
+/* The key mmsched's converter writes (Ollama's reader ignores it): "ollama" when the q/k rows are
+   permuted per head as Ollama's converter writes them, "hf" when they are in the checkpoint's order. */
+#define MMS__QK_ROWS_KEY "mmsched.mllama.qk_rows"
+
+/* Whether file g holds its cross-attention and vision q/k rows in Ollama's per-head order. In
+   order: the key above when present; the older two-file layout (pair) is in the checkpoint's order
+   (Ollama's legacy C++ code applies q_norm/k_norm to each head's rows as they are, which is right
+   only then); a file with mllama.image_token_index, a key only mmsched's converter wrote before it
+   wrote the marker, is in the checkpoint's order; any other single file is taken as written by
+   Ollama's converter, which has permuted them since May 2025 (spec 6.2). */
+static enum mms_status mms__mllama_qk_rows(const struct mms_gguf *g, bool pair, bool *permuted) {
+    const char *v;
+    size_t len;
+    if (mms_gguf_find_key(g, MMS__QK_ROWS_KEY) >= 0) {
+        if (mms_gguf_get_str(g, MMS__QK_ROWS_KEY, &v, &len) != MMS_OK) return mms__error_context(MMS_ERR_FORMAT, "mllama: %s", mms_last_error());
+        if ((len == 6 && !memcmp(v, "ollama", 6)) || (len == 2 && !memcmp(v, "hf", 2))) { *permuted = len == 6; return MMS_OK; }
+        return mms_set_error(MMS_ERR_FORMAT, "mllama: %s in '%s' is \"%.*s\", expected \"ollama\" or \"hf\"", MMS__QK_ROWS_KEY,
+                             mms_gguf_get_path(g), (int)(len < 64 ? len : 64), v);
+    }
+    *permuted = !pair && mms_gguf_find_key(g, "mllama.image_token_index") < 0;
+    return MMS_OK;
+}
 
 /* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
    only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
    quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
    every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16. */
+/* A weight as a file holds it. */
+struct mms__wfound {
+    enum mms_type      type;
+    int64_t            ne[4];
+    const void        *data;
+    const void        *region;
+    const char        *where;       /* the file, for messages */
+    const char        *file_type;   /* the type as the file names it, for messages */
+    enum mms__hf_xform xform;
+};
+
+/* Finds weight `name` in the GGUF file or the checkpoint folder; false if absent (or on error, in L). */
+static bool mms__weight_find(struct mms__wloader *L, const char *name, struct mms__wfound *w) {
+    static char type_name[16];
+    int i;
+    memset(w, 0, sizeof *w);
+    for (i = 0; i < 4; i++) w->ne[i] = 1;
+    if (L->hf) {
+        struct mms_safetensors_info si;
+        const struct mms_safetensors *shard;
+        if (!strcmp(name, "rope_freqs.weight")) {     /* computed from config.json */
+            if (!L->m->rope_freqs_data) return false;
+            w->type = MMS_TYPE_F32;
+            w->ne[0] = L->m->hp.head_dim / 2;
+            w->data = L->m->rope_freqs_data;
+            w->where = "config.json";
+            return true;
+        }
+        if (!mms__hf_find(L->hf, name, &si, &w->xform, &shard)) return false;
+        if (si.n_dims > 4) {
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has %d dimensions", si.name, mms_safetensors_path(shard), si.n_dims);
+            return false;
+        }
+        for (i = 0; i < si.n_dims; i++) w->ne[i] = si.shape[si.n_dims - 1 - i];   /* the file's order reversed: ggml's */
+        w->type = si.type;
+        w->data = si.data;
+        w->file_type = si.dtype;
+        w->where = mms_safetensors_path(shard);
+        w->region = shard;
+        return true;
+    }
+    {
+        const int64_t idx = mms_gguf_find_tensor(L->g, name);
+        struct mms_gguf_tensor_info info;
+        if (idx < 0) return false;
+        if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return false;
+        memcpy(w->ne, info.ne, sizeof w->ne);
+        w->type = info.type;
+        w->data = info.data;
+        w->region = L->g;
+        w->where = mms_gguf_get_path(L->g);
+        snprintf(type_name, sizeof type_name, "GGUF type %u", info.ggml_type);
+        w->file_type = type_name;
+        return true;
+    }
+}
+
+/* Declares weight `name` of the given shape on backend b: checked against the file, or (shapes
+   only) made with that shape. NULL for an absent optional weight, or after an error (kept in L).
+   quant_ok: the weight is only ever src0 of mul_mat or get_rows, so a quantized type is accepted;
+   every other weight (norms, biases, gates, position and patch embeddings) must be f32/f16/bf16.
+   From a checkpoint folder, those other weights and the derived gates become f32 when placed
+   (they are small; the matrices are used as the files hold them). */
 static struct mms_tensor *mms__weight(struct mms__wloader *L, int b, bool required, bool quant_ok, const char *name,
                                       int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     const int64_t want[4] = { ne0, ne1, ne2, ne3 };
-    struct mms_gguf_tensor_info info;
+    struct mms__wfound w;
     struct mms_tensor *t;
-    int64_t idx;
+    enum mms_type type;
     int i;
     if (L->st != MMS_OK) return NULL;
     if (L->m->shapes_only) {
-        enum mms_type type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
+        type = n_dims >= 2 && ne1 > 1 ? L->shape_type : MMS_TYPE_F32;
         if (mms_blck_size(type) > 1 && (!quant_ok || ne0 % mms_blck_size(type) != 0)) type = MMS_TYPE_F16;   /* as Ollama keeps them */
         t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
-        if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+        if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
         return mms_set_name(t, name);
     }
-    idx = mms_gguf_find_tensor(L->g, name);
-    if (idx < 0) {
-        if (required) L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
+    if (!mms__weight_find(L, name, &w)) {
+        if (required && L->st == MMS_OK)
+            L->st = L->hf ? mms_set_error(MMS_ERR_FORMAT, "mllama: the checkpoint folder '%s' lacks the tensor for weight '%s'", mms__hf_dir(L->hf), name)
+                          : mms_set_error(MMS_ERR_FORMAT, "mllama: '%s' lacks tensor '%s'", mms_gguf_get_path(L->g), name);
         return NULL;
     }
-    if ((L->st = mms_gguf_get_tensor(L->g, idx, &info)) != MMS_OK) return NULL;
     for (i = 0; i < 4; i++) {
-        if (info.ne[i] != want[i]) {
+        if (w.ne[i] != want[i]) {
             char got[96], exp[96];
-            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the metadata implies %s", name,
-                                  mms_gguf_get_path(L->g), mms__shape_str(info.ne, got, sizeof got), mms__shape_str(want, exp, sizeof exp));
+            L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s' has shape %s, the %s implies %s", name, w.where,
+                                  mms__shape_str(w.ne, got, sizeof got), L->hf ? "configuration" : "metadata", mms__shape_str(want, exp, sizeof exp));
             return NULL;
         }
     }
-    if (info.type == MMS_TYPE_INVALID) {
-        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has GGUF type %u, which mmsched cannot load",
-                              name, mms_gguf_get_path(L->g), info.ggml_type);
+    if (w.type == MMS_TYPE_INVALID) {
+        L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has %s, which mmsched cannot load", name, w.where, w.file_type);
         return NULL;
     }
-    if (!mms_get_type_traits(info.type)->is_float && !(quant_ok && mms_get_type_traits(info.type)->is_quantized)) {
+    if (!mms_get_type_traits(w.type)->is_float && !(quant_ok && mms_get_type_traits(w.type)->is_quantized)) {
         L->st = mms_set_error(MMS_ERR_UNSUPPORTED, "mllama: tensor '%s' in '%s' has type %s; it is used by ops other than matrix "
-                              "products and row lookups, so it must be f32, f16 or bf16", name, mms_gguf_get_path(L->g), mms_type_name(info.type));
+                              "products and row lookups, so it must be f32, f16 or bf16", name, w.where, mms_type_name(w.type));
         return NULL;
     }
-    t = mms_new_tensor(L->m->wctx[b], info.type, n_dims, want);
-    if (!t) { L->st = mms_get_status(L->m->wctx[b]); return NULL; }
+    type = L->hf && (!quant_ok || w.xform != MMS__HF_AS_IS) ? MMS_TYPE_F32 : w.type;
+    t = mms_new_tensor(L->m->wctx[b], type, n_dims, want);
+    if (!t) { L->st = mms_ctx_status(L->m->wctx[b]); return NULL; }
     mms_set_name(t, name);
-    t->extra = (void *)info.data;              /* where its bytes are, until placement */
+    if (L->m->n_sources == L->m->cap_sources) {
+        int cap = L->m->cap_sources ? 2 * L->m->cap_sources : 256;
+        struct mms__wsource *grown = (struct mms__wsource *)MMS_REALLOC(L->m->sources, sizeof *grown * (size_t)cap);
+        if (!grown) { L->st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
+        L->m->sources = grown;
+        L->m->cap_sources = cap;
+    }
+    {
+        struct mms__wsource *s = &L->m->sources[L->m->n_sources++];
+        memset(s, 0, sizeof *s);
+        s->t = t;
+        s->region = type == w.type && w.xform == MMS__HF_AS_IS ? w.region : NULL;
+        s->data = w.data;
+        s->src_type = w.type;
+        s->xform = w.xform;
+        s->backend = b;
+    }
     return t;
+}
+
+/* A q/k projection t (just declared) of n_heads heads: when its file permutes such rows per head,
+   they are put back in the checkpoint's order at placement. */
+static void mms__weight_qk(struct mms__wloader *L, struct mms_tensor *t, int n_heads) {
+    struct mms__wsource *s;
+    if (!t || !L->qk_permuted || L->st != MMS_OK) return;
+    s = &L->m->sources[L->m->n_sources - 1];
+    MMS_ASSERT(s->t == t);
+    if (t->ne[1] % (2 * n_heads) != 0) {
+        L->st = mms_set_error(MMS_ERR_FORMAT, "mllama: tensor '%s' in '%s': %lld rows are not %d heads of an even size, as Ollama's q/k "
+                              "row order needs", t->name, mms_gguf_get_path(L->g), (long long)t->ne[1], n_heads);
+        return;
+    }
+    s->row_heads = n_heads;
 }
 
 /* W1: vectors, never quantized; W2: matrices used only by mul_mat/get_rows (may be quantized);
@@ -303,7 +480,9 @@ static void mms__mllama_text_weights(struct mms__wloader *L, int n_gpu_layers) {
         ly->ffn_down = MMS__W2(L, b, true, FF, D, "blk.%d.ffn_down.weight", il);
         if (ly->cross) {
             ly->wq = MMS__W2(L, b, true, D, Q, "blk.%d.cross_attn_q_proj.weight", il);
+            mms__weight_qk(L, ly->wq, hp->n_head);
             ly->wk = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_k_proj.weight", il);
+            mms__weight_qk(L, ly->wk, hp->n_head_kv);
             ly->wv = MMS__W2(L, b, true, D, KV, "blk.%d.cross_attn_v_proj.weight", il);
             ly->wo = MMS__W2(L, b, true, Q, D, "blk.%d.cross_attn_o_proj.weight", il);
             ly->q_norm = MMS__W1(L, b, true, hp->head_dim, "blk.%d.cross_attn_q_norm.weight", il);
@@ -332,7 +511,9 @@ static void mms__mllama_vision_layer(struct mms__wloader *L, struct mms__mllama_
     ly->ln2_w = MMS__W1(L, b, true, D, "%s.%d.%s.weight", prefix, il, ln2);
     ly->ln2_b = MMS__W1(L, b, true, D, "%s.%d.%s.bias", prefix, il, ln2);
     ly->wq = MMS__W2(L, b, true, D, D, "%s.%d.attn_q.weight", prefix, il);
+    mms__weight_qk(L, ly->wq, hp->v_n_head);
     ly->wk = MMS__W2(L, b, true, D, D, "%s.%d.attn_k.weight", prefix, il);
+    mms__weight_qk(L, ly->wk, hp->v_n_head);
     ly->wv = MMS__W2(L, b, true, D, D, "%s.%d.attn_v.weight", prefix, il);
     ly->wo = MMS__W2(L, b, true, D, D, "%s.%d.%s.weight", prefix, il, legacy ? "attn_out" : "attn_output");
     ly->fc1_w = MMS__W2(L, b, true, D, FF, "%s.%d.%s.weight", prefix, il, fc1);
@@ -373,23 +554,15 @@ static void mms__mllama_vision_weights(struct mms__wloader *L, bool legacy) {
     for (il = 0; il < hp->v_n_global; il++) mms__mllama_vision_layer(L, &m->vglobal[il], "v.global.blk", il, true, legacy);
 }
 
-/* The bytes a file's tensors span in its mapping. */
-static void mms__gguf_data_span(const struct mms_gguf *g, const char **lo, const char **hi) {
-    int64_t i;
-    *lo = *hi = NULL;
-    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
-        struct mms_gguf_tensor_info info;
-        const char *d;
-        if (mms_gguf_get_tensor(g, i, &info) != MMS_OK) continue;
-        d = (const char *)info.data;
-        if (!*lo || d < *lo) *lo = d;
-        if (!*hi || d + info.size > *hi) *hi = d + info.size;
-    }
-}
-
 static enum mms_status mms__mllama_keep_buffer(struct mms_mllama_model *m, mms_backend_buffer_t buf) {
     if (!buf) return mms_last_status();
-    if (m->n_bufs == (int)(sizeof m->bufs / sizeof m->bufs[0])) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_STATE, "mllama: too many weight buffers"); }
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? 2 * m->cap_bufs : 4;
+        mms_backend_buffer_t *grown = (mms_backend_buffer_t *)MMS_REALLOC(m->bufs, sizeof *grown * (size_t)cap);
+        if (!grown) { mms_backend_buffer_free(buf); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
+        m->bufs = grown;
+        m->cap_bufs = cap;
+    }
     mms_backend_buffer_set_usage(buf, MMS_BUFFER_USAGE_WEIGHTS);
     m->bufs[m->n_bufs++] = buf;
     return MMS_OK;
@@ -419,10 +592,45 @@ static unsigned mms__touch_pages(const void *p, size_t n) {
     return sum;
 }
 
-/* Host weights are used where the file is mapped (no copy); the others are copied into a buffer of
-   their backend. Without a file (shapes only) they get addresses that are never read. */
+/* Sets a weight from its file, putting rows that Ollama's converter permuted within each head
+   (row h*d + 2i + p of the file is row h*d + p*d/2 + i of the checkpoint) back in the checkpoint's
+   order. Whole rows move, so any block type works. */
+static enum mms_status mms__set_weight(const struct mms__wsource *s) {
+    struct mms_tensor *t = s->t;
+    const char *src = (const char *)s->data;
+    size_t row;
+    int64_t d, h, i;
+    int p;
+    enum mms_status st;
+    if (s->src_type != t->type || s->xform != MMS__HF_AS_IS) {   /* to f32, maybe a gate's tanh (a checkpoint folder's) */
+        const int64_t n = mms_nelements(t);
+        float *f = (float *)MMS_MALLOC(sizeof(float) * (size_t)(n + 1));
+        if (!f) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+        mms_get_type_traits(s->src_type)->to_float(s->data, f, n);
+        for (i = 0; i < n; i++) {
+            if (s->xform == MMS__HF_TANH) f[i] = (float)tanh((double)f[i]);
+            else if (s->xform == MMS__HF_ONE_MINUS_TANH) f[i] = 1.0f - (float)tanh((double)f[i]);
+        }
+        st = mms_backend_tensor_set(t, f, 0, mms_nbytes(t));
+        MMS_FREE(f);
+        return st;
+    }
+    if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
+    row = mms_row_size(t->type, t->ne[0]);
+    d = mms_nrows(t) / s->row_heads;
+    for (h = 0; h < s->row_heads; h++)
+        for (p = 0; p < 2; p++)
+            for (i = 0; i < d / 2; i++)
+                if ((st = mms_backend_tensor_set(t, src + (size_t)(h * d + 2 * i + p) * row, (size_t)(h * d + p * (d / 2) + i) * row, row)) != MMS_OK)
+                    return st;
+    return MMS_OK;
+}
+
+/* Host weights are used where the file is mapped (no copy), except those whose rows must move,
+   which get a buffer of their own; on other backends every weight is copied into a buffer of the
+   backend. Without a file (shapes only) weights get addresses that are never read. */
 static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, struct mms__load_progress *lp) {
-    int b, f;
+    int b, f, i;
     enum mms_status st;
     unsigned touched = 0;
     for (b = 0; b < 2; b++) {
@@ -441,31 +649,54 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 at += MMS__ALIGN_UP(mms_nbytes(t), 64);
             }
         } else if (mms_backend_buft_is_host(mms_backend_get_default_buffer_type(m->backends[b]))) {
-            for (f = 0; f < m->n_files; f++) {
-                const char *lo, *hi;
+            const size_t align = mms_backend_get_alignment(m->backends[b]);
+            size_t moved = 0;
+            for (i = 0; i < m->n_sources; i++) {       /* one buffer over each mapped region's weights on this backend */
+                const struct mms__wsource *s = &m->sources[i];
+                const char *lo = (const char *)s->data, *hi = lo + mms_nbytes(s->t);
                 mms_backend_buffer_t buf;
-                mms__gguf_data_span(m->files[f], &lo, &hi);
-                if (!lo) continue;
+                if (s->backend != b || !s->region || s->row_heads || s->t->data) continue;
+                for (f = i + 1; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((const char *)o->data < lo) lo = (const char *)o->data;
+                    if ((const char *)o->data + mms_nbytes(o->t) > hi) hi = (const char *)o->data + mms_nbytes(o->t);
+                }
                 buf = mms_backend_cpu_buffer_from_ptr((void *)lo, (size_t)(hi - lo));
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-                for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                    const char *d = (const char *)t->extra;
-                    if (!d || d < lo || d >= hi) continue;
-                    t->extra = NULL;
-                    if ((st = mms_backend_tensor_alloc(buf, t, (void *)d)) != MMS_OK) return st;
-                    if (lp && lp->cb) touched += mms__touch_pages(d, mms_nbytes(t));
-                    if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+                for (f = i; f < m->n_sources; f++) {
+                    const struct mms__wsource *o = &m->sources[f];
+                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, o->t, (void *)o->data)) != MMS_OK) return st;
+                    if (lp && lp->cb) touched += mms__touch_pages(o->data, mms_nbytes(o->t));
+                    if ((st = mms__load_step(lp, mms_nbytes(o->t))) != MMS_OK) return st;
+                }
+            }
+            for (i = 0; i < m->n_sources; i++)
+                if (m->sources[i].backend == b && !m->sources[i].t->data) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
+            if (moved) {                               /* reordered, converted or computed: a buffer of their own */
+                mms_backend_buffer_t buf = mms_backend_alloc_buffer(m->backends[b], moved);
+                char *at;
+                if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate %zu bytes of reordered or converted weights on %s: %s",
+                                               moved, mms_backend_name(m->backends[b]), mms_last_error());
+                if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+                at = (char *)mms_backend_buffer_get_base(buf);
+                for (i = 0; i < m->n_sources; i++) {
+                    const struct mms__wsource *s = &m->sources[i];
+                    if (s->backend != b || s->t->data) continue;
+                    if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
+                    at += MMS__ALIGN_UP(mms_nbytes(s->t), align);
+                    if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
                 }
             }
         } else {
             mms_backend_buffer_t buf = mms_backend_alloc_ctx_tensors(ctx, m->backends[b]);
-            if (!buf) return mms_set_error(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
+            if (!buf) return mms__error_context(mms_last_status(), "mllama: cannot allocate the weights on %s: %s", mms_backend_name(m->backends[b]), mms_last_error());
             if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
-            for (t = mms_get_first_tensor(ctx); t; t = mms_get_next_tensor(ctx, t)) {
-                const void *src = t->extra;
-                t->extra = NULL;
-                if ((st = mms_backend_tensor_set(t, src, 0, mms_nbytes(t))) != MMS_OK) return st;
-                if ((st = mms__load_step(lp, mms_nbytes(t))) != MMS_OK) return st;
+            for (i = 0; i < m->n_sources; i++) {
+                if (m->sources[i].backend != b) continue;
+                if ((st = mms__set_weight(&m->sources[i])) != MMS_OK) return st;
+                if ((st = mms__load_step(lp, mms_nbytes(m->sources[i].t))) != MMS_OK) return st;
             }
         }
     }
@@ -502,6 +733,28 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
     m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    if (mms__hf_is_folder(p->path)) {               /* a Hugging Face checkpoint folder */
+        struct mms_mllama_hparams *hp = &m->hp;
+        if (p->mmproj_path) { mms_set_error(MMS_ERR_INVALID_ARG, "mllama: '%s' is a checkpoint folder; it takes no projector file", p->path); goto fail; }
+        if (!(m->hf = mms__hf_open(p->path)) || mms__hf_hparams(m->hf, hp, &m->cross_layers, &m->taps, &m->rope_freqs_data) != MMS_OK) goto fail;
+        hp->cross_layers = m->cross_layers;
+        hp->v_taps = m->taps;
+        if (mms__mllama_check_text(m, p->path) != MMS_OK || mms__mllama_check_vision(hp, p->path) != MMS_OK) goto fail;
+        mms__mllama_derive(hp);
+        if (p->text_only) memset(&hp->v_n_layer, 0, sizeof *hp - offsetof(struct mms_mllama_hparams, v_n_layer));
+        if (mms__mllama_alloc_layers(m) != MMS_OK) goto fail;
+        m->has_vision = !p->text_only;
+        m->rope_neox = true;                          /* self-attention q/k as transformers keeps them */
+        m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
+        m->output_backend = p->gpu && p->n_gpu_layers >= hp->n_layer ? 1 : 0;
+        L.hf = m->hf;
+        mms__mllama_text_weights(&L, p->n_gpu_layers);
+        if (m->has_vision) mms__mllama_vision_weights(&L, false);
+        if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
+        goto place;
+    }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
     vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
@@ -513,15 +766,16 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     m->has_vision = vision_file != NULL;
     m->vision_backend = p->vision_on_gpu && p->gpu ? 1 : 0;
     m->output_backend = p->gpu && p->n_gpu_layers >= m->hp.n_layer ? 1 : 0;
-    memset(&L, 0, sizeof L);
-    L.m = m;
     L.g = m->files[0];
+    if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
     mms__mllama_text_weights(&L, p->n_gpu_layers);
-    if (m->has_vision) {
+    if (m->has_vision && L.st == MMS_OK) {
         L.g = vision_file;
+        if (mms__mllama_qk_rows(L.g, p->mmproj_path != NULL, &L.qk_permuted) != MMS_OK) goto fail;
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
+place:
     memset(&lp, 0, sizeof lp);
     lp.cb = p->progress;
     lp.user = p->progress_user_data;
@@ -532,6 +786,9 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
             for (t = mms_get_first_tensor(m->wctx[b]); t; t = mms_get_next_tensor(m->wctx[b], t)) lp.total += mms_nbytes(t);
     }
     if (mms__mllama_place_weights(m, &lp) != MMS_OK) goto fail;
+    MMS_FREE(m->sources);                         /* placed: the mapping is reached through the tensors now */
+    m->sources = NULL;
+    m->n_sources = m->cap_sources = 0;
     m->load_us = mms_time_us() - t0;
     return m;
 fail:

@@ -36,12 +36,12 @@ struct mms_mllama_context {
     int                              n_logits;
 
     struct mms_mllama_timings        t;                      /* memory filled in when asked */
-    size_t                           kept_peak[2];
-    struct {                                                 /* what each reserved graph planned, per backend */
+    size_t                           kept_peak[2];           /* per model backend (0 host, 1 offload) */
+    struct mms__mllama_reserved {                            /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
-    } reserved[2];
-    int                              n_reserved;
+    }                               *reserved;
+    int                              n_reserved, cap_reserved;
 };
 
 MMS_API mms_backend_sched_t mms_mllama_context_get_sched(struct mms_mllama_context *c) { return c ? c->sched : NULL; }
@@ -77,7 +77,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
     MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->conv_images); MMS_FREE(c->image_pos);
-    MMS_FREE(c->images); MMS_FREE(c->logits);
+    MMS_FREE(c->images); MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
 }
 
@@ -187,7 +187,7 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
         c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
         if (!c->cache_buf[b])
-            return mms_set_error(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
+            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d tokens does not fit on %s: %s", c->p.n_ctx,
                                  mms_backend_name(c->m->backends[b]), mms_last_error());
         /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
         mms_backend_buffer_clear(c->cache_buf[b], 0);
@@ -200,8 +200,10 @@ static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct 
     enum mms_status st = mms_backend_sched_reserve(c->sched, g);
     int b;
     if (st == MMS_ERR_OOM || st == MMS_ERR_BACKEND)
-        return mms_set_error(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
-    if (st == MMS_OK && c->n_reserved < 2) {
+        return mms__error_context(st, "mllama: the %s graph does not fit: %s", mms_graph_get_name(g), mms_last_error());
+    if (st == MMS_OK) {
+        if (!mms__grow((void **)&c->reserved, &c->cap_reserved, c->n_reserved + 1, sizeof *c->reserved))
+            return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
         mms__copy_str(c->reserved[c->n_reserved].name, sizeof c->reserved[0].name, mms_graph_get_name(g));
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++) {
             struct mms_gallocr_buffer_info bi;
@@ -228,7 +230,7 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
         struct mms_tensor **k0, **v0;
         ctx = mms__mllama_fresh_graph_ctx(c);
         k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k0) return mms_get_status(ctx);
+        if (!k0) return mms_ctx_status(ctx);
         v0 = k0 + hp->n_layer;
         memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
         mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
@@ -237,11 +239,11 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     /* stand-ins for the kept K/V of max_images images: placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
     k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
-    if (!k) return mms_get_status(ctx);
+    if (!k) return mms_ctx_status(ctx);
     v = k + n_img + 1;
     for (j = 0; j < n_img; j++) {
         k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k[j]) return mms_get_status(ctx);
+        if (!k[j]) return mms_ctx_status(ctx);
         v[j] = k[j] + hp->n_layer;
         for (il = 0; il < hp->n_layer; il++) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
@@ -273,10 +275,18 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     memset(c, 0, sizeof *c);
     c->m = m;
     if (params) c->p = *params;
-    if (c->p.n_ctx <= 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
-    if (c->p.n_batch <= 0) c->p.n_batch = 512;
-    if (c->p.max_images <= 0) c->p.max_images = 2;
-    if (c->p.image_cache < c->p.max_images) c->p.image_cache = c->p.max_images + 2;
+    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 ||
+        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d: each must be 0 "
+                      "(the default) or positive, and image_cache at least max_images", c->p.n_ctx, c->p.n_batch, c->p.max_images,
+                      c->p.image_cache);
+        MMS_FREE(c);
+        return NULL;
+    }
+    if (c->p.n_ctx == 0) c->p.n_ctx = MMS__MIN(2048, m->hp.n_ctx_train);
+    if (c->p.n_batch == 0) c->p.n_batch = 512;
+    if (c->p.max_images == 0) c->p.max_images = 2;
+    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images + 2;
     c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx);
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
@@ -346,10 +356,8 @@ MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE 
 /* -- images -- */
 
 static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const unsigned char *p = (const unsigned char *)img->pixels;
-    size_t i, n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    const size_t n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
+    uint64_t h = mms__fnv1a64(img->pixels, n, MMS__FNV1A64_START);
     h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
     return h ? h : 1;
 }
@@ -562,7 +570,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const in
     n_img = c->n_conv_images;
     if (n_img > 0) {
         k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
-        if (!k) { st = mms_get_status(ctx); goto done; }
+        if (!k) { st = mms_ctx_status(ctx); goto done; }
         v = k + n_img;
         for (j = 0; j < n_img; j++) { k[j] = c->images[c->conv_images[j]].k; v[j] = c->images[c->conv_images[j]].v; }
     }
@@ -631,19 +639,24 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_k
 /* -- timings -- */
 
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct mms_mllama_timings *out) {
-    int b;
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!c) return;
     *out = c->t;
     out->n_backends = mms__mllama_n_devices(c);
-    for (b = 0; b < out->n_backends; b++) {
-        size_t kept;
-        mms__copy_str(out->memory[b].name, sizeof out->memory[b].name, mms_backend_name(c->m->backends[b]));
-        mms__mllama_memory(c, b, &out->memory[b].weights, &out->memory[b].kv_cache, &out->memory[b].compute, &kept);
-        out->memory[b].kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
-        out->memory[b].peak = out->memory[b].weights + out->memory[b].kv_cache + out->memory[b].compute + out->memory[b].kept_images_peak;
-    }
+}
+
+MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
+    size_t kept;
+    if (!c || !out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: context and output are required");
+    if (b < 0 || b >= mms__mllama_n_devices(c))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
+    memset(out, 0, sizeof *out);
+    mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
+    mms__mllama_memory(c, b, &out->weights, &out->kv_cache, &out->compute, &kept);
+    out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
+    out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
+    return MMS_OK;
 }
 
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *c) {
@@ -670,8 +683,11 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
     fprintf(out, "cross K/V     %10.2f ms\n", t.cross_kv_ms);
     fprintf(out, "prompt        %10.2f ms   %d tokens, %.2f tokens/s\n", t.prompt_ms, t.n_prompt_tokens, mms__per_s(t.n_prompt_tokens, t.prompt_ms));
     fprintf(out, "generation    %10.2f ms   %d tokens, %.2f tokens/s\n", t.gen_ms, t.n_gen_tokens, mms__per_s(t.n_gen_tokens, t.gen_ms));
-    for (b = 0; b < t.n_backends; b++)
-        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", t.memory[b].name,
-                (double)t.memory[b].peak / 1048576.0, (double)t.memory[b].weights / 1048576.0, (double)t.memory[b].kv_cache / 1048576.0,
-                (double)t.memory[b].compute / 1048576.0, (double)t.memory[b].kept_images_peak / 1048576.0);
+    for (b = 0; b < t.n_backends; b++) {
+        struct mms_mllama_memory m;
+        if (mms_mllama_get_memory(c, b, &m) != MMS_OK) continue;
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
+                (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
+                (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+    }
 }

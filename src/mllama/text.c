@@ -1,5 +1,5 @@
 /* >>mllama-text ===================================================================================
-   The text decoder as graphs (spec section 5): a batch of tokens at positions n_past.. through
+   The text decoder as graphs (transformers' MllamaTextModel): a batch of tokens at positions n_past.. through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
    rows asked; and the per-image cross-attention K/V, computed once and kept. */
@@ -22,7 +22,7 @@ static struct mms_tensor *mms__mllama_mlp(struct mms_context *ctx, const struct 
 }
 
 static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *x, struct mms_tensor *pos) {
-    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
+    return mms_rope_ext(ctx, x, pos, m->rope_freqs, m->hp.head_dim, m->rope_neox ? MMS_ROPE_TYPE_NEOX : MMS_ROPE_TYPE_NORMAL, m->hp.n_ctx_train,
                         m->hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
 }
 

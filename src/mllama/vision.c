@@ -1,5 +1,5 @@
 /* >>mllama-vision =================================================================================
-   The vision encoder and projector as a graph (spec section 4). Shapes, with T tiles (all
+   The vision encoder and projector as a graph (transformers' MllamaVisionModel). Shapes, with T tiles (all
    max_num_tiles slots, padded ones included, as transformers computes them), N tokens per tile
    (patches + class token), Np = N rounded up to 8, D the vision width:
      pixels [S, S, 3, T] -> patches [D, N-1, T] -> + pre-tile, class token, position and tile
@@ -99,9 +99,9 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (spec section 4.7). As shared mask rows: row 0
-   (all 0) for a real query, row 1 (-inf at the padding keys) for a padding one. mask F16 [L, 2],
-   rows I32 [L], L = Np*T. */
+   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask).
+   As shared mask rows: row 0 (all 0) for a real query, row 1 (-inf at the padding keys) for a padding
+   one. mask F16 [L, 2], rows I32 [L], L = Np*T. */
 static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *mask, int32_t *rows) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);

@@ -95,13 +95,6 @@ static void mms__sched_debug_print(mms_backend_sched_t s) {
     mms__ptrmap_free(&info_of);
 }
 
-static uint64_t mms__fnv1a64(const void *data, size_t n, uint64_t h) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
-    return h;
-}
-
 /* One file per dumped node: a text line "mmsched-dump name=<name> type=<type> ne=<a,b,c,d>
    bytes=<n> fnv1a64=<hex>" then the tensor's elements, row-major and contiguous. */
 static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node) {
@@ -109,7 +102,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     const size_t bytes = row * (size_t)mms_nrows(t);
     char path[768], safe[MMS_MAX_NAME];
     unsigned char *data = (unsigned char *)MMS_MALLOC(bytes + 1);
-    uint64_t sum = 0xcbf29ce484222325ULL;
+    uint64_t sum = MMS__FNV1A64_START;
     enum mms_status st = MMS_OK;
     int64_t r;
     FILE *f;
@@ -129,7 +122,7 @@ static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_t
     if (st == MMS_OK) {
         sum = mms__fnv1a64(data, bytes, sum);
         snprintf(path, sizeof path, "%s/mms-dump-g%llu-n%d-%s.bin", s->dump_dir, (unsigned long long)mms_graph_id(s->graph), node, safe);
-        f = fopen(path, "wb");
+        f = mms__fopen(path, "wb");
         if (!f) {
             st = mms_set_error(MMS_ERR_IO, "mms_sched dump: cannot write '%s'", path);
         } else {

@@ -1,13 +1,18 @@
 /* >>sched =========================================================================================
-   The multi-backend scheduler. For each graph it
-     1. assigns a backend to every tensor (pins, memory, weights, offload, spreading, fallback);
-     2. cuts the nodes into splits of one backend each and lists, per split, the tensors it reads
-        from memory its backend cannot use (they are copied in before the split runs);
-     3. clones the caller's nodes into its own context with sources rewired to those copies, and
-        plans one allocation graph (copies and clones, one buffer per backend) with its gallocr;
-     4. places persistent tensors in buffers of their own, then copies every clone's placement back
-        to the caller's tensor, so results are read from the caller's tensors as usual.
-   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first. */
+   The multi-backend scheduler. Allocating a graph runs these steps, in this order:
+     1. check: the graph was built correctly; memory it relies on (weights, caches, kept tensors)
+        still holds and kept leafs are up to date; it does not mix results another graph left in
+        compute memory with new ops;
+     2. assign a backend to every node and leaf (pins, memory, weights, offload, spreading, fallback);
+     3. split: cut the nodes into runs of one backend and route a copy for every tensor a split reads
+        from memory its backend cannot use;
+     4. clone the caller's nodes into the scheduler's own context, with sources rewired to the copies;
+     5. place: persistent nodes keep their memory or get a buffer of their own (a stand-in in the
+        reserve buffer when only reserving), and the graph allocator plans and places the rest;
+     6. publish (alloc only, and only once everything above succeeded): each caller node takes its
+        clone's placement, new kept buffers are registered. Reserve writes no caller tensor.
+   The caller's graph is never rewired. Compute runs the splits in order, copying inputs first, then
+   counts every node as written and records what each kept node was computed from. */
 
 #define MMS__SCHED_MAX_COPIES 4
 
@@ -37,10 +42,16 @@ struct mms__sched_split {
     struct mms_tensor **originals;                  /* the caller's node behind each of them */
 };
 
-struct mms__sched_persist {
-    struct mms_tensor   *tensor;
-    mms_backend_buffer_t buffer;
-    int                  backend;
+struct mms__sched_persist {             /* a kept tensor's buffer (the tensor may be gone: compared, never read) */
+    const struct mms_tensor *tensor;
+    mms_backend_buffer_t     buffer;
+    int                      backend;
+};
+
+struct mms__sched_kept {                /* a persistent node of the allocated graph */
+    int                  node;
+    mms_backend_buffer_t fresh;         /* a buffer made for it by this allocation, published with it */
+    int                  first_leaf, n_leafs;   /* what it is computed from: s->kept_leafs[first..] */
 };
 
 struct mms_backend_sched {
@@ -64,8 +75,13 @@ struct mms_backend_sched {
     int                       *node_backend, *leaf_backend;
     unsigned char             *node_why, *leaf_why;
     struct mms_tensor        **clones;              /* per node */
-    struct mms_tensor        **leaf_clones;         /* per leaf: a placeholder for a kept tensor not made yet (reserve) */
+    struct mms_tensor        **leaf_clones;         /* per leaf: a stand-in for a kept tensor not computed yet (reserve), or NULL */
     int                        cap_nodes, cap_leafs;
+    struct mms__sched_kept    *kept;                /* persistent nodes */
+    int                        n_kept, cap_kept;
+    struct mms_tensor        **kept_leafs;
+    int                        n_kept_leafs, cap_kept_leafs;
+    mms_backend_buffer_t       reserve_buf;         /* holds the stand-ins while reserving */
     struct mms__sched_split   *splits;
     int                        n_splits, cap_splits;
     struct mms__sched_input   *inputs;
@@ -86,8 +102,6 @@ struct mms_backend_sched {
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
-
-static char mms__sched_placeholder;   /* stands for persistent memory not yet given (reserve only) */
 
 static void mms__sched_debug_print(mms_backend_sched_t s);                                  /* debug.c */
 static enum mms_status mms__sched_dump(mms_backend_sched_t s, const struct mms_tensor *t, int node);
@@ -145,7 +159,8 @@ MMS_API mms_backend_sched_t mms_backend_sched_new(mms_backend_t *backends, mms_b
         for (c = 0; c < s->n_copies; c++) s->events[i * s->n_copies + c] = mms_backend_event_new(backends[i]);
     }
     s->galloc = mms_gallocr_new_n(s->bufts, n_backends);
-    if (!s->galloc) { mms_backend_sched_free(s); return NULL; }
+    s->reserve_buf = mms__reserve_buffer_new();
+    if (!s->galloc || !s->reserve_buf) { mms_backend_sched_free(s); return NULL; }
 
     env = getenv("MMS_SCHED_DEBUG");
     s->debug = env ? atoi(env) : 0;
@@ -160,6 +175,8 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     int i;
     if (!s) return;
     for (i = 0; i < s->n_persist; i++) mms_backend_buffer_free(s->persist[i].buffer);
+    for (i = 0; i < s->n_kept; i++) mms_backend_buffer_free(s->kept[i].fresh);
+    mms_backend_buffer_free(s->reserve_buf);
     for (i = 0; s->events && i < s->n_backends * s->n_copies; i++) mms_backend_event_free(s->events[i]);
     for (i = 0; i < s->n_splits; i++) MMS_FREE(s->splits[i].originals);
     mms_gallocr_free(s->galloc);
@@ -169,6 +186,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
     MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->kept); MMS_FREE(s->kept_leafs);
     MMS_FREE(s);
 }
 
@@ -187,13 +205,24 @@ static int mms__sched_backend_for_buft(mms_backend_sched_t s, mms_backend_buffer
     return -1;
 }
 
-/* Memory the scheduler does not hand out again: weights, static buffers, persistent tensors. */
-static bool mms__sched_has_fixed_memory(mms_backend_sched_t s, const struct mms_tensor *t) {
-    return t->data && t->data != &mms__sched_placeholder && !mms__galloc_owns(s->galloc, t->buffer) && !mms__tensor_is_transient(t);
+/* Memory the scheduler does not hand out: the caller's (a context's, static buffers) and kept
+   tensors still held. Compute memory and released kept tensors are placed anew. */
+static bool mms__sched_has_fixed_memory(const struct mms_tensor *t) {
+    switch (t->placement.kind) {
+        case MMS_MEMORY_HOST:
+        case MMS_MEMORY_STATIC:     return true;
+        case MMS_MEMORY_PERSISTENT: return mms__memory_is_live(t);
+        case MMS_MEMORY_NONE:
+        case MMS_MEMORY_COMPUTE:
+        case MMS_MEMORY_RESERVE:    break;
+    }
+    return false;
 }
 
+/* The buffer type of fixed memory (checked live: host memory of a context is the CPU's). */
 static mms_backend_buffer_type_t mms__sched_buft_of(const struct mms_tensor *t) {
-    return t->buffer ? t->buffer->buft : mms_backend_cpu_buffer_type();
+    mms_backend_buffer_t live = mms__live_buffer_of(t);
+    return live ? live->buft : mms_backend_cpu_buffer_type();
 }
 
 static int mms__sched_pos(mms_backend_sched_t s, const struct mms_tensor *t) {
@@ -218,7 +247,33 @@ static int mms__sched_first_supporting(mms_backend_sched_t s, const struct mms_t
     return -1;
 }
 
-/* -- 1. backends -- */
+/* -- 1. check -- */
+
+/* A kept tensor the graph reads that has no memory yet, or none any more: allowed only in a
+   reserve, where a stand-in takes its place. */
+static bool mms__sched_kept_without_memory(const struct mms_tensor *t) {
+    return (t->flags & MMS_TENSOR_FLAG_PERSISTENT) && !t->view_src &&
+           (t->placement.kind == MMS_MEMORY_NONE || (t->placement.kind == MMS_MEMORY_PERSISTENT && !mms__memory_is_live(t)));
+}
+
+/* Memory the graph relies on (weights, caches, kept tensors) must still hold, and kept leafs be up
+   to date (values do not matter to a reserve); checked through the registry before anything looks
+   at a tensor's buffer. Kept nodes whose buffer was released are simply placed again. */
+static enum mms_status mms__sched_check_memory(struct mms_cgraph *g, bool reserve, const char *who) {
+    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
+    for (i = 0; i < n; i++) {
+        const struct mms_tensor *t = mms__slot_tensor(g, i);
+        const struct mms_tensor *m = t->view_src ? t->view_src : t;
+        const bool read = i < mms_graph_n_leafs(g) && !reserve;
+        enum mms_status st;
+        if (m->placement.kind == MMS_MEMORY_NONE || m->placement.kind == MMS_MEMORY_COMPUTE) continue;   /* planned, or the reuse check's */
+        if (m->placement.kind == MMS_MEMORY_PERSISTENT && !mms__memory_is_live(m) && (reserve || i >= mms_graph_n_leafs(g))) continue;
+        if ((st = read ? mms__tensor_check_read(m, who) : mms__tensor_check(m, who)) != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
+/* -- 2. backends -- */
 
 static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
@@ -226,7 +281,7 @@ static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms
         struct mms_tensor *t = mms_graph_leaf(g, i);
         int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
         int b;
-        if (mms__sched_has_fixed_memory(s, t)) {
+        if (mms__sched_has_fixed_memory(t)) {
             b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
             if (b < 0)
                 return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
@@ -262,7 +317,7 @@ static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms
             s->node_why[i] = MMS__WHY_PIN;
             continue;
         }
-        if (t->view_src ? mms__sched_has_fixed_memory(s, t->view_src) : mms__sched_has_fixed_memory(s, t)) {
+        if (mms__sched_has_fixed_memory(t->view_src ? t->view_src : t)) {
             const struct mms_tensor *m = t->view_src ? t->view_src : t;   /* e.g. a CPY into a cache */
             int b = mms__sched_backend_for_buft(s, mms__sched_buft_of(m));
             if (b < 0 || !mms__sched_supports(s, b, t))
@@ -274,9 +329,10 @@ static enum mms_status mms__sched_assign_fixed(mms_backend_sched_t s, struct mms
         }
         for (j = 0; j < 2 && s->node_backend[i] < 0; j++) {     /* src[0..1]: weights, biases, norm gains */
             const struct mms_tensor *w = t->src[j] ? (t->src[j]->view_src ? t->src[j]->view_src : t->src[j]) : NULL;
+            mms_backend_buffer_t live = w ? mms__live_buffer_of(w) : NULL;   /* never w->buffer: it may be freed */
             int wb, b;
-            if (!w || !w->buffer || w->buffer->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
-            wb = mms__sched_backend_for_buft(s, w->buffer->buft);
+            if (!live || live->usage != MMS_BUFFER_USAGE_WEIGHTS) continue;
+            wb = mms__sched_backend_for_buft(s, live->buft);
             if (wb < 0) continue;
             if (s->op_offload && wb == last) {
                 for (b = 0; b < last; b++)
@@ -347,14 +403,14 @@ static enum mms_status mms__sched_assign(mms_backend_sched_t s, struct mms_cgrap
     return MMS_OK;
 }
 
-/* -- 2. splits and their inputs -- */
+/* -- 3. splits and the copies their inputs need -- */
 
 /* Must a split on backend b copy src in first? */
 static bool mms__sched_needs_copy(mms_backend_sched_t s, int b, const struct mms_tensor *src) {
     int owner = mms__sched_backend_of(s, src);
     const struct mms_tensor *root = src->view_src ? src->view_src : src;
     if (owner < 0 || owner == b) return false;
-    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(s, root) ? mms__sched_buft_of(root) : s->bufts[owner]);
+    return !mms_backend_supports_buft(s->backends[b], mms__sched_has_fixed_memory(root) ? mms__sched_buft_of(root) : s->bufts[owner]);
 }
 
 static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -402,7 +458,7 @@ static enum mms_status mms__sched_make_splits(mms_backend_sched_t s, struct mms_
     return MMS_OK;
 }
 
-/* -- 3. clones, copies and the allocation graph -- */
+/* -- 4. clones, with their sources rewired to the copies -- */
 
 static struct mms_tensor *mms__sched_input_copy(mms_backend_sched_t s, int split, const struct mms_tensor *src) {
     int k;
@@ -419,68 +475,56 @@ static struct mms_tensor *mms__sched_mapped(mms_backend_sched_t s, struct mms_te
     return t;
 }
 
-/* Places a persistent node in a buffer of its own on its backend (allocation only; a reserve
-   lets it stand aside with a placeholder). */
-static enum mms_status mms__sched_place_persistent(mms_backend_sched_t s, struct mms_tensor *t, int b, bool reserve, uint64_t graph_id) {
-    struct mms__sched_persist *p;
-    mms_backend_buffer_t buf;
-    enum mms_status st;
-    if (reserve) return MMS_OK;
-    if (mms__sched_has_fixed_memory(s, t)) return MMS_OK;   /* kept already */
-    buf = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], t));
-    if (!buf) return mms_set_error(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
-                                   mms__tensor_desc(t).s, mms_backend_name(s->backends[b]), mms_last_error());
-    t->data = NULL;
-    t->buffer = NULL;
-    if ((st = mms_backend_tensor_alloc(buf, t, mms_backend_buffer_get_base(buf))) != MMS_OK) { mms_backend_buffer_free(buf); return st; }
-    t->graph_id = graph_id;
-    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + 1, sizeof *s->persist)) {
-        mms_backend_buffer_free(buf);
-        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
-    }
-    p = &s->persist[s->n_persist++];
-    p->tensor = t;
-    p->buffer = buf;
-    p->backend = b;
-    return MMS_OK;
+static struct mms_tensor *mms__sched_new_internal(mms_backend_sched_t s, const struct mms_tensor *like) {
+    return mms__new_tensor_impl(s->ctx, "mms_backend_sched", like->type, MMS_MAX_DIMS, like->ne, NULL, 0);
 }
 
-static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **node_ids_out) {
-    struct mms_tensor **nodes = NULL, **leafs = NULL;
-    int *ids = NULL, n = 0, cap = s->n_nodes + s->n_inputs * s->n_copies + 1, i, j, k, c;
-    enum mms_status st = MMS_OK;
+/* A clone shares what it can with its original: its memory if that is fixed, nothing else of the
+   caller's bookkeeping (identity for versions stays the original's). */
+static struct mms_tensor *mms__sched_clone(mms_backend_sched_t s, const struct mms_tensor *orig) {
+    struct mms_tensor *cl = mms__sched_new_internal(s, orig);
+    if (!cl) return NULL;
+    *cl = *orig;
+    cl->provenance = NULL;
+    cl->watched = false;
+    if (orig->view_src || !mms__sched_has_fixed_memory(orig)) mms__tensor_unplace(cl);   /* planned (views: given) by the gallocr */
+    return cl;
+}
 
-    nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
-    ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
-    leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
-    if (!nodes || !ids || !leafs) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
-
-    /* a kept tensor that no graph has computed yet: a placeholder when reserving, else an error */
+/* Stand-ins for kept leafs no graph has computed yet: allowed only when reserving. */
+static enum mms_status mms__sched_clone_leafs(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve) {
+    int i;
     for (i = 0; i < s->n_leafs; i++) {
         struct mms_tensor *t = mms_graph_leaf(g, i);
         s->leaf_clones[i] = NULL;
-        if (!(t->flags & MMS_TENSOR_FLAG_PERSISTENT) || t->view_src || mms__sched_has_fixed_memory(s, t)) continue;
-        if (!reserve) {
-            st = mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
-                               "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
-            goto fail;
-        }
-        if (!(s->leaf_clones[i] = mms__new_tensor_impl(s->ctx, "mms_backend_sched", t->type, MMS_MAX_DIMS, t->ne, NULL, 0))) {
-            st = mms_get_status(s->ctx);
-            goto fail;
-        }
-        *s->leaf_clones[i] = *t;
-        s->leaf_clones[i]->data = &mms__sched_placeholder;
-        s->leaf_clones[i]->buffer = NULL;
+        if (!mms__sched_kept_without_memory(t)) continue;
+        if (!reserve)
+            return mms_set_error(MMS_ERR_STATE, "mms_backend_sched_alloc_graph: persistent tensor %s is an input of graph #%llu, but no "
+                                 "graph has computed it yet", mms__tensor_desc(t).s, (unsigned long long)mms_graph_id(g));
+        if (!(s->leaf_clones[i] = mms__sched_clone(s, t))) return mms_ctx_status(s->ctx);
+        mms__tensor_unplace(s->leaf_clones[i]);
+        mms__tensor_alloc_for(s->reserve_buf, s->leaf_clones[i], NULL, 0);
     }
+    return MMS_OK;
+}
 
+static enum mms_status mms__sched_clone_nodes(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int i;
+    for (i = 0; i < s->n_nodes; i++)
+        if (!(s->clones[i] = mms__sched_clone(s, mms_graph_node(g, i)))) return mms_ctx_status(s->ctx);
+    return MMS_OK;
+}
+
+/* The copy nodes of every split input (one per pipeline copy), then each clone's sources. */
+static enum mms_status mms__sched_wire(mms_backend_sched_t s, struct mms_cgraph *g) {
+    int k, j, c, i;
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
         for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
             struct mms__sched_input *in = &s->inputs[j];
             for (c = 0; c < s->n_copies; c++) {
-                struct mms_tensor *cp = mms__new_tensor_impl(s->ctx, "mms_backend_sched", in->src->type, MMS_MAX_DIMS, in->src->ne, NULL, 0);
-                if (!cp) { st = mms_get_status(s->ctx); goto fail; }
+                struct mms_tensor *cp = mms__sched_new_internal(s, in->src);
+                if (!cp) return mms_ctx_status(s->ctx);
                 memcpy(cp->nb, in->src->nb, sizeof cp->nb);   /* same layout: the copy is a byte copy */
                 cp->op = MMS_OP_DUP;
                 /* keeps the source alive until copied; a view's own clone may come later in this
@@ -489,46 +533,117 @@ static enum mms_status mms__sched_build(mms_backend_sched_t s, struct mms_cgraph
                 if (s->n_copies > 1) cp->flags = MMS_TENSOR_FLAG_INPUT | MMS_TENSOR_FLAG_OUTPUT;
                 mms_format_name(cp, "%s#%.40s#%d", mms_backend_name(s->backends[sp->backend]), in->src->name, c);
                 in->copies[c] = cp;
-                ids[n] = sp->backend;
-                nodes[n++] = cp;
             }
         }
         for (i = sp->i0; i < sp->i1; i++) {
-            struct mms_tensor *orig = mms_graph_node(g, i);
-            struct mms_tensor *cl = mms__new_tensor_impl(s->ctx, "mms_backend_sched", orig->type, MMS_MAX_DIMS, orig->ne, NULL, 0);
-            if (!cl) { st = mms_get_status(s->ctx); goto fail; }
-            *cl = *orig;
+            const struct mms_tensor *orig = mms_graph_node(g, i);
+            struct mms_tensor *cl = s->clones[i];
             for (j = 0; j < MMS_MAX_SRC; j++) {
                 struct mms_tensor *cp = orig->src[j] && !mms_op_is_view(orig->op) ? mms__sched_input_copy(s, k, orig->src[j]) : NULL;
                 cl->src[j] = cp ? cp : orig->src[j] ? mms__sched_mapped(s, orig->src[j]) : NULL;
             }
             if (orig->view_src) cl->view_src = mms__sched_mapped(s, orig->view_src);
-            if ((orig->flags & MMS_TENSOR_FLAG_PERSISTENT) && !orig->view_src) {
-                if ((st = mms__sched_place_persistent(s, orig, s->node_backend[i], reserve, mms_graph_id(g))) != MMS_OK) goto fail;
-                if (reserve && !mms__sched_has_fixed_memory(s, orig)) { cl->data = &mms__sched_placeholder; cl->buffer = NULL; }
-                else { cl->data = orig->data; cl->buffer = orig->buffer; cl->buffer_uid = orig->buffer_uid; cl->generation = orig->generation; }
-            } else if (orig->view_src || !mms__sched_has_fixed_memory(s, orig)) {
-                cl->data = NULL;                           /* planned (or, for views, given) by the gallocr */
-                cl->buffer = NULL;
-                cl->buffer_uid = cl->generation = cl->graph_id = 0;
-            }
-            s->clones[i] = cl;
-            ids[n] = s->node_backend[i];
-            nodes[n++] = cl;
         }
+    }
+    return MMS_OK;
+}
+
+/* -- 5. place: kept nodes, then the allocation graph for the gallocr -- */
+
+/* The leafs (their memory's roots) a node is computed from, appended to s->kept_leafs. */
+static enum mms_status mms__sched_collect_leafs(mms_backend_sched_t s, struct mms_cgraph *g, int node, int *seen, int stamp) {
+    struct mms_tensor **stack;
+    int depth = 0, j;
+    stack = (struct mms_tensor **)MMS_MALLOC(sizeof *stack * (size_t)(s->n_nodes + s->n_leafs + 1) * (MMS_MAX_SRC + 1));
+    if (!stack) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    stack[depth++] = mms_graph_node(g, node);
+    while (depth > 0) {
+        struct mms_tensor *t = stack[--depth];
+        int p = mms__sched_pos(s, t), at = p > 0 ? p - 1 : s->n_nodes - p - 1;
+        if (p == 0 || seen[at] == stamp) continue;    /* p == 0: not in the graph (a view's root) */
+        seen[at] = stamp;
+        if (p < 0) {
+            struct mms_tensor *root = t->view_src ? t->view_src : t;
+            if (!mms__grow((void **)&s->kept_leafs, &s->cap_kept_leafs, s->n_kept_leafs + 1, sizeof *s->kept_leafs)) {
+                MMS_FREE(stack);
+                return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+            }
+            s->kept_leafs[s->n_kept_leafs++] = root;
+            continue;
+        }
+        for (j = 0; j < MMS_MAX_SRC; j++) if (t->src[j]) stack[depth++] = t->src[j];
+        if (t->view_src) stack[depth++] = t->view_src;
+    }
+    MMS_FREE(stack);
+    return MMS_OK;
+}
+
+/* Persistent nodes keep the memory they have, or get a buffer of their own on their backend (a
+   stand-in in the reserve buffer when reserving). Buffers made here are published with the graph,
+   or freed if the allocation fails. */
+static enum mms_status mms__sched_place_kept(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve) {
+    int i, *seen = NULL;
+    enum mms_status st = MMS_OK;
+    s->n_kept = s->n_kept_leafs = 0;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
+        struct mms__sched_kept *k;
+        int b = s->node_backend[i];
+        if (!(orig->flags & MMS_TENSOR_FLAG_PERSISTENT) || orig->view_src) continue;
+        if (!mms__grow((void **)&s->kept, &s->cap_kept, s->n_kept + 1, sizeof *s->kept)) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+        k = &s->kept[s->n_kept++];
+        memset(k, 0, sizeof *k);
+        k->node = i;
+        if (mms__sched_has_fixed_memory(orig)) continue;                 /* kept already: computed again in place */
+        if (reserve) { mms__tensor_alloc_for(s->reserve_buf, cl, NULL, 0); continue; }
+        k->fresh = mms_backend_buft_alloc_buffer(s->bufts[b], mms_backend_buft_get_alloc_size(s->bufts[b], orig));
+        if (!k->fresh)
+            return mms__error_context(mms_last_status(), "mms_backend_sched: cannot allocate persistent tensor %s on %s: %s",
+                                      mms__tensor_desc(orig).s, mms_backend_name(s->backends[b]), mms_last_error());
+        mms_backend_buffer_set_usage(k->fresh, MMS_BUFFER_USAGE_PERSISTENT);
+        if ((st = mms__tensor_alloc_for(k->fresh, cl, mms_backend_buffer_get_base(k->fresh), mms_graph_id(g))) != MMS_OK) return st;
+    }
+    if (reserve || s->n_kept == 0) return MMS_OK;
+    seen = (int *)MMS_MALLOC(sizeof *seen * (size_t)(s->n_nodes + s->n_leafs + 1));
+    if (!seen) return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    memset(seen, 0, sizeof *seen * (size_t)(s->n_nodes + s->n_leafs + 1));
+    for (i = 0; i < s->n_kept && st == MMS_OK; i++) {
+        s->kept[i].first_leaf = s->n_kept_leafs;
+        st = mms__sched_collect_leafs(s, g, s->kept[i].node, seen, i + 1);
+        s->kept[i].n_leafs = s->n_kept_leafs - s->kept[i].first_leaf;
+    }
+    MMS_FREE(seen);
+    return st;
+}
+
+/* Kept buffers this allocation made but did not publish. */
+static void mms__sched_drop_fresh(mms_backend_sched_t s) {
+    int i;
+    for (i = 0; i < s->n_kept; i++) { mms_backend_buffer_free(s->kept[i].fresh); s->kept[i].fresh = NULL; }
+}
+
+/* The graph the gallocr plans: per split its input copies, then its clones; the caller's leafs
+   (or their stand-ins). ids: the backend of each node, then of each leaf. */
+static enum mms_status mms__sched_alloc_graph_of(mms_backend_sched_t s, struct mms_cgraph *g, int **ids_out) {
+    const int cap = s->n_nodes + s->n_inputs * s->n_copies + 1;
+    struct mms_tensor **nodes = (struct mms_tensor **)MMS_MALLOC(sizeof *nodes * (size_t)cap);
+    struct mms_tensor **leafs = (struct mms_tensor **)MMS_MALLOC(sizeof *leafs * (size_t)(s->n_leafs + 1));
+    int *ids = (int *)MMS_MALLOC(sizeof *ids * (size_t)(cap + s->n_leafs + 1));
+    int n = 0, k, j, c, i;
+    if (!nodes || !leafs || !ids) { MMS_FREE(nodes); MMS_FREE(leafs); MMS_FREE(ids); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+    for (k = 0; k < s->n_splits; k++) {
+        const struct mms__sched_split *sp = &s->splits[k];
+        for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++)
+            for (c = 0; c < s->n_copies; c++) { ids[n] = sp->backend; nodes[n++] = s->inputs[j].copies[c]; }
+        for (i = sp->i0; i < sp->i1; i++) { ids[n] = s->node_backend[i]; nodes[n++] = s->clones[i]; }
     }
     for (i = 0; i < s->n_leafs; i++) { leafs[i] = mms__sched_mapped(s, mms_graph_leaf(g, i)); ids[n + i] = s->leaf_backend[i]; }
     s->alloc_graph = mms__graph_from_lists(s->ctx, nodes, n, leafs, s->n_leafs);
-    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { st = mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); goto fail; }
     MMS_FREE(nodes);
     MMS_FREE(leafs);
-    *node_ids_out = ids;
+    if (!s->alloc_graph || mms_graph_status(s->alloc_graph) != MMS_OK) { MMS_FREE(ids); return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory"); }
+    *ids_out = ids;
     return MMS_OK;
-fail:
-    MMS_FREE(nodes);
-    MMS_FREE(leafs);
-    MMS_FREE(ids);
-    return st;
 }
 
 /* The graphs each backend computes: the clones of a split that do work (not views). */
@@ -547,21 +662,7 @@ static enum mms_status mms__sched_split_graphs(mms_backend_sched_t s) {
         }
         sp->graph = mms__graph_from_lists(s->ctx, list, n, NULL, 0);
         MMS_FREE(list);
-        if (!sp->graph) return mms_get_status(s->ctx);
-    }
-    return MMS_OK;
-}
-
-/* Memory the graph relies on (weights, kept tensors, caches) must still be there: checked through
-   the registry of live buffers before anything looks at a tensor's buffer. */
-static enum mms_status mms__sched_check_memory(mms_backend_sched_t s, struct mms_cgraph *g, const char *who) {
-    int i, n = mms_graph_n_leafs(g) + mms_graph_n_nodes(g);
-    for (i = 0; i < n; i++) {
-        const struct mms_tensor *t = mms__slot_tensor(g, i);
-        const struct mms_tensor *m = t->view_src ? t->view_src : t;
-        enum mms_status st;
-        if (!mms__sched_has_fixed_memory(s, m)) continue;
-        if ((st = mms__tensor_check(m, who)) != MMS_OK) return st;
+        if (!sp->graph) return mms_ctx_status(s->ctx);
     }
     return MMS_OK;
 }
@@ -579,21 +680,12 @@ static void mms__sched_remember_graph(mms_backend_sched_t s, const struct mms_cg
     mms__copy_str(s->recent[slot].name, sizeof s->recent[slot].name, mms_graph_get_name(g));
 }
 
-/* Steps 1-3 for graph g: afterwards alloc_graph and the ids are ready for the gallocr. */
-static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
-    enum mms_status st;
+/* Sizes the per-node and per-leaf arrays for g and indexes its tensors. */
+static enum mms_status mms__sched_index(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
-    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: graph is NULL");
-    if (mms_graph_status(g) != MMS_OK)
-        return mms_set_error(MMS_ERR_STATE, "mms_backend_sched: the graph was not built correctly: %s", mms_graph_error(g));
-    if ((st = mms__sched_check_memory(s, g, reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph")) != MMS_OK) return st;
-    if (!reserve && (st = mms__galloc_check_reuse(s->galloc, g, "mms_backend_sched_alloc_graph", mms__sched_graph_name, s)) != MMS_OK) return st;
-    s->allocated = false;
     s->graph = g;
     s->n_nodes = mms_graph_n_nodes(g);
     s->n_leafs = mms_graph_n_leafs(g);
-    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
-    mms_reset(s->ctx);
     mms__ptrmap_free(&s->pos);
     if (!mms__grow((void **)&s->node_backend, &s->cap_nodes, s->n_nodes + 1, sizeof(int)) ||
         !mms__grow((void **)&s->leaf_backend, &s->cap_leafs, s->n_leafs + 1, sizeof(int))) goto oom;
@@ -612,12 +704,69 @@ static enum mms_status mms__sched_split_graph(mms_backend_sched_t s, struct mms_
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_node(g, i), (void *)(intptr_t)(i + 1))) goto oom;
     for (i = 0; i < s->n_leafs; i++)
         if (!mms__ptrmap_put(&s->pos, (uint64_t)(uintptr_t)mms_graph_leaf(g, i), (void *)(intptr_t)-(i + 1))) goto oom;
-    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;
-    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;
-    if ((st = mms__sched_build(s, g, reserve, ids)) != MMS_OK) return st;
-    return mms__sched_split_graphs(s);
+    return MMS_OK;
 oom:
     return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+}
+
+/* Steps 1-5 up to the gallocr: afterwards alloc_graph and its backend ids are ready. Nothing of
+   the caller's is written. */
+static enum mms_status mms__sched_prepare(mms_backend_sched_t s, struct mms_cgraph *g, bool reserve, int **ids) {
+    const char *who = reserve ? "mms_backend_sched_reserve" : "mms_backend_sched_alloc_graph";
+    enum mms_status st;
+    int i;
+    if (!g) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: graph is NULL", who);
+    if (mms_graph_status(g) != MMS_OK)
+        return mms_set_error(MMS_ERR_STATE, "%s: the graph was not built correctly: %s", who, mms_graph_error(g));
+    if ((st = mms__sched_check_memory(g, reserve, who)) != MMS_OK) return st;
+    if (!reserve && (st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
+    s->allocated = false;
+    mms__sched_drop_fresh(s);
+    s->n_kept = 0;
+    for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
+    mms_reset(s->ctx);
+    if ((st = mms__sched_index(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_assign(s, g)) != MMS_OK) return st;                /* 2 */
+    if ((st = mms__sched_make_splits(s, g)) != MMS_OK) return st;           /* 3 */
+    if ((st = mms__sched_clone_leafs(s, g, reserve)) != MMS_OK) return st;  /* 4 */
+    if ((st = mms__sched_clone_nodes(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_wire(s, g)) != MMS_OK) return st;
+    if ((st = mms__sched_place_kept(s, g, reserve)) != MMS_OK) return st;   /* 5 */
+    if ((st = mms__sched_alloc_graph_of(s, g, ids)) != MMS_OK) return st;
+    return mms__sched_split_graphs(s);
+}
+
+/* Step 6: the caller's nodes take their clones' placement (results are read from them), leafs the
+   gallocr placed are marked as this graph's, and kept buffers made for this graph are registered. */
+static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const uint64_t id = mms_graph_id(g);
+    int i;
+    if (!mms__grow((void **)&s->persist, &s->cap_persist, s->n_persist + s->n_kept, sizeof *s->persist))
+        return mms_set_error(MMS_ERR_OOM, "mms_backend_sched: out of host memory");
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *orig = mms_graph_node(g, i);
+        const struct mms_tensor *cl = s->clones[i];
+        orig->data = cl->data;
+        orig->buffer = cl->buffer;
+        orig->placement = cl->placement;
+        if (orig->placement.kind == MMS_MEMORY_COMPUTE || orig->placement.kind == MMS_MEMORY_PERSISTENT) orig->placement.graph_id = id;
+    }
+    for (i = 0; i < s->n_leafs; i++) {
+        struct mms_tensor *t = mms_graph_leaf(g, i);
+        if (t->placement.kind == MMS_MEMORY_COMPUTE && !t->view_src) t->placement.graph_id = id;
+    }
+    for (i = 0; i < s->n_kept; i++) {
+        struct mms__sched_kept *k = &s->kept[i];
+        struct mms__sched_persist *p;
+        if (!k->fresh) continue;
+        p = &s->persist[s->n_persist++];
+        p->tensor = mms_graph_node(g, k->node);
+        p->buffer = k->fresh;
+        p->backend = s->node_backend[k->node];
+        k->fresh = NULL;
+        if (mms__provenance_pending(mms_graph_node(g, k->node), id) != MMS_OK) return mms_last_status();
+    }
+    return MMS_OK;
 }
 
 /* -- public: reserve, alloc, compute -- */
@@ -626,7 +775,8 @@ MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct 
     enum mms_status st;
     int *ids = NULL;
     if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_reserve: scheduler is NULL");
-    st = mms__sched_split_graph(s, g, true, &ids);
+    s->allocated = false;
+    st = mms__sched_prepare(s, g, true, &ids);
     if (st == MMS_OK) st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
     MMS_FREE(ids);
     s->reserved_only = true;
@@ -636,32 +786,18 @@ MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct 
 
 MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, struct mms_cgraph *g) {
     enum mms_status st;
-    int *ids = NULL, i, id, c;
+    int *ids = NULL;
     if (!s) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_alloc_graph: scheduler is NULL");
+    s->allocated = false;                       /* a failed allocation leaves nothing allocated */
     s->cur_copy = (s->cur_copy + 1) % s->n_copies;
-    st = mms__sched_split_graph(s, g, false, &ids);
+    st = mms__sched_prepare(s, g, false, &ids);
     if (st == MMS_OK && !mms__galloc_plan_fits(s->galloc, s->alloc_graph))
         st = mms_gallocr_reserve_n(s->galloc, s->alloc_graph, ids, ids + mms_graph_n_nodes(s->alloc_graph));
     MMS_FREE(ids);
-    if (st == MMS_OK) st = mms_gallocr_alloc_graph(s->galloc, s->alloc_graph);
-    if (st != MMS_OK) return st;
-
-    /* the caller's tensors take the clones' placement: results are read from them */
-    for (i = 0; i < s->n_nodes; i++) {
-        struct mms_tensor *orig = mms_graph_node(g, i), *cl = s->clones[i];
-        orig->data = cl->data;
-        orig->buffer = cl->buffer;
-        orig->buffer_uid = cl->buffer_uid;
-        orig->generation = cl->generation;
-        orig->graph_id = mms_graph_id(g);
-    }
-    for (i = 0; i < s->n_leafs; i++) {
-        struct mms_tensor *t = mms_graph_leaf(g, i);
-        if (t->data && mms__galloc_owns(s->galloc, t->buffer)) t->graph_id = mms_graph_id(g);
-    }
-    if (s->poison)
-        for (id = 0; id < s->n_backends; id++)
-            for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_clear(s->galloc->bufs[id].chunks[c], 0xff);
+    if (st == MMS_OK) st = mms__galloc_place(s->galloc, s->alloc_graph);
+    if (st == MMS_OK) st = mms__sched_publish(s, g);
+    if (st != MMS_OK) { mms__sched_drop_fresh(s); return st; }
+    if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->reserved_only = false;
     s->graph_id = mms_graph_id(g);
@@ -694,7 +830,7 @@ static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__s
         if (k == n) k = n - 1;
         part = mms__graph_from_lists(s->ctx, nodes, k - j + 1, NULL, 0);
         MMS_FREE(nodes);
-        if (!part) return mms_get_status(s->ctx);
+        if (!part) return mms_ctx_status(s->ctx);
         if ((st = mms_backend_graph_compute_async(b, part)) != MMS_OK) return st;
         if (wanted) {
             struct mms_tensor *orig = sp->originals[k];
@@ -709,12 +845,29 @@ static enum mms_status mms__sched_run_split(mms_backend_sched_t s, struct mms__s
     return MMS_OK;
 }
 
+/* After the splits ran: every node wrote its memory, and each kept node is now what its leafs
+   (at their versions now) give. */
+static enum mms_status mms__sched_computed(mms_backend_sched_t s) {
+    enum mms_status st;
+    int i;
+    for (i = 0; i < s->n_nodes; i++) {
+        struct mms_tensor *t = mms_graph_node(s->graph, i);
+        if (!mms_op_is_view(t->op)) mms__tensor_written(t);
+    }
+    for (i = 0; i < s->n_kept; i++) {
+        const struct mms__sched_kept *k = &s->kept[i];
+        st = mms__provenance_record(mms_graph_node(s->graph, k->node), s->kept_leafs + k->first_leaf, k->n_leafs, s->graph_id);
+        if (st != MMS_OK) return st;
+    }
+    return MMS_OK;
+}
+
 static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
     int k, j, i;
     enum mms_status st;
-    for (i = 0; i < s->n_leafs; i++) {           /* weights, persistent tensors, inputs: all still valid? */
+    for (i = 0; i < s->n_leafs; i++) {           /* weights, kept tensors, inputs: all still valid and up to date? */
         struct mms_tensor *t = mms_graph_leaf(s->graph, i);
-        if (mms_nelements(t) > 0 && (st = mms__tensor_check(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
+        if (mms_nelements(t) > 0 && (st = mms__tensor_check_read(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
     }
     for (k = 0; k < s->n_splits; k++) {
         struct mms__sched_split *sp = &s->splits[k];
@@ -723,7 +876,7 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
         for (j = sp->first_input; j < sp->first_input + sp->n_inputs; j++) {
             struct mms__sched_input *in = &s->inputs[j];
             struct mms_tensor *copy = in->copies[s->cur_copy];
-            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(s, in->src);
+            bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(in->src);
             if (user_input) {
                 st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
             } else {
@@ -738,7 +891,7 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
         done = s->events[sp->backend * s->n_copies + s->cur_copy];
         if (done && (st = mms_backend_event_record(done)) != MMS_OK) return st;
     }
-    return MMS_OK;
+    return mms__sched_computed(s);
 }
 
 MMS_API enum mms_status mms_backend_sched_graph_compute_async(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -771,13 +924,11 @@ MMS_API enum mms_status mms_backend_sched_graph_compute(mms_backend_sched_t s, s
 }
 
 MMS_API void mms_backend_sched_reset(mms_backend_sched_t s) {
-    int id, c;
     if (!s) return;
     s->allocated = false;
     s->graph_id = 0;
     mms__ptrmap_free(&s->pins);
-    for (id = 0; id < s->n_backends; id++)
-        for (c = 0; c < s->galloc->bufs[id].n_chunks; c++) mms_backend_buffer_reset(s->galloc->bufs[id].chunks[c]);
+    mms__galloc_reset(s->galloc);
 }
 
 /* -- pins, persistent tensors, queries -- */
@@ -798,7 +949,7 @@ MMS_API mms_backend_t mms_backend_sched_get_tensor_backend(mms_backend_sched_t s
     if (!s || !t) return NULL;
     b = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
     if (b < 0 && s->graph) b = mms__sched_backend_of(s, t);
-    if (b < 0 && t->data && t->data != &mms__sched_placeholder) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
+    if (b < 0 && mms__sched_has_fixed_memory(t)) b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
     return b >= 0 ? s->backends[b] : NULL;
 }
 
@@ -809,7 +960,7 @@ MMS_API void mms_backend_sched_set_eval_callback(mms_backend_sched_t s, mms_back
 }
 
 /* For layers above that chain their own callback in front of the caller's. */
-static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
+MMS__MAYBE_UNUSED static void mms__sched_get_eval_callback(mms_backend_sched_t s, mms_backend_sched_eval_callback *cb, void **user) {
     *cb = s->callback;
     *user = s->callback_user;
 }
@@ -820,7 +971,7 @@ MMS_API enum mms_status mms_backend_sched_release(mms_backend_sched_t s, struct 
     for (i = 0; i < s->n_persist; i++) {
         if (s->persist[i].tensor != t) continue;
         mms_backend_buffer_free(s->persist[i].buffer);
-        s->persist[i] = s->persist[--s->n_persist];
+        s->persist[i] = s->persist[--s->n_persist];   /* its provenance stays: what was computed from it keeps its own */
         return MMS_OK;
     }
     return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched_release: %s is not a persistent tensor of this scheduler "

@@ -33,13 +33,15 @@ static uint64_t mms__splitmix64(uint64_t *state) {
 MMS_API struct mms_sampler *mms_sampler_new(const struct mms_sampler_params *params) {
     struct mms_sampler_params p = params ? *params : mms_sampler_default_params();
     struct mms_sampler *s;
-    if (!(p.temperature >= 0.0f) || p.top_k < 0 || !(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
-        !(p.repeat_penalty > 0.0f) || p.repeat_last_n < 0) {
-        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (>= 0), top_k %d (>= 0), top_p %g (0 < p <= 1), "
-                      "min_p %g (0..1), repeat_penalty %g (> 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
+    if (!(p.temperature >= 0.0f && p.temperature <= FLT_MAX) || p.top_k < 0 || !(p.top_p >= 0.0f && p.top_p <= 1.0f) ||
+        !(p.min_p >= 0.0f && p.min_p <= 1.0f) || !(p.repeat_penalty >= 0.0f && p.repeat_penalty <= FLT_MAX) || p.repeat_last_n < 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_sampler_new: out of range: temperature %g (finite, >= 0), top_k %d (>= 0), top_p %g "
+                      "(0..1), min_p %g (0..1), repeat_penalty %g (finite, >= 0), repeat_last_n %d (>= 0)", (double)p.temperature, p.top_k,
                       (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, p.repeat_last_n);
         return NULL;
     }
+    if (p.top_p == 0.0f) p.top_p = 1.0f;                      /* zeroed fields mean off */
+    if (p.repeat_penalty == 0.0f) p.repeat_penalty = 1.0f;
     if (!(s = (struct mms_sampler *)MMS_MALLOC(sizeof *s))) { mms_set_error(MMS_ERR_OOM, "mms_sampler_new: out of host memory"); return NULL; }
     memset(s, 0, sizeof *s);
     s->p = p;

@@ -82,6 +82,8 @@ struct mms_vocab {
     int32_t        bos, eos;
     int32_t       *eog;
     int            n_eog;
+    char          *chat_template;          /* the file's, or NULL */
+    bool           chat_template_builtin;  /* byte for byte the template mms_chat_apply_template renders */
 };
 
 static size_t mms__tok_hash(const void *p, size_t n) {
@@ -124,7 +126,7 @@ MMS_API void mms_vocab_free(struct mms_vocab *v) {
     if (!v) return;
     MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
     MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
-    MMS_FREE(v->special); MMS_FREE(v->eog);
+    MMS_FREE(v->special); MMS_FREE(v->eog); MMS_FREE(v->chat_template);
     MMS_FREE(v);
 }
 
@@ -175,7 +177,7 @@ static enum mms_status mms__vocab_opt_id(const struct mms_gguf *g, const char *k
     *out = -1;
     if (mms_gguf_find_key(g, key) < 0) return MMS_OK;
     if (mms_gguf_get_u32(g, key, &v) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", mms__vocab_where(g), key, mms_last_error());
     if (v >= (uint32_t)n)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: id %u out of range (%d tokens)", mms__vocab_where(g), key,
                              v, (int)n);
@@ -231,7 +233,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (mms_gguf_find_key(g, "tokenizer.ggml.model") < 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is missing (no tokenizer in the file)", where);
     if (mms_gguf_get_str(g, "tokenizer.ggml.model", &model, &len) != MMS_OK)
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model: %s", where, mms_last_error());
     if (len != 4 || memcmp(model, "gpt2", 4) != 0)
         return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key tokenizer.ggml.model is %s, expected \"gpt2\" (byte-level BPE)",
                              where, mms__vocab_quote(model, len, q, sizeof q));
@@ -256,7 +258,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     if (!v->text_off || !v->piece_off || !v->type || !types32) { MMS_FREE(types32); return mms__vocab_oom(); }
     if (mms_gguf_get_arr_i32(g, K_TYPE, types32, n, NULL) != MMS_OK) {
         MMS_FREE(types32);
-        return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_TYPE, mms_last_error());
     }
     for (id = 0; id < n; id++) {
         if (types32[id] < MMS_TOKEN_NORMAL || types32[id] > MMS_TOKEN_BYTE) {
@@ -270,7 +272,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     MMS_FREE(types32);
     for (id = 0; id < n; id++) {
         if (mms_gguf_get_arr_str(g, K_TOK, id, &s, &len) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d]: %s", where, K_TOK, (int)id, mms_last_error());
         if (len == 0 && v->type[id] != MMS_TOKEN_UNUSED)
             return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%d] is an empty string", where, K_TOK, (int)id);
         if (memchr(s, '\0', len))
@@ -337,7 +339,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         size_t slot;
         if (mms_gguf_get_arr_str(g, K_MERGE, k, &s, &len) != MMS_OK) {
             MMS_FREE(tmp);
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: %s", where, K_MERGE, (long long)k, mms_last_error());
         }
         sp = len > 2 ? (const char *)memchr(s + 1, ' ', len - 2) : NULL;   /* neither half may be empty */
         a = sp ? mms__vocab_lookup(v, s, (size_t)(sp - s)) : -1;
@@ -394,7 +396,7 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
         if (!v->eog) return mms__vocab_oom();
         ids = v->eog;
         if (ne > 0 && mms_gguf_get_arr_i32(g, K_EOS, ids, ne, NULL) != MMS_OK)
-            return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
+            return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s: %s", where, K_EOS, mms_last_error());
         for (e = 0; e < ne; e++)
             if (ids[e] < 0 || ids[e] >= n)
                 return mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: %s: key %s[%lld]: id %d out of range (%d tokens)", where, K_EOS,
@@ -409,6 +411,26 @@ static enum mms_status mms__vocab_build(struct mms_vocab *v, const struct mms_gg
     return MMS_OK;
 }
 
+/* The Llama 3.2 Vision instruct template (tools/templates/llama-3.2-vision-instruct.jinja, the
+   hub's tokenizer_config.json), which mms_chat_apply_template renders in C: known by its length
+   and FNV-1a 64 hash, so a fine-tune's other template is noticed rather than silently replaced. */
+#define MMS__CHAT_TEMPLATE_LEN  4909u
+#define MMS__CHAT_TEMPLATE_HASH 0x75798016d5e7bb96ULL
+
+/* tokenizer.chat_template, if the file has one (a string: anything else is malformed). */
+static enum mms_status mms__vocab_chat_template(struct mms_vocab *v, const struct mms_gguf *g) {
+    const char *s;
+    size_t n;
+    if (mms_gguf_find_key(g, "tokenizer.chat_template") < 0) return MMS_OK;
+    if (mms_gguf_get_str(g, "tokenizer.chat_template", &s, &n) != MMS_OK)
+        return mms__error_context(MMS_ERR_FORMAT, "mms_vocab_load: %s: %s", mms__vocab_where(g), mms_last_error());
+    if (!(v->chat_template = (char *)MMS_MALLOC(n + 1))) return mms__vocab_oom();
+    memcpy(v->chat_template, s, n);
+    v->chat_template[n] = '\0';
+    v->chat_template_builtin = n == MMS__CHAT_TEMPLATE_LEN && mms__fnv1a64(s, n, MMS__FNV1A64_START) == MMS__CHAT_TEMPLATE_HASH;
+    return MMS_OK;
+}
+
 MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     struct mms_vocab *v;
     if (!gguf) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load: gguf is NULL"); return NULL; }
@@ -416,14 +438,199 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     if (!v) { mms__vocab_oom(); return NULL; }
     memset(v, 0, sizeof *v);
     v->bos = v->eos = -1;
-    if (mms__vocab_build(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    if (mms__vocab_build(v, gguf) != MMS_OK || mms__vocab_chat_template(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
+    return v;
+}
+
+MMS_API const char *mms_vocab_chat_template(const struct mms_vocab *v) { return v && v->chat_template ? v->chat_template : ""; }
+MMS_API bool mms_vocab_chat_template_is_builtin(const struct mms_vocab *v) { return v && v->chat_template_builtin; }
+
+/* Llama 3's pre-tokenizer rule, as tokenizer.json spells it: the only one mmsched implements. */
+static const char mms__llama3_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The id of a special token named by tokenizer_config.json (a string or {"content": ...}), or -1. */
+static int64_t mms__vocab_hf_named(const struct mms_json *cfg, const char *key, char *const *tokens, int64_t n) {
+    int64_t v = mms_json_get(cfg, 0, key), i;
+    const char *s = mms_json_str(cfg, v, NULL);
+    if (!s) s = mms_json_str(cfg, mms_json_get(cfg, v, "content"), NULL);
+    for (i = 0; s && i < n; i++)
+        if (tokens[i] && !strcmp(tokens[i], s)) return i;
+    return -1;
+}
+
+/* A checkpoint folder's tokenizer: tokenizer.json (byte-level BPE: model.vocab, model.merges,
+   added_tokens; Llama 3's pre-tokenizer), bos and eos from tokenizer_config.json, the eos ids of
+   generation_config.json, written into w as the GGUF tokenizer keys (types: 1 normal, 3 special
+   added, 4 other added, 5 an id hole); mms__vocab_load_hf loads them through the same checks. */
+static enum mms_status mms__vocab_hf_kv(const char *dir, struct mms_gguf_writer *w) {
+    char path[4096];
+    struct mms_json *tj = NULL, *tc = NULL, *gc = NULL;
+    enum mms_status st = MMS_ERR_FORMAT;
+    char **tokens = NULL, **merges = NULL;
+    int32_t *types = NULL;
+    bool *owned = NULL;                       /* tokens[i] was made here (an id hole's name) */
+    int64_t model, vocab, mlist, added, pre, n = 0, i, nm = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (!(tj = mms_json_parse_file(path))) goto done;
+    model = mms_json_get(tj, 0, "model");
+    vocab = mms_json_get(tj, model, "vocab");
+    mlist = mms_json_get(tj, model, "merges");
+    added = mms_json_get(tj, 0, "added_tokens");
+    if (!mms_json_str(tj, mms_json_get(tj, model, "type"), NULL) || strcmp(mms_json_str(tj, mms_json_get(tj, model, "type"), NULL), "BPE") ||
+        mms_json_type(tj, vocab) != MMS_JSON_OBJECT || mms_json_type(tj, mlist) != MMS_JSON_ARRAY) {
+        mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model must be a BPE with a vocab object and a merges list", path);
+        goto done;
+    }
+    pre = mms_json_get(tj, 0, "pre_tokenizer");
+    {   /* Llama 3's rule: a Split on its regex (then byte-level) */
+        int64_t list = mms_json_get(tj, pre, "pretokenizers"), k;
+        bool llama3 = false;
+        for (k = 0; k < mms_json_len(tj, list); k++) {
+            int64_t pt = mms_json_at(tj, list, k);
+            const char *type = mms_json_str(tj, mms_json_get(tj, pt, "type"), NULL), *re = mms_json_str(tj, mms_json_get(tj, mms_json_get(tj, pt, "pattern"), "Regex"), NULL);
+            if (type && !strcmp(type, "Split") && re && !strcmp(re, mms__llama3_split)) llama3 = true;
+        }
+        if (!llama3) {
+            mms_set_error(MMS_ERR_UNSUPPORTED, "mms_vocab_load: '%s': pre_tokenizer is not Llama 3's (a Split on its regex), the only one mmsched implements", path);
+            goto done;
+        }
+    }
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_at(tj, vocab, i), &id) || id < 0 || id >= INT32_MAX / 2) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.vocab[\"%.40s\"] is not a token id", path, mms_json_key(tj, vocab, i, NULL));
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        int64_t id;
+        if (!mms_json_int(tj, mms_json_get(tj, mms_json_at(tj, added, i), "id"), &id) || id < 0 || id >= INT32_MAX / 2 ||
+            !mms_json_str(tj, mms_json_get(tj, mms_json_at(tj, added, i), "content"), NULL)) {
+            mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': added_tokens[%lld] needs an id and a content", path, (long long)i);
+            goto done;
+        }
+        if (id + 1 > n) n = id + 1;
+    }
+    tokens = (char **)MMS_MALLOC(sizeof *tokens * (size_t)(n + 1));
+    types = (int32_t *)MMS_MALLOC(sizeof *types * (size_t)(n + 1));
+    nm = mms_json_len(tj, mlist);
+    merges = (char **)MMS_MALLOC(sizeof *merges * (size_t)(nm + 1));
+    owned = (bool *)MMS_MALLOC(sizeof *owned * (size_t)(n + 1));
+    if (!tokens || !types || !merges || !owned) { mms__vocab_oom(); goto done; }
+    memset(tokens, 0, sizeof *tokens * (size_t)(n + 1));
+    memset(owned, 0, sizeof *owned * (size_t)(n + 1));
+    memset(merges, 0, sizeof *merges * (size_t)(nm + 1));
+    for (i = 0; i < n; i++) types[i] = MMS_TOKEN_UNUSED;
+    for (i = 0; i < mms_json_len(tj, vocab); i++) {
+        int64_t id;
+        mms_json_int(tj, mms_json_at(tj, vocab, i), &id);
+        if (tokens[id]) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': id %lld is given to two tokens", path, (long long)id); goto done; }
+        tokens[id] = (char *)mms_json_key(tj, vocab, i, NULL);
+        types[id] = MMS_TOKEN_NORMAL;
+    }
+    for (i = 0; i < mms_json_len(tj, added); i++) {
+        const int64_t a = mms_json_at(tj, added, i);
+        int64_t id;
+        mms_json_int(tj, mms_json_get(tj, a, "id"), &id);
+        tokens[id] = (char *)mms_json_str(tj, mms_json_get(tj, a, "content"), NULL);
+        types[id] = mms_json_type(tj, mms_json_get(tj, a, "special")) == MMS_JSON_TRUE ? MMS_TOKEN_CONTROL : MMS_TOKEN_USER_DEFINED;
+    }
+    for (i = 0; i < n; i++)
+        if (!tokens[i]) {
+            char hole[32];
+            snprintf(hole, sizeof hole, "[PAD%lld]", (long long)i);
+            if (!(tokens[i] = (char *)MMS_MALLOC(strlen(hole) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(tokens[i], hole, strlen(hole) + 1);
+            owned[i] = true;
+        }
+    for (i = 0; i < nm; i++) {   /* "a b" or ["a", "b"] */
+        const int64_t e = mms_json_at(tj, mlist, i);
+        const char *a = mms_json_str(tj, e, NULL), *b;
+        if (!a) {
+            a = mms_json_str(tj, mms_json_at(tj, e, 0), NULL);
+            b = mms_json_str(tj, mms_json_at(tj, e, 1), NULL);
+            if (!a || !b || mms_json_len(tj, e) != 2) { mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': model.merges[%lld] is not a pair of tokens", path, (long long)i); goto done; }
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + strlen(b) + 2))) { mms__vocab_oom(); goto done; }
+            snprintf(merges[i], strlen(a) + strlen(b) + 2, "%s %s", a, b);
+        } else {
+            if (!(merges[i] = (char *)MMS_MALLOC(strlen(a) + 1))) { mms__vocab_oom(); goto done; }
+            memcpy(merges[i], a, strlen(a) + 1);
+        }
+    }
+    if (mms_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2") != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n) != MMS_OK ||
+        mms_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nm) != MMS_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t bos, eos;
+        if (!(tc = mms_json_parse_file(path))) goto done;
+        if ((bos = mms__vocab_hf_named(tc, "bos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos) != MMS_OK) goto done;
+        if ((eos = mms__vocab_hf_named(tc, "eos_token", tokens, n)) >= 0 && mms_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) != MMS_OK) goto done;
+        {   /* the chat template: a string, or a list of {name, template} of which "default" is the one */
+            int64_t ct = mms_json_get(tc, 0, "chat_template"), k;
+            const char *tmpl = mms_json_str(tc, ct, NULL);
+            for (k = 0; !tmpl && mms_json_type(tc, ct) == MMS_JSON_ARRAY && k < mms_json_len(tc, ct); k++) {
+                const char *name = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "name"), NULL);
+                if (name && !strcmp(name, "default")) tmpl = mms_json_str(tc, mms_json_get(tc, mms_json_at(tc, ct, k), "template"), NULL);
+            }
+            if (tmpl && mms_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl) != MMS_OK) goto done;
+        }
+    }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (mms__file_exists(path)) {
+        int64_t e, k, ne;
+        int32_t ids[64];
+        if (!(gc = mms_json_parse_file(path))) goto done;
+        e = mms_json_get(gc, 0, "eos_token_id");
+        ne = mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_len(gc, e) : e >= 0 ? 1 : 0;
+        if (ne > 64) ne = 64;
+        for (k = 0; k < ne; k++) {
+            int64_t id;
+            if (!mms_json_int(gc, mms_json_type(gc, e) == MMS_JSON_ARRAY ? mms_json_at(gc, e, k) : e, &id) || id < 0 || id >= n) {
+                mms_set_error(MMS_ERR_FORMAT, "mms_vocab_load: '%s': eos_token_id must be token ids below %lld", path, (long long)n);
+                goto done;
+            }
+            ids[k] = (int32_t)id;
+        }
+        if (ne > 0 && mms_gguf_writer_set_arr_i32(w, "tokenizer.ggml.eos_token_ids", ids, ne) != MMS_OK) goto done;
+    }
+    st = MMS_OK;
+done:
+    if (st != MMS_OK && mms_last_status() != MMS_OK) st = mms_last_status();
+    for (i = 0; owned && i < n; i++)
+        if (owned[i]) MMS_FREE(tokens[i]);
+    for (i = 0; merges && i < nm; i++) MMS_FREE(merges[i]);
+    MMS_FREE(tokens); MMS_FREE(types); MMS_FREE(merges); MMS_FREE(owned);
+    mms_json_free(tj); mms_json_free(tc); mms_json_free(gc);
+    return st;
+}
+
+static struct mms_vocab *mms__vocab_load_hf(const char *dir) {
+    struct mms_gguf_writer *w = mms_gguf_writer_new();
+    struct mms_gguf *g = NULL;
+    struct mms_vocab *v = NULL;
+    void *mem;
+    size_t size;
+    if (w && mms__vocab_hf_kv(dir, w) == MMS_OK && mms__gguf_writer_to_memory(w, &mem, &size) == MMS_OK && (g = mms__gguf_open_owned(mem, size)))
+        v = mms_vocab_load(g);
+    mms_gguf_close(g);
+    mms_gguf_writer_free(w);
     return v;
 }
 
 MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_gguf *g;
     struct mms_vocab *v;
+    char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
+        snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
+        if (mms__file_exists(probe)) return mms__vocab_load_hf(path);
+    }
     if (!(g = mms_gguf_open(path))) return NULL;
     v = mms_vocab_load(g);
     mms_gguf_close(g);

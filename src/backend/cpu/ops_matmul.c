@@ -3,13 +3,14 @@
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count.
-   - AVX2, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
+   - SIMD sets, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
-     broadcasts 6 b values per k against 2 vectors of the panel (12 FMAs per 8 loads), writing dst
-     rows directly. Tiles walk along b first so each thread packs a tile of a once.
-   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (AVX2: 4 rows
-     of weights against one column at a time, f16 converted inside the dot), so the weights stream
-     from memory exactly once. */
+     broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
+     NEON: 24 per 10), writing dst rows directly. Tiles walk along b first so each thread packs a
+     tile of a once.
+   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
+     of weights against one column at a time, f16 converted inside the dot; quantized weights
+     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once. */
 
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
@@ -72,15 +73,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool gemm = mms__avx2() && N > MMS__MM_GEMV_N;
+    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
-    const bool q8_dot = mms__avx2() && !gemm && mms__has_q8_dot(a->type) && K % 32 == 0;
-    MMS__UNUSED(f16_direct);
-    MMS__UNUSED(f32_direct);
+    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
@@ -129,34 +128,29 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
-#if MMS__HAVE_AVX2
             if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                const mms__q8_dot_fn dot = mms__q8_dot_for(a->type);
                 int64_t i, j;
                 for (i = 0; i < mr; i++) {
                     const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = dot(K, w, bq8 + j * q8_row);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = q8_dot(K, w, bq8 + j * q8_row);
                 }
                 continue;
             }
-            if (mms__avx2() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+            if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+                const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
-                const int64_t lda = (int64_t)a->nb[1] / (f16_direct ? 2 : 4);
+                const int64_t lda = (int64_t)(a->nb[1] / es);
                 int64_t i = 0, j, r;
                 float d[4];
                 for (; i + 4 <= mr; i += 4)
                     for (j = 0; j < nr; j++) {
-                        if (f16_direct) mms__dot4_f16_avx2(K, (const mms_fp16_t *)a0 + i * lda, lda, brows[j], d);
-                        else            mms__dot4_f32_avx2(K, (const float *)a0 + i * lda, lda, brows[j], d);
+                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d);
                         for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
                     }
                 for (; i < mr; i++)
-                    for (j = 0; j < nr; j++)
-                        out[j * ldo + i] = f16_direct ? mms__dot_f16_f32_avx2(K, (const mms_fp16_t *)a0 + i * lda, brows[j])
-                                                      : mms__dot_f32_avx2(K, (const float *)a0 + i * lda, brows[j]);
+                    for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
                 continue;
             }
-#endif
             mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
             mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
         }

@@ -1,6 +1,7 @@
 /* >>vec ===========================================================================================
-   Vector primitives of the CPU kernels, each with a portable scalar body and an AVX2/FMA/F16C body
-   chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
+   Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
+   FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
+   call only the dispatching names. */
 
 static int mms__cpu_kernels_active = -1;   /* enum mms_cpu_kernels once resolved */
 
@@ -10,23 +11,57 @@ MMS_API bool mms_cpu_has_avx2(void) {
     return has == 1;
 }
 
+static bool mms__cpu_has_neon(void) { return MMS__HAVE_NEON != 0; }
+static bool mms__cpu_has_neon_dotprod(void) {
+    static int has = -1;
+    if (has < 0) has = MMS__HAVE_NEON && mms__cpu_detect_dotprod() ? 1 : 0;
+    return has == 1;
+}
+static bool mms__cpu_has_scalar(void) { return true; }
+
+/* The kernel sets. AUTO takes the last one the machine supports, so a set goes after those it
+   extends; a new set is a new enum value, a row here and its bodies behind the dispatching names. */
+static const struct mms__kernel_set {
+    enum mms_cpu_kernels kernels;
+    const char *name;
+    bool (*supported)(void);
+    const char *needs;
+} mms__kernel_sets[] = {
+    { MMS_CPU_KERNELS_SCALAR,       "scalar",       mms__cpu_has_scalar,       "" },
+    { MMS_CPU_KERNELS_AVX2,         "avx2",         mms_cpu_has_avx2,          "an x86 CPU with AVX2, FMA and F16C and a gcc or clang build" },
+    { MMS_CPU_KERNELS_NEON,         "neon",         mms__cpu_has_neon,         "a 64-bit ARM build with gcc or clang" },
+    { MMS_CPU_KERNELS_NEON_DOTPROD, "neon_dotprod", mms__cpu_has_neon_dotprod, "a 64-bit ARM CPU with the dot-product instructions and a gcc or clang build" },
+};
+#define MMS__N_KERNEL_SETS ((int)(sizeof mms__kernel_sets / sizeof mms__kernel_sets[0]))
+
+static const struct mms__kernel_set *mms__kernel_set_of(enum mms_cpu_kernels k) {
+    int i;
+    for (i = 0; i < MMS__N_KERNEL_SETS; i++) if (mms__kernel_sets[i].kernels == k) return &mms__kernel_sets[i];
+    return NULL;
+}
+
 MMS_API const char *mms_cpu_kernels_name(enum mms_cpu_kernels k) {
-    switch (k) {
-        case MMS_CPU_KERNELS_AUTO:   return "auto";
-        case MMS_CPU_KERNELS_SCALAR: return "scalar";
-        case MMS_CPU_KERNELS_AVX2:   return "avx2";
-    }
-    return "unknown";
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    return k == MMS_CPU_KERNELS_AUTO ? "auto" : set ? set->name : "unknown";
+}
+
+MMS_API bool mms_cpu_kernels_supported(enum mms_cpu_kernels k) {
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    return k == MMS_CPU_KERNELS_AUTO || (set && set->supported());
 }
 
 MMS_API enum mms_status mms_cpu_set_kernels(enum mms_cpu_kernels k) {
-    if (k == MMS_CPU_KERNELS_AUTO) k = mms_cpu_has_avx2() ? MMS_CPU_KERNELS_AVX2 : MMS_CPU_KERNELS_SCALAR;
-    if (k == MMS_CPU_KERNELS_AVX2 && !mms_cpu_has_avx2())
-        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: AVX2 kernels need a CPU with AVX2, FMA and F16C and an "
-                             "x86 build with gcc or clang (this %s)", MMS__HAVE_AVX2 ? "CPU lacks them" : "build has none");
-    if (k != MMS_CPU_KERNELS_SCALAR && k != MMS_CPU_KERNELS_AVX2)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
-    mms__cpu_kernels_active = (int)k;
+    const struct mms__kernel_set *set = mms__kernel_set_of(k);
+    int i;
+    if (k == MMS_CPU_KERNELS_AUTO) {
+        for (i = MMS__N_KERNEL_SETS - 1; !mms__kernel_sets[i].supported(); i--) {}
+        set = &mms__kernel_sets[i];
+    }
+    if (!set) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_cpu_set_kernels: unknown kernel set %d", (int)k);
+    if (!set->supported())
+        return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_cpu_set_kernels: the %s kernels need %s; this machine or build lacks them",
+                             set->name, set->needs);
+    mms__cpu_kernels_active = (int)set->kernels;
     return MMS_OK;
 }
 
@@ -34,22 +69,23 @@ MMS_API enum mms_cpu_kernels mms_cpu_get_kernels(void) {
     if (mms__cpu_kernels_active < 0) {
         const char *env = getenv("MMS_CPU_KERNELS");
         enum mms_cpu_kernels want = MMS_CPU_KERNELS_AUTO;
-        if (env && !strcmp(env, "scalar")) want = MMS_CPU_KERNELS_SCALAR;
-        else if (env && !strcmp(env, "avx2")) want = MMS_CPU_KERNELS_AVX2;
-        else if (env && strcmp(env, "auto") != 0 && env[0])
-            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2; using auto", env);
+        int i;
+        for (i = 0; env && env[0] && i < MMS__N_KERNEL_SETS; i++) if (!strcmp(env, mms__kernel_sets[i].name)) want = mms__kernel_sets[i].kernels;
+        if (env && env[0] && want == MMS_CPU_KERNELS_AUTO && strcmp(env, "auto") != 0)
+            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, neon, neon_dotprod; using auto", env);
         if (mms_cpu_set_kernels(want) != MMS_OK) mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
     }
     return (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
 
-static bool mms__avx2(void) {
-#if MMS__HAVE_AVX2
-    return (mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active) == MMS_CPU_KERNELS_AVX2;
-#else
-    return false;
-#endif
+static enum mms_cpu_kernels mms__kernels(void) {
+    return mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
+/* Which bodies the dispatching names take. */
+MMS__MAYBE_UNUSED static bool mms__avx2(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX2; }
+MMS__MAYBE_UNUSED static bool mms__neon(void) { return MMS__HAVE_NEON && (mms__kernels() == MMS_CPU_KERNELS_NEON || mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD); }
+MMS__MAYBE_UNUSED static bool mms__dotprod(void) { return MMS__HAVE_NEON && mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD; }
+static bool mms__simd(void) { return mms__kernels() != MMS_CPU_KERNELS_SCALAR; }   /* any set but scalar */
 
 /* -- scalar bodies -- */
 
@@ -117,7 +153,8 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
-static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+/* the whole vectors of z = x op y; returns how many elements that was */
+static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i), r;
@@ -129,14 +166,65 @@ static MMS__TARGET_AVX2 void mms__binary_f32_avx2(enum mms_op op, int64_t n, flo
         }
         _mm256_storeu_ps(z + i, r);
     }
-    for (; i < n; i++) {
+    return i;
+}
+#endif
+
+#if MMS__HAVE_NEON
+/* the 4-lane helpers; NEON needs no target attribute (it is in the base ISA) */
+#define MMS__NEON_INLINE __attribute__((always_inline)) inline
+
+static MMS__NEON_INLINE float32x4_t mms__load_f16x4(const mms_fp16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+/* One row against y, four accumulators (f32 or f16 rows: LOAD gives 4 lanes, CVT1 one value). */
+#define MMS__DOTN_BODY(LOAD, CVT1)                                                                                 \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    float s;                                                                                                       \
+    for (; i + 16 <= n; i += 16) {                                                                                 \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                                         \
+        a1 = vfmaq_f32(a1, LOAD(x + i + 4), vld1q_f32(y + i + 4));                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + i + 8), vld1q_f32(y + i + 8));                                                 \
+        a3 = vfmaq_f32(a3, LOAD(x + i + 12), vld1q_f32(y + i + 12));                                               \
+    }                                                                                                              \
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, LOAD(x + i), vld1q_f32(y + i));                                  \
+    s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));                                               \
+    for (; i < n; i++) s += CVT1(x[i]) * y[i];                                                                     \
+    return s;
+static float mms__dot_f32_neon(int64_t n, const float *x, const float *y) {
+    MMS__DOTN_BODY(vld1q_f32, (float))
+}
+
+static void mms__f16_to_f32_neon(const mms_fp16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__load_f16x4(x + i));
+    for (; i < n; i++) y[i] = mms_fp16_to_fp32(x[i]);
+}
+
+static void mms__f32_to_f16_neon(const float *x, mms_fp16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));   /* nearest even */
+    for (; i < n; i++) y[i] = mms_fp32_to_fp16(x[i]);
+}
+
+static void mms__bf16_to_f32_neon(const mms_bf16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(x + i), 16)));
+    for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
+}
+
+static int64_t mms__binary_f32_neon(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(y + i);
         switch (op) {
-            case MMS_OP_ADD: z[i] = x[i] + y[i]; break;
-            case MMS_OP_SUB: z[i] = x[i] - y[i]; break;
-            case MMS_OP_MUL: z[i] = x[i] * y[i]; break;
-            default:         z[i] = x[i] / y[i]; break;
+            case MMS_OP_ADD: vst1q_f32(z + i, vaddq_f32(a, b)); break;
+            case MMS_OP_SUB: vst1q_f32(z + i, vsubq_f32(a, b)); break;
+            case MMS_OP_MUL: vst1q_f32(z + i, vmulq_f32(a, b)); break;
+            default:         vst1q_f32(z + i, vdivq_f32(a, b)); break;
         }
     }
+    return i;
 }
 #endif
 
@@ -146,20 +234,26 @@ static float mms__vec_dot_f32(int64_t n, const float *x, const float *y) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return mms__dot_f32_avx2(n, x, y);
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__dot_f32_neon(n, x, y);
+#endif
     return mms__dot_f32_scalar(n, x, y);
 }
 
 /* z = x op y for op in ADD, SUB, MUL, DIV; z may alias x or y */
 static void mms__vec_binary_f32(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
-    int64_t i;
+    int64_t i = 0;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__binary_f32_avx2(op, n, z, x, y); return; }
+    if (mms__avx2()) i = mms__binary_f32_avx2(op, n, z, x, y);
 #endif
-    switch (op) {
-        case MMS_OP_ADD: for (i = 0; i < n; i++) z[i] = x[i] + y[i]; break;
-        case MMS_OP_SUB: for (i = 0; i < n; i++) z[i] = x[i] - y[i]; break;
-        case MMS_OP_MUL: for (i = 0; i < n; i++) z[i] = x[i] * y[i]; break;
-        default:         for (i = 0; i < n; i++) z[i] = x[i] / y[i]; break;
+#if MMS__HAVE_NEON
+    if (mms__neon()) i = mms__binary_f32_neon(op, n, z, x, y);
+#endif
+    switch (op) {                      /* the scalar path, and the SIMD paths' tails */
+        case MMS_OP_ADD: for (; i < n; i++) z[i] = x[i] + y[i]; break;
+        case MMS_OP_SUB: for (; i < n; i++) z[i] = x[i] - y[i]; break;
+        case MMS_OP_MUL: for (; i < n; i++) z[i] = x[i] * y[i]; break;
+        default:         for (; i < n; i++) z[i] = x[i] / y[i]; break;
     }
 }
 
@@ -171,6 +265,12 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
         if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_avx2((const mms_bf16_t *)src, dst, n); return; }
     }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) {
+        if (type == MMS_TYPE_F16)  { mms__f16_to_f32_neon((const mms_fp16_t *)src, dst, n); return; }
+        if (type == MMS_TYPE_BF16) { mms__bf16_to_f32_neon((const mms_bf16_t *)src, dst, n); return; }
+    }
+#endif
     mms__type_traits[type].to_float(src, dst, n);
 }
 
@@ -178,6 +278,9 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
 static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64_t n) {
 #if MMS__HAVE_AVX2
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && type == MMS_TYPE_F16) { mms__f32_to_f16_neon(src, (mms_fp16_t *)dst, n); return; }
 #endif
     mms__type_traits[type].from_float(src, dst, n);
 }
@@ -200,6 +303,14 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
         default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
     }
 }
+/* The rows of a GEMM register block (both SIMD sets write theirs once per row count R). */
+#define MMS__GR_ROWS1(X) X(0)
+#define MMS__GR_ROWS2(X) X(0) X(1)
+#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
+#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
+#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
+#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
 #if MMS__HAVE_AVX2
@@ -365,12 +476,6 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
 #define MMS__GR_STORE(r) if (acc) { c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(C + r * ldc));               \
                                     c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(C + r * ldc + 8)); }        \
                          _mm256_storeu_ps(C + r * ldc, c##r##0); _mm256_storeu_ps(C + r * ldc + 8, c##r##1);
-#define MMS__GR_ROWS1(X) X(0)
-#define MMS__GR_ROWS2(X) X(0) X(1)
-#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
-#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
-#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
-#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define MMS__GR_DEFINE(R)                                                                                           \
     static MMS__TARGET_AVX2 void mms__gemm_r##R##x16_avx2(int64_t K, const float *A, int64_t lda, const float *B,   \
                                                           int64_t ldb, float *C, int64_t ldc, int acc) {          \
@@ -384,26 +489,8 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
     }
 MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_DEFINE(5) MMS__GR_DEFINE(6)
 
-static MMS__TARGET_AVX2 void mms__gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                                            int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
-    static void (*const rows[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
-        NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2,
-        mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
-    float tmp[6 * 16];
-    int64_t i, j, r, c;
-    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
-        const float *bp = B + j / 16 * bpanel;
-        const int64_t nc = MMS__MIN(16, N - j);
-        for (i = 0; i < M; i += 6) {
-            const int64_t nr = MMS__MIN(6, M - i);
-            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
-            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
-                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
-            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
-            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
-        }
-    }
-}
+static void (*const mms__gemm_rows_avx2[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2, mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -475,6 +562,210 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
 }
 #endif
 
+#if MMS__HAVE_NEON
+/* exp, erf and the activations on 4 lanes: the same fits, clamps and steps as the 8-lane bodies
+   above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
+static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.33654f);
+    const uint32x4_t keep = vcgeq_f32(x, lo);
+    float32x4_t n, r, r2, p;
+    int32x4_t e;
+    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3762626647949f));
+    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    r2 = vmulq_f32(r, r);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
+    e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), mms__exp4(vnegq_f32(ax))));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__gelu4(float32x4_t x) {
+    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
+    const float32x4_t one = vdupq_n_f32(1.0f), half = vdupq_n_f32(0.5f);
+    const float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t t = vdivq_f32(one, vfmaq_f32(one, half, z));
+    float32x4_t p = vdupq_n_f32(c[9]), erfc;
+    int i;
+    for (i = 8; i >= 0; i--) p = vfmaq_f32(vdupq_n_f32(c[i]), p, t);
+    erfc = vmulq_f32(t, mms__exp4(vfmsq_f32(p, z, z)));
+    return vmulq_f32(vmulq_f32(half, x), vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), erfc, vsubq_f32(vdupq_n_f32(2.0f), erfc)));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__unary4(enum mms_op op, float32x4_t x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return vmulq_n_f32(x, s);
+        case MMS_OP_SQR:       return vmulq_f32(x, x);
+        case MMS_OP_SQRT:      return vsqrtq_f32(x);
+        case MMS_OP_EXP:       return mms__exp4(x);
+        case MMS_OP_SILU:      return mms__sigmoid_mul4(x, x);
+        case MMS_OP_GELU:      return mms__gelu4(x);
+        default: {             /* GELU_TANH */
+            const float32x4_t u = vmulq_f32(x, vfmaq_f32(vdupq_n_f32(1.0f), vmulq_f32(x, x), vdupq_n_f32(0.044715f)));
+            return mms__sigmoid_mul4(x, vmulq_n_f32(u, 2.0f * 0.79788456080286535588f));
+        }
+    }
+}
+
+static void mms__unary_f32_neon(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    float tx[4], ty[4];
+    int64_t i = 0, j;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__unary4(op, vld1q_f32(x + i), s));
+    if (i < n) {                       /* the tail through a padded copy, as on AVX2 */
+        for (j = 0; j < 4; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
+        vst1q_f32(ty, mms__unary4(op, vld1q_f32(tx), s));
+        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
+    }
+}
+
+/* maxNum skips NaN, as the scalar loop does */
+static float mms__max_f32_neon(int64_t n, const float *x) {
+    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    float m;
+    for (; i + 8 <= n; i += 8) {
+        m0 = vmaxnmq_f32(m0, vld1q_f32(x + i));
+        m1 = vmaxnmq_f32(m1, vld1q_f32(x + i + 4));
+    }
+    m = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+static float mms__exp_sum_f32_neon(int64_t n, float *y, const float *x, float m) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    float s;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm)), e1 = mms__exp4(vsubq_f32(vld1q_f32(x + i + 4), vm));
+        vst1q_f32(y + i, e0);
+        vst1q_f32(y + i + 4, e1);
+        s0 = vaddq_f32(s0, e0);
+        s1 = vaddq_f32(s1, e1);
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm));
+        vst1q_f32(y + i, e0);
+        s0 = vaddq_f32(s0, e0);
+    }
+    s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+static void mms__axpb_f32_neon(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i = 0;
+    if (b) for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(b + i), vld1q_f32(x + i), a));
+    else   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+static void mms__sums_f64_neon(int64_t n, const float *x, double c, double *sum, double *sq) {
+    const float64x2_t vc = vdupq_n_f64(c);
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, q0 = s0, q1 = s0;
+    double ts, tq;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float64x2_t a = vcvt_f64_f32(vget_low_f32(v)), b = vcvt_high_f64_f32(v);
+        const float64x2_t da = vsubq_f64(a, vc), db = vsubq_f64(b, vc);
+        s0 = vaddq_f64(s0, a);
+        s1 = vaddq_f64(s1, b);
+        q0 = vfmaq_f64(q0, da, da);
+        q1 = vfmaq_f64(q1, db, db);
+    }
+    ts = vaddvq_f64(vaddq_f64(s0, s1));
+    tq = vaddvq_f64(vaddq_f64(q0, q1));
+    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
+    *sum = ts;
+    *sq = tq;
+}
+
+static void mms__shift_scale_f32_neon(int64_t n, float *y, const float *x, float c, float s) {
+    const float32x4_t vc = vdupq_n_f32(c);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vsubq_f32(vld1q_f32(x + i), vc), s));
+    for (; i < n; i++) y[i] = (x[i] - c) * s;
+}
+
+/* The GEMM register block on 4-lane vectors: R rows of 16 columns are 4R accumulators (24 of the
+   32 registers at R = 6), fed per k by 4 loads of B and R scalars of A. */
+#define MMS__GRN_DECL(r)  float32x4_t c##r##0 = vdupq_n_f32(0.0f), c##r##1 = c##r##0, c##r##2 = c##r##0, c##r##3 = c##r##0;
+#define MMS__GRN_STEP(r)  { const float a = A[r * lda + k];                                                      \
+                            c##r##0 = vfmaq_n_f32(c##r##0, b0, a); c##r##1 = vfmaq_n_f32(c##r##1, b1, a);          \
+                            c##r##2 = vfmaq_n_f32(c##r##2, b2, a); c##r##3 = vfmaq_n_f32(c##r##3, b3, a); }
+#define MMS__GRN_STORE(r) if (acc) { c##r##0 = vaddq_f32(c##r##0, vld1q_f32(C + r * ldc));                          \
+                                     c##r##1 = vaddq_f32(c##r##1, vld1q_f32(C + r * ldc + 4));                      \
+                                     c##r##2 = vaddq_f32(c##r##2, vld1q_f32(C + r * ldc + 8));                      \
+                                     c##r##3 = vaddq_f32(c##r##3, vld1q_f32(C + r * ldc + 12)); }                   \
+                          vst1q_f32(C + r * ldc, c##r##0); vst1q_f32(C + r * ldc + 4, c##r##1);                     \
+                          vst1q_f32(C + r * ldc + 8, c##r##2); vst1q_f32(C + r * ldc + 12, c##r##3);
+#define MMS__GRN_DEFINE(R)                                                                                          \
+    static void mms__gemm_r##R##x16_neon(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,       \
+                                         float *C, int64_t ldc, int acc) {                                         \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GRN_DECL)                                                                              \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const float *bk = B + k * ldb;                                                                          \
+            const float32x4_t b0 = vld1q_f32(bk), b1 = vld1q_f32(bk + 4), b2 = vld1q_f32(bk + 8), b3 = vld1q_f32(bk + 12); \
+            MMS__GR_ROWS##R(MMS__GRN_STEP)                                                                          \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GRN_STORE)                                                                             \
+    }
+MMS__GRN_DEFINE(1) MMS__GRN_DEFINE(2) MMS__GRN_DEFINE(3) MMS__GRN_DEFINE(4) MMS__GRN_DEFINE(5) MMS__GRN_DEFINE(6)
+
+static void (*const mms__gemm_rows_neon[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_neon, mms__gemm_r2x16_neon, mms__gemm_r3x16_neon, mms__gemm_r4x16_neon, mms__gemm_r5x16_neon, mms__gemm_r6x16_neon };
+
+/* 4 rows of weights (f32 or f16) against one column, as the AVX2 dot4 */
+#define MMS__DOT4N_BODY(LOAD, CVT1)                                                                                \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                                                 \
+    int64_t i = 0;                                                                                                 \
+    int r;                                                                                                         \
+    for (; i + 4 <= n; i += 4) {                                                                                   \
+        const float32x4_t vy = vld1q_f32(y + i);                                                                   \
+        a0 = vfmaq_f32(a0, LOAD(x + i), vy);                                                                       \
+        a1 = vfmaq_f32(a1, LOAD(x + ldx + i), vy);                                                                 \
+        a2 = vfmaq_f32(a2, LOAD(x + 2 * ldx + i), vy);                                                             \
+        a3 = vfmaq_f32(a3, LOAD(x + 3 * ldx + i), vy);                                                             \
+    }                                                                                                              \
+    out[0] = vaddvq_f32(a0); out[1] = vaddvq_f32(a1); out[2] = vaddvq_f32(a2); out[3] = vaddvq_f32(a3);            \
+    for (; i < n; i++) for (r = 0; r < 4; r++) out[r] += CVT1(x[r * ldx + i]) * y[i];
+static void mms__dot4_f32_neon(int64_t n, const float *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4N_BODY(vld1q_f32, (float))
+}
+static void mms__dot4_f16_neon(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
+    MMS__DOT4N_BODY(mms__load_f16x4, mms_fp16_to_fp32)
+}
+#undef MMS__DOT4N_BODY
+
+static float mms__dot_f16_f32_neon(int64_t n, const mms_fp16_t *x, const float *y) {
+    MMS__DOTN_BODY(mms__load_f16x4, mms_fp16_to_fp32)
+}
+#undef MMS__DOTN_BODY
+
+/* 4x4 transpose: trn pairs rows, the halves then combine */
+static void mms__transpose4_neon(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + lds));
+    const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(src + 2 * lds), vld1q_f32(src + 3 * lds));
+    vst1q_f32(dst,           vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+    vst1q_f32(dst + ldd,     vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+    vst1q_f32(dst + 2 * ldd, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+    vst1q_f32(dst + 3 * ldd, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+}
+#endif
+
 /* -- dispatching names of the above -- */
 
 
@@ -484,6 +775,9 @@ static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float 
 #if MMS__HAVE_AVX2
     if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && op != MMS_OP_TANH) { mms__unary_f32_neon(op, n, y, x, s); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
 }
 
@@ -492,6 +786,9 @@ static float mms__vec_max_f32(int64_t n, const float *x) {
     int64_t i;
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return mms__max_f32_avx2(n, x);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__max_f32_neon(n, x);
 #endif
     for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
     return m;
@@ -504,6 +801,9 @@ static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m)
 #if MMS__HAVE_AVX2
     if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return (double)mms__exp_sum_f32_neon(n, y, x, m);
+#endif
     for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
     return s;
 }
@@ -513,6 +813,9 @@ static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, 
     int64_t i;
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__sums_f64_neon(n, x, c, sum, sq); return; }
 #endif
     *sum = *sq = 0.0;
     for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
@@ -524,6 +827,9 @@ static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__shift_scale_f32_neon(n, y, x, (float)c, s); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
 }
 
@@ -533,7 +839,31 @@ static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, cons
 #if MMS__HAVE_AVX2
     if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__axpb_f32_neon(n, y, x, a, b); return; }
+#endif
     for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+typedef void (*mms__gemm_rows_fn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+
+/* The SIMD GEMM around a register block of 1..6 rows x 16 columns (rows[R]). */
+static void mms__gemm_panels(const mms__gemm_rows_fn *rows, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                             const float *B, int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
+    float tmp[6 * 16];
+    int64_t i, j, r, c;
+    for (j = 0; j < N; j += 16) {        /* a 16-column panel of B stays in cache across the row blocks */
+        const float *bp = B + j / 16 * bpanel;
+        const int64_t nc = MMS__MIN(16, N - j);
+        for (i = 0; i < M; i += 6) {
+            const int64_t nr = MMS__MIN(6, M - i);
+            if (nc == 16) { rows[nr](K, A + i * lda, lda, bp, ldb, C + i * ldc + j, ldc, acc); continue; }
+            for (r = 0; r < nr; r++)     /* a last partial panel goes through a full-width block */
+                for (c = 0; c < 16; c++) tmp[r * 16 + c] = acc && c < nc ? C[(i + r) * ldc + j + c] : 0.0f;
+            rows[nr](K, A + i * lda, lda, bp, ldb, tmp, 16, acc);
+            for (r = 0; r < nr; r++) memcpy(C + (i + r) * ldc + j, tmp + r * 16, (size_t)nc * sizeof(float));
+        }
+    }
 }
 
 /* C[M x N] (+ if acc)= A[M x K] B[K x N], row-major with leading dimensions. B comes in panels of
@@ -543,7 +873,10 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
                           int64_t bpanel, float *C, int64_t ldc, int acc) {
     int64_t i, j, k;
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__gemm_avx2(M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+    if (mms__avx2()) { mms__gemm_panels(mms__gemm_rows_avx2, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__gemm_panels(mms__gemm_rows_neon, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
 #endif
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {
@@ -554,17 +887,51 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
         }
 }
 
-/* dst[c][r] = src[r][c] for r < R, c < Cn */
-static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
-    int64_t r = 0, c;
+/* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, x f32 or f16 (f16 set), and the same
+   for one row: the decode GEMV straight from the weights. SIMD sets only (mms__simd). */
+static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, const float *y, float *out) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) {
-        for (; r + 8 <= R; r += 8) {
-            for (c = 0; c + 8 <= Cn; c += 8) mms__transpose8_avx2(src + r * lds + c, lds, dst + c * ldd + r, ldd);
-            for (; c < Cn; c++) { int64_t i; for (i = 0; i < 8; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c]; }
-        }
+        if (f16) mms__dot4_f16_avx2(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot4_f32_avx2(n, (const float *)x, ldx, y, out);
+        return;
     }
 #endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) {
+        if (f16) mms__dot4_f16_neon(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot4_f32_neon(n, (const float *)x, ldx, y, out);
+        return;
+    }
+#endif
+    MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
+    mms__abort(__FILE__, __LINE__, "mms__vec_dot4_rows without SIMD kernels");
+}
+static float mms__vec_dot_row(bool f16, int64_t n, const void *x, const float *y) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2() && f16) return mms__dot_f16_f32_avx2(n, (const mms_fp16_t *)x, y);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && f16) return mms__dot_f16_f32_neon(n, (const mms_fp16_t *)x, y);
+#endif
+    MMS__CHECK(!f16);
+    return mms__vec_dot_f32(n, (const float *)x, y);
+}
+
+/* dst[c][r] = src[r][c] for r < R, c < Cn, in SIMD blocks of b x b where there are some */
+static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t lds, float *dst, int64_t ldd) {
+    void (*block)(const float *, int64_t, float *, int64_t) = NULL;
+    int64_t r = 0, c, b = 0, i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { block = mms__transpose8_avx2; b = 8; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { block = mms__transpose4_neon; b = 4; }
+#endif
+    for (; block && r + b <= R; r += b) {
+        for (c = 0; c + b <= Cn; c += b) block(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+        for (; c < Cn; c++) for (i = 0; i < b; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c];
+    }
     for (; r < R; r++)
         for (c = 0; c < Cn; c++) dst[c * ldd + r] = src[r * lds + c];
 }
