@@ -494,6 +494,14 @@
        layers on a CUDA backend in F16 (rounded once when written). supports_op tells the
        truth: the scheduler runs anything else on the CPU. offload_op asks for MUL_MAT with 32 or
        more columns, so large batches on host weights run on the GPU when op_offload is on.
+       A graph runs with up to three element-wise F32 nodes after a decode GEMV, a norm or a rope
+       done in that kernel (mul, add, sub, div, silu, and a set_rows ending the chain: rms_norm *
+       weight, silu(gate) * up, residual adds, rope + KV write), every node's output still written
+       and the same bits as node by node; nodes whose memory the allocator shares are fused only
+       where that stays true. The q, k and v products of one row round it to 8 bits once. A graph
+       computed again with the same nodes, shapes, addresses and parameters (a decode step: the KV
+       cache is written at the positions input) is captured into a CUDA graph and replayed with one
+       launch. MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off.
        Errors from CUDA and cuBLAS calls are statuses whose message names the call and the CUDA error
        string (the runtime's last error is read then, so the next launch does not report it again);
        cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found by a

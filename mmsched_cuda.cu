@@ -1783,25 +1783,53 @@ static int cu_next_compute(struct mms_cgraph *g, int i) {
     return -1;
 }
 
+// Do a and b hold the same elements in the same places (an in-place node)? Then the thread that
+// writes element i of one has itself read element i of the other.
+static bool cu_same_place(const struct mms_tensor *a, const struct mms_tensor *b) {
+    return a->data == b->data && a->type == b->type && cu_same_shape(a, b) && a->nb[0] == b->nb[0] && a->nb[1] == b->nb[1] &&
+           a->nb[2] == b->nb[2] && a->nb[3] == b->nb[3];
+}
+
+// What the fused kernel touches so far: the producer p (its sources are read whole, by every
+// thread), the fused nodes' outputs and the other operands they read.
+struct cu_fused_set {
+    const struct mms_tensor *p;
+    int n;
+    const struct mms_tensor *outs[CU_EPI_MAX], *others[CU_EPI_MAX];   // others[k]: NULL for a unary op
+};
+
+// May a fused node write u's memory? Not where p's sources are (other threads may still read any
+// element of them); where p, a fused output or an other operand is, only in the same places.
+static bool cu_fused_may_write(const struct mms_tensor *u, const struct mms_tensor *own_other, const cu_fused_set *fs) {
+    for (int k = 0; k < MMS_MAX_SRC; k++) if (fs->p->src[k] && cu_overlap(u, fs->p->src[k])) return false;
+    if (cu_overlap(u, fs->p) && !cu_same_place(u, fs->p)) return false;
+    if (own_other && cu_overlap(u, own_other) && !cu_same_place(u, own_other)) return false;
+    for (int k = 0; k < fs->n; k++)
+        if ((cu_overlap(u, fs->outs[k]) && !cu_same_place(u, fs->outs[k])) ||
+            (fs->others[k] && cu_overlap(u, fs->others[k]) && !cu_same_place(u, fs->others[k]))) return false;
+    return true;
+}
+
 // Can node u run as an element of the epilogue of cur (produced just before it)? Its output is
-// F32 (so the next op reads what it stores), it reads cur element for element, and a binary op's
-// other operand is not written by the fused nodes before it (the producer p and outs so far).
-static bool cu_epilogue_takes(const struct mms_tensor *u, const struct mms_tensor *cur, const struct mms_tensor *p,
-                              const cu_epilogue *epi, struct mms_tensor *const *outs) {
+// F32 (so the next op reads what it stores), it reads cur element for element, a binary op's
+// other operand is not written by the fused nodes before it, and its own output is written where
+// cu_fused_may_write allows.
+static bool cu_epilogue_takes(const struct mms_tensor *u, const struct mms_tensor *cur, const cu_fused_set *fs) {
     if (mms_nelements(u) == 0) return false;
     if (u->op == MMS_OP_SET_ROWS) {      // rows of a contiguous view of cur, laid out as cur is
         const struct mms_tensor *b = u->src[0];
         return (b == cur || b->view_src == cur) && mms_is_contiguous(b) && mms_is_contiguous(cur) && mms_nelements(b) == mms_nelements(cur) &&
-               b->ne[2] == 1 && b->ne[3] == 1 && cu_is_float(u->type) && u->src[1]->type == MMS_TYPE_I32;
+               b->ne[2] == 1 && b->ne[3] == 1 && cu_is_float(u->type) && u->src[1]->type == MMS_TYPE_I32 &&
+               !cu_overlap(u->src[1], fs->p) && cu_fused_may_write(u, u->src[1], fs);
     }
     if (u->type != MMS_TYPE_F32 || !cu_same_shape(u, cur)) return false;
-    if (u->op == MMS_OP_SILU) return u->src[0] == cur;
+    if (u->op == MMS_OP_SILU) return u->src[0] == cur && cu_fused_may_write(u, NULL, fs);
     if (u->op != MMS_OP_ADD && u->op != MMS_OP_SUB && u->op != MMS_OP_MUL && u->op != MMS_OP_DIV) return false;
     if ((u->src[0] == cur) == (u->src[1] == cur)) return false;
     const struct mms_tensor *o = u->src[0] == cur ? u->src[1] : u->src[0];
-    if (!cu_is_float(o->type) || cu_overlap(o, p)) return false;
-    for (int k = 0; k < epi->n; k++) if (cu_overlap(o, outs[k])) return false;
-    return true;
+    if (!cu_is_float(o->type) || cu_overlap(o, fs->p)) return false;
+    for (int k = 0; k < fs->n; k++) if (cu_overlap(o, fs->outs[k])) return false;
+    return cu_fused_may_write(u, o, fs);
 }
 
 // Does node w depend on t (t itself or a view of it among its sources)?
@@ -1817,9 +1845,11 @@ static bool cu_reads(const struct mms_tensor *w, const struct mms_tensor *t) {
 #define CU_HOIST 2
 static int cu_plan_epilogue(struct mms_cgraph *g, int i, cu_epilogue *epi, cu_fault *fault, int *hoist, int *n_hoist) {
     const struct mms_tensor *p = mms_graph_node(g, i), *cur = p;
-    struct mms_tensor *outs[CU_EPI_MAX];
+    cu_fused_set fs;
     int last = i, scan = i, nh = 0, hs[CU_HOIST];
     memset(epi, 0, sizeof *epi);
+    memset(&fs, 0, sizeof fs);
+    fs.p = p;
     epi->fault = fault;
     *n_hoist = 0;
     for (int k = 0; k < 4; k++) epi->pne[k] = p->ne[k];
@@ -1829,10 +1859,15 @@ static int cu_plan_epilogue(struct mms_cgraph *g, int i, cu_epilogue *epi, cu_fa
         const int j = cu_next_compute(g, scan);
         struct mms_tensor *u = j >= 0 ? mms_graph_node(g, j) : NULL;
         if (!u) break;
-        if (!cu_epilogue_takes(u, cur, p, epi, outs)) {
+        if (!cu_epilogue_takes(u, cur, &fs)) {
+            // hoisted: it reads nothing the fused nodes write, and writes nothing they touch
             bool free_of = nh < CU_HOIST && !cu_reads(u, p) && !cu_overlap(u, p);
-            for (int k = 0; free_of && k < MMS_MAX_SRC; k++) free_of = !p->src[k] || !cu_overlap(u, p->src[k]);
-            for (int k = 0; free_of && k < epi->n; k++) free_of = !cu_reads(u, outs[k]) && !cu_overlap(u, outs[k]);
+            for (int k = 0; free_of && k < MMS_MAX_SRC; k++)
+                free_of = (!p->src[k] || !cu_overlap(u, p->src[k])) && (!u->src[k] || !cu_overlap(u->src[k], p));
+            for (int k = 0; free_of && k < fs.n; k++) {
+                free_of = !cu_reads(u, fs.outs[k]) && !cu_overlap(u, fs.outs[k]) && (!fs.others[k] || !cu_overlap(u, fs.others[k]));
+                for (int s2 = 0; free_of && s2 < MMS_MAX_SRC; s2++) free_of = !u->src[s2] || !cu_overlap(u->src[s2], fs.outs[k]);
+            }
             if (!free_of || u->op == MMS_OP_NONE || mms_nelements(u) == 0) break;
             hs[nh++] = j;                  // run before the fused nodes, if the chain goes on after it
             scan = j;
@@ -1841,7 +1876,9 @@ static int cu_plan_epilogue(struct mms_cgraph *g, int i, cu_epilogue *epi, cu_fa
         cu_epi_op *e = &epi->ops[epi->n];
         e->op = u->op;
         e->out = cu_tensor_of(u);
-        outs[epi->n++] = u;
+        fs.outs[epi->n] = u;
+        fs.others[epi->n] = u->op == MMS_OP_SET_ROWS ? u->src[1] : u->op == MMS_OP_SILU ? NULL : u->src[0] == cur ? u->src[1] : u->src[0];
+        fs.n = ++epi->n;
         last = scan = j;
         *n_hoist = nh;                     // the nodes passed on the way to a taken one
         for (int k = 0; k < nh; k++) hoist[k] = hs[k];

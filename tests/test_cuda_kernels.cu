@@ -134,6 +134,58 @@ static void test_fusions_change_no_bits(void) {
     mms_backend_free(cpu);
 }
 
+// Fused nodes in memory shared as a scheduler's allocator shares it (a dead tensor's bytes reused):
+// a fused output over the producer's source is refused (other threads still read that source); a
+// residual add written in place of its other operand is fused. Both give the bits of the nodes
+// computed one by one.
+static void test_fusion_in_shared_memory(void) {
+    struct shared_case { const char *what; bool fused; };
+    const shared_case cases[2] = { { "silu written over the norm's (transposed) source", false },
+                                   { "add written in place of its other operand", true } };
+    for (int k = 0; k < 2; k++) {
+        struct mms_context *c = test_ctx(true);
+        std::vector<float> arena(3 * 64);
+        float *A = arena.data(), *B = A + 64, *C = A + 128;
+        struct mms_tensor *x, *xt, *n, *o, *w = NULL;
+        if (k == 0) {
+            x = mms_new_tensor_2d(c, MMS_TYPE_F32, 5, 2);
+            xt = mms_transpose(c, x);                      // rows of 2 strided through x
+            n = mms_rms_norm(c, xt, 1e-5f);
+            o = mms_silu(c, n);
+        } else {
+            x = xt = mms_new_tensor_2d(c, MMS_TYPE_F32, 8, 3);
+            n = mms_rms_norm(c, x, 1e-5f);
+            w = mms_new_tensor_2d(c, MMS_TYPE_F32, 8, 3);
+            o = mms_add(c, n, w);
+        }
+        x->data = A;
+        xt->data = A;
+        n->data = B;
+        if (w) w->data = C;
+        o->data = k == 0 ? A : C;                          // over x, or over w
+        struct mms_cgraph *g = mms_new_graph(c);
+        mms_build_forward_expand(g, o);
+        int in = -1;
+        for (int j = 0; j < mms_graph_n_nodes(g); j++) if (mms_graph_node(g, j) == n) in = j;
+        cu_epilogue epi;
+        int hoist[CU_HOIST], n_hoist;
+        const bool fused = in >= 0 && cu_plan_epilogue(g, in, &epi, NULL, hoist, &n_hoist) > in;
+        EXPECT(fused == cases[k].fused, "%s: %s", cases[k].what, fused ? "fused" : "not fused");
+        std::vector<char> out[2];
+        for (int fuse = 0; fuse < 2; fuse++) {
+            for (int j = 0; j < 40; j++) A[j] = (float)(j % 7) - 2.5f + 0.1f * (float)j;
+            for (int j = 0; j < 24; j++) C[j] = 0.5f + 0.05f * (float)j;
+            cu_fault fault;
+            memset(&fault, 0, sizeof fault);
+            const host_exec ex = { NULL, &fault, NULL, true, NULL };
+            EXPECT(cu_compute_graph(ex, g, fuse != 0, "kernels") == MMS_OK && !fault.set, "%s: %s", cases[k].what, mms_last_error());
+            out[fuse].assign((const char *)o->data, (const char *)o->data + mms_nbytes(o));
+        }
+        EXPECT(out[0] == out[1], "%s: fused, other bits than node by node", cases[k].what);
+        mms_free(c);
+    }
+}
+
 // Random bytes for whole blocks (scales kept finite), dequantized by cu_load and by the library.
 static void test_dequantization_is_bit_exact(void) {
     const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
@@ -356,6 +408,7 @@ int main() {
     RUN(test_attention_kernel_choice);
     RUN(test_every_op_case_matches_the_cpu);
     RUN(test_fusions_change_no_bits);
+    RUN(test_fusion_in_shared_memory);
     RUN(test_demo_model_on_the_kernels);
     return test_summary();
 }
