@@ -471,7 +471,9 @@
        mms_backend_cuda_init(i) makes a backend for GPU i: its own stream, cuBLAS handle and a scratch
        area for converted operands. Several GPUs are several backends: give them all to one scheduler
        (with the CPU last) and place weights on each to split layers; copies between GPUs go peer to
-       peer on the streams, ordered by events.
+       peer on the streams, ordered by events. mms_backend_cuda_get_device_count counts every GPU;
+       the backend's per-device tables hold 16 (build with -DCU_MAX_DEVICES=N for more): a device
+       past them is refused with MMS_ERR_UNSUPPORTED saying so, never used as another one.
          mms_backend_cuda_buffer_type(i)   device memory (cudaMalloc, never managed memory)
          mms_backend_cuda_host_buffer_type pinned host memory: the CPU uses it as host memory and the
                                            GPU copies from and to it at full speed

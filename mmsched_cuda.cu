@@ -36,7 +36,11 @@
 #include <string.h>
 
 #define HD __host__ __device__
+// The per-device tables hold CU_MAX_DEVICES GPUs; a device past them is refused by name
+// (cu_check_device), never dropped silently. -DCU_MAX_DEVICES=N builds for more.
+#ifndef CU_MAX_DEVICES
 #define CU_MAX_DEVICES 16
+#endif
 
 // Plain cudaMemcpy/cudaMemset on a buffer must wait for the kernels queued on the backends'
 // streams: that is the legacy default stream's rule, which per-thread default streams drop.
@@ -2491,11 +2495,16 @@ int mms_backend_cuda_get_device_count(void) {
         cudaGetLastError();
         return 0;
     }
-    return n < CU_MAX_DEVICES ? n : CU_MAX_DEVICES;
+    return n;
 }
 
 static bool cu_check_device(int device, const char *who) {
     const int n = mms_backend_cuda_get_device_count();
+    if (device >= CU_MAX_DEVICES && device < n) {
+        mms_set_error(MMS_ERR_UNSUPPORTED, "%s: device %d: this build uses CUDA devices 0..%d of the %d present (build mmsched_cuda.cu with -DCU_MAX_DEVICES=%d for all)",
+                      who, device, CU_MAX_DEVICES - 1, n, n);
+        return false;
+    }
     if (device >= 0 && device < n) return true;
     if (n > 0) mms_set_error(MMS_ERR_INVALID_ARG, "%s: device %d does not exist (%d CUDA device%s)", who, device, n, n == 1 ? "" : "s");
     else mms_set_error(MMS_ERR_UNSUPPORTED, "%s(%d): %s", who, device, mms_last_error());

@@ -91,6 +91,11 @@ extern "C" {
 void mms_cuda_mock_get_stats(struct mms_cuda_mock_stats *out) { *out = mock.stats; }
 void mms_cuda_mock_reset_stats(void) { memset(&mock.stats, 0, sizeof mock.stats); }
 void mms_cuda_mock_skip_kernels(int skip) { mock.skip_kernels = skip; }
+int mms_cuda_mock_set_devices(int n) {
+    const int before = (mock_init(), mock.n_devices);
+    mock.n_devices = n < 0 ? 0 : n > MOCK_MAX_DEVICES ? MOCK_MAX_DEVICES : n;
+    return before;
+}
 void mms_cuda_mock_fail_next(const char *call) {
     snprintf(mock.fail_call, sizeof mock.fail_call, "%s", call);
     mock.fail_error = cudaErrorInvalidValue;

@@ -33,7 +33,7 @@
 #include <vector>
 #include "cuda_mock_api.h"
 
-#define MOCK_MAX_DEVICES 8
+#define MOCK_MAX_DEVICES 20
 
 // One piece of work on a stream: a heap copy of a functor (its arguments as they were queued).
 struct mock_op {

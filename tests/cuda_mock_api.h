@@ -23,6 +23,8 @@ void mms_cuda_mock_get_stats(struct mms_cuda_mock_stats *out);
 void mms_cuda_mock_reset_stats(void);
 /* Launches are validated and counted but their kernels not run (for shapes too large to emulate). */
 void mms_cuda_mock_skip_kernels(int skip);
+/* From now on the runtime has n devices (at most 20); returns the number before. */
+int mms_cuda_mock_set_devices(int n);
 /* The next call of this runtime function (cudaMalloc, cudaMemcpy, cudaMemcpyAsync,
    cudaStreamBeginCapture) fails with cudaErrorInvalidValue. */
 void mms_cuda_mock_fail_next(const char *call);

@@ -396,6 +396,28 @@ static void test_two_devices(void) {
     mms_backend_free(g1);
 }
 
+/* More GPUs than the backend's per-device tables hold (CU_MAX_DEVICES, 16 by default): all are
+   counted, and those past the tables are refused with an error that says so, never used as
+   another device nor dropped from the count silently. On the mock runtime (it can have 18). */
+static void test_devices_past_the_tables(void) {
+#ifdef MMS_CUDA_MOCK
+    const int before = mms_cuda_mock_set_devices(18);
+    mms_backend_t last, past;
+    EXPECT(mms_backend_cuda_get_device_count() == 18, "%d devices counted of 18", mms_backend_cuda_get_device_count());
+    last = mms_backend_cuda_init(15);
+    EXPECT(last != NULL, "device 15: %s", mms_last_error());
+    past = mms_backend_cuda_init(16);
+    EXPECT(!past && mms_last_status() == MMS_ERR_UNSUPPORTED && strstr(mms_last_error(), "device 16") &&
+           strstr(mms_last_error(), "0..15 of the 18 present"), "device 16: %s", past ? "made" : mms_last_error());
+    EXPECT(!mms_backend_cuda_buffer_type(17) && strstr(mms_last_error(), "device 17"), "buffer type of device 17: %s", mms_last_error());
+    if (last) mms_backend_free(last);
+    if (past) mms_backend_free(past);
+    mms_cuda_mock_set_devices(before);
+#else
+    test_skip("needs the mock runtime's device count");
+#endif
+}
+
 int main(void) {
     test_capture_log();
     n_devices = mms_backend_cuda_get_device_count();
@@ -414,5 +436,6 @@ int main(void) {
     RUN(test_copy_on_another_device);
     RUN(test_demo_model_on_the_gpu);
     RUN(test_two_devices);
+    RUN(test_devices_past_the_tables);
     return test_summary();
 }
