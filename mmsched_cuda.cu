@@ -1323,6 +1323,15 @@ template <> struct cu_ld<false> {
 // 16-byte aligned; else byte loads), then every lane dots two units with the 8-bit activations.
 // smem: CU_GEMV_WARPS * CU_GEMV_ROWS * chunk bytes.
 #define CU_GEMV_UNITS 64
+// A GEMV's epilogue, after its sums are stored: lane 0 reads back what it stored (F32) and runs the
+// fused nodes. Apart from the unrolled store loop, so the accumulators stay in registers (with
+// the epilogue inside it the loop is not unrolled and they go to local memory).
+HD static void cu_gemv_epilogue(const cu_epilogue &epi, const cu_tensor &d, int lane, int64_t row0, int64_t M, int64_t n_cols, int64_t i2, int64_t i3) {
+    if (epi.n == 0 || lane != 0) return;
+    for (int r = 0; r < CU_GEMV_ROWS; r++)
+        for (int64_t n = 0; n < n_cols && row0 + r < M; n++) epi.apply(cu_load(d, row0 + r, n, i2, i3), row0 + r, n, i2, i3);
+}
+
 template <int T, int NMAX, bool VEC> struct cu_gemv_q {
     cu_tensor d, a;
     const char *act;       // the 8-bit rows of b (cu_quantize_q8)
@@ -1370,11 +1379,9 @@ template <int T, int NMAX, bool VEC> struct cu_gemv_q {
             for (int n = 0; n < NMAX; n++) {
                 if (n >= n_cols) break;
                 const float s = cu_warp_sum(th, acc[r][n]);
-                if (lane == 0 && row0 + r < M) {
-                    cu_store(d, row0 + r, n, i2, i3, s);
-                    epi.apply(s, row0 + r, n, i2, i3);
-                }
+                if (lane == 0 && row0 + r < M) cu_store(d, row0 + r, n, i2, i3, s);
             }
+        cu_gemv_epilogue(epi, d, lane, row0, M, n_cols, i2, i3);
     }
 };
 
@@ -1442,11 +1449,9 @@ template <int T, int NMAX, bool VEC> struct cu_gemv_f {
             for (int n = 0; n < NMAX; n++) {
                 if (n >= n_cols) break;
                 const float s = cu_warp_sum(th, acc[r][n]);
-                if (lane == 0 && row0 + r < M) {
-                    cu_store(d, row0 + r, n, i2, i3, s);
-                    epi.apply(s, row0 + r, n, i2, i3);
-                }
+                if (lane == 0 && row0 + r < M) cu_store(d, row0 + r, n, i2, i3, s);
             }
+        cu_gemv_epilogue(epi, d, lane, row0, M, n_cols, i2, i3);
     }
 };
 
