@@ -120,6 +120,8 @@ test-tsan: tsan-tests
 CUDA_TESTS = test_cuda test_backend_ops test_sched test_cuda_kernels test_sched_host
 # No exceptions or thread-safe statics: the object links into C programs without libstdc++.
 NVCC_FLAGS = -O2 $(NVCC_GENCODE) --Werror all-warnings -Xcompiler -Wall,-Wextra,-fno-exceptions,-fno-threadsafe-statics
+# Programs that run the kernels on the host carry device code only as PTX (no ptxas: faster builds).
+NVCC_HOST_FLAGS = $(subst code=sm_,code=compute_,$(NVCC_FLAGS))
 
 $(B)/cuda/tests: | $(B)/cuda
 	@mkdir -p $@
@@ -138,16 +140,42 @@ $(B)/cuda/tests/test_backend_ops: tests/test_backend_ops.c $(B)/cuda/mmsched_cud
 $(B)/cuda/tests/test_sched: tests/test_sched.c $(B)/cuda/mmsched_cuda.o tests/*.h mmsched.h | $(B)/cuda/tests
 	$(CC) $(STD) $(WARN) $(OPT) -DSCHED_ON_CUDA -I. $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
 $(B)/cuda/tests/test_sched_host: tests/test_sched.c mmsched_cuda.cu tests/*.h mmsched.h | $(B)/cuda/tests
-	$(NVCC) $(NVCC_FLAGS) -x cu -DSCHED_ON_HOST_CUDA -I. $< -o $@ -lcublas -lm -lpthread
+	$(NVCC) $(NVCC_HOST_FLAGS) -x cu -DSCHED_ON_HOST_CUDA -I. $< -o $@ -lcublas -lm -lpthread
+# The kernels' host code contracts a * b + c into FMA as nvcc does on the device, so a result that
+# depends on it differs from the CPU's here too (x86 needs -mfma for that; the test checks the CPU).
+NVCC_HOST_FMA = -Xcompiler -ffp-contract=fast$(if $(filter x86_64,$(shell uname -m)),$(comma)-mfma)
+comma := ,
 $(B)/cuda/tests/test_cuda_kernels: tests/test_cuda_kernels.cu mmsched_cuda.cu $(B)/cuda/mmsched_impl.o tests/*.h mmsched.h | $(B)/cuda/tests
-	$(NVCC) $(NVCC_FLAGS) -I. $< $(B)/cuda/mmsched_impl.o -o $@ -lcublas -lm -lpthread
+	$(NVCC) $(NVCC_HOST_FLAGS) $(NVCC_HOST_FMA) -I. $< $(B)/cuda/mmsched_impl.o -o $@ -lcublas -lm -lpthread
 
 $(B)/cuda/mllama: examples/mllama.c $(B)/cuda/mmsched_cuda.o mmsched.h | $(B)/cuda
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L -DMMS_CUDA $(WARN) $(OPT) -I. $< $(B)/cuda/mmsched_cuda.o -o $@ -lstb $(CUDA_LIBS) $(LIBS)
 $(B)/cuda/bench_cuda: examples/bench_cuda.c $(B)/cuda/mmsched_cuda.o mmsched.h | $(B)/cuda
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -isystem $(CUDA_HOME)/include $< $(B)/cuda/mmsched_cuda.o -o $@ $(CUDA_LIBS) $(LIBS)
 
-cuda: $(addprefix $(B)/cuda/tests/,$(CUDA_TESTS)) $(B)/cuda/mllama $(B)/cuda/bench_cuda
+# The backend built against the mock CUDA runtime (tests/cuda_mock.h), and the CUDA tests linked
+# with it: every device case runs on the host, on two mock devices.
+CUDA_MOCK = $(B)/cuda/mock/mmsched_cuda_mock.o
+CUDA_MOCK_LIBS = $(CUDA_LIBS) -lstdc++
+$(B)/cuda/mock: | $(B)/cuda
+	@mkdir -p $@
+$(CUDA_MOCK): tests/cuda_mock.cu mmsched_cuda.cu tests/*.h mmsched.h | $(B)/cuda/mock
+	$(NVCC) $(NVCC_HOST_FLAGS) $(NVCC_HOST_FMA) -I. -c $< -o $@
+$(B)/cuda/tests/test_cuda_mock: tests/test_cuda.c $(CUDA_MOCK) tests/*.h mmsched.h | $(B)/cuda/tests
+	$(CC) $(STD) $(WARN) $(OPT) -DMMS_CUDA_MOCK -I. $< $(CUDA_MOCK) -o $@ $(CUDA_MOCK_LIBS) $(LIBS)
+$(B)/cuda/tests/test_backend_ops_mock: tests/test_backend_ops.c $(CUDA_MOCK) tests/*.h mmsched.h | $(B)/cuda/tests
+	$(CC) $(STD) $(WARN) $(OPT) -DMMS_CUDA -DMMS_CUDA_MOCK -I. $< $(CUDA_MOCK) -o $@ $(CUDA_MOCK_LIBS) $(LIBS)
+$(B)/cuda/tests/test_sched_mock: tests/test_sched.c $(CUDA_MOCK) tests/*.h mmsched.h | $(B)/cuda/tests
+	$(CC) $(STD) $(WARN) $(OPT) -DSCHED_ON_CUDA -DMMS_CUDA_MOCK -I. $< $(CUDA_MOCK) -o $@ $(CUDA_MOCK_LIBS) $(LIBS)
+CUDA_MOCK_TESTS = test_cuda_mock test_backend_ops_mock test_sched_mock
+
+# The backend relies on the legacy default stream: a per-thread default stream build must stop at #error.
+$(B)/cuda/per_thread_stream_refused: mmsched_cuda.cu mmsched.h | $(B)/cuda
+	@if $(NVCC) --default-stream per-thread -E -I. mmsched_cuda.cu -o /dev/null 2>/dev/null; then \
+	  echo "mmsched_cuda.cu builds with --default-stream per-thread; it must refuse"; exit 1; fi
+	@touch $@
+
+cuda: $(addprefix $(B)/cuda/tests/,$(CUDA_TESTS) $(CUDA_MOCK_TESTS)) $(B)/cuda/mllama $(B)/cuda/bench_cuda $(B)/cuda/per_thread_stream_refused
 
 cuda-if-available:
 	@if command -v $(NVCC) >/dev/null; then $(MAKE) --no-print-directory cuda; \

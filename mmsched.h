@@ -223,6 +223,10 @@
                                    outside 0..R-1 is a compute error naming the node and the index
        cpy                         a into b (same element count, row-major order, converting between
                                    float types); returns a view of b
+       cast                        a as a new contiguous tensor of another float type (CONT)
+       set_rows                    a [ne0, R, ne2, ne3], b [ne0, n, ...], rows I32 [n]: row rows[i] of a
+                                   := row i of b (converted); returns a view of a (a KV cache written
+                                   at the batch's positions: the same graph at every position)
        im2col                      kernel [KW, KH, IC, OC], input [W, H, IC, N] -> [IC*KH*KW, OW, OH, N]
                                    (1-D: [KW, IC, OC], [W, IC, N] -> [IC*KW, OW, N])
        conv_2d                     im2col + mul_mat -> F32 [OW, OH, OC, N] (the patch embedding)
@@ -230,6 +234,9 @@
                                    mask [n_kv, >= n_q, 1|H, 1|B] -> F32 [Dv, H, n_q, B]; streaming
                                    softmax: the n_q x n_kv scores are never stored; a query whose keys
                                    are all masked gives zeros
+       flash_attn_ext_mask_rows    the same with shared mask rows: query row i adds mask row
+                                   mask_rows[i] (I32 [n_q]; the mask [n_kv, >= 1, 1|H, 1|B]), e.g. a
+                                   padding mask as two rows instead of n_q x n_kv
 
        Not implemented (an error says so when the op is built): ALiBi (max_bias != 0) and YaRN
        (ext_factor != 0).
@@ -485,28 +492,60 @@
        mms_backend_cuda_init(i) makes a backend for GPU i: its own stream, cuBLAS handle and a scratch
        area for converted operands. Several GPUs are several backends: give them all to one scheduler
        (with the CPU last) and place weights on each to split layers; copies between GPUs go peer to
-       peer on the streams, ordered by events.
+       peer on the streams, ordered by events. mms_backend_cuda_get_device_count counts every GPU;
+       the backend's per-device tables hold 16 (build with -DCU_MAX_DEVICES=N for more): a device
+       past them is refused with MMS_ERR_UNSUPPORTED saying so, never used as another one.
          mms_backend_cuda_buffer_type(i)   device memory (cudaMalloc, never managed memory)
          mms_backend_cuda_host_buffer_type pinned host memory: the CPU uses it as host memory and the
                                            GPU copies from and to it at full speed
        Ops: every op of section 5 for F32, F16 and BF16 (I32 where it is data: copies, concat, pad,
-       repeat, get_rows). mul_mat goes through cuBLAS (F32; F16 and BF16 on tensor cores, b converted
-       to a's type; grouped heads as strided batches with a's stride 0); block-type weights (Q8_0,
-       Q4_0, Q4_K, Q6_K) are dequantized to F16 for cuBLAS when b has more than 8 columns and read by a
-       warp-per-row GEMV kernel that dequantizes on the fly at decode sizes. Flash attention is a
-       kernel of its own (D and Dv up to 256, masks, grouped heads, softcap). supports_op tells the
+       repeat, get_rows). mul_mat with more than 8 columns in b goes through cuBLAS (F32; F16 and BF16
+       on tensor cores, b converted to a's type; grouped heads as strided batches with a's stride 0;
+       block-type weights dequantized to F16 first). Up to 8 columns (decode) it is a GEMV kernel per
+       weight type, two rows per warp, every column at once, 128-bit loads where rows are 16-byte
+       aligned: float weights (F32, F16, BF16) against b's f32 values as they are; block types (Q8_0,
+       Q4_0, Q4_K, Q6_K) against b rounded once to 8 bits per 32 values (step max|x|/127, a relative
+       error of about 1e-3 per block, as the CPU's AVX2 decode), staged through shared memory, their
+       scales decoded once per 32 values, dp4a integer dots. Flash attention (D and Dv up to 256,
+       masks of any strides, shared mask rows, grouped heads, softcap) picks one of three kernels:
+       up to 8 query rows per KV head (decode) split-K over chunks of keys, a block per KV head and
+       chunk serving every query head of the group, 128-bit K/V loads, f32 arithmetic, and a kernel
+       that merges the chunks; prefill and the vision encoder on tensor cores (sm_80+, D = Dv = 64, 80
+       or 128: mma.sync m16n8k16, Q, K, V and the softmax weights rounded to F16, or BF16 when K/V
+       are BF16, products accumulated in f32; key tiles masked for every row skipped); a scalar f32
+       kernel for the rest. The mllama runtime keeps the KV cache and the cross-attention K/V of
+       layers on a CUDA backend in F16 (rounded once when written). supports_op tells the
        truth: the scheduler runs anything else on the CPU. offload_op asks for MUL_MAT with 32 or
        more columns, so large batches on host weights run on the GPU when op_offload is on.
+       A graph runs with up to three element-wise F32 nodes after a decode GEMV, a norm or a rope
+       done in that kernel (mul, add, sub, div, silu, and a set_rows ending the chain: rms_norm *
+       weight, silu(gate) * up, residual adds, rope + KV write), every node's output still written
+       and the same bits as node by node; nodes whose memory the allocator shares are fused only
+       where that stays true. The q, k and v products of one row round it to 8 bits once. A graph
+       computed again with the same nodes, shapes, addresses and parameters (a decode step: the KV
+       cache is written at the positions input) is captured into a CUDA graph and replayed with one
+       launch. MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off.
        Errors from CUDA and cuBLAS calls are statuses whose message names the call and the CUDA error
-       string; cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found
-       by a kernel is reported at the next synchronize (graph_compute synchronizes) with the node's name.
+       string (the runtime's last error is read then, so the next launch does not report it again);
+       cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found by a
+       kernel is reported at the next synchronize (graph_compute synchronizes) with the node's name,
+       which the kernel carries: the right node even when other graphs were queued after it. Copies
+       between GPUs enable peer access for the pair first (else the runtime stages them through host
+       memory); each backend gives its cuBLAS handle a workspace (32 MiB on Hopper, 4 MiB before).
+       Build it with the legacy default stream (plain cudaMemcpy on a buffer waits for the backends'
+       streams): --default-stream per-thread stops at an #error. Grids larger than CUDA's limits go
+       as several launches.
        Results agree with the CPU backend to a tolerance, not to the bit (different summation orders;
        f16 products round b): tests/test_backend_ops compares every op, tests/test_sched runs the
        scheduler's tests with the GPU as the second backend, and tools/gpu_check.sh runs both, the
        demo model on the GPU and build/cuda/bench_cuda on a GPU machine. Every kernel is written as a
        __host__ __device__ functor run by an executor, so the tests also run them on the host (a
-       fiber per CUDA thread, cuBLAS by its definition; tests/cuda_host.h): every op against the CPU
-       backend, the scheduler's tests and the demo model with the kernels as the second backend.
+       fiber per CUDA thread, cuBLAS by its definition; tests/cuda_host.h, built to contract
+       multiply-adds into FMA as nvcc does): every op against the CPU backend, the scheduler's tests
+       and the demo model with the kernels as the second backend. The whole backend also runs on a
+       model of the CUDA runtime and cuBLAS (tests/cuda_mock.h: two devices, the last error, streams,
+       captures, launch limits, which device a copy runs on): test_cuda, test_backend_ops and
+       test_sched run against it as *_mock without a GPU.
 
    11. GGUF FILES
        mms_gguf_open(path) maps a GGUF file (versions 2 and 3) and validates it completely before
@@ -605,7 +644,8 @@
        clear the conversation and decode it again. mms_mllama_model_shapes_only
        gives a model with shapes and no weights, for planning: at the 11B shapes the 4-tile vision
        graph plans at about 470 MiB of float32 activations (the attention runs fused, so the
-       16 x 6432 x 6432 scores are never stored).
+       16 x 6432 x 6432 scores are never stored, and its padding mask is two shared rows of 6432
+       with a row index per token, not a 6432 x 6432 array).
 
        mms_mllama_add_image_rgb preprocesses with the model's own parameters and adds in one call.
 
@@ -874,6 +914,7 @@ enum mms_op {
     MMS_OP_PERMUTE        = 30,
     MMS_OP_TRANSPOSE      = 31,
     MMS_OP_REPEAT         = 32,
+    MMS_OP_SET_ROWS       = 33,
     MMS_OP_COUNT
 };
 
@@ -1063,6 +1104,12 @@ MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
 MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
 MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+/* The converse: row rows[i] of a [ne0, R, ne2, ne3] becomes row i of b [ne0, n, ne2, ne3] (float
+   types, converted to a's), for every (ne2, ne3); rows I32 [n]. Returns a view of a (computing it
+   writes a), like mms_cpy. The rows are data, not part of the graph's shape: a KV cache written at
+   the positions of the batch gives the same graph at every position. An index out of range is a
+   compute error. [src[0] b, src[1] rows, src[2] a] */
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows);
 
 /* repeat tiles a over the shape of b (b.ne[i] % a.ne[i] == 0; only b's shape is used), any type. */
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
@@ -1072,6 +1119,9 @@ MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor
 MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a);
 MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a);
+/* a as a new contiguous tensor of another float type (a CONT node of that type), rounded to
+   nearest even: a result of its own, unlike mms_cpy's view of its destination. */
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type);
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1);
 MMS_API struct mms_tensor *mms_cont_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
 MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
@@ -1097,6 +1147,14 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
                                               struct mms_tensor *v, struct mms_tensor *mask,
                                               float scale, float max_bias, float logit_softcap);
+/* The same with mask rows shared between query rows: query row i (of every head and batch) adds
+   mask row mask_rows[i] (I32 [n_q], each in 0 .. mask->ne[1] - 1, checked when computed) instead
+   of row i, so a mask of a few patterns holds just those: the vision encoder's padding mask is two
+   rows of n_kv (padding queries see no padding key, the others see every key) instead of n_q x
+   n_kv. [src[4] = mask_rows] */
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap);
 
 /* Views share memory with a; offsets and strides in bytes. The view must lie inside a's memory. */
 MMS_API struct mms_tensor *mms_view_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, size_t offset);
@@ -3854,7 +3912,8 @@ MMS_API const char *mms_op_name(enum mms_op op) {
     static const char *names[MMS_OP_COUNT] = {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
         "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
-        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT"
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT",
+        "SET_ROWS"
     };
     return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
 }
@@ -4156,6 +4215,28 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
 }
 
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows) {
+    const char *who = "mms_set_rows";
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, b) || !mms__args_ok(ctx, who, rows, rows)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a) || !mms__require_float(ctx, who, "b", b) ||
+        !mms__require_type(ctx, who, "rows", rows, MMS_TYPE_I32)) return NULL;
+    if (b->ne[0] != a->ne[0] || b->ne[2] != a->ne[2] || b->ne[3] != a->ne[3] || rows->ne[0] != b->ne[1] || mms_nelements(rows) != b->ne[1]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: a %s, b %s and rows %s do not fit (a [ne0, R, ne2, ne3], b [ne0, n, ne2, ne3], rows [n])",
+                       who, mms__tensor_desc(a).s, mms__tensor_desc(b).s, mms__tensor_desc(rows).s);
+        return NULL;
+    }
+    t = mms__new_tensor_impl(ctx, who, a->type, MMS_MAX_DIMS, a->ne, a, 0);   /* shares a's memory */
+    if (!t) return NULL;
+    memcpy(t->nb, a->nb, sizeof t->nb);
+    t->op = MMS_OP_SET_ROWS;
+    t->src[0] = b;
+    t->src[1] = rows;
+    t->src[2] = a;
+    mms_format_name(t, "%.50s (rows set)", a->name);
+    return t;
+}
+
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
     if (!mms__args_ok(ctx, "mms_repeat", a, b)) return NULL;
     if (!mms__type_valid(a->type) || !mms_can_repeat(a, b)) {
@@ -4231,6 +4312,17 @@ MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a
 MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a) {
     if (!mms__args_ok(ctx, "mms_cont", a, a)) return NULL;
     return mms__cont_impl(ctx, "mms_cont", MMS_OP_CONT, a, 4, a->ne);
+}
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_cast", a, a)) return NULL;
+    if (!mms__type_is_float(a->type) || !mms__type_is_float(type)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cast: %s to %s: both must be f32, f16 or bf16", mms__tensor_desc(a).s, mms_type_name(type));
+        return NULL;
+    }
+    t = mms__new_op(ctx, "mms_cast", MMS_OP_CONT, type, 4, a->ne, a, NULL, NULL);
+    if (t) mms_format_name(t, "%.50s (%s)", a->name, mms_type_name(type));
+    return t;
 }
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1) {
     int64_t ne[2];
@@ -4324,10 +4416,9 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 
 /* -- attention -- */
 
-MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
-                                              struct mms_tensor *v, struct mms_tensor *mask,
-                                              float scale, float max_bias, float logit_softcap) {
-    const char *who = "mms_flash_attn_ext";
+static struct mms_tensor *mms__flash_attn_impl(struct mms_context *ctx, const char *who, struct mms_tensor *q, struct mms_tensor *k,
+                                               struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                               float scale, float max_bias, float logit_softcap) {
     int64_t ne[4];
     struct mms_tensor *t;
     if (!mms__args_ok(ctx, who, q, k)) return NULL;
@@ -4346,7 +4437,18 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
                        "v [Dv,n_kv,Hkv,B] with H a multiple of Hkv)", who, mms__tensor_desc(q).s, mms__tensor_desc(k).s, mms__tensor_desc(v).s);
         return NULL;
     }
-    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], q->ne[1], q->ne[2], q->ne[3])) return NULL;
+    if (mask_rows) {                 /* every query row picks its mask row: the mask needs only those */
+        if (!mask) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s without a mask", who, mms__tensor_desc(mask_rows).s);
+            return NULL;
+        }
+        if (!mms__require_type(ctx, who, "mask rows", mask_rows, MMS_TYPE_I32)) return NULL;
+        if (mask_rows->ne[0] != q->ne[1] || mms_nelements(mask_rows) != q->ne[1]) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s must be [n_q] = [%lld]", who, mms__tensor_desc(mask_rows).s, (long long)q->ne[1]);
+            return NULL;
+        }
+    }
+    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], mask_rows ? 1 : q->ne[1], q->ne[2], q->ne[3])) return NULL;
     if (max_bias != 0.0f) {
         mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
         return NULL;
@@ -4359,10 +4461,28 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
     t = mms__new_op(ctx, who, MMS_OP_FLASH_ATTN_EXT, MMS_TYPE_F32, 4, ne, q, k, v);
     if (!t) return NULL;
     t->src[3] = mask;
+    t->src[4] = mask_rows;
     mms__set_op_param_f32(t, 0, scale);
     mms__set_op_param_f32(t, 1, max_bias);
     mms__set_op_param_f32(t, 2, logit_softcap);
     return t;
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                              struct mms_tensor *v, struct mms_tensor *mask,
+                                              float scale, float max_bias, float logit_softcap) {
+    return mms__flash_attn_impl(ctx, "mms_flash_attn_ext", q, k, v, mask, NULL, scale, max_bias, logit_softcap);
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap) {
+    const char *who = "mms_flash_attn_ext_mask_rows";
+    if (!mask_rows) {
+        if (ctx && ctx->status == MMS_OK) mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: argument mask_rows is NULL", who);
+        return NULL;
+    }
+    return mms__flash_attn_impl(ctx, who, q, k, v, mask, mask_rows, scale, max_bias, logit_softcap);
 }
 /* ==== end src/core/ops.c ==== */
 
@@ -7713,7 +7833,7 @@ static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t
 }
 
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3], *mask_rows = dst->src[4];
     const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
     const int64_t group = q->ne[2] / k->ne[2], Hkv = k->ne[2], rows = n_q * group;
     const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, n_blocks = (rows + QB - 1) / QB;
@@ -7741,7 +7861,18 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             ih[i] = kh * group + (r0 + i) % group;
             x = mms__load_row(q, iqs[i], ih[i], ib, qrow);
             mms__vec_axpb_f32(D, qrow, x, scale, NULL);
-            mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            if (mask && mask_rows) {         /* the row's shared mask row */
+                int32_t r;
+                memcpy(&r, (const char *)mask_rows->data + iqs[i] * (int64_t)mask_rows->nb[0], sizeof r);
+                if (r < 0 || r >= mask->ne[1]) {
+                    mms__compute_fail(p, MMS_ERR_INVALID_ARG, "FLASH_ATTN_EXT %s: mask row %d for query %lld is outside 0..%lld",
+                                      mms__tensor_desc(dst).s, (int)r, (long long)iqs[i], (long long)mask->ne[1] - 1);
+                    return;
+                }
+                mrow[i] = mms__mask_row(mask, r, ih[i], ib);
+            } else {
+                mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            }
             mr[i] = -INFINITY;
             lr[i] = 0.0f;
         }
@@ -7868,6 +7999,25 @@ static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_te
             mms__copy_elems(mms__row_ptr(dst, i1, i2, i3), dst->nb[0], mms__row_ptr(a, row, i2, i3), a->nb[0], a->ne[0], sizeof(int32_t));
         else
             mms__store_row(dst, i1, i2, i3, mms__load_row(a, row, i2, i3, p->wdata));
+    }
+}
+
+/* Row rows[i] of dst (a view of a) from row i of b, for every (ne2, ne3). */
+static void mms__cpu_set_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *b = dst->src[0], *rows = dst->src[1];
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(b), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        int32_t row;
+        mms__unravel_row(b->ne, r, &i1, &i2, &i3);
+        memcpy(&row, (const char *)rows->data + i1 * (int64_t)rows->nb[0], sizeof row);
+        if (row < 0 || row >= dst->ne[1]) {
+            mms__compute_fail(p, MMS_ERR_INVALID_ARG, "SET_ROWS %s: index %d at position %lld is outside 0..%lld",
+                              mms__tensor_desc(dst).s, (int)row, (long long)i1, (long long)dst->ne[1] - 1);
+            return;
+        }
+        mms__store_row(dst, row, i2, i3, mms__load_row(b, i1, i2, i3, p->wdata));
     }
 }
 
@@ -8023,6 +8173,7 @@ static mms__cpu_kernel mms__cpu_kernel_for(enum mms_op op) {
         case MMS_OP_GET_ROWS:       return mms__cpu_get_rows;
         case MMS_OP_IM2COL:         return mms__cpu_im2col;
         case MMS_OP_REPEAT:         return mms__cpu_repeat;
+        case MMS_OP_SET_ROWS:       return mms__cpu_set_rows;
         default:                    return NULL;   /* NONE and views compute nothing */
     }
 }
@@ -15644,7 +15795,8 @@ done:
 struct mms__mllama_vision_inputs {
     struct mms_tensor *pixels;      /* F32 [S, S, 3, T] */
     struct mms_tensor *aspect_id;   /* I32 [1] */
-    struct mms_tensor *mask;        /* F16 [Np*T, Np*T]: -inf where query and key are both padding */
+    struct mms_tensor *mask;        /* F16 [Np*T, 2]: row 0 all 0, row 1 -inf at the padding keys */
+    struct mms_tensor *mask_rows;   /* I32 [Np*T]: the mask row of each query, 1 for padding tokens */
 };
 
 static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, struct mms_tensor *b, float eps) {
@@ -15653,19 +15805,21 @@ static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_te
 
 /* Multi-head attention without biases; x [D, L] -> [D, L]. */
 static struct mms_tensor *mms__mllama_vision_attn(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
-                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
+                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x,
+                                                  const struct mms__mllama_vision_inputs *in) {
     const int64_t D = hp->v_n_embd, H = hp->v_n_head, HD = D / H, L = x->ne[1];
     struct mms_tensor *q = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, x), HD, H, L), 0, 2, 1, 3);
     struct mms_tensor *k = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, x), HD, H, L), 0, 2, 1, 3);
     struct mms_tensor *v = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, x), HD, H, L), 0, 2, 1, 3);
-    struct mms_tensor *o = mms_flash_attn_ext(ctx, q, k, v, mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
+    struct mms_tensor *o = mms_flash_attn_ext_mask_rows(ctx, q, k, v, in->mask, in->mask_rows, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
     return mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, D, L));
 }
 
 /* A pre-LN encoder layer; the global ones gate both branches with their (stored) tanh(gate). */
 static struct mms_tensor *mms__mllama_vision_layer_build(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
-                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
-    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), mask);
+                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x,
+                                                         const struct mms__mllama_vision_inputs *in) {
+    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), in);
     struct mms_tensor *f;
     if (ly->gate_attn) a = mms_mul(ctx, a, ly->gate_attn);
     x = mms_add(ctx, x, a);
@@ -15709,12 +15863,12 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
             taps = taps ? mms_concat(ctx, taps, tap, 0) : tap;
             k++;
         }
-        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in->mask);
+        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in);
     }
     x = mms__layer_norm(ctx, x, m->post_ln_w, m->post_ln_b, hp->v_eps);
     x = mms_add(ctx, mms_reshape_3d(ctx, x, D, Np, T), mms__mllama_aspect_embd(ctx, m->post_tile_embd, m->post_tile_gate, in->aspect_id, D, 1, T));
     x = mms_reshape_2d(ctx, x, D, Np * T);
-    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in->mask);
+    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in);
 
     /* drop the padding tokens; [global ‖ taps] per token */
     out = mms_cont(ctx, mms_view_3d(ctx, x, D, N, T, x->nb[1], x->nb[1] * (size_t)Np, 0));
@@ -15729,14 +15883,18 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask). F16 [Np*T, Np*T]. */
-static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *out) {
+   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask).
+   As shared mask rows: row 0 (all 0) for a real query, row 1 (-inf at the padding keys) for a padding
+   one. mask F16 [L, 2], rows I32 [L], L = Np*T. */
+static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *mask, int32_t *rows) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
-    int64_t q, k;
-    for (q = 0; q < L; q++) {
-        bool q_pad = q % Np >= N || !aspect_mask[q / Np];
-        for (k = 0; k < L; k++) out[q * L + k] = q_pad && (k % Np >= N || !aspect_mask[k / Np]) ? neg_inf : zero;
+    int64_t k;
+    for (k = 0; k < L; k++) {
+        const bool pad = k % Np >= N || !aspect_mask[k / Np];
+        mask[k] = zero;
+        mask[L + k] = pad ? neg_inf : zero;
+        rows[k] = pad ? 1 : 0;
     }
 }
 /* ==== end src/mllama/vision.c ==== */
@@ -15751,21 +15909,14 @@ static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const i
 
 struct mms__mllama_text_inputs {
     struct mms_tensor *tokens;       /* I32 [n] */
-    struct mms_tensor *pos;          /* I32 [n] */
+    struct mms_tensor *pos;          /* I32 [n]: each row's position in its sequence */
+    struct mms_tensor *slots;        /* I32 [n]: each row's cache slot (its sequence's first slot + pos) */
     struct mms_tensor *kq_mask;      /* F32 [n_kv, n]: causal */
     struct mms_tensor *cross_mask;   /* F32 [L, n], NULL: text only, cross layers skipped */
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
     struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
-};
-
-/* Where a batch's new keys and values go: runs of consecutive rows to consecutive cache slots
-   (a sequence's slots are a range of its own); attention reads the slots from kv_lo on, as many
-   as the mask is wide. */
-struct mms__mllama_kv_layout {
-    int        kv_lo, n_runs;
-    const int *run_row, *run_len, *run_slot;
 };
 
 static struct mms_tensor *mms__rms(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, float eps) {
@@ -15784,31 +15935,30 @@ static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct
 /* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
 static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
 
-/* Rows [row, row + len) of x [HD, Hkv, n] into the cache [HD, Hkv, slots] from slot on. */
-static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, int row, int len, int slot) {
-    struct mms_tensor *src = row == 0 && len == x->ne[2] ? x : mms_view_3d(ctx, x, x->ne[0], x->ne[1], len, x->nb[1], x->nb[2], (size_t)row * x->nb[2]);
-    return mms_cpy(ctx, src, mms_view_3d(ctx, cache, cache->ne[0], cache->ne[1], len, cache->nb[1], cache->nb[2], (size_t)slot * cache->nb[2]));
+/* Rows of x [HD, Hkv, n] into the cache [HD, Hkv, slots] at the rows' slots (a sequence's slots are
+   a range of its own; the slots are an input, so the graph of a KV step is the same at every position). */
+static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, struct mms_tensor *slots) {
+    const int64_t w = cache->ne[0] * cache->ne[1];
+    return mms_set_rows(ctx, mms_view_2d(ctx, cache, w, cache->ne[2], cache->nb[2], 0), mms_reshape_2d(ctx, x, w, x->ne[2]), slots);
 }
 
-/* Self-attention layer il; new keys and values go into the cache slots of the layout (the copies
-   are added to the graph first, so they run before the attention that reads the cache). */
+/* Self-attention layer il; new keys and values go into their cache slots (the writes are added to
+   the graph first, so they run before the attention that reads the cache from slot kv_lo on, as
+   many slots as the mask is wide). */
 static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
                                                  struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
-                                                 const struct mms__mllama_kv_layout *kv, const struct mms__mllama_text_inputs *in) {
+                                                 int kv_lo, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const struct mms__mllama_tlayer *ly = &m->layers[il];
     const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past each sequence's tokens */
     struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *k, *v, *o;
-    int r;
     q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
     k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
     v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
-    for (r = 0; r < kv->n_runs; r++) {
-        mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, kv->run_row[r], kv->run_len[r], kv->run_slot[r]));
-        mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, kv->run_row[r], kv->run_len[r], kv->run_slot[r]));
-    }
-    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], (size_t)kv->kv_lo * k_cache->nb[2]));
-    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], (size_t)kv->kv_lo * v_cache->nb[2]));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, in->slots));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, in->slots));
+    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], (size_t)kv_lo * k_cache->nb[2]));
+    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], (size_t)kv_lo * v_cache->nb[2]));
     o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
     x = mms_add(ctx, x, mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n)));
     return mms_add(ctx, x, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)));
@@ -15831,17 +15981,18 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
     return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
 }
 
-/* A batch of n tokens (their cache slots in kv); caches per text layer (NULL for cross layers),
-   cross K/V per cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
+/* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
+   layers), read from slot kv_lo on; cross K/V per cross layer (NULL when text only). Returns the
+   logits [vocab, n_out]. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
-                                                 const struct mms__mllama_kv_layout *kv, const struct mms__mllama_text_inputs *in) {
+                                                 int kv_lo, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
     int il;
     for (il = 0; il < hp->n_layer; il++) {
-        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], kv, in);
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], kv_lo, in);
         else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
@@ -15851,20 +16002,38 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
     return mms_set_name(x, "logits");
 }
 
+/* The type of layer il's kept keys and values (self-attention cache, cross-attention K/V): F16
+   on a CUDA backend (half the memory, and of the bytes attention reads per token), F32 elsewhere
+   (the CPU keeps full precision, and any split of CPU-arithmetic backends stays bit-identical). */
+static enum mms_type mms__mllama_kv_type(const struct mms_mllama_model *m, int il) {
+    return mms_backend_is_cuda(m->backends[m->layers[il].backend]) ? MMS_TYPE_F16 : MMS_TYPE_F32;
+}
+
 /* The keys [HD, Hkv, L] (after k_norm) and values [HD*Hkv, L] of every cross layer for projected
-   image states [D, L]. */
-static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
-                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
+   image states [D, L], in the layer's K/V type, persistent and added to gf. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
+                                       struct mms_tensor *states, struct mms_tensor **k_out, struct mms_tensor **v_out) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const int64_t HD = hp->head_dim, L = states->ne[1];
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         const struct mms__mllama_tlayer *ly = &m->layers[il];
+        struct mms_tensor *k, *v;
         if (!ly->cross) continue;
-        k_out[il] = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
-        v_out[il] = mms_mul_mat(ctx, ly->wv, states);
+        k = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
+        v = mms_mul_mat(ctx, ly->wv, states);
+        if (mms__mllama_kv_type(m, il) != MMS_TYPE_F32) {
+            k = mms_cast(ctx, k, mms__mllama_kv_type(m, il));
+            v = mms_cast(ctx, v, mms__mllama_kv_type(m, il));
+        }
+        k_out[il] = k;
+        v_out[il] = v;
         mms_format_name(k_out[il], "blk.%d.cross_k", il);
         mms_format_name(v_out[il], "blk.%d.cross_v", il);
+        mms_set_persistent(k_out[il]);
+        mms_set_persistent(v_out[il]);
+        mms_build_forward_expand(gf, k_out[il]);
+        mms_build_forward_expand(gf, v_out[il]);
     }
 }
 /* ==== end src/mllama/text.c ==== */
@@ -15975,25 +16144,19 @@ static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_co
                                      struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
-    int il;
     out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
     out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
-    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, L), "vision_mask");
+    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, 2), "vision_mask");
+    out->in.mask_rows = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, L), "vision_mask_rows");
     mms_set_input(out->in.pixels);
     mms_set_input(out->in.aspect_id);
     mms_set_input(out->in.mask);
+    mms_set_input(out->in.mask_rows);
     out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
     if (keep) {
-        mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
-        for (il = 0; il < hp->n_layer; il++) {
-            if (!k[il]) continue;
-            mms_set_persistent(k[il]);
-            mms_set_persistent(v[il]);
-            mms_build_forward_expand(out->graph, k[il]);
-            mms_build_forward_expand(out->graph, v[il]);
-        }
+        mms__mllama_build_cross_kv(ctx, out->graph, c->m, out->projected, k, v);
     } else {
         mms_set_output(out->vision_out);
         mms_set_output(out->projected);
@@ -16009,12 +16172,11 @@ struct mms__mllama_text_graph {
     int n_kv, kv_lo;
 };
 
-/* The shape of one decode batch: rows, logits rows, the attention width and the cache slots the
-   rows write; gate: some row's sequence has no image while others have. */
+/* The shape of one decode batch: rows, logits rows, the attention width and its first cache slot
+   (the rows' own slots are an input); gate: some row's sequence has no image while others have. */
 struct mms__mllama_batch_plan {
-    int                          n, n_out, n_kv;
-    struct mms__mllama_kv_layout kv;
-    bool                         gate;
+    int  n, n_out, n_kv, kv_lo;
+    bool gate;
 };
 
 /* The decode graph of a batch; cross K/V of the given per-layer lists of n_img images (n_img 0:
@@ -16026,14 +16188,16 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     const int n = bp->n, n_out = bp->n_out;
     int il, j;
     out->n_kv = bp->n_kv;
-    out->kv_lo = bp->kv.kv_lo;
+    out->kv_lo = bp->kv_lo;
     memset(&out->in, 0, sizeof out->in);
     out->in.tokens = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "tokens");
     out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
+    out->in.slots = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "kv_slots");
     out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
     out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
     mms_set_input(out->in.tokens);
     mms_set_input(out->in.pos);
+    mms_set_input(out->in.slots);
     mms_set_input(out->in.kq_mask);
     mms_set_input(out->in.out_ids);
     if (n_img > 0) {
@@ -16058,7 +16222,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     }
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
-    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, &bp->kv, &out->in);
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, bp->kv_lo, &out->in);
     mms_build_forward_expand(out->graph, out->logits);
 }
 
@@ -16079,8 +16243,8 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         c->k_cache[il] = c->v_cache[il] = NULL;
         if (c->m->layers[il].cross) continue;
         const int64_t slots = (int64_t)c->p.n_seq * c->p.n_ctx;
-        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
-        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
     }
     for (b = 0; b < 2; b++) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
@@ -16124,7 +16288,6 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     struct mms__mllama_batch_plan bp;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    const int run_row = 0, run_len = c->p.n_batch, run_slot = 0;
     int j, il, n_img = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) * c->p.max_images : 0;
 
     if (c->m->has_vision) {
@@ -16151,8 +16314,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
             k[j][il] = v[j][il] = NULL;
             if (!c->m->layers[il].cross) continue;
-            k[j][il] = mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, L);
-            v[j][il] = mms_new_tensor_2d(ctx, MMS_TYPE_F32, (int64_t)hp->head_dim * hp->n_head_kv, L);
+            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, L);
+            v[j][il] = mms_new_tensor_2d(ctx, mms__mllama_kv_type(c->m, il), (int64_t)hp->head_dim * hp->n_head_kv, L);
             mms_set_persistent(k[j][il]);
             mms_set_persistent(v[j][il]);
             mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
@@ -16162,10 +16325,6 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     memset(&bp, 0, sizeof bp);                 /* the widest batch: every sequence's slots, every row's logits */
     bp.n = bp.n_out = c->p.n_batch;
     bp.n_kv = c->p.n_seq * c->p.n_ctx;
-    bp.kv.n_runs = 1;
-    bp.kv.run_row = &run_row;
-    bp.kv.run_len = &run_len;
-    bp.kv.run_slot = &run_slot;
     bp.gate = c->p.n_seq > 1;
     mms__mllama_text_graph(c, ctx, &bp, k, v, n_img, &tg);
     st = mms__mllama_reserve(c, tg.graph);
@@ -16293,13 +16452,15 @@ static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, con
 static enum mms_status mms__mllama_set_vision_inputs(struct mms_mllama_context *c, const struct mms__mllama_vision_graph *vg,
                                                      const struct mms_mllama_image *img) {
     const int64_t L = vg->in.mask->ne[0];
-    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(L * L));
-    int32_t id = img->aspect_ratio_id;
+    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(2 * L));
+    int32_t *rows = (int32_t *)MMS_MALLOC(sizeof *rows * (size_t)L), id = img->aspect_ratio_id;
     enum mms_status st;
-    if (!mask) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask");
-    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask);
+    if (!mask || !rows) { MMS_FREE(mask); MMS_FREE(rows); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask"); }
+    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask, rows);
     st = mms_backend_tensor_set(vg->in.mask, mask, 0, mms_nbytes(vg->in.mask));
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.mask_rows, rows, 0, mms_nbytes(vg->in.mask_rows));
     MMS_FREE(mask);
+    MMS_FREE(rows);
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.pixels, img->pixels, 0, mms_nbytes(vg->in.pixels));
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.aspect_id, &id, 0, sizeof id);
     return st;
@@ -16476,7 +16637,6 @@ static void mms__mllama_cross_row(const struct mms_mllama_context *c, const stru
 struct mms__mllama_batch_work {
     int32_t *pos, *out_ids, *slot;              /* per row: position in its sequence, cache slot; wanted rows */
     int     *seq_n, *seq_images, *img_off;      /* per sequence: rows in the batch, <|image|> tokens, first image key */
-    int     *run_row, *run_len, *run_slot;
 };
 
 static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
@@ -16487,21 +16647,18 @@ static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
 static bool mms__mllama_batch_work_alloc(struct mms__mllama_batch_work *w, int n, int n_seq) {
     memset(w, 0, sizeof *w);
     w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 3);
-    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * ((size_t)n_seq * 3 + (size_t)n * 3));
+    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 3);
     if (!w->pos || !w->seq_n) { mms__mllama_batch_work_free(w); return false; }
     w->out_ids = w->pos + n;
     w->slot = w->out_ids + n;
     memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 3);
     w->seq_images = w->seq_n + n_seq;
     w->img_off = w->seq_images + n_seq;
-    w->run_row = w->img_off + n_seq;
-    w->run_len = w->run_row + n;
-    w->run_slot = w->run_len + n;
     return true;
 }
 
 /* Checks the batch against the sequences; fills the per-sequence counts, each row's position and
-   slot, the runs of consecutive slots and the wanted rows. */
+   cache slot and the wanted rows. */
 static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, const struct mms_mllama_batch *b, struct mms__mllama_batch_work *w,
                                               struct mms__mllama_batch_plan *bp) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
@@ -16532,16 +16689,7 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
         hi = s * c->p.n_ctx + MMS__MIN(c->p.n_ctx, (sq->n_past + w->seq_n[s] + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
     }
     bp->n_kv = hi - lo;
-    bp->kv.kv_lo = lo;
-    for (i = 0; i < n; i++) {
-        if (i > 0 && w->slot[i] == w->slot[i - 1] + 1) { w->run_len[bp->kv.n_runs - 1]++; continue; }
-        w->run_row[bp->kv.n_runs] = i;
-        w->run_len[bp->kv.n_runs] = 1;
-        w->run_slot[bp->kv.n_runs++] = w->slot[i];
-    }
-    bp->kv.run_row = w->run_row;
-    bp->kv.run_len = w->run_len;
-    bp->kv.run_slot = w->run_slot;
+    bp->kv_lo = lo;
     for (i = 0; i < n; i++) {             /* without want: the last row of each sequence */
         bool last = true;
         int j;
@@ -16629,6 +16777,7 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
     if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
         (st = mms__mllama_set_masks(c, b, &w, &tg, n_img)) != MMS_OK) goto done;
     if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;

@@ -5,7 +5,14 @@
      F32 output and accumulation): the ratio is the backend's overhead;
    - flash attention at 16 heads x 6432 tokens x 80 (the 4-tile vision encoder's shape), F16 K/V;
    - copies: device to device, host to device and back from pinned and from pageable memory;
-   - quantized decode GEMV (4096x4096 and 14336x4096, one column) per block type, in GB/s of weights.
+   - decode GEMV (4096x4096 and 14336x4096, one column) per weight type, in GB/s of weights and as
+     a fraction of the device's peak (memory clock x bus width);
+   - with --mllama f16|q4_k_m: Llama 3.2 11B Vision at full size (40 text layers, 32 + 8 vision
+     layers) with random weights (f16, or the text matrices in the Q4_K_M mix), written once to
+     build/ (about 21 GB or 7 GB) and loaded entirely on the GPU through the mllama API: a 4-tile
+     image encode (median of 3 images), a 64-token prompt, then single-token decodes (median), in
+     ms and tokens/s against the targets (f16 decode >= 160 tok/s, Q4_K_M >= 500, encode <= 50 ms
+     on an H200). --skip-micro runs only that.
    Times are medians of --reps runs (default 20) after a warm-up, taken around compute + synchronize,
    so launch overhead is included. One machine-readable line per case starts with "BENCH ". */
 #define MMS_CUDA
@@ -15,6 +22,7 @@
 #include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
+#include "random_mllama.h"
 
 static int reps = 20;
 
@@ -22,6 +30,8 @@ static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+static double median_of(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_double); return v[n / 2]; }
 
 static void die(const char *what) {
     fprintf(stderr, "bench_cuda: %s: %s\n", what, mms_last_error());
@@ -37,8 +47,7 @@ static double median_seconds(bool (*step)(void *arg), void *arg, const char *wha
         if (!step(arg)) die(what);
         if (i >= 0) t[i] = (double)(mms_time_us() - t0) * 1e-6;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    med = t[reps / 2];
+    med = median_of(t, reps);
     free(t);
     return med;
 }
@@ -105,7 +114,8 @@ static void bench_mul_mat_f16(mms_backend_t gpu) {
         mms_build_forward_expand(g, mms_mul_mat(ctx, a, b));
         if (!(buf = mms_backend_alloc_ctx_tensors(ctx, gpu))) die("alloc");
         fill_all(ctx);
-        report(bt ? "mul_mat f16 x f32 4096^3 (backend)" : "mul_mat f16 x f16 4096^3 (backend)", time_graph(gpu, g), flop, "TFLOP/s");
+        const double backend_s = time_graph(gpu, g);
+        report(bt ? "mul_mat f16 x f32 4096^3 (backend)" : "mul_mat f16 x f16 4096^3 (backend)", backend_s, flop, "TFLOP/s");
         if (!bt) {   /* the raw cuBLAS call on the same memory */
             struct gemm_run r;
             r.n = n;
@@ -113,7 +123,9 @@ static void bench_mul_mat_f16(mms_backend_t gpu) {
             r.b = b->data;
             r.c = mms_graph_node(g, -1)->data;
             cublasCreate(&r.h);
-            report("mul_mat f16 x f16 4096^3 (raw cublasGemmEx)", median_seconds(gemm_step, &r, "cublasGemmEx"), flop, "TFLOP/s");
+            const double raw = median_seconds(gemm_step, &r, "cublasGemmEx");
+            report("mul_mat f16 x f16 4096^3 (raw cublasGemmEx)", raw, flop, "TFLOP/s");
+            printf("    the backend at %.0f%% of raw cuBLAS\n", 100.0 * raw / backend_s);
             cublasDestroy(r.h);
         }
         mms_backend_buffer_free(buf);
@@ -185,9 +197,19 @@ static void bench_copies(void) {
     mms_free(hctx);
 }
 
+/* The device's peak memory bandwidth in GB/s: twice the memory clock (double data rate) times the bus width. */
+static double peak_gbs(void) {
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, 0) != cudaSuccess) return 0.0;
+    return 2.0 * (double)khz * 1e3 * (double)bits / 8.0 * 1e-9;
+}
+
 static void bench_quant_gemv(mms_backend_t gpu) {
     const enum mms_type types[5] = { MMS_TYPE_F16, MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
     const int64_t rows[2] = { 4096, 14336 };
+    const double peak = peak_gbs();
+    double sec;
     int t, r;
     for (t = 0; t < 5; t++)
         for (r = 0; r < 2; r++) {
@@ -202,29 +224,139 @@ static void bench_quant_gemv(mms_backend_t gpu) {
             if (!(buf = mms_backend_alloc_ctx_tensors(ctx, gpu))) die("alloc");
             fill_all(ctx);
             snprintf(name, sizeof name, "decode GEMV %s %lldx4096", mms_type_name(types[t]), (long long)rows[r]);
-            report(name, time_graph(gpu, g), (double)mms_nbytes(w), "GB/s");
+            sec = time_graph(gpu, g);
+            report(name, sec, (double)mms_nbytes(w), "GB/s");
+            if (peak > 0.0) printf("    %.0f%% of the peak %.0f GB/s\n", 100.0 * (double)mms_nbytes(w) / sec * 1e-9 / peak, peak);
             mms_backend_buffer_free(buf);
             mms_free(ctx);
         }
 }
 
+/* -- the whole model -- */
+
+static void target(const char *what, double value, double goal, bool at_least, const char *unit) {
+    const bool met = at_least ? value >= goal : value <= goal;
+    printf("TARGET %-36s %10.2f %s (target %s %.0f): %s\n", what, value, unit, at_least ? ">=" : "<=", goal, met ? "met" : "MISSED");
+}
+
+static bool bench_mllama(mms_backend_t gpu, const char *weights, int n_text, int n_local, int n_decode) {
+    const bool q4 = !strcmp(weights, "q4_k_m");
+    const int n_global = (n_local + 3) / 4, n_prompt = 64, n_images = 3;
+    struct mms_mllama_hparams hp;
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_model *m = NULL;
+    struct mms_mllama_context *c = NULL;
+    struct mms_mllama_image_params ip;
+    struct mms_mllama_timings t;
+    mms_backend_t cpu = mms_backend_cpu_init();
+    double enc[8], dec[256], ms;
+    int32_t tokens[64];
+    char path[160];
+    uint8_t *rgb = NULL;
+    bool ok = false;
+    FILE *f;
+    int i, k;
+    int64_t t0;
+    if (n_decode > 256) n_decode = 256;
+    mms_mllama_hparams_11b(&hp);
+    snprintf(path, sizeof path, "build/bench-mllama-11b-%s-t%d-v%d+%d.gguf", weights, n_text, n_local, n_global);
+    printf("\nLlama 3.2 11B Vision shapes, random %s weights, %d text layers, %d + %d vision layers, all on the GPU (%s)\n",
+           q4 ? "Q4_K_M-mix" : "f16", n_text, n_local, n_global, path);
+    if ((f = fopen(path, "rb")) != NULL) fclose(f);
+    else {
+        t0 = mms_time_us();
+        if (!write_mllama_gguf_as(path, &hp, n_text, n_local, n_global, q4)) { remove(path); goto done; }
+        printf("wrote the model in %.1f s\n", (double)(mms_time_us() - t0) * 1e-6);
+    }
+    memset(&lp, 0, sizeof lp);
+    lp.path = path;
+    lp.cpu = cpu;
+    lp.gpu = gpu;
+    lp.n_gpu_layers = 1000;
+    lp.vision_on_gpu = true;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 2048;
+    cp.n_batch = 512;
+    cp.max_images = 1;
+    t0 = mms_time_us();
+    if (!(m = mms_mllama_model_load(&lp)) || !(c = mms_mllama_context_new(m, &cp))) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
+    printf("loaded in %.1f s\n", (double)(mms_time_us() - t0) * 1e-6);
+    ip = mms_mllama_model_image_params(m);
+    rgb = (uint8_t *)malloc((size_t)1120 * 1120 * 3);   /* 2 x 2 tiles */
+    for (k = 0; k < n_images; k++) {                    /* a different picture each time: no cached encode */
+        struct mms_mllama_image img;
+        for (i = 0; i < 1120 * 1120 * 3; i++) rgb[i] = (uint8_t)((i * 7 + k * 131) ^ (i >> 11));
+        memset(&img, 0, sizeof img);
+        if (mms_mllama_preprocess_image(&ip, rgb, 1120, 1120, 0, &img) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
+        mms_mllama_kv_clear(c);
+        mms_mllama_reset_timings(c);
+        t0 = mms_time_us();
+        if (mms_mllama_add_image(c, &img) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); mms_mllama_image_free(&img); goto done; }
+        enc[k] = (double)(mms_time_us() - t0) * 1e-3;
+        mms_mllama_get_timings(c, &t);
+        printf("    image %d: %.2f ms (encoder + projector %.2f, cross K/V %.2f)\n", k, enc[k], t.encode_ms, t.cross_kv_ms);
+        mms_mllama_image_free(&img);
+    }
+    ms = median_of(enc, n_images);
+    printf("BENCH mllama_%s_encode_4tiles ms=%.3f\n", weights, ms);
+    for (i = 0; i < n_prompt; i++) tokens[i] = i == 0 ? hp.image_token_id : (int32_t)((i * 7919) % 128000);
+    t0 = mms_time_us();
+    if (mms_mllama_decode(c, tokens, n_prompt, NULL) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
+    printf("BENCH mllama_%s_prefill_%d ms=%.3f\n", weights, n_prompt, (double)(mms_time_us() - t0) * 1e-3);
+    for (i = 0; i < n_decode; i++) {
+        int32_t tok = (int32_t)(1000 + i);
+        t0 = mms_time_us();
+        if (mms_mllama_decode(c, &tok, 1, NULL) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
+        dec[i] = (double)(mms_time_us() - t0) * 1e-3;
+    }
+    ms = median_of(dec, n_decode);
+    printf("BENCH mllama_%s_decode ms=%.3f tok/s=%.1f (median of %d, after a %d-token prompt)\n", weights, ms, 1000.0 / ms, n_decode, n_prompt);
+    if (n_text == 40 && n_local == 32) {
+        target(q4 ? "decode, Q4_K_M-mix weights" : "decode, f16 weights", 1000.0 / ms, q4 ? 500.0 : 160.0, true, "tok/s");
+        target("4-tile image encode", median_of(enc, n_images), 50.0, false, "ms");
+    }
+    ok = true;
+done:
+    free(rgb);
+    mms_mllama_context_free(c);
+    mms_mllama_model_free(m);
+    mms_backend_free(cpu);
+    return ok;
+}
+
 int main(int argc, char **argv) {
     mms_backend_t gpu;
-    int i;
+    const char *mllama = NULL;
+    int i, skip_micro = 0, n_text = 40, n_local = 32, n_decode = 64;
+    bool ok = true;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--reps N]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--mllama") && i + 1 < argc) mllama = argv[++i];
+        else if (!strcmp(argv[i], "--text-layers") && i + 1 < argc) n_text = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--vision-layers") && i + 1 < argc) n_local = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--decode-tokens") && i + 1 < argc) n_decode = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--skip-micro")) skip_micro = 1;
+        else {
+            fprintf(stderr, "usage: %s [--reps N] [--skip-micro] [--mllama f16|q4_k_m [--text-layers N] [--vision-layers N] [--decode-tokens N]]\n", argv[0]);
+            return 2;
+        }
     }
     if (reps < 1) reps = 1;
+    if (mllama && strcmp(mllama, "f16") && strcmp(mllama, "q4_k_m")) { fprintf(stderr, "bench_cuda: --mllama f16 or q4_k_m, not '%s'\n", mllama); return 2; }
+    if (n_text < 1 || n_local < 1 || n_decode < 1) { fprintf(stderr, "bench_cuda: layer and token counts must be positive\n"); return 2; }
     if (!(gpu = mms_backend_cuda_init(0))) {
         printf("SKIP bench_cuda: %s\n", mms_last_error());
         return 0;
     }
-    printf("%-52s %13s %15s\n", "case", "median", "rate");
-    bench_mul_mat_f16(gpu);
-    bench_flash_attention(gpu);
-    bench_copies();
-    bench_quant_gemv(gpu);
+    if (!skip_micro) {
+        printf("%-52s %13s %15s\n", "case", "median", "rate");
+        bench_mul_mat_f16(gpu);
+        bench_flash_attention(gpu);
+        bench_copies();
+        bench_quant_gemv(gpu);
+    }
+    if (mllama) ok = bench_mllama(gpu, mllama, n_text, n_local, n_decode);
     mms_backend_free(gpu);
-    return 0;
+    return ok ? 0 : 1;
 }

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "q4_k_m.h"
 
 /* A Hugging Face checkpoint folder: one with a config.json. */
 static bool is_folder(const char *path) {
@@ -141,48 +142,12 @@ static bool parse_type(const char *s, struct target *t) {
     return false;
 }
 
-static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The layer of a text tensor "blk.N.*", else -1. */
-static int text_layer(const char *name) {
-    const char *p;
-    char *end;
-    long v;
-    if (!starts_with(name, "blk.")) return -1;
-    p = name + 4;
-    if (!isdigit((unsigned char)*p)) return -1;
-    v = strtol(p, &end, 10);
-    return *end == '.' && v >= 0 && v < 1000000 ? (int)v : -1;
-}
-
 static bool is_vision(const char *name) { return starts_with(name, "v.") || starts_with(name, "mm."); }
 
 static bool is_vision_embedding(const char *name) {
     return starts_with(name, "v.patch_embd") || starts_with(name, "v.class_embd") || starts_with(name, "v.position_embd") ||
            starts_with(name, "v.tile_position_embd") || starts_with(name, "v.pre_tile_position_embd") ||
            starts_with(name, "v.post_tile_position_embd");
-}
-
-/* The Q4_K_M rule: layer i of n gets more bits in the first and last eighth and every third
-   layer in between. */
-static bool more_bits(int i, int n) {
-    int eighth = n / 8;
-    return i < eighth || i >= n - eighth || (i - eighth) % 3 == 2;
-}
-
-/* The type the mix wants for a tensor (before the block check). */
-static enum mms_type mix_type(const char *name, int n_layer, enum mms_type base) {
-    int il = text_layer(name);
-    if (strcmp(name, "output.weight") == 0) return MMS_TYPE_Q6_K;
-    if (il >= 0 && (ends_with(name, ".attn_v.weight") || ends_with(name, ".cross_attn_v_proj.weight") || ends_with(name, ".ffn_down.weight")) &&
-        more_bits(il, n_layer))
-        return MMS_TYPE_Q6_K;
-    return base;
 }
 
 static long file_size(const char *path) {

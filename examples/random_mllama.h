@@ -12,17 +12,23 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "q4_k_m.h"
 
-struct gguf_gen { struct mms_gguf_writer *w; unsigned state; int failed; };
+struct gguf_gen { struct mms_gguf_writer *w; unsigned state; int failed; int q4_k_m_layers; };   /* > 0: text matrices in the Q4_K_M mix */
 
-/* One weight: matrices f16 (the 11B model's type), vectors f32; values uniform in offset +- scale. */
+/* One weight: matrices f16 (the 11B model's type; with q4_k_m_layers set, a text matrix gets the
+   Q4_K_M mix's type instead), vectors f32; values uniform in offset +- scale. */
 static void gen_weight(struct gguf_gen *g, const char *name, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                        float scale, float offset) {
-    const int64_t ne[4] = { ne0, ne1, ne2, ne3 }, n = ne0 * ne1 * ne2 * ne3, pool = n < (1 << 20) ? n : (1 << 20);
-    const enum mms_type type = n_dims >= 2 && ne1 > 1 ? MMS_TYPE_F16 : MMS_TYPE_F32;
+    const int64_t ne[4] = { ne0, ne1, ne2, ne3 }, n = ne0 * ne1 * ne2 * ne3;
+    const bool matrix = n_dims == 2 && ne1 > 1, text = !starts_with(name, "v.") && !starts_with(name, "mm.");
+    const enum mms_type type = !matrix ? (n_dims >= 2 && ne1 > 1 ? MMS_TYPE_F16 : MMS_TYPE_F32)
+                             : g->q4_k_m_layers > 0 && text ? mix_type(name, g->q4_k_m_layers, MMS_TYPE_Q4_K) : MMS_TYPE_F16;
+    const int64_t bs = mms_blck_size(type);    /* the pool is tiled in whole blocks; quantizing a smaller one is quicker */
+    const int64_t pool_max = bs > 1 ? (1 << 16) : (1 << 20), pool = n < pool_max ? n : pool_max;
     const size_t ts = mms_type_size(type);
     float *v = (float *)malloc((size_t)pool * sizeof *v);
-    char *data = (char *)malloc((size_t)n * ts);
+    char *data = (char *)malloc((size_t)(n / bs) * ts);
     int64_t i;
     if (g->failed) { free(v); free(data); return; }
     if (!v || !data) { g->failed = 1; fprintf(stderr, "out of memory for %s\n", name); free(v); free(data); return; }
@@ -34,8 +40,8 @@ static void gen_weight(struct gguf_gen *g, const char *name, int n_dims, int64_t
     for (i = pool; i < n; i += pool) {     /* tile the pool from a random start: values do not change the speed */
         int64_t start, len = n - i < pool ? n - i : pool;
         g->state = g->state * 1664525u + 1013904223u;
-        start = (int64_t)(g->state % (unsigned)(pool - len + 1));
-        memcpy(data + i * (int64_t)ts, data + start * (int64_t)ts, (size_t)len * ts);
+        start = (int64_t)(g->state % (unsigned)((pool - len) / bs + 1)) * bs;
+        memcpy(data + i / bs * (int64_t)ts, data + start / bs * (int64_t)ts, (size_t)(len / bs) * ts);
     }
     if (mms_gguf_writer_add_tensor(g->w, name, type, n_dims, ne, data) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); g->failed = 1; }
     free(v);
@@ -57,7 +63,9 @@ static void gen_vision_layer(struct gguf_gen *g, const char *prefix, int il, int
 #undef VN
 }
 
-static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global) {
+/* q4_k_m: the text matrices in the Q4_K_M mix (random blocks; the vision tower stays f16, as
+   quantize does by default), else every matrix f16. */
+static int write_mllama_gguf_as(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global, bool q4_k_m) {
     static const int32_t taps11b[5] = { 3, 7, 15, 23, 30 };
     const int64_t D = hp->n_embd, FF = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
     const int64_t VD = hp->v_n_embd, VT = hp->v_max_tiles, VN = (int64_t)(hp->v_image_size / hp->v_patch_size) * (hp->v_image_size / hp->v_patch_size) + 1;
@@ -68,6 +76,7 @@ static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *
     char n[96];
     memset(g, 0, sizeof *g);
     g->state = 12345;
+    g->q4_k_m_layers = q4_k_m ? n_text : 0;
     g->w = mms_gguf_writer_new();
     if (!g->w) return 0;
     for (il = 3; il < n_text && n_cross < 8; il += 5) cross[n_cross++] = il;   /* the 11B model's layers 3, 8, 13, ... */
@@ -140,6 +149,10 @@ static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *
     if (!g->failed && mms_gguf_writer_write(g->w, path) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); g->failed = 1; }
     mms_gguf_writer_free(g->w);
     return !g->failed;
+}
+
+static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global) {
+    return write_mllama_gguf_as(path, hp, n_text, n_local, n_global, false);
 }
 #undef GEN1
 #undef GEN2

@@ -2,11 +2,25 @@
    mmsched_cuda.cu: device and pinned buffers, copies between them, async copies and events, the
    errors (no device, bad device, out of device memory, a bad get_rows index found by a kernel).
    Without a GPU at run time the device cases print SKIP and the no-device errors are checked. The
-   ops are compared with the CPU by test_backend_ops, the scheduler by test_sched, both built for CUDA. */
+   ops are compared with the CPU by test_backend_ops, the scheduler by test_sched, both built for CUDA.
+   Built a second time as test_cuda_mock, linked with the backend built against the mock CUDA
+   runtime (tests/cuda_mock.h: two devices by default), where every case runs on machines without a
+   GPU and the mock's own checks are asserted too (MMS_CUDA_MOCK). */
 #define MMS_CUDA
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
+#include "mllama_load.h"
+#include "ref_gguf.h"
+#include "demo_on_device.h"
+#ifdef MMS_CUDA_MOCK
+#include "cuda_mock_api.h"
+static struct mms_cuda_mock_stats mock_stats(void) {
+    struct mms_cuda_mock_stats s;
+    mms_cuda_mock_get_stats(&s);
+    return s;
+}
+#endif
 
 static int n_devices;
 
@@ -135,6 +149,219 @@ static void test_bad_index_found_by_a_kernel(void) {
     mms_backend_free(gpu);
 }
 
+/* A bad index in the graph computed first is reported by name at the synchronize, even when
+   another graph (with get_rows of its own) was queued in between. */
+static void test_bad_index_named_at_synchronize(void) {
+    mms_backend_t gpu;
+    struct mms_context *ctx;
+    struct mms_tensor *a, *idx1, *idx2;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g1, *g2;
+    int32_t bad[2] = { 1, 9 }, good[2] = { 0, 1 };
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    ctx = test_ctx(true);
+    a = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 8, 4);
+    idx1 = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 2);
+    idx2 = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 2);
+    g1 = mms_new_graph(ctx);
+    mms_build_forward_expand(g1, mms_set_name(mms_get_rows(ctx, a, idx1), "first_rows"));
+    g2 = mms_new_graph(ctx);
+    mms_build_forward_expand(g2, mms_set_name(mms_get_rows(ctx, a, idx2), "second_rows"));
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    mms_backend_tensor_set(idx1, bad, 0, sizeof bad);
+    mms_backend_tensor_set(idx2, good, 0, sizeof good);
+    test_capture_log();
+    EXPECT(mms_backend_graph_compute_async(gpu, g1) == MMS_OK && mms_backend_graph_compute_async(gpu, g2) == MMS_OK, "queue: %s", mms_last_error());
+    EXPECT_ERROR(mms_backend_synchronize(gpu), MMS_ERR_INVALID_ARG, "'first_rows'", "index 9");
+    EXPECT(strstr(mms_last_error(), "second_rows") == NULL, "the other graph's node is named: %s", mms_last_error());
+    EXPECT(mms_backend_synchronize(gpu) == MMS_OK, "the fault is reported once: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+
+/* A shared mask row out of range is found by the attention kernel and reported by name. */
+static void test_bad_mask_row_found_by_a_kernel(void) {
+    mms_backend_t gpu;
+    struct mms_context *ctx;
+    struct mms_tensor *q, *k, *v, *mask, *rows;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g;
+    int32_t r[4] = { 0, 1, 3, 0 };
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    ctx = test_ctx(true);
+    q = mms_new_tensor_3d(ctx, MMS_TYPE_F32, 64, 4, 2);
+    k = mms_new_tensor_3d(ctx, MMS_TYPE_F16, 64, 16, 2);
+    v = mms_new_tensor_3d(ctx, MMS_TYPE_F16, 64, 16, 2);
+    mask = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 16, 2);
+    rows = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 4);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, mms_set_name(mms_flash_attn_ext_mask_rows(ctx, q, k, v, mask, rows, 0.125f, 0.0f, 0.0f), "vision_attn"));
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    mms_backend_buffer_clear(buf, 0);
+    mms_backend_tensor_set(rows, r, 0, sizeof r);
+    test_capture_log();
+    EXPECT_ERROR(mms_backend_graph_compute(gpu, g), MMS_ERR_INVALID_ARG, "FLASH_ATTN_EXT 'vision_attn'", "mask row index 3", "0..1");
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+
+/* A decode-size product over 70000 batches: more blocks in y or z than one launch takes. */
+static void test_large_batch_product(void) {
+    const int64_t K = 32, batch = 70000;
+    mms_backend_t gpu, cpu;
+    struct mms_context *ctx;
+    struct mms_tensor *w, *x, *y;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g;
+    float *xs, *ys, wf[32];
+    unsigned char wq[34];
+    int64_t i, bad = 0;
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    cpu = mms_backend_cpu_init();
+    ctx = test_ctx(true);
+    w = mms_new_tensor_2d(ctx, MMS_TYPE_Q8_0, K, 1);
+    x = mms_new_tensor_3d(ctx, MMS_TYPE_F32, K, 1, batch);
+    y = mms_mul_mat(ctx, w, x);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, y);
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    xs = (float *)malloc(sizeof *xs * (size_t)(K * batch));
+    ys = (float *)malloc(sizeof *ys * (size_t)batch);
+    /* integers with 127 the largest in every block: the 8-bit steps are 1, every product and sum exact */
+    for (i = 0; i < K; i++) wf[i] = i == 0 ? 127.0f : (float)(i % 7) - 3.0f;
+    for (i = 0; i < K * batch; i++) xs[i] = i % K == 0 ? 127.0f : (float)((i * 37) % 11) - 5.0f;
+    mms_get_type_traits(MMS_TYPE_Q8_0)->from_float(wf, wq, K);
+    mms_backend_tensor_set(w, wq, 0, sizeof wq);
+    mms_backend_tensor_set(x, xs, 0, sizeof *xs * (size_t)(K * batch));
+#ifdef MMS_CUDA_MOCK
+    mms_cuda_mock_skip_kernels(1);        /* 70000 blocks of emulated threads take too long: launches only */
+#endif
+    EXPECT(mms_backend_graph_compute(gpu, g) == MMS_OK, "compute: %s", mms_last_error());
+#ifdef MMS_CUDA_MOCK
+    mms_cuda_mock_skip_kernels(0);
+#else
+    mms_backend_tensor_get(y, ys, 0, sizeof *ys * (size_t)batch);
+    for (i = 0; i < batch; i++) {
+        float want = 0.0f;
+        int64_t k;
+        for (k = 0; k < K; k++) want += wf[k] * xs[i * K + k];
+        bad += ys[i] != want;
+    }
+    EXPECT(bad == 0, "%lld of %lld batches wrong", (long long)bad, (long long)batch);
+#endif
+    (void)bad;
+    free(xs);
+    free(ys);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(cpu);
+    mms_backend_free(gpu);
+}
+
+#ifdef MMS_CUDA_MOCK
+/* A failed call's error is its own: the next, unrelated launch does not report it again. */
+static void test_a_failure_is_reported_once(void) {
+    mms_backend_t gpu = mms_backend_cuda_init(0);
+    struct mms_context *ctx = test_ctx(true);
+    struct mms_tensor *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 64), *y = mms_scale(ctx, x, 2.0f);
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    mms_backend_buffer_t buf;
+    float in[64];
+    mms_build_forward_expand(g, y);
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    fill_pattern(in, 64, 1.0f);
+    test_capture_log();
+    mms_cuda_mock_fail_next("cudaMemcpy");
+    EXPECT_ERROR(mms_backend_tensor_set(x, in, 0, sizeof in), MMS_ERR_BACKEND, "cudaMemcpy");
+    EXPECT(mms_backend_graph_compute(gpu, g) == MMS_OK, "the next compute: %s", mms_last_error());
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+#endif
+
+/* A copy between two tensors of GPU 1 while GPU 0 is the current device (its buffer was made
+   last): the copy runs on GPU 1 (whose legacy stream waits for GPU 1's backends). */
+static void test_copy_on_another_device(void) {
+    struct mms_context *c1, *c0;
+    struct mms_tensor *a, *b;
+    mms_backend_buffer_t b1, b0;
+    float in[256], out[256];
+    if (n_devices < 2) { printf("SKIP %s: %d CUDA device(s)\n", __func__, n_devices); return; }
+    c1 = test_ctx(true);
+    c0 = test_ctx(true);
+    a = mms_new_tensor_1d(c1, MMS_TYPE_F32, 256);
+    b = mms_new_tensor_1d(c1, MMS_TYPE_F32, 256);
+    mms_new_tensor_1d(c0, MMS_TYPE_F32, 16);
+    b1 = mms_backend_alloc_ctx_tensors_from_buft(c1, mms_backend_cuda_buffer_type(1));
+    b0 = mms_backend_alloc_ctx_tensors_from_buft(c0, mms_backend_cuda_buffer_type(0));
+    fill_pattern(in, 256, -2.0f);
+    EXPECT(mms_backend_tensor_set(a, in, 0, sizeof in) == MMS_OK, "set: %s", mms_last_error());
+    mms_backend_buffer_clear(b0, 0);      /* device 0 current again */
+    EXPECT(mms_backend_tensor_copy(a, b) == MMS_OK && mms_backend_tensor_get(b, out, 0, sizeof out) == MMS_OK &&
+           memcmp(in, out, sizeof in) == 0, "copy on GPU 1: %s", mms_last_error());
+#ifdef MMS_CUDA_MOCK
+    EXPECT(mock_stats().wrong_device == 0, "%ld copies ran with another device current", mock_stats().wrong_device);
+#endif
+    mms_backend_buffer_free(b1);
+    mms_backend_buffer_free(b0);
+    mms_free(c1);
+    mms_free(c0);
+}
+
+/* What one decode step launches, counted by the mock runtime (on a GPU: not counted). */
+struct launch_count { long kernels, gemms, graphs, tokens; };
+#ifdef MMS_CUDA_MOCK
+static struct mms_cuda_mock_stats token_start;
+static void count_token(int after, void *user) {
+    struct launch_count *c = (struct launch_count *)user;
+    struct mms_cuda_mock_stats now = mock_stats();
+    if (!after) { token_start = now; return; }
+    c->kernels += now.kernels - token_start.kernels;
+    c->gemms += now.gemms - token_start.gemms;
+    c->graphs += now.graph_launches - token_start.graph_launches;
+    c->tokens++;
+}
+#endif
+
+/* The demo model with every text layer, the head and the vision tower on the GPU: its greedy
+   tokens equal the CPU's. On the mock runtime, one case (the kernels are emulated) and the
+   launches per decoded token. */
+static void test_demo_model_on_the_gpu(void) {
+    mms_backend_t gpu, cpu;
+    struct launch_count count;
+    int n_cases, n_same;
+    int64_t t0 = mms_time_us();
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    cpu = mms_backend_cpu_init();
+    memset(&count, 0, sizeof count);
+#ifdef MMS_CUDA_MOCK
+    n_cases = 1;
+    n_same = demo_compare(cpu, gpu, n_cases, 8, count_token, &count);
+    EXPECT(count.tokens > 0, "no decode step counted");
+    if (count.tokens > 0)
+        printf("    decode: %.1f kernel launches, %.1f cuBLAS calls, %.1f CUDA graph launches per token (mean of %ld)\n",
+               (double)count.kernels / (double)count.tokens, (double)count.gemms / (double)count.tokens,
+               (double)count.graphs / (double)count.tokens, count.tokens);
+#else
+    n_cases = 3;
+    n_same = demo_compare(cpu, gpu, n_cases, 12, NULL, NULL);
+#endif
+    printf("    demo model on %s: %d/%d greedy continuations equal the CPU's (%.1f s)\n", mms_backend_name(gpu), n_same, n_cases,
+           (double)(mms_time_us() - t0) / 1e6);
+    mms_backend_free(cpu);
+    mms_backend_free(gpu);
+}
+
 /* Several GPUs are several backends: a tensor copied from GPU 0 to GPU 1 asynchronously. */
 static void test_two_devices(void) {
     mms_backend_t g0, g1;
@@ -155,12 +382,40 @@ static void test_two_devices(void) {
     mms_backend_tensor_set(a, in, 0, sizeof in);
     EXPECT(mms_backend_tensor_copy_async(g0, g1, a, b) == MMS_OK && mms_backend_synchronize(g1) == MMS_OK, "peer copy: %s", mms_last_error());
     EXPECT(mms_backend_tensor_get(b, out, 0, sizeof out) == MMS_OK && memcmp(in, out, sizeof in) == 0, "peer copy data");
+    memset(out, 0, sizeof out);
+    EXPECT(mms_backend_tensor_copy(b, a) == MMS_OK && mms_backend_tensor_get(a, out, 0, sizeof out) == MMS_OK &&
+           memcmp(in, out, sizeof in) == 0, "buffer copy between GPUs: %s", mms_last_error());
+#ifdef MMS_CUDA_MOCK
+    EXPECT(mock_stats().staged_peer_copies == 0, "%ld copies between GPUs without peer access", mock_stats().staged_peer_copies);
+#endif
     mms_backend_buffer_free(b0);
     mms_backend_buffer_free(b1);
     mms_free(c0);
     mms_free(c1);
     mms_backend_free(g0);
     mms_backend_free(g1);
+}
+
+/* More GPUs than the backend's per-device tables hold (CU_MAX_DEVICES, 16 by default): all are
+   counted, and those past the tables are refused with an error that says so, never used as
+   another device nor dropped from the count silently. On the mock runtime (it can have 18). */
+static void test_devices_past_the_tables(void) {
+#ifdef MMS_CUDA_MOCK
+    const int before = mms_cuda_mock_set_devices(18);
+    mms_backend_t last, past;
+    EXPECT(mms_backend_cuda_get_device_count() == 18, "%d devices counted of 18", mms_backend_cuda_get_device_count());
+    last = mms_backend_cuda_init(15);
+    EXPECT(last != NULL, "device 15: %s", mms_last_error());
+    past = mms_backend_cuda_init(16);
+    EXPECT(!past && mms_last_status() == MMS_ERR_UNSUPPORTED && strstr(mms_last_error(), "device 16") &&
+           strstr(mms_last_error(), "0..15 of the 18 present"), "device 16: %s", past ? "made" : mms_last_error());
+    EXPECT(!mms_backend_cuda_buffer_type(17) && strstr(mms_last_error(), "device 17"), "buffer type of device 17: %s", mms_last_error());
+    if (last) mms_backend_free(last);
+    if (past) mms_backend_free(past);
+    mms_cuda_mock_set_devices(before);
+#else
+    test_skip("needs the mock runtime's device count");
+#endif
 }
 
 int main(void) {
@@ -172,6 +427,15 @@ int main(void) {
     RUN(test_buffers_and_copies);
     RUN(test_async_copies_and_events);
     RUN(test_bad_index_found_by_a_kernel);
+    RUN(test_bad_index_named_at_synchronize);
+    RUN(test_bad_mask_row_found_by_a_kernel);
+    RUN(test_large_batch_product);
+#ifdef MMS_CUDA_MOCK
+    RUN(test_a_failure_is_reported_once);
+#endif
+    RUN(test_copy_on_another_device);
+    RUN(test_demo_model_on_the_gpu);
     RUN(test_two_devices);
+    RUN(test_devices_past_the_tables);
     return test_summary();
 }

@@ -1028,6 +1028,80 @@ static void test_dup_cont(void) {
     }
 }
 
+/* ---- set_rows: rows of a written from b at indices ---- */
+
+static void test_set_rows(void) {
+    static const struct { enum mms_type ta, tb; int64_t na[4]; enum layout la; int64_t n; enum layout lb; } cfg[] = {
+        { F32, F32, { 6, 10, 2, 1 }, CONTIG,  4, CONTIG },
+        { F16, F32, { 64, 300, 1, 1 }, STRIDED, 3, PERMUTED },      /* a KV cache in f16, rows of an f32 batch */
+        { BF16, F16, { 5, 7, 3, 2 }, CONTIG,  7, STRIDED },
+    };
+    size_t k;
+    for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        struct tcase c;
+        struct mms_tensor *a, *b, *rows, *out;
+        const int64_t *na = cfg[k].na, nb[4] = { na[0], cfg[k].n, na[2], na[3] };
+        int64_t i;
+        case_begin(&c);
+        a = tensor_rand(&c, cfg[k].ta, na, cfg[k].la, -1, 1);
+        b = tensor_rand(&c, cfg[k].tb, nb, cfg[k].lb, -2, 2);
+        rows = tensor_rand(&c, I32, SHAPE(cfg[k].n, 1, 1, 1), CONTIG, 0, 0);
+        for (i = 0; i < cfg[k].n; i++) in_set(&c, rows, i, 0, 0, 0, (double)((i * 7 + 3) % na[1]));   /* distinct rows */
+        case_label(&c, "a %s b %s rows %s", desc(&c, a), desc(&c, b), desc(&c, rows));
+        out = case_out(&c, mms_set_rows(c.ctx, a, b, rows));
+        if (case_compute(&c)) {
+            double *ref = ref_new(na);
+            int64_t i0, i1, i2, i3;
+            FOR4(na) ref[AT(na, i0, i1, i2, i3)] = in_at(&c, a, i0, i1, i2, i3);
+            for (i3 = 0; i3 < na[3]; i3++) for (i2 = 0; i2 < na[2]; i2++) for (i1 = 0; i1 < cfg[k].n; i1++) for (i0 = 0; i0 < na[0]; i0++)
+                ref[AT(na, i0, (int64_t)in_at(&c, rows, i1, 0, 0, 0), i2, i3)] = round_to(cfg[k].ta, in_at(&c, b, i0, i1, i2, i3));
+            check(&c, "mms_set_rows", out, na, cfg[k].ta, ref, 0.0);
+        }
+        case_end(&c);
+    }
+    {   /* an index out of range is a compute error that names the op, not a crash */
+        struct tcase c;
+        const char *why;
+        struct mms_tensor *a, *b, *rows;
+        enum mms_status st;
+        case_begin(&c);
+        a = tensor_rand(&c, F32, SHAPE(4, 10, 1, 1), CONTIG, -1, 1);
+        b = tensor_rand(&c, F32, SHAPE(4, 3, 1, 1), CONTIG, -1, 1);
+        rows = tensor_rand(&c, I32, SHAPE(3, 1, 1, 1), CONTIG, 0, 9);
+        in_set(&c, rows, 2, 0, 0, 0, 10);
+        case_label(&c, "rows %s with index 10", desc(&c, rows));
+        case_out(&c, mms_set_rows(c.ctx, a, b, rows));
+        test_capture_log();
+        st = case_compute_status(&c, &why);
+        mms_log_set(NULL, NULL);
+        EXPECT(st == MMS_ERR_INVALID_ARG && strstr(why, "SET_ROWS") && strstr(why, "index 10"),
+               "set_rows %s: status %s, message '%s'", c.label, mms_status_string(st), why);
+        case_end(&c);
+    }
+}
+
+/* ---- cast: a new contiguous tensor of another float type ---- */
+
+static void test_cast(void) {
+    static const struct { enum mms_type from, to; int64_t ne[4]; enum layout lay; } cfg[] = {
+        { F32, F16,  { 7, 5, 3, 1 }, PERMUTED },
+        { F32, BF16, { 9, 4, 1, 2 }, STRIDED },
+        { F16, F32,  { 33, 2, 1, 1 }, TRANSPOSED },
+        { BF16, F16, { 5, 6, 1, 1 }, CONTIG },
+    };
+    size_t k;
+    for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        struct tcase c;
+        struct mms_tensor *a, *out;
+        case_begin(&c);
+        a = tensor_rand(&c, cfg[k].from, cfg[k].ne, cfg[k].lay, -300, 300);
+        case_label(&c, "a %s to %s", desc(&c, a), type_str(cfg[k].to));
+        out = case_out(&c, mms_cast(c.ctx, a, cfg[k].to));
+        if (case_compute(&c)) check(&c, "mms_cast", out, cfg[k].ne, cfg[k].to, ref_flat_copy(&c, a, cfg[k].to), 0.0);
+        case_end(&c);
+    }
+}
+
 /* ---- im2col (2-D and 1-D) and conv_2d ---- */
 
 static int64_t conv_out(int64_t in, int64_t k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
@@ -1128,24 +1202,28 @@ static void test_flash_attn(void) {
         enum mms_type tm; int64_t mh, mb;   /* mask type (0: none) and its dims 2, 3 (1 or H, 1 or B) */
         float scale, softcap;
         int64_t causal;                     /* > 0: also mask keys after query i + causal (whole key blocks masked) */
+        int64_t mrows;                      /* > 0: a mask of this many rows, each query row picks one (mask_rows) */
     } cfg[] = {
-        { 16, 16, 7, 4, 2, 2, 33,   F32, F32,  CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.25f, 0.0f, 0 },
-        { 8,  8,  3, 4, 1, 1, 1601, F32, F16,  PERMUTED, CONTIG,     STRIDED,  F16, 4, 1, 0.35f, 1.0f, 0 },
-        { 16, 12, 5, 4, 2, 1, 40,   F16, BF16, STRIDED,  TRANSPOSED, PERMUTED, 0,   1, 1, 0.25f, 0.0f, 0 },
-        { 64, 64, 1, 8, 2, 2, 129,  F32, F16,  CONTIG,   STRIDED,    CONTIG,   F32, 8, 2, 0.125f, 0.0f, 0 },
+        { 16, 16, 7, 4, 2, 2, 33,   F32, F32,  CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.25f, 0.0f, 0, 0 },
+        { 8,  8,  3, 4, 1, 1, 1601, F32, F16,  PERMUTED, CONTIG,     STRIDED,  F16, 4, 1, 0.35f, 1.0f, 0, 0 },
+        { 16, 12, 5, 4, 2, 1, 40,   F16, BF16, STRIDED,  TRANSPOSED, PERMUTED, 0,   1, 1, 0.25f, 0.0f, 0, 0 },
+        { 64, 64, 1, 8, 2, 2, 129,  F32, F16,  CONTIG,   STRIDED,    CONTIG,   F32, 8, 2, 0.125f, 0.0f, 0, 0 },
         /* the tiled kernel: query blocks of 96 rows (grouped heads share one), key blocks of 128 */
-        { 80, 80, 100, 2, 2, 1, 300, F32, F32, CONTIG,   STRIDED,    STRIDED,  0,   1, 1, 0.11f, 0.0f, 0 },   /* K in place, V copied */
-        { 80, 80, 50, 2, 2, 1, 260,  F32, F32, CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.11f, 0.0f, 0 },   /* K and V in place */
-        { 64, 48, 40, 8, 2, 1, 400,  F32, F16, STRIDED,  CONTIG,     CONTIG,   F16, 1, 1, 0.125f, 0.0f, 150 }, /* causal, GQA 4 */
-        { 128, 128, 1, 8, 2, 1, 1000, F32, F16, CONTIG,  CONTIG,     CONTIG,   F32, 1, 1, 0.09f, 0.0f, 700 }, /* decode, unused cache */
-        { 32, 40, 33, 2, 1, 2, 200,  F32, F32, CONTIG,   PERMUTED,   CONTIG,   F32, 2, 2, 0.2f, 2.0f, 0 },    /* softcap, Dv % 16 != 0 */
+        { 80, 80, 100, 2, 2, 1, 300, F32, F32, CONTIG,   STRIDED,    STRIDED,  0,   1, 1, 0.11f, 0.0f, 0, 0 },   /* K in place, V copied */
+        { 80, 80, 50, 2, 2, 1, 260,  F32, F32, CONTIG,   CONTIG,     CONTIG,   F32, 1, 1, 0.11f, 0.0f, 0, 0 },   /* K and V in place */
+        { 64, 48, 40, 8, 2, 1, 400,  F32, F16, STRIDED,  CONTIG,     CONTIG,   F16, 1, 1, 0.125f, 0.0f, 150, 0 }, /* causal, GQA 4 */
+        { 128, 128, 1, 8, 2, 1, 1000, F32, F16, CONTIG,  CONTIG,     CONTIG,   F32, 1, 1, 0.09f, 0.0f, 700, 0 }, /* decode, unused cache */
+        { 32, 40, 33, 2, 1, 2, 200,  F32, F32, CONTIG,   PERMUTED,   CONTIG,   F32, 2, 2, 0.2f, 2.0f, 0, 0 },    /* softcap, Dv % 16 != 0 */
+        /* shared mask rows: the vision encoder's padding pattern (2 rows), and 3 random rows per head */
+        { 80, 80, 120, 2, 2, 1, 120, F32, F32, CONTIG,   STRIDED,    STRIDED,  F16, 1, 1, 0.11f, 0.0f, 0, 2 },
+        { 16, 16, 7, 4, 2, 2, 33,    F32, F16, CONTIG,   CONTIG,     CONTIG,   F32, 4, 1, 0.25f, 0.0f, 0, 3 },
     };
     size_t k;
     for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
         struct tcase c;
-        struct mms_tensor *q, *kt, *v, *mask = NULL, *out;
+        struct mms_tensor *q, *kt, *v, *mask = NULL, *rows = NULL, *out;
         const int64_t D = cfg[k].D, Dv = cfg[k].Dv, n_q = cfg[k].n_q, H = cfg[k].H, B = cfg[k].B, n_kv = cfg[k].n_kv;
-        const int64_t nm[4] = { n_kv, n_q + 1, cfg[k].mh, cfg[k].mb }, ne[4] = { Dv, H, n_q, B };
+        const int64_t nm[4] = { n_kv, cfg[k].mrows ? cfg[k].mrows : n_q + 1, cfg[k].mh, cfg[k].mb }, ne[4] = { Dv, H, n_q, B };
         case_begin(&c);
         q = tensor_rand(&c, cfg[k].tq, SHAPE(D, n_q, H, B), cfg[k].lq, -1, 1);
         kt = tensor_rand(&c, cfg[k].tkv, SHAPE(D, n_kv, cfg[k].Hkv, B), cfg[k].lk, -1, 1);
@@ -1163,10 +1241,22 @@ static void test_flash_attn(void) {
                 for (b2 = 0; b2 < nm[3]; b2++) for (h2 = 0; h2 < nm[2]; h2++) for (iq = 0; iq < nm[1]; iq++)
                     for (i = iq + cfg[k].causal + 1; i < n_kv; i++) in_set(&c, mask, i, iq, h2, b2, -INFINITY);
             }
+            if (cfg[k].mrows == 2) {         /* row 0 sees every key, row 1 none of the padding (every 8th key and the last 20) */
+                for (i = 0; i < n_kv; i++) {
+                    in_set(&c, mask, i, 0, 0, 0, 0.0f);
+                    in_set(&c, mask, i, 1, 0, 0, i % 8 == 7 || i >= n_kv - 20 ? -INFINITY : 0.0f);
+                }
+            }
+        }
+        if (cfg[k].mrows) {
+            int64_t i;
+            rows = tensor_rand(&c, I32, SHAPE(n_q, 1, 1, 1), CONTIG, 0, (double)(cfg[k].mrows - 1));
+            if (cfg[k].mrows == 2) for (i = 0; i < n_q; i++) in_set(&c, rows, i, 0, 0, 0, i % 8 == 7 || i >= n_kv - 20 ? 1.0 : 0.0);
         }
         case_label(&c, "q %s k %s v %s mask %s scale %g softcap %g", desc(&c, q), desc(&c, kt), desc(&c, v),
                    mask ? desc(&c, mask) : "none", (double)cfg[k].scale, (double)cfg[k].softcap);
-        out = case_out(&c, mms_flash_attn_ext(c.ctx, q, kt, v, mask, cfg[k].scale, 0.0f, cfg[k].softcap));
+        out = case_out(&c, rows ? mms_flash_attn_ext_mask_rows(c.ctx, q, kt, v, mask, rows, cfg[k].scale, 0.0f, cfg[k].softcap)
+                                : mms_flash_attn_ext(c.ctx, q, kt, v, mask, cfg[k].scale, 0.0f, cfg[k].softcap));
         if (case_compute(&c)) {
             double *ref = ref_new(ne), *s = (double *)malloc((size_t)n_kv * sizeof *s);
             int64_t b, iq, h, j, d;
@@ -1178,7 +1268,7 @@ static void test_flash_attn(void) {
                     for (d = 0; d < D; d++) dot += in_at(&c, q, d, iq, h, b) * in_at(&c, kt, d, j, kh, b);
                     s[j] = dot * cfg[k].scale;
                     if (cfg[k].softcap != 0.0f) s[j] = cfg[k].softcap * tanh(s[j] / cfg[k].softcap);
-                    if (mask) s[j] += in_at(&c, mask, j, iq, h % nm[2], b % nm[3]);
+                    if (mask) s[j] += in_at(&c, mask, j, rows ? (int64_t)in_at(&c, rows, iq, 0, 0, 0) : iq, h % nm[2], b % nm[3]);
                     if (s[j] > max) max = s[j];
                 }
                 if (max == -INFINITY) continue;   /* every key masked: zeros */
@@ -1192,6 +1282,27 @@ static void test_flash_attn(void) {
             free(s);
             check(&c, "mms_flash_attn_ext", out, ne, F32, ref, 1e-8);
         }
+        case_end(&c);
+    }
+    {   /* a mask row out of range is a compute error that names the op, not a crash */
+        struct tcase c;
+        const char *why;
+        struct mms_tensor *q, *kt, *v, *mask, *rows;
+        enum mms_status st;
+        case_begin(&c);
+        q = tensor_rand(&c, F32, SHAPE(16, 5, 2, 1), CONTIG, -1, 1);
+        kt = tensor_rand(&c, F32, SHAPE(16, 9, 2, 1), CONTIG, -1, 1);
+        v = tensor_rand(&c, F32, SHAPE(16, 9, 2, 1), CONTIG, -1, 1);
+        mask = tensor_rand(&c, F32, SHAPE(9, 2, 1, 1), CONTIG, -1, 0);
+        rows = tensor_rand(&c, I32, SHAPE(5, 1, 1, 1), CONTIG, 0, 1);
+        in_set(&c, rows, 3, 0, 0, 0, 2);
+        case_label(&c, "mask rows %s with row 2 of a 2-row mask", desc(&c, rows));
+        case_out(&c, mms_flash_attn_ext_mask_rows(c.ctx, q, kt, v, mask, rows, 0.25f, 0.0f, 0.0f));
+        test_capture_log();
+        st = case_compute_status(&c, &why);
+        mms_log_set(NULL, NULL);
+        EXPECT(st == MMS_ERR_INVALID_ARG && strstr(why, "FLASH_ATTN_EXT") && strstr(why, "mask row 2"),
+               "flash_attn %s: status %s, message '%s'", c.label, mms_status_string(st), why);
         case_end(&c);
     }
 }
@@ -1360,6 +1471,14 @@ static void test_errors_matmul_attention(void) {
     BAD(ctx, mms_flash_attn_ext(ctx, q4, k, v, T(ctx, F32, 33, 7, 3, 1), 1, 0, 0), INVALID, "mms_flash_attn_ext", "[33,7,3,1]");
     BAD(ctx, mms_flash_attn_ext(ctx, q4, k, v, NULL, 1, 2.0f, 0), UNSUPP, "mms_flash_attn_ext", "max_bias");
     BAD(ctx, mms_flash_attn_ext(ctx, q4, k, v, NULL, 1, 0, -1.0f), INVALID, "mms_flash_attn_ext", "logit_softcap");
+    BAD(ctx, mms_cast(ctx, T(ctx, I32, 4, 1, 1, 1), F16), INVALID, "mms_cast", "[4,1,1,1]", "f16");
+    BAD(ctx, mms_set_rows(ctx, T(ctx, F32, 8, 9, 1, 1), T(ctx, F32, 7, 2, 1, 1), T(ctx, I32, 2, 1, 1, 1)), INVALID, "mms_set_rows", "[7,2,1,1]");
+    BAD(ctx, mms_set_rows(ctx, T(ctx, F32, 8, 9, 1, 1), T(ctx, F32, 8, 2, 1, 1), T(ctx, I32, 3, 1, 1, 1)), INVALID, "mms_set_rows", "[3,1,1,1]");
+    BAD(ctx, mms_set_rows(ctx, T(ctx, F32, 8, 9, 1, 1), T(ctx, F32, 8, 2, 1, 1), T(ctx, F32, 2, 1, 1, 1)), INVALID, "mms_set_rows", "rows");
+    BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, T(ctx, F32, 33, 2, 1, 1), NULL, 1, 0, 0), INVALID, "mms_flash_attn_ext_mask_rows", "NULL");
+    BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, NULL, T(ctx, I32, 7, 1, 1, 1), 1, 0, 0), INVALID, "mms_flash_attn_ext_mask_rows", "without a mask");
+    BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, T(ctx, F32, 33, 2, 1, 1), T(ctx, F32, 7, 1, 1, 1), 1, 0, 0), INVALID, "mask rows", "[7,1,1,1]");
+    BAD(ctx, mms_flash_attn_ext_mask_rows(ctx, q4, k, v, T(ctx, F32, 33, 2, 1, 1), T(ctx, I32, 6, 1, 1, 1), 1, 0, 0), INVALID, "mask rows", "[n_q] = [7]");
     mms_log_set(NULL, NULL);
     mms_free(ctx);
 }
@@ -1484,6 +1603,8 @@ int main(void) {
         run_numeric("im2col", test_im2col);
         run_numeric("conv_2d", test_conv_2d);
         run_numeric("flash_attn", test_flash_attn);
+        run_numeric("cast", test_cast);
+        run_numeric("set_rows", test_set_rows);
         run_numeric("views", test_views);
         run_numeric("thread_determinism", test_thread_determinism);
     }

@@ -85,6 +85,7 @@ enum mms_op {
     MMS_OP_PERMUTE        = 30,
     MMS_OP_TRANSPOSE      = 31,
     MMS_OP_REPEAT         = 32,
+    MMS_OP_SET_ROWS       = 33,
     MMS_OP_COUNT
 };
 
@@ -274,6 +275,12 @@ MMS_API struct mms_tensor *mms_rope_ext(struct mms_context *ctx, struct mms_tens
 MMS_API struct mms_tensor *mms_concat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, int dim);
 MMS_API struct mms_tensor *mms_pad(struct mms_context *ctx, struct mms_tensor *a, int p0, int p1, int p2, int p3);
 MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
+/* The converse: row rows[i] of a [ne0, R, ne2, ne3] becomes row i of b [ne0, n, ne2, ne3] (float
+   types, converted to a's), for every (ne2, ne3); rows I32 [n]. Returns a view of a (computing it
+   writes a), like mms_cpy. The rows are data, not part of the graph's shape: a KV cache written at
+   the positions of the batch gives the same graph at every position. An index out of range is a
+   compute error. [src[0] b, src[1] rows, src[2] a] */
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows);
 
 /* repeat tiles a over the shape of b (b.ne[i] % a.ne[i] == 0; only b's shape is used), any type. */
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
@@ -283,6 +290,9 @@ MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor
 MMS_API struct mms_tensor *mms_cpy(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b);
 MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a);
 MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a);
+/* a as a new contiguous tensor of another float type (a CONT node of that type), rounded to
+   nearest even: a result of its own, unlike mms_cpy's view of its destination. */
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type);
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1);
 MMS_API struct mms_tensor *mms_cont_3d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
 MMS_API struct mms_tensor *mms_cont_4d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
@@ -308,6 +318,14 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
                                               struct mms_tensor *v, struct mms_tensor *mask,
                                               float scale, float max_bias, float logit_softcap);
+/* The same with mask rows shared between query rows: query row i (of every head and batch) adds
+   mask row mask_rows[i] (I32 [n_q], each in 0 .. mask->ne[1] - 1, checked when computed) instead
+   of row i, so a mask of a few patterns holds just those: the vision encoder's padding mask is two
+   rows of n_kv (padding queries see no padding key, the others see every key) instead of n_q x
+   n_kv. [src[4] = mask_rows] */
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap);
 
 /* Views share memory with a; offsets and strides in bytes. The view must lie inside a's memory. */
 MMS_API struct mms_tensor *mms_view_1d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, size_t offset);

@@ -6,7 +6,8 @@ MMS_API const char *mms_op_name(enum mms_op op) {
     static const char *names[MMS_OP_COUNT] = {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "EXP", "TANH", "SILU", "GELU",
         "GELU_TANH", "SUM_ROWS", "ARGMAX", "NORM", "RMS_NORM", "MUL_MAT", "SOFT_MAX", "ROPE", "CONCAT", "PAD",
-        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT"
+        "IM2COL", "GET_ROWS", "CPY", "CONT", "FLASH_ATTN_EXT", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "REPEAT",
+        "SET_ROWS"
     };
     return (op >= 0 && op < MMS_OP_COUNT) ? names[op] : "INVALID";
 }
@@ -308,6 +309,28 @@ MMS_API struct mms_tensor *mms_get_rows(struct mms_context *ctx, struct mms_tens
     return mms__new_op(ctx, "mms_get_rows", MMS_OP_GET_ROWS, a->type == MMS_TYPE_I32 ? MMS_TYPE_I32 : MMS_TYPE_F32, 4, ne, a, b, NULL);
 }
 
+MMS_API struct mms_tensor *mms_set_rows(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b, struct mms_tensor *rows) {
+    const char *who = "mms_set_rows";
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, who, a, b) || !mms__args_ok(ctx, who, rows, rows)) return NULL;
+    if (!mms__require_float(ctx, who, "a", a) || !mms__require_float(ctx, who, "b", b) ||
+        !mms__require_type(ctx, who, "rows", rows, MMS_TYPE_I32)) return NULL;
+    if (b->ne[0] != a->ne[0] || b->ne[2] != a->ne[2] || b->ne[3] != a->ne[3] || rows->ne[0] != b->ne[1] || mms_nelements(rows) != b->ne[1]) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: a %s, b %s and rows %s do not fit (a [ne0, R, ne2, ne3], b [ne0, n, ne2, ne3], rows [n])",
+                       who, mms__tensor_desc(a).s, mms__tensor_desc(b).s, mms__tensor_desc(rows).s);
+        return NULL;
+    }
+    t = mms__new_tensor_impl(ctx, who, a->type, MMS_MAX_DIMS, a->ne, a, 0);   /* shares a's memory */
+    if (!t) return NULL;
+    memcpy(t->nb, a->nb, sizeof t->nb);
+    t->op = MMS_OP_SET_ROWS;
+    t->src[0] = b;
+    t->src[1] = rows;
+    t->src[2] = a;
+    mms_format_name(t, "%.50s (rows set)", a->name);
+    return t;
+}
+
 MMS_API struct mms_tensor *mms_repeat(struct mms_context *ctx, struct mms_tensor *a, struct mms_tensor *b) {
     if (!mms__args_ok(ctx, "mms_repeat", a, b)) return NULL;
     if (!mms__type_valid(a->type) || !mms_can_repeat(a, b)) {
@@ -383,6 +406,17 @@ MMS_API struct mms_tensor *mms_dup(struct mms_context *ctx, struct mms_tensor *a
 MMS_API struct mms_tensor *mms_cont(struct mms_context *ctx, struct mms_tensor *a) {
     if (!mms__args_ok(ctx, "mms_cont", a, a)) return NULL;
     return mms__cont_impl(ctx, "mms_cont", MMS_OP_CONT, a, 4, a->ne);
+}
+MMS_API struct mms_tensor *mms_cast(struct mms_context *ctx, struct mms_tensor *a, enum mms_type type) {
+    struct mms_tensor *t;
+    if (!mms__args_ok(ctx, "mms_cast", a, a)) return NULL;
+    if (!mms__type_is_float(a->type) || !mms__type_is_float(type)) {
+        mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "mms_cast: %s to %s: both must be f32, f16 or bf16", mms__tensor_desc(a).s, mms_type_name(type));
+        return NULL;
+    }
+    t = mms__new_op(ctx, "mms_cast", MMS_OP_CONT, type, 4, a->ne, a, NULL, NULL);
+    if (t) mms_format_name(t, "%.50s (%s)", a->name, mms_type_name(type));
+    return t;
 }
 MMS_API struct mms_tensor *mms_cont_2d(struct mms_context *ctx, struct mms_tensor *a, int64_t ne0, int64_t ne1) {
     int64_t ne[2];
@@ -476,10 +510,9 @@ MMS_API struct mms_tensor *mms_conv_2d(struct mms_context *ctx, struct mms_tenso
 
 /* -- attention -- */
 
-MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
-                                              struct mms_tensor *v, struct mms_tensor *mask,
-                                              float scale, float max_bias, float logit_softcap) {
-    const char *who = "mms_flash_attn_ext";
+static struct mms_tensor *mms__flash_attn_impl(struct mms_context *ctx, const char *who, struct mms_tensor *q, struct mms_tensor *k,
+                                               struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                               float scale, float max_bias, float logit_softcap) {
     int64_t ne[4];
     struct mms_tensor *t;
     if (!mms__args_ok(ctx, who, q, k)) return NULL;
@@ -498,7 +531,18 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
                        "v [Dv,n_kv,Hkv,B] with H a multiple of Hkv)", who, mms__tensor_desc(q).s, mms__tensor_desc(k).s, mms__tensor_desc(v).s);
         return NULL;
     }
-    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], q->ne[1], q->ne[2], q->ne[3])) return NULL;
+    if (mask_rows) {                 /* every query row picks its mask row: the mask needs only those */
+        if (!mask) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s without a mask", who, mms__tensor_desc(mask_rows).s);
+            return NULL;
+        }
+        if (!mms__require_type(ctx, who, "mask rows", mask_rows, MMS_TYPE_I32)) return NULL;
+        if (mask_rows->ne[0] != q->ne[1] || mms_nelements(mask_rows) != q->ne[1]) {
+            mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: mask rows %s must be [n_q] = [%lld]", who, mms__tensor_desc(mask_rows).s, (long long)q->ne[1]);
+            return NULL;
+        }
+    }
+    if (mask && !mms__check_mask(ctx, who, mask, k->ne[1], mask_rows ? 1 : q->ne[1], q->ne[2], q->ne[3])) return NULL;
     if (max_bias != 0.0f) {
         mms__ctx_error(ctx, MMS_ERR_UNSUPPORTED, "%s: max_bias %g (ALiBi) is not implemented; pass 0", who, (double)max_bias);
         return NULL;
@@ -511,8 +555,26 @@ MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mm
     t = mms__new_op(ctx, who, MMS_OP_FLASH_ATTN_EXT, MMS_TYPE_F32, 4, ne, q, k, v);
     if (!t) return NULL;
     t->src[3] = mask;
+    t->src[4] = mask_rows;
     mms__set_op_param_f32(t, 0, scale);
     mms__set_op_param_f32(t, 1, max_bias);
     mms__set_op_param_f32(t, 2, logit_softcap);
     return t;
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                              struct mms_tensor *v, struct mms_tensor *mask,
+                                              float scale, float max_bias, float logit_softcap) {
+    return mms__flash_attn_impl(ctx, "mms_flash_attn_ext", q, k, v, mask, NULL, scale, max_bias, logit_softcap);
+}
+
+MMS_API struct mms_tensor *mms_flash_attn_ext_mask_rows(struct mms_context *ctx, struct mms_tensor *q, struct mms_tensor *k,
+                                                        struct mms_tensor *v, struct mms_tensor *mask, struct mms_tensor *mask_rows,
+                                                        float scale, float max_bias, float logit_softcap) {
+    const char *who = "mms_flash_attn_ext_mask_rows";
+    if (!mask_rows) {
+        if (ctx && ctx->status == MMS_OK) mms__ctx_error(ctx, MMS_ERR_INVALID_ARG, "%s: argument mask_rows is NULL", who);
+        return NULL;
+    }
+    return mms__flash_attn_impl(ctx, who, q, k, v, mask, mask_rows, scale, max_bias, logit_softcap);
 }

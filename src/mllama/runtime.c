@@ -103,25 +103,19 @@ static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_co
                                      struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
-    int il;
     out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
     out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
-    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, L), "vision_mask");
+    out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, 2), "vision_mask");
+    out->in.mask_rows = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, L), "vision_mask_rows");
     mms_set_input(out->in.pixels);
     mms_set_input(out->in.aspect_id);
     mms_set_input(out->in.mask);
+    mms_set_input(out->in.mask_rows);
     out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
     if (keep) {
-        mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
-        for (il = 0; il < hp->n_layer; il++) {
-            if (!k[il]) continue;
-            mms_set_persistent(k[il]);
-            mms_set_persistent(v[il]);
-            mms_build_forward_expand(out->graph, k[il]);
-            mms_build_forward_expand(out->graph, v[il]);
-        }
+        mms__mllama_build_cross_kv(ctx, out->graph, c->m, out->projected, k, v);
     } else {
         mms_set_output(out->vision_out);
         mms_set_output(out->projected);
@@ -137,12 +131,11 @@ struct mms__mllama_text_graph {
     int n_kv, kv_lo;
 };
 
-/* The shape of one decode batch: rows, logits rows, the attention width and the cache slots the
-   rows write; gate: some row's sequence has no image while others have. */
+/* The shape of one decode batch: rows, logits rows, the attention width and its first cache slot
+   (the rows' own slots are an input); gate: some row's sequence has no image while others have. */
 struct mms__mllama_batch_plan {
-    int                          n, n_out, n_kv;
-    struct mms__mllama_kv_layout kv;
-    bool                         gate;
+    int  n, n_out, n_kv, kv_lo;
+    bool gate;
 };
 
 /* The decode graph of a batch; cross K/V of the given per-layer lists of n_img images (n_img 0:
@@ -154,14 +147,16 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     const int n = bp->n, n_out = bp->n_out;
     int il, j;
     out->n_kv = bp->n_kv;
-    out->kv_lo = bp->kv.kv_lo;
+    out->kv_lo = bp->kv_lo;
     memset(&out->in, 0, sizeof out->in);
     out->in.tokens = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "tokens");
     out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
+    out->in.slots = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "kv_slots");
     out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
     out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
     mms_set_input(out->in.tokens);
     mms_set_input(out->in.pos);
+    mms_set_input(out->in.slots);
     mms_set_input(out->in.kq_mask);
     mms_set_input(out->in.out_ids);
     if (n_img > 0) {
@@ -186,7 +181,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     }
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
-    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, &bp->kv, &out->in);
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, bp->kv_lo, &out->in);
     mms_build_forward_expand(out->graph, out->logits);
 }
 
@@ -207,8 +202,8 @@ static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
         c->k_cache[il] = c->v_cache[il] = NULL;
         if (c->m->layers[il].cross) continue;
         const int64_t slots = (int64_t)c->p.n_seq * c->p.n_ctx;
-        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
-        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
+        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
+        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
     }
     for (b = 0; b < 2; b++) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
@@ -252,7 +247,6 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     struct mms__mllama_batch_plan bp;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    const int run_row = 0, run_len = c->p.n_batch, run_slot = 0;
     int j, il, n_img = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) * c->p.max_images : 0;
 
     if (c->m->has_vision) {
@@ -279,8 +273,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
             k[j][il] = v[j][il] = NULL;
             if (!c->m->layers[il].cross) continue;
-            k[j][il] = mms_new_tensor_3d(ctx, MMS_TYPE_F32, hp->head_dim, hp->n_head_kv, L);
-            v[j][il] = mms_new_tensor_2d(ctx, MMS_TYPE_F32, (int64_t)hp->head_dim * hp->n_head_kv, L);
+            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, L);
+            v[j][il] = mms_new_tensor_2d(ctx, mms__mllama_kv_type(c->m, il), (int64_t)hp->head_dim * hp->n_head_kv, L);
             mms_set_persistent(k[j][il]);
             mms_set_persistent(v[j][il]);
             mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
@@ -290,10 +284,6 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     memset(&bp, 0, sizeof bp);                 /* the widest batch: every sequence's slots, every row's logits */
     bp.n = bp.n_out = c->p.n_batch;
     bp.n_kv = c->p.n_seq * c->p.n_ctx;
-    bp.kv.n_runs = 1;
-    bp.kv.run_row = &run_row;
-    bp.kv.run_len = &run_len;
-    bp.kv.run_slot = &run_slot;
     bp.gate = c->p.n_seq > 1;
     mms__mllama_text_graph(c, ctx, &bp, k, v, n_img, &tg);
     st = mms__mllama_reserve(c, tg.graph);
@@ -421,13 +411,15 @@ static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, con
 static enum mms_status mms__mllama_set_vision_inputs(struct mms_mllama_context *c, const struct mms__mllama_vision_graph *vg,
                                                      const struct mms_mllama_image *img) {
     const int64_t L = vg->in.mask->ne[0];
-    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(L * L));
-    int32_t id = img->aspect_ratio_id;
+    mms_fp16_t *mask = (mms_fp16_t *)MMS_MALLOC(sizeof *mask * (size_t)(2 * L));
+    int32_t *rows = (int32_t *)MMS_MALLOC(sizeof *rows * (size_t)L), id = img->aspect_ratio_id;
     enum mms_status st;
-    if (!mask) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask");
-    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask);
+    if (!mask || !rows) { MMS_FREE(mask); MMS_FREE(rows); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the vision mask"); }
+    mms__mllama_vision_mask(&c->m->hp, img->aspect_ratio_mask, mask, rows);
     st = mms_backend_tensor_set(vg->in.mask, mask, 0, mms_nbytes(vg->in.mask));
+    if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.mask_rows, rows, 0, mms_nbytes(vg->in.mask_rows));
     MMS_FREE(mask);
+    MMS_FREE(rows);
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.pixels, img->pixels, 0, mms_nbytes(vg->in.pixels));
     if (st == MMS_OK) st = mms_backend_tensor_set(vg->in.aspect_id, &id, 0, sizeof id);
     return st;
@@ -604,7 +596,6 @@ static void mms__mllama_cross_row(const struct mms_mllama_context *c, const stru
 struct mms__mllama_batch_work {
     int32_t *pos, *out_ids, *slot;              /* per row: position in its sequence, cache slot; wanted rows */
     int     *seq_n, *seq_images, *img_off;      /* per sequence: rows in the batch, <|image|> tokens, first image key */
-    int     *run_row, *run_len, *run_slot;
 };
 
 static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
@@ -615,21 +606,18 @@ static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
 static bool mms__mllama_batch_work_alloc(struct mms__mllama_batch_work *w, int n, int n_seq) {
     memset(w, 0, sizeof *w);
     w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 3);
-    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * ((size_t)n_seq * 3 + (size_t)n * 3));
+    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 3);
     if (!w->pos || !w->seq_n) { mms__mllama_batch_work_free(w); return false; }
     w->out_ids = w->pos + n;
     w->slot = w->out_ids + n;
     memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 3);
     w->seq_images = w->seq_n + n_seq;
     w->img_off = w->seq_images + n_seq;
-    w->run_row = w->img_off + n_seq;
-    w->run_len = w->run_row + n;
-    w->run_slot = w->run_len + n;
     return true;
 }
 
 /* Checks the batch against the sequences; fills the per-sequence counts, each row's position and
-   slot, the runs of consecutive slots and the wanted rows. */
+   cache slot and the wanted rows. */
 static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, const struct mms_mllama_batch *b, struct mms__mllama_batch_work *w,
                                               struct mms__mllama_batch_plan *bp) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
@@ -660,16 +648,7 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
         hi = s * c->p.n_ctx + MMS__MIN(c->p.n_ctx, (sq->n_past + w->seq_n[s] + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
     }
     bp->n_kv = hi - lo;
-    bp->kv.kv_lo = lo;
-    for (i = 0; i < n; i++) {
-        if (i > 0 && w->slot[i] == w->slot[i - 1] + 1) { w->run_len[bp->kv.n_runs - 1]++; continue; }
-        w->run_row[bp->kv.n_runs] = i;
-        w->run_len[bp->kv.n_runs] = 1;
-        w->run_slot[bp->kv.n_runs++] = w->slot[i];
-    }
-    bp->kv.run_row = w->run_row;
-    bp->kv.run_len = w->run_len;
-    bp->kv.run_slot = w->run_slot;
+    bp->kv_lo = lo;
     for (i = 0; i < n; i++) {             /* without want: the last row of each sequence */
         bool last = true;
         int j;
@@ -757,6 +736,7 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
     if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
         (st = mms__mllama_set_masks(c, b, &w, &tg, n_img)) != MMS_OK) goto done;
     if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;

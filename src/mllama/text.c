@@ -7,21 +7,14 @@
 
 struct mms__mllama_text_inputs {
     struct mms_tensor *tokens;       /* I32 [n] */
-    struct mms_tensor *pos;          /* I32 [n] */
+    struct mms_tensor *pos;          /* I32 [n]: each row's position in its sequence */
+    struct mms_tensor *slots;        /* I32 [n]: each row's cache slot (its sequence's first slot + pos) */
     struct mms_tensor *kq_mask;      /* F32 [n_kv, n]: causal */
     struct mms_tensor *cross_mask;   /* F32 [L, n], NULL: text only, cross layers skipped */
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
     struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
-};
-
-/* Where a batch's new keys and values go: runs of consecutive rows to consecutive cache slots
-   (a sequence's slots are a range of its own); attention reads the slots from kv_lo on, as many
-   as the mask is wide. */
-struct mms__mllama_kv_layout {
-    int        kv_lo, n_runs;
-    const int *run_row, *run_len, *run_slot;
 };
 
 static struct mms_tensor *mms__rms(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, float eps) {
@@ -40,31 +33,30 @@ static struct mms_tensor *mms__mllama_rope(struct mms_context *ctx, const struct
 /* [HD, heads, L] seen as [HD, L, heads], the layout attention reads. */
 static struct mms_tensor *mms__heads(struct mms_context *ctx, struct mms_tensor *x) { return mms_permute(ctx, x, 0, 2, 1, 3); }
 
-/* Rows [row, row + len) of x [HD, Hkv, n] into the cache [HD, Hkv, slots] from slot on. */
-static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, int row, int len, int slot) {
-    struct mms_tensor *src = row == 0 && len == x->ne[2] ? x : mms_view_3d(ctx, x, x->ne[0], x->ne[1], len, x->nb[1], x->nb[2], (size_t)row * x->nb[2]);
-    return mms_cpy(ctx, src, mms_view_3d(ctx, cache, cache->ne[0], cache->ne[1], len, cache->nb[1], cache->nb[2], (size_t)slot * cache->nb[2]));
+/* Rows of x [HD, Hkv, n] into the cache [HD, Hkv, slots] at the rows' slots (a sequence's slots are
+   a range of its own; the slots are an input, so the graph of a KV step is the same at every position). */
+static struct mms_tensor *mms__mllama_cache_write(struct mms_context *ctx, struct mms_tensor *cache, struct mms_tensor *x, struct mms_tensor *slots) {
+    const int64_t w = cache->ne[0] * cache->ne[1];
+    return mms_set_rows(ctx, mms_view_2d(ctx, cache, w, cache->ne[2], cache->nb[2], 0), mms_reshape_2d(ctx, x, w, x->ne[2]), slots);
 }
 
-/* Self-attention layer il; new keys and values go into the cache slots of the layout (the copies
-   are added to the graph first, so they run before the attention that reads the cache). */
+/* Self-attention layer il; new keys and values go into their cache slots (the writes are added to
+   the graph first, so they run before the attention that reads the cache from slot kv_lo on, as
+   many slots as the mask is wide). */
 static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m, int il,
                                                  struct mms_tensor *x, struct mms_tensor *k_cache, struct mms_tensor *v_cache,
-                                                 const struct mms__mllama_kv_layout *kv, const struct mms__mllama_text_inputs *in) {
+                                                 int kv_lo, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const struct mms__mllama_tlayer *ly = &m->layers[il];
     const int64_t HD = hp->head_dim, n = x->ne[1], n_kv = in->kq_mask->ne[0];   /* padded: masked past each sequence's tokens */
     struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *k, *v, *o;
-    int r;
     q = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), in->pos);
     k = mms__mllama_rope(ctx, m, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, h), HD, hp->n_head_kv, n), in->pos);
     v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, h), HD, hp->n_head_kv, n);
-    for (r = 0; r < kv->n_runs; r++) {
-        mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, kv->run_row[r], kv->run_len[r], kv->run_slot[r]));
-        mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, kv->run_row[r], kv->run_len[r], kv->run_slot[r]));
-    }
-    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], (size_t)kv->kv_lo * k_cache->nb[2]));
-    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], (size_t)kv->kv_lo * v_cache->nb[2]));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, k_cache, k, in->slots));
+    mms_build_forward_expand(gf, mms__mllama_cache_write(ctx, v_cache, v, in->slots));
+    k = mms__heads(ctx, mms_view_3d(ctx, k_cache, HD, hp->n_head_kv, n_kv, k_cache->nb[1], k_cache->nb[2], (size_t)kv_lo * k_cache->nb[2]));
+    v = mms__heads(ctx, mms_view_3d(ctx, v_cache, HD, hp->n_head_kv, n_kv, v_cache->nb[1], v_cache->nb[2], (size_t)kv_lo * v_cache->nb[2]));
     o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), k, v, in->kq_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, n] */
     x = mms_add(ctx, x, mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n)));
     return mms_add(ctx, x, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)));
@@ -87,17 +79,18 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
     return mms_add(ctx, x, mms_mul(ctx, f, mms_tanh(ctx, ly->gate_mlp)));
 }
 
-/* A batch of n tokens (their cache slots in kv); caches per text layer (NULL for cross layers),
-   cross K/V per cross layer (NULL when text only). Returns the logits [vocab, n_out]. */
+/* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
+   layers), read from slot kv_lo on; cross K/V per cross layer (NULL when text only). Returns the
+   logits [vocab, n_out]. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
-                                                 const struct mms__mllama_kv_layout *kv, const struct mms__mllama_text_inputs *in) {
+                                                 int kv_lo, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
     int il;
     for (il = 0; il < hp->n_layer; il++) {
-        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], kv, in);
+        if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], kv_lo, in);
         else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
@@ -107,19 +100,37 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
     return mms_set_name(x, "logits");
 }
 
+/* The type of layer il's kept keys and values (self-attention cache, cross-attention K/V): F16
+   on a CUDA backend (half the memory, and of the bytes attention reads per token), F32 elsewhere
+   (the CPU keeps full precision, and any split of CPU-arithmetic backends stays bit-identical). */
+static enum mms_type mms__mllama_kv_type(const struct mms_mllama_model *m, int il) {
+    return mms_backend_is_cuda(m->backends[m->layers[il].backend]) ? MMS_TYPE_F16 : MMS_TYPE_F32;
+}
+
 /* The keys [HD, Hkv, L] (after k_norm) and values [HD*Hkv, L] of every cross layer for projected
-   image states [D, L]. */
-static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
-                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
+   image states [D, L], in the layer's K/V type, persistent and added to gf. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
+                                       struct mms_tensor *states, struct mms_tensor **k_out, struct mms_tensor **v_out) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const int64_t HD = hp->head_dim, L = states->ne[1];
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         const struct mms__mllama_tlayer *ly = &m->layers[il];
+        struct mms_tensor *k, *v;
         if (!ly->cross) continue;
-        k_out[il] = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
-        v_out[il] = mms_mul_mat(ctx, ly->wv, states);
+        k = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
+        v = mms_mul_mat(ctx, ly->wv, states);
+        if (mms__mllama_kv_type(m, il) != MMS_TYPE_F32) {
+            k = mms_cast(ctx, k, mms__mllama_kv_type(m, il));
+            v = mms_cast(ctx, v, mms__mllama_kv_type(m, il));
+        }
+        k_out[il] = k;
+        v_out[il] = v;
         mms_format_name(k_out[il], "blk.%d.cross_k", il);
         mms_format_name(v_out[il], "blk.%d.cross_v", il);
+        mms_set_persistent(k_out[il]);
+        mms_set_persistent(v_out[il]);
+        mms_build_forward_expand(gf, k_out[il]);
+        mms_build_forward_expand(gf, v_out[il]);
     }
 }

@@ -11,7 +11,8 @@
 struct mms__mllama_vision_inputs {
     struct mms_tensor *pixels;      /* F32 [S, S, 3, T] */
     struct mms_tensor *aspect_id;   /* I32 [1] */
-    struct mms_tensor *mask;        /* F16 [Np*T, Np*T]: -inf where query and key are both padding */
+    struct mms_tensor *mask;        /* F16 [Np*T, 2]: row 0 all 0, row 1 -inf at the padding keys */
+    struct mms_tensor *mask_rows;   /* I32 [Np*T]: the mask row of each query, 1 for padding tokens */
 };
 
 static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, struct mms_tensor *b, float eps) {
@@ -20,19 +21,21 @@ static struct mms_tensor *mms__layer_norm(struct mms_context *ctx, struct mms_te
 
 /* Multi-head attention without biases; x [D, L] -> [D, L]. */
 static struct mms_tensor *mms__mllama_vision_attn(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
-                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
+                                                  const struct mms__mllama_vlayer *ly, struct mms_tensor *x,
+                                                  const struct mms__mllama_vision_inputs *in) {
     const int64_t D = hp->v_n_embd, H = hp->v_n_head, HD = D / H, L = x->ne[1];
     struct mms_tensor *q = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, x), HD, H, L), 0, 2, 1, 3);
     struct mms_tensor *k = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, x), HD, H, L), 0, 2, 1, 3);
     struct mms_tensor *v = mms_permute(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, x), HD, H, L), 0, 2, 1, 3);
-    struct mms_tensor *o = mms_flash_attn_ext(ctx, q, k, v, mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
+    struct mms_tensor *o = mms_flash_attn_ext_mask_rows(ctx, q, k, v, in->mask, in->mask_rows, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);   /* [HD, H, L] */
     return mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, D, L));
 }
 
 /* A pre-LN encoder layer; the global ones gate both branches with their (stored) tanh(gate). */
 static struct mms_tensor *mms__mllama_vision_layer_build(struct mms_context *ctx, const struct mms_mllama_hparams *hp,
-                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x, struct mms_tensor *mask) {
-    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), mask);
+                                                         const struct mms__mllama_vlayer *ly, struct mms_tensor *x,
+                                                         const struct mms__mllama_vision_inputs *in) {
+    struct mms_tensor *a = mms__mllama_vision_attn(ctx, hp, ly, mms__layer_norm(ctx, x, ly->ln1_w, ly->ln1_b, hp->v_eps), in);
     struct mms_tensor *f;
     if (ly->gate_attn) a = mms_mul(ctx, a, ly->gate_attn);
     x = mms_add(ctx, x, a);
@@ -76,12 +79,12 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
             taps = taps ? mms_concat(ctx, taps, tap, 0) : tap;
             k++;
         }
-        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in->mask);
+        x = mms__mllama_vision_layer_build(ctx, hp, &m->vlayers[il], x, in);
     }
     x = mms__layer_norm(ctx, x, m->post_ln_w, m->post_ln_b, hp->v_eps);
     x = mms_add(ctx, mms_reshape_3d(ctx, x, D, Np, T), mms__mllama_aspect_embd(ctx, m->post_tile_embd, m->post_tile_gate, in->aspect_id, D, 1, T));
     x = mms_reshape_2d(ctx, x, D, Np * T);
-    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in->mask);
+    for (il = 0; il < hp->v_n_global; il++) x = mms__mllama_vision_layer_build(ctx, hp, &m->vglobal[il], x, in);
 
     /* drop the padding tokens; [global ‖ taps] per token */
     out = mms_cont(ctx, mms_view_3d(ctx, x, D, N, T, x->nb[1], x->nb[1] * (size_t)Np, 0));
@@ -96,13 +99,17 @@ static struct mms_tensor *mms__mllama_build_vision(struct mms_context *ctx, cons
 }
 
 /* The attention mask of the encoders: token n of tile t is padding when n >= N or the tile is
-   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask). F16 [Np*T, Np*T]. */
-static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *out) {
+   unused; only query-and-key both padding is masked (transformers' _prepare_aspect_ratio_attention_mask).
+   As shared mask rows: row 0 (all 0) for a real query, row 1 (-inf at the padding keys) for a padding
+   one. mask F16 [L, 2], rows I32 [L], L = Np*T. */
+static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const int *aspect_mask, mms_fp16_t *mask, int32_t *rows) {
     const int64_t T = hp->v_max_tiles, N = hp->v_n_tokens, Np = hp->v_n_tokens_padded, L = Np * T;
     const mms_fp16_t neg_inf = mms_fp32_to_fp16(-INFINITY), zero = mms_fp32_to_fp16(0.0f);
-    int64_t q, k;
-    for (q = 0; q < L; q++) {
-        bool q_pad = q % Np >= N || !aspect_mask[q / Np];
-        for (k = 0; k < L; k++) out[q * L + k] = q_pad && (k % Np >= N || !aspect_mask[k / Np]) ? neg_inf : zero;
+    int64_t k;
+    for (k = 0; k < L; k++) {
+        const bool pad = k % Np >= N || !aspect_mask[k / Np];
+        mask[k] = zero;
+        mask[L + k] = pad ? neg_inf : zero;
+        rows[k] = pad ? 1 : 0;
     }
 }

@@ -97,6 +97,7 @@ static mms__cpu_kernel mms__cpu_kernel_for(enum mms_op op) {
         case MMS_OP_GET_ROWS:       return mms__cpu_get_rows;
         case MMS_OP_IM2COL:         return mms__cpu_im2col;
         case MMS_OP_REPEAT:         return mms__cpu_repeat;
+        case MMS_OP_SET_ROWS:       return mms__cpu_set_rows;
         default:                    return NULL;   /* NONE and views compute nothing */
     }
 }

@@ -131,7 +131,7 @@ static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t
 }
 
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3], *mask_rows = dst->src[4];
     const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
     const int64_t group = q->ne[2] / k->ne[2], Hkv = k->ne[2], rows = n_q * group;
     const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, n_blocks = (rows + QB - 1) / QB;
@@ -159,7 +159,18 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             ih[i] = kh * group + (r0 + i) % group;
             x = mms__load_row(q, iqs[i], ih[i], ib, qrow);
             mms__vec_axpb_f32(D, qrow, x, scale, NULL);
-            mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            if (mask && mask_rows) {         /* the row's shared mask row */
+                int32_t r;
+                memcpy(&r, (const char *)mask_rows->data + iqs[i] * (int64_t)mask_rows->nb[0], sizeof r);
+                if (r < 0 || r >= mask->ne[1]) {
+                    mms__compute_fail(p, MMS_ERR_INVALID_ARG, "FLASH_ATTN_EXT %s: mask row %d for query %lld is outside 0..%lld",
+                                      mms__tensor_desc(dst).s, (int)r, (long long)iqs[i], (long long)mask->ne[1] - 1);
+                    return;
+                }
+                mrow[i] = mms__mask_row(mask, r, ih[i], ib);
+            } else {
+                mrow[i] = mask ? mms__mask_row(mask, iqs[i], ih[i], ib) : NULL;
+            }
             mr[i] = -INFINITY;
             lr[i] = 0.0f;
         }

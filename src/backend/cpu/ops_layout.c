@@ -77,6 +77,25 @@ static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_te
     }
 }
 
+/* Row rows[i] of dst (a view of a) from row i of b, for every (ne2, ne3). */
+static void mms__cpu_set_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *b = dst->src[0], *rows = dst->src[1];
+    int64_t r, lo, hi;
+    mms__split(mms_nrows(b), p->ith, p->nth, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int64_t i1, i2, i3;
+        int32_t row;
+        mms__unravel_row(b->ne, r, &i1, &i2, &i3);
+        memcpy(&row, (const char *)rows->data + i1 * (int64_t)rows->nb[0], sizeof row);
+        if (row < 0 || row >= dst->ne[1]) {
+            mms__compute_fail(p, MMS_ERR_INVALID_ARG, "SET_ROWS %s: index %d at position %lld is outside 0..%lld",
+                              mms__tensor_desc(dst).s, (int)row, (long long)i1, (long long)dst->ne[1] - 1);
+            return;
+        }
+        mms__store_row(dst, row, i2, i3, mms__load_row(b, i1, i2, i3, p->wdata));
+    }
+}
+
 /* One output row (a patch) per output position; column c = (ic*KH + ky)*KW + kx (2-D) or
    ic*KW + kx (1-D), zero where the kernel reaches into the padding. */
 static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tensor *dst) {
