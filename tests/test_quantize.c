@@ -635,9 +635,11 @@ static bool dequantize_file(const char *in, const char *out) {
 /* A small mllama model with random weights whose matrices all have rows of 256 or 512 (text 256
    wide, ffn 512, vision 256, projector 512; 5 text layers, one of them cross-attention, 4 + 1
    vision layers), quantized to q6_k, q4_k and the q4_k_m mix (the vision tower too with
-   --quantize-vision). Required: (1) the prompt's logits equal those of the same file dequantized
-   to f32 (what the quantized weights mean) to NMSE 1e-10 (measured: bit-identical), and a decoded
-   token's, where the activations are rounded to 8 bits, to 1.5e-3 (measured 2.7e-4 - 4.3e-4);
+   --quantize-vision). Required: (1) the logits equal those of the same file dequantized to f32
+   (what the quantized weights mean): a decoded token's, where the activations are rounded to 8
+   bits, to 1.5e-3 (measured 2.7e-4 - 6.4e-4); the prompt's to NMSE 1e-10 where its products
+   dequantize the weights (scalar and NEON kernels; measured: bit-identical), to 1.5e-3 where they
+   round the activations to 8 bits too (AVX2; measured 4.4e-4);
    (2) the logits stay within a stated NMSE of the f16 model's: measured
    q6_k 2.1e-3, q4_k 3.8e-2, q4_k_m 3.6e-2, q4_k with the vision tower 4.1e-2 (a random network
    amplifies weight noise: q4_k's weight NMSE is 5e-3), tolerances about 3x. */
@@ -670,8 +672,9 @@ static void test_k_quants_on_a_random_mllama(void) {
             const double e_f16 = test_nmse(got, ref, n_prompt + nv);
             printf("    random mllama, %s %s: logits NMSE vs the dequantized model %.2g (prompt), %.2g (decode); vs f16 %.2g (tolerance %.2g)\n",
                    cases[k].type, cases[k].extra, e_prompt, e_decode, e_f16, cases[k].tol);
-            EXPECT(e_prompt <= 1e-10 && e_decode <= 1.5e-3, "%s %s: the quantized model differs from its dequantized self: %.3g, %.3g",
-                   cases[k].type, cases[k].extra, e_prompt, e_decode);
+            const double prompt_tol = mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX2 ? 1.5e-3 : 1e-10;
+            EXPECT(e_prompt <= prompt_tol && e_decode <= 1.5e-3, "%s %s: the quantized model differs from its dequantized self: %.3g (prompt, tolerance %.2g), %.3g",
+                   cases[k].type, cases[k].extra, e_prompt, prompt_tol, e_decode);
             EXPECT(e_f16 <= cases[k].tol && e_f16 > 0, "%s %s: logits NMSE %.3g vs f16", cases[k].type, cases[k].extra, e_f16);
         }
         free(got);
