@@ -308,17 +308,28 @@ MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_thr
     if (n_threads < 1 || n_threads > 4096)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096, got %d", n_threads);
     cpu = (struct mms__cpu_backend *)b->context;
-    if (n_threads == cpu->n_threads) return MMS_OK;
-    pool = mms__threadpool_new(n_threads);
-    if (!pool) return mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_set_n_threads: cannot start %d threads", n_threads);
-    mms__mutex_lock(&cpu->lock);      /* not while a graph of another thread runs on the old pool */
-    mms__threadpool_free(cpu->pool);
-    cpu->pool = pool;
-    cpu->n_threads = n_threads;
+    mms__mutex_lock(&cpu->lock);      /* contexts on other threads share the backend: not while a graph runs on the old pool */
+    if (n_threads != cpu->n_threads) {
+        pool = mms__threadpool_new(n_threads);
+        if (!pool) {
+            mms__mutex_unlock(&cpu->lock);
+            return mms_set_error(MMS_ERR_BACKEND, "mms_backend_cpu_set_n_threads: cannot start %d threads", n_threads);
+        }
+        mms__threadpool_free(cpu->pool);
+        cpu->pool = pool;
+        cpu->n_threads = n_threads;
+    }
     mms__mutex_unlock(&cpu->lock);
     return MMS_OK;
 }
 
 MMS_API int mms_backend_cpu_get_n_threads(mms_backend_t b) {
-    return mms_backend_is_cpu(b) ? ((struct mms__cpu_backend *)b->context)->n_threads : 0;
+    struct mms__cpu_backend *cpu;
+    int n;
+    if (!mms_backend_is_cpu(b)) return 0;
+    cpu = (struct mms__cpu_backend *)b->context;
+    mms__mutex_lock(&cpu->lock);
+    n = cpu->n_threads;
+    mms__mutex_unlock(&cpu->lock);
+    return n;
 }
