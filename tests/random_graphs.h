@@ -112,7 +112,12 @@ static void rg_set_inputs(struct mms_cgraph *graph, unsigned long long seed) {
         float *v;
         if (strncmp(t->name, "in", 2) != 0) continue;
         v = (float *)malloc((size_t)ne * sizeof *v);
-        for (k = 0; k < ne; k++) v[k] = (float)((seed * 31 + (unsigned long long)(i * 977 + k * 7)) % 2001) / 1000.0f - 1.0f;
+        for (k = 0; k < ne; k++) {   /* hashed, not a ramp: rows that differ by a constant make softmax and
+                                        norm rows equal, and a norm across such rows gives pure rounding noise */
+            unsigned long long h = (seed ^ ((unsigned long long)i << 40)) + (unsigned long long)k * 0x9E3779B97F4A7C15ULL;
+            h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ULL; h ^= h >> 29;
+            v[k] = (float)(h % 2001) / 1000.0f - 1.0f;
+        }
         mms_backend_tensor_set(t, v, 0, (size_t)ne * sizeof *v);
         free(v);
     }
