@@ -6045,6 +6045,35 @@ static MMS__TARGET_AVX2 void mms__dot4_f32_avx2(int64_t n, const float *x, int64
 static MMS__TARGET_AVX2 void mms__dot4_f16_avx2(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
     MMS__DOT4_BODY(MMS__LOAD_F16, mms_fp16_to_fp32)
 }
+/* out[c * 2 + r] = dot(row r of x, column c of y) for 2 rows ldx elements apart and 4 columns: each
+   weight vector is loaded (and converted) once for the 4 columns, the decode GEMV of several
+   sequences. Each (row, column) sums in the order of MMS__DOT4_BODY, so a column's results do not
+   depend on how many columns run with it. */
+#define MMS__DOT2X4_BODY(LOAD, CVT1)                                                                               \
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00; \
+    int64_t i = 0;                                                                                                 \
+    int r, c;                                                                                                      \
+    for (; i + 8 <= n; i += 8) {                                                                                   \
+        const __m256 w0 = LOAD(x + i), w1 = LOAD(x + ldx + i);                                                     \
+        __m256 vy = _mm256_loadu_ps(y[0] + i);                                                                     \
+        a00 = _mm256_fmadd_ps(w0, vy, a00); a01 = _mm256_fmadd_ps(w1, vy, a01);                                   \
+        vy = _mm256_loadu_ps(y[1] + i);                                                                            \
+        a10 = _mm256_fmadd_ps(w0, vy, a10); a11 = _mm256_fmadd_ps(w1, vy, a11);                                   \
+        vy = _mm256_loadu_ps(y[2] + i);                                                                            \
+        a20 = _mm256_fmadd_ps(w0, vy, a20); a21 = _mm256_fmadd_ps(w1, vy, a21);                                   \
+        vy = _mm256_loadu_ps(y[3] + i);                                                                            \
+        a30 = _mm256_fmadd_ps(w0, vy, a30); a31 = _mm256_fmadd_ps(w1, vy, a31);                                   \
+    }                                                                                                              \
+    out[0] = mms__hsum256(a00); out[1] = mms__hsum256(a01); out[2] = mms__hsum256(a10); out[3] = mms__hsum256(a11); \
+    out[4] = mms__hsum256(a20); out[5] = mms__hsum256(a21); out[6] = mms__hsum256(a30); out[7] = mms__hsum256(a31); \
+    for (; i < n; i++) for (c = 0; c < 4; c++) for (r = 0; r < 2; r++) out[c * 2 + r] += CVT1(x[r * ldx + i]) * y[c][i];
+static MMS__TARGET_AVX2 void mms__dot2x4_f32_avx2(int64_t n, const float *x, int64_t ldx, const float *const *y, float *out) {
+    MMS__DOT2X4_BODY(MMS__LOAD_F32, MMS__CVT_F32)
+}
+static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *const *y, float *out) {
+    MMS__DOT2X4_BODY(MMS__LOAD_F16, mms_fp16_to_fp32)
+}
+#undef MMS__DOT2X4_BODY
 #undef MMS__DOT4_BODY
 #undef MMS__LOAD_F32
 #undef MMS__LOAD_F16
@@ -6435,6 +6464,24 @@ static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, 
 #endif
     MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
     mms__abort(__FILE__, __LINE__, "mms__vec_dot4_rows without SIMD kernels");
+}
+/* The 2-row x 4-column form of mms__vec_dot4_rows (out[c * 2 + r]), for the sets that have it. */
+static bool mms__vec_has_dot2x4(void) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return true;
+#endif
+    return false;
+}
+static void mms__vec_dot2x4(bool f16, int64_t n, const void *x, int64_t ldx, const float *const *y, float *out) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        if (f16) mms__dot2x4_f16_avx2(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot2x4_f32_avx2(n, (const float *)x, ldx, y, out);
+        return;
+    }
+#endif
+    MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
+    mms__abort(__FILE__, __LINE__, "mms__vec_dot2x4 without its kernels");
 }
 static float mms__vec_dot_row(bool f16, int64_t n, const void *x, const float *y) {
 #if MMS__HAVE_AVX2
@@ -7446,14 +7493,16 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count.
-   - SIMD sets, N > 4 (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
+   - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
      NEON: 24 per 10), writing dst rows directly. Tiles walk along b first so each thread packs a
      tile of a once.
-   - N <= 4 (decode GEMV) and the scalar path: dot products straight from the rows (SIMD: 4 rows
-     of weights against one column at a time, f16 converted inside the dot; quantized weights
-     against 8-bit activations, see quant_dot), so the weights stream from memory exactly once.
+   - N <= 4, f16/f32 N <= 8 (decode GEMV, of up to 8 sequences) and the scalar path: dot products
+     straight from the rows (SIMD: 4 rows of weights against one column at a time, or on AVX2 2 rows
+     against 4 columns, f16 converted inside the dot, each (row, column) summed the same way either
+     way; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
+     memory exactly once.
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
@@ -7464,6 +7513,8 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
 #define MMS__MM_GEMV_N 4
+#define MMS__MM_GEMV_N_DIRECT 8   /* f16/f32 weights: up to 8 columns (a decode step of 8 sequences) straight
+                                     from the weights; packing a tile for the GEMM does not pay below that */
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
@@ -7524,10 +7575,11 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
     const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
-    const bool gemm = mms__simd() && N > MMS__MM_GEMV_N && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
-                                                                                     with integer kernels take those */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
+    const int64_t gemv_n = f16_direct || f32_direct ? MMS__MM_GEMV_N_DIRECT : MMS__MM_GEMV_N;
+    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
+                                                                             with integer kernels take those */
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
@@ -7619,13 +7671,20 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
                 const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
                 const int64_t lda = (int64_t)(a->nb[1] / es);
-                int64_t i = 0, j, r;
-                float d[4];
-                for (; i + 4 <= mr; i += 4)
-                    for (j = 0; j < nr; j++) {
+                const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
+                int64_t i = 0, j, r, c;
+                float d[8];
+                for (; i + 4 <= mr; i += 4) {
+                    for (j = 0; j < n2x4; j += 4)   /* each weight loaded once for 4 columns; the same sums */
+                        for (r = 0; r < 4; r += 2) {
+                            mms__vec_dot2x4(f16_direct, K, a0 + (size_t)((i + r) * lda) * es, lda, brows + j, d);
+                            for (c = 0; c < 4; c++) { out[(j + c) * ldo + i + r] = d[2 * c]; out[(j + c) * ldo + i + r + 1] = d[2 * c + 1]; }
+                        }
+                    for (j = n2x4; j < nr; j++) {
                         mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d);
                         for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
                     }
+                }
                 for (; i < mr; i++)
                     for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
                 continue;

@@ -136,7 +136,7 @@ struct tin {
 };
 
 #define MAX_TENSORS 24
-#define MAX_OUTS    16
+#define MAX_OUTS    24
 struct tcase {
     struct mms_context  *ctx;
     mms_backend_buffer_t buf;
@@ -281,7 +281,8 @@ static void case_label(struct tcase *c, const char *fmt, ...) {
 
 /* Marks an op result as a graph output; NULL passes through (the compute then reports the build error). */
 static struct mms_tensor *case_out(struct tcase *c, struct mms_tensor *t) {
-    if (c->n_out < MAX_OUTS) c->out[c->n_out++] = t;
+    if (c->n_out == MAX_OUTS) { printf("test bug: more than %d outputs in one case\n", MAX_OUTS); abort(); }
+    c->out[c->n_out++] = t;
     return t;
 }
 
@@ -654,11 +655,14 @@ static void test_mul_mat(void) {
         { F16,  { 7, 1, 1, 1 },    CONTIG,     BF16, { 7, 1, 1, 1 },    STRIDED },    /* M = N = 1 */
         { F32,  { 40, 130, 2, 1 }, TRANSPOSED, F16,  { 40, 100, 4, 1 }, CONTIG },     /* several tiles of M, N and batch */
         { F32,  { 0, 5, 1, 1 },    CONTIG,     F32,  { 0, 3, 1, 1 },    CONTIG },     /* K = 0: zeros */
-        /* the AVX2 paths: N <= 4 takes dot products (f16 weights converted inside the dot), N > 4 the
-           packed GEMM (panels of 16 rows of a, blocks of 6 rows of b, partial ones at the edges) */
+        /* the AVX2 paths: f16/f32 weights with N <= 8 take dot products (f16 converted inside the
+           dot; 2 rows x 4 columns, then 4 rows x 1), N > 8 the packed GEMM (panels of 16 rows of a,
+           blocks of 6 rows of b, partial ones at the edges) */
         { F16,  { 1601, 33, 1, 1 }, CONTIG,    F32,  { 1601, 2, 1, 1 }, CONTIG },     /* f16 GEMV, K with a tail */
-        { F16,  { 64, 9, 1, 1 },   CONTIG,     F32,  { 64, 4, 1, 1 },   STRIDED },    /* N = 4: still dot products */
-        { F16,  { 1601, 20, 1, 1 }, CONTIG,    F32,  { 1601, 7, 1, 1 }, CONTIG },     /* GEMM: M = 16 + 4, N = 6 + 1 */
+        { F16,  { 64, 9, 1, 1 },   CONTIG,     F32,  { 64, 4, 1, 1 },   STRIDED },    /* N = 4: 2 x 4 blocks, tail rows */
+        { F16,  { 1601, 22, 1, 1 }, CONTIG,    F32,  { 1601, 7, 1, 1 }, CONTIG },     /* N = 4 + 3, M = 20 + 2 */
+        { F32,  { 203, 13, 2, 1 }, CONTIG,     F32,  { 203, 8, 4, 1 },  STRIDED },    /* f32 N = 8, broadcast */
+        { F16,  { 1601, 20, 1, 1 }, CONTIG,    F32,  { 1601, 13, 1, 1 }, CONTIG },    /* GEMM: M = 16 + 4, N = 12 + 1 */
         { BF16, { 37, 70, 1, 1 },  CONTIG,     F32,  { 37, 53, 1, 1 },  STRIDED },    /* bf16 packed, N = 48 + 5 */
         { F32,  { 19, 64, 3, 1 },  STRIDED,    F32,  { 19, 96, 6, 1 },  PERMUTED },   /* whole panels and blocks, broadcast */
     };
@@ -682,6 +686,39 @@ static void test_mul_mat(void) {
                 ref[AT(ne, i0, i1, i2, i3)] = s;
             }
             check(&c, "mms_mul_mat", out, ne, F32, ref, 1e-8);
+        }
+        case_end(&c);
+    }
+}
+
+/* A column of a product does not depend on the columns computed with it (a decode step of several
+   sequences gives each the bits it gets alone): N = 1..8 against the N = 1 products, to the bit,
+   for the weight types with a direct decode path (up to 8 columns; past that the GEMM sums in
+   another order). */
+static void test_mul_mat_columns(void) {
+    static const enum mms_type types[] = { MMS_TYPE_F16, MMS_TYPE_F32 };
+    size_t ti;
+    for (ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int64_t na[4] = { 203, 22, 1, 1 }, nb[4] = { 203, 8, 1, 1 };
+        struct tcase c;
+        struct mms_tensor *a, *b, *wide[8], *alone[8];
+        int n, j;
+        case_begin(&c);
+        a = tensor_rand(&c, types[ti], na, CONTIG, -1, 1);
+        b = tensor_rand(&c, MMS_TYPE_F32, nb, CONTIG, -1, 1);
+        case_label(&c, "a %s b %s", desc(&c, a), desc(&c, b));
+        for (n = 1; n <= 8; n++) wide[n - 1] = case_out(&c, mms_mul_mat(c.ctx, a, mms_view_2d(c.ctx, b, nb[0], n, b->nb[1], 0)));
+        for (j = 0; j < 8; j++) alone[j] = case_out(&c, mms_mul_mat(c.ctx, a, mms_view_2d(c.ctx, b, nb[0], 1, b->nb[1], (size_t)j * b->nb[1])));
+        if (case_compute(&c)) {
+            int bad = 0;
+            for (n = 1; n <= 8; n++)
+                for (j = 0; j < n; j++) {
+                    float x[22], y[22];
+                    mms_backend_tensor_get(wide[n - 1], x, (size_t)j * wide[n - 1]->nb[1], sizeof x);
+                    mms_backend_tensor_get(alone[j], y, 0, sizeof y);
+                    if (memcmp(x, y, sizeof x) != 0) { bad++; if (g_verbose) printf("    n %d column %d: %.9g %.9g, %.9g %.9g\n", n, j, x[0], y[0], x[21], y[21]); }
+                }
+            EXPECT(bad == 0, "%s: %d columns of the N = 1..8 products differ from the column alone", c.label, bad);
         }
         case_end(&c);
     }
@@ -1592,6 +1629,7 @@ int main(void) {
         run_numeric("reductions", test_reductions);
         run_numeric("norms", test_norms);
         run_numeric("mul_mat", test_mul_mat);
+        run_numeric("mul_mat_columns", test_mul_mat_columns);
         run_numeric("soft_max", test_soft_max);
         run_numeric("rope", test_rope);
         run_numeric("concat", test_concat);

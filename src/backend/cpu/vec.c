@@ -517,6 +517,35 @@ static MMS__TARGET_AVX2 void mms__dot4_f32_avx2(int64_t n, const float *x, int64
 static MMS__TARGET_AVX2 void mms__dot4_f16_avx2(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *y, float *out) {
     MMS__DOT4_BODY(MMS__LOAD_F16, mms_fp16_to_fp32)
 }
+/* out[c * 2 + r] = dot(row r of x, column c of y) for 2 rows ldx elements apart and 4 columns: each
+   weight vector is loaded (and converted) once for the 4 columns, the decode GEMV of several
+   sequences. Each (row, column) sums in the order of MMS__DOT4_BODY, so a column's results do not
+   depend on how many columns run with it. */
+#define MMS__DOT2X4_BODY(LOAD, CVT1)                                                                               \
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00; \
+    int64_t i = 0;                                                                                                 \
+    int r, c;                                                                                                      \
+    for (; i + 8 <= n; i += 8) {                                                                                   \
+        const __m256 w0 = LOAD(x + i), w1 = LOAD(x + ldx + i);                                                     \
+        __m256 vy = _mm256_loadu_ps(y[0] + i);                                                                     \
+        a00 = _mm256_fmadd_ps(w0, vy, a00); a01 = _mm256_fmadd_ps(w1, vy, a01);                                   \
+        vy = _mm256_loadu_ps(y[1] + i);                                                                            \
+        a10 = _mm256_fmadd_ps(w0, vy, a10); a11 = _mm256_fmadd_ps(w1, vy, a11);                                   \
+        vy = _mm256_loadu_ps(y[2] + i);                                                                            \
+        a20 = _mm256_fmadd_ps(w0, vy, a20); a21 = _mm256_fmadd_ps(w1, vy, a21);                                   \
+        vy = _mm256_loadu_ps(y[3] + i);                                                                            \
+        a30 = _mm256_fmadd_ps(w0, vy, a30); a31 = _mm256_fmadd_ps(w1, vy, a31);                                   \
+    }                                                                                                              \
+    out[0] = mms__hsum256(a00); out[1] = mms__hsum256(a01); out[2] = mms__hsum256(a10); out[3] = mms__hsum256(a11); \
+    out[4] = mms__hsum256(a20); out[5] = mms__hsum256(a21); out[6] = mms__hsum256(a30); out[7] = mms__hsum256(a31); \
+    for (; i < n; i++) for (c = 0; c < 4; c++) for (r = 0; r < 2; r++) out[c * 2 + r] += CVT1(x[r * ldx + i]) * y[c][i];
+static MMS__TARGET_AVX2 void mms__dot2x4_f32_avx2(int64_t n, const float *x, int64_t ldx, const float *const *y, float *out) {
+    MMS__DOT2X4_BODY(MMS__LOAD_F32, MMS__CVT_F32)
+}
+static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x, int64_t ldx, const float *const *y, float *out) {
+    MMS__DOT2X4_BODY(MMS__LOAD_F16, mms_fp16_to_fp32)
+}
+#undef MMS__DOT2X4_BODY
 #undef MMS__DOT4_BODY
 #undef MMS__LOAD_F32
 #undef MMS__LOAD_F16
@@ -907,6 +936,24 @@ static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, 
 #endif
     MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
     mms__abort(__FILE__, __LINE__, "mms__vec_dot4_rows without SIMD kernels");
+}
+/* The 2-row x 4-column form of mms__vec_dot4_rows (out[c * 2 + r]), for the sets that have it. */
+static bool mms__vec_has_dot2x4(void) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return true;
+#endif
+    return false;
+}
+static void mms__vec_dot2x4(bool f16, int64_t n, const void *x, int64_t ldx, const float *const *y, float *out) {
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) {
+        if (f16) mms__dot2x4_f16_avx2(n, (const mms_fp16_t *)x, ldx, y, out);
+        else     mms__dot2x4_f32_avx2(n, (const float *)x, ldx, y, out);
+        return;
+    }
+#endif
+    MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
+    mms__abort(__FILE__, __LINE__, "mms__vec_dot2x4 without its kernels");
 }
 static float mms__vec_dot_row(bool f16, int64_t n, const void *x, const float *y) {
 #if MMS__HAVE_AVX2
