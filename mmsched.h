@@ -5396,13 +5396,16 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
 /* ==== begin src/backend/cpu/threadpool.c ==== */
 /* >>threadpool ====================================================================================
    A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
-   worker; inside a job, workers meet at barriers. Whoever waits spins for a few microseconds (the
-   usual wait between two nodes) and then sleeps on a condition variable, so a busy machine's
-   scheduler can run the straggler on the waiter's core instead of watching it spin (build/bench
-   measures a barrier). Between jobs, workers spin as briefly on the job counter (back-to-back
-   graphs, as the scheduler's splits make, start at once) and then sleep too. */
+   worker; inside a job, workers meet at barriers. Whoever waits spins for about a tenth of a
+   millisecond (threads finishing a node that far apart are common: a matrix product's last tiles)
+   and then sleeps on a condition variable, so a busy machine's scheduler can run the straggler on
+   the waiter's core instead of watching it spin (build/bench measures a barrier). Waking a sleeper
+   costs more than that on a virtual machine, up to a millisecond when its host is busy (profiles of
+   build/batch --bench: small element-wise nodes took 57 us with 6 us of spinning, 17 us with
+   this). Between jobs, workers spin as long on the job
+   counter (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too. */
 
-#define MMS__POOL_SPINS 256    /* pause instructions before sleeping: about 6 us on Zen 3, 10 us on recent Intel */
+#define MMS__POOL_SPINS 4096   /* pause instructions before sleeping: about 100 us on Zen 3 */
 
 struct mms__threadpool {
     int           n_threads;        /* workers including the caller */
