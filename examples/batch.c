@@ -6,7 +6,9 @@
      build/batch -m model.gguf -K 8 -p "What is in this image?" -n 64 --temp 0.6 --seed 1 a.jpg b.jpg c.jpg
    --bench: aggregate decode speed for K = 1, 2, 4, 8 sequences at Llama 3.2 11B Vision shapes with
    random weights (the file build/bench --mllama writes: 5 of the 40 text layers; written here if
-   it is missing), each sequence after a 32-token text prompt. */
+   it is missing), each sequence after a 32-token text prompt; with --images each prompt starts with
+   a picture of its own (4 tiles, encoded before the steps are timed), so the steps include the
+   cross-attention layers, each sequence against its own picture's keys. */
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "random_mllama.h"
@@ -20,7 +22,7 @@
 struct options {
     const char *model, *prompt;
     int         k, n_predict, n_threads, bench_layers, bench_gen;
-    bool        bench;
+    bool        bench, bench_images;
     struct mms_sampler_params sampling;
     char      **images;
     int         n_images;
@@ -33,7 +35,7 @@ static void die(const char *what, const char *why) {
 
 static void usage(void) {
     fprintf(stderr, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
-                    "       batch --bench [--text-layers N] [--gen N] [--threads N]\n"
+                    "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N]\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
                     "  -n N         most tokens per answer (default 64)\n", MAX_K);
@@ -73,6 +75,7 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(a, "--seed") && more) o->sampling.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--threads") && more) o->n_threads = int_arg(argv[++i], "--threads", 1, 4096);
         else if (!strcmp(a, "--bench")) o->bench = true;
+        else if (!strcmp(a, "--images")) o->bench_images = true;
         else if (!strcmp(a, "--text-layers") && more) o->bench_layers = int_arg(argv[++i], "--text-layers", 1, 40);
         else if (!strcmp(a, "--gen") && more) o->bench_gen = int_arg(argv[++i], "--gen", 1, 64);
         else if (a[0] == '-') usage();
@@ -253,6 +256,8 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     struct mms_mllama_context_params cp;
     struct mms_mllama_model *m;
     struct mms_mllama_context *ctx;
+    const int picture_side = 560;
+    uint8_t *picture = NULL;
     int32_t tokens[8 * 32], seq[8 * 32];
     double step_ms[64], base = 0;
     char path[160];
@@ -273,8 +278,10 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     cp.n_batch = max_k * n_prompt;
     cp.max_images = 1;
     if (!(m = mms_mllama_model_load(&lp)) || !(ctx = mms_mllama_context_new(m, &cp))) die("cannot load the random model", mms_last_error());
-    printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers (%s), %d CPU threads; each sequence after a %d-token text prompt\n",
-           o->bench_layers, path, mms_backend_cpu_get_n_threads(cpu), n_prompt);
+    printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers (%s), %d CPU threads; each sequence after a %d-token %s prompt\n",
+           o->bench_layers, path, mms_backend_cpu_get_n_threads(cpu), n_prompt, o->bench_images ? "picture + text" : "text");
+    if (o->bench_images && !(picture = (uint8_t *)malloc(picture_side * picture_side * 3))) die("out of memory", NULL);
+    for (i = 0; picture && i < picture_side * picture_side * 3; i++) picture[i] = (uint8_t)(i * 2654435761u >> 24);
     for (ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         const int k = ks[ki];
         struct mms_mllama_batch b;
@@ -282,6 +289,11 @@ static void bench(const struct options *o, mms_backend_t cpu) {
         mms_mllama_kv_clear(ctx);
         memset(&b, 0, sizeof b);
         for (i = 0; i < k * n_prompt; i++) { seq[i] = i / n_prompt; tokens[i] = (int32_t)((i * 7919 + 13) % 128000); }
+        for (i = 0; picture && i < k; i++) {   /* a picture of its own, the same for every K (the cache keeps it) */
+            picture[0] = (uint8_t)i;
+            if (mms_mllama_seq_add_image_rgb(ctx, i, picture, picture_side, picture_side, picture_side * 3) != MMS_OK) die("image encode failed", mms_last_error());
+            tokens[i * n_prompt] = hp.image_token_id;
+        }
         b.n_tokens = k * n_prompt;
         b.tokens = tokens;
         b.seq = seq;
@@ -299,10 +311,11 @@ static void bench(const struct options *o, mms_backend_t cpu) {
         if (k == 1) base = 1000.0 / ms;
         printf("K=%d  step %8.2f ms (median of %d)  aggregate %7.2f tokens/s  x%.2f of K=1\n", k, ms, o->bench_gen, k * 1000.0 / ms,
                base > 0 ? k * 1000.0 / ms / base : 0.0);
-        printf("BENCH name=mllama_batch_decode k=%d median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f vs_k1=%.2f\n", k, ms, o->bench_gen,
+        printf("BENCH name=mllama_batch_decode%s k=%d median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f vs_k1=%.2f\n", picture ? "_images" : "", k, ms, o->bench_gen,
                o->bench_layers, k * 1000.0 / ms, base > 0 ? k * 1000.0 / ms / base : 0.0);
         fflush(stdout);
     }
+    free(picture);
     mms_mllama_context_free(ctx);
     mms_mllama_model_free(m);
 }

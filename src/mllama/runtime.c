@@ -138,14 +138,19 @@ struct mms__mllama_batch_plan {
     bool gate;
 };
 
-/* The decode graph of a batch; cross K/V of the given per-layer lists of n_img images (n_img 0:
-   text only). */
+/* A cross-attention group of a batch: its rows and the kept K/V lists (per text layer) of its
+   n_img images. */
+struct mms__mllama_group_spec {
+    int n_rows, n_img;
+    struct mms_tensor ***k, ***v;
+};
+
+/* The decode graph of a batch; n_groups cross-attention groups (0: text only). */
 static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_context *ctx, const struct mms__mllama_batch_plan *bp,
-                                   struct mms_tensor ***img_k, struct mms_tensor ***img_v, int n_img, struct mms__mllama_text_graph *out) {
+                                   const struct mms__mllama_group_spec *spec, int n_groups, struct mms__mllama_text_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
-    struct mms_tensor **ck = NULL, **cv = NULL;
     const int n = bp->n, n_out = bp->n_out;
-    int il, j;
+    int il, j, g, first = 0;
     out->n_kv = bp->n_kv;
     out->kv_lo = bp->kv_lo;
     memset(&out->in, 0, sizeof out->in);
@@ -159,29 +164,42 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     mms_set_input(out->in.slots);
     mms_set_input(out->in.kq_mask);
     mms_set_input(out->in.out_ids);
-    if (n_img > 0) {
-        const int64_t L = (int64_t)n_img * hp->v_max_tiles * hp->v_n_tokens;
-        out->in.cross_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, L, n), "cross_mask");
+    if (n_groups > 0) {
         out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
-        mms_set_input(out->in.cross_mask);
         mms_set_input(out->in.cross_rows);
         if (bp->gate) mms_set_input(out->in.cross_gate = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_gate"));
-        ck = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *ck * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
-        cv = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *cv * (size_t)hp->n_layer, MMS__OBJ_ALIGN);
-        for (il = 0; ck && cv && il < hp->n_layer; il++) {
-            ck[il] = cv[il] = NULL;
-            if (!c->m->layers[il].cross) continue;
-            ck[il] = img_k[0][il];
-            cv[il] = img_v[0][il];
-            for (j = 1; j < n_img; j++) {   /* keys in conversation order, as the mask lays them out */
-                ck[il] = mms_concat(ctx, ck[il], img_k[j][il], 2);
-                cv[il] = mms_concat(ctx, cv[il], img_v[j][il], 1);
+        if (n_groups > 1) {
+            mms_set_input(out->in.cross_perm = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "cross_perm"));
+            mms_set_input(out->in.cross_unperm = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "cross_unperm"));
+        }
+        out->in.groups = (struct mms__mllama_cross_group *)mms__ctx_alloc(ctx, sizeof *out->in.groups * (size_t)n_groups, MMS__OBJ_ALIGN);
+        for (g = 0; out->in.groups && g < n_groups; g++) {
+            struct mms__mllama_cross_group *gr = &out->in.groups[g];
+            const int64_t L = (int64_t)spec[g].n_img * hp->v_max_tiles * hp->v_n_tokens;
+            gr->first = first;
+            gr->n = spec[g].n_rows;
+            first += gr->n;
+            gr->mask = mms_format_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, L, gr->n), "cross_mask.%d", g);
+            mms_set_input(gr->mask);
+            gr->k = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *gr->k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
+            if (!gr->k) break;
+            gr->v = gr->k + hp->n_layer;
+            for (il = 0; il < hp->n_layer; il++) {
+                gr->k[il] = gr->v[il] = NULL;
+                if (!c->m->layers[il].cross) continue;
+                gr->k[il] = spec[g].k[0][il];
+                gr->v[il] = spec[g].v[0][il];
+                for (j = 1; j < spec[g].n_img; j++) {   /* keys in conversation order, as the mask lays them out */
+                    gr->k[il] = mms_concat(ctx, gr->k[il], spec[g].k[j][il], 2);
+                    gr->v[il] = mms_concat(ctx, gr->v[il], spec[g].v[j][il], 1);
+                }
             }
         }
+        out->in.n_groups = out->in.groups && g == n_groups ? n_groups : 0;   /* else the context's error fails the graph */
     }
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
-    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, ck, cv, bp->kv_lo, &out->in);
+    out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, bp->kv_lo, &out->in);
     mms_build_forward_expand(out->graph, out->logits);
 }
 
@@ -245,9 +263,11 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     struct mms__mllama_text_graph tg;
     struct mms_tensor ***k = NULL, ***v = NULL;
     struct mms__mllama_batch_plan bp;
+    struct mms__mllama_group_spec *spec;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    int j, il, n_img = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) * c->p.max_images : 0;
+    const int n_groups = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) : 0, n_img = n_groups * c->p.max_images;
+    int j, il;
 
     if (c->m->has_vision) {
         struct mms_tensor **k0, **v0;
@@ -263,7 +283,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
        placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
     k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
-    if (!k) return mms_ctx_status(ctx);
+    spec = (struct mms__mllama_group_spec *)mms__ctx_alloc(ctx, sizeof *spec * (size_t)(n_groups + 1), MMS__OBJ_ALIGN);
+    if (!k || !spec) return mms_ctx_status(ctx);
     v = k + n_img + 1;
     for (j = 0; j < n_img; j++) {
         k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
@@ -285,7 +306,13 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     bp.n = bp.n_out = c->p.n_batch;
     bp.n_kv = c->p.n_seq * c->p.n_ctx;
     bp.gate = c->p.n_seq > 1;
-    mms__mllama_text_graph(c, ctx, &bp, k, v, n_img, &tg);
+    for (j = 0; j < n_groups; j++) {           /* every group with max_images images: the most mask and K/V */
+        spec[j].n_rows = j == 0 ? c->p.n_batch - (n_groups - 1) : 1;
+        spec[j].n_img = c->p.max_images;
+        spec[j].k = k + j * c->p.max_images;
+        spec[j].v = v + j * c->p.max_images;
+    }
+    mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
     st = mms__mllama_reserve(c, tg.graph);
     mms_backend_sched_reset(c->sched);          /* drops the stand-ins' pins */
     return st;
@@ -562,13 +589,13 @@ MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *c, c
 
 /* -- decoding -- */
 
-/* The cross-attention inputs of one row of sequence sq at position p. Keys are the images of the
-   batch's sequences in order, T tiles of N tokens each, n_img in all; sq's own are off.. onwards.
-   A row sees its own images of the last group of consecutive <|image|> tokens at or before it,
-   minus their unused tiles; before the first one it sees all its own images uniformly, which
-   transformers turns into an all-zero mask row and a zeroed MLP (*rows 0). A row of a sequence
-   without images sees every key (anything finite) and its cross layers are gated off (*gate 0). */
-static void mms__mllama_cross_row(const struct mms_mllama_context *c, const struct mms__mllama_seq *sq, int off, int n_img, int p,
+/* The cross-attention inputs of one row of sequence sq at position p. Keys are its group's n_img
+   images, T tiles of N tokens each: sq's own, or (a row of a sequence without images, in the first
+   group) another sequence's, all seen (anything finite) with the row's cross layers gated off
+   (*gate 0). A row sees its own images of the last group of consecutive <|image|> tokens at or
+   before it, minus their unused tiles; before the first one it sees all its own images uniformly,
+   which transformers turns into an all-zero mask row and a zeroed MLP (*rows 0). */
+static void mms__mllama_cross_row(const struct mms_mllama_context *c, const struct mms__mllama_seq *sq, int n_img, int p,
                                   float *row, float *rows, float *gate) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int T = hp->v_max_tiles, N = hp->v_n_tokens;
@@ -581,12 +608,9 @@ static void mms__mllama_cross_row(const struct mms_mllama_context *c, const stru
     *rows = first >= 0 ? 1.0f : 0.0f;
     *gate = sq->n_conv_images > 0 ? 1.0f : 0.0f;
     for (j = 0; j < n_img; j++) {
-        const int own = j - off;
-        const bool mine = own >= 0 && own < sq->n_conv_images;
-        const int n_tiles = mine ? c->images[sq->conv_images[own]].n_tiles : 0;
+        const int n_tiles = sq->n_conv_images > 0 ? c->images[sq->conv_images[j]].n_tiles : 0;
         for (t = 0; t < T; t++) {
-            float v = sq->n_conv_images == 0 ? 0.0f : !mine ? -INFINITY : first < 0 ? 0.0f
-                    : (own >= first && own <= last && t < n_tiles) ? 0.0f : -INFINITY;
+            float v = sq->n_conv_images == 0 || first < 0 ? 0.0f : (j >= first && j <= last && t < n_tiles) ? 0.0f : -INFINITY;
             for (k = 0; k < N; k++) row[((size_t)j * T + t) * N + k] = v;
         }
     }
@@ -595,7 +619,8 @@ static void mms__mllama_cross_row(const struct mms_mllama_context *c, const stru
 /* Per decode call: where each row goes, the sequences it touches and their images. */
 struct mms__mllama_batch_work {
     int32_t *pos, *out_ids, *slot;              /* per row: position in its sequence, cache slot; wanted rows */
-    int     *seq_n, *seq_images, *img_off;      /* per sequence: rows in the batch, <|image|> tokens, first image key */
+    int32_t *perm, *unperm;                     /* the rows in cross-attention group order, and back */
+    int     *seq_n, *seq_images, *seq_group;    /* per sequence: rows in the batch, <|image|> tokens, its group */
 };
 
 static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
@@ -605,14 +630,16 @@ static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
 
 static bool mms__mllama_batch_work_alloc(struct mms__mllama_batch_work *w, int n, int n_seq) {
     memset(w, 0, sizeof *w);
-    w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 3);
+    w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 5);
     w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 3);
     if (!w->pos || !w->seq_n) { mms__mllama_batch_work_free(w); return false; }
     w->out_ids = w->pos + n;
     w->slot = w->out_ids + n;
+    w->perm = w->slot + n;
+    w->unperm = w->perm + n;
     memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 3);
     w->seq_images = w->seq_n + n_seq;
-    w->img_off = w->seq_images + n_seq;
+    w->seq_group = w->seq_images + n_seq;
     return true;
 }
 
@@ -659,33 +686,39 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
     return MMS_OK;
 }
 
-/* Sets the masks of an allocated decode graph. */
+/* Sets the masks of an allocated decode graph (and the rows' cross-attention group order). */
 static enum mms_status mms__mllama_set_masks(struct mms_mllama_context *c, const struct mms_mllama_batch *b, const struct mms__mllama_batch_work *w,
-                                             const struct mms__mllama_text_graph *tg, int n_img) {
+                                             const struct mms__mllama_text_graph *tg) {
     const int n = b->n_tokens;
-    const size_t L = tg->in.cross_mask ? (size_t)tg->in.cross_mask->ne[0] : 0;
-    float *buf = (float *)MMS_MALLOC(sizeof(float) * ((size_t)tg->n_kv * (size_t)n + L * (size_t)n + 2 * (size_t)n)), *rows, *gate;
+    size_t L = 0, size;
+    float *buf, *rows, *gate;
     enum mms_status st;
-    int i, j;
-    if (!buf) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the attention masks");
+    int i, j, g;
+    for (g = 0; g < tg->in.n_groups; g++) L = MMS__MAX(L, (size_t)tg->in.groups[g].mask->ne[0] * (size_t)tg->in.groups[g].n);
+    size = MMS__MAX((size_t)tg->n_kv * (size_t)n, L) + 2 * (size_t)n;
+    if (!(buf = (float *)MMS_MALLOC(sizeof(float) * size))) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the attention masks");
+    rows = buf + size - 2 * (size_t)n;
+    gate = rows + n;
     for (i = 0; i < n; i++) {                  /* causal within the row's own sequence */
         const int s = b->seq ? b->seq[i] : 0, first = s * c->p.n_ctx - tg->kv_lo;
         float *row = buf + (size_t)i * (size_t)tg->n_kv;
         for (j = 0; j < tg->n_kv; j++) row[j] = j >= first && j <= first + w->pos[i] ? 0.0f : -INFINITY;
     }
     st = mms_backend_tensor_set(tg->in.kq_mask, buf, 0, mms_nbytes(tg->in.kq_mask));
-    if (st == MMS_OK && n_img > 0) {
-        float *cm = buf + (size_t)tg->n_kv * (size_t)n;
-        rows = cm + L * (size_t)n;
-        gate = rows + n;
-        for (i = 0; i < n; i++) {
-            const int s = b->seq ? b->seq[i] : 0;
-            mms__mllama_cross_row(c, &c->seqs[s], w->img_off[s], n_img, w->pos[i], cm + L * (size_t)i, &rows[i], &gate[i]);
+    for (g = 0; st == MMS_OK && g < tg->in.n_groups; g++) {
+        const struct mms__mllama_cross_group *gr = &tg->in.groups[g];
+        const size_t width = (size_t)gr->mask->ne[0];
+        for (j = 0; j < gr->n; j++) {
+            i = tg->in.cross_perm ? w->perm[gr->first + j] : gr->first + j;
+            mms__mllama_cross_row(c, &c->seqs[b->seq ? b->seq[i] : 0], (int)(width / (size_t)(c->m->hp.v_max_tiles * c->m->hp.v_n_tokens)),
+                                  w->pos[i], buf + width * (size_t)j, &rows[i], &gate[i]);
         }
-        st = mms_backend_tensor_set(tg->in.cross_mask, cm, 0, mms_nbytes(tg->in.cross_mask));
-        if (st == MMS_OK) st = mms_backend_tensor_set(tg->in.cross_rows, rows, 0, sizeof *rows * (size_t)n);
-        if (st == MMS_OK && tg->in.cross_gate) st = mms_backend_tensor_set(tg->in.cross_gate, gate, 0, sizeof *gate * (size_t)n);
+        st = mms_backend_tensor_set(gr->mask, buf, 0, mms_nbytes(gr->mask));
     }
+    if (st == MMS_OK && tg->in.n_groups > 0) st = mms_backend_tensor_set(tg->in.cross_rows, rows, 0, sizeof *rows * (size_t)n);
+    if (st == MMS_OK && tg->in.cross_gate) st = mms_backend_tensor_set(tg->in.cross_gate, gate, 0, sizeof *gate * (size_t)n);
+    if (st == MMS_OK && tg->in.cross_perm) st = mms_backend_tensor_set(tg->in.cross_perm, w->perm, 0, sizeof *w->perm * (size_t)n);
+    if (st == MMS_OK && tg->in.cross_perm) st = mms_backend_tensor_set(tg->in.cross_unperm, w->unperm, 0, sizeof *w->unperm * (size_t)n);
     MMS_FREE(buf);
     return st;
 }
@@ -695,10 +728,10 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
     struct mms__mllama_batch_work w;
     struct mms__mllama_batch_plan bp;
     struct mms__mllama_text_graph tg;
-    struct mms_tensor ***k = NULL, ***v = NULL;
+    struct mms__mllama_group_spec *spec = NULL;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    int i, j, s, n, n_img = 0, n_text_only = 0;
+    int i, j, s, g, n, n_img = 0, n_groups = 0, n_text_only = 0;
     bool gen = true;
     const int64_t t0 = mms_time_us();
     if (!c || !b || !b->tokens || b->n_tokens < 1)
@@ -712,33 +745,49 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
         struct mms__mllama_seq *sq = &c->seqs[b->seq ? b->seq[i] : 0];
         if (b->tokens[i] == hp->image_token_id) sq->image_pos[sq->n_image_pos++] = w.pos[i];
     }
-    for (s = 0; s < c->p.n_seq; s++) {         /* the images of the batch's sequences, in sequence order */
+    for (s = 0; s < c->p.n_seq; s++) {         /* a cross-attention group per sequence with images */
         if (!w.seq_n[s]) continue;
-        w.img_off[s] = n_img;
+        w.seq_group[s] = c->seqs[s].n_conv_images > 0 ? n_groups++ : 0;   /* sequences without: the first group */
         n_img += c->seqs[s].n_conv_images;
         n_text_only += c->seqs[s].n_conv_images == 0;
         gen &= w.seq_n[s] == 1;
     }
-    bp.gate = n_img > 0 && n_text_only > 0;
+    bp.gate = n_groups > 0 && n_text_only > 0;
 
     ctx = mms__mllama_fresh_graph_ctx(c);
-    if (n_img > 0) {
-        k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)n_img * 2, MMS__OBJ_ALIGN);
-        if (!k) { st = mms_ctx_status(ctx); goto done; }
-        v = k + n_img;
-        for (s = 0; s < c->p.n_seq; s++)
-            for (j = 0; w.seq_n[s] && j < c->seqs[s].n_conv_images; j++) {
-                k[w.img_off[s] + j] = c->images[c->seqs[s].conv_images[j]].k;
-                v[w.img_off[s] + j] = c->images[c->seqs[s].conv_images[j]].v;
+    if (n_groups > 0) {                        /* the groups' images, and the rows in group order */
+        struct mms_tensor ***kl = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *kl * (size_t)n_img * 2, MMS__OBJ_ALIGN);
+        int *at = (int *)mms__ctx_alloc(ctx, sizeof *at * (size_t)n_groups, MMS__OBJ_ALIGN), off = 0;
+        spec = (struct mms__mllama_group_spec *)mms__ctx_alloc(ctx, sizeof *spec * (size_t)n_groups, MMS__OBJ_ALIGN);
+        if (!kl || !at || !spec) { st = mms_ctx_status(ctx); goto done; }
+        for (s = 0; s < c->p.n_seq; s++) {
+            const struct mms__mllama_seq *sq = &c->seqs[s];
+            if (!w.seq_n[s] || sq->n_conv_images == 0) continue;
+            g = w.seq_group[s];
+            spec[g].n_img = sq->n_conv_images;
+            spec[g].n_rows = 0;
+            spec[g].k = kl + off;
+            spec[g].v = kl + n_img + off;
+            for (j = 0; j < sq->n_conv_images; j++, off++) {
+                kl[off] = c->images[sq->conv_images[j]].k;
+                kl[n_img + off] = c->images[sq->conv_images[j]].v;
             }
+        }
+        for (i = 0; i < n; i++) spec[w.seq_group[b->seq ? b->seq[i] : 0]].n_rows++;
+        for (g = 0, off = 0; g < n_groups; off += spec[g++].n_rows) at[g] = off;
+        for (i = 0; i < n; i++) {
+            g = w.seq_group[b->seq ? b->seq[i] : 0];
+            w.unperm[i] = at[g];
+            w.perm[at[g]++] = i;
+        }
     }
-    mms__mllama_text_graph(c, ctx, &bp, k, v, n_img, &tg);
+    mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
     if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
-        (st = mms__mllama_set_masks(c, b, &w, &tg, n_img)) != MMS_OK) goto done;
+        (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
     if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
     {
         float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab);

@@ -10,11 +10,23 @@ struct mms__mllama_text_inputs {
     struct mms_tensor *pos;          /* I32 [n]: each row's position in its sequence */
     struct mms_tensor *slots;        /* I32 [n]: each row's cache slot (its sequence's first slot + pos) */
     struct mms_tensor *kq_mask;      /* F32 [n_kv, n]: causal */
-    struct mms_tensor *cross_mask;   /* F32 [L, n], NULL: text only, cross layers skipped */
+    int n_groups;                    /* cross-attention groups; 0: text only, cross layers skipped */
+    struct mms__mllama_cross_group *groups;
+    struct mms_tensor *cross_perm;   /* I32 [n]: the rows in group order (NULL with one group) */
+    struct mms_tensor *cross_unperm; /* I32 [n]: each row's place in group order */
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
     struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+};
+
+/* The rows of one sequence with images (and, in the first group, the rows of sequences without
+   any) attend to that sequence's images only: rows [first, first + n) in group order, its mask,
+   and its images' keys and values per cross layer (NULL elsewhere). */
+struct mms__mllama_cross_group {
+    int first, n;
+    struct mms_tensor *mask;         /* F32 [L, n], L the group's image keys */
+    struct mms_tensor **k, **v;      /* per text layer */
 };
 
 static struct mms_tensor *mms__rms(struct mms_context *ctx, struct mms_tensor *x, struct mms_tensor *w, float eps) {
@@ -62,17 +74,29 @@ static struct mms_tensor *mms__mllama_self_layer(struct mms_context *ctx, struct
     return mms_add(ctx, x, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)));
 }
 
-/* Cross-attention layer il over the kept image keys [HD, Hkv, L] and values [HD*Hkv, L]. */
+/* Cross-attention layer il: each group's query rows against its images' kept keys [HD, Hkv, L] and
+   values [HD*Hkv, L]. With several groups the rows are gathered in group order and scattered back,
+   so no sequence's rows read (or pay for) another's images. */
 static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const struct mms_mllama_model *m, int il, struct mms_tensor *x,
-                                                  struct mms_tensor *k, struct mms_tensor *v, const struct mms__mllama_text_inputs *in) {
+                                                  const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const struct mms__mllama_tlayer *ly = &m->layers[il];
     const int64_t HD = hp->head_dim, n = x->ne[1];
-    struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *o, *f;
+    struct mms_tensor *h = mms__rms(ctx, x, ly->attn_norm, hp->rms_eps), *q, *o = NULL, *f;
+    int g;
     q = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wq, h), HD, hp->n_head, n), ly->q_norm, hp->rms_eps);
-    v = mms_reshape_3d(ctx, v, HD, hp->n_head_kv, v->ne[1]);
-    o = mms_flash_attn_ext(ctx, mms__heads(ctx, q), mms__heads(ctx, k), mms__heads(ctx, v), in->cross_mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);
-    o = mms_mul_mat(ctx, ly->wo, mms_reshape_2d(ctx, o, HD * hp->n_head, n));
+    if (in->cross_perm) q = mms_get_rows(ctx, mms_reshape_2d(ctx, q, HD * hp->n_head, n), in->cross_perm);
+    for (g = 0; g < in->n_groups; g++) {
+        const struct mms__mllama_cross_group *gr = &in->groups[g];
+        struct mms_tensor *qg = mms_view_3d(ctx, q, HD, hp->n_head, gr->n, q->nb[0] * (size_t)HD, q->nb[0] * (size_t)(HD * hp->n_head),
+                                            q->nb[0] * (size_t)(HD * hp->n_head * gr->first));
+        struct mms_tensor *v = mms_reshape_3d(ctx, gr->v[il], HD, hp->n_head_kv, gr->v[il]->ne[1]), *og;
+        og = mms_flash_attn_ext(ctx, mms__heads(ctx, qg), mms__heads(ctx, gr->k[il]), mms__heads(ctx, v), gr->mask, 1.0f / sqrtf((float)HD), 0.0f, 0.0f);
+        og = mms_reshape_2d(ctx, og, HD * hp->n_head, gr->n);   /* [HD, H, n_g] */
+        o = o ? mms_concat(ctx, o, og, 1) : og;
+    }
+    if (in->cross_perm) o = mms_get_rows(ctx, o, in->cross_unperm);
+    o = mms_mul_mat(ctx, ly->wo, o);
     if (in->cross_gate) o = mms_mul(ctx, o, in->cross_gate);
     x = mms_add(ctx, x, mms_mul(ctx, o, mms_tanh(ctx, ly->gate_attn)));
     f = mms_mul(ctx, mms__mllama_mlp(ctx, ly, mms__rms(ctx, x, ly->ffn_norm, hp->rms_eps)), in->cross_rows);   /* HF: MLP branch only */
@@ -80,18 +104,17 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
 }
 
 /* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
-   layers), read from slot kv_lo on; cross K/V per cross layer (NULL when text only). Returns the
+   layers), read from slot kv_lo on; images' K/V per cross-attention group in in. Returns the
    logits [vocab, n_out]. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
-                                                 struct mms_tensor *const *cross_k, struct mms_tensor *const *cross_v,
                                                  int kv_lo, const struct mms__mllama_text_inputs *in) {
     const struct mms_mllama_hparams *hp = &m->hp;
     struct mms_tensor *x = mms_get_rows(ctx, m->token_embd, in->tokens);   /* [D, n] */
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         if (!m->layers[il].cross) x = mms__mllama_self_layer(ctx, gf, m, il, x, k_cache[il], v_cache[il], kv_lo, in);
-        else if (in->cross_mask) x = mms__mllama_cross_layer(ctx, m, il, x, cross_k[il], cross_v[il], in);
+        else if (in->n_groups > 0) x = mms__mllama_cross_layer(ctx, m, il, x, in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
     x = mms_get_rows(ctx, x, in->out_ids);
