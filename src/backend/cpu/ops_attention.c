@@ -96,9 +96,12 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
    register block runs along keys), softcap and mask, the streaming softmax per row (running max m
    and sum l; the output accumulated so far is rescaled when m grows), then O += P V. Only the
    QB x KB score block ever exists. Blocks are fixed by the shapes, never by the thread count, so
-   results do not depend on it. */
+   results do not depend on it. With at most MMS__FA_DIRECT rows in a block (decode: one query per
+   sequence times the heads of a group) and f32 K and V, the scores and the weighted sum read the
+   K and V rows in place: packing a block for a few rows cost more than the products. */
 #define MMS__FA_QB 96
 #define MMS__FA_KB 128
+#define MMS__FA_DIRECT 8
 
 struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-column register block */
 
@@ -136,6 +139,8 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     const int64_t group = q->ne[2] / k->ne[2], Hkv = k->ne[2], rows = n_q * group;
     const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, n_blocks = (rows + QB - 1) / QB;
     const float scale = mms_get_op_params_f32(dst, 0), softcap = mms_get_op_params_f32(dst, 2);
+    const bool direct = rows <= MMS__FA_DIRECT && k->type == MMS_TYPE_F32 && v->type == MMS_TYPE_F32 && k->nb[0] == sizeof(float) &&
+                        v->nb[0] == sizeof(float) && k->nb[1] % sizeof(float) == 0 && v->nb[1] % sizeof(float) == 0;
     float *qb = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
     float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
@@ -187,10 +192,17 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 }
                 if (!any) continue;
             }
-            ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
-            mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
-            for (j = 0; j < D; j++) memset(kt + j * nkp + nk, 0, (size_t)(nkp - nk) * sizeof(float));
-            mms__gemm_f32(nr, nkp, D, qb, D, kt, nkp, 16, sb, KB, 0);
+            if (direct) {                    /* each score a dot product with the key row in place */
+                const float *k0 = (const float *)mms__row_ptr(k, j0, kh, ib);
+                ldk = (int64_t)(k->nb[1] / sizeof(float));
+                for (j = 0; j < nk; j++)
+                    for (i = 0; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
+            } else {
+                ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
+                mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
+                for (j = 0; j < D; j++) memset(kt + j * nkp + nk, 0, (size_t)(nkp - nk) * sizeof(float));
+                mms__gemm_f32(nr, nkp, D, qb, D, kt, nkp, 16, sb, KB, 0);
+            }
             for (i = 0; i < nr; i++) {
                 float *srow = sb + i * KB, m_blk, m_new;
                 if (softcap != 0.0f) for (j = 0; j < nk; j++) srow[j] = softcap * tanhf(srow[j] / softcap);
@@ -208,6 +220,14 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     mr[i] = m_new;
                 }
                 lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
+            }
+            if (direct) {                    /* O += P V, a value row in place at a time */
+                const float *v0 = (const float *)mms__row_ptr(v, j0, kh, ib);
+                ldv = (int64_t)(v->nb[1] / sizeof(float));
+                for (i = 0; i < nr; i++)
+                    for (j = 0; j < nk; j++)
+                        if (sb[i * KB + j] != 0.0f) mms__vec_axpb_f32(Dv, ob + i * Dvp, v0 + j * ldv, sb[i * KB + j], ob + i * Dvp);
+                continue;
             }
             vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
             mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
