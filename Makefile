@@ -237,7 +237,7 @@ $(W)/run/%: $(W)/tests/%.exe | $(W)/run
 	@printf '#!/bin/sh\nWINEPREFIX=$(CURDIR)/$(W)/wineprefix WINEDEBUG=-all exec $(WINE) %s "$$@"\n' $< > $@ && chmod +x $@
 $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o | $(W)
 	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
-$(W)/mllama.exe: examples/mllama.c mmsched.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
+$(W)/mllama.exe $(W)/batch.exe: $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
 	$(WIN_CC) $(WIN_FLAGS) -isystem $(W)/include $< $(W)/windows_stdio.o $(W)/stb_image.o -o $@
 
 ARM_FLAGS = $(STD) $(WARN) -O2 -I.
@@ -246,8 +246,8 @@ $(A)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(A)/t
 # test_cli and test_quantize run the programs through scripts that start them under QEMU
 $(A)/qemu/%: $(A)/% | $(A)/qemu
 	@printf '#!/bin/sh\nexec $(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) %s "$$@"\n' $< > $@ && chmod +x $@
-$(A)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(A)/qemu/mllama | $(A)/tests
-	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L -DCLI='"$(A)/qemu/mllama"' $< -o $@ $(LIBS)
+$(A)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(A)/qemu/mllama $(A)/qemu/batch | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L -DCLI='"$(A)/qemu/mllama"' -DBATCH='"$(A)/qemu/batch"' $< -o $@ $(LIBS)
 $(A)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(A)/qemu/quantize | $(A)/tests
 	$(ARM_CC) $(ARM_FLAGS) -DQUANTIZE='"$(A)/qemu/quantize"' $< -o $@ $(LIBS)
 $(A)/run/%: $(A)/tests/% | $(A)/run
@@ -256,14 +256,14 @@ $(A)/run/%-plain: $(A)/tests/% | $(A)/run
 	@printf '#!/bin/sh\nMMS_TEST_AUTO_KERNELS=neon MMS_TEST_KERNELS=neon exec $(QEMU_ARM) -cpu $(ARM_CPU_PLAIN) %s "$$@"\n' $< > $@ && chmod +x $@
 $(A)/%: examples/%.c mmsched.h examples/*.h | $(A)
 	$(ARM_CC) $(ARM_FLAGS) $< -o $@ $(LIBS)
-$(A)/mllama: examples/mllama.c mmsched.h $(A)/stb_image.o | $(A)
+$(A)/mllama $(A)/batch: $(A)/%: examples/%.c mmsched.h examples/*.h $(A)/stb_image.o | $(A)
 	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L $< $(A)/stb_image.o -o $@ $(LIBS)
 
 windows: $(addprefix $(W)/tests/,$(addsuffix .exe,$(WIN_TESTS))) $(addprefix $(W)/run/,$(WIN_TESTS) $(addprefix skip-,$(WIN_LEFT_OUT))) \
-         $(addprefix $(W)/,$(addsuffix .exe,$(EXAMPLES)))
+         $(addprefix $(W)/,$(addsuffix .exe,$(EXAMPLES) batch))
 arm64: $(addprefix $(A)/tests/,$(ARM_TESTS)) $(addprefix $(A)/run/,$(ARM_TESTS) $(addprefix skip-,$(ARM_LEFT_OUT))) \
        $(addprefix $(A)/run/,$(addsuffix -plain,$(ARM_PLAIN_TESTS))) \
-       $(addprefix $(A)/,$(ARM_EXAMPLES))
+       $(addprefix $(A)/,$(ARM_EXAMPLES) batch)
 
 test-windows: windows
 	@tests/run.sh $(W)/run
