@@ -656,13 +656,18 @@
            mms_mllama_decode_batch(ctx, &b);   // one graph; logits: the last row of each sequence, in batch order
            mms_mllama_seq_clear(ctx, 1);       // or mms_mllama_seq_trim(ctx, 1, n_keep)
        A batch's rows write their own sequence's slots and attend only to its tokens (the mask is -inf
-       elsewhere) and its images (cross-attention keys of the batch's sequences side by side, masked per
-       row; rows of a sequence without images have their cross layers gated to the identity), so each
+       elsewhere) and its images (in the cross-attention layers the rows are gathered per sequence
+       with images and each group attends to its own images' keys only; rows of a sequence without
+       images join the first group with their cross layers gated to the identity), so each
        sequence's logits are those of the conversation alone (tests/test_mllama_seq.c: NMSE below
        1e-10, greedy tokens equal, for mixes of image-first, text-before-image, text-only and two-image
        conversations cleared, reused and trimmed). The matrix products see every row at once, so the
-       weights are read once per step for all sequences; attention reads the slots from the first
-       to the last sequence in the batch, each up to its next 256-token step.
+       weights are read once per step for all sequences (on the CPU, up to 8 rows of f16/f32 weights
+       are summed exactly as one row alone is: test_ops mul_mat_columns); self-attention reads the
+       slots from the first to the last sequence in the batch, each up to its next 256-token step.
+       On the CPU a step of K sequences costs K times the multiply-adds of one, so once the products
+       are bound by arithmetic rather than by reading the weights the gain stops growing: with f16
+       weights on a 2-core Zen 3 that is about 3x at K = 8 (build/batch --bench).
        mms_mllama_get_timings (and _print_timings) splits the time by phase: load, context,
        preprocess, image encode (vision encoder + projector), cross-attention K/V, prompt and
        generation with tokens/s (a one-token decode is generation), and memory per backend (weights,
