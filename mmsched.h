@@ -7081,6 +7081,30 @@ MMS__UNROLL4
    (whose integer multiplies issue once per cycle, as FMAs do twice), against 1.0x for
    dequantizing into the f32 GEMM, which they keep. */
 
+/* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
+   not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
+   for decode steps of several sequences (N <= 8, see mms__q8_dot4_for). */
+static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
+    const struct mms__block_q8_act *x[4];
+    __m256 acc[4][2];
+    int64_t i;
+    int c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_act *)((const char *)xv + c * x_stride); acc[c][0] = acc[c][1] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / 32; i++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), uq = _mm256_sign_epi8(q, q);
+        const float d = mms__fp16_to_f32_f16c(b[i].d);
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const __m256i dot = mms__dot_u8s8_lanes(uq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[c][i].qs), q));
+            acc[c][i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[c][i].d), _mm256_cvtepi32_ps(dot), acc[c][i & 1]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) out[c] = mms__hsum256(_mm256_add_ps(acc[c][0], acc[c][1]));
+}
+
 /* Q4_K as mms__dot_q4_k_avx2, each pair of sub-blocks unpacked once for the 4 columns. */
 static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
@@ -7456,19 +7480,23 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
 /* One weight row against 4 activation rows x_stride bytes apart: out[c] = dot(w, x + c x_stride). */
 typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t x_stride, float *out);
 
-/* The 4-column dot of a weight type for the kernel set in use; NULL where there is none (the
-   caller then runs the f32 GEMM on dequantized weights for prompt sizes). */
-static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type) {
+/* The 4-column dot of a weight type for the kernel set in use and a product of N columns; NULL
+   where there is none (the caller then runs the f32 GEMM on dequantized weights for prompt sizes).
+   Q8_0's is for decode steps of up to 8 sequences only: for prompts the GEMM is faster (see above),
+   but dequantizing a whole tile for a few columns took 5x the 4-column dots' time. */
+static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) {
         switch (type) {
             case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
             case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
+            case MMS_TYPE_Q8_0: return N <= 8 ? mms__dot4_q8_0_avx2 : NULL;
             default: break;
         }
     }
 #endif
     MMS__UNUSED(type);
+    MMS__UNUSED(N);
     return NULL;
 }
 
@@ -7514,7 +7542,8 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
-   - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
+   - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
+     a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
@@ -7581,7 +7610,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
+    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
     const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;

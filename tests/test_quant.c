@@ -704,6 +704,55 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
     return finite ? nmse : -1;
 }
 
+/* The product of the quantized weights wq [K, M] with the N activation rows x, NULL on failure. */
+static float *product(const struct qtype *q, const unsigned char *wq, int64_t K, int64_t M, const float *x, int64_t N) {
+    struct gcase c;
+    struct mms_tensor *a, *b, *out;
+    float *got = NULL;
+    gcase_begin(&c);
+    a = mms_new_tensor_2d(c.ctx, q->type, K, M);
+    b = mms_new_tensor_2d(c.ctx, F32, K, N);
+    out = a && b ? mms_mul_mat(c.ctx, a, b) : NULL;
+    if (gcase_alloc(&c, out, "product")) {
+        mms_backend_tensor_set(a, wq, 0, (size_t)(K / q->blck * M) * q->size);
+        mms_backend_tensor_set(b, x, 0, (size_t)(K * N) * sizeof(float));
+        if (gcase_compute(&c, "product")) got = (float *)gcase_get(out, (size_t)(M * N) * sizeof(float));
+    }
+    gcase_end(&c);
+    return got;
+}
+
+/* A decode step of up to 8 sequences gives each column the bits it gets alone, for the types whose
+   every N <= 8 runs the same per-column sums (Q8_0 and Q6_K; Q4_0 and Q4_K take repacked tiles
+   past 4 columns, checked against the reference above). An odd number of blocks: the dots
+   alternate two accumulators. */
+static void test_mul_mat_columns(void) {
+    static const int types[2] = { 0, 3 };
+    int t, n, j;
+    for (t = 0; t < 2; t++) {
+        const struct qtype *q = &qtypes[types[t]];
+        const int64_t K = q->blck == 256 ? 768 : 288, M = 13;
+        float *w = (float *)malloc(sizeof(float) * (size_t)(K * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 8)), *alone[8];
+        unsigned char *wq;
+        int bad = 0;
+        for (j = 0; j < K * M; j++) w[j] = (float)gauss_rand();
+        for (j = 0; j < K * 8; j++) x[j] = test_rand_uniform(-1, 1);
+        wq = quantize(q, w, K * M);
+        for (j = 0; j < 8; j++) alone[j] = product(q, wq, K, M, x + K * j, 1);
+        for (n = 2; n <= 8; n++) {
+            float *got = product(q, wq, K, M, x, n);
+            for (j = 0; got && j < n; j++) bad += !alone[j] || memcmp(got + M * j, alone[j], sizeof(float) * (size_t)M) != 0;
+            EXPECT(got != NULL, "%s: the product of %d columns failed", q->name, n);
+            free(got);
+        }
+        EXPECT(bad == 0, "%s/%s: %d columns of the N = 2..8 products differ from the column alone", g_kernels, q->name, bad);
+        for (j = 0; j < 8; j++) free(alone[j]);
+        free(wq);
+        free(w);
+        free(x);
+    }
+}
+
 static void test_mul_mat(void) {
     static const int64_t Ns[4] = { 1, 2, 7, 64 };
     const bool q8_act = mms_cpu_get_kernels() != MMS_CPU_KERNELS_SCALAR;   /* every SIMD set has the integer dots */
@@ -723,6 +772,8 @@ static void test_mul_mat(void) {
         len += snprintf(line + len, sizeof line - (size_t)len, " batch %.2g", e);
         e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 1, 1, 1, false, q8_act, &pred);   /* an odd number of blocks: */
         len += snprintf(line + len, sizeof line - (size_t)len, " oddK/N1 %.2g", e);            /* the decode dots pair them */
+        e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 8, 1, 1, false, q8_act, &pred);   /* 4-column dots, odd blocks */
+        len += snprintf(line + len, sizeof line - (size_t)len, " oddK/N8 %.2g", e);
         e = matmul_case(q, 512, 9, 3, 1, 1, true, q8_act, &pred);
         len += snprintf(line + len, sizeof line - (size_t)len, " views/N3 %.2g", e);
         e = matmul_case(q, 512, 9, 16, 1, 1, true, q8_act, &pred);
@@ -840,6 +891,7 @@ int main(void) {
         run_numeric("get_rows", test_get_rows);
         run_numeric("cpy", test_cpy);
         run_numeric("mul_mat", test_mul_mat);
+        run_numeric("mul_mat_columns", test_mul_mat_columns);
     }
     RUN(test_errors);
 

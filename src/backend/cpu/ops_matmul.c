@@ -16,7 +16,8 @@
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
-   - Quantized weights with a 4-column integer dot (the K types on AVX2), any N: the b tile is
+   - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
+     a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
@@ -83,7 +84,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type) : NULL;
+    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
     const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
