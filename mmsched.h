@@ -667,7 +667,7 @@
        slots from the first to the last sequence in the batch, each up to its next 256-token step.
        On the CPU a step of K sequences costs K times the multiply-adds of one, so once the products
        are bound by arithmetic rather than by reading the weights the gain stops growing: with f16
-       weights on a 2-core Zen 3 that is about 3x at K = 8 (build/batch --bench).
+       weights on a 2-core Zen 3 that is about 3.5x at K = 8 (build/batch --bench).
        mms_mllama_get_timings (and _print_timings) splits the time by phase: load, context,
        preprocess, image encode (vision encoder + projector), cross-attention K/V, prompt and
        generation with tokens/s (a one-token decode is generation), and memory per backend (weights,
