@@ -6724,6 +6724,10 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
+/* The most columns (sequences of one decode step) a product takes through the decode kernels
+   where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
+#define MMS__DECODE_MAX_COLS 8
+
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
@@ -7083,7 +7087,7 @@ MMS__UNROLL4
 
 /* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
    not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
-   for decode steps of several sequences (N <= 8, see mms__q8_dot4_for). */
+   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS, see mms__q8_dot4_for). */
 static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x[4];
@@ -7490,7 +7494,7 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
         switch (type) {
             case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
             case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
-            case MMS_TYPE_Q8_0: return N <= 8 ? mms__dot4_q8_0_avx2 : NULL;
+            case MMS_TYPE_Q8_0: return N <= MMS__DECODE_MAX_COLS ? mms__dot4_q8_0_avx2 : NULL;
             default: break;
         }
     }
@@ -7550,8 +7554,6 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
 #define MMS__MM_GEMV_N 4
-#define MMS__MM_GEMV_N_DIRECT 8   /* f16/f32 weights: up to 8 columns (a decode step of 8 sequences) straight
-                                     from the weights; packing a tile for the GEMM does not pay below that */
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
@@ -7614,7 +7616,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
-    const int64_t gemv_n = f16_direct || f32_direct ? MMS__MM_GEMV_N_DIRECT : MMS__MM_GEMV_N;
+    const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
+                                                                                                 tile does not pay below */
     const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
                                                                              with integer kernels take those */
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
@@ -8025,10 +8028,10 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 for (i = 0; i < nr; i++)
                     for (j = 0; j < nk; j++)
                         if (sb[i * KB + j] != 0.0f) mms__vec_axpb_f32(Dv, ob + i * Dvp, v0 + j * ldv, sb[i * KB + j], ob + i * Dvp);
-                continue;
+            } else {
+                vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
+                mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
             }
-            vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
-            mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
         }
         for (i = 0; i < nr; i++) {
             float *out = (float *)mms__row_ptr(dst, ih[i], iqs[i], ib);
@@ -16053,7 +16056,7 @@ struct mms__mllama_text_inputs {
    any) attend to that sequence's images only: rows [first, first + n) in group order, its mask,
    and its images' keys and values per cross layer (NULL elsewhere). */
 struct mms__mllama_cross_group {
-    int first, n;
+    int first, n, n_img;
     struct mms_tensor *mask;         /* F32 [L, n], L the group's image keys */
     struct mms_tensor **k, **v;      /* per text layer */
 };
@@ -16369,6 +16372,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
             const int64_t L = (int64_t)spec[g].n_img * hp->v_max_tiles * hp->v_n_tokens;
             gr->first = first;
             gr->n = spec[g].n_rows;
+            gr->n_img = spec[g].n_img;
             first += gr->n;
             gr->mask = mms_format_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, L, gr->n), "cross_mask.%d", g);
             mms_set_input(gr->mask);
@@ -16901,8 +16905,7 @@ static enum mms_status mms__mllama_set_masks(struct mms_mllama_context *c, const
         const size_t width = (size_t)gr->mask->ne[0];
         for (j = 0; j < gr->n; j++) {
             i = tg->in.cross_perm ? w->perm[gr->first + j] : gr->first + j;
-            mms__mllama_cross_row(c, &c->seqs[b->seq ? b->seq[i] : 0], (int)(width / (size_t)(c->m->hp.v_max_tiles * c->m->hp.v_n_tokens)),
-                                  w->pos[i], buf + width * (size_t)j, &rows[i], &gate[i]);
+            mms__mllama_cross_row(c, &c->seqs[b->seq ? b->seq[i] : 0], gr->n_img, w->pos[i], buf + width * (size_t)j, &rows[i], &gate[i]);
         }
         st = mms_backend_tensor_set(gr->mask, buf, 0, mms_nbytes(gr->mask));
     }

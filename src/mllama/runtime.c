@@ -178,6 +178,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
             const int64_t L = (int64_t)spec[g].n_img * hp->v_max_tiles * hp->v_n_tokens;
             gr->first = first;
             gr->n = spec[g].n_rows;
+            gr->n_img = spec[g].n_img;
             first += gr->n;
             gr->mask = mms_format_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, L, gr->n), "cross_mask.%d", g);
             mms_set_input(gr->mask);
@@ -710,8 +711,7 @@ static enum mms_status mms__mllama_set_masks(struct mms_mllama_context *c, const
         const size_t width = (size_t)gr->mask->ne[0];
         for (j = 0; j < gr->n; j++) {
             i = tg->in.cross_perm ? w->perm[gr->first + j] : gr->first + j;
-            mms__mllama_cross_row(c, &c->seqs[b->seq ? b->seq[i] : 0], (int)(width / (size_t)(c->m->hp.v_max_tiles * c->m->hp.v_n_tokens)),
-                                  w->pos[i], buf + width * (size_t)j, &rows[i], &gate[i]);
+            mms__mllama_cross_row(c, &c->seqs[b->seq ? b->seq[i] : 0], gr->n_img, w->pos[i], buf + width * (size_t)j, &rows[i], &gate[i]);
         }
         st = mms_backend_tensor_set(gr->mask, buf, 0, mms_nbytes(gr->mask));
     }

@@ -24,7 +24,7 @@ struct mms__mllama_text_inputs {
    any) attend to that sequence's images only: rows [first, first + n) in group order, its mask,
    and its images' keys and values per cross layer (NULL elsewhere). */
 struct mms__mllama_cross_group {
-    int first, n;
+    int first, n, n_img;
     struct mms_tensor *mask;         /* F32 [L, n], L the group's image keys */
     struct mms_tensor **k, **v;      /* per text layer */
 };

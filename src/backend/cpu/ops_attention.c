@@ -227,10 +227,10 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 for (i = 0; i < nr; i++)
                     for (j = 0; j < nk; j++)
                         if (sb[i * KB + j] != 0.0f) mms__vec_axpb_f32(Dv, ob + i * Dvp, v0 + j * ldv, sb[i * KB + j], ob + i * Dvp);
-                continue;
+            } else {
+                vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
+                mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
             }
-            vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
-            mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
         }
         for (i = 0; i < nr; i++) {
             float *out = (float *)mms__row_ptr(dst, ih[i], iqs[i], ib);

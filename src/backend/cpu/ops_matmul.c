@@ -24,8 +24,6 @@
 #define MMS__MM_MB 64
 #define MMS__MM_NB 48
 #define MMS__MM_GEMV_N 4
-#define MMS__MM_GEMV_N_DIRECT 8   /* f16/f32 weights: up to 8 columns (a decode step of 8 sequences) straight
-                                     from the weights; packing a tile for the GEMM does not pay below that */
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
@@ -88,7 +86,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
-    const int64_t gemv_n = f16_direct || f32_direct ? MMS__MM_GEMV_N_DIRECT : MMS__MM_GEMV_N;
+    const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
+                                                                                                 tile does not pay below */
     const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
                                                                              with integer kernels take those */
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;

@@ -11,6 +11,10 @@
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations. */
 
+/* The most columns (sequences of one decode step) a product takes through the decode kernels
+   where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
+#define MMS__DECODE_MAX_COLS 8
+
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
@@ -370,7 +374,7 @@ MMS__UNROLL4
 
 /* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
    not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
-   for decode steps of several sequences (N <= 8, see mms__q8_dot4_for). */
+   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS, see mms__q8_dot4_for). */
 static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x[4];
@@ -777,7 +781,7 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
         switch (type) {
             case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
             case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
-            case MMS_TYPE_Q8_0: return N <= 8 ? mms__dot4_q8_0_avx2 : NULL;
+            case MMS_TYPE_Q8_0: return N <= MMS__DECODE_MAX_COLS ? mms__dot4_q8_0_avx2 : NULL;
             default: break;
         }
     }
