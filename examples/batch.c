@@ -267,7 +267,7 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     mms_mllama_hparams_11b(&hp);
     snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
     if ((f = fopen(path, "rb")) != NULL) fclose(f);
-    else if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1)) { remove(path); die("cannot write the random model", path); }
+    else if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1, false)) { remove(path); die("cannot write the random model", path); }
     memset(&lp, 0, sizeof lp);
     lp.path = path;
     lp.cpu = cpu;

@@ -1,7 +1,8 @@
 /* bench.c - CPU benchmarks: the machine's own limits, then single ops at the shapes that matter
    for Llama 3.2 Vision, the thread pool's synchronisation, the 4-layer ViT reference graph, and
-   optionally the full mllama graphs at 11B shapes with random weights (ggml's figures from an older
-   machine are printed next to ours for context; they are not a side-by-side measurement).
+   optionally the full mllama graphs at 11B shapes with random weights. Beside a case, "[0]" gives
+   the side-by-side figures of shared/docs/benchmarks.md section 0 (mmsched and ggml in one harness
+   on one machine, not this one): context for this run, whose times are not comparable with them.
 
    Each case is computed `reps` times on the CPU backend; the table shows the median time, the rate
    (GFLOP/s or GB/s) and the fraction of the limit measured in the same run (an FMA loop and a
@@ -12,13 +13,17 @@
    plan written to build/plan_<graph>.svg.
 
    Usage: build/bench [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] [--profile] [--cpu-time]
-                      [--mllama [--text-layers N] [--vision-layers N]]
+                      [--mllama [--text-layers N] [--vision-layers N] | --full]
    --profile prints where the time went (per op type) after each graph case.
    --cpu-time times the machine's limits and the single-op cases by the process's CPU time (clock(); wall time on Windows)
    over the thread count instead of wall time: on a shared machine, time the threads spent waiting
    for a core does not count (cache and memory contention still do).
    --mllama writes a GGUF with random weights at Llama 3.2 11B Vision shapes to build/ and times one
-   4-tile image encode, a 512-token prefill and single-token decodes through the mllama API. */
+   4-tile image encode, a 512-token prefill and single-token decodes through the mllama API.
+   --full does the same with every layer of the 11B model (40 text, 32 + 8 vision), the text in the
+   Q4_K_M mix (vision f16), about 8 GiB on disk: also load time, peak resident memory against file +
+   KV cache + compute, and decode against the bandwidth roofline (bytes each token reads over the
+   streaming read measured first). --filter none skips the single-op cases. */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <math.h>
@@ -26,6 +31,12 @@
 #include <string.h>
 #include <time.h>
 #include <pthread.h>
+#if defined(_WIN32)
+#  include <windows.h>
+#  include <psapi.h>
+#else
+#  include <sys/resource.h>
+#endif
 #include "reference_graphs.h"
 #include "random_mllama.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -85,18 +96,22 @@ static void *fma_worker(void *p) {
 }
 #endif
 
+/* Reads n floats as four streams side by side (the quarters of x), as the decode products read four
+   weight rows at once: one stream per core leaves DRAM bandwidth unused (measured 14 against 28 GB/s
+   with four on the 2-core Zen 3), so a one-stream loop would understate the limit. */
 #if BENCH_X86
-__attribute__((target("avx2"))) static double read_sum(const float *x, size_t n) {   /* four sums keep loads in flight */
+__attribute__((target("avx2"))) static double read_sum(const float *x, size_t n) {
+    const size_t q = n / 32 * 8;   /* a quarter, in whole vectors */
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     float out[8];
     double total = 0;
     size_t i;
     int j;
-    for (i = 0; i + 32 <= n; i += 32) {
+    for (i = 0; i + 8 <= q; i += 8) {
         s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
-        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
-        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + i + 16));
-        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + i + 24));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + q + i));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + 2 * q + i));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + 3 * q + i));
     }
     _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (j = 0; j < 8; j++) total += out[j];
@@ -104,9 +119,10 @@ __attribute__((target("avx2"))) static double read_sum(const float *x, size_t n)
 }
 #else
 static double read_sum(const float *x, size_t n) {
+    const size_t q = n / 4;
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     size_t i;
-    for (i = 0; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
+    for (i = 0; i < q; i++) { s0 += x[i]; s1 += x[q + i]; s2 += x[2 * q + i]; s3 += x[3 * q + i]; }
     return s0 + s1 + s2 + s3;
 }
 #endif
@@ -149,9 +165,11 @@ static void measure_machine(void) {
     }
     peak_gbs = (double)(per * (size_t)n_threads * sizeof(float)) / median(t, 7) * 1e-9;
     free(data);
-    printf("machine (%d threads): FMA peak %.1f GFLOP/s%s, streaming read %.1f GB/s (256 MiB, AVX2 sums)\n\n", n_threads, peak_gflops,
+    printf("machine (%d threads): FMA peak %.1f GFLOP/s%s, streaming read %.1f GB/s (256 MiB, 4 streams a thread)\n", n_threads, peak_gflops,
            BENCH_X86 ? "" : " (not measured on this CPU)", peak_gbs);
     printf("BENCH name=machine fma_gflops=%.2f read_gbs=%.2f threads=%d\n", peak_gflops, peak_gbs, n_threads);
+    printf("[0]: shared/docs/benchmarks.md section 0, mmsched 8a54778 vs ggml d99724f2 side by side on a Zen 4 (AVX-512, 2 threads):\n"
+           "     their times and ratio (< 1: mmsched faster), not this run's\n\n");
 }
 
 /* -- op cases ---------------------------------------------------------------------------------- */
@@ -208,33 +226,40 @@ static const char *slug(const char *name) {
     return out;
 }
 
-/* ggml's medians from an older development machine (Zen 3, 2 threads, llamafile build): context only,
-   not side by side with this run */
-static double ggml_ms(const char *name) {
-    static const struct { const char *name; double ms; } ref[] = {
-        { "mul_mat f32 1280x1280 * 1601", 59 }, { "mul_mat f16 1280x1280 * 1601", 42 },
-        { "mul_mat f32 5120x1280 * 1601", 246 }, { "mul_mat f16 5120x1280 * 1601", 175 },
-        { "mul_mat f32 4096x4096 * 512", 185 }, { "mul_mat f16 4096x4096 * 512", 130 },
-        { "mul_mat f32 4096x4096 * 1 cold", 3.8 }, { "mul_mat f16 4096x4096 * 1 cold", 2.2 },
-        { "mul_mat q8_0 4096x4096 * 1 cold", 1.16 }, { "mul_mat q4_0 4096x4096 * 1 cold", 0.81 },
-        { "attention 16x1601x80 three ops", 700 }, { "attention 16x1601x80 flash_attn_ext", 190 },
-        { "soft_max_ext [1601,1601,16]", 70 }, { "gelu [5120,1601]", 27 }, { "rms_norm [1280,1601]", 2 },
-        { "vit 4 layers flash_attn f32 weights", 3845 }, { "vit 4 layers flash_attn f16 weights", 3072 },
-        { "vit 4 layers mm+softmax f32 weights", 6442 },
+/* The side-by-side figures of shared/docs/benchmarks.md section 0: one harness built against both
+   libraries on a Zen 4 (AVX-512, 2 threads), mmsched at 8a54778 and ggml d99724f2 as llama.cpp builds
+   it (llamafile and weight repacking on, -march=native; its repacked figure where it has one), medians
+   in ms. Printed beside this run for context: only their ratio is a side-by-side measurement. */
+struct side_by_side { const char *name; double ours_ms, ggml_ms; };
+static const struct side_by_side *side_by_side(const char *name) {
+    static const struct side_by_side ref[] = {
+        { "mul_mat f32 1280x1280 * 1601", 24.3, 32.1 }, { "mul_mat f16 1280x1280 * 1601", 24.4, 28.0 },
+        { "mul_mat f32 5120x1280 * 1601", 99.6, 147.3 }, { "mul_mat f16 5120x1280 * 1601", 99.8, 120.2 },
+        { "mul_mat f32 4096x4096 * 512", 83.0, 119.8 }, { "mul_mat f16 4096x4096 * 512", 84.2, 94.5 },
+        { "mul_mat f16 4096x4096 * 1 cold", 1.148, 1.156 }, { "mul_mat q8_0 4096x4096 * 1 cold", 0.674, 0.707 },
+        { "mul_mat q4_0 4096x4096 * 1 cold", 0.369, 0.294 }, { "mul_mat q4_k 4096x4096 * 1 cold", 0.348, 0.320 },
+        { "mul_mat q6_k 4096x4096 * 1 cold", 0.463, 0.459 }, { "mul_mat q4_k 14336x4096 * 1 cold", 1.350, 1.076 },
+        { "mul_mat q8_0 4096x4096 * 512", 87.2, 78.9 }, { "mul_mat q4_0 4096x4096 * 512", 87.4, 61.6 },
+        { "mul_mat q4_k 4096x4096 * 512", 90.0, 59.0 },
+        { "attention 16x1601x80 three ops", 107.5, 379.2 }, { "attention 16x1601x80 flash_attn_ext f16 K/V", 79.1, 117.6 },
+        { "soft_max_ext [1601,1601,16]", 22.5, 34.8 }, { "gelu [5120,1601]", 5.90, 17.1 }, { "rms_norm [1280,1601]", 0.295, 1.36 },
+        { "vit 4 layers flash_attn f32 weights", 1613, 2373 }, { "vit 4 layers flash_attn f16 weights", 1598, 2083 },
+        { "vit 4 layers mm+softmax f32 weights", 1785, 3472 },
     };
     size_t i;
-    for (i = 0; i < sizeof ref / sizeof ref[0]; i++) if (!strcmp(ref[i].name, name)) return ref[i].ms;
-    return 0.0;
+    for (i = 0; i < sizeof ref / sizeof ref[0]; i++) if (!strcmp(ref[i].name, name)) return &ref[i];
+    return NULL;
 }
 
 /* work: flops (rate in GFLOP/s) or, with bytes_mode, bytes (rate in GB/s) */
 static void report(const char *name, double *ms, int n, double work, int bytes_mode) {
-    double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, limit = bytes_mode ? peak_gbs : peak_gflops, g = ggml_ms(name);
-    char vs[48] = "";
-    if (g > 0) snprintf(vs, sizeof vs, "   ggml %.1f ms (x%.2f)", g, g / med);
+    const struct side_by_side *sbs = side_by_side(name);
+    double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, limit = bytes_mode ? peak_gbs : peak_gflops, g = sbs ? sbs->ggml_ms : 0.0;
+    char vs[64] = "";
+    if (sbs) snprintf(vs, sizeof vs, "   [0] %.4g vs ggml %.4g ms: %.2fx", sbs->ours_ms, sbs->ggml_ms, sbs->ours_ms / sbs->ggml_ms);
     printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit%s\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
            limit > 0 ? 100.0 * rate / limit : 0.0, vs);
-    printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f ggml_ms=%.1f threads=%d kernels=%s\n", slug(name), med, rate,
+    printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f ggml_ms=%.4g threads=%d kernels=%s\n", slug(name), med, rate,
            bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, g, n_threads, mms_cpu_kernels_name(mms_cpu_get_kernels()));
     fflush(stdout);
 }
@@ -426,7 +451,41 @@ done:
    vision tower of 4 local + 1 global layers (1/8 of its 32 + 8), with the full-size embedding table,
    output head, patch and position embeddings and projector. */
 
-static int mllama_text_layers = 5, mllama_vision_layers = 4;
+static int mllama_text_layers = 5, mllama_vision_layers = 4, mllama_full = 0;
+
+/* The process's peak resident memory so far (mapped file pages it touched included), MiB; -1 if unknown. */
+static double peak_rss_mib(void) {
+#if defined(_WIN32)
+    PROCESS_MEMORY_COUNTERS pmc;
+    return K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc) ? (double)pmc.PeakWorkingSetSize / 1048576.0 : -1.0;
+#else
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return -1.0;
+#  if defined(__APPLE__)
+    return (double)ru.ru_maxrss / 1048576.0;   /* bytes there, KiB elsewhere */
+#  else
+    return (double)ru.ru_maxrss / 1024.0;
+#  endif
+#endif
+}
+
+/* What one decode token reads from memory: every text weight once (the embedding table one row;
+   the cross layers' K/V projections run only when an image is added), the self-attention keys
+   and values of n_past positions and the cross K/V of the kept images. */
+static double decode_bytes_per_token(const char *path, const struct mms_mllama_memory *mem, int n_ctx, int n_past) {
+    struct mms_gguf *gg = mms_gguf_open(path);
+    struct mms_gguf_tensor_info ti;
+    double bytes = 0.0;
+    int64_t i;
+    if (!gg) return 0.0;
+    for (i = 0; i < mms_gguf_get_n_tensors(gg); i++) {
+        if (mms_gguf_get_tensor(gg, i, &ti) != MMS_OK || starts_with(ti.name, "v.") || starts_with(ti.name, "mm.") ||
+            strstr(ti.name, "cross_attn_k_proj") || strstr(ti.name, "cross_attn_v_proj")) continue;
+        bytes += !strcmp(ti.name, "token_embd.weight") ? (double)ti.size / (double)ti.ne[1] : (double)ti.size;
+    }
+    mms_gguf_close(gg);
+    return bytes + (double)mem->kv_cache * n_past / n_ctx + (double)mem->kept_images_peak;
+}
 
 static bool read_through(float fraction, void *user_data) { (void)fraction; (void)user_data; return true; }
 
@@ -438,7 +497,7 @@ static void print_profile(mms_backend_t cpu, const char *what) {
 }
 
 static void bench_mllama(mms_backend_t cpu) {
-    const int n_local = mllama_vision_layers, n_global = (mllama_vision_layers + 3) / 4, n_text = mllama_text_layers;
+    const int n_local = mllama_full ? 32 : mllama_vision_layers, n_global = (n_local + 3) / 4, n_text = mllama_full ? 40 : mllama_text_layers;
     const int n_prompt = 512, n_gen = 8;
     struct mms_mllama_hparams hp;
     struct mms_mllama_load_params lp;
@@ -448,23 +507,27 @@ static void bench_mllama(mms_backend_t cpu) {
     struct mms_mllama_image img;
     struct mms_mllama_image_params ip;
     struct mms_mllama_timings t;
+    struct mms_mllama_memory mem;
     char path[160];
     uint8_t *rgb;
     int32_t *tokens = NULL;
     double gen_ms[64], ms, scale_v, scale_t;
     int64_t t0;
+    double file_mib = 0.0, bytes_tok, roof;
     FILE *f;
-    int i;
+    int i, wrote = 0;
     mms_mllama_hparams_11b(&hp);
-    snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v%d+%d.gguf", n_text, n_local, n_global);
-    printf("\nLlama 3.2 11B Vision shapes, random f16 weights: %d of 40 text layers, %d + %d of 32 + 8 vision layers (%s)\n",
-           n_text, n_local, n_global, path);
+    snprintf(path, sizeof path, mllama_full ? "build/bench-mllama-11b-full-q4_k_m.gguf" : "build/bench-mllama-11b-t%d-v%d+%d.gguf",
+             n_text, n_local, n_global);
+    printf("\nLlama 3.2 11B Vision shapes, random weights (%s): %d of 40 text layers, %d + %d of 32 + 8 vision layers (%s)\n",
+           mllama_full ? "text Q4_K_M, vision f16" : "f16", n_text, n_local, n_global, path);
     if ((f = fopen(path, "rb")) != NULL) {
         fclose(f);
     } else {
         t0 = mms_time_us();
-        if (!write_mllama_gguf(path, &hp, n_text, n_local, n_global)) { remove(path); return; }
+        if (!write_mllama_gguf(path, &hp, n_text, n_local, n_global, mllama_full)) { remove(path); return; }
         printf("wrote the model in %.1f s\n", (double)(mms_time_us() - t0) * 1e-6);
+        wrote = 1;   /* the writer held the whole file in memory: the peak below counts it */
     }
     memset(&lp, 0, sizeof lp);
     lp.path = path;
@@ -474,7 +537,13 @@ static void bench_mllama(mms_backend_t cpu) {
     cp.n_ctx = 2048;
     cp.n_batch = n_prompt;
     cp.max_images = 1;
-    if (!(m = mms_mllama_model_load(&lp)) || !(c = mms_mllama_context_new(m, &cp))) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+    t0 = mms_time_us();
+    if (!(m = mms_mllama_model_load(&lp))) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+    ms = (double)(mms_time_us() - t0) * 1e-3;
+    if ((f = fopen(path, "rb")) != NULL) { fseek(f, 0, SEEK_END); file_mib = (double)ftell(f) / 1048576.0; fclose(f); }
+    printf("%-44s %10.2f ms (mapped, every page read once; %.0f MiB file)\n", "mllama load", ms, file_mib);
+    printf("BENCH name=mllama_load median_ms=%.1f runs=1 file_mib=%.0f\n", ms, file_mib);
+    if (!(c = mms_mllama_context_new(m, &cp))) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
     ip = mms_mllama_model_image_params(m);
     rgb = (uint8_t *)malloc((size_t)1120 * 1120 * 3);   /* 2 x 2 tiles */
     for (i = 0; i < 1120 * 1120 * 3; i++) rgb[i] = (uint8_t)((i * 7) ^ (i >> 11));
@@ -483,6 +552,7 @@ static void bench_mllama(mms_backend_t cpu) {
     free(rgb);
     scale_v = 40.0 / (n_local + n_global);
     scale_t = 40.0 / n_text;
+    if (mllama_full && (n_local + n_global != 40 || n_text != 40)) { fprintf(stderr, "--full: not all layers\n"); goto done; }
 
     /* the image: vision encoder + projector, then each cross layer's K/V */
     if (profile) mms_backend_cpu_set_profile(cpu, true);
@@ -493,8 +563,9 @@ static void bench_mllama(mms_backend_t cpu) {
     mms_mllama_image_free(&img);
     mms_mllama_get_timings(c, &t);
     printf("%-44s %10.2f ms\n", "mllama vision encode, 4 tiles", ms);
-    printf("    encoder + projector %.0f ms, cross K/V %.0f ms; x %.0f for 40 vision layers: about %.1f s (an upper bound)\n",
-           t.encode_ms, t.cross_kv_ms, scale_v, t.encode_ms * scale_v * 1e-3);
+    if (mllama_full) printf("    encoder + projector %.0f ms, cross K/V %.0f ms (all layers)\n", t.encode_ms, t.cross_kv_ms);
+    else printf("    encoder + projector %.0f ms, cross K/V %.0f ms; x %.0f for 40 vision layers: about %.1f s (an upper bound)\n",
+                t.encode_ms, t.cross_kv_ms, scale_v, t.encode_ms * scale_v * 1e-3);
     printf("BENCH name=mllama_vision_encode_4tiles median_ms=%.1f runs=1 layers=%d+%d encode_ms=%.1f cross_kv_ms=%.1f est_40_layers_ms=%.0f\n",
            ms, n_local, n_global, t.encode_ms, t.cross_kv_ms, t.encode_ms * scale_v);
     print_profile(cpu, "vision encode profile");
@@ -506,8 +577,9 @@ static void bench_mllama(mms_backend_t cpu) {
     if (mms_mllama_decode(c, tokens, n_prompt, NULL) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
     ms = (double)(mms_time_us() - t0) * 1e-3;
     printf("%-44s %10.2f ms\n", "mllama prefill, 512 tokens", ms);
-    printf("    %.1f tokens/s; x %.0f for 40 layers: about %.1f s (an upper bound: embeddings and head scale too)\n",
-           n_prompt / (ms * 1e-3), scale_t, ms * scale_t * 1e-3);
+    if (mllama_full) printf("    %.1f tokens/s (all layers)\n", n_prompt / (ms * 1e-3));
+    else printf("    %.1f tokens/s; x %.0f for 40 layers: about %.1f s (an upper bound: embeddings and head scale too)\n",
+                n_prompt / (ms * 1e-3), scale_t, ms * scale_t * 1e-3);
     printf("BENCH name=mllama_prefill_512 median_ms=%.1f runs=1 text_layers=%d tokens_per_s=%.2f\n", ms, n_text, n_prompt / (ms * 1e-3));
     print_profile(cpu, "prefill profile");
     for (i = 0; i < n_gen; i++) {
@@ -518,8 +590,21 @@ static void bench_mllama(mms_backend_t cpu) {
     }
     ms = median(gen_ms, n_gen);
     printf("%-44s %10.2f ms (median of %d)\n", "mllama decode, 1 token", ms, n_gen);
-    printf("    %.2f tokens/s with %d layers\n", 1000.0 / ms, n_text);
-    printf("BENCH name=mllama_decode_1 median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f\n", ms, n_gen, n_text, 1000.0 / ms);
+    mms_mllama_get_memory(c, 0, &mem);
+    bytes_tok = decode_bytes_per_token(path, &mem, cp.n_ctx, n_prompt + n_gen / 2);
+    roof = peak_gbs > 0.0 ? peak_gbs * 1e9 / bytes_tok : 0.0;
+    printf("    %.2f tokens/s with %d layers; each reads %.0f MiB (weights, KV cache, the image's cross K/V):\n"
+           "    roofline at the %.1f GB/s streaming read %.2f tokens/s, reached %.0f%%\n",
+           1000.0 / ms, n_text, bytes_tok / 1048576.0, peak_gbs, roof, roof > 0.0 ? 100.0 * 1000.0 / ms / roof : 0.0);
+    printf("BENCH name=mllama_decode_1 median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f bytes_per_token=%.0f roofline_tokens_per_s=%.2f\n",
+           ms, n_gen, n_text, 1000.0 / ms, bytes_tok, roof);
+    printf("%-44s %10.0f MiB (file %.0f + KV cache %.0f + compute %.0f + kept image %.0f = %.0f)%s\n", "mllama peak resident memory",
+           peak_rss_mib(), file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.compute / 1048576.0,
+           (double)mem.kept_images_peak / 1048576.0,
+           file_mib + (double)(mem.kv_cache + mem.compute + mem.kept_images_peak) / 1048576.0,
+           wrote ? "\n    (this run wrote the model first: the peak includes the writer's copy; run again for the runtime's)" : "");
+    printf("BENCH name=mllama_memory peak_rss_mib=%.0f file_mib=%.0f kv_mib=%.0f compute_mib=%.0f kept_mib=%.0f\n", peak_rss_mib(),
+           file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.compute / 1048576.0, (double)mem.kept_images_peak / 1048576.0);
     print_profile(cpu, "decode profile");
     if (profile) mms_backend_cpu_set_profile(cpu, false);
 done:
@@ -599,7 +684,7 @@ static void bench_plans(void) {
 
 int main(int argc, char **argv) {
     mms_backend_t cpu;
-    int i, plans_only = 0, mllama = 0;
+    int i, plans_only = 0, mllama = 0, layers_given = 0;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -608,15 +693,21 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--cpu-time")) cpu_time = 1;
         else if (!strcmp(argv[i], "--mllama")) mllama = 1;
-        else if (!strcmp(argv[i], "--text-layers") && i + 1 < argc) mllama_text_layers = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--vision-layers") && i + 1 < argc) mllama_vision_layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--full")) mllama = mllama_full = 1;
+        else if (!strcmp(argv[i], "--text-layers") && i + 1 < argc) mllama_text_layers = atoi(argv[++i]), layers_given = 1;
+        else if (!strcmp(argv[i], "--vision-layers") && i + 1 < argc) mllama_vision_layers = atoi(argv[++i]), layers_given = 1;
         else {
             fprintf(stderr, "usage: %s [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] [--profile] [--cpu-time] "
-                    "[--mllama [--text-layers N] [--vision-layers N]]\n", argv[0]);
+                    "[--mllama [--text-layers N] [--vision-layers N] | --full]\n", argv[0]);
             return 2;
         }
     }
     if (n_threads < 1 || n_threads > 64 || reps < 1 || reps > 64) { fprintf(stderr, "threads 1..64, reps 1..64\n"); return 2; }
+    if (mllama_full && layers_given) { fprintf(stderr, "--full takes every layer: no --text-layers or --vision-layers with it\n"); return 2; }
+    if (mllama_text_layers < 1 || mllama_text_layers > 40 || mllama_vision_layers < 1 || mllama_vision_layers > 32) {
+        fprintf(stderr, "--text-layers 1..40, --vision-layers 1..32\n");
+        return 2;
+    }
     cpu = mms_backend_cpu_init();
     if (!cpu || mms_backend_cpu_set_n_threads(cpu, n_threads) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return 1; }
     printf("mmsched %s bench: %d threads, %d repetitions, CPU kernels %s%s\n", MMS_VERSION_STRING, n_threads, reps,

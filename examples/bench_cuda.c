@@ -266,7 +266,7 @@ static bool bench_mllama(mms_backend_t gpu, const char *weights, int n_text, int
     if ((f = fopen(path, "rb")) != NULL) fclose(f);
     else {
         t0 = mms_time_us();
-        if (!write_mllama_gguf_as(path, &hp, n_text, n_local, n_global, q4)) { remove(path); goto done; }
+        if (!write_mllama_gguf(path, &hp, n_text, n_local, n_global, q4)) { remove(path); goto done; }
         printf("wrote the model in %.1f s\n", (double)(mms_time_us() - t0) * 1e-6);
     }
     memset(&lp, 0, sizeof lp);

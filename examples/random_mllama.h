@@ -2,7 +2,7 @@
    any hyper-parameters: every tensor the loader needs, matrices in f16 scaled like trained ones
    (uniform, 1.7 / sqrt(inputs)), norms near 1, gates near 0.5. examples/bench.c times the 11B
    shapes with it; tests/test_quantize.c quantizes a small one whose rows are multiples of 256.
-   write_mllama_gguf(path, hparams, text layers, local vision layers, global vision layers): the
+   write_mllama_gguf(path, hparams, text layers, local vision layers, global vision layers, q4_k_m): the
    cross-attention layers are 3, 8, 13, ... (the 11B model's), the vision taps Meta's 3, 7, 15, 23,
    30 below n_local (else the last local layer). Returns 0 on failure (message on stderr).
    Include after mmsched.h. */
@@ -65,7 +65,7 @@ static void gen_vision_layer(struct gguf_gen *g, const char *prefix, int il, int
 
 /* q4_k_m: the text matrices in the Q4_K_M mix (random blocks; the vision tower stays f16, as
    quantize does by default), else every matrix f16. */
-static int write_mllama_gguf_as(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global, bool q4_k_m) {
+static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global, bool q4_k_m) {
     static const int32_t taps11b[5] = { 3, 7, 15, 23, 30 };
     const int64_t D = hp->n_embd, FF = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
     const int64_t VD = hp->v_n_embd, VT = hp->v_max_tiles, VN = (int64_t)(hp->v_image_size / hp->v_patch_size) * (hp->v_image_size / hp->v_patch_size) + 1;
@@ -151,9 +151,6 @@ static int write_mllama_gguf_as(const char *path, const struct mms_mllama_hparam
     return !g->failed;
 }
 
-static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *hp, int n_text, int n_local, int n_global) {
-    return write_mllama_gguf_as(path, hp, n_text, n_local, n_global, false);
-}
 #undef GEN1
 #undef GEN2
 

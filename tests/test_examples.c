@@ -1,6 +1,7 @@
 /* The examples run as a user would run them: each must exit with status 0 and say what it is
    there to show (simple: the two attentions agree; two_graphs: the wrong hand-off is reported and
-   the right one gives the one-graph answer; bench --plans-only: the plans and their bounds). */
+   the right one gives the one-graph answer; bench --plans-only: the plans and their bounds), and
+   refuse bad options with a message. */
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
@@ -31,11 +32,30 @@ static void test_bench_plans(void) {
     expect_run(EXAMPLES "/bench", "--plans-only", says);
 }
 
+/* Bad options end at once with status 2 and say what is wrong (before any case runs). */
+static void expect_refused(const char *program, const char *args, const char *says) {
+    struct run r = test_run_program(program, args, NULL, tmpdir);
+    EXPECT(r.status == 2, "%s %s exited with %d (want 2)", program, args, r.status);
+    EXPECT(strstr(r.err, says) != NULL, "%s %s does not say \"%s\" on stderr:\n%s", program, args, says, r.err);
+    EXPECT(strstr(r.out, "machine (") == NULL, "%s %s ran the cases:\n%s", program, args, r.out);
+    run_free(&r);
+}
+
+/* --plans-only with each: were the check gone, the run would stop after the plans (exit 0), not start an 11B model */
+static void test_bench_bad_options(void) {
+    expect_refused(EXAMPLES "/bench", "--plans-only --full --text-layers 3", "--full takes every layer");
+    expect_refused(EXAMPLES "/bench", "--plans-only --mllama --text-layers 0", "--text-layers 1..40");
+    expect_refused(EXAMPLES "/bench", "--plans-only --mllama --vision-layers 33", "--vision-layers 1..32");
+    expect_refused(EXAMPLES "/bench", "--plans-only --threads 0", "threads 1..64");
+    expect_refused(EXAMPLES "/bench", "--fast", "usage:");
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mms-examples-XXXXXX");
     if (!mkdtemp(tmpdir)) return test_fail_all("a temporary folder", "cannot be made");
     RUN(test_simple);
     RUN(test_two_graphs);
     RUN(test_bench_plans);
+    RUN(test_bench_bad_options);
     return test_summary();
 }

@@ -656,7 +656,7 @@ static void test_k_quants_on_a_random_mllama(void) {
     hp.n_embd = 256; hp.n_ff = 512; hp.n_head = 4; hp.n_head_kv = 2; hp.head_dim = 64;
     hp.n_vocab = 512; hp.n_embd_rows = 520; hp.image_token_id = 512;
     hp.v_n_embd = 256; hp.v_n_ff = 512; hp.v_n_head = 4; hp.v_image_size = 56; hp.v_patch_size = 14;
-    if (!write_mllama_gguf(f16, &hp, 5, 4, 1)) { EXPECT(0, "cannot write %s", f16); return; }
+    if (!write_mllama_gguf(f16, &hp, 5, 4, 1, false)) { EXPECT(0, "cannot write %s", f16); return; }
     ref = random_model_logits(f16, &nv);
     for (k = 0; ref && k < 4; k++) {
         char name[64], deq[64];
