@@ -1254,6 +1254,7 @@ static void test_flash_attn(void) {
         /* at most 8 rows per K/V head and f32 K/V: the rows read in place (the decode of a CPU cache) */
         { 128, 128, 1, 8, 2, 1, 1000, F32, F32, PERMUTED, STRIDED,   STRIDED,  F32, 1, 1, 0.09f, 0.0f, 700, 0 }, /* decode, unused cache */
         { 32, 40, 2, 4, 1, 2, 300,   F32, F32, STRIDED,  CONTIG,     STRIDED,  F16, 4, 2, 0.2f, 1.5f, 0, 0 },    /* 8 rows, softcap, Dv % 16 */
+        { 48, 32, 3, 4, 2, 1, 150,   F32, F32, CONTIG,   CONTIG,     PERMUTED, F32, 1, 1, 0.15f, 0.0f, 0, 0 },    /* 6 rows: 4 at once + 2 */
         /* shared mask rows: the vision encoder's padding pattern (2 rows), and 3 random rows per head */
         { 80, 80, 120, 2, 2, 1, 120, F32, F32, CONTIG,   STRIDED,    STRIDED,  F16, 1, 1, 0.11f, 0.0f, 0, 2 },
         { 16, 16, 7, 4, 2, 2, 33,    F32, F16, CONTIG,   CONTIG,     CONTIG,   F32, 4, 1, 0.25f, 0.0f, 0, 3 },

@@ -192,11 +192,19 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 }
                 if (!any) continue;
             }
-            if (direct) {                    /* each score a dot product with the key row in place */
+            if (direct) {                    /* the scores from the key rows in place, each loaded once for 4 rows */
                 const float *k0 = (const float *)mms__row_ptr(k, j0, kh, ib);
+                const int64_t n4 = mms__simd() ? nr / 4 * 4 : 0;
+                float d[4];
                 ldk = (int64_t)(k->nb[1] / sizeof(float));
-                for (j = 0; j < nk; j++)
-                    for (i = 0; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
+                for (j = 0; j < nk; j++) {
+                    for (i = 0; i < n4; i += 4) {
+                        int64_t c;
+                        mms__vec_dot4_rows(false, D, qb + i * D, D, k0 + j * ldk, d);
+                        for (c = 0; c < 4; c++) sb[(i + c) * KB + j] = d[c];
+                    }
+                    for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
+                }
             } else {
                 ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
                 mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
@@ -221,12 +229,15 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 }
                 lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
             }
-            if (direct) {                    /* O += P V, a value row in place at a time */
+            if (direct) {                    /* O += P V with the value rows in place */
                 const float *v0 = (const float *)mms__row_ptr(v, j0, kh, ib);
                 ldv = (int64_t)(v->nb[1] / sizeof(float));
-                for (i = 0; i < nr; i++)
-                    for (j = 0; j < nk; j++)
-                        if (sb[i * KB + j] != 0.0f) mms__vec_axpb_f32(Dv, ob + i * Dvp, v0 + j * ldv, sb[i * KB + j], ob + i * Dvp);
+                if (Dv == Dvp)                   /* whole 16-column panels: nothing read past a row */
+                    mms__gemm_f32(nr, Dv, nk, sb, KB, v0, ldv, 16, ob, Dvp, 1);
+                else
+                    for (i = 0; i < nr; i++)
+                        for (j = 0; j < nk; j++)
+                            if (sb[i * KB + j] != 0.0f) mms__vec_axpb_f32(Dv, ob + i * Dvp, v0 + j * ldv, sb[i * KB + j], ob + i * Dvp);
             } else {
                 vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
                 mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
