@@ -191,7 +191,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
                 gr->k[il] = spec[g].k[0][il];
                 gr->v[il] = spec[g].v[0][il];
                 for (j = 1; j < spec[g].n_img; j++) {   /* keys in conversation order, as the mask lays them out */
-                    gr->k[il] = mms_concat(ctx, gr->k[il], spec[g].k[j][il], 2);
+                    gr->k[il] = mms_concat(ctx, gr->k[il], spec[g].k[j][il], 1);
                     gr->v[il] = mms_concat(ctx, gr->v[il], spec[g].v[j][il], 1);
                 }
             }
@@ -295,8 +295,8 @@ static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
             const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
             k[j][il] = v[j][il] = NULL;
             if (!c->m->layers[il].cross) continue;
-            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, L);
-            v[j][il] = mms_new_tensor_2d(ctx, mms__mllama_kv_type(c->m, il), (int64_t)hp->head_dim * hp->n_head_kv, L);
+            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, L, hp->n_head_kv);   /* as */
+            v[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, L, hp->n_head_kv);   /* build_cross_kv */
             mms_set_persistent(k[j][il]);
             mms_set_persistent(v[j][il]);
             mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
