@@ -639,7 +639,7 @@
        context): a 7392 MiB file mapped, the KV cache 512 MiB (f32), compute 391 MiB, 400 MiB of
        cross K/V per 4-tile image; peak resident 8748 MiB, 53 MiB above their sum. A decode token
        reads 5891 MiB (the text weights, the used KV cache, the image's cross K/V), which bounds
-       decode by the memory bandwidth: on a 2-core Zen 3 2.0-2.6 tokens/s, 62-68% of that bound.
+       decode by the memory bandwidth: on a 2-core Zen 3 2.0-2.9 tokens/s (README, Benchmarks).
 
        Images and tokens: the k-th <|image|> token stands for the k-th image added; a text token
        attends to the images of the last group of consecutive image tokens at or before it; tokens
