@@ -305,6 +305,36 @@ static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int
     for (i = 0; i < n_graphs; i++) bench_done(&c[i]);
 }
 
+/* Decode cross attention at the 11B shapes: one query of 32 heads against the 8 K/V heads of a
+   4-tile image (6404 keys, f32 as the CPU keeps them), the keys and values stored head-major
+   ([128, L, 8], as mllama keeps them) or interleaved by head ([128, 8, L] viewed as heads: each
+   head's key rows 4 KB apart). Six copies keep them out of cache; the rate is K/V bytes read. */
+static void bench_attention_decode(mms_backend_t cpu, int head_major) {
+    const int64_t D = 128, H = 32, Hkv = 8, L = 6404;
+    struct bench_case c[6];
+    char name[96];
+    int i;
+    snprintf(name, sizeof name, "decode attention 6404 keys, %s K/V", head_major ? "head-major" : "interleaved");
+    if (!wanted(name)) return;
+    for (i = 0; i < 6; i++) {
+        struct mms_tensor *q, *k, *v;
+        c[i].ctx = new_ctx();
+        q = mms_permute(c[i].ctx, mms_new_tensor_3d(c[i].ctx, MMS_TYPE_F32, D, H, 1), 0, 2, 1, 3);
+        if (head_major) {
+            k = mms_new_tensor_3d(c[i].ctx, MMS_TYPE_F32, D, L, Hkv);
+            v = mms_new_tensor_3d(c[i].ctx, MMS_TYPE_F32, D, L, Hkv);
+        } else {
+            k = mms_permute(c[i].ctx, mms_new_tensor_3d(c[i].ctx, MMS_TYPE_F32, D, Hkv, L), 0, 2, 1, 3);
+            v = mms_permute(c[i].ctx, mms_new_tensor_3d(c[i].ctx, MMS_TYPE_F32, D, Hkv, L), 0, 2, 1, 3);
+        }
+        c[i].graph = mms_new_graph(c[i].ctx);
+        mms_build_forward_expand(c[i].graph, mms_flash_attn_ext(c[i].ctx, q, k, v, NULL, 1.0f / sqrtf((float)D), 0.0f, 0.0f));
+        if (!bench_ready(&c[i], cpu)) return;
+    }
+    run_case(name, cpu, c, 6, 2.0 * L * D * Hkv * sizeof(float), 1);
+    for (i = 0; i < 6; i++) bench_done(&c[i]);
+}
+
 /* Heads as the ViT graph makes them: views [80, T, 16] of a [1280, T] projection (rows 5120 B apart). */
 static struct mms_tensor *vit_heads(struct mms_context *ctx, enum mms_type type, int64_t D, int64_t T, int64_t H) {
     return mms_permute(ctx, mms_reshape_3d(ctx, mms_new_tensor_2d(ctx, type, D * H, T), D, H, T), 0, 2, 1, 3);
@@ -737,6 +767,8 @@ int main(int argc, char **argv) {
     bench_attention(cpu, 1, MMS_TYPE_F32, 0);
     bench_attention(cpu, 1, MMS_TYPE_F32, 1);
     bench_attention(cpu, 1, MMS_TYPE_F16, 0);
+    bench_attention_decode(cpu, 0);
+    bench_attention_decode(cpu, 1);
     bench_stream(cpu, "soft_max_ext [1601,1601,16]", MMS_OP_SOFT_MAX, 1601, 1601, 16);
     bench_stream(cpu, "gelu [5120,1601]", MMS_OP_GELU, 5120, 1601, 1);
     bench_stream(cpu, "gelu_tanh [5120,1601]", MMS_OP_GELU_TANH, 5120, 1601, 1);
