@@ -229,19 +229,9 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 }
                 lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
             }
-            if (direct) {                    /* O += P V with the value rows in place */
-                const float *v0 = (const float *)mms__row_ptr(v, j0, kh, ib);
-                ldv = (int64_t)(v->nb[1] / sizeof(float));
-                if (Dv == Dvp)                   /* whole 16-column panels: nothing read past a row */
-                    mms__gemm_f32(nr, Dv, nk, sb, KB, v0, ldv, 16, ob, Dvp, 1);
-                else
-                    for (i = 0; i < nr; i++)
-                        for (j = 0; j < nk; j++)
-                            if (sb[i * KB + j] != 0.0f) mms__vec_axpb_f32(Dv, ob + i * Dvp, v0 + j * ldv, sb[i * KB + j], ob + i * Dvp);
-            } else {
-                vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, true, vb, &ldv);
-                mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
-            }
+            /* O += P V; the direct path reads the value rows in place wherever they fill whole panels */
+            vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, !direct, vb, &ldv);
+            mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
         }
         for (i = 0; i < nr; i++) {
             float *out = (float *)mms__row_ptr(dst, ih[i], iqs[i], ib);
