@@ -175,9 +175,9 @@ static void measure_machine(void) {
 /* -- op cases ---------------------------------------------------------------------------------- */
 
 struct bench_case {
-    struct mms_context *ctx;
+    struct mms_context *ctx, *wctx;   /* wctx: weights in a CPU_REPACK buffer, or NULL */
     struct mms_cgraph  *graph;
-    mms_backend_buffer_t buffer;
+    mms_backend_buffer_t buffer, wbuffer;
 };
 
 static void fill_random_scaled(struct mms_tensor *t, unsigned *state, float scale, float offset) {
@@ -211,6 +211,8 @@ static int bench_ready(struct bench_case *c, mms_backend_t cpu) {
 static void bench_done(struct bench_case *c) {
     mms_backend_buffer_free(c->buffer);
     mms_free(c->ctx);
+    mms_backend_buffer_free(c->wbuffer);
+    mms_free(c->wctx);
 }
 
 /* A case name as one token for the BENCH lines: "mul_mat f16 1280x1280 * 1601" -> "mul_mat_f16_1280x1280_x_1601". */
@@ -285,16 +287,28 @@ static struct mms_context *new_ctx(void) {
 
 static int wanted(const char *name) { return !filter || strstr(name, filter); }
 
-static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int64_t M, int64_t N, int cold) {
+/* repack: the weights in a CPU_REPACK buffer (the kernels' own layout). */
+static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int64_t M, int64_t N, int cold, int repack) {
     struct bench_case c[6];
     char name[96];
     int i, n_graphs = cold ? 6 : 1;   /* 6 weight copies: bigger than any cache on this machine */
-    snprintf(name, sizeof name, "mul_mat %s %lldx%lld * %lld%s", mms_type_name(wtype), (long long)M, (long long)K, (long long)N, cold ? " cold" : "");
+    snprintf(name, sizeof name, "mul_mat %s %lldx%lld * %lld%s%s", mms_type_name(wtype), (long long)M, (long long)K, (long long)N,
+             cold ? " cold" : "", repack ? " repacked" : "");
     if (!wanted(name)) return;
+    memset(c, 0, sizeof c);
     for (i = 0; i < n_graphs; i++) {
         struct mms_tensor *w, *x;
         c[i].ctx = new_ctx();
-        w = mms_new_tensor_2d(c[i].ctx, wtype, K, M);
+        if (repack) {
+            unsigned state = 7;
+            c[i].wctx = new_ctx();
+            w = mms_new_tensor_2d(c[i].wctx, wtype, K, M);
+            c[i].wbuffer = mms_backend_alloc_ctx_tensors_from_buft(c[i].wctx, mms_backend_cpu_repack_buffer_type());
+            if (!c[i].wbuffer) { fprintf(stderr, "%s\n", mms_last_error()); return; }
+            fill_random(w, &state);
+        } else {
+            w = mms_new_tensor_2d(c[i].ctx, wtype, K, M);
+        }
         x = mms_new_tensor_2d(c[i].ctx, MMS_TYPE_F32, K, N);
         c[i].graph = mms_new_graph(c[i].ctx);
         mms_build_forward_expand(c[i].graph, mms_mul_mat(c[i].ctx, w, x));
@@ -744,23 +758,26 @@ int main(int argc, char **argv) {
     if (plans_only) { bench_plans(); bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); mms_backend_free(cpu); return 0; }
     measure_machine();
 
-    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 1280, 1601, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 5120, 1601, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 5120, 1601, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 512, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 1280, 1601, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 5120, 1601, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 5120, 1601, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 512, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1, 0);
     {   /* quantized weights: decode (cold) and prompt-size products */
         static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
         size_t q;
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0);
-            bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 0);
+            bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0, 0);
         }
+        bench_mul_mat(cpu, MMS_TYPE_Q4_0, 4096, 4096, 1, 1, 1);   /* the same with weights kept repacked */
+        bench_mul_mat(cpu, MMS_TYPE_Q4_0, 4096, 14336, 1, 1, 1);
+        bench_mul_mat(cpu, MMS_TYPE_Q4_0, 4096, 4096, 512, 0, 1);
     }
     bench_attention(cpu, 0, MMS_TYPE_F32, 0);
     bench_attention(cpu, 1, MMS_TYPE_F32, 0);

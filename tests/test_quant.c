@@ -431,8 +431,8 @@ static void test_requantize(void) {
    Ops through a CPU backend graph */
 
 struct gcase {
-    struct mms_context  *ctx;
-    mms_backend_buffer_t buf;
+    struct mms_context  *ctx, *wctx;   /* wctx: weights in a buffer of their own (CPU_REPACK) */
+    mms_backend_buffer_t buf, wbuf;
     struct mms_cgraph   *graph;
     int                  n_threads;
 };
@@ -446,6 +446,8 @@ static void gcase_begin(struct gcase *c) {
 static void gcase_end(struct gcase *c) {
     mms_backend_buffer_free(c->buf);
     mms_free(c->ctx);
+    mms_backend_buffer_free(c->wbuf);
+    mms_free(c->wctx);
 }
 
 /* Builds the graph of out, allocates every tensor of the context (poisoned with 0xFF), returns false
@@ -586,8 +588,10 @@ static void test_cpy(void) {
 }
 
 /* mul_mat: a = quantized weights [K, M, A2], b = f32 [K, N, B2] -> [M, N, B2], against a
-   double-precision product of the dequantized weights and b. views (A2 = B2 = 1 only): a is rows
-   1..M of a [K, M + 2] matrix and b a view with rows 8 floats apart.
+   double-precision product of the dequantized weights and b. MM_VIEWS (A2 = B2 = 1 only): a is rows
+   1..M of a [K, M + 2] matrix and b a view with rows 8 floats apart. MM_REPACKED (A2 = 1): a lives
+   in a CPU_REPACK buffer; the test checks that its memory really holds another layout (a type
+   without one is stored as it is) and that reading it back gives the bytes set.
 
    Two honest budgets. Exact f32 activations (the scalar kernels, and any path that dequantizes the
    weights to f32): only float rounding, about K * 2^-48 relative, measured 1e-13 to 3e-13;
@@ -604,8 +608,10 @@ static void test_cpy(void) {
    choice; the scalar kernels must keep the exact budget. Returns the normalised squared error
    (-1 when it could not run); *pred gets the predicted normalised error of 8-bit activations. */
 #define MATMUL_TOL 1e-10
-static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N, int64_t A2, int64_t B2, bool views,
+enum mm_layout { MM_PLAIN, MM_VIEWS, MM_REPACKED };
+static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N, int64_t A2, int64_t B2, enum mm_layout layout,
                           bool allow_q8_act, double *pred) {
+    const bool views = layout == MM_VIEWS;
     struct gcase c;
     struct mms_tensor *a, *b, *out, *ra = NULL, *rb = NULL;
     /* the SIMD decode paths' activation blocks: 256 for the K types (one scale per super-block), else 32 */
@@ -644,9 +650,14 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
                 bound[m + M * (n + N * j)] = bnd * (1 + 1e-3) + (double)(K + 4) * 1.2e-7 * (sabs + bnd);
             }
     snprintf(label, sizeof label, "%s/mul_mat %s[%lld,%lld,%lld] x f32[%lld,%lld,%lld]%s", g_kernels, q->name, (long long)K,
-             (long long)M, (long long)A2, (long long)K, (long long)N, (long long)B2, views ? " (views)" : "");
+             (long long)M, (long long)A2, (long long)K, (long long)N, (long long)B2,
+             views ? " (views)" : layout == MM_REPACKED ? " (CPU_REPACK)" : "");
     gcase_begin(&c);
-    if (views) {
+    if (layout == MM_REPACKED) {
+        c.wctx = test_ctx(true);
+        a = mms_new_tensor_2d(c.wctx, q->type, K, M);
+        b = mms_new_tensor_3d(c.ctx, F32, K, N, B2);
+    } else if (views) {
         ra = mms_new_tensor_2d(c.ctx, q->type, K, M + 2);
         rb = mms_new_tensor_2d(c.ctx, F32, K + 8, N);
         a = ra ? mms_view_2d(c.ctx, ra, K, M, ra->nb[1], ra->nb[1]) : NULL;
@@ -659,7 +670,20 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
     if (gcase_alloc(&c, out, label)) {
         EXPECT(out->type == F32 && out->ne[0] == M && out->ne[1] == N && out->ne[2] == B2, "%s: result %s [%lld,%lld,%lld]",
                label, mms_type_name(out->type), (long long)out->ne[0], (long long)out->ne[1], (long long)out->ne[2]);
-        if (views) {
+        if (layout == MM_REPACKED) {
+            const size_t size = (size_t)(na / q->blck) * q->size;
+            unsigned char *back;
+            c.wbuf = mms_backend_alloc_ctx_tensors_from_buft(c.wctx, mms_backend_cpu_repack_buffer_type());
+            EXPECT(c.wbuf != NULL, "%s: CPU_REPACK buffer: %s", label, mms_last_error());
+            if (!c.wbuf) { gcase_end(&c); return -1; }
+            EXPECT(mms_backend_tensor_set(a, wq, 0, size) == MMS_OK, "%s: set: %s", label, mms_last_error());
+            EXPECT((memcmp(a->data, wq, size) != 0) == mms_backend_cpu_repacks(a), "%s: the memory %s the bytes set", label,
+                   mms_backend_cpu_repacks(a) ? "holds (not repacked)" : "differs from");
+            back = (unsigned char *)gcase_get(a, size);
+            EXPECT(memcmp(back, wq, size) == 0, "%s: reading the weights back does not give the bytes set", label);
+            free(back);
+            mms_backend_tensor_set(b, x, 0, (size_t)nbv * sizeof(float));
+        } else if (views) {
             size_t row = (size_t)(K / q->blck) * q->size;
             mms_backend_tensor_set(ra, wq, row, (size_t)M * row);   /* rows 1..M; rows 0 and M+1 stay poisoned */
             for (i = 0; i < N; i++) mms_backend_tensor_set(rb, x + i * K, (size_t)i * rb->nb[1], (size_t)K * sizeof(float));
@@ -763,24 +787,29 @@ static void test_mul_mat(void) {
     for (k = 0; k < N_QTYPES; k++) {
         const struct qtype *q = &qtypes[k];
         double e, pred = 0;
-        char line[512];
+        char line[768];
         int len = 0;
         if (!traits_ok(q)) { EXPECT(0, "traits of %s", q->name); continue; }
         for (ki = 0; ki < 2; ki++)
             for (ni = 0; ni < 4; ni++) {
-                e = matmul_case(q, ki ? 512 : 256, 33, Ns[ni], 1, 1, false, q8_act, &pred);
+                e = matmul_case(q, ki ? 512 : 256, 33, Ns[ni], 1, 1, MM_PLAIN, q8_act, &pred);
                 len += snprintf(line + len, sizeof line - (size_t)len, " K%d/N%d %.2g", ki ? 512 : 256, (int)Ns[ni], e);
             }
-        e = matmul_case(q, 256, 17, 5, 2, 6, false, q8_act, &pred);   /* a broadcast over b's batch */
+        e = matmul_case(q, 256, 17, 5, 2, 6, MM_PLAIN, q8_act, &pred);   /* a broadcast over b's batch */
         len += snprintf(line + len, sizeof line - (size_t)len, " batch %.2g", e);
-        e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 1, 1, 1, false, q8_act, &pred);   /* an odd number of blocks: */
+        e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 1, 1, 1, MM_PLAIN, q8_act, &pred);   /* an odd number of blocks: */
         len += snprintf(line + len, sizeof line - (size_t)len, " oddK/N1 %.2g", e);            /* the decode dots pair them */
-        e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 8, 1, 1, false, q8_act, &pred);   /* 4-column dots, odd blocks */
+        e = matmul_case(q, q->blck == 256 ? 768 : 288, 13, 8, 1, 1, MM_PLAIN, q8_act, &pred);   /* 4-column dots, odd blocks */
         len += snprintf(line + len, sizeof line - (size_t)len, " oddK/N8 %.2g", e);
-        e = matmul_case(q, 512, 9, 3, 1, 1, true, q8_act, &pred);
+        e = matmul_case(q, 512, 9, 3, 1, 1, MM_VIEWS, q8_act, &pred);
         len += snprintf(line + len, sizeof line - (size_t)len, " views/N3 %.2g", e);
-        e = matmul_case(q, 512, 9, 16, 1, 1, true, q8_act, &pred);
-        snprintf(line + len, sizeof line - (size_t)len, " views/N16 %.2g", e);
+        e = matmul_case(q, 512, 9, 16, 1, 1, MM_VIEWS, q8_act, &pred);
+        len += snprintf(line + len, sizeof line - (size_t)len, " views/N16 %.2g", e);
+        for (ni = 0; ni < 5; ni++) {   /* weights kept repacked: tiles of 64 rows, 8-row groups, a tail of rows as they were */
+            static const int64_t rNs[5] = { 1, 3, 4, 5, 64 };
+            e = matmul_case(q, 256, ni % 2 ? 67 : 137, rNs[ni], 1, ni == 4 ? 2 : 1, MM_REPACKED, q8_act, &pred);
+            len += snprintf(line + len, sizeof line - (size_t)len, " repack/N%d %.2g", (int)rNs[ni], e);
+        }
         if (q8_act)
             printf("    %s %s nmse:%s (bound %.0e, or with 8-bit activations half a step per activation and 4x the "
                    "expected error, %.1e for the last case)\n", g_kernels, q->name, line, MATMUL_TOL, pred);
@@ -860,6 +889,58 @@ static void test_errors(void) {
     mms_log_set(NULL, NULL);
 }
 
+/* Weights in a CPU_REPACK buffer: whole-tensor access only, and no op but MUL_MAT (as its first
+   operand, not through a view) may read them; each misuse is refused with the reason. */
+static void test_repack_errors(void) {
+    struct mms_context *wctx = test_ctx(true), *ctx = test_ctx(true);
+    struct mms_tensor *w = mms_new_tensor_2d(wctx, MMS_TYPE_Q4_0, 64, 16), *f = mms_new_tensor_2d(wctx, F32, 64, 16);
+    struct mms_tensor *x = mms_new_tensor_2d(ctx, F32, 64, 2), *ids = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 2), *r;
+    mms_backend_buffer_t wbuf = mms_backend_alloc_ctx_tensors_from_buft(wctx, mms_backend_cpu_repack_buffer_type()), buf;
+    const size_t size = mms_nbytes(w);
+    unsigned char *bytes = (unsigned char *)calloc(size, 1);
+    struct mms_cgraph *g;
+    enum mms_status st;
+    int i;
+    test_capture_log();
+    EXPECT(wbuf != NULL, "CPU_REPACK buffer: %s", mms_last_error());
+    EXPECT(mms_backend_cpu_repacks(w) && !mms_backend_cpu_repacks(f), "Q4_0 [64, 16] is kept repacked, F32 is not");
+    if (!wbuf) { mms_free(ctx); mms_free(wctx); free(bytes); return; }
+    st = mms_backend_tensor_set(w, bytes, 0, size / 2);
+    EXPECT(st == MMS_ERR_UNSUPPORTED && error_names("CPU_REPACK", "whole"), "half a repacked tensor set: %d %s", st, mms_last_error());
+    st = mms_backend_tensor_get(w, bytes, 18, 18);
+    EXPECT(st == MMS_ERR_UNSUPPORTED && error_names("CPU_REPACK", "whole"), "one block of a repacked tensor read: %d %s", st, mms_last_error());
+    st = mms_backend_tensor_memset(w, 0, 0, 18);
+    EXPECT(st == MMS_ERR_UNSUPPORTED && error_names("CPU_REPACK", "whole"), "one block of a repacked tensor memset: %d %s", st, mms_last_error());
+    EXPECT(mms_backend_tensor_set(f, bytes, 4, 8) == MMS_OK, "part of an F32 tensor (stored as it is) set: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_set(w, bytes, 0, size) == MMS_OK, "a whole repacked tensor set: %s", mms_last_error());
+    for (i = 0; i < 3; i++) {   /* get_rows of the table, mul_mat of a view of it, a copy of it */
+        r = i == 0 ? mms_get_rows(ctx, w, ids) : i == 1 ? mms_mul_mat(ctx, mms_view_2d(ctx, w, 64, 8, w->nb[1], 8 * w->nb[1]), x)
+                   : mms_dup(ctx, w);
+        EXPECT(r != NULL, "build %d: %s", i, mms_last_error());
+        if (!r) continue;
+        g = mms_new_graph(ctx);
+        mms_build_forward_expand(g, r);
+        buf = mms_backend_alloc_ctx_tensors(ctx, g_backend);
+        if (buf) {
+            mms_backend_tensor_memset(x, 0, 0, mms_nbytes(x));
+            mms_backend_tensor_memset(ids, 0, 0, mms_nbytes(ids));
+        }
+        st = buf ? mms_backend_graph_compute(g_backend, g) : MMS_ERR_OOM;
+        EXPECT(st == MMS_ERR_UNSUPPORTED && error_names("CPU_REPACK", "only MUL_MAT"), "case %d: a misuse of a repacked tensor is refused: %d %s",
+               i, st, mms_last_error());
+        mms_backend_buffer_free(buf);
+        mms_free(ctx);
+        ctx = test_ctx(true);
+        x = mms_new_tensor_2d(ctx, F32, 64, 2);
+        ids = mms_new_tensor_1d(ctx, MMS_TYPE_I32, 2);
+    }
+    mms_log_set(NULL, NULL);
+    mms_backend_buffer_free(wbuf);
+    mms_free(ctx);
+    mms_free(wctx);
+    free(bytes);
+}
+
 /* ================================================================================================ */
 
 static void run_numeric(const char *name, void (*fn)(void)) {
@@ -897,6 +978,7 @@ int main(void) {
         run_numeric("mul_mat_columns", test_mul_mat_columns);
     }
     RUN(test_errors);
+    RUN(test_repack_errors);
 
     mms_backend_free(g_backend);
     mms_gguf_close(g_fix);

@@ -112,6 +112,16 @@ MMS_API int             mms_backend_cpu_get_n_threads(mms_backend_t backend);
 MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
+/* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0 matrices of at least 8 rows, 2D,
+   contiguous; others are stored as in a CPU buffer). The same bytes as the file's layout; a
+   prompt-size product skips repacking its tiles, a decode step reads 4 groups of 8 rows side by
+   side (see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
+   first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
+   mms_backend_tensor_set/get convert and take whole tensors only; copies to other buffers
+   convert back. Only the CPU backend uses these buffers (they are not host buffers to others). */
+MMS_API mms_backend_buffer_type_t mms_backend_cpu_repack_buffer_type(void);
+MMS_API bool                      mms_backend_cpu_repacks(const struct mms_tensor *tensor);
 /* Per-op-type time profile: while on, each computed node's wall time (from its start until every
    thread is done with it) is added to its op's total. print writes one line per op type, slowest
    first, and resets the totals. MMS_CPU_PROFILE=1 in the environment turns it on for every CPU

@@ -40,8 +40,10 @@
    which compiles this file too when a .cu defines MMSCHED_IMPLEMENTATION). */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #  define MMS__UNROLL4 _Pragma("GCC unroll 4")
+#  define MMS__NO_UNROLL _Pragma("GCC unroll 1")   /* where unrolling spills registers */
 #else
 #  define MMS__UNROLL4
+#  define MMS__NO_UNROLL
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -72,6 +72,63 @@ MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t s
     return mms_backend_buffer_init(&mms__cpu_buft, mms__cpu_ptr_buffer_iface, ptr, size);
 }
 
+/* -- CPU_REPACK buffers: weights in the kernels' layout (repack.c) -- */
+
+static enum mms_status mms__repack_whole(const struct mms_tensor *t, size_t offset, size_t size, const char *what) {
+    if (offset == 0 && size == mms_nbytes(t)) return MMS_OK;
+    return mms_set_error(MMS_ERR_UNSUPPORTED, "CPU_REPACK buffer: %s keeps %s repacked; %s it whole (offset 0, %zu bytes), not %zu bytes at %zu",
+                         mms__tensor_desc(t).s, mms_type_name(t->type), what, mms_nbytes(t), size, offset);
+}
+static enum mms_status mms__repack_buffer_memset_tensor(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
+    enum mms_status st;   /* the layout permutes bytes: a whole tensor of one byte value stays one */
+    if (mms__repack_layout(t) && (st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
+    return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
+}
+static enum mms_status mms__repack_buffer_set_tensor(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
+    enum mms_status st;
+    if (!mms__repack_layout(t)) return mms__cpu_buffer_set_tensor(b, t, data, offset, size);
+    if ((st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
+    mms__repack_set(t, data);
+    return MMS_OK;
+}
+static enum mms_status mms__repack_buffer_get_tensor(mms_backend_buffer_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
+    enum mms_status st;
+    if (!mms__repack_layout(t)) return mms__cpu_buffer_get_tensor(b, t, data, offset, size);
+    if ((st = mms__repack_whole(t, offset, size, "read")) != MMS_OK) return st;
+    mms__repack_rows(t, 0, t->ne[1], data);
+    return MMS_OK;
+}
+static bool mms__repack_buffer_cpy_tensor(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
+    MMS__UNUSED(b);
+    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;
+    if (mms__repack_layout(dst)) mms__repack_set(dst, src->data);
+    else memcpy(dst->data, src->data, mms_nbytes(src));
+    return true;
+}
+
+static const struct mms_backend_buffer_i mms__repack_buffer_iface = {
+    mms__cpu_buffer_free, mms__cpu_buffer_get_base, NULL, mms__repack_buffer_memset_tensor,
+    mms__repack_buffer_set_tensor, mms__repack_buffer_get_tensor, mms__repack_buffer_cpy_tensor, mms__cpu_buffer_clear
+};
+
+static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft) { MMS__UNUSED(buft); return "CPU_REPACK"; }
+
+/* Not host memory to others: only the CPU backend reads its tensors in place; copies convert. */
+static mms_backend_buffer_t mms__cpu_repack_buft_alloc_buffer(mms_backend_buffer_type_t buft, size_t size) {
+    mms_backend_buffer_t b = mms__cpu_buft_alloc_buffer(buft, size);
+    if (b) b->iface = mms__repack_buffer_iface;
+    return b;
+}
+
+static struct mms_backend_buffer_type mms__cpu_repack_buft = {
+    { mms__cpu_repack_buft_get_name, mms__cpu_repack_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL, NULL, NULL },
+    NULL
+};
+
+MMS_API mms_backend_buffer_type_t mms_backend_cpu_repack_buffer_type(void) { return &mms__cpu_repack_buft; }
+
+MMS_API bool mms_backend_cpu_repacks(const struct mms_tensor *tensor) { return tensor && mms__repack_layout(tensor); }
+
 /* -- the op table -- */
 
 typedef void (*mms__cpu_kernel)(const struct mms__compute_params *p, struct mms_tensor *dst);
@@ -221,7 +278,7 @@ static bool mms__cpu_supports_op(mms_backend_t b, const struct mms_tensor *op) {
 
 static bool mms__cpu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t buft) {
     MMS__UNUSED(b);
-    return mms_backend_buft_is_host(buft);
+    return mms_backend_buft_is_host(buft) || buft == &mms__cpu_repack_buft;
 }
 
 static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cpu, struct mms_cgraph *g) {
@@ -230,6 +287,11 @@ static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cp
     int i;
     for (i = 0; i < mms_graph_n_nodes(g); i++) {
         const struct mms_tensor *t = mms_graph_node(g, i);
+        const struct mms_tensor *repacked = mms__repack_misuse(t);
+        if (repacked)
+            return mms_set_error(MMS_ERR_UNSUPPORTED, "CPU backend: %s %s uses %s, which a CPU_REPACK buffer keeps repacked: only MUL_MAT "
+                                 "may read it, as its first operand (keep weights used otherwise in a CPU buffer)",
+                                 mms_op_name(t->op), mms__tensor_desc(t).s, mms__tensor_desc(repacked).s);
         if (mms__cpu_kernel_for(t->op)) wsize = MMS__MAX(wsize, mms__cpu_work_size(t));
     }
     wsize = MMS__ALIGN_UP(wsize + 64, MMS__CPU_ALIGN);

@@ -16,6 +16,9 @@
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
+   - Q4_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
+     place by the same kernel, and 1 to 4 columns go one by one through the one-column form that
+     walks 4 groups of the tile side by side; without AVX2 each tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
      a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -27,7 +30,8 @@
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128;
+    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;
+    return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128 + unpacked;
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
@@ -82,8 +86,11 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
     const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
+    const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
+    const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
+    const bool x8_in_place = repacked && x8 && x8->gemv;   /* its kernels read the groups of a in place */
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = K % 32 == 0 && N > MMS__MM_GEMV_N ? mms__q8_x8_for(a->type) : NULL;
+    const struct mms__q8_x8 *q8_x8 = N > MMS__MM_GEMV_N || x8_in_place ? x8 : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
@@ -93,6 +100,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
+    char *unpacked = (char *)MMS__ALIGN_UP((uintptr_t)(bq8 + MMS__MM_NB * q8_row), 64);   /* repacked a without its kernels: */
+    struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
     const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
@@ -108,7 +117,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         return;
     }
     for (;;) {
-        int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr;
+        int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr, akey, am0;
+        const struct mms_tensor *A;
         if (item >= n_items) break;
         if (gemm) {          /* along b first: the packed tile of a is reused */
             tn = item % tiles_n;
@@ -124,13 +134,26 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         n0 = tn * MMS__MM_NB;
         mr = MMS__MIN(MMS__MM_MB, M - m0);
         nr = MMS__MIN(MMS__MM_NB, N - n0);
+        akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
+        A = a;
+        am0 = m0;
+        if (repacked && !x8_in_place) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
+            if (!gemm || cached != akey) {
+                mms__repack_rows(a, m0, mr, unpacked);
+                a_tile = *a;
+                a_tile.data = unpacked;
+                a_tile.buffer = NULL;
+                a_tile.ne[1] = mr;
+            }
+            A = &a_tile;
+            am0 = 0;
+        }
         if (gemm) {
-            const int64_t key = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
             const float *brow;
             int64_t ldb;
-            if (cached != key) {
-                mms__mm_pack(a, m0, mr, i12 / r2, i13 / r3, abuf, rowbuf);
-                cached = key;
+            if (cached != akey) {
+                mms__mm_pack(A, am0, mr, i12 / r2, i13 / r3, abuf, rowbuf);
+                cached = akey;
             }
             brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
             mms__gemm_f32(nr, mr, K, brow, ldb, abuf, 16, 16 * K, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
@@ -142,21 +165,37 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
                 cached = item / tiles_m;
             }
-            if (q8_x8) {                       /* the tile of a repacked 8 rows side by side, then 8 x 4 blocks */
+            if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
                 const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 64 rows: at most 46 K bytes, in the f32 tile's 256 K */
-                char *packed = (char *)abuf;
-                const void *rows[8], *xs[4];
-                float res[32];
+                const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
+                const int64_t ng = (mr + 7) / 8;
+                const void *groups[MMS__MM_MB / 8], *rows[8], *xs[4];
+                float res[MMS__MM_MB];
                 int64_t g, r, j, c;
-                for (g = 0; g * 8 < mr; g++) {
+                for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
-                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(a, m0 + g * 8 + r, i12 / r2, i13 / r3);
-                    q8_x8->pack(rows, n, K, packed + (size_t)g * group);
+                    if (g * 8 < in_place) { groups[g] = mms__row_ptr(a, m0 + g * 8, 0, 0); continue; }
+                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
+                    q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
+                    groups[g] = (char *)abuf + (size_t)g * group;
+                }
+                if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, 4 groups side by side */
+                    for (j = 0; j < nr; j++) {
+                        for (g = 0; g < MMS__MIN(ng, 2); g++) {   /* groups g, g + 2, g + 4, g + 6 */
+                            const void *w4[4];
+                            float *o4[4];
+                            int ns = 0;
+                            for (c = g; c < ng; c += 2, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
+                            q8_x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
+                        }
+                        for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
+                    }
+                    continue;
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g * 8 < mr; g++) {
-                        q8_x8->dot(K, packed + (size_t)g * group, xs, res);
+                    for (g = 0; g < ng; g++) {
+                        q8_x8->dot(K, groups[g], xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)
                             for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
                     }
@@ -168,18 +207,18 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 float d[4];
                 for (; q8_dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
                     for (i = 0; i < mr; i++) {
-                        q8_dot4(K, mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
+                        q8_dot4(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
                         for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
                     }
                 for (i = 0; j < nr && i < mr; i++) {
-                    const void *w = mms__row_ptr(a, m0 + i, i12 / r2, i13 / r3);
+                    const void *w = mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3);
                     for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
                 }
                 continue;
             }
             if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
                 const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
-                const char *a0 = mms__row_ptr(a, m0, i12 / r2, i13 / r3);
+                const char *a0 = mms__row_ptr(A, am0, i12 / r2, i13 / r3);
                 const int64_t lda = (int64_t)(a->nb[1] / es);
                 const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
                 int64_t i = 0, j, r, c;
@@ -199,7 +238,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                     for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
                 continue;
             }
-            mms__mm_rows(a, m0, mr, i12 / r2, i13 / r3, abuf, arows);
+            mms__mm_rows(A, am0, mr, i12 / r2, i13 / r3, abuf, arows);
             mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
         }
     }

@@ -1,0 +1,68 @@
+/* >>cpu-repack ====================================================================================
+   Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
+   prompt-size product with Q4_0 weights repacks each tile of 8 rows side by side before its
+   integer kernel runs (quant_dot: mms__q4_0x8), once per thread and tile of every call; a decode
+   step reads row by row, one stream per thread. Kept repacked, a product starts from the packed
+   tiles and a decode step walks 4 groups of 8 rows side by side (mms__gemv_q4_0x8_avx2).
+   The layout is a permutation of the file's bytes (the same size): groups of 8 rows, each group
+   one mms__q4_0x8 per block of 32 columns, the rows past the last multiple of 8 as they were. It
+   depends on the tensor's shape only, never on the kernel set: the scalar and NEON sets unpack a
+   tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
+   setting or reading it goes through the buffer (whole tensors), which converts. */
+
+/* The buffer type's name, which also identifies it (declared here, defined with the type). */
+static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
+
+/* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
+   they are): Q4_0 matrices of at least 8 rows, contiguous, one batch. */
+static bool mms__repack_layout(const struct mms_tensor *t) {
+    return t->type == MMS_TYPE_Q4_0 && t->ne[0] % 32 == 0 && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
+}
+
+/* t's data is in the repacked layout (a view of such a tensor is not: it cannot be read). */
+static bool mms__is_repacked(const struct mms_tensor *t) {
+    return t && !t->view_src && t->buffer && t->buffer->buft->iface.get_name == mms__cpu_repack_buft_get_name && mms__repack_layout(t);
+}
+
+/* The first row kept as it was (the rows before are in groups of 8). */
+static int64_t mms__repack_tail(const struct mms_tensor *t) { return t->ne[1] / 8 * 8; }
+
+/* Raw rows [r0, r0 + n) of a repacked tensor into dst, row_size bytes each; r0 a multiple of 8. */
+static void mms__repack_rows(const struct mms_tensor *t, int64_t r0, int64_t n, void *dst) {
+    const size_t rs = mms_row_size(t->type, t->ne[0]);
+    const int64_t tail = mms__repack_tail(t);
+    int64_t r = r0;
+    int i;
+    for (; r < r0 + n && r < tail; r += 8) {
+        void *rows[8];
+        for (i = 0; i < 8; i++) rows[i] = (char *)dst + (size_t)(r - r0 + i) * rs;
+        mms__unpack_q4_0x8_rows((const char *)t->data + (size_t)r * rs, t->ne[0], rows);
+    }
+    if (r < r0 + n) memcpy((char *)dst + (size_t)(r - r0) * rs, (const char *)t->data + (size_t)r * rs, (size_t)(r0 + n - r) * rs);
+}
+
+/* The whole tensor from the file's layout (src) into t's memory, repacked. */
+static void mms__repack_set(struct mms_tensor *t, const void *src) {
+    const size_t rs = mms_row_size(t->type, t->ne[0]);
+    const int64_t tail = mms__repack_tail(t);
+    int64_t r;
+    int i;
+    for (r = 0; r < tail; r += 8) {
+        const void *rows[8];
+        for (i = 0; i < 8; i++) rows[i] = (const char *)src + (size_t)(r + i) * rs;
+#if MMS__HAVE_AVX2
+        if (mms__avx2()) { mms__pack_q4_0x8(rows, 8, t->ne[0], (char *)t->data + (size_t)r * rs); continue; }
+#endif
+        mms__pack_q4_0x8_rows(rows, 8, t->ne[0], (char *)t->data + (size_t)r * rs);
+    }
+    memcpy((char *)t->data + (size_t)tail * rs, (const char *)src + (size_t)tail * rs, (size_t)(t->ne[1] - tail) * rs);
+}
+
+/* The repacked tensor a node reads or writes other than as MUL_MAT's weights, or NULL. */
+static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node) {
+    int i;
+    if (node->view_src && mms__is_repacked(node->view_src)) return node->view_src;
+    for (i = 0; i < MMS_MAX_SRC; i++)
+        if (node->src[i] && (node->op != MMS_OP_MUL_MAT || i != 0) && mms__is_repacked(node->src[i])) return node->src[i];
+    return NULL;
+}
