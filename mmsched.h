@@ -469,24 +469,26 @@
            kernels keep f32 activations and match a double reference to 1e-10).
          mul_mat with quantized weights, more columns: the columns of b are rounded to 8-bit blocks
            as for decode (the same error budget). Q4_0 and Q4_K: each thread repacks its tile of 64
-           weight rows 8 side by side (per block the 8 rows' scales as floats, Q4_K's 6-bit sub-block
-           scales and mins as int16, then the 8 rows' nibbles interleaved 4 bytes at a time), and a
+           weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's 6-bit sub-block
+           scales and mins as bytes, then the 8 rows' nibbles interleaved 4 bytes at a time), and a
            kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
            each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
-           block serve 8 rows; the repacked tile is scratch (Q4_0: the 8 rows' bytes, permuted; Q4_K
-           46 bytes per row and K), the weights in memory stay as they are. Q6_K: one weight row unpacked once against 4 columns. Q8_0:
+           block serve 8 rows; the repacked tile is scratch (the layout of CPU_REPACK buffers below),
+           the weights in memory stay as they are. Q6_K: one weight row unpacked once against 4 columns. Q8_0:
            rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
            maddubs). Times against the f32 GEMM in the README.
-         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0 matrices
-           of at least 8 rows are stored in that same 8-row layout (the file's bytes permuted, so
-           the same size; the rows past the last multiple of 8 as they were). Prompt-size products
+         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0 and Q4_K
+           matrices of at least 8 rows are stored in that same 8-row layout (Q4_0: the file's bytes
+           permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the file's 1152,
+           its sub-block scales as bytes; the rows past the last multiple of 8 as they were). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
            against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7) walked
            side by side: one stream per core reads well below the bandwidth several streams get.
            Measured on a 2-core Zen 3 (build/bench --filter '4096 * ' --reps 9): decode
            14336x4096 2.22 -> 1.12 ms (96% of that run's streaming read), 4096x4096 0.57 -> 0.41
-           ms, x 512 85.97 -> 78.10 ms. The layout depends on the shape only: the scalar and NEON
+           ms, x 512 85.97 -> 78.10 ms. Q4_K's row dots already read near the bandwidth; its
+           one-column kernel measured no faster (14336x4096: 3.11 -> 2.88 ms on one thread). The layout depends on the shape only: the scalar and NEON
            sets unpack each tile of rows before their usual kernels (same results as from a CPU
            buffer). Set and get whole tensors (they convert; anything else is MMS_ERR_UNSUPPORTED);
            only MUL_MAT may read such a tensor, as its first operand: computing any other op that
@@ -1347,8 +1349,9 @@ MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
 /* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
-   exists for its type and shape (mms_backend_cpu_repacks: Q4_0 matrices of at least 8 rows, 2D,
-   contiguous; others are stored as in a CPU buffer). The same bytes as the file's layout; a
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0 and Q4_K matrices of at least 8
+   rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0 takes the same bytes as the
+   file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
    prompt-size product skips repacking its tiles, a decode step reads 4 groups of 8 rows side by
    side (see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
@@ -7241,11 +7244,57 @@ MMS__UNROLL4
 }
 #endif
 
-/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the scales as floats;
-   sc[s][r]: sub-block s's 6-bit scale of row r in both int16 halves (one madd multiplies both of a
-   row's lanes); mn[t][r]: the mins of sub-blocks 2t and 2t + 1 as int16 pairs; qs[8j + k][r]: bytes
-   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). */
-struct mms__q4_kx8 { float d[8], dmin[8]; uint32_t sc[8][8], mn[4][8], qs[32][8]; };
+/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the f16 scales; sc[s][r]
+   and mn[s][r]: sub-block s's 6-bit scale and min of row r as bytes (the file packs them in 12
+   bytes a row; as bytes a sub-block's 8 rows widen in one instruction); qs[8j + k][r]: bytes
+   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). 1184 bytes for
+   the 8 rows' 1152. */
+struct mms__q4_kx8 { mms_fp16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint32_t qs[32][8]; };
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_K into K / 256 packed blocks. */
+static void mms__pack_q4_kx8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+    int64_t b;
+    int r, s, k;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
+            dst->d[r] = src ? src->d : 0;
+            dst->dmin[r] = src ? src->dmin : 0;
+            for (s = 0; s < 8; s++) {
+                int sc = 0, mn = 0;
+                if (src) mms__q4_k_scale_min(s, src->scales, &sc, &mn);
+                dst->sc[s][r] = (uint8_t)sc;
+                dst->mn[s][r] = (uint8_t)mn;
+            }
+            for (k = 0; k < 32; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+
+/* The inverse for 8 rows, the 12 bytes of scales packed back as the file has them (every bit of
+   them is a scale's or a min's, so this gives the bytes back exactly). */
+static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *rows) {
+    const struct mms__q4_kx8 *src = (const struct mms__q4_kx8 *)srcv;
+    int64_t b;
+    int r, s, k;
+    for (b = 0; b < K / MMS__QK_K; b++, src++)
+        for (r = 0; r < 8; r++) {
+            struct mms__block_q4_k *dst = (struct mms__block_q4_k *)rows[r] + b;
+            uint8_t *q = dst->scales;
+            dst->d = src->d[r];
+            dst->dmin = src->dmin[r];
+            for (s = 0; s < 4; s++) {
+                const int sc_hi = src->sc[s + 4][r], mn_hi = src->mn[s + 4][r];
+                q[s] = (uint8_t)(src->sc[s][r] | (sc_hi >> 4) << 6);
+                q[s + 4] = (uint8_t)(src->mn[s][r] | (mn_hi >> 4) << 6);
+                q[s + 8] = (uint8_t)((sc_hi & 0x0f) | (mn_hi & 0x0f) << 4);
+            }
+            for (k = 0; k < 32; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+        }
+}
 
 #if MMS__HAVE_AVX2
 static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
@@ -7257,14 +7306,15 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
         for (r = 0; r < 8; r++) {
             src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
             _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
-        }
-        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, d), dst->d);
-        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, dmin), dst->dmin);
-        for (r = 0; r < 8; r++) {
-            for (s = 0; s < 8; s++) dst->sc[s][r] = sm[r][s] * 0x10001u;
-            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)sm[r][8 + 2 * s] | (uint32_t)sm[r][9 + 2 * s] << 16;
+            memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q4_k, d), sizeof dst->d[r]);
+            memcpy(&dst->dmin[r], src[r] + offsetof(struct mms__block_q4_k, dmin), sizeof dst->dmin[r]);
             qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
         }
+        for (s = 0; s < 8; s++)
+            for (r = 0; r < 8; r++) {
+                dst->sc[s][r] = (uint8_t)sm[r][s];
+                dst->mn[s][r] = (uint8_t)sm[r][8 + s];
+            }
         for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
             const uint8_t *q[8];
             for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
@@ -7274,25 +7324,22 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
     }
 }
 
-static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
-    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
-    int64_t b;
-    int r, s, k;
-    if (n == 8) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
-    for (b = 0; b < K / MMS__QK_K; b++, dst++)
-        for (r = 0; r < 8; r++) {
-            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
-            int sc[8] = { 0 }, mn[8] = { 0 };
-            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
-            dst->dmin[r] = src ? mms_fp16_to_fp32(src->dmin) : 0.0f;
-            for (s = 0; src && s < 8; s++) mms__q4_k_scale_min(s, src->scales, &sc[s], &mn[s]);
-            for (s = 0; s < 8; s++) dst->sc[s][r] = (uint32_t)sc[s] * 0x10001u;
-            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)mn[2 * s] | (uint32_t)mn[2 * s + 1] << 16;
-            for (k = 0; k < 32; k++) {
-                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
-                else dst->qs[k][r] = 0;
-            }
-        }
+static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_q4_kx8_avx2(rows, K, (struct mms__q4_kx8 *)dst);
+    else mms__pack_q4_kx8_rows(rows, n, K, dst);
+}
+
+/* 8 rows' byte values (a sub-block's scales or mins) as int32 lanes, the value in both int16 halves
+   (one madd then multiplies both of a row's int16 sums). */
+static MMS__AVX2_INLINE __m256i mms__bytes8_dup16(const uint8_t *p) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* Two sub-blocks' 8 rows of bytes as int16 pairs: lane r = lo[r] | hi[r] << 16. */
+static MMS__AVX2_INLINE __m256i mms__bytes8_pairs(const uint8_t *lo, const uint8_t *hi) {
+    return _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo)),
+                           _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)hi)), 16));
 }
 #endif
 
@@ -7408,23 +7455,71 @@ MMS__UNROLL4
                     p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
                 }
             }
+            {
+                const __m256i sc = mms__bytes8_dup16(w->sc[s]);
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], _mm256_loadu_si256((const __m256i *)w->sc[s])));
-        }
-MMS__UNROLL4
-        for (c = 0; c < 4; c++) {
-            const int16_t *bs = x[c][b].bsums;
-            const __m256 xd = _mm256_set1_ps(x[c][b].d);
-            for (s = 0; s < 4; s++) {
-                const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
-                summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)w->mn[s]), _mm256_set1_epi32((int)pair)));
+                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], sc));
             }
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(_mm256_loadu_ps(w->d), xd), acc[c]);
-            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(_mm256_loadu_ps(w->dmin), xd), acc[c]);
+        }
+        {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+            __m256i mn[4];
+            for (s = 0; s < 4; s++) mn[s] = mms__bytes8_pairs(w->mn[2 * s], w->mn[2 * s + 1]);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const int16_t *bs = x[c][b].bsums;
+                const __m256 xd = _mm256_set1_ps(x[c][b].d);
+                for (s = 0; s < 4; s++) {
+                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(mn[s], _mm256_set1_epi32((int)pair)));
+                }
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, xd), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(dmin, xd), acc[c]);
+            }
         }
     }
 MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
+/* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
+   mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
+static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4];
+    int64_t b;
+    int j, s, k;
+    for (j = 0; j < ns; j++) acc[j] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const __m256 xd = _mm256_set1_ps(x[b].d);
+        const int16_t *bs = x[b].bsums;
+        __m256i pairs[4];
+        for (s = 0; s < 4; s++)
+            pairs[s] = _mm256_set1_epi32((int)((uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16));
+        for (j = 0; j < ns; j++) {
+            const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
+            __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
+            for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+MMS__UNROLL4
+                for (k = 0; k < 8; k++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
+                    int32_t a_lo, a_hi;
+                    memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
+                    memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
+                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo)));
+                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi)));
+                }
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(lo, mms__bytes8_dup16(w->sc[s])),
+                                                               _mm256_madd_epi16(hi, mms__bytes8_dup16(w->sc[s + 1]))));
+            }
+            for (s = 0; s < 4; s++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mms__bytes8_pairs(w->mn[2 * s], w->mn[2 * s + 1]), pairs[s]));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin)), xd), acc[j]);
+        }
+    }
+    for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
 #endif
 
@@ -7595,7 +7690,7 @@ struct mms__q8_x8 {
     void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
     int64_t block_len;
     size_t block_bytes;
-    /* NULL where the layout is only a per-call scratch: one activation row against ns <= 4 groups */
+    /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
     void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
 };
 
@@ -7603,7 +7698,7 @@ struct mms__q8_x8 {
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
     static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), NULL };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2 };
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
     if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
 #endif
@@ -7615,23 +7710,42 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0 weights repacks each tile of 8 rows side by side before its
-   integer kernel runs (quant_dot: mms__q4_0x8), once per thread and tile of every call; a decode
-   step reads row by row, one stream per thread. Kept repacked, a product starts from the packed
-   tiles and a decode step walks 4 groups of 8 rows side by side (mms__gemv_q4_0x8_avx2).
-   The layout is a permutation of the file's bytes (the same size): groups of 8 rows, each group
-   one mms__q4_0x8 per block of 32 columns, the rows past the last multiple of 8 as they were. It
-   depends on the tensor's shape only, never on the kernel set: the scalar and NEON sets unpack a
-   tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
-   setting or reading it goes through the buffer (whole tensors), which converts. */
+   prompt-size product with Q4_0 or Q4_K weights repacks each tile of 8 rows side by side before its
+   integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8), once per thread and tile of every
+   call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
+   from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels).
+   The layout: groups of 8 rows, each group one packed block per block of the type (Q4_0: the 8
+   rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block scales as bytes),
+   then the rows past the last multiple of 8 as they were. It depends on the tensor's shape only,
+   never on the kernel set: the scalar and NEON sets unpack a tile of rows before using it. Only
+   MUL_MAT may read such a tensor, as its weights (src[0]); setting or reading it goes through the
+   buffer (whole tensors), which converts. */
 
 /* The buffer type's name, which also identifies it (declared here, defined with the type). */
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
+struct mms__repack_type {
+    enum mms_type type;
+    int64_t       block_len;    /* values per block of the type */
+    size_t        group_block;  /* bytes of 8 rows' blocks in the layout */
+    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);   /* n <= 8 rows, portable */
+    void (*unpack)(const void *src, int64_t K, void *const *rows);        /* 8 rows back */
+};
+
+static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
+    static const struct mms__repack_type types[2] = {
+        { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
+        { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
+    };
+    int i;
+    for (i = 0; i < 2; i++) if (types[i].type == type) return &types[i];
+    return NULL;
+}
+
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0 matrices of at least 8 rows, contiguous, one batch. */
+   they are): Q4_0 and Q4_K matrices of at least 8 rows, contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
-    return t->type == MMS_TYPE_Q4_0 && t->ne[0] % 32 == 0 && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
+    return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
 
 /* t's data is in the repacked layout (a view of such a tensor is not: it cannot be read). */
@@ -7642,6 +7756,22 @@ static bool mms__is_repacked(const struct mms_tensor *t) {
 /* The first row kept as it was (the rows before are in groups of 8). */
 static int64_t mms__repack_tail(const struct mms_tensor *t) { return t->ne[1] / 8 * 8; }
 
+static size_t mms__repack_group_bytes(const struct mms_tensor *t) {
+    return (size_t)(t->ne[0] / mms__repack_type_of(t->type)->block_len) * mms__repack_type_of(t->type)->group_block;
+}
+
+/* Bytes before the group of rows r..r + 7 (r < tail, a multiple of 8) or the kept row r (r >= tail). */
+static size_t mms__repack_offset(const struct mms_tensor *t, int64_t r) {
+    const int64_t tail = mms__repack_tail(t);
+    if (r < tail) return (size_t)(r / 8) * mms__repack_group_bytes(t);
+    return (size_t)(tail / 8) * mms__repack_group_bytes(t) + (size_t)(r - tail) * mms_row_size(t->type, t->ne[0]);
+}
+
+static char *mms__repack_at(const struct mms_tensor *t, int64_t r) { return (char *)t->data + mms__repack_offset(t, r); }
+
+/* Bytes of the layout (the buffer type's allocation size). */
+static size_t mms__repack_size(const struct mms_tensor *t) { return mms__repack_offset(t, t->ne[1]); }
+
 /* Raw rows [r0, r0 + n) of a repacked tensor into dst, row_size bytes each; r0 a multiple of 8. */
 static void mms__repack_rows(const struct mms_tensor *t, int64_t r0, int64_t n, void *dst) {
     const size_t rs = mms_row_size(t->type, t->ne[0]);
@@ -7651,26 +7781,29 @@ static void mms__repack_rows(const struct mms_tensor *t, int64_t r0, int64_t n, 
     for (; r < r0 + n && r < tail; r += 8) {
         void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (char *)dst + (size_t)(r - r0 + i) * rs;
-        mms__unpack_q4_0x8_rows((const char *)t->data + (size_t)r * rs, t->ne[0], rows);
+        mms__repack_type_of(t->type)->unpack(mms__repack_at(t, r), t->ne[0], rows);
     }
-    if (r < r0 + n) memcpy((char *)dst + (size_t)(r - r0) * rs, (const char *)t->data + (size_t)r * rs, (size_t)(r0 + n - r) * rs);
+    if (r < r0 + n) memcpy((char *)dst + (size_t)(r - r0) * rs, mms__repack_at(t, r), (size_t)(r0 + n - r) * rs);
 }
 
-/* The whole tensor from the file's layout (src) into t's memory, repacked. */
+/* The whole tensor from the file's layout (src) into t's memory, repacked (the AVX2 packs where
+   the CPU has them: the same bytes, faster). */
 static void mms__repack_set(struct mms_tensor *t, const void *src) {
+    const struct mms__repack_type *rt = mms__repack_type_of(t->type);
     const size_t rs = mms_row_size(t->type, t->ne[0]);
     const int64_t tail = mms__repack_tail(t);
+    void (*pack)(const void *const *rows, int n, int64_t K, void *dst) = rt->pack;
     int64_t r;
     int i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) pack = mms__q8_x8_for(t->type)->pack;
+#endif
     for (r = 0; r < tail; r += 8) {
         const void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (const char *)src + (size_t)(r + i) * rs;
-#if MMS__HAVE_AVX2
-        if (mms__avx2()) { mms__pack_q4_0x8(rows, 8, t->ne[0], (char *)t->data + (size_t)r * rs); continue; }
-#endif
-        mms__pack_q4_0x8_rows(rows, 8, t->ne[0], (char *)t->data + (size_t)r * rs);
+        pack(rows, 8, t->ne[0], mms__repack_at(t, r));
     }
-    memcpy((char *)t->data + (size_t)tail * rs, (const char *)src + (size_t)tail * rs, (size_t)(t->ne[1] - tail) * rs);
+    memcpy(mms__repack_at(t, tail), (const char *)src + (size_t)tail * rs, (size_t)(t->ne[1] - tail) * rs);
 }
 
 /* The repacked tensor a node reads or writes other than as MUL_MAT's weights, or NULL. */
@@ -7702,7 +7835,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
-   - Q4_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
+   - Q4_0 and Q4_K weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
      place by the same kernel, and 1 to 4 columns go one by one through the one-column form that
      walks 4 groups of the tile side by side; without AVX2 each tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
@@ -7716,7 +7849,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;
+    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;   /* <= its f32 tile */
     return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128 + unpacked;
 }
 
@@ -7860,8 +7993,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t g, r, j, c;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
-                    if (g * 8 < in_place) { groups[g] = mms__row_ptr(a, m0 + g * 8, 0, 0); continue; }
-                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
+                    if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
+                    for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
+                        rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
                     q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }
@@ -8471,9 +8605,15 @@ static enum mms_status mms__repack_whole(const struct mms_tensor *t, size_t offs
                          mms__tensor_desc(t).s, mms_type_name(t->type), what, mms_nbytes(t), size, offset);
 }
 static enum mms_status mms__repack_buffer_memset_tensor(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
-    enum mms_status st;   /* the layout permutes bytes: a whole tensor of one byte value stays one */
-    if (mms__repack_layout(t) && (st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
-    return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
+    enum mms_status st;
+    void *bytes;
+    if (!mms__repack_layout(t)) return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
+    if ((st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
+    if (!(bytes = MMS_MALLOC(size))) return mms_set_error(MMS_ERR_OOM, "CPU_REPACK buffer: no host memory to stage %zu bytes", size);
+    memset(bytes, value, size);   /* the tensor those bytes make, repacked */
+    mms__repack_set(t, bytes);
+    MMS_FREE(bytes);
+    return MMS_OK;
 }
 static enum mms_status mms__repack_buffer_set_tensor(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
     enum mms_status st;
@@ -8491,7 +8631,7 @@ static enum mms_status mms__repack_buffer_get_tensor(mms_backend_buffer_t b, con
 }
 static bool mms__repack_buffer_cpy_tensor(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
     MMS__UNUSED(b);
-    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;
+    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;   /* a repacked source converts back first */
     if (mms__repack_layout(dst)) mms__repack_set(dst, src->data);
     else memcpy(dst->data, src->data, mms_nbytes(src));
     return true;
@@ -8511,8 +8651,14 @@ static mms_backend_buffer_t mms__cpu_repack_buft_alloc_buffer(mms_backend_buffer
     return b;
 }
 
+static size_t mms__cpu_repack_buft_get_alloc_size(mms_backend_buffer_type_t buft, const struct mms_tensor *t) {
+    MMS__UNUSED(buft);
+    return mms__repack_layout(t) ? mms__repack_size(t) : mms_nbytes(t);
+}
+
 static struct mms_backend_buffer_type mms__cpu_repack_buft = {
-    { mms__cpu_repack_buft_get_name, mms__cpu_repack_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL, NULL, NULL },
+    { mms__cpu_repack_buft_get_name, mms__cpu_repack_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL,
+      mms__cpu_repack_buft_get_alloc_size, NULL },
     NULL
 };
 

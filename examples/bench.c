@@ -775,9 +775,11 @@ int main(int argc, char **argv) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 0);
             bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0, 0);
         }
-        bench_mul_mat(cpu, MMS_TYPE_Q4_0, 4096, 4096, 1, 1, 1);   /* the same with weights kept repacked */
-        bench_mul_mat(cpu, MMS_TYPE_Q4_0, 4096, 14336, 1, 1, 1);
-        bench_mul_mat(cpu, MMS_TYPE_Q4_0, 4096, 4096, 512, 0, 1);
+        for (q = 1; q <= 2; q++) {   /* Q4_0, Q4_K with the weights kept repacked */
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 1);
+        }
     }
     bench_attention(cpu, 0, MMS_TYPE_F32, 0);
     bench_attention(cpu, 1, MMS_TYPE_F32, 0);

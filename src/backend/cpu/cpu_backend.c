@@ -80,9 +80,15 @@ static enum mms_status mms__repack_whole(const struct mms_tensor *t, size_t offs
                          mms__tensor_desc(t).s, mms_type_name(t->type), what, mms_nbytes(t), size, offset);
 }
 static enum mms_status mms__repack_buffer_memset_tensor(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
-    enum mms_status st;   /* the layout permutes bytes: a whole tensor of one byte value stays one */
-    if (mms__repack_layout(t) && (st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
-    return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
+    enum mms_status st;
+    void *bytes;
+    if (!mms__repack_layout(t)) return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
+    if ((st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
+    if (!(bytes = MMS_MALLOC(size))) return mms_set_error(MMS_ERR_OOM, "CPU_REPACK buffer: no host memory to stage %zu bytes", size);
+    memset(bytes, value, size);   /* the tensor those bytes make, repacked */
+    mms__repack_set(t, bytes);
+    MMS_FREE(bytes);
+    return MMS_OK;
 }
 static enum mms_status mms__repack_buffer_set_tensor(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
     enum mms_status st;
@@ -100,7 +106,7 @@ static enum mms_status mms__repack_buffer_get_tensor(mms_backend_buffer_t b, con
 }
 static bool mms__repack_buffer_cpy_tensor(mms_backend_buffer_t b, const struct mms_tensor *src, struct mms_tensor *dst) {
     MMS__UNUSED(b);
-    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;
+    if (src->buffer && !mms_backend_buffer_is_host(src->buffer)) return false;   /* a repacked source converts back first */
     if (mms__repack_layout(dst)) mms__repack_set(dst, src->data);
     else memcpy(dst->data, src->data, mms_nbytes(src));
     return true;
@@ -120,8 +126,14 @@ static mms_backend_buffer_t mms__cpu_repack_buft_alloc_buffer(mms_backend_buffer
     return b;
 }
 
+static size_t mms__cpu_repack_buft_get_alloc_size(mms_backend_buffer_type_t buft, const struct mms_tensor *t) {
+    MMS__UNUSED(buft);
+    return mms__repack_layout(t) ? mms__repack_size(t) : mms_nbytes(t);
+}
+
 static struct mms_backend_buffer_type mms__cpu_repack_buft = {
-    { mms__cpu_repack_buft_get_name, mms__cpu_repack_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL, NULL, NULL },
+    { mms__cpu_repack_buft_get_name, mms__cpu_repack_buft_alloc_buffer, mms__cpu_buft_get_alignment, NULL,
+      mms__cpu_repack_buft_get_alloc_size, NULL },
     NULL
 };
 

@@ -16,7 +16,7 @@
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
-   - Q4_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
+   - Q4_0 and Q4_K weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
      place by the same kernel, and 1 to 4 columns go one by one through the one-column form that
      walks 4 groups of the tile side by side; without AVX2 each tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
@@ -30,7 +30,7 @@
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;
+    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;   /* <= its f32 tile */
     return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128 + unpacked;
 }
 
@@ -174,8 +174,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t g, r, j, c;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
-                    if (g * 8 < in_place) { groups[g] = mms__row_ptr(a, m0 + g * 8, 0, 0); continue; }
-                    for (r = 0; r < n; r++) rows[r] = mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
+                    if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
+                    for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
+                        rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
                     q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }

@@ -496,11 +496,57 @@ MMS__UNROLL4
 }
 #endif
 
-/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the scales as floats;
-   sc[s][r]: sub-block s's 6-bit scale of row r in both int16 halves (one madd multiplies both of a
-   row's lanes); mn[t][r]: the mins of sub-blocks 2t and 2t + 1 as int16 pairs; qs[8j + k][r]: bytes
-   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). */
-struct mms__q4_kx8 { float d[8], dmin[8]; uint32_t sc[8][8], mn[4][8], qs[32][8]; };
+/* 8 rows of Q4_K side by side, one super-block (see mms__gemm_q4_kx8_avx2): the f16 scales; sc[s][r]
+   and mn[s][r]: sub-block s's 6-bit scale and min of row r as bytes (the file packs them in 12
+   bytes a row; as bytes a sub-block's 8 rows widen in one instruction); qs[8j + k][r]: bytes
+   4k..4k + 3 of row r's nibble chunk j (low nibbles: sub-block 2j, high: 2j + 1). 1184 bytes for
+   the 8 rows' 1152. */
+struct mms__q4_kx8 { mms_fp16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint32_t qs[32][8]; };
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_K into K / 256 packed blocks. */
+static void mms__pack_q4_kx8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+    int64_t b;
+    int r, s, k;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
+            dst->d[r] = src ? src->d : 0;
+            dst->dmin[r] = src ? src->dmin : 0;
+            for (s = 0; s < 8; s++) {
+                int sc = 0, mn = 0;
+                if (src) mms__q4_k_scale_min(s, src->scales, &sc, &mn);
+                dst->sc[s][r] = (uint8_t)sc;
+                dst->mn[s][r] = (uint8_t)mn;
+            }
+            for (k = 0; k < 32; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+
+/* The inverse for 8 rows, the 12 bytes of scales packed back as the file has them (every bit of
+   them is a scale's or a min's, so this gives the bytes back exactly). */
+static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *rows) {
+    const struct mms__q4_kx8 *src = (const struct mms__q4_kx8 *)srcv;
+    int64_t b;
+    int r, s, k;
+    for (b = 0; b < K / MMS__QK_K; b++, src++)
+        for (r = 0; r < 8; r++) {
+            struct mms__block_q4_k *dst = (struct mms__block_q4_k *)rows[r] + b;
+            uint8_t *q = dst->scales;
+            dst->d = src->d[r];
+            dst->dmin = src->dmin[r];
+            for (s = 0; s < 4; s++) {
+                const int sc_hi = src->sc[s + 4][r], mn_hi = src->mn[s + 4][r];
+                q[s] = (uint8_t)(src->sc[s][r] | (sc_hi >> 4) << 6);
+                q[s + 4] = (uint8_t)(src->mn[s][r] | (mn_hi >> 4) << 6);
+                q[s + 8] = (uint8_t)((sc_hi & 0x0f) | (mn_hi & 0x0f) << 4);
+            }
+            for (k = 0; k < 32; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+        }
+}
 
 #if MMS__HAVE_AVX2
 static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
@@ -512,14 +558,15 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
         for (r = 0; r < 8; r++) {
             src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
             _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
-        }
-        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, d), dst->d);
-        mms__fp16x8_rows(src, offsetof(struct mms__block_q4_k, dmin), dst->dmin);
-        for (r = 0; r < 8; r++) {
-            for (s = 0; s < 8; s++) dst->sc[s][r] = sm[r][s] * 0x10001u;
-            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)sm[r][8 + 2 * s] | (uint32_t)sm[r][9 + 2 * s] << 16;
+            memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q4_k, d), sizeof dst->d[r]);
+            memcpy(&dst->dmin[r], src[r] + offsetof(struct mms__block_q4_k, dmin), sizeof dst->dmin[r]);
             qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
         }
+        for (s = 0; s < 8; s++)
+            for (r = 0; r < 8; r++) {
+                dst->sc[s][r] = (uint8_t)sm[r][s];
+                dst->mn[s][r] = (uint8_t)sm[r][8 + s];
+            }
         for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
             const uint8_t *q[8];
             for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
@@ -529,25 +576,22 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
     }
 }
 
-static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dstv) {
-    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
-    int64_t b;
-    int r, s, k;
-    if (n == 8) { mms__pack_q4_kx8_avx2(rows, K, dst); return; }
-    for (b = 0; b < K / MMS__QK_K; b++, dst++)
-        for (r = 0; r < 8; r++) {
-            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
-            int sc[8] = { 0 }, mn[8] = { 0 };
-            dst->d[r] = src ? mms_fp16_to_fp32(src->d) : 0.0f;
-            dst->dmin[r] = src ? mms_fp16_to_fp32(src->dmin) : 0.0f;
-            for (s = 0; src && s < 8; s++) mms__q4_k_scale_min(s, src->scales, &sc[s], &mn[s]);
-            for (s = 0; s < 8; s++) dst->sc[s][r] = (uint32_t)sc[s] * 0x10001u;
-            for (s = 0; s < 4; s++) dst->mn[s][r] = (uint32_t)mn[2 * s] | (uint32_t)mn[2 * s + 1] << 16;
-            for (k = 0; k < 32; k++) {
-                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
-                else dst->qs[k][r] = 0;
-            }
-        }
+static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_q4_kx8_avx2(rows, K, (struct mms__q4_kx8 *)dst);
+    else mms__pack_q4_kx8_rows(rows, n, K, dst);
+}
+
+/* 8 rows' byte values (a sub-block's scales or mins) as int32 lanes, the value in both int16 halves
+   (one madd then multiplies both of a row's int16 sums). */
+static MMS__AVX2_INLINE __m256i mms__bytes8_dup16(const uint8_t *p) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* Two sub-blocks' 8 rows of bytes as int16 pairs: lane r = lo[r] | hi[r] << 16. */
+static MMS__AVX2_INLINE __m256i mms__bytes8_pairs(const uint8_t *lo, const uint8_t *hi) {
+    return _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo)),
+                           _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)hi)), 16));
 }
 #endif
 
@@ -663,23 +707,71 @@ MMS__UNROLL4
                     p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
                 }
             }
+            {
+                const __m256i sc = mms__bytes8_dup16(w->sc[s]);
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], _mm256_loadu_si256((const __m256i *)w->sc[s])));
-        }
-MMS__UNROLL4
-        for (c = 0; c < 4; c++) {
-            const int16_t *bs = x[c][b].bsums;
-            const __m256 xd = _mm256_set1_ps(x[c][b].d);
-            for (s = 0; s < 4; s++) {
-                const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
-                summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)w->mn[s]), _mm256_set1_epi32((int)pair)));
+                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], sc));
             }
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(_mm256_loadu_ps(w->d), xd), acc[c]);
-            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(_mm256_loadu_ps(w->dmin), xd), acc[c]);
+        }
+        {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+            __m256i mn[4];
+            for (s = 0; s < 4; s++) mn[s] = mms__bytes8_pairs(w->mn[2 * s], w->mn[2 * s + 1]);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const int16_t *bs = x[c][b].bsums;
+                const __m256 xd = _mm256_set1_ps(x[c][b].d);
+                for (s = 0; s < 4; s++) {
+                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(mn[s], _mm256_set1_epi32((int)pair)));
+                }
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, xd), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[c]), _mm256_mul_ps(dmin, xd), acc[c]);
+            }
         }
     }
 MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
+/* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
+   mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
+static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4];
+    int64_t b;
+    int j, s, k;
+    for (j = 0; j < ns; j++) acc[j] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const __m256 xd = _mm256_set1_ps(x[b].d);
+        const int16_t *bs = x[b].bsums;
+        __m256i pairs[4];
+        for (s = 0; s < 4; s++)
+            pairs[s] = _mm256_set1_epi32((int)((uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16));
+        for (j = 0; j < ns; j++) {
+            const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
+            __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
+            for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+MMS__UNROLL4
+                for (k = 0; k < 8; k++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
+                    int32_t a_lo, a_hi;
+                    memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
+                    memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
+                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo)));
+                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi)));
+                }
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(lo, mms__bytes8_dup16(w->sc[s])),
+                                                               _mm256_madd_epi16(hi, mms__bytes8_dup16(w->sc[s + 1]))));
+            }
+            for (s = 0; s < 4; s++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mms__bytes8_pairs(w->mn[2 * s], w->mn[2 * s + 1]), pairs[s]));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin)), xd), acc[j]);
+        }
+    }
+    for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
 #endif
 
@@ -850,7 +942,7 @@ struct mms__q8_x8 {
     void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
     int64_t block_len;
     size_t block_bytes;
-    /* NULL where the layout is only a per-call scratch: one activation row against ns <= 4 groups */
+    /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
     void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
 };
 
@@ -858,7 +950,7 @@ struct mms__q8_x8 {
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
     static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), NULL };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2 };
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
     if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
 #endif
