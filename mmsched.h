@@ -647,7 +647,12 @@
 
        Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
        their KV cache; the vision tower goes where vision_on_gpu says, independently. Weights on the
-       host are used in place from the mapped file. One scheduler runs everything; an image's
+       host are used in place from the mapped file, except the Q4_0 and Q4_K matrices the CPU
+       backend multiplies by (not the tables read by rows): by default those are copied at load into
+       a CPU_REPACK buffer (section 9: the CPU kernels' 8-row layout) and the file's pages they came
+       from released (madvise), so resident memory grows by the layout's extra bytes (Q4_K: 2.8%)
+       rather than by a second copy; mms_mllama_memory.weights_repacked says how much. Load
+       parameter no_cpu_repack (CLI --no-repack) keeps them mapped. One scheduler runs everything; an image's
        per-layer cross-attention keys and values are persistent tensors on their layers' backends,
        cached by the pixels' hash. Memory for the worst-case graphs is reserved when the context is
        made (mms_mllama_context_print_memory reports it per backend; a model that does not fit fails
@@ -2069,6 +2074,12 @@ struct mms_mllama_load_params {
        load really happens here rather than during the first decode. */
     bool        (*progress)(float fraction, void *user_data);
     void         *progress_user_data;
+    /* By default the Q4_0 and Q4_K matrices the CPU backend multiplies by are copied at load into
+       a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
+       Q4_0 decode about 2x faster, Q4_K 0-13%); the file's pages of those weights are then
+       released from the process's memory (madvise), so resident memory grows by the Q4_K copy's
+       extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
+    bool          no_cpu_repack;
 };
 
 struct mms_mllama_model;
@@ -2188,6 +2199,7 @@ MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct
 struct mms_mllama_memory {
     char   name[32];
     size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+    size_t weights_repacked;   /* the part of weights copied into a CPU_REPACK buffer (the rest: mapped or own buffers) */
 };
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
@@ -2488,12 +2500,32 @@ static void *mms__aligned_alloc(size_t alignment, size_t size) {
     memcpy(p - sizeof(void *), &raw, sizeof raw);
     return p;
 }
+/* madvise and its flags are declared only outside strict ISO C (-std=c99 hides them); their Linux
+   values are the same on x86-64 and AArch64. */
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)) && !defined(MADV_DONTNEED)
+extern int madvise(void *addr, size_t length, int advice);
+#  define MADV_DONTNEED 4
+#  define MADV_HUGEPAGE 14
+#endif
+
 /* Asks the kernel to back [p, p + size) with transparent huge pages where it can (Linux with THP
    in "madvise" mode): large tensors read with big strides then miss the TLB far less. */
 MMS__MAYBE_UNUSED static void mms__advise_huge_pages(void *p, size_t size) {
 #if defined(MADV_HUGEPAGE)
     const uintptr_t huge = (uintptr_t)2 << 20, lo = MMS__ALIGN_UP((uintptr_t)p, huge), hi = ((uintptr_t)p + size) / huge * huge;
     if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE);
+#else
+    MMS__UNUSED(p);
+    MMS__UNUSED(size);
+#endif
+}
+/* Tells the kernel the whole pages inside [p, p + size) of a read-only file mapping will not be
+   read again (their contents were copied elsewhere): they leave the process's resident memory and
+   stay in the page cache. Nothing on systems without madvise. */
+MMS__MAYBE_UNUSED static void mms__release_pages(const void *p, size_t size) {
+#if defined(MADV_DONTNEED)
+    const uintptr_t page = 4096, lo = MMS__ALIGN_UP((uintptr_t)p, page), hi = ((uintptr_t)p + size) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
 #else
     MMS__UNUSED(p);
     MMS__UNUSED(size);
@@ -14998,6 +15030,7 @@ struct mms_mllama_model {
     mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
     int                        n_bufs, cap_bufs;
     bool                       shapes_only;
+    bool                       cpu_repack;               /* Q4_0/Q4_K matrices on the CPU backend in a CPU_REPACK buffer */
     int                        vision_backend, output_backend;
     int64_t                    load_us;
     struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
@@ -15541,6 +15574,7 @@ static unsigned mms__touch_pages(const void *p, size_t n) {
 static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     struct mms_tensor *t = s->t;
     const char *src = (const char *)s->data;
+    char *moved;
     size_t row;
     int64_t d, h, i;
     int p;
@@ -15561,11 +15595,49 @@ static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
     row = mms_row_size(t->type, t->ne[0]);
     d = mms_nrows(t) / s->row_heads;
-    for (h = 0; h < s->row_heads; h++)
+    if (!(moved = (char *)MMS_MALLOC(mms_nbytes(t)))) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (h = 0; h < s->row_heads; h++)   /* in host memory, then one set (a CPU_REPACK buffer takes whole tensors) */
         for (p = 0; p < 2; p++)
-            for (i = 0; i < d / 2; i++)
-                if ((st = mms_backend_tensor_set(t, src + (size_t)(h * d + 2 * i + p) * row, (size_t)(h * d + p * (d / 2) + i) * row, row)) != MMS_OK)
-                    return st;
+            for (i = 0; i < d / 2; i++) memcpy(moved + (size_t)(h * d + p * (d / 2) + i) * row, src + (size_t)(h * d + 2 * i + p) * row, row);
+    st = mms_backend_tensor_set(t, moved, 0, mms_nbytes(t));
+    MMS_FREE(moved);
+    return st;
+}
+
+/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K matrix that only
+   MUL_MAT reads (the embedding tables are read by GET_ROWS), on the CPU backend. */
+static bool mms__mllama_repacks(const struct mms_mllama_model *m, int b, const struct mms_tensor *t) {
+    return m->cpu_repack && mms_backend_is_cpu(m->backends[b]) && mms_backend_cpu_repacks(t) && t != m->token_embd &&
+           t != m->tile_pos_embd && t != m->pre_tile_embd && t != m->post_tile_embd;
+}
+
+/* The weights of backend b that mms__mllama_repacks picks, in one CPU_REPACK buffer, repacked from
+   the file; the mapped pages they came from are released (whole pages inside each weight only). */
+static enum mms_status mms__mllama_place_repacked(struct mms_mllama_model *m, int b, struct mms__load_progress *lp) {
+    mms_backend_buffer_type_t buft = mms_backend_cpu_repack_buffer_type();
+    const size_t align = mms_backend_buft_get_alignment(buft);
+    size_t total = 0;
+    mms_backend_buffer_t buf;
+    char *at;
+    enum mms_status st;
+    int i;
+    for (i = 0; i < m->n_sources; i++)
+        if (m->sources[i].backend == b && !m->sources[i].t->data && mms__mllama_repacks(m, b, m->sources[i].t))
+            total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, m->sources[i].t), align);
+    if (!total) return MMS_OK;
+    if (!(buf = mms_backend_buft_alloc_buffer(buft, total)))
+        return mms_set_error(mms_last_status(), "mllama: cannot allocate %zu bytes for the repacked CPU weights (no_cpu_repack keeps them mapped): %s",
+                             total, mms_last_error());
+    if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+    at = (char *)mms_backend_buffer_get_base(buf);
+    for (i = 0; i < m->n_sources; i++) {
+        const struct mms__wsource *s = &m->sources[i];
+        if (s->backend != b || s->t->data || !mms__mllama_repacks(m, b, s->t)) continue;
+        if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
+        at += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, s->t), align);
+        if (s->region) mms__release_pages(s->data, mms_nbytes(s->t));
+        if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
+    }
     return MMS_OK;
 }
 
@@ -15598,10 +15670,10 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 const struct mms__wsource *s = &m->sources[i];
                 const char *lo = (const char *)s->data, *hi = lo + mms_nbytes(s->t);
                 mms_backend_buffer_t buf;
-                if (s->backend != b || !s->region || s->row_heads || s->t->data) continue;
+                if (s->backend != b || !s->region || s->row_heads || s->t->data || mms__mllama_repacks(m, b, s->t)) continue;
                 for (f = i + 1; f < m->n_sources; f++) {
                     const struct mms__wsource *o = &m->sources[f];
-                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if (o->backend != b || o->region != s->region || o->row_heads || mms__mllama_repacks(m, b, o->t)) continue;
                     if ((const char *)o->data < lo) lo = (const char *)o->data;
                     if ((const char *)o->data + mms_nbytes(o->t) > hi) hi = (const char *)o->data + mms_nbytes(o->t);
                 }
@@ -15609,12 +15681,13 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
                 for (f = i; f < m->n_sources; f++) {
                     const struct mms__wsource *o = &m->sources[f];
-                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if (o->backend != b || o->region != s->region || o->row_heads || mms__mllama_repacks(m, b, o->t)) continue;
                     if ((st = mms_backend_tensor_alloc(buf, o->t, (void *)o->data)) != MMS_OK) return st;
                     if (lp && lp->cb) touched += mms__touch_pages(o->data, mms_nbytes(o->t));
                     if ((st = mms__load_step(lp, mms_nbytes(o->t))) != MMS_OK) return st;
                 }
             }
+            if ((st = mms__mllama_place_repacked(m, b, lp)) != MMS_OK) return st;
             for (i = 0; i < m->n_sources; i++)
                 if (m->sources[i].backend == b && !m->sources[i].t->data) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
             if (moved) {                               /* reordered, converted or computed: a buffer of their own */
@@ -15676,6 +15749,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
     m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    m->cpu_repack = !p->no_cpu_repack;
     memset(&L, 0, sizeof L);
     L.m = m;
     if (mms__hf_is_folder(p->path)) {               /* a Hugging Face checkpoint folder */
@@ -16969,14 +17043,18 @@ fail:
 }
 
 /* Bytes on backend b (0 cpu, 1 gpu): weights, KV cache, compute memory, kept images now. */
-static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *kv, size_t *compute, size_t *kept) {
+/* repacked: the part of weights in CPU_REPACK buffers (backend 0, the CPU) */
+static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *repacked, size_t *kv, size_t *compute, size_t *kept) {
     mms_backend_t be = c->m->backends[b];
     int i;
-    *weights = 0;
+    *weights = *repacked = 0;
     *kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
-    for (i = 0; i < c->m->n_bufs; i++)
+    for (i = 0; i < c->m->n_bufs; i++) {
+        const bool rp = mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_cpu_repack_buffer_type();
         if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
-            (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+            (b == 0 && (rp || mms_backend_buffer_is_host(c->m->bufs[i])))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+        if (b == 0 && rp) *repacked += mms_backend_buffer_get_size(c->m->bufs[i]);
+    }
     *compute = mms_backend_sched_get_buffer_size(c->sched, be);
     *kept = mms_backend_sched_get_persistent_size(c->sched, be);
 }
@@ -16996,11 +17074,13 @@ MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE 
     if (!out) out = stdout;
     if (!c) return;
     for (b = 0; b < mms__mllama_n_devices(c); b++) {
-        size_t weights, kv, compute, kept;
-        mms__mllama_memory(c, b, &weights, &kv, &compute, &kept);
-        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB\n",
+        size_t weights, repacked, kv, compute, kept;
+        mms__mllama_memory(c, b, &weights, &repacked, &kv, &compute, &kept);
+        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB",
                 mms_backend_name(c->m->backends[b]), (double)weights / 1048576.0, (double)kv / 1048576.0, (double)compute / 1048576.0,
                 (double)kept / 1048576.0);
+        if (repacked) fprintf(out, " (weights repacked for the CPU kernels: %.2f MiB)", (double)repacked / 1048576.0);
+        fputc('\n', out);
     }
     for (i = 0; i < c->n_reserved; i++)
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
@@ -17473,7 +17553,7 @@ MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
     memset(out, 0, sizeof *out);
     mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
-    mms__mllama_memory(c, b, &out->weights, &out->kv_cache, &out->compute, &kept);
+    mms__mllama_memory(c, b, &out->weights, &out->weights_repacked, &out->kv_cache, &out->compute, &kept);
     out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
     out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
     return MMS_OK;

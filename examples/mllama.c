@@ -30,7 +30,7 @@ struct options {
     const char *model, *mmproj, *prompt, *system, *images[MAX_IMAGES];
     int         n_images, n_predict, n_ctx, threads, n_gpu_layers, sched_debug, max_images;
     long        max_pixels;
-    bool        vision_gpu, raw, interactive, quiet;
+    bool        vision_gpu, raw, interactive, quiet, no_repack;
     struct mms_sampler_params sampling;
 };
 
@@ -52,6 +52,8 @@ static void usage(FILE *out) {
         "  -t, --threads N         CPU threads (all cores)\n"
         "      --n-gpu-layers N    text layers on the GPU, counted from the last (needs a CUDA build: make cuda)\n"
         "      --vision-gpu        the vision tower on the GPU too\n"
+        "      --no-repack         use the CPU's Q4_0/Q4_K weights where the file is mapped (default: copied\n"
+        "                          into the CPU kernels' layout at load, faster)\n"
         "      --sched-debug N     scheduler trace on stderr: 1 splits and buffers, 2 every node\n"
         "      --temp T            temperature (0: greedy, the default; the model's card suggests 0.6)\n"
         "      --top-k N           keep the N most likely tokens (0: off)\n"
@@ -185,6 +187,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
         else if (FLAG("--raw", "--raw")) SWITCH(raw);
         else if (FLAG("-q", "--quiet")) SWITCH(quiet);
         else if (FLAG("--vision-gpu", "--vision-gpu")) SWITCH(vision_gpu);
+        else if (FLAG("--no-repack", "--no-repack")) SWITCH(no_repack);
         else if (FLAG("-n", "--n-predict")) { NEED(); o->n_predict = parse_int(a, v, 1, 1 << 20); }
         else if (FLAG("-c", "--ctx-size")) { NEED(); o->n_ctx = parse_int(a, v, 16, 1 << 20); }
         else if (FLAG("--max-images", "--max-images")) { NEED(); o->max_images = parse_int(a, v, 1, 64); }
@@ -576,6 +579,7 @@ int main(int argc, char **argv) {
     lp.path = o.model;
     lp.mmproj_path = o.mmproj;
     lp.cpu = cpu;
+    lp.no_cpu_repack = o.no_repack;
     lp.gpu = gpu;
     lp.n_gpu_layers = o.n_gpu_layers;
     lp.vision_on_gpu = o.vision_gpu;

@@ -569,15 +569,25 @@ static bool write_with_q8(const char *out_path, const char *which) {
 
 /* Logits of every row of one prompt (an image, then 23 text tokens), then of one decoded token
    (the decode path: one column, 8-bit activations), through the model at path. */
+static bool   g_no_repack;     /* load with no_cpu_repack */
+static size_t g_repacked;      /* the last load's weights in CPU_REPACK buffers */
+
 static float *random_model_logits(const char *path, int *n_vocab) {
-    struct mms_mllama_model *m = test_load_mllama(cpu, path, NULL, NULL, 0, false);
+    struct mms_mllama_load_params lp;
+    struct mms_mllama_model *m;
     struct mms_mllama_context *ctx = NULL;
+    struct mms_mllama_memory mem;
     struct mms_mllama_context_params cp;
     float *out = NULL;
     uint8_t rgb[80 * 60 * 3];
     int32_t tokens[RQ_TOKENS], next = 5;
     bool want[RQ_TOKENS], ok;
     int i, nv;
+    memset(&lp, 0, sizeof lp);
+    lp.path = path;
+    lp.cpu = cpu;
+    lp.no_cpu_repack = g_no_repack;
+    m = mms_mllama_model_load(&lp);
     EXPECT(m != NULL, "load %s: %s", path, mms_last_error());
     if (!m) return NULL;
     *n_vocab = nv = mms_mllama_model_get_hparams(m)->n_vocab;
@@ -586,6 +596,7 @@ static float *random_model_logits(const char *path, int *n_vocab) {
     cp.n_batch = 32;
     cp.max_images = 1;
     ctx = mms_mllama_context_new(m, &cp);
+    g_repacked = ctx && mms_mllama_get_memory(ctx, 0, &mem) == MMS_OK ? mem.weights_repacked : 0;
     for (i = 0; i < (int)sizeof rgb; i++) rgb[i] = (uint8_t)((i * 7 + (i / 240) * 13) & 255);   /* a patterned picture */
     tokens[0] = mms_mllama_model_get_hparams(m)->image_token_id;
     for (i = 1; i < RQ_TOKENS; i++) tokens[i] = (i * 37) % nv;
@@ -662,10 +673,12 @@ static void test_k_quants_on_a_random_mllama(void) {
         char name[64], deq[64];
         const int64_t n_prompt = (int64_t)RQ_TOKENS * nv;
         float *got, *mean;
+        size_t repacked;
         snprintf(name, sizeof name, "random-%s%s.gguf", cases[k].type, cases[k].extra[0] ? "-vision" : "");
         snprintf(deq, sizeof deq, "random-%s%s-f32.gguf", cases[k].type, cases[k].extra[0] ? "-vision" : "");
         if (!quantize(f16, tmp(name), cases[k].type, cases[k].extra[0] ? cases[k].extra : NULL) || !dequantize_file(tmp(name), tmp(deq))) continue;
         got = random_model_logits(tmp(name), &nv);
+        repacked = g_repacked;
         mean = random_model_logits(tmp(deq), &nv);
         if (got && mean) {
             const double e_prompt = test_nmse(got, mean, n_prompt), e_decode = test_nmse(got + n_prompt, mean + n_prompt, nv);
@@ -676,6 +689,19 @@ static void test_k_quants_on_a_random_mllama(void) {
             EXPECT(e_prompt <= prompt_tol && e_decode <= 1.5e-3, "%s %s: the quantized model differs from its dequantized self: %.3g (prompt, tolerance %.2g), %.3g",
                    cases[k].type, cases[k].extra, e_prompt, prompt_tol, e_decode);
             EXPECT(e_f16 <= cases[k].tol && e_f16 > 0, "%s %s: logits NMSE %.3g vs f16", cases[k].type, cases[k].extra, e_f16);
+        }
+        if (got && k == 1) {   /* the loader's default keeps q4_k matrices repacked; with no_cpu_repack the same model mapped */
+            float *mapped;
+            g_no_repack = true;
+            mapped = random_model_logits(tmp(name), &nv);
+            g_no_repack = false;
+            EXPECT(repacked > 0 && g_repacked == 0, "q4_k: %zu bytes of weights repacked by default, %zu with no_cpu_repack", repacked, g_repacked);
+            if (mapped) {
+                const double e = test_nmse(got, mapped, n_prompt + nv);
+                printf("    random mllama, q4_k: %zu bytes of weights repacked; logits NMSE vs the same file used mapped %.2g\n", repacked, e);
+                EXPECT(e <= 1e-8, "q4_k: the repacked model's logits differ from the mapped one's by NMSE %.3g", e);
+            }
+            free(mapped);
         }
         free(got);
         free(mean);

@@ -168,12 +168,32 @@ static void *mms__aligned_alloc(size_t alignment, size_t size) {
     memcpy(p - sizeof(void *), &raw, sizeof raw);
     return p;
 }
+/* madvise and its flags are declared only outside strict ISO C (-std=c99 hides them); their Linux
+   values are the same on x86-64 and AArch64. */
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)) && !defined(MADV_DONTNEED)
+extern int madvise(void *addr, size_t length, int advice);
+#  define MADV_DONTNEED 4
+#  define MADV_HUGEPAGE 14
+#endif
+
 /* Asks the kernel to back [p, p + size) with transparent huge pages where it can (Linux with THP
    in "madvise" mode): large tensors read with big strides then miss the TLB far less. */
 MMS__MAYBE_UNUSED static void mms__advise_huge_pages(void *p, size_t size) {
 #if defined(MADV_HUGEPAGE)
     const uintptr_t huge = (uintptr_t)2 << 20, lo = MMS__ALIGN_UP((uintptr_t)p, huge), hi = ((uintptr_t)p + size) / huge * huge;
     if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE);
+#else
+    MMS__UNUSED(p);
+    MMS__UNUSED(size);
+#endif
+}
+/* Tells the kernel the whole pages inside [p, p + size) of a read-only file mapping will not be
+   read again (their contents were copied elsewhere): they leave the process's resident memory and
+   stay in the page cache. Nothing on systems without madvise. */
+MMS__MAYBE_UNUSED static void mms__release_pages(const void *p, size_t size) {
+#if defined(MADV_DONTNEED)
+    const uintptr_t page = 4096, lo = MMS__ALIGN_UP((uintptr_t)p, page), hi = ((uintptr_t)p + size) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
 #else
     MMS__UNUSED(p);
     MMS__UNUSED(size);

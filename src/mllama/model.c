@@ -55,6 +55,7 @@ struct mms_mllama_model {
     mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
     int                        n_bufs, cap_bufs;
     bool                       shapes_only;
+    bool                       cpu_repack;               /* Q4_0/Q4_K matrices on the CPU backend in a CPU_REPACK buffer */
     int                        vision_backend, output_backend;
     int64_t                    load_us;
     struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
@@ -598,6 +599,7 @@ static unsigned mms__touch_pages(const void *p, size_t n) {
 static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     struct mms_tensor *t = s->t;
     const char *src = (const char *)s->data;
+    char *moved;
     size_t row;
     int64_t d, h, i;
     int p;
@@ -618,11 +620,49 @@ static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     if (s->row_heads == 0) return mms_backend_tensor_set(t, src, 0, mms_nbytes(t));
     row = mms_row_size(t->type, t->ne[0]);
     d = mms_nrows(t) / s->row_heads;
-    for (h = 0; h < s->row_heads; h++)
+    if (!(moved = (char *)MMS_MALLOC(mms_nbytes(t)))) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    for (h = 0; h < s->row_heads; h++)   /* in host memory, then one set (a CPU_REPACK buffer takes whole tensors) */
         for (p = 0; p < 2; p++)
-            for (i = 0; i < d / 2; i++)
-                if ((st = mms_backend_tensor_set(t, src + (size_t)(h * d + 2 * i + p) * row, (size_t)(h * d + p * (d / 2) + i) * row, row)) != MMS_OK)
-                    return st;
+            for (i = 0; i < d / 2; i++) memcpy(moved + (size_t)(h * d + p * (d / 2) + i) * row, src + (size_t)(h * d + 2 * i + p) * row, row);
+    st = mms_backend_tensor_set(t, moved, 0, mms_nbytes(t));
+    MMS_FREE(moved);
+    return st;
+}
+
+/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K matrix that only
+   MUL_MAT reads (the embedding tables are read by GET_ROWS), on the CPU backend. */
+static bool mms__mllama_repacks(const struct mms_mllama_model *m, int b, const struct mms_tensor *t) {
+    return m->cpu_repack && mms_backend_is_cpu(m->backends[b]) && mms_backend_cpu_repacks(t) && t != m->token_embd &&
+           t != m->tile_pos_embd && t != m->pre_tile_embd && t != m->post_tile_embd;
+}
+
+/* The weights of backend b that mms__mllama_repacks picks, in one CPU_REPACK buffer, repacked from
+   the file; the mapped pages they came from are released (whole pages inside each weight only). */
+static enum mms_status mms__mllama_place_repacked(struct mms_mllama_model *m, int b, struct mms__load_progress *lp) {
+    mms_backend_buffer_type_t buft = mms_backend_cpu_repack_buffer_type();
+    const size_t align = mms_backend_buft_get_alignment(buft);
+    size_t total = 0;
+    mms_backend_buffer_t buf;
+    char *at;
+    enum mms_status st;
+    int i;
+    for (i = 0; i < m->n_sources; i++)
+        if (m->sources[i].backend == b && !m->sources[i].t->data && mms__mllama_repacks(m, b, m->sources[i].t))
+            total += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, m->sources[i].t), align);
+    if (!total) return MMS_OK;
+    if (!(buf = mms_backend_buft_alloc_buffer(buft, total)))
+        return mms_set_error(mms_last_status(), "mllama: cannot allocate %zu bytes for the repacked CPU weights (no_cpu_repack keeps them mapped): %s",
+                             total, mms_last_error());
+    if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
+    at = (char *)mms_backend_buffer_get_base(buf);
+    for (i = 0; i < m->n_sources; i++) {
+        const struct mms__wsource *s = &m->sources[i];
+        if (s->backend != b || s->t->data || !mms__mllama_repacks(m, b, s->t)) continue;
+        if ((st = mms_backend_tensor_alloc(buf, s->t, at)) != MMS_OK || (st = mms__set_weight(s)) != MMS_OK) return st;
+        at += MMS__ALIGN_UP(mms_backend_buft_get_alloc_size(buft, s->t), align);
+        if (s->region) mms__release_pages(s->data, mms_nbytes(s->t));
+        if ((st = mms__load_step(lp, mms_nbytes(s->t))) != MMS_OK) return st;
+    }
     return MMS_OK;
 }
 
@@ -655,10 +695,10 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 const struct mms__wsource *s = &m->sources[i];
                 const char *lo = (const char *)s->data, *hi = lo + mms_nbytes(s->t);
                 mms_backend_buffer_t buf;
-                if (s->backend != b || !s->region || s->row_heads || s->t->data) continue;
+                if (s->backend != b || !s->region || s->row_heads || s->t->data || mms__mllama_repacks(m, b, s->t)) continue;
                 for (f = i + 1; f < m->n_sources; f++) {
                     const struct mms__wsource *o = &m->sources[f];
-                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if (o->backend != b || o->region != s->region || o->row_heads || mms__mllama_repacks(m, b, o->t)) continue;
                     if ((const char *)o->data < lo) lo = (const char *)o->data;
                     if ((const char *)o->data + mms_nbytes(o->t) > hi) hi = (const char *)o->data + mms_nbytes(o->t);
                 }
@@ -666,12 +706,13 @@ static enum mms_status mms__mllama_place_weights(struct mms_mllama_model *m, str
                 if ((st = mms__mllama_keep_buffer(m, buf)) != MMS_OK) return st;
                 for (f = i; f < m->n_sources; f++) {
                     const struct mms__wsource *o = &m->sources[f];
-                    if (o->backend != b || o->region != s->region || o->row_heads) continue;
+                    if (o->backend != b || o->region != s->region || o->row_heads || mms__mllama_repacks(m, b, o->t)) continue;
                     if ((st = mms_backend_tensor_alloc(buf, o->t, (void *)o->data)) != MMS_OK) return st;
                     if (lp && lp->cb) touched += mms__touch_pages(o->data, mms_nbytes(o->t));
                     if ((st = mms__load_step(lp, mms_nbytes(o->t))) != MMS_OK) return st;
                 }
             }
+            if ((st = mms__mllama_place_repacked(m, b, lp)) != MMS_OK) return st;
             for (i = 0; i < m->n_sources; i++)
                 if (m->sources[i].backend == b && !m->sources[i].t->data) moved += MMS__ALIGN_UP(mms_nbytes(m->sources[i].t), align);
             if (moved) {                               /* reordered, converted or computed: a buffer of their own */
@@ -733,6 +774,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
     m->backends[1] = p->gpu ? p->gpu : p->cpu;
+    m->cpu_repack = !p->no_cpu_repack;
     memset(&L, 0, sizeof L);
     L.m = m;
     if (mms__hf_is_folder(p->path)) {               /* a Hugging Face checkpoint folder */

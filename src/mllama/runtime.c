@@ -374,14 +374,18 @@ fail:
 }
 
 /* Bytes on backend b (0 cpu, 1 gpu): weights, KV cache, compute memory, kept images now. */
-static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *kv, size_t *compute, size_t *kept) {
+/* repacked: the part of weights in CPU_REPACK buffers (backend 0, the CPU) */
+static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *repacked, size_t *kv, size_t *compute, size_t *kept) {
     mms_backend_t be = c->m->backends[b];
     int i;
-    *weights = 0;
+    *weights = *repacked = 0;
     *kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
-    for (i = 0; i < c->m->n_bufs; i++)
+    for (i = 0; i < c->m->n_bufs; i++) {
+        const bool rp = mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_cpu_repack_buffer_type();
         if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
-            (b == 0 && mms_backend_buffer_is_host(c->m->bufs[i]))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+            (b == 0 && (rp || mms_backend_buffer_is_host(c->m->bufs[i])))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+        if (b == 0 && rp) *repacked += mms_backend_buffer_get_size(c->m->bufs[i]);
+    }
     *compute = mms_backend_sched_get_buffer_size(c->sched, be);
     *kept = mms_backend_sched_get_persistent_size(c->sched, be);
 }
@@ -401,11 +405,13 @@ MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE 
     if (!out) out = stdout;
     if (!c) return;
     for (b = 0; b < mms__mllama_n_devices(c); b++) {
-        size_t weights, kv, compute, kept;
-        mms__mllama_memory(c, b, &weights, &kv, &compute, &kept);
-        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB\n",
+        size_t weights, repacked, kv, compute, kept;
+        mms__mllama_memory(c, b, &weights, &repacked, &kv, &compute, &kept);
+        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB",
                 mms_backend_name(c->m->backends[b]), (double)weights / 1048576.0, (double)kv / 1048576.0, (double)compute / 1048576.0,
                 (double)kept / 1048576.0);
+        if (repacked) fprintf(out, " (weights repacked for the CPU kernels: %.2f MiB)", (double)repacked / 1048576.0);
+        fputc('\n', out);
     }
     for (i = 0; i < c->n_reserved; i++)
         for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
@@ -878,7 +884,7 @@ MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
     memset(out, 0, sizeof *out);
     mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
-    mms__mllama_memory(c, b, &out->weights, &out->kv_cache, &out->compute, &kept);
+    mms__mllama_memory(c, b, &out->weights, &out->weights_repacked, &out->kv_cache, &out->compute, &kept);
     out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
     out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
     return MMS_OK;
