@@ -650,8 +650,9 @@
        host are used in place from the mapped file, except the Q4_0 and Q4_K matrices the CPU
        backend multiplies by (not the tables read by rows): by default those are copied at load into
        a CPU_REPACK buffer (section 9: the CPU kernels' 8-row layout) and the file's pages they came
-       from released (madvise), so resident memory grows by the layout's extra bytes (Q4_K: 2.8%)
-       rather than by a second copy; mms_mllama_memory.weights_repacked says how much. Load
+       from released (madvise, on Linux; on Windows they stay in the working set until the system
+       trims it), so resident memory grows by the layout's extra bytes (Q4_K: 2.8%) rather than by a
+       second copy; mms_mllama_memory.weights_repacked says how much. Load
        parameter no_cpu_repack (CLI --no-repack) keeps them mapped. One scheduler runs everything; an image's
        per-layer cross-attention keys and values are persistent tensors on their layers' backends,
        cached by the pixels' hash. Memory for the worst-case graphs is reserved when the context is
@@ -2077,8 +2078,8 @@ struct mms_mllama_load_params {
     /* By default the Q4_0 and Q4_K matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        Q4_0 decode about 2x faster, Q4_K 0-13%); the file's pages of those weights are then
-       released from the process's memory (madvise), so resident memory grows by the Q4_K copy's
-       extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
+       released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
+       copy's extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
     bool          no_cpu_repack;
 };
 

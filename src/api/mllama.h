@@ -91,8 +91,8 @@ struct mms_mllama_load_params {
     /* By default the Q4_0 and Q4_K matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        Q4_0 decode about 2x faster, Q4_K 0-13%); the file's pages of those weights are then
-       released from the process's memory (madvise), so resident memory grows by the Q4_K copy's
-       extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
+       released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
+       copy's extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
     bool          no_cpu_repack;
 };
 
