@@ -478,10 +478,11 @@
            rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
            maddubs). Times against the f32 GEMM in the README.
-         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0 and Q4_K
-           matrices of at least 8 rows are stored in that same 8-row layout (Q4_0: the file's bytes
-           permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the file's 1152,
-           its sub-block scales as bytes; the rows past the last multiple of 8 as they were). Prompt-size products
+         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K and
+           Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0: the
+           file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
+           file's 1152, its sub-block scales as bytes; the rows past the last multiple of 8 as they
+           were; Q8_0 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
            against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7) walked
            side by side: one stream per core reads well below the bandwidth several streams get.
@@ -647,7 +648,7 @@
 
        Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
        their KV cache; the vision tower goes where vision_on_gpu says, independently. Weights on the
-       host are used in place from the mapped file, except the Q4_0 and Q4_K matrices the CPU
+       host are used in place from the mapped file, except the Q4_0, Q4_K and Q8_0 matrices the CPU
        backend multiplies by (not the tables read by rows): by default those are copied at load into
        a CPU_REPACK buffer (section 9: the CPU kernels' 8-row layout) and the file's pages they came
        from released (madvise, on Linux; on Windows they stay in the working set until the system
@@ -1355,9 +1356,9 @@ MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
 /* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
-   exists for its type and shape (mms_backend_cpu_repacks: Q4_0 and Q4_K matrices of at least 8
-   rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0 takes the same bytes as the
-   file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K and Q8_0 matrices of at least
+   8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0 and Q8_0 take the same bytes
+   as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
    prompt-size product skips repacking its tiles, a decode step reads 4 groups of 8 rows side by
    side (see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
@@ -2075,7 +2076,7 @@ struct mms_mllama_load_params {
        load really happens here rather than during the first decode. */
     bool        (*progress)(float fraction, void *user_data);
     void         *progress_user_data;
-    /* By default the Q4_0 and Q4_K matrices the CPU backend multiplies by are copied at load into
+    /* By default the Q4_0, Q4_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        Q4_0 decode about 2x faster, Q4_K 0-13%); the file's pages of those weights are then
        released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
@@ -6941,6 +6942,37 @@ static void mms__unpack_q4_0x8_rows(const void *srcv, int64_t K, void *const *ro
         }
 }
 
+/* 8 rows of Q8_0 side by side, one block (see mms__gemv_q8_0x8_avx2): the f16 scales, then qs[k][r],
+   bytes 4k..4k + 3 of row r's 32 values. The same 272 bytes as the 8 rows' blocks, permuted. */
+struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
+
+static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q8_0x8 *dst = (struct mms__q8_0x8 *)dstv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q8_0 *src = r < n ? (const struct mms__block_q8_0 *)rows[r] + b : NULL;
+            dst->d[r] = src ? src->d : 0;
+            for (k = 0; k < 8; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+
+static void mms__unpack_q8_0x8_rows(const void *srcv, int64_t K, void *const *rows) {
+    const struct mms__q8_0x8 *src = (const struct mms__q8_0x8 *)srcv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, src++)
+        for (r = 0; r < 8; r++) {
+            struct mms__block_q8_0 *dst = (struct mms__block_q8_0 *)rows[r] + b;
+            dst->d = src->d[r];
+            for (k = 0; k < 8; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+        }
+}
+
 #if MMS__HAVE_AVX2
 /* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
 static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
@@ -7457,6 +7489,35 @@ MMS__UNROLL4
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
 
+/* Decode on the Q8_0 layout: one activation row against ns <= 4 groups of 8 rows side by side.
+   Signed weights: maddubs takes |w| against the activations with w's sign moved onto them, and
+   each product pair goes to int32 at once (two would overflow int16). */
+static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    int64_t b;
+    int j, k;
+    for (j = 0; j < ns; j++) acc[j] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++) {
+        const __m256 xd = _mm256_set1_ps(x[b].d);
+        int32_t a[8];
+        memcpy(a, x[b].qs, sizeof a);
+MMS__UNROLL4
+        for (j = 0; j < ns; j++) {
+            const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv[j] + b;
+            __m256i sum = _mm256_setzero_si256();
+MMS__UNROLL4
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(_mm256_set1_epi32(a[k]), v)), ones));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+        }
+    }
+    for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
    sums of 32, one madd per two sub-blocks. */
@@ -7715,9 +7776,10 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
     return NULL;
 }
 
-/* Prompt-size products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the
-   others zero) of K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row
-   r, x[c]) against 4 activation rows in the format of mms__quantize_row_act. */
+/* Products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the others zero) of
+   K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row r, x[c])
+   against 4 activation rows in the format of mms__quantize_row_act (NULL: prompts take the other
+   paths, as Q8_0's do: see ops_matmul); gemv one row against groups, for decode. */
 struct mms__q8_x8 {
     void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
     void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
@@ -7732,7 +7794,9 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
     static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2 };
     static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2 };
+    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8_rows, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2 };
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q8_0) return &q8_0;
     if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
 #endif
     MMS__UNUSED(type);
@@ -7746,13 +7810,13 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
    prompt-size product with Q4_0 or Q4_K weights repacks each tile of 8 rows side by side before its
    integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8), once per thread and tile of every
    call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
-   from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels).
-   The layout: groups of 8 rows, each group one packed block per block of the type (Q4_0: the 8
-   rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block scales as bytes),
-   then the rows past the last multiple of 8 as they were. It depends on the tensor's shape only,
-   never on the kernel set: the scalar and NEON sets unpack a tile of rows before using it. Only
-   MUL_MAT may read such a tensor, as its weights (src[0]); setting or reading it goes through the
-   buffer (whole tensors), which converts. */
+   from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels,
+   Q8_0's too: mms__q8_0x8). The layout: groups of 8 rows, each group one packed block per block of
+   the type (Q4_0, Q8_0: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the
+   sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
+   on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
+   prompts) unpack a tile of rows before using it. Only MUL_MAT may read such a tensor, as its
+   weights (src[0]); setting or reading it goes through the buffer (whole tensors), which converts. */
 
 /* The buffer type's name, which also identifies it (declared here, defined with the type). */
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
@@ -7766,17 +7830,18 @@ struct mms__repack_type {
 };
 
 static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
-    static const struct mms__repack_type types[2] = {
+    static const struct mms__repack_type types[3] = {
         { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
         { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
+        { MMS_TYPE_Q8_0, 32, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
     };
     int i;
-    for (i = 0; i < 2; i++) if (types[i].type == type) return &types[i];
+    for (i = 0; i < 3; i++) if (types[i].type == type) return &types[i];
     return NULL;
 }
 
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0 and Q4_K matrices of at least 8 rows, contiguous, one batch. */
+   they are): Q4_0, Q4_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
     return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
@@ -7868,9 +7933,10 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
-   - Q4_0 and Q4_K weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
-     place by the same kernel, and 1 to 4 columns go one by one through the one-column form that
-     walks 4 groups of the tile side by side; without AVX2 each tile's rows are unpacked first.
+   - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+     read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
+     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts, whose 8-row
+     kernel would be no faster than the GEMM) each tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
      a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -7940,9 +8006,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
     const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_in_place = repacked && x8 && x8->gemv;   /* its kernels read the groups of a in place */
+    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8->dot != NULL);   /* kernels read a's groups in place */
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = N > MMS__MM_GEMV_N || x8_in_place ? x8 : NULL;
+    const struct mms__q8_x8 *q8_x8 = (N > MMS__MM_GEMV_N && x8 && x8->dot) || x8_in_place ? x8 : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a

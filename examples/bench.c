@@ -13,7 +13,7 @@
    plan written to build/plan_<graph>.svg.
 
    Usage: build/bench [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] [--profile] [--cpu-time]
-                      [--mllama [--text-layers N] [--vision-layers N] | --full]
+                      [--mllama [--text-layers N] [--vision-layers N] | --full] [--no-repack]
    --profile prints where the time went (per op type) after each graph case.
    --cpu-time times the machine's limits and the single-op cases by the process's CPU time (clock(); wall time on Windows)
    over the thread count instead of wall time: on a shared machine, time the threads spent waiting
@@ -23,7 +23,8 @@
    --full does the same with every layer of the 11B model (40 text, 32 + 8 vision), the text in the
    Q4_K_M mix (vision f16), 7.2 GiB on disk: also load time, peak resident memory against file +
    KV cache + compute, and decode against the bandwidth roofline (bytes each token reads over the
-   streaming read measured first). --filter none skips the single-op cases. */
+   streaming read measured first). --filter none skips the single-op cases. --no-repack loads the
+   model with no_cpu_repack (Q4_0/Q4_K weights used where the file is mapped). */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <math.h>
@@ -495,7 +496,7 @@ done:
    vision tower of 4 local + 1 global layers (1/8 of its 32 + 8), with the full-size embedding table,
    output head, patch and position embeddings and projector. */
 
-static int mllama_text_layers = 5, mllama_vision_layers = 4, mllama_full = 0;
+static int mllama_text_layers = 5, mllama_vision_layers = 4, mllama_full = 0, mllama_no_repack = 0;
 
 /* The process's peak resident memory so far (mapped file pages it touched included), MiB; -1 if unknown. */
 static double peak_rss_mib(void) {
@@ -576,6 +577,7 @@ static void bench_mllama(mms_backend_t cpu) {
     memset(&lp, 0, sizeof lp);
     lp.path = path;
     lp.cpu = cpu;
+    lp.no_cpu_repack = mllama_no_repack != 0;
     lp.progress = read_through;   /* page the mapped weights in at load, so no case below pays for it */
     memset(&cp, 0, sizeof cp);
     cp.n_ctx = 2048;
@@ -646,6 +648,8 @@ static void bench_mllama(mms_backend_t cpu) {
            (double)mem.kept_images_peak / 1048576.0,
            file_mib + (double)(mem.kv_cache + mem.compute + mem.kept_images_peak) / 1048576.0,
            wrote ? "\n    (this run wrote the model first: the peak includes the writer's copy; run again for the runtime's)" : "");
+    printf("    weights repacked for the CPU kernels: %.0f MiB (their mapped pages released)%s\n", (double)mem.weights_repacked / 1048576.0,
+           mllama_no_repack ? " (--no-repack)" : "");
     printf("BENCH name=mllama_memory peak_rss_mib=%.0f file_mib=%.0f kv_mib=%.0f compute_mib=%.0f kept_mib=%.0f\n", peak_rss_mib(),
            file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.compute / 1048576.0, (double)mem.kept_images_peak / 1048576.0);
     print_profile(cpu, "decode profile");
@@ -737,11 +741,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cpu-time")) cpu_time = 1;
         else if (!strcmp(argv[i], "--mllama")) mllama = 1;
         else if (!strcmp(argv[i], "--full")) mllama = mllama_full = 1;
+        else if (!strcmp(argv[i], "--no-repack")) mllama_no_repack = 1;
         else if (!strcmp(argv[i], "--text-layers") && i + 1 < argc) mllama_text_layers = atoi(argv[++i]), layers_given = 1;
         else if (!strcmp(argv[i], "--vision-layers") && i + 1 < argc) mllama_vision_layers = atoi(argv[++i]), layers_given = 1;
         else {
             fprintf(stderr, "usage: %s [--threads N] [--reps N] [--filter SUBSTRING] [--plans-only] [--profile] [--cpu-time] "
-                    "[--mllama [--text-layers N] [--vision-layers N] | --full]\n", argv[0]);
+                    "[--mllama [--text-layers N] [--vision-layers N] | --full] [--no-repack]\n", argv[0]);
             return 2;
         }
     }
@@ -775,7 +780,7 @@ int main(int argc, char **argv) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 0);
             bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0, 0);
         }
-        for (q = 1; q <= 2; q++) {   /* Q4_0, Q4_K with the weights kept repacked */
+        for (q = 0; q <= 2; q++) {   /* Q8_0, Q4_0, Q4_K with the weights kept repacked */
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 1);
             bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 1);
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 1);

@@ -16,9 +16,10 @@
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns.
-   - Q4_0 and Q4_K weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are read in
-     place by the same kernel, and 1 to 4 columns go one by one through the one-column form that
-     walks 4 groups of the tile side by side; without AVX2 each tile's rows are unpacked first.
+   - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+     read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
+     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts, whose 8-row
+     kernel would be no faster than the GEMM) each tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
      a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -88,9 +89,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
     const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_in_place = repacked && x8 && x8->gemv;   /* its kernels read the groups of a in place */
+    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8->dot != NULL);   /* kernels read a's groups in place */
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = N > MMS__MM_GEMV_N || x8_in_place ? x8 : NULL;
+    const struct mms__q8_x8 *q8_x8 = (N > MMS__MM_GEMV_N && x8 && x8->dot) || x8_in_place ? x8 : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a

@@ -160,6 +160,37 @@ static void mms__unpack_q4_0x8_rows(const void *srcv, int64_t K, void *const *ro
         }
 }
 
+/* 8 rows of Q8_0 side by side, one block (see mms__gemv_q8_0x8_avx2): the f16 scales, then qs[k][r],
+   bytes 4k..4k + 3 of row r's 32 values. The same 272 bytes as the 8 rows' blocks, permuted. */
+struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
+
+static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q8_0x8 *dst = (struct mms__q8_0x8 *)dstv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q8_0 *src = r < n ? (const struct mms__block_q8_0 *)rows[r] + b : NULL;
+            dst->d[r] = src ? src->d : 0;
+            for (k = 0; k < 8; k++) {
+                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                else dst->qs[k][r] = 0;
+            }
+        }
+}
+
+static void mms__unpack_q8_0x8_rows(const void *srcv, int64_t K, void *const *rows) {
+    const struct mms__q8_0x8 *src = (const struct mms__q8_0x8 *)srcv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, src++)
+        for (r = 0; r < 8; r++) {
+            struct mms__block_q8_0 *dst = (struct mms__block_q8_0 *)rows[r] + b;
+            dst->d = src->d[r];
+            for (k = 0; k < 8; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+        }
+}
+
 #if MMS__HAVE_AVX2
 /* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
 static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
@@ -676,6 +707,35 @@ MMS__UNROLL4
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
 
+/* Decode on the Q8_0 layout: one activation row against ns <= 4 groups of 8 rows side by side.
+   Signed weights: maddubs takes |w| against the activations with w's sign moved onto them, and
+   each product pair goes to int32 at once (two would overflow int16). */
+static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    int64_t b;
+    int j, k;
+    for (j = 0; j < ns; j++) acc[j] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++) {
+        const __m256 xd = _mm256_set1_ps(x[b].d);
+        int32_t a[8];
+        memcpy(a, x[b].qs, sizeof a);
+MMS__UNROLL4
+        for (j = 0; j < ns; j++) {
+            const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv[j] + b;
+            __m256i sum = _mm256_setzero_si256();
+MMS__UNROLL4
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(_mm256_set1_epi32(a[k]), v)), ones));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+        }
+    }
+    for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
    sums of 32, one madd per two sub-blocks. */
@@ -934,9 +994,10 @@ static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
     return NULL;
 }
 
-/* Prompt-size products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the
-   others zero) of K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row
-   r, x[c]) against 4 activation rows in the format of mms__quantize_row_act. */
+/* Products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the others zero) of
+   K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row r, x[c])
+   against 4 activation rows in the format of mms__quantize_row_act (NULL: prompts take the other
+   paths, as Q8_0's do: see ops_matmul); gemv one row against groups, for decode. */
 struct mms__q8_x8 {
     void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
     void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
@@ -951,7 +1012,9 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
     static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2 };
     static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2 };
+    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8_rows, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2 };
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q8_0) return &q8_0;
     if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
 #endif
     MMS__UNUSED(type);
