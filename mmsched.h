@@ -8699,6 +8699,9 @@ MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t s
 /* -- CPU_REPACK buffers: weights in the kernels' layout (repack.c) -- */
 
 static enum mms_status mms__repack_whole(const struct mms_tensor *t, size_t offset, size_t size, const char *what) {
+    if (t->view_src)
+        return mms_set_error(MMS_ERR_UNSUPPORTED, "CPU_REPACK buffer: %s is a view of %s, which is kept repacked; %s the whole tensor instead",
+                             mms__tensor_desc(t).s, mms__tensor_desc(t->view_src).s, what);
     if (offset == 0 && size == mms_nbytes(t)) return MMS_OK;
     return mms_set_error(MMS_ERR_UNSUPPORTED, "CPU_REPACK buffer: %s keeps %s repacked; %s it whole (offset 0, %zu bytes), not %zu bytes at %zu",
                          mms__tensor_desc(t).s, mms_type_name(t->type), what, mms_nbytes(t), size, offset);
@@ -8706,7 +8709,7 @@ static enum mms_status mms__repack_whole(const struct mms_tensor *t, size_t offs
 static enum mms_status mms__repack_buffer_memset_tensor(mms_backend_buffer_t b, struct mms_tensor *t, uint8_t value, size_t offset, size_t size) {
     enum mms_status st;
     void *bytes;
-    if (!mms__repack_layout(t)) return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
+    if (!mms__repack_layout(t->view_src ? t->view_src : t)) return mms__cpu_buffer_memset_tensor(b, t, value, offset, size);
     if ((st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
     if (!(bytes = MMS_MALLOC(size))) return mms_set_error(MMS_ERR_OOM, "CPU_REPACK buffer: no host memory to stage %zu bytes", size);
     memset(bytes, value, size);   /* the tensor those bytes make, repacked */
@@ -8716,14 +8719,14 @@ static enum mms_status mms__repack_buffer_memset_tensor(mms_backend_buffer_t b, 
 }
 static enum mms_status mms__repack_buffer_set_tensor(mms_backend_buffer_t b, struct mms_tensor *t, const void *data, size_t offset, size_t size) {
     enum mms_status st;
-    if (!mms__repack_layout(t)) return mms__cpu_buffer_set_tensor(b, t, data, offset, size);
+    if (!mms__repack_layout(t->view_src ? t->view_src : t)) return mms__cpu_buffer_set_tensor(b, t, data, offset, size);
     if ((st = mms__repack_whole(t, offset, size, "set")) != MMS_OK) return st;
     mms__repack_set(t, data);
     return MMS_OK;
 }
 static enum mms_status mms__repack_buffer_get_tensor(mms_backend_buffer_t b, const struct mms_tensor *t, void *data, size_t offset, size_t size) {
     enum mms_status st;
-    if (!mms__repack_layout(t)) return mms__cpu_buffer_get_tensor(b, t, data, offset, size);
+    if (!mms__repack_layout(t->view_src ? t->view_src : t)) return mms__cpu_buffer_get_tensor(b, t, data, offset, size);
     if ((st = mms__repack_whole(t, offset, size, "read")) != MMS_OK) return st;
     mms__repack_rows(t, 0, t->ne[1], data);
     return MMS_OK;
@@ -15097,7 +15100,7 @@ struct mms_mllama_model {
     mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
     int                        n_bufs, cap_bufs;
     bool                       shapes_only;
-    bool                       cpu_repack;               /* Q4_0/Q4_K matrices on the CPU backend in a CPU_REPACK buffer */
+    bool                       cpu_repack;               /* Q4_0/Q4_K/Q8_0 matrices on the CPU backend in a CPU_REPACK buffer */
     int                        vision_backend, output_backend;
     int64_t                    load_us;
     struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
@@ -15671,7 +15674,7 @@ static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     return st;
 }
 
-/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K matrix that only
+/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K/Q8_0 matrix that only
    MUL_MAT reads (the embedding tables are read by GET_ROWS), on the CPU backend. */
 static bool mms__mllama_repacks(const struct mms_mllama_model *m, int b, const struct mms_tensor *t) {
     return m->cpu_repack && mms_backend_is_cpu(m->backends[b]) && mms_backend_cpu_repacks(t) && t != m->token_embd &&

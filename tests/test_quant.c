@@ -912,6 +912,11 @@ static void test_repack_errors(void) {
     st = mms_backend_tensor_memset(w, 0, 0, 18);
     EXPECT(st == MMS_ERR_UNSUPPORTED && error_names("CPU_REPACK", "whole"), "one block of a repacked tensor memset: %d %s", st, mms_last_error());
     EXPECT(mms_backend_tensor_set(f, bytes, 4, 8) == MMS_OK, "part of an F32 tensor (stored as it is) set: %s", mms_last_error());
+    {   /* a view of the repacked tensor (its rows 8..15) read on its own */
+        struct mms_tensor *v = mms_view_2d(wctx, w, 64, 8, w->nb[1], 8 * w->nb[1]);
+        st = v && mms_backend_view_init(v) == MMS_OK ? mms_backend_tensor_get(v, bytes, 0, mms_nbytes(v)) : MMS_ERR_INVALID_ARG;
+        EXPECT(st == MMS_ERR_UNSUPPORTED && error_names("CPU_REPACK", "view"), "a view of a repacked tensor read: %d %s", st, mms_last_error());
+    }
     EXPECT(mms_backend_tensor_set(w, bytes, 0, size) == MMS_OK, "a whole repacked tensor set: %s", mms_last_error());
     for (i = 0; i < 3; i++) {   /* get_rows of the table, mul_mat of a view of it, a copy of it */
         r = i == 0 ? mms_get_rows(ctx, w, ids) : i == 1 ? mms_mul_mat(ctx, mms_view_2d(ctx, w, 64, 8, w->nb[1], 8 * w->nb[1]), x)
