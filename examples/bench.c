@@ -648,8 +648,8 @@ static void bench_mllama(mms_backend_t cpu) {
            (double)mem.kept_images_peak / 1048576.0,
            file_mib + (double)(mem.kv_cache + mem.compute + mem.kept_images_peak) / 1048576.0,
            wrote ? "\n    (this run wrote the model first: the peak includes the writer's copy; run again for the runtime's)" : "");
-    printf("    weights repacked for the CPU kernels: %.0f MiB (their mapped pages released)%s\n", (double)mem.weights_repacked / 1048576.0,
-           mllama_no_repack ? " (--no-repack)" : "");
+    if (mllama_no_repack) printf("    weights repacked for the CPU kernels: none (--no-repack)\n");
+    else printf("    weights repacked for the CPU kernels: %.0f MiB (their mapped pages released)\n", (double)mem.weights_repacked / 1048576.0);
     printf("BENCH name=mllama_memory peak_rss_mib=%.0f file_mib=%.0f kv_mib=%.0f compute_mib=%.0f kept_mib=%.0f\n", peak_rss_mib(),
            file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.compute / 1048576.0, (double)mem.kept_images_peak / 1048576.0);
     print_profile(cpu, "decode profile");
