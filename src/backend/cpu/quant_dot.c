@@ -128,68 +128,47 @@ static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, 
 
 /* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
    qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
-   blocks, permuted, so weights can be kept in this layout (the CPU_REPACK buffer type). */
+   blocks, permuted, so weights can be kept in this layout (the CPU_REPACK buffer type). Q8_0 the
+   same way with its 32 bytes of values (see mms__gemv_q8_0x8_avx2): 272 bytes. */
 struct mms__q4_0x8 { mms_fp16_t d[8]; uint32_t qs[4][8]; };
-
-/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_0 into K / 32 packed blocks. */
-static void mms__pack_q4_0x8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
-    struct mms__q4_0x8 *dst = (struct mms__q4_0x8 *)dstv;
-    int64_t b;
-    int r, k;
-    for (b = 0; b < K / 32; b++, dst++)
-        for (r = 0; r < 8; r++) {
-            const struct mms__block_q4_0 *src = r < n ? (const struct mms__block_q4_0 *)rows[r] + b : NULL;
-            dst->d[r] = src ? src->d : 0;
-            for (k = 0; k < 4; k++) {
-                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
-                else dst->qs[k][r] = 0;
-            }
-        }
-}
-
-/* The inverse for 8 rows: packed blocks back into rows[0..8) of K values. */
-static void mms__unpack_q4_0x8_rows(const void *srcv, int64_t K, void *const *rows) {
-    const struct mms__q4_0x8 *src = (const struct mms__q4_0x8 *)srcv;
-    int64_t b;
-    int r, k;
-    for (b = 0; b < K / 32; b++, src++)
-        for (r = 0; r < 8; r++) {
-            struct mms__block_q4_0 *dst = (struct mms__block_q4_0 *)rows[r] + b;
-            dst->d = src->d[r];
-            for (k = 0; k < 4; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
-        }
-}
-
-/* 8 rows of Q8_0 side by side, one block (see mms__gemv_q8_0x8_avx2): the f16 scales, then qs[k][r],
-   bytes 4k..4k + 3 of row r's 32 values. The same 272 bytes as the 8 rows' blocks, permuted. */
 struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
 
-static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
-    struct mms__q8_0x8 *dst = (struct mms__q8_0x8 *)dstv;
+/* Both layouts for a block of an f16 scale and nq dwords (Q4_0: 4, Q8_0: 8): rows[0..n) (n <= 8;
+   the others zero) of K values into K / 32 packed blocks, and the inverse for 8 rows. */
+static void mms__pack_scale_dwords_x8(const void *const *rows, int n, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
     int64_t b;
     int r, k;
-    for (b = 0; b < K / 32; b++, dst++)
+    for (b = 0; b < K / 32; b++, dst += 8 * raw)
         for (r = 0; r < 8; r++) {
-            const struct mms__block_q8_0 *src = r < n ? (const struct mms__block_q8_0 *)rows[r] + b : NULL;
-            dst->d[r] = src ? src->d : 0;
-            for (k = 0; k < 8; k++) {
-                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
-                else dst->qs[k][r] = 0;
+            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * raw : NULL;
+            for (k = -1; k < nq; k++) {   /* k = -1: the scale */
+                uint8_t *to = k < 0 ? dst + sizeof(mms_fp16_t) * (size_t)r : dst + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r);
+                const size_t len = k < 0 ? sizeof(mms_fp16_t) : 4;
+                if (src) memcpy(to, k < 0 ? src : src + sizeof(mms_fp16_t) + 4 * (size_t)k, len);
+                else memset(to, 0, len);
             }
         }
 }
 
-static void mms__unpack_q8_0x8_rows(const void *srcv, int64_t K, void *const *rows) {
-    const struct mms__q8_0x8 *src = (const struct mms__q8_0x8 *)srcv;
+static void mms__unpack_scale_dwords_x8(const void *srcv, int64_t K, int nq, void *const *rows) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    const uint8_t *src = (const uint8_t *)srcv;
     int64_t b;
     int r, k;
-    for (b = 0; b < K / 32; b++, src++)
+    for (b = 0; b < K / 32; b++, src += 8 * raw)
         for (r = 0; r < 8; r++) {
-            struct mms__block_q8_0 *dst = (struct mms__block_q8_0 *)rows[r] + b;
-            dst->d = src->d[r];
-            for (k = 0; k < 8; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+            uint8_t *dst = (uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst, src + sizeof(mms_fp16_t) * (size_t)r, sizeof(mms_fp16_t));
+            for (k = 0; k < nq; k++) memcpy(dst + sizeof(mms_fp16_t) + 4 * (size_t)k, src + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r), 4);
         }
 }
+
+static void mms__pack_q4_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 4, dst); }
+static void mms__unpack_q4_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 4, rows); }
+static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 8, dst); }
+static void mms__unpack_q8_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 8, rows); }
 
 #if MMS__HAVE_AVX2
 /* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
