@@ -20,8 +20,9 @@
        SRW locks, CreateFileMapping; paths are UTF-8 and go to the wide API). With MinGW and the
        old msvcrt, include mmsched.h before other headers (it turns on MinGW's C99 printf, which
        the messages need) or define __USE_MINGW_ANSI_STDIO=1.
-       ISAs: x86-64 (AVX2 kernels at run time) and 64-bit ARM (NEON kernels, dotprod at run time:
-       detected on Linux; elsewhere only when the build targets it); any other: the scalar kernels.
+       ISAs: x86-64 (AVX2 and AVX-512 kernels at run time) and 64-bit ARM (NEON kernels, dotprod at
+       run time: detected on Linux; elsewhere only when the build targets it); any other: the
+       scalar kernels.
        Files the library writes are opened in binary mode, so text files (graph dumps, SVG plans)
        have LF line ends on Windows too. On Windows your program's stdout and stderr stay in text
        mode unless you _setmode them (the examples and tests built by `make test-windows` do).
@@ -40,7 +41,7 @@
        MMS_MALLOC, MMS_REALLOC, MMS_FREE
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
-       MMS_NO_SIMD              leave out the AVX2 and NEON kernels (the scalar kernels always exist)
+       MMS_NO_SIMD              leave out the AVX2, AVX-512 and NEON kernels (the scalar ones stay)
        MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
        MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12), and
                                 with them mllama (MMS_NO_MLLAMA: it writes a checkpoint's tokenizer)
@@ -52,7 +53,7 @@
 
    ENVIRONMENT
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
-       MMS_CPU_KERNELS=auto|scalar|avx2|neon|neon_dotprod   the CPU kernel set (default auto)
+       MMS_CPU_KERNELS=auto|scalar|avx2|avx512|neon|neon_dotprod   the CPU kernel set (default auto)
        MMS_CPU_PROFILE=1                          per-op-type CPU time, printed when the backend is freed (section 9)
        MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
        MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
@@ -434,7 +435,8 @@
 
        The kernel set is chosen at run time: AVX2 + FMA + F16C on x86-64 when the CPU and compiler
        have them (function-level target attributes, so a binary built for plain x86-64 runs
-       anywhere), NEON on 64-bit ARM, with the dot-product instructions (sdot) for the quantized
+       anywhere), AVX-512 (avx512, below) where the CPU also has F/BW/DQ/VL, VNNI and BF16, NEON on
+       64-bit ARM, with the dot-product instructions (sdot) for the quantized
        dots where the CPU has them (neon_dotprod); else portable C. MMS_NO_SIMD leaves the SIMD
        sets out; mms_cpu_set_kernels or MMS_CPU_KERNELS= force one, mms_cpu_kernels_supported tells
        which run here. The test suite runs every op with every set the machine has (make test-arm64:
@@ -496,6 +498,22 @@
            reads, views or writes it fails with MMS_ERR_UNSUPPORTED naming the tensor. Types and
            shapes without a repacked layout (mms_backend_cpu_repacks false) are stored as they are.
            The buffers are not host memory to other backends: copies go through get/set.
+       The AVX-512 set (avx512: AVX-512 F/BW/DQ/VL with VNNI and BF16, the OS saving the zmm state;
+       Zen 4, Sapphire Rapids and later; CPUs with AVX-512 but without VNNI or BF16 take avx2) is
+       the AVX2 set with these bodies replaced:
+         the f32 GEMM's register block: 12 rows x 32 columns (two panels of 16) in 24 zmm
+           accumulators, 24 FMAs of 16 lanes per 14 loads. Every output sums over k in the AVX2
+           block's order, one FMA per k, so both sets give the same bits (f32, f16 and bf16 weights
+           of prompt-size products, and flash attention's two products).
+         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q8_0; prompt products and the decode
+           kernels on repacked weights): vpdpbusd adds 4 byte products into a row's int32 lane in
+           one instruction where AVX2 spends maddubs, an add and a widening madd. The same 8-bit
+           activations and exact integer sums as AVX2, so the same results (floats summed in the
+           same order). Q8_0 prompt products take the 8-row kernel here too (its weights' signs
+           moved onto the activations), so they round activations to 8 bits as decode does (an NMSE
+           near 1e-5 per product; the AVX2 set dequantizes Q8_0 for prompts and keeps f32
+           activations); a decode step of up to 8 sequences keeps the 4-column dots, so each column
+           keeps the bits it gets alone.
        Host buffers of 8 MiB and more are aligned to 2 MiB and offered to transparent huge pages
        (madvise), which helps ops that read big tensors with large strides.
 
@@ -1378,9 +1396,10 @@ enum mms_cpu_kernels {
     MMS_CPU_KERNELS_SCALAR       = 1,  /* portable C */
     MMS_CPU_KERNELS_AVX2         = 2,  /* x86-64: AVX2 + FMA + F16C */
     MMS_CPU_KERNELS_NEON         = 3,  /* 64-bit ARM: NEON (every ARMv8-A CPU) */
-    MMS_CPU_KERNELS_NEON_DOTPROD = 4   /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
+    MMS_CPU_KERNELS_NEON_DOTPROD = 4,  /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
+    MMS_CPU_KERNELS_AVX512       = 5   /* x86-64: AVX2's set + AVX-512 F/BW/DQ/VL, VNNI and BF16 (Zen 4, Sapphire Rapids) */
 };
-/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|neon|
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|avx512|neon|
    neon_dotprod in the environment, read once). A set this CPU or build lacks is
    MMS_ERR_UNSUPPORTED; mms_cpu_kernels_supported tells beforehand. */
 MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);
@@ -2308,6 +2327,7 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #  define MMS__HAVE_AVX2 1
 #  include <immintrin.h>
 #  define MMS__TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#  define MMS__TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512bf16")))
 #else
 #  define MMS__HAVE_AVX2 0
 #endif
@@ -2660,6 +2680,25 @@ static bool mms__cpu_detect_avx2(void) {
     if (__get_cpuid_max(0, NULL) < 7) return false;
     __cpuid_count(7, 0, a, b, c, d);
     return (b >> 5) & 1;
+#else
+    return false;
+#endif
+}
+
+/* AVX-512 F, BW, DQ and VL with VNNI and BF16, and the OS saving the opmask and all 32 zmm registers
+   (XCR0 bits 5-7 with the XMM/YMM ones). */
+static bool mms__cpu_detect_avx512(void) {
+#if MMS__HAVE_AVX2
+    unsigned a, b, c, d, xcr0_lo;
+    if (!mms__cpu_detect_avx2()) return false;
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo) : "c"(0) : "edx");
+    if ((xcr0_lo & 0xe6) != 0xe6) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!((b >> 16) & 1 && (b >> 17) & 1 && (b >> 30) & 1 && (b >> 31) & 1)) return false;   /* F, DQ, BW, VL */
+    if (!((c >> 11) & 1)) return false;                                                     /* VNNI */
+    if (a < 1) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;                                                                    /* BF16 */
 #else
     return false;
 #endif
@@ -5616,6 +5655,11 @@ MMS_API bool mms_cpu_has_avx2(void) {
     return has == 1;
 }
 
+static bool mms__cpu_has_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = mms__cpu_detect_avx512() ? 1 : 0;
+    return has == 1;
+}
 static bool mms__cpu_has_neon(void) { return MMS__HAVE_NEON != 0; }
 static bool mms__cpu_has_neon_dotprod(void) {
     static int has = -1;
@@ -5634,6 +5678,7 @@ static const struct mms__kernel_set {
 } mms__kernel_sets[] = {
     { MMS_CPU_KERNELS_SCALAR,       "scalar",       mms__cpu_has_scalar,       "" },
     { MMS_CPU_KERNELS_AVX2,         "avx2",         mms_cpu_has_avx2,          "an x86 CPU with AVX2, FMA and F16C and a gcc or clang build" },
+    { MMS_CPU_KERNELS_AVX512,       "avx512",       mms__cpu_has_avx512,       "an x86 CPU with AVX-512 F/BW/DQ/VL, VNNI and BF16 and a gcc or clang build" },
     { MMS_CPU_KERNELS_NEON,         "neon",         mms__cpu_has_neon,         "a 64-bit ARM build with gcc or clang" },
     { MMS_CPU_KERNELS_NEON_DOTPROD, "neon_dotprod", mms__cpu_has_neon_dotprod, "a 64-bit ARM CPU with the dot-product instructions and a gcc or clang build" },
 };
@@ -5677,7 +5722,7 @@ MMS_API enum mms_cpu_kernels mms_cpu_get_kernels(void) {
         int i;
         for (i = 0; env && env[0] && i < MMS__N_KERNEL_SETS; i++) if (!strcmp(env, mms__kernel_sets[i].name)) want = mms__kernel_sets[i].kernels;
         if (env && env[0] && want == MMS_CPU_KERNELS_AUTO && strcmp(env, "auto") != 0)
-            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, neon, neon_dotprod; using auto", env);
+            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, avx512, neon, neon_dotprod; using auto", env);
         if (mms_cpu_set_kernels(want) != MMS_OK) mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
     }
     return (enum mms_cpu_kernels)mms__cpu_kernels_active;
@@ -5687,7 +5732,10 @@ static enum mms_cpu_kernels mms__kernels(void) {
     return mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
 /* Which bodies the dispatching names take. */
-MMS__MAYBE_UNUSED static bool mms__avx2(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX2; }
+MMS__MAYBE_UNUSED static bool mms__avx2(void) {   /* the AVX-512 set extends AVX2's: bodies it lacks are AVX2's */
+    return MMS__HAVE_AVX2 && (mms__kernels() == MMS_CPU_KERNELS_AVX2 || mms__kernels() == MMS_CPU_KERNELS_AVX512);
+}
+MMS__MAYBE_UNUSED static bool mms__avx512(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX512; }
 MMS__MAYBE_UNUSED static bool mms__neon(void) { return MMS__HAVE_NEON && (mms__kernels() == MMS_CPU_KERNELS_NEON || mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD); }
 MMS__MAYBE_UNUSED static bool mms__dotprod(void) { return MMS__HAVE_NEON && mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD; }
 static bool mms__simd(void) { return mms__kernels() != MMS_CPU_KERNELS_SCALAR; }   /* any set but scalar */
@@ -5915,6 +5963,12 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
 #define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
 #define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
 #define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define MMS__GR_ROWS7(X) MMS__GR_ROWS6(X) X(6)
+#define MMS__GR_ROWS8(X) MMS__GR_ROWS7(X) X(7)
+#define MMS__GR_ROWS9(X) MMS__GR_ROWS8(X) X(8)
+#define MMS__GR_ROWS10(X) MMS__GR_ROWS9(X) X(9)
+#define MMS__GR_ROWS11(X) MMS__GR_ROWS10(X) X(10)
+#define MMS__GR_ROWS12(X) MMS__GR_ROWS11(X) X(11)
 
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
@@ -6097,6 +6151,40 @@ MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_
 
 static void (*const mms__gemm_rows_avx2[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
     NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2, mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
+
+/* The AVX-512 register block: C[r][0..31] (+)= sum_k A[r lda + k] B[k][0..31] for R <= 12 rows,
+   the 32 columns from two panels of 16 (B0, B1): per k 2 loads and R broadcasts feed 2R FMAs of
+   16 lanes, 24 accumulators of the 32 zmm registers at R = 12. Each C element sums over k in the
+   order of the AVX2 block, one FMA per k, so both sets give the same bits. */
+#define MMS__GZ_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define MMS__GZ_STEP(r)  { const __m512 a = _mm512_set1_ps(A[r * lda + k]);                                         \
+                           c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1); }
+#define MMS__GZ_STORE(r) if (acc) { c##r##0 = _mm512_add_ps(c##r##0, _mm512_loadu_ps(C + r * ldc));               \
+                                    c##r##1 = _mm512_add_ps(c##r##1, _mm512_loadu_ps(C + r * ldc + 16)); }       \
+                         _mm512_storeu_ps(C + r * ldc, c##r##0); _mm512_storeu_ps(C + r * ldc + 16, c##r##1);
+#define MMS__GZ_DEFINE(R)                                                                                           \
+    static MMS__TARGET_AVX512 void mms__gemm_r##R##x32_avx512(int64_t K, const float *A, int64_t lda, const float *B0, \
+                                                              const float *B1, int64_t ldb, float *C, int64_t ldc, int acc) { \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GZ_DECL)                                                                               \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const __m512 b0 = _mm512_loadu_ps(B0 + k * ldb), b1 = _mm512_loadu_ps(B1 + k * ldb);                   \
+            MMS__GR_ROWS##R(MMS__GZ_STEP)                                                                           \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GZ_STORE)                                                                              \
+    }
+MMS__GZ_DEFINE(1) MMS__GZ_DEFINE(2) MMS__GZ_DEFINE(3) MMS__GZ_DEFINE(4) MMS__GZ_DEFINE(5) MMS__GZ_DEFINE(6)
+MMS__GZ_DEFINE(7) MMS__GZ_DEFINE(8) MMS__GZ_DEFINE(9) MMS__GZ_DEFINE(10) MMS__GZ_DEFINE(11) MMS__GZ_DEFINE(12)
+#undef MMS__GZ_DEFINE
+#undef MMS__GZ_STORE
+#undef MMS__GZ_STEP
+#undef MMS__GZ_DECL
+
+typedef void (*mms__gemm_rows2_fn)(int64_t K, const float *A, int64_t lda, const float *B0, const float *B1, int64_t ldb, float *C, int64_t ldc, int acc);
+static const mms__gemm_rows2_fn mms__gemm_rows_avx512[13] = {
+    NULL, mms__gemm_r1x32_avx512, mms__gemm_r2x32_avx512, mms__gemm_r3x32_avx512, mms__gemm_r4x32_avx512, mms__gemm_r5x32_avx512,
+    mms__gemm_r6x32_avx512, mms__gemm_r7x32_avx512, mms__gemm_r8x32_avx512, mms__gemm_r9x32_avx512, mms__gemm_r10x32_avx512,
+    mms__gemm_r11x32_avx512, mms__gemm_r12x32_avx512 };
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -6508,6 +6596,14 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
                           int64_t bpanel, float *C, int64_t ldc, int acc) {
     int64_t i, j, k;
 #if MMS__HAVE_AVX2
+    if (mms__avx512()) {   /* pairs of whole panels by the 32-column block, what is left by AVX2's */
+        for (j = 0; j + 32 <= N; j += 32)
+            for (i = 0; i < M; i += 12)
+                mms__gemm_rows_avx512[MMS__MIN(12, M - i)](K, A + i * lda, lda, B + j / 16 * bpanel, B + (j / 16 + 1) * bpanel, ldb,
+                                                           C + i * ldc + j, ldc, acc);
+        if (j < N) mms__gemm_panels(mms__gemm_rows_avx2, M, N - j, K, A, lda, B + j / 16 * bpanel, ldb, bpanel, C + j, ldc, acc);
+        return;
+    }
     if (mms__avx2()) { mms__gemm_panels(mms__gemm_rows_avx2, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
 #endif
 #if MMS__HAVE_NEON
@@ -6965,34 +7061,37 @@ static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4],
     _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
 }
 
-/* The f16 values at p[r] + offset (bytes) for 8 rows, as floats into dst */
-static MMS__AVX2_INLINE void mms__fp16x8_rows(const uint8_t *const p[8], size_t offset, float *dst) {
-    mms_fp16_t h[8];
-    int r;
-    for (r = 0; r < 8; r++) memcpy(&h[r], p[r] + offset, sizeof h[r]);
-    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
-}
-
-/* 8 rows' blocks at a time: dwords transposed 4 rows by 4 at a time (the packs run once per thread
-   and tile: block by block in scalar code they cost a third of the kernels' time). */
-static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int64_t K, struct mms__q4_0x8 *dst) {
+/* 8 rows' blocks at a time (the layouts of mms__pack_scale_dwords_x8): dwords transposed 4 rows by
+   4 at a time (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
+static MMS__TARGET_AVX2 void mms__pack_scale_dwords_x8_avx2(const void *const *rows, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
     int64_t b;
-    int r;
-    for (b = 0; b < K / 32; b++, dst++) {
+    int r, h;
+    for (b = 0; b < K / 32; b++, dst += 8 * raw) {
         const uint8_t *src[8];
+        uint32_t *qs = (uint32_t *)(void *)(dst + 8 * sizeof(mms_fp16_t));
         for (r = 0; r < 8; r++) {
-            src[r] = (const uint8_t *)((const struct mms__block_q4_0 *)rows[r] + b);
-            memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q4_0, d), sizeof dst->d[r]);
-            src[r] += offsetof(struct mms__block_q4_0, qs);
+            src[r] = (const uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst + sizeof(mms_fp16_t) * (size_t)r, src[r], sizeof(mms_fp16_t));
+            src[r] += sizeof(mms_fp16_t);
         }
-        mms__transpose_dwords4(src, dst->qs[0]);
-        mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
+        for (h = 0; h < nq / 4; h++) {   /* dwords 4h..4h + 3 */
+            mms__transpose_dwords4(src, qs + 32 * h);
+            mms__transpose_dwords4(src + 4, qs + 32 * h + 4);
+            for (r = 0; r < 8; r++) src[r] += 16;
+        }
     }
 }
 
 static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_q4_0x8_avx2(rows, K, (struct mms__q4_0x8 *)dst);
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 4, dst);
     else mms__pack_q4_0x8_rows(rows, n, K, dst);
+}
+static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 8, dst);
+    else mms__pack_q8_0x8_rows(rows, n, K, dst);
 }
 #endif
 
@@ -7000,6 +7099,28 @@ static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *ds
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
 static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* The byte products u * s (u unsigned, s signed) added into acc per int32 lane: row r's 4 products
+   of a dword (the 8-row kernels below). With VNNI (the AVX-512 set) one vpdpbusd adds them to the
+   lane's int32. Without, maddubs adds them to its two int16 halves, which the caller keeps in range
+   and mms__u8s8_widen sums. One body serves both sets, so the instruction is written as assembly: an
+   AVX2 function cannot hold the AVX-512 intrinsic (in it, this branch is never taken). */
+static MMS__AVX2_INLINE __m256i mms__u8s8_add(bool vnni, __m256i acc, __m256i u, __m256i s) {
+    if (vnni) {
+        __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+        return acc;
+    }
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+}
+/* The same products summed into int32 lanes at once (the form for signed weights: moved onto
+   unsigned |w| by sign, two products already fill an int16). */
+static MMS__AVX2_INLINE __m256i mms__u8s8_add32(bool vnni, __m256i acc, __m256i u, __m256i s) {
+    return vnni ? mms__u8s8_add(true, acc, u, s) : _mm256_add_epi32(acc, mms__dot_u8s8_lanes(u, s));
+}
+/* mms__u8s8_add's sums as int32 lanes. */
+static MMS__AVX2_INLINE __m256i mms__u8s8_widen(bool vnni, __m256i acc) {
+    return vnni ? acc : _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
 }
 
 /* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
@@ -7380,6 +7501,11 @@ static MMS__AVX2_INLINE __m256i mms__bytes8_dup16(const uint8_t *p) {
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
+/* mms__u8s8_add's sums as int32 lanes times 8 rows' byte factors p[r]. */
+static MMS__AVX2_INLINE __m256i mms__u8s8_widen_scaled(bool vnni, __m256i acc, const uint8_t *p) {
+    return vnni ? _mm256_mullo_epi32(acc, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))) : _mm256_madd_epi16(acc, mms__bytes8_dup16(p));
+}
+
 /* Two sub-blocks' 8 rows of bytes as int16 pairs: lane r = lo[r] | hi[r] << 16. */
 static MMS__AVX2_INLINE __m256i mms__bytes8_pairs(const uint8_t *lo, const uint8_t *hi) {
     return _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo)),
@@ -7397,11 +7523,11 @@ static MMS__AVX2_INLINE __m256i mms__bytes8_pairs(const uint8_t *lo, const uint8
    which kept them slower than the f32 GEMM). Low nibbles of dword k are elements 4k..4k + 3, high
    ones 16 + 4k..; the - 8 comes from the activations' sums. The int16 sums of 8 maddubs stay
    within 8 * 2 * 15 * 127. */
-static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+static MMS__AVX2_INLINE void mms__gemm_q4_0x8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv;
     const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
                                                   (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
     int64_t b;
     int k, c;
@@ -7409,9 +7535,9 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
     for (b = 0; b < K / 32; b++, w++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        __m256i sum[4];
+        __m256i sum_lo[4], sum_hi[4];   /* 8 chains: VNNI's adds wait on their accumulator */
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) sum[c] = _mm256_setzero_si256();
+        for (c = 0; c < 4; c++) sum_lo[c] = sum_hi[c] = _mm256_setzero_si256();
 MMS__NO_UNROLL
         for (k = 0; k < 4; k++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
@@ -7421,27 +7547,34 @@ MMS__UNROLL4
                 int32_t a_lo, a_hi;
                 memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
                 memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
-                sum[c] = _mm256_add_epi16(sum[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a_lo)),
-                                                                   _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a_hi))));
+                sum_lo[c] = mms__u8s8_add(vnni, sum_lo[c], lo, _mm256_set1_epi32(a_lo));
+                sum_hi[c] = mms__u8s8_add(vnni, sum_hi[c], hi, _mm256_set1_epi32(a_hi));
             }
         }
 MMS__UNROLL4
         for (c = 0; c < 4; c++) {
-            const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(sum[c], ones), _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            const __m256i t = mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(sum_lo[c], sum_hi[c]) : _mm256_add_epi16(sum_lo[c], sum_hi[c]));
+            const __m256i s = _mm256_sub_epi32(t, _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
         }
     }
 MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
+static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_0x8_body(false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q4_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_0x8_body(true, K, wv, xv, out);
+}
 
 /* Decode on the same layout: one activation row against ns <= 4 groups of 8 rows (w[j], out[j]),
    walked side by side. Each group is its own stream through memory: one core reading one stream
    stays well below the bandwidth it gets from several (measured 1.6x faster from 4 than from 1,
    and than the single-row dots), and one conversion and FMA per block serve 8 rows. */
-static MMS__TARGET_AVX2 void mms__gemv_q4_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+static MMS__AVX2_INLINE void mms__gemv_q4_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
     int64_t b;
     int j, k;
@@ -7454,26 +7587,32 @@ static MMS__TARGET_AVX2 void mms__gemv_q4_0x8_avx2(int ns, int64_t K, const void
 MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv[j] + b;
-            __m256i sum = _mm256_setzero_si256();
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 MMS__UNROLL4
             for (k = 0; k < 4; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
-                sum = _mm256_add_epi16(sum, _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(a[k])),
-                                                             _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a[4 + k]))));
+                lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a[k]));
+                hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a[4 + k]));
             }
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(sum, ones), corr)),
+            lo = mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(lo, hi) : _mm256_add_epi16(lo, hi));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(lo, corr)),
                                      _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
         }
     }
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
+static MMS__TARGET_AVX2 void mms__gemv_q4_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_0x8_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q4_0x8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_0x8_body(true, ns, K, wv, xv, out);
+}
 
 /* Decode on the Q8_0 layout: one activation row against ns <= 4 groups of 8 rows side by side.
    Signed weights: maddubs takes |w| against the activations with w's sign moved onto them, and
    each product pair goes to int32 at once (two would overflow int16). */
-static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+static MMS__AVX2_INLINE void mms__gemv_q8_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
     int64_t b;
     int j, k;
@@ -7485,22 +7624,65 @@ static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void
 MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv[j] + b;
-            __m256i sum = _mm256_setzero_si256();
-MMS__UNROLL4
-            for (k = 0; k < 8; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(_mm256_set1_epi32(a[k]), v)), ones));
+            __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();   /* two chains */
+            for (k = 0; k < 8; k += 2) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[k]), v1 = _mm256_loadu_si256((const __m256i *)w->qs[k + 1]);
+                sum0 = mms__u8s8_add32(vnni, sum0, _mm256_abs_epi8(v0), _mm256_sign_epi8(_mm256_set1_epi32(a[k]), v0));
+                sum1 = mms__u8s8_add32(vnni, sum1, _mm256_abs_epi8(v1), _mm256_sign_epi8(_mm256_set1_epi32(a[k + 1]), v1));
             }
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)),
+                                     _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
         }
     }
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q8_0x8_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q8_0x8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q8_0x8_body(true, ns, K, wv, xv, out);
+}
+
+/* Q8_0 prompt products on the 8-row layout, with VNNI only: each weight dword's magnitudes taken
+   once for the 4 columns, its signs moved onto each column's activations. (Without VNNI, sign,
+   maddubs and madd per dword and column measured slower than dequantizing into the f32 GEMM.) */
+static MMS__TARGET_AVX512 void mms__gemm_q8_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    __m256 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++, w++) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        __m256i sum0[4], sum1[4];   /* dwords k and k + 1: 8 chains */
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum0[c] = sum1[c] = _mm256_setzero_si256();
+        for (k = 0; k < 8; k += 2) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[k]), u0 = _mm256_abs_epi8(v0);
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)w->qs[k + 1]), u1 = _mm256_abs_epi8(v1);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a[2];
+                memcpy(a, x[c][b].qs + 4 * k, 8);
+                sum0[c] = _mm256_dpbusd_epi32(sum0[c], u0, _mm256_sign_epi8(_mm256_set1_epi32(a[0]), v0));
+                sum1[c] = _mm256_dpbusd_epi32(sum1[c], u1, _mm256_sign_epi8(_mm256_set1_epi32(a[1]), v1));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++)
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum0[c], sum1[c])), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
    sums of 32, one madd per two sub-blocks. */
-static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+static MMS__AVX2_INLINE void mms__gemm_q4_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
@@ -7515,24 +7697,26 @@ MMS__UNROLL4
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
         for (s = 0; s < 8; s++) {
-            __m256i p[4];
+            __m256i p0[4], p1[4];   /* VNNI: dwords k and k + 1 in 8 chains (its adds wait on their accumulator) */
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
-            for (k = 0; k < 8; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
-                const __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+            for (c = 0; c < 4; c++) p0[c] = p1[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k += 2) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k + 1]);
+                const __m256i u0 = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v0, 4) : v0, m4);
+                const __m256i u1 = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v1, 4) : v1, m4);
 MMS__UNROLL4
                 for (c = 0; c < 4; c++) {
-                    int32_t a;
-                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
-                    p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
+                    int32_t a[2];
+                    memcpy(a, x[c][b].qs + 32 * s + 4 * k, 8);
+                    p0[c] = mms__u8s8_add(vnni, p0[c], u0, _mm256_set1_epi32(a[0]));
+                    if (vnni) p1[c] = mms__u8s8_add(vnni, p1[c], u1, _mm256_set1_epi32(a[1]));
+                    else p0[c] = mms__u8s8_add(vnni, p0[c], u1, _mm256_set1_epi32(a[1]));
                 }
             }
-            {
-                const __m256i sc = mms__bytes8_dup16(w->sc[s]);
 MMS__UNROLL4
-                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], sc));
-            }
+            for (c = 0; c < 4; c++)
+                sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, vnni ? _mm256_add_epi32(p0[c], p1[c]) : p0[c], w->sc[s]));
         }
         {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
@@ -7555,9 +7739,16 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
+static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_kx8_body(false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_kx8_body(true, K, wv, xv, out);
+}
+
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
    mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
-static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
@@ -7581,11 +7772,10 @@ MMS__UNROLL4
                     int32_t a_lo, a_hi;
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo)));
-                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi)));
+                    lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo));
+                    hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi));
                 }
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(lo, mms__bytes8_dup16(w->sc[s])),
-                                                               _mm256_madd_epi16(hi, mms__bytes8_dup16(w->sc[s + 1]))));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo, w->sc[s]), mms__u8s8_widen_scaled(vnni, hi, w->sc[s + 1])));
             }
             for (s = 0; s < 4; s++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mms__bytes8_pairs(w->mn[2 * s], w->mn[2 * s + 1]), pairs[s]));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
@@ -7593,6 +7783,12 @@ MMS__UNROLL4
         }
     }
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_kx8_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_kx8_body(true, ns, K, wv, xv, out);
 }
 #endif
 
@@ -7766,17 +7962,23 @@ struct mms__q8_x8 {
     size_t block_bytes;
     /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
     void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
+    int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
+                             whose columns keep the bits they get alone through the 4-column dots) */
 };
 
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8_rows, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2 };
-    if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
-    if (mms__avx2() && type == MMS_TYPE_Q8_0) return &q8_0;
-    if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, 0 };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, 0 };
+    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, 0 };
+    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, 0 };
+    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, 0 };
+    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, MMS__DECODE_MAX_COLS + 1 };
+    const bool vnni = mms__avx512();
+    if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
+    if (mms__avx2() && type == MMS_TYPE_Q4_K) return vnni ? &q4_k_vnni : &q4_k;
 #endif
     MMS__UNUSED(type);
     return NULL;
@@ -7985,9 +8187,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
     const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8->dot != NULL);   /* kernels read a's groups in place */
+    const bool x8_dot = x8 && x8->dot && N > MMS__MM_GEMV_N && N >= x8->dot_from_n;
+    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = (N > MMS__MM_GEMV_N && x8 && x8->dot) || x8_in_place ? x8 : NULL;
+    const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a

@@ -262,11 +262,12 @@ static void test_kernel_set_selection(void) {
         else
             EXPECT_ERROR(mms_cpu_set_kernels(k), MMS_ERR_UNSUPPORTED, mms_cpu_kernels_name(k), "need");
     }
-    EXPECT(known == 4, "%d kernel sets named", known);
+    EXPECT(known == 5, "%d kernel sets named", known);
     EXPECT(mms_cpu_kernels_supported(MMS_CPU_KERNELS_SCALAR), "scalar always runs");
     EXPECT(mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) == mms_cpu_has_avx2(), "avx2 support agrees");
     EXPECT(!(mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) && mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON)), "avx2 and neon");
     EXPECT(!mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON_DOTPROD) || mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON), "dotprod without neon");
+    EXPECT(!mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX512) || mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2), "avx512 without avx2");
 #if defined(__aarch64__)
     EXPECT(mms_cpu_kernels_supported(MMS_CPU_KERNELS_NEON), "a 64-bit ARM build without NEON");
 #elif defined(__x86_64__)

@@ -728,22 +728,77 @@ static double matmul_case(const struct qtype *q, int64_t K, int64_t M, int64_t N
     return finite ? nmse : -1;
 }
 
-/* The product of the quantized weights wq [K, M] with the N activation rows x, NULL on failure. */
-static float *product(const struct qtype *q, const unsigned char *wq, int64_t K, int64_t M, const float *x, int64_t N) {
+/* The product of the quantized weights wq [K, M] with the N activation rows x, NULL on failure;
+   repacked: the weights in a CPU_REPACK buffer. */
+static float *product_in(const struct qtype *q, const unsigned char *wq, int64_t K, int64_t M, const float *x, int64_t N, bool repacked) {
     struct gcase c;
     struct mms_tensor *a, *b, *out;
     float *got = NULL;
     gcase_begin(&c);
-    a = mms_new_tensor_2d(c.ctx, q->type, K, M);
+    if (repacked) c.wctx = test_ctx(true);
+    a = mms_new_tensor_2d(repacked ? c.wctx : c.ctx, q->type, K, M);
     b = mms_new_tensor_2d(c.ctx, F32, K, N);
     out = a && b ? mms_mul_mat(c.ctx, a, b) : NULL;
-    if (gcase_alloc(&c, out, "product")) {
+    if (repacked && a) c.wbuf = mms_backend_alloc_ctx_tensors_from_buft(c.wctx, mms_backend_cpu_repack_buffer_type());
+    if ((!repacked || c.wbuf) && gcase_alloc(&c, out, "product")) {
         mms_backend_tensor_set(a, wq, 0, (size_t)(K / q->blck * M) * q->size);
         mms_backend_tensor_set(b, x, 0, (size_t)(K * N) * sizeof(float));
         if (gcase_compute(&c, "product")) got = (float *)gcase_get(out, (size_t)(M * N) * sizeof(float));
     }
     gcase_end(&c);
     return got;
+}
+static float *product(const struct qtype *q, const unsigned char *wq, int64_t K, int64_t M, const float *x, int64_t N) {
+    return product_in(q, wq, K, M, x, N, false);
+}
+
+/* The AVX-512 set replaces AVX2 bodies with ones that compute the same integer sums (vpdpbusd for
+   maddubs) and the same float operations in the same order (the f32 GEMM's 12 x 32 block), so
+   each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K and Q8_0 weights as they are and
+   repacked, for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
+   AVX-512 rounds their activations to 8 bits; both are checked against the reference above). */
+static void test_x86_sets_agree(void) {
+    static const struct qtype f32 = { MMS_TYPE_F32, "f32", 0, 1, 4, false };
+    const struct qtype *types[4] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2] };
+    static const int64_t Ns[5] = { 1, 3, 8, 37, 64 };
+    const int64_t K = 512, M = 67;
+    float *w = (float *)malloc(sizeof(float) * (size_t)(K * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));
+    int t, n, r, j, cases = 0, bad = 0;
+    if (!mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) || !mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX512)) {
+        test_skip("this CPU or build lacks the avx2 or the avx512 set");
+        free(w);
+        free(x);
+        return;
+    }
+    for (j = 0; j < K * M; j++) w[j] = (float)gauss_rand();
+    for (j = 0; j < K * 64; j++) x[j] = test_rand_uniform(-1, 1);
+    for (t = 0; t < 4; t++) {
+        const struct qtype *q = types[t];
+        unsigned char *wq = q->type == MMS_TYPE_F32 ? (unsigned char *)w : quantize(q, w, K * M);
+        for (r = 0; r < (q->type == MMS_TYPE_F32 ? 1 : 2); r++)
+            for (n = 0; n < 5; n++) {
+                float *got[2];
+                if (q->type == MMS_TYPE_Q8_0 && Ns[n] > 8) continue;
+                mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX2);
+                got[0] = product_in(q, wq, K, M, x, Ns[n], r == 1);
+                mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX512);
+                got[1] = product_in(q, wq, K, M, x, Ns[n], r == 1);
+                EXPECT(got[0] && got[1], "%s N = %d%s: the product failed", q->name, (int)Ns[n], r ? " repacked" : "");
+                cases++;
+                if (got[0] && got[1] && memcmp(got[0], got[1], sizeof(float) * (size_t)(M * Ns[n])) != 0) {
+                    printf("    %s N = %d%s: avx512 differs from avx2\n", q->name, (int)Ns[n], r ? " repacked" : "");
+                    bad++;
+                }
+                free(got[0]);
+                free(got[1]);
+            }
+        if (wq != (unsigned char *)w) free(wq);
+    }
+    printf("    %d products: avx512 gives avx2's bits in %d\n", cases, cases - bad);
+    EXPECT(bad == 0, "%d of %d products differ between the avx2 and avx512 sets", bad, cases);
+    mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
+    free(w);
+    free(x);
 }
 
 /* A decode step of up to 8 sequences gives each column the bits it gets alone, for the types whose
@@ -982,6 +1037,7 @@ int main(void) {
         run_numeric("mul_mat", test_mul_mat);
         run_numeric("mul_mat_columns", test_mul_mat_columns);
     }
+    RUN(test_x86_sets_agree);
     RUN(test_errors);
     RUN(test_repack_errors);
 

@@ -325,7 +325,11 @@ static void test_f32_baseline(void) {
    before the first difference; the f16 fixture, NMSE 3.7e-7, keeps all 80). What is required:
    teacher-forced along transformers' greedy tokens, every step the f32 model decides by a margin
    of at least 0.1 (about 2.5x the rms change of a difference of two logits) picks the same token
-   (65 of the 80 steps; 75 of 80 steps agree in all). */
+   (65 of the 80 steps; 75 of 80 steps agree in all). The AVX-512 set rounds the activations of
+   q8_0 prompt products to 8 bits too (VNNI's integer dots, as decode does on every SIMD set):
+   NMSE 3.8e-4, logits move about 1.35x as far, and the same 2.5x is a margin of 0.14. */
+static double q8_0_margin(void) { return mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512 ? 0.14 : 0.1; }
+
 static void test_q8_0(void) {
     const char *out = tmp("tiny4-q8_0.gguf");
     uint64_t bin = 0, bout = 0;
@@ -341,7 +345,7 @@ static void test_q8_0(void) {
            (unsigned long long)bin, (unsigned long long)bout);
     EXPECT((double)fout / (double)fin < 0.5, "q8_0 file ratio %.3f, want under 0.5", (double)fout / (double)fin);
     EXPECT(file_type_of(out) == 7, "general.file_type %u, want 7 (llama.cpp's MOSTLY_Q8_0)", file_type_of(out));
-    check_model(out, "q8_0", &P, &F32, 1e-3, false, 0.1);
+    check_model(out, "q8_0", &P, &F32, 1e-3, false, q8_0_margin());
 }
 
 /* q8_0 and q4_0 with --quantize-vision: the vision matrices and the projector too (embedding
@@ -354,7 +358,7 @@ static void test_vision_quantized(void) {
     if (!F32.logits) return;
     if (quantize(TINY4, q8, "q8_0", "--quantize-vision")) {
         check_types(TINY4, q8, MMS_TYPE_Q8_0, true, &bin, &bout);
-        check_model(q8, "q8_0 with the vision tower", &P, &F32, 1e-3, false, 0.1);
+        check_model(q8, "q8_0 with the vision tower", &P, &F32, 1e-3, false, q8_0_margin());
     }
     if (quantize(TINY4, q4, "q4_0", "--quantize-vision")) {
         check_types(TINY4, q4, MMS_TYPE_Q4_0, true, &bin, &bout);
@@ -685,7 +689,8 @@ static void test_k_quants_on_a_random_mllama(void) {
             const double e_f16 = test_nmse(got, ref, n_prompt + nv);
             printf("    random mllama, %s %s: logits NMSE vs the dequantized model %.2g (prompt), %.2g (decode); vs f16 %.2g (tolerance %.2g)\n",
                    cases[k].type, cases[k].extra, e_prompt, e_decode, e_f16, cases[k].tol);
-            const double prompt_tol = mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX2 ? 1.5e-3 : 1e-10;
+            const enum mms_cpu_kernels set = mms_cpu_get_kernels();   /* the x86 sets round prompt activations to 8 bits */
+            const double prompt_tol = set == MMS_CPU_KERNELS_AVX2 || set == MMS_CPU_KERNELS_AVX512 ? 1.5e-3 : 1e-10;
             EXPECT(e_prompt <= prompt_tol && e_decode <= 1.5e-3, "%s %s: the quantized model differs from its dequantized self: %.3g (prompt, tolerance %.2g), %.3g",
                    cases[k].type, cases[k].extra, e_prompt, prompt_tol, e_decode);
             EXPECT(e_f16 <= cases[k].tol && e_f16 > 0, "%s %s: logits NMSE %.3g vs f16", cases[k].type, cases[k].extra, e_f16);

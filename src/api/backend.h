@@ -135,9 +135,10 @@ enum mms_cpu_kernels {
     MMS_CPU_KERNELS_SCALAR       = 1,  /* portable C */
     MMS_CPU_KERNELS_AVX2         = 2,  /* x86-64: AVX2 + FMA + F16C */
     MMS_CPU_KERNELS_NEON         = 3,  /* 64-bit ARM: NEON (every ARMv8-A CPU) */
-    MMS_CPU_KERNELS_NEON_DOTPROD = 4   /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
+    MMS_CPU_KERNELS_NEON_DOTPROD = 4,  /* 64-bit ARM: NEON + the dot-product instructions (ARMv8.2 dotprod) */
+    MMS_CPU_KERNELS_AVX512       = 5   /* x86-64: AVX2's set + AVX-512 F/BW/DQ/VL, VNNI and BF16 (Zen 4, Sapphire Rapids) */
 };
-/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|neon|
+/* Choose the kernel set for the whole process (also MMS_CPU_KERNELS=auto|scalar|avx2|avx512|neon|
    neon_dotprod in the environment, read once). A set this CPU or build lacks is
    MMS_ERR_UNSUPPORTED; mms_cpu_kernels_supported tells beforehand. */
 MMS_API enum mms_status       mms_cpu_set_kernels(enum mms_cpu_kernels kernels);

@@ -70,6 +70,7 @@
 #  define MMS__HAVE_AVX2 1
 #  include <immintrin.h>
 #  define MMS__TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#  define MMS__TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512bf16")))
 #else
 #  define MMS__HAVE_AVX2 0
 #endif

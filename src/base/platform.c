@@ -331,6 +331,25 @@ static bool mms__cpu_detect_avx2(void) {
 #endif
 }
 
+/* AVX-512 F, BW, DQ and VL with VNNI and BF16, and the OS saving the opmask and all 32 zmm registers
+   (XCR0 bits 5-7 with the XMM/YMM ones). */
+static bool mms__cpu_detect_avx512(void) {
+#if MMS__HAVE_AVX2
+    unsigned a, b, c, d, xcr0_lo;
+    if (!mms__cpu_detect_avx2()) return false;
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo) : "c"(0) : "edx");
+    if ((xcr0_lo & 0xe6) != 0xe6) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!((b >> 16) & 1 && (b >> 17) & 1 && (b >> 30) & 1 && (b >> 31) & 1)) return false;   /* F, DQ, BW, VL */
+    if (!((c >> 11) & 1)) return false;                                                     /* VNNI */
+    if (a < 1) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;                                                                    /* BF16 */
+#else
+    return false;
+#endif
+}
+
 /* -- CPU features: ARM's dot-product instructions (Linux reports them in the auxiliary vector;
    elsewhere only a build that targets them assumes them) -- */
 static bool mms__cpu_detect_dotprod(void) {

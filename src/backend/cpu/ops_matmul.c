@@ -89,9 +89,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
     const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8->dot != NULL);   /* kernels read a's groups in place */
+    const bool x8_dot = x8 && x8->dot && N > MMS__MM_GEMV_N && N >= x8->dot_from_n;
+    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = (N > MMS__MM_GEMV_N && x8 && x8->dot) || x8_in_place ? x8 : NULL;
+    const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a

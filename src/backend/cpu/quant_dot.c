@@ -183,34 +183,37 @@ static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4],
     _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
 }
 
-/* The f16 values at p[r] + offset (bytes) for 8 rows, as floats into dst */
-static MMS__AVX2_INLINE void mms__fp16x8_rows(const uint8_t *const p[8], size_t offset, float *dst) {
-    mms_fp16_t h[8];
-    int r;
-    for (r = 0; r < 8; r++) memcpy(&h[r], p[r] + offset, sizeof h[r]);
-    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
-}
-
-/* 8 rows' blocks at a time: dwords transposed 4 rows by 4 at a time (the packs run once per thread
-   and tile: block by block in scalar code they cost a third of the kernels' time). */
-static MMS__TARGET_AVX2 void mms__pack_q4_0x8_avx2(const void *const *rows, int64_t K, struct mms__q4_0x8 *dst) {
+/* 8 rows' blocks at a time (the layouts of mms__pack_scale_dwords_x8): dwords transposed 4 rows by
+   4 at a time (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
+static MMS__TARGET_AVX2 void mms__pack_scale_dwords_x8_avx2(const void *const *rows, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
     int64_t b;
-    int r;
-    for (b = 0; b < K / 32; b++, dst++) {
+    int r, h;
+    for (b = 0; b < K / 32; b++, dst += 8 * raw) {
         const uint8_t *src[8];
+        uint32_t *qs = (uint32_t *)(void *)(dst + 8 * sizeof(mms_fp16_t));
         for (r = 0; r < 8; r++) {
-            src[r] = (const uint8_t *)((const struct mms__block_q4_0 *)rows[r] + b);
-            memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q4_0, d), sizeof dst->d[r]);
-            src[r] += offsetof(struct mms__block_q4_0, qs);
+            src[r] = (const uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst + sizeof(mms_fp16_t) * (size_t)r, src[r], sizeof(mms_fp16_t));
+            src[r] += sizeof(mms_fp16_t);
         }
-        mms__transpose_dwords4(src, dst->qs[0]);
-        mms__transpose_dwords4(src + 4, dst->qs[0] + 4);
+        for (h = 0; h < nq / 4; h++) {   /* dwords 4h..4h + 3 */
+            mms__transpose_dwords4(src, qs + 32 * h);
+            mms__transpose_dwords4(src + 4, qs + 32 * h + 4);
+            for (r = 0; r < 8; r++) src[r] += 16;
+        }
     }
 }
 
 static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_q4_0x8_avx2(rows, K, (struct mms__q4_0x8 *)dst);
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 4, dst);
     else mms__pack_q4_0x8_rows(rows, n, K, dst);
+}
+static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 8, dst);
+    else mms__pack_q8_0x8_rows(rows, n, K, dst);
 }
 #endif
 
@@ -218,6 +221,28 @@ static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *ds
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
 static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* The byte products u * s (u unsigned, s signed) added into acc per int32 lane: row r's 4 products
+   of a dword (the 8-row kernels below). With VNNI (the AVX-512 set) one vpdpbusd adds them to the
+   lane's int32. Without, maddubs adds them to its two int16 halves, which the caller keeps in range
+   and mms__u8s8_widen sums. One body serves both sets, so the instruction is written as assembly: an
+   AVX2 function cannot hold the AVX-512 intrinsic (in it, this branch is never taken). */
+static MMS__AVX2_INLINE __m256i mms__u8s8_add(bool vnni, __m256i acc, __m256i u, __m256i s) {
+    if (vnni) {
+        __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+        return acc;
+    }
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+}
+/* The same products summed into int32 lanes at once (the form for signed weights: moved onto
+   unsigned |w| by sign, two products already fill an int16). */
+static MMS__AVX2_INLINE __m256i mms__u8s8_add32(bool vnni, __m256i acc, __m256i u, __m256i s) {
+    return vnni ? mms__u8s8_add(true, acc, u, s) : _mm256_add_epi32(acc, mms__dot_u8s8_lanes(u, s));
+}
+/* mms__u8s8_add's sums as int32 lanes. */
+static MMS__AVX2_INLINE __m256i mms__u8s8_widen(bool vnni, __m256i acc) {
+    return vnni ? acc : _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
 }
 
 /* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
@@ -598,6 +623,11 @@ static MMS__AVX2_INLINE __m256i mms__bytes8_dup16(const uint8_t *p) {
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
+/* mms__u8s8_add's sums as int32 lanes times 8 rows' byte factors p[r]. */
+static MMS__AVX2_INLINE __m256i mms__u8s8_widen_scaled(bool vnni, __m256i acc, const uint8_t *p) {
+    return vnni ? _mm256_mullo_epi32(acc, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))) : _mm256_madd_epi16(acc, mms__bytes8_dup16(p));
+}
+
 /* Two sub-blocks' 8 rows of bytes as int16 pairs: lane r = lo[r] | hi[r] << 16. */
 static MMS__AVX2_INLINE __m256i mms__bytes8_pairs(const uint8_t *lo, const uint8_t *hi) {
     return _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo)),
@@ -615,11 +645,11 @@ static MMS__AVX2_INLINE __m256i mms__bytes8_pairs(const uint8_t *lo, const uint8
    which kept them slower than the f32 GEMM). Low nibbles of dword k are elements 4k..4k + 3, high
    ones 16 + 4k..; the - 8 comes from the activations' sums. The int16 sums of 8 maddubs stay
    within 8 * 2 * 15 * 127. */
-static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+static MMS__AVX2_INLINE void mms__gemm_q4_0x8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv;
     const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
                                                   (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
     int64_t b;
     int k, c;
@@ -627,9 +657,9 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
     for (b = 0; b < K / 32; b++, w++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        __m256i sum[4];
+        __m256i sum_lo[4], sum_hi[4];   /* 8 chains: VNNI's adds wait on their accumulator */
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) sum[c] = _mm256_setzero_si256();
+        for (c = 0; c < 4; c++) sum_lo[c] = sum_hi[c] = _mm256_setzero_si256();
 MMS__NO_UNROLL
         for (k = 0; k < 4; k++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
@@ -639,27 +669,34 @@ MMS__UNROLL4
                 int32_t a_lo, a_hi;
                 memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
                 memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
-                sum[c] = _mm256_add_epi16(sum[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a_lo)),
-                                                                   _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a_hi))));
+                sum_lo[c] = mms__u8s8_add(vnni, sum_lo[c], lo, _mm256_set1_epi32(a_lo));
+                sum_hi[c] = mms__u8s8_add(vnni, sum_hi[c], hi, _mm256_set1_epi32(a_hi));
             }
         }
 MMS__UNROLL4
         for (c = 0; c < 4; c++) {
-            const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(sum[c], ones), _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            const __m256i t = mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(sum_lo[c], sum_hi[c]) : _mm256_add_epi16(sum_lo[c], sum_hi[c]));
+            const __m256i s = _mm256_sub_epi32(t, _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
         }
     }
 MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
+static MMS__TARGET_AVX2 void mms__gemm_q4_0x8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_0x8_body(false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q4_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_0x8_body(true, K, wv, xv, out);
+}
 
 /* Decode on the same layout: one activation row against ns <= 4 groups of 8 rows (w[j], out[j]),
    walked side by side. Each group is its own stream through memory: one core reading one stream
    stays well below the bandwidth it gets from several (measured 1.6x faster from 4 than from 1,
    and than the single-row dots), and one conversion and FMA per block serve 8 rows. */
-static MMS__TARGET_AVX2 void mms__gemv_q4_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+static MMS__AVX2_INLINE void mms__gemv_q4_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
     int64_t b;
     int j, k;
@@ -672,26 +709,32 @@ static MMS__TARGET_AVX2 void mms__gemv_q4_0x8_avx2(int ns, int64_t K, const void
 MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv[j] + b;
-            __m256i sum = _mm256_setzero_si256();
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 MMS__UNROLL4
             for (k = 0; k < 4; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
-                sum = _mm256_add_epi16(sum, _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(a[k])),
-                                                             _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a[4 + k]))));
+                lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a[k]));
+                hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a[4 + k]));
             }
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(sum, ones), corr)),
+            lo = mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(lo, hi) : _mm256_add_epi16(lo, hi));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(lo, corr)),
                                      _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
         }
     }
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
+static MMS__TARGET_AVX2 void mms__gemv_q4_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_0x8_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q4_0x8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_0x8_body(true, ns, K, wv, xv, out);
+}
 
 /* Decode on the Q8_0 layout: one activation row against ns <= 4 groups of 8 rows side by side.
    Signed weights: maddubs takes |w| against the activations with w's sign moved onto them, and
    each product pair goes to int32 at once (two would overflow int16). */
-static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+static MMS__AVX2_INLINE void mms__gemv_q8_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
     int64_t b;
     int j, k;
@@ -703,22 +746,65 @@ static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void
 MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv[j] + b;
-            __m256i sum = _mm256_setzero_si256();
-MMS__UNROLL4
-            for (k = 0; k < 8; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(_mm256_set1_epi32(a[k]), v)), ones));
+            __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();   /* two chains */
+            for (k = 0; k < 8; k += 2) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[k]), v1 = _mm256_loadu_si256((const __m256i *)w->qs[k + 1]);
+                sum0 = mms__u8s8_add32(vnni, sum0, _mm256_abs_epi8(v0), _mm256_sign_epi8(_mm256_set1_epi32(a[k]), v0));
+                sum1 = mms__u8s8_add32(vnni, sum1, _mm256_abs_epi8(v1), _mm256_sign_epi8(_mm256_set1_epi32(a[k + 1]), v1));
             }
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)),
+                                     _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
         }
     }
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q8_0x8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q8_0x8_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q8_0x8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q8_0x8_body(true, ns, K, wv, xv, out);
+}
+
+/* Q8_0 prompt products on the 8-row layout, with VNNI only: each weight dword's magnitudes taken
+   once for the 4 columns, its signs moved onto each column's activations. (Without VNNI, sign,
+   maddubs and madd per dword and column measured slower than dequantizing into the f32 GEMM.) */
+static MMS__TARGET_AVX512 void mms__gemm_q8_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    __m256 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / 32; b++, w++) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        __m256i sum0[4], sum1[4];   /* dwords k and k + 1: 8 chains */
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum0[c] = sum1[c] = _mm256_setzero_si256();
+        for (k = 0; k < 8; k += 2) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[k]), u0 = _mm256_abs_epi8(v0);
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)w->qs[k + 1]), u1 = _mm256_abs_epi8(v1);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a[2];
+                memcpy(a, x[c][b].qs + 4 * k, 8);
+                sum0[c] = _mm256_dpbusd_epi32(sum0[c], u0, _mm256_sign_epi8(_mm256_set1_epi32(a[0]), v0));
+                sum1[c] = _mm256_dpbusd_epi32(sum1[c], u1, _mm256_sign_epi8(_mm256_set1_epi32(a[1]), v1));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++)
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum0[c], sum1[c])), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
    sums of 32, one madd per two sub-blocks. */
-static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+static MMS__AVX2_INLINE void mms__gemm_q4_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
@@ -733,24 +819,26 @@ MMS__UNROLL4
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
         for (s = 0; s < 8; s++) {
-            __m256i p[4];
+            __m256i p0[4], p1[4];   /* VNNI: dwords k and k + 1 in 8 chains (its adds wait on their accumulator) */
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
-            for (k = 0; k < 8; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
-                const __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+            for (c = 0; c < 4; c++) p0[c] = p1[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k += 2) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k + 1]);
+                const __m256i u0 = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v0, 4) : v0, m4);
+                const __m256i u1 = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v1, 4) : v1, m4);
 MMS__UNROLL4
                 for (c = 0; c < 4; c++) {
-                    int32_t a;
-                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
-                    p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32(a)));
+                    int32_t a[2];
+                    memcpy(a, x[c][b].qs + 32 * s + 4 * k, 8);
+                    p0[c] = mms__u8s8_add(vnni, p0[c], u0, _mm256_set1_epi32(a[0]));
+                    if (vnni) p1[c] = mms__u8s8_add(vnni, p1[c], u1, _mm256_set1_epi32(a[1]));
+                    else p0[c] = mms__u8s8_add(vnni, p0[c], u1, _mm256_set1_epi32(a[1]));
                 }
             }
-            {
-                const __m256i sc = mms__bytes8_dup16(w->sc[s]);
 MMS__UNROLL4
-                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p[c], sc));
-            }
+            for (c = 0; c < 4; c++)
+                sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, vnni ? _mm256_add_epi32(p0[c], p1[c]) : p0[c], w->sc[s]));
         }
         {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
@@ -773,9 +861,16 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
+static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_kx8_body(false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q4_kx8_body(true, K, wv, xv, out);
+}
+
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
    mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
-static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
@@ -799,11 +894,10 @@ MMS__UNROLL4
                     int32_t a_lo, a_hi;
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo)));
-                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi)));
+                    lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo));
+                    hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi));
                 }
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(lo, mms__bytes8_dup16(w->sc[s])),
-                                                               _mm256_madd_epi16(hi, mms__bytes8_dup16(w->sc[s + 1]))));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo, w->sc[s]), mms__u8s8_widen_scaled(vnni, hi, w->sc[s + 1])));
             }
             for (s = 0; s < 4; s++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mms__bytes8_pairs(w->mn[2 * s], w->mn[2 * s + 1]), pairs[s]));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
@@ -811,6 +905,12 @@ MMS__UNROLL4
         }
     }
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_kx8_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q4_kx8_body(true, ns, K, wv, xv, out);
 }
 #endif
 
@@ -984,17 +1084,23 @@ struct mms__q8_x8 {
     size_t block_bytes;
     /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
     void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
+    int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
+                             whose columns keep the bits they get alone through the 4-column dots) */
 };
 
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8_rows, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2 };
-    if (mms__avx2() && type == MMS_TYPE_Q4_0) return &q4_0;
-    if (mms__avx2() && type == MMS_TYPE_Q8_0) return &q8_0;
-    if (mms__avx2() && type == MMS_TYPE_Q4_K) return &q4_k;
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, 0 };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, 0 };
+    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, 0 };
+    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, 0 };
+    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, 0 };
+    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, MMS__DECODE_MAX_COLS + 1 };
+    const bool vnni = mms__avx512();
+    if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
+    if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
+    if (mms__avx2() && type == MMS_TYPE_Q4_K) return vnni ? &q4_k_vnni : &q4_k;
 #endif
     MMS__UNUSED(type);
     return NULL;

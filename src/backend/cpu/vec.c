@@ -11,6 +11,11 @@ MMS_API bool mms_cpu_has_avx2(void) {
     return has == 1;
 }
 
+static bool mms__cpu_has_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = mms__cpu_detect_avx512() ? 1 : 0;
+    return has == 1;
+}
 static bool mms__cpu_has_neon(void) { return MMS__HAVE_NEON != 0; }
 static bool mms__cpu_has_neon_dotprod(void) {
     static int has = -1;
@@ -29,6 +34,7 @@ static const struct mms__kernel_set {
 } mms__kernel_sets[] = {
     { MMS_CPU_KERNELS_SCALAR,       "scalar",       mms__cpu_has_scalar,       "" },
     { MMS_CPU_KERNELS_AVX2,         "avx2",         mms_cpu_has_avx2,          "an x86 CPU with AVX2, FMA and F16C and a gcc or clang build" },
+    { MMS_CPU_KERNELS_AVX512,       "avx512",       mms__cpu_has_avx512,       "an x86 CPU with AVX-512 F/BW/DQ/VL, VNNI and BF16 and a gcc or clang build" },
     { MMS_CPU_KERNELS_NEON,         "neon",         mms__cpu_has_neon,         "a 64-bit ARM build with gcc or clang" },
     { MMS_CPU_KERNELS_NEON_DOTPROD, "neon_dotprod", mms__cpu_has_neon_dotprod, "a 64-bit ARM CPU with the dot-product instructions and a gcc or clang build" },
 };
@@ -72,7 +78,7 @@ MMS_API enum mms_cpu_kernels mms_cpu_get_kernels(void) {
         int i;
         for (i = 0; env && env[0] && i < MMS__N_KERNEL_SETS; i++) if (!strcmp(env, mms__kernel_sets[i].name)) want = mms__kernel_sets[i].kernels;
         if (env && env[0] && want == MMS_CPU_KERNELS_AUTO && strcmp(env, "auto") != 0)
-            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, neon, neon_dotprod; using auto", env);
+            mms__log(MMS_LOG_WARN, "MMS_CPU_KERNELS=%s is not one of auto, scalar, avx2, avx512, neon, neon_dotprod; using auto", env);
         if (mms_cpu_set_kernels(want) != MMS_OK) mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
     }
     return (enum mms_cpu_kernels)mms__cpu_kernels_active;
@@ -82,7 +88,10 @@ static enum mms_cpu_kernels mms__kernels(void) {
     return mms__cpu_kernels_active < 0 ? mms_cpu_get_kernels() : (enum mms_cpu_kernels)mms__cpu_kernels_active;
 }
 /* Which bodies the dispatching names take. */
-MMS__MAYBE_UNUSED static bool mms__avx2(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX2; }
+MMS__MAYBE_UNUSED static bool mms__avx2(void) {   /* the AVX-512 set extends AVX2's: bodies it lacks are AVX2's */
+    return MMS__HAVE_AVX2 && (mms__kernels() == MMS_CPU_KERNELS_AVX2 || mms__kernels() == MMS_CPU_KERNELS_AVX512);
+}
+MMS__MAYBE_UNUSED static bool mms__avx512(void) { return MMS__HAVE_AVX2 && mms__kernels() == MMS_CPU_KERNELS_AVX512; }
 MMS__MAYBE_UNUSED static bool mms__neon(void) { return MMS__HAVE_NEON && (mms__kernels() == MMS_CPU_KERNELS_NEON || mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD); }
 MMS__MAYBE_UNUSED static bool mms__dotprod(void) { return MMS__HAVE_NEON && mms__kernels() == MMS_CPU_KERNELS_NEON_DOTPROD; }
 static bool mms__simd(void) { return mms__kernels() != MMS_CPU_KERNELS_SCALAR; }   /* any set but scalar */
@@ -310,6 +319,12 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
 #define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
 #define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
 #define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define MMS__GR_ROWS7(X) MMS__GR_ROWS6(X) X(6)
+#define MMS__GR_ROWS8(X) MMS__GR_ROWS7(X) X(7)
+#define MMS__GR_ROWS9(X) MMS__GR_ROWS8(X) X(8)
+#define MMS__GR_ROWS10(X) MMS__GR_ROWS9(X) X(9)
+#define MMS__GR_ROWS11(X) MMS__GR_ROWS10(X) X(10)
+#define MMS__GR_ROWS12(X) MMS__GR_ROWS11(X) X(11)
 
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
@@ -492,6 +507,40 @@ MMS__GR_DEFINE(1) MMS__GR_DEFINE(2) MMS__GR_DEFINE(3) MMS__GR_DEFINE(4) MMS__GR_
 
 static void (*const mms__gemm_rows_avx2[7])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
     NULL, mms__gemm_r1x16_avx2, mms__gemm_r2x16_avx2, mms__gemm_r3x16_avx2, mms__gemm_r4x16_avx2, mms__gemm_r5x16_avx2, mms__gemm_r6x16_avx2 };
+
+/* The AVX-512 register block: C[r][0..31] (+)= sum_k A[r lda + k] B[k][0..31] for R <= 12 rows,
+   the 32 columns from two panels of 16 (B0, B1): per k 2 loads and R broadcasts feed 2R FMAs of
+   16 lanes, 24 accumulators of the 32 zmm registers at R = 12. Each C element sums over k in the
+   order of the AVX2 block, one FMA per k, so both sets give the same bits. */
+#define MMS__GZ_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define MMS__GZ_STEP(r)  { const __m512 a = _mm512_set1_ps(A[r * lda + k]);                                         \
+                           c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1); }
+#define MMS__GZ_STORE(r) if (acc) { c##r##0 = _mm512_add_ps(c##r##0, _mm512_loadu_ps(C + r * ldc));               \
+                                    c##r##1 = _mm512_add_ps(c##r##1, _mm512_loadu_ps(C + r * ldc + 16)); }       \
+                         _mm512_storeu_ps(C + r * ldc, c##r##0); _mm512_storeu_ps(C + r * ldc + 16, c##r##1);
+#define MMS__GZ_DEFINE(R)                                                                                           \
+    static MMS__TARGET_AVX512 void mms__gemm_r##R##x32_avx512(int64_t K, const float *A, int64_t lda, const float *B0, \
+                                                              const float *B1, int64_t ldb, float *C, int64_t ldc, int acc) { \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GZ_DECL)                                                                               \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const __m512 b0 = _mm512_loadu_ps(B0 + k * ldb), b1 = _mm512_loadu_ps(B1 + k * ldb);                   \
+            MMS__GR_ROWS##R(MMS__GZ_STEP)                                                                           \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GZ_STORE)                                                                              \
+    }
+MMS__GZ_DEFINE(1) MMS__GZ_DEFINE(2) MMS__GZ_DEFINE(3) MMS__GZ_DEFINE(4) MMS__GZ_DEFINE(5) MMS__GZ_DEFINE(6)
+MMS__GZ_DEFINE(7) MMS__GZ_DEFINE(8) MMS__GZ_DEFINE(9) MMS__GZ_DEFINE(10) MMS__GZ_DEFINE(11) MMS__GZ_DEFINE(12)
+#undef MMS__GZ_DEFINE
+#undef MMS__GZ_STORE
+#undef MMS__GZ_STEP
+#undef MMS__GZ_DECL
+
+typedef void (*mms__gemm_rows2_fn)(int64_t K, const float *A, int64_t lda, const float *B0, const float *B1, int64_t ldb, float *C, int64_t ldc, int acc);
+static const mms__gemm_rows2_fn mms__gemm_rows_avx512[13] = {
+    NULL, mms__gemm_r1x32_avx512, mms__gemm_r2x32_avx512, mms__gemm_r3x32_avx512, mms__gemm_r4x32_avx512, mms__gemm_r5x32_avx512,
+    mms__gemm_r6x32_avx512, mms__gemm_r7x32_avx512, mms__gemm_r8x32_avx512, mms__gemm_r9x32_avx512, mms__gemm_r10x32_avx512,
+    mms__gemm_r11x32_avx512, mms__gemm_r12x32_avx512 };
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -903,6 +952,14 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
                           int64_t bpanel, float *C, int64_t ldc, int acc) {
     int64_t i, j, k;
 #if MMS__HAVE_AVX2
+    if (mms__avx512()) {   /* pairs of whole panels by the 32-column block, what is left by AVX2's */
+        for (j = 0; j + 32 <= N; j += 32)
+            for (i = 0; i < M; i += 12)
+                mms__gemm_rows_avx512[MMS__MIN(12, M - i)](K, A + i * lda, lda, B + j / 16 * bpanel, B + (j / 16 + 1) * bpanel, ldb,
+                                                           C + i * ldc + j, ldc, acc);
+        if (j < N) mms__gemm_panels(mms__gemm_rows_avx2, M, N - j, K, A, lda, B + j / 16 * bpanel, ldb, bpanel, C + j, ldc, acc);
+        return;
+    }
     if (mms__avx2()) { mms__gemm_panels(mms__gemm_rows_avx2, M, N, K, A, lda, B, ldb, bpanel, C, ldc, acc); return; }
 #endif
 #if MMS__HAVE_NEON
