@@ -818,27 +818,26 @@ MMS__UNROLL4
         __m256i sumi[4], summ[4];
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
-        for (s = 0; s < 8; s++) {
-            __m256i p0[4], p1[4];   /* VNNI: dwords k and k + 1 in 8 chains (its adds wait on their accumulator) */
+        for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+            __m256i lo[4], hi[4];
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) p0[c] = p1[c] = _mm256_setzero_si256();
-            for (k = 0; k < 8; k += 2) {
-                const __m256i v0 = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k]);
-                const __m256i v1 = _mm256_loadu_si256((const __m256i *)w->qs[8 * (s / 2) + k + 1]);
-                const __m256i u0 = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v0, 4) : v0, m4);
-                const __m256i u1 = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(v1, 4) : v1, m4);
+            for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
+                const __m256i u_lo = _mm256_and_si256(v, m4), u_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 MMS__UNROLL4
                 for (c = 0; c < 4; c++) {
-                    int32_t a[2];
-                    memcpy(a, x[c][b].qs + 32 * s + 4 * k, 8);
-                    p0[c] = mms__u8s8_add(vnni, p0[c], u0, _mm256_set1_epi32(a[0]));
-                    if (vnni) p1[c] = mms__u8s8_add(vnni, p1[c], u1, _mm256_set1_epi32(a[1]));
-                    else p0[c] = mms__u8s8_add(vnni, p0[c], u1, _mm256_set1_epi32(a[1]));
+                    int32_t a_lo, a_hi;
+                    memcpy(&a_lo, x[c][b].qs + 32 * s + 4 * k, 4);
+                    memcpy(&a_hi, x[c][b].qs + 32 * s + 32 + 4 * k, 4);
+                    lo[c] = mms__u8s8_add(vnni, lo[c], u_lo, _mm256_set1_epi32(a_lo));
+                    hi[c] = mms__u8s8_add(vnni, hi[c], u_hi, _mm256_set1_epi32(a_hi));
                 }
             }
 MMS__UNROLL4
             for (c = 0; c < 4; c++)
-                sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, vnni ? _mm256_add_epi32(p0[c], p1[c]) : p0[c], w->sc[s]));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo[c], w->sc[s]),
+                                                                     mms__u8s8_widen_scaled(vnni, hi[c], w->sc[s + 1])));
         }
         {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
