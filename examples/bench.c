@@ -85,6 +85,23 @@ __attribute__((target("avx2,fma"))) static float fma_loop(long iters) {
 #undef STEP
 #undef SUM
 }
+
+/* The same with 16 lanes, the limit of the avx512 kernel set. */
+__attribute__((target("avx512f"))) static float fma_loop16(long iters) {
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+#define DECL(j) __m512 a##j = _mm512_set1_ps((float)j);
+#define STEP(j) a##j = _mm512_fmadd_ps(a##j, m, c);
+#define SUM(j) s = _mm512_add_ps(s, a##j);
+    FMA12(DECL)
+    __m512 s = _mm512_setzero_ps();
+    long i;
+    for (i = 0; i < iters; i++) { FMA12(STEP) }
+    FMA12(SUM)
+    return _mm512_reduce_add_ps(s);
+#undef DECL
+#undef STEP
+#undef SUM
+}
 #endif
 
 struct worker { long iters; const float *data; size_t n; double result; };
@@ -92,7 +109,7 @@ struct worker { long iters; const float *data; size_t n; double result; };
 #if BENCH_X86
 static void *fma_worker(void *p) {
     struct worker *w = (struct worker *)p;
-    w->result = fma_loop(w->iters);
+    w->result = mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512 ? fma_loop16(w->iters) : fma_loop(w->iters);
     return NULL;
 }
 #endif
@@ -157,7 +174,7 @@ static void measure_machine(void) {
         for (i = 0; i < n_threads; i++) w[i].iters = 20000000;
         t[r] = run_threads(fma_worker, w);
     }
-    peak_gflops = 20000000.0 * 12 * 16 * n_threads / median(t, 7) * 1e-9;   /* 8 lanes x 2 flops per FMA */
+    peak_gflops = 20000000.0 * 12 * (mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512 ? 32 : 16) * n_threads / median(t, 7) * 1e-9;   /* lanes x 2 flops per FMA */
 #endif
     for (i = 0; i < (int)n; i++) data[i] = 1.0f;
     for (r = 0; r < 7; r++) {
@@ -326,7 +343,7 @@ static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int
    head's key rows 4 KB apart). Six copies keep them out of cache; the rate is K/V bytes read. */
 static void bench_attention_decode(mms_backend_t cpu, int head_major) {
     const int64_t D = 128, H = 32, Hkv = 8, L = 6404;
-    struct bench_case c[6];
+    struct bench_case c[6] = { { 0 } };   /* every field: bench_done frees what is set */
     char name[96];
     int i;
     snprintf(name, sizeof name, "decode attention 6404 keys, %s K/V", head_major ? "head-major" : "interleaved");
@@ -358,7 +375,7 @@ static struct mms_tensor *vit_heads(struct mms_context *ctx, enum mms_type type,
 /* views: q, k, v as permuted views of projections (the ViT layout) rather than contiguous heads */
 static void bench_attention(mms_backend_t cpu, int fused, enum mms_type kvtype, int views) {
     const int64_t D = 80, T = 1601, H = 16;
-    struct bench_case c;
+    struct bench_case c = { 0 };
     struct mms_tensor *q, *k, *v, *out;
     char name[96];
     snprintf(name, sizeof name, "attention 16x1601x80 %s%s%s", fused ? "flash_attn_ext" : "three ops",
@@ -383,7 +400,7 @@ static void bench_attention(mms_backend_t cpu, int fused, enum mms_type kvtype, 
 
 /* Ops that stream memory: rate = bytes read + written. */
 static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, int64_t ne0, int64_t ne1, int64_t ne2) {
-    struct bench_case c;
+    struct bench_case c = { 0 };
     struct mms_tensor *a, *out;
     if (!wanted(name)) return;
     c.ctx = new_ctx();
@@ -419,7 +436,7 @@ static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, in
    graph costs one job start (waking the workers) and one barrier. Medians over many computes. */
 static void bench_threadpool(mms_backend_t cpu) {
     const int n_nodes = 256, n_runs = 200;
-    struct bench_case c[2];
+    struct bench_case c[2] = { { 0 } };
     double us[200], med[2];
     int g, r, i;
     if (!wanted("threadpool")) return;
