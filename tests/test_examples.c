@@ -32,6 +32,16 @@ static void test_bench_plans(void) {
     expect_run(EXAMPLES "/bench", "--plans-only", says);
 }
 
+/* Cases of each kind run to the end, one repetition (not timed: a crash or a failed case is what
+   this catches; an uninitialised case once ended the run silently after the first decode attention). */
+static void test_bench_cases(void) {
+    static const char *const attention[] = { "decode attention 6404 keys, interleaved K/V", "decode attention 6404 keys, head-major K/V", NULL };
+    static const char *const stream[] = { "rms_norm [1280,1601]", NULL }, *const pool[] = { "threadpool barrier / graph start", NULL };
+    expect_run(EXAMPLES "/bench", "--reps 1 --filter 'decode attention'", attention);
+    expect_run(EXAMPLES "/bench", "--reps 1 --filter 'rms_norm'", stream);
+    expect_run(EXAMPLES "/bench", "--reps 1 --filter threadpool", pool);
+}
+
 /* Bad options end at once with status 2 and say what is wrong (before any case runs). */
 static void expect_refused(const char *program, const char *args, const char *says) {
     struct run r = test_run_program(program, args, NULL, tmpdir);
@@ -56,6 +66,7 @@ int main(void) {
     RUN(test_simple);
     RUN(test_two_graphs);
     RUN(test_bench_plans);
+    RUN(test_bench_cases);
     RUN(test_bench_bad_options);
     return test_summary();
 }
