@@ -2698,11 +2698,10 @@ static bool mms__cpu_detect_avx512(void) {
     if (!mms__cpu_detect_avx2()) return false;
     __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo) : "c"(0) : "edx");
     if ((xcr0_lo & 0xe6) != 0xe6) return false;
-    __cpuid_count(7, 0, a, b, c, d);
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     if (!((b >> 16) & 1 && (b >> 17) & 1 && (b >> 30) & 1 && (b >> 31) & 1)) return false;   /* F, DQ, BW, VL */
     if (!((c >> 11) & 1)) return false;                                                     /* VNNI */
-    if (a < 1) return false;
-    __cpuid_count(7, 1, a, b, c, d);
+    if (a < 1 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
     return (a >> 5) & 1;                                                                    /* BF16 */
 #else
     return false;
