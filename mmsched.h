@@ -484,7 +484,7 @@
            Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0: the
            file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
            file's 1152, its sub-block scales as bytes; the rows past the last multiple of 8 as they
-           were; Q8_0 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
+           were; Q8_0 on AVX2 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
            against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7) walked
            side by side: one stream per core reads well below the bandwidth several streams get.
@@ -8119,8 +8119,9 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      one kernel call makes 8 rows by 4 columns.
    - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts, whose 8-row
-     kernel would be no faster than the GEMM) each tile's rows are unpacked first.
+     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
+     8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
+     tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
      a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is

@@ -18,8 +18,9 @@
      one kernel call makes 8 rows by 4 columns.
    - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts, whose 8-row
-     kernel would be no faster than the GEMM) each tile's rows are unpacked first.
+     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
+     8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
+     tile's rows are unpacked first.
    - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
      a decode step of several sequences), mostly prompt sizes: the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
