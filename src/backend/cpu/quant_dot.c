@@ -244,6 +244,10 @@ static MMS__AVX2_INLINE __m256i mms__u8s8_add32(bool vnni, __m256i acc, __m256i 
 static MMS__AVX2_INLINE __m256i mms__u8s8_widen(bool vnni, __m256i acc) {
     return vnni ? acc : _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
 }
+/* Two of mms__u8s8_add's accumulators summed, as int32 lanes. */
+static MMS__AVX2_INLINE __m256i mms__u8s8_widen2(bool vnni, __m256i a, __m256i b) {
+    return mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(a, b) : _mm256_add_epi16(a, b));
+}
 
 /* Two f16 values side by side (a block's d and dmin) as floats in lanes 0 and 1. */
 static MMS__AVX2_INLINE __m128 mms__fp16x2_to_f32(const mms_fp16_t *h) {
@@ -675,7 +679,7 @@ MMS__UNROLL4
         }
 MMS__UNROLL4
         for (c = 0; c < 4; c++) {
-            const __m256i t = mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(sum_lo[c], sum_hi[c]) : _mm256_add_epi16(sum_lo[c], sum_hi[c]));
+            const __m256i t = mms__u8s8_widen2(vnni, sum_lo[c], sum_hi[c]);
             const __m256i s = _mm256_sub_epi32(t, _mm256_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][b].d)), acc[c]);
         }
@@ -716,7 +720,7 @@ MMS__UNROLL4
                 lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a[k]));
                 hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a[4 + k]));
             }
-            lo = mms__u8s8_widen(vnni, vnni ? _mm256_add_epi32(lo, hi) : _mm256_add_epi16(lo, hi));
+            lo = mms__u8s8_widen2(vnni, lo, hi);
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(lo, corr)),
                                      _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
         }
