@@ -17,7 +17,10 @@ CPU only (--threads torch threads), deterministic from --seed with the pinned pa
     of chat-templated conversations: a caption, a question about one picture, "which picture ..."
     over two or three pictures (each picture followed by demo_world.picture_label, as
     examples/mllama.c writes them), two-turn chats (a picture in the second turn, or a follow-up
-    question about the first), text without a picture, and out-of-world pictures;
+    question about the first), text without a picture, and out-of-world pictures; plus (weight
+    --probe-weight) a training-only linear probe on the vision output that names, per patch, the
+    colour and shape covering it and which third of the picture it lies in (patch_labels; the
+    probe is not part of the exported model);
  4. saves the Hugging Face checkpoint (--keep-hf keeps it) and converts it with
     tools/convert_hf_to_gguf.py to models/mllama-demo.gguf and (--split)
     tests/fixtures/demo/mllama-demo-{text,proj}.gguf;
@@ -82,7 +85,7 @@ from transformers import MllamaConfig, MllamaForConditionalGeneration  # noqa: E
 import demo_world as W  # noqa: E402
 
 TESTED_TRANSFORMERS = "4.46.3"
-POOL_VERSION = 7                # bump when the pictures or their tiles change
+POOL_VERSION = 8                # bump when the pictures or their tiles change
 
 # ---------------------------------------------------------------------------------------------------
 # the training renderer (tools/eval_demo.py has another)
@@ -121,8 +124,9 @@ def jitter_colour(rng, rgb, amount):
     return tuple(int(v) for v in np.clip(np.rint(np.array(rgb, np.float64) + rng.uniform(-amount, amount, 3)), 0, 255))
 
 
-def draw_scene(rng, scene, size, alpha_bg=False):
-    """A scene as a PIL image of size (W, H)."""
+def draw_scene(rng, scene, size, alpha_bg=False, geom=None):
+    """A scene as a PIL image of size (W, H). geom (a list): gets each shape's centre and radii as
+    fractions of the picture's width and height, (cx, cy, rx, ry), in the scene's order."""
     Wd, Hd = size
     ss = 4 if max(Wd, Hd) <= 100 else 2 if max(Wd, Hd) <= 300 else 1
     bg = jitter_colour(rng, W.BACKGROUNDS[scene["bg"]], 10)
@@ -141,6 +145,8 @@ def draw_scene(rng, scene, size, alpha_bg=False):
         cy = (W.GRID[row] + rng.uniform(-W.JITTER, W.JITTER)) * Hd * ss
         rot = math.radians(rng.uniform(-W.ROTATE, W.ROTATE))
         poly = shape_polygon(s["shape"], cx, cy, rx, ry, rot) or ellipse_polygon(cx, cy, rx, ry, rot)
+        if geom is not None:
+            geom.append((cx / (Wd * ss), cy / (Hd * ss), rx / (Wd * ss), ry / (Hd * ss)))
         d.polygon(poly, fill=fg)
         if dm:
             dm.polygon(poly, fill=255)
@@ -434,9 +440,10 @@ def supported_ratios():
     return [(w, h) for w in range(1, T + 1) for h in range(1, T + 1) if w * h <= T]
 
 
-def canvas_tiles(rgb):
+def canvas_tiles(rgb, placed=None):
     """The processor's resize + pad + tile cut on uint8 (normalisation happens later in torch):
-    -> (tiles uint8 (MAX_TILES, 3, S, S), aspect_ratio_id, n_tiles)."""
+    -> (tiles uint8 (MAX_TILES, 3, S, S), aspect_ratio_id, n_tiles). placed (a dict): gets the
+    resized picture's size in the canvas (nw, nh) and the canvas's tiles (rows, cols)."""
     from transformers.models.mllama import image_processing_mllama as ipm
     H, Wd = rgb.shape[:2]
     S = IMAGE_SIZE
@@ -454,7 +461,46 @@ def canvas_tiles(rgb):
         for c in range(cols):
             tiles[r * cols + c] = canvas[r * S:(r + 1) * S, c * S:(c + 1) * S].transpose(2, 0, 1)
     arid = supported_ratios().index((rows, cols)) + 1
+    if placed is not None:
+        placed.update(nw=nw, nh=nh, rows=rows, cols=cols)
     return tiles, arid, rows * cols
+
+
+# Dense labels for every patch of a training picture (training only; the exported model has no such
+# head). A small ViT learns slowly, from the caption loss alone, to see small shapes and where they
+# lie in the picture (whose extent inside the padded canvas varies with the aspect ratio); a linear
+# probe on its output, asked per patch what covers it and which third of the picture it is in, gives
+# that signal directly (a shape covers the patch holding its centre and those well inside it). Classes: colour 0 background, 1..7 W.COLOURS, 8 padding; shape 0 none,
+# 1..6 W.SHAPES; cell 0..8 (row-major thirds of the picture). IGNORE where a label does not apply.
+N_COLOUR_CLASSES, N_SHAPE_CLASSES, N_CELL_CLASSES, IGNORE = len(W.COLOURS) + 2, len(W.SHAPES) + 1, 9, 255
+GRID_PATCHES = IMAGE_SIZE // PATCH
+
+
+def patch_labels(scene, geom, placed):
+    """-> uint8 (3, MAX_TILES, GRID_PATCHES**2): colour, shape and cell class of each patch."""
+    g = GRID_PATCHES
+    out = np.full((3, MAX_TILES, g * g), IGNORE, np.uint8)
+    if scene is None:
+        return out
+    nw, nh, rows, cols = placed["nw"], placed["nh"], placed["rows"], placed["cols"]
+    colours, shapes = list(W.COLOURS), list(W.SHAPES)
+    for t in range(rows * cols):
+        tr, tc = divmod(t, cols)
+        for p in range(g * g):
+            pr, pc = divmod(p, g)
+            x, y = tc * IMAGE_SIZE + (pc + 0.5) * PATCH, tr * IMAGE_SIZE + (pr + 0.5) * PATCH
+            if x >= nw or y >= nh:
+                out[0, t, p] = N_COLOUR_CLASSES - 1
+                continue
+            fx, fy = x / nw, y / nh
+            out[0, t, p], out[1, t, p] = 0, 0
+            out[2, t, p] = 3 * min(2, int(fy * 3)) + min(2, int(fx * 3))
+            for s, (cx, cy, rx, ry) in zip(scene["shapes"], geom):
+                centre_here = abs(cx * nw - x) <= PATCH / 2 and abs(cy * nh - y) <= PATCH / 2
+                if centre_here or ((fx - cx) / rx) ** 2 + ((fy - cy) / ry) ** 2 < 0.8:
+                    out[0, t, p] = 1 + colours.index(s["colour"])
+                    out[1, t, p] = 1 + shapes.index(s["shape"])
+    return out
 
 
 def normalise(tiles_u8, ntiles):
@@ -504,15 +550,16 @@ def picture_rng(seed, stream, i):
 STREAM_TRAIN, STREAM_VAL, STREAM_HELDOUT, STREAM_TEST, STREAM_SAMPLES, STREAM_OOD = 1, 2, 3, 4, 5, 6
 
 
-def training_picture(seed, stream, i, max_side=None):
-    """-> (RGB8 array, scene) of in-world picture i of a stream (max_side: shrunk to fit, for files)."""
+def training_picture(seed, stream, i, max_side=None, geom=None):
+    """-> (RGB8 array, scene) of in-world picture i of a stream (max_side: shrunk to fit, for files;
+    geom: see draw_scene)."""
     rng = picture_rng(seed, stream, i)
     scene = W.random_scene(rng)
     size = random_size(rng)
     if max_side and max(size) > max_side:
         f = max_side / max(size)
         size = (max(14, round(size[0] * f)), max(14, round(size[1] * f)))
-    img = maybe_jpeg(rng, draw_scene(rng, scene, size))
+    img = maybe_jpeg(rng, draw_scene(rng, scene, size, geom=geom))
     return to_rgb(img), scene
 
 
@@ -529,26 +576,29 @@ class Pool:
     """Pictures drawn once (cached in the work folder): tiles, aspect ratio ids, tile counts, scenes
     (None for the out-of-world ones)."""
 
-    def __init__(self, tiles, arid, ntiles, scenes):
-        self.tiles, self.arid, self.ntiles, self.scenes = tiles, arid, ntiles, scenes
+    def __init__(self, tiles, arid, ntiles, scenes, labels):
+        self.tiles, self.arid, self.ntiles, self.scenes, self.labels = tiles, arid, ntiles, scenes, labels
 
 
 def make_pool(seed, n, n_ood, stream, log):
     tiles = np.zeros((n + n_ood, MAX_TILES, 3, IMAGE_SIZE, IMAGE_SIZE), np.uint8)
     arid = np.zeros(n + n_ood, np.int64)
     ntiles = np.zeros(n + n_ood, np.int64)
+    labels = np.zeros((n + n_ood, 3, MAX_TILES, GRID_PATCHES ** 2), np.uint8)
     scenes = []
     t0 = time.time()
     for i in range(n + n_ood):
+        geom, placed = [], {}
         if i < n:
-            rgb, sc = training_picture(seed, stream, i)
+            rgb, sc = training_picture(seed, stream, i, geom=geom)
         else:
             rgb, sc = ood_picture(seed, stream + 100, i - n), None
-        tiles[i], arid[i], ntiles[i] = canvas_tiles(rgb)
+        tiles[i], arid[i], ntiles[i] = canvas_tiles(rgb, placed)
+        labels[i] = patch_labels(sc, geom, placed)
         scenes.append(sc)
         if (i + 1) % 5000 == 0:
             log(f"pictures: {i + 1}/{n + n_ood} ({time.time() - t0:.0f} s)")
-    return Pool(tiles, arid, ntiles, scenes)
+    return Pool(tiles, arid, ntiles, scenes, labels)
 
 
 def load_or_make_pool(path, seed, n, n_ood, stream, log):
@@ -560,9 +610,9 @@ def load_or_make_pool(path, seed, n, n_ood, stream, log):
                 for sh in s["shapes"]:
                     sh["pos"] = tuple(sh["pos"])
         log(f"pool: {len(scenes)} pictures from {path}")
-        return Pool(z["tiles"], z["arid"], z["ntiles"], scenes)
+        return Pool(z["tiles"], z["arid"], z["ntiles"], scenes, z["labels"])
     pool = make_pool(seed, n, n_ood, stream, log)
-    np.savez(path + ".tmp.npz", tiles=pool.tiles, arid=pool.arid, ntiles=pool.ntiles,
+    np.savez(path + ".tmp.npz", tiles=pool.tiles, arid=pool.arid, ntiles=pool.ntiles, labels=pool.labels,
              scenes=np.array(json.dumps(pool.scenes)))
     os.replace(path + ".tmp.npz", path)
     log(f"pool: {len(pool.scenes)} pictures drawn, cached in {path}")
@@ -713,7 +763,8 @@ class Encoder:
             nt = torch.as_tensor(pool.ntiles[ix])
             out.update(pixel_values=normalise(torch.as_tensor(pool.tiles[ix]), nt),
                        aspect_ratio_ids=torch.as_tensor(pool.arid[ix]), aspect_ratio_mask=aspect_mask(nt),
-                       cross_attention_mask=cross_mask(seqs, nt, L, self.image_id))
+                       cross_attention_mask=cross_mask(seqs, nt, L, self.image_id),
+                       patch_labels=torch.as_tensor(pool.labels[ix]).long())
         return out
 
 
@@ -760,6 +811,31 @@ def batch_greedy_accuracy(model, enc, pool, max_new=40):
 # ---------------------------------------------------------------------------------------------------
 # training
 
+class PatchProbe(torch.nn.Module):
+    """The training-only linear probe of patch_labels on the vision model's output (see there)."""
+
+    def __init__(self, model):
+        super().__init__()
+        d = model.config.vision_config.vision_output_dim
+        self.head = torch.nn.Linear(d, N_COLOUR_CLASSES + N_SHAPE_CLASSES + N_CELL_CLASSES)
+        self.seen = None
+        model.vision_model.register_forward_hook(lambda mod, inp, out: setattr(self, "seen", out[0]))
+
+    def loss(self, labels):
+        """labels (B, I, 3, T, P) from the batch; the vision output of the forward just run."""
+        h = self.seen[:, :, :, 1:]                                   # (B, I, T, P, D): the class token left out
+        logits = self.head(h)
+        lab = labels.permute(0, 1, 3, 4, 2)                          # (B, I, T, P, 3)
+        lab = torch.where(lab == IGNORE, -100, lab)
+        total = 0.0
+        for k, (a, b) in enumerate(((0, N_COLOUR_CLASSES), (N_COLOUR_CLASSES, N_COLOUR_CLASSES + N_SHAPE_CLASSES),
+                                    (N_COLOUR_CLASSES + N_SHAPE_CLASSES, logits.shape[-1]))):
+            total = total + torch.nn.functional.cross_entropy(logits[..., a:b].reshape(-1, b - a),
+                                                              lab[..., k].reshape(-1), ignore_index=-100)
+        self.seen = None
+        return total
+
+
 class Log:
     def __init__(self, path):
         self.f = open(path, "a", buffering=1)
@@ -779,15 +855,17 @@ def cosine(step, total, peak, warmup):
 
 def train(a, tokenizer, cfg, log):
     os.makedirs(a.work, exist_ok=True)
-    pool_path = os.path.join(a.work, f"pool-{a.seed}-{a.pool}-{a.pool_ood}-{IMAGE_SIZE}-{MAX_TILES}-{POOL_VERSION}.npz")
+    pool_path = os.path.join(a.work, f"pool-{a.seed}-{a.pool}-{a.pool_ood}-{IMAGE_SIZE}-{PATCH}-{MAX_TILES}-{POOL_VERSION}.npz")
     pool = load_or_make_pool(pool_path, a.seed, a.pool, a.pool_ood, STREAM_TRAIN, log)
     val = make_pool(a.seed, 200, 0, STREAM_VAL, log)
     enc = Encoder(tokenizer)
 
     model = build_model(cfg, a.seed)
     model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    probe = PatchProbe(model)
+    params = list(model.named_parameters()) + list(probe.named_parameters())
+    decay = [p for n, p in params if p.ndim >= 2]
+    no_decay = [p for n, p in params if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.98), eps=1e-8)
     ckpt = os.path.join(a.work, "ckpt.pt")
@@ -795,34 +873,40 @@ def train(a, tokenizer, cfg, log):
     if a.resume and os.path.exists(ckpt):
         st = torch.load(ckpt, weights_only=False)
         model.load_state_dict(st["model"])
+        probe.load_state_dict(st["probe"])
         opt.load_state_dict(st["opt"])
         start, elapsed = st["step"], st["elapsed"]
         log(f"resumed at step {start} ({elapsed:.0f} s of training so far)")
     log(f"model: {n_params(model)} parameters; training {a.steps} steps of {a.batch}")
 
     def save(step, elapsed):
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed},
+        torch.save({"model": model.state_dict(), "probe": probe.state_dict(), "opt": opt.state_dict(),
+                    "step": step, "elapsed": elapsed},
                    ckpt + ".tmp")
         os.replace(ckpt + ".tmp", ckpt)
 
     t0 = time.time() - elapsed
-    run_loss, run_n = 0.0, 0
+    run_loss, run_aux, run_n = 0.0, 0.0, 0
     for step in range(start, a.steps):
         batch = step_batch(a, step, pool, a.pool, enc)
         lr = cosine(step, a.steps, a.lr, a.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
+        labels = batch.pop("patch_labels", None)
         loss = model(**batch, use_cache=False).loss
+        aux = probe.loss(labels) if labels is not None else torch.zeros(())
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        (loss + a.probe_weight * aux).backward()
+        torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
         opt.step()
         run_loss += float(loss)
+        run_aux += float(aux)
         run_n += 1
         done = step + 1
         if done % 50 == 0 or done == a.steps:
-            log(f"step {done}/{a.steps} loss {run_loss / run_n:.4f} lr {lr:.2e} {time.time() - t0:.0f} s")
-            run_loss, run_n = 0.0, 0
+            log(f"step {done}/{a.steps} loss {run_loss / run_n:.4f} patch {run_aux / run_n:.3f} lr {lr:.2e} "
+                f"{time.time() - t0:.0f} s")
+            run_loss, run_aux, run_n = 0.0, 0.0, 0
         if done % a.eval_every == 0 or done == a.steps:
             acc = batch_greedy_accuracy(model, enc, val)
             log(f"step {done} val accuracy {acc * 100:.1f}% (200 held-out captions, batched greedy)")
@@ -1131,7 +1215,8 @@ def export(a, model, tokenizer, train_seconds, log):
     try:
         info = dict(train_steps=a.steps, train_seconds=train_seconds, seed=a.seed,
                     train_command=(f"python tools/train_demo.py --seed {a.seed} --threads {a.threads} --steps {a.steps} "
-                                   f"--batch {a.batch} --lr {a.lr} --warmup {a.warmup} --pool {a.pool} --pool-ood {a.pool_ood}"))
+                                   f"--batch {a.batch} --lr {a.lr} --warmup {a.warmup} --probe-weight {a.probe_weight} "
+                                   f"--pool {a.pool} --pool-ood {a.pool_ood}"))
         save_checkpoint(model, tokenizer, hf_dir, info)
         models_dir = os.path.join(ROOT, "models")
         fix_dir = os.path.join(ROOT, "tests", "fixtures", "demo")
@@ -1192,13 +1277,14 @@ def main():
     ap.add_argument("--work", default="/tmp/mllama-demo-train", help="checkpoints, picture cache and train.log")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
-    ap.add_argument("--steps", type=int, default=3600)
+    ap.add_argument("--steps", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=24)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--probe-weight", type=float, default=0.5, help="weight of the patch-label loss (PatchProbe)")
     ap.add_argument("--pool", type=int, default=20000, help="training pictures of the world")
     ap.add_argument("--pool-ood", type=int, default=1200, help="training pictures outside it")
-    ap.add_argument("--eval-every", type=int, default=900)
+    ap.add_argument("--eval-every", type=int, default=2500)
     ap.add_argument("--ckpt-every", type=int, default=100)
     ap.add_argument("--heldout", type=int, default=200, help="fresh pictures for the accuracy figure")
     ap.add_argument("--n-test", type=int, default=24, help="single-picture test cases in the reference file")
