@@ -19,7 +19,7 @@ CPU only (--threads torch threads), deterministic from --seed with the pinned pa
     examples/mllama.c writes them), two-turn chats (a picture in the second turn, or a follow-up
     question about the first), text without a picture, and out-of-world pictures; plus (weight
     --probe-weight) a training-only linear probe on the vision output that names, per patch, the
-    colour and shape covering it and which third of the picture it lies in (patch_labels; the
+    colour and shape covering it and which ninth of the picture it lies in (patch_labels; the
     probe is not part of the exported model);
  4. saves the Hugging Face checkpoint (--keep-hf keeps it) and converts it with
     tools/convert_hf_to_gguf.py to models/mllama-demo.gguf and (--split)
@@ -469,9 +469,10 @@ def canvas_tiles(rgb, placed=None):
 # Dense labels for every patch of a training picture (training only; the exported model has no such
 # head). A small ViT learns slowly, from the caption loss alone, to see small shapes and where they
 # lie in the picture (whose extent inside the padded canvas varies with the aspect ratio); a linear
-# probe on its output, asked per patch what covers it and which third of the picture it is in, gives
-# that signal directly (a shape covers the patch holding its centre and those well inside it). Classes: colour 0 background, 1..7 W.COLOURS, 8 padding; shape 0 none,
-# 1..6 W.SHAPES; cell 0..8 (row-major thirds of the picture). IGNORE where a label does not apply.
+# probe on its output, asked per patch what covers it and which ninth of the picture (a cell of its
+# 3x3 grid) it is in, gives that signal directly. A shape covers the patch holding its centre and
+# those well inside it. Classes: colour 0 background, 1..7 W.COLOURS, 8 padding; shape 0 none,
+# 1..6 W.SHAPES; cell 0..8 (row-major). IGNORE where a label does not apply.
 N_COLOUR_CLASSES, N_SHAPE_CLASSES, N_CELL_CLASSES, IGNORE = len(W.COLOURS) + 2, len(W.SHAPES) + 1, 9, 255
 GRID_PATCHES = IMAGE_SIZE // PATCH
 
