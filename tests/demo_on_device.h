@@ -6,12 +6,12 @@
 #ifndef MMS_DEMO_ON_DEVICE_H
 #define MMS_DEMO_ON_DEVICE_H
 
-/* Reference case k of the demo fixture: picture and prompt ids. */
+/* Reference case k of the demo fixture (one of the samples: one picture): picture and prompt ids. */
 TEST_FN bool demo_case(struct mms_gguf *ref, int k, const struct mms_mllama_model *m, struct mms_mllama_image *img, int32_t *prompt, int *n_prompt) {
     struct mms_gguf_tensor_info info;
     const struct mms_mllama_image_params ip = mms_mllama_model_image_params(m);
-    const uint32_t w = ref_u32(ref, "case.%d.width", k), h = ref_u32(ref, "case.%d.height", k);
-    const uint8_t *rgb = (const uint8_t *)ref_tensor(ref, "case.%d.rgb", k, &info);
+    const uint32_t w = ref_u32(ref, "case.%d.image.0.width", k), h = ref_u32(ref, "case.%d.image.0.height", k);
+    const uint8_t *rgb = (const uint8_t *)ref_tensor(ref, "case.%d.image.0.rgb", k, &info);
     *n_prompt = (int)ref_i32s(ref, "case.%d.prompt_ids", k, prompt, 96);
     return rgb && *n_prompt <= 96 && mms_mllama_preprocess_image(&ip, rgb, (int)w, (int)h, 0, img) == MMS_OK;
 }
