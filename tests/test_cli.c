@@ -227,11 +227,11 @@ static void chat_input(const struct sample *s, const char *dir, char *out, size_
     snprintf(out + n, cap - n, "/quit\n");
 }
 
-/* A one-turn sample as arguments: each picture with --image, the prompt last (positional). */
-static void oneshot_args(const struct sample *s, const char *extra, char *out, size_t cap) {
+/* A one-turn sample as arguments: each picture (in dir) with --image, the prompt last (positional). */
+static void oneshot_args(const struct sample *s, const char *dir, const char *extra, char *out, size_t cap) {
     size_t n = (size_t)snprintf(out, cap, "-m " DEMO " %s", extra);
     int j;
-    for (j = 0; j < s->n_files; j++) n += (size_t)snprintf(out + n, cap - n, " --image examples/images/%s", s->files[j]);
+    for (j = 0; j < s->n_files; j++) n += (size_t)snprintf(out + n, cap - n, " --image %s%s", dir, s->files[j]);
     snprintf(out + n, cap - n, " '%s'", s->turns[0]);
 }
 
@@ -242,7 +242,7 @@ static void test_demo_samples(void) {
     for (k = 0; k < n; k++) {
         struct run r;
         if (sm[k].n_turns == 1) {
-            oneshot_args(&sm[k], "-q", args, sizeof args);
+            oneshot_args(&sm[k], "examples/images/", "-q", args, sizeof args);
             r = run_cli(args, NULL);
             n_multi += sm[k].n_files > 1;
         } else {
@@ -313,7 +313,7 @@ static void test_threads_warning(void) {
     struct run r;
     if (demo_samples(sm, 1) < 1) return;
     snprintf(extra, sizeof extra, "-q -t %d", mms_cpu_count() + 1);
-    oneshot_args(&sm[0], extra, args, sizeof args);
+    oneshot_args(&sm[0], "examples/images/", extra, args, sizeof args);
     r = run_cli(args, NULL);
     EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "status %d, said '%s'\n%s", r.status, r.out, r.err);
     EXPECT(strstr(r.err, "warning:") && strstr(r.err, "more threads than cores"), "no warning:\n%s", r.err);
@@ -330,7 +330,7 @@ static void test_write_error(void) {
     if (!full) { printf("    /dev/full is missing: write errors not tried\n"); return; }
     fclose(full);
     if (demo_samples(sm, 1) < 1) return;
-    oneshot_args(&sm[0], "-q", args, sizeof args);
+    oneshot_args(&sm[0], "examples/images/", "-q", args, sizeof args);
     snprintf(err_path, sizeof err_path, "%s/err-full", tmpdir);
     snprintf(cmd, sizeof cmd, "%s %s </dev/null >/dev/full 2>%s", CLI, args, err_path);
     st = system(cmd);
@@ -414,9 +414,10 @@ static void test_fresh_pictures(void) {
     EXPECT(tsv != NULL, "%scases.tsv is missing", FRESH);
     if (!tsv) return;
     for (line = strtok_r(tsv, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *field[4], *tab = line, *t, *tsave = NULL, args[1024], input[1024], files[3][128];
+        char *field[4], *tab = line, *turn, *bar, args[1024], input[1024];
         const char *last;
-        int nf = 0, n_files = 0, k;
+        struct sample sm;
+        int k, ran_away;
         size_t len;
         struct run r;
         if (line[0] == '#') continue;
@@ -428,32 +429,26 @@ static void test_fresh_pictures(void) {
         EXPECT(field[2] != NULL, "cases.tsv: a short line");
         if (!field[2]) break;
         if (!field[3]) field[3] = "";
-        for (t = strtok_r(field[1], " ", &tsave); t && n_files < 3; t = strtok_r(NULL, " ", &tsave))
-            snprintf(files[n_files++], sizeof files[0], "%s", t);
+        memset(&sm, 0, sizeof sm);
+        split_into(field[1], " ", sm.files[0], sizeof sm.files[0], 3, &sm.n_files);
         if (!strcmp(field[0], "chat")) {        /* turns split by " | "; '+' attaches the next file */
-            char *turn = field[2], *bar;
-            len = 0;
-            do {
+            for (turn = field[2]; turn && sm.n_turns < 4; turn = bar ? bar + 3 : NULL) {
                 bar = strstr(turn, " | ");
                 if (bar) *bar = 0;
-                if (turn[0] == '+') {
-                    len += (size_t)snprintf(input + len, sizeof input - len, "/image " FRESH "%s\n", files[nf++]);
-                    turn++;
-                }
-                len += (size_t)snprintf(input + len, sizeof input - len, "%s\n", turn);
-                turn = bar ? bar + 3 : NULL;
-            } while (turn);
-            snprintf(input + len, sizeof input - len, "/quit\n");
+                sm.turn_images[sm.n_turns] = turn[0] == '+';
+                snprintf(sm.turns[sm.n_turns++], sizeof sm.turns[0], "%s", turn + (turn[0] == '+'));
+            }
+            chat_input(&sm, FRESH, input, sizeof input);
             r = run_cli("-m " DEMO " -i -q", input);
         } else {
-            len = (size_t)snprintf(args, sizeof args, "-m " DEMO " -q");
-            for (k = 0; k < n_files; k++) len += (size_t)snprintf(args + len, sizeof args - len, " --image " FRESH "%s", files[k]);
-            snprintf(args + len, sizeof args - len, " '%s'", field[2]);
+            snprintf(sm.turns[0], sizeof sm.turns[0], "%s", field[2]);
+            oneshot_args(&sm, FRESH, "-q", args, sizeof args);
             r = run_cli(args, NULL);
         }
-        EXPECT(r.status == 0, "%s %s: status %d\n%s", field[0], files[0], r.status, r.err);
-        n_runaway += runaway(r.out);
-        EXPECT(!runaway(r.out), "%s %s: a runaway answer '%.120s...'", field[0], files[0], r.out);
+        EXPECT(r.status == 0, "%s %s: status %d\n%s", field[0], sm.files[0], r.status, r.err);
+        ran_away = runaway(r.out);
+        n_runaway += ran_away;
+        EXPECT(!ran_away, "%s %s: a runaway answer '%.120s...'", field[0], sm.files[0], r.out);
         /* the last answer (a chat's second) is the one checked */
         len = strlen(r.out);
         if (len && r.out[len - 1] == '\n') r.out[--len] = 0;
@@ -474,7 +469,7 @@ static void test_demo_sched_debug(void) {
     char args[512];
     struct run r;
     if (demo_samples(sm, 1) < 1) return;
-    oneshot_args(&sm[0], "-q --sched-debug 1", args, sizeof args);
+    oneshot_args(&sm[0], "examples/images/", "-q --sched-debug 1", args, sizeof args);
     r = run_cli(args, NULL);
     EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "status %d, said '%s'", r.status, r.out);
     EXPECT(strstr(r.err, "'vision encoder + cross K/V'") && strstr(r.err, "## split 0 on CPU") && strstr(r.err, "'decode'"),
