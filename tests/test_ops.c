@@ -656,12 +656,15 @@ static void test_mul_mat(void) {
         { F32,  { 40, 130, 2, 1 }, TRANSPOSED, F16,  { 40, 100, 4, 1 }, CONTIG },     /* several tiles of M, N and batch */
         { F32,  { 0, 5, 1, 1 },    CONTIG,     F32,  { 0, 3, 1, 1 },    CONTIG },     /* K = 0: zeros */
         /* the AVX2 paths: f16/f32 weights with N <= 8 take dot products (f16 converted inside the
-           dot; 2 rows x 4 columns, then 4 rows x 1), N > 8 the packed GEMM (panels of 16 rows of a,
+           dot; 2 rows x 4 columns, then 4 rows x 1; see the AVX-512 cases below), N > 8 the packed GEMM (panels of 16 rows of a,
            blocks of 6 rows of b, partial ones at the edges) */
         { F16,  { 1601, 33, 1, 1 }, CONTIG,    F32,  { 1601, 2, 1, 1 }, CONTIG },     /* f16 GEMV, K with a tail */
         { F16,  { 64, 9, 1, 1 },   CONTIG,     F32,  { 64, 4, 1, 1 },   STRIDED },    /* N = 4: 2 x 4 blocks, tail rows */
         { F16,  { 1601, 22, 1, 1 }, CONTIG,    F32,  { 1601, 7, 1, 1 }, CONTIG },     /* N = 4 + 3, M = 20 + 2 */
         { F32,  { 203, 13, 2, 1 }, CONTIG,     F32,  { 203, 8, 4, 1 },  STRIDED },    /* f32 N = 8, broadcast */
+        /* AVX-512: 4 rows x N <= 4 or 2 rows x N columns at once, 16 rows at a time, K in chunks of 256 past N = 2 */
+        { F16,  { 1601, 37, 1, 1 }, CONTIG,    F32,  { 1601, 5, 1, 1 }, STRIDED },    /* M = 16 + 16 + 5, odd last pair */
+        { F32,  { 520, 70, 1, 1 },  CONTIG,    F32,  { 520, 3, 1, 1 },  CONTIG },     /* tiles 64 + 6: a group of 4 rows with 2 */
         { F16,  { 1601, 20, 1, 1 }, CONTIG,    F32,  { 1601, 13, 1, 1 }, CONTIG },    /* GEMM: M = 16 + 4, N = 12 + 1 */
         { BF16, { 37, 70, 1, 1 },  CONTIG,     F32,  { 37, 53, 1, 1 },  STRIDED },    /* bf16 packed, N = 48 + 5 */
         { F32,  { 19, 64, 3, 1 },  STRIDED,    F32,  { 19, 96, 6, 1 },  PERMUTED },   /* whole panels and blocks, broadcast */
@@ -697,14 +700,17 @@ static void test_mul_mat(void) {
    another order). */
 static void test_mul_mat_columns(void) {
     static const enum mms_type types[] = { MMS_TYPE_F16, MMS_TYPE_F32 };
+    static const int64_t shapes[2][2] = { { 203, 22 }, { 1000, 37 } };   /* K, M: the second with K in chunks (AVX-512),
+                                                                             rows in blocks of 16 and an odd last one */
     size_t ti;
-    for (ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        const int64_t na[4] = { 203, 22, 1, 1 }, nb[4] = { 203, 8, 1, 1 };
+    for (ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
+        const int64_t K = shapes[ti % 2][0], M = shapes[ti % 2][1];
+        const int64_t na[4] = { K, M, 1, 1 }, nb[4] = { K, 8, 1, 1 };
         struct tcase c;
         struct mms_tensor *a, *b, *wide[8], *alone[8];
         int n, j;
         case_begin(&c);
-        a = tensor_rand(&c, types[ti], na, CONTIG, -1, 1);
+        a = tensor_rand(&c, types[ti / 2], na, CONTIG, -1, 1);
         b = tensor_rand(&c, MMS_TYPE_F32, nb, CONTIG, -1, 1);
         case_label(&c, "a %s b %s", desc(&c, a), desc(&c, b));
         for (n = 1; n <= 8; n++) wide[n - 1] = case_out(&c, mms_mul_mat(c.ctx, a, mms_view_2d(c.ctx, b, nb[0], n, b->nb[1], 0)));
@@ -713,10 +719,11 @@ static void test_mul_mat_columns(void) {
             int bad = 0;
             for (n = 1; n <= 8; n++)
                 for (j = 0; j < n; j++) {
-                    float x[22], y[22];
-                    mms_backend_tensor_get(wide[n - 1], x, (size_t)j * wide[n - 1]->nb[1], sizeof x);
-                    mms_backend_tensor_get(alone[j], y, 0, sizeof y);
-                    if (memcmp(x, y, sizeof x) != 0) { bad++; if (g_verbose) printf("    n %d column %d: %.9g %.9g, %.9g %.9g\n", n, j, x[0], y[0], x[21], y[21]); }
+                    float x[37], y[37];
+                    const size_t bytes = (size_t)M * sizeof(float);
+                    mms_backend_tensor_get(wide[n - 1], x, (size_t)j * wide[n - 1]->nb[1], bytes);
+                    mms_backend_tensor_get(alone[j], y, 0, bytes);
+                    if (memcmp(x, y, bytes) != 0) { bad++; if (g_verbose) printf("    n %d column %d: %.9g %.9g, %.9g %.9g\n", n, j, x[0], y[0], x[M - 1], y[M - 1]); }
                 }
             EXPECT(bad == 0, "%s: %d columns of the N = 1..8 products differ from the column alone", c.label, bad);
         }

@@ -10,8 +10,9 @@
      tile of a once.
    - N <= 4, f16/f32 N <= 8 (decode GEMV, of up to 8 sequences) and the scalar path: dot products
      straight from the rows (SIMD: 4 rows of weights against one column at a time, or on AVX2 2 rows
-     against 4 columns, f16 converted inside the dot, each (row, column) summed the same way either
-     way; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
+     against 4 columns, on AVX-512 4 rows against up to 4 columns or 2 rows against up to 8, f16
+     converted inside the dot, each (row, column) summed the same way whatever the columns beside
+     it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
      memory exactly once.
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
@@ -227,6 +228,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
                 int64_t i = 0, j, r, c;
                 float d[8];
+                if (mms__vec_gemv_cols(f16_direct, K, a0, lda, mr, brows, nr, out, ldo)) continue;   /* AVX-512 */
                 for (; i + 4 <= mr; i += 4) {
                     for (j = 0; j < n2x4; j += 4)   /* each weight loaded once for 4 columns; the same sums */
                         for (r = 0; r < 4; r += 2) {

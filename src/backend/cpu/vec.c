@@ -600,6 +600,110 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
 #undef MMS__LOAD_F16
 #undef MMS__CVT_F32
 
+/* The AVX-512 decode GEMV of 1 to 8 columns (the sequences of a batch), f16 or f32 weights: every
+   (row, column) sums 16 lanes, lane l over k = l, l + 16, ... in order, then the lanes
+   (_mm512_reduce_add_ps) and the K % 16 elements left one by one, the same way whatever the
+   columns beside it, so a sequence gets the same bits in a batch as alone. R rows of weights are
+   loaded and converted once for all the columns: 4 rows for up to 4 columns (4 streams keep the
+   memory busy: 2 give ~20% less bandwidth), 2 rows past that (2 conversions feed up to 16 FMAs,
+   within the 32 registers). Past 2 columns K is walked in chunks of MMS__GV_KC so that the
+   columns' chunk (8 x 1 KB) stays in L1 while the rows of a block of MMS__GV_RB stream past, the
+   lanes' sums kept in acc between chunks (storing them does not change their order); each row's
+   next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
+   and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). */
+#define MMS__GV_RB 16
+#define MMS__GV_KC 256
+#define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
+#define MMS__GV_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define MMS__GV_KEEP(v) __asm__("" : "+v"(v))   /* one load of a column for all R rows, in a register: the
+                                                     compiler would fold a load into each FMA (~25% slower) */
+#define MMS__GV_DECL2(c)  __m512 s##c##0 = _mm512_loadu_ps(acc + 32 * c), s##c##1 = _mm512_loadu_ps(acc + 32 * c + 16);
+#define MMS__GV_STEP2(c)  { __m512 vy = _mm512_loadu_ps(y[c] + i); MMS__GV_KEEP(vy);                                            \
+                            s##c##0 = _mm512_fmadd_ps(w0, vy, s##c##0); s##c##1 = _mm512_fmadd_ps(w1, vy, s##c##1); }
+#define MMS__GV_STORE2(c) _mm512_storeu_ps(acc + 32 * c, s##c##0); _mm512_storeu_ps(acc + 32 * c + 16, s##c##1);
+#define MMS__GV_DECL4(c)  __m512 s##c##0 = _mm512_loadu_ps(acc + 64 * c), s##c##1 = _mm512_loadu_ps(acc + 64 * c + 16), \
+                                 s##c##2 = _mm512_loadu_ps(acc + 64 * c + 32), s##c##3 = _mm512_loadu_ps(acc + 64 * c + 48);
+#define MMS__GV_STEP4(c)  { __m512 vy = _mm512_loadu_ps(y[c] + i); MMS__GV_KEEP(vy);                                            \
+                            s##c##0 = _mm512_fmadd_ps(w0, vy, s##c##0); s##c##1 = _mm512_fmadd_ps(w1, vy, s##c##1); \
+                            s##c##2 = _mm512_fmadd_ps(w2, vy, s##c##2); s##c##3 = _mm512_fmadd_ps(w3, vy, s##c##3); }
+#define MMS__GV_STORE4(c) _mm512_storeu_ps(acc + 64 * c, s##c##0); _mm512_storeu_ps(acc + 64 * c + 16, s##c##1);   \
+                          _mm512_storeu_ps(acc + 64 * c + 32, s##c##2); _mm512_storeu_ps(acc + 64 * c + 48, s##c##3);
+#define MMS__GV_NEXT(r) _mm_prefetch((const char *)(x[r] + i + MMS__GV_KC), _MM_HINT_T1);   /* the row's next chunk */
+#define MMS__GV_W2(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i); MMS__GV_NEXT(0) MMS__GV_NEXT(1)
+#define MMS__GV_W4(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i), w2 = LOAD(x[2] + i), w3 = LOAD(x[3] + i); \
+                         MMS__GV_NEXT(0) MMS__GV_NEXT(1) MMS__GV_NEXT(2) MMS__GV_NEXT(3)
+/* acc[(c * R + r) * 16 + l] += lane l of row r (at xv[r]) times column c, over k in [k0, k1) */
+#define MMS__GV_DEFINE(R, C, NAME, T, LOAD)                                                                         \
+    static MMS__TARGET_AVX512 void mms__gv_##R##x##C##_##NAME(int64_t k0, int64_t k1, const void *const *xv,       \
+                                                              const float *const *y, float *acc) {                 \
+        const T *x[R];                                                                                             \
+        int64_t i;                                                                                                 \
+        for (i = 0; i < R; i++) x[i] = (const T *)xv[i];                                                           \
+        {                                                                                                          \
+            MMS__GR_ROWS##C(MMS__GV_DECL##R)                                                                       \
+            for (i = k0; i < k1; i += 16) {                                                                        \
+                MMS__GV_W##R(LOAD)                                                                                 \
+                MMS__GR_ROWS##C(MMS__GV_STEP##R)                                                                   \
+            }                                                                                                      \
+            MMS__GR_ROWS##C(MMS__GV_STORE##R)                                                                      \
+        }                                                                                                          \
+    }
+#define MMS__GV_DEFINE_ALL(NAME, T, LOAD)                                                                          \
+    MMS__GV_DEFINE(4, 1, NAME, T, LOAD) MMS__GV_DEFINE(4, 2, NAME, T, LOAD) MMS__GV_DEFINE(4, 3, NAME, T, LOAD)    \
+    MMS__GV_DEFINE(4, 4, NAME, T, LOAD) MMS__GV_DEFINE(2, 5, NAME, T, LOAD) MMS__GV_DEFINE(2, 6, NAME, T, LOAD)    \
+    MMS__GV_DEFINE(2, 7, NAME, T, LOAD) MMS__GV_DEFINE(2, 8, NAME, T, LOAD)                                        \
+    static void (*const mms__gv_##NAME[9])(int64_t, int64_t, const void *const *, const float *const *, float *) = { \
+        NULL, mms__gv_4x1_##NAME, mms__gv_4x2_##NAME, mms__gv_4x3_##NAME, mms__gv_4x4_##NAME,                      \
+        mms__gv_2x5_##NAME, mms__gv_2x6_##NAME, mms__gv_2x7_##NAME, mms__gv_2x8_##NAME };
+MMS__GV_DEFINE_ALL(f16, mms_fp16_t, MMS__GV_LOAD_F16)
+MMS__GV_DEFINE_ALL(f32, float, MMS__GV_LOAD_F32)
+#undef MMS__GV_DEFINE_ALL
+#undef MMS__GV_DEFINE
+#undef MMS__GV_W4
+#undef MMS__GV_W2
+#undef MMS__GV_NEXT
+#undef MMS__GV_STORE4
+#undef MMS__GV_STEP4
+#undef MMS__GV_DECL4
+#undef MMS__GV_STORE2
+#undef MMS__GV_STEP2
+#undef MMS__GV_DECL2
+#undef MMS__GV_KEEP
+#undef MMS__GV_LOAD_F16
+#undef MMS__GV_LOAD_F32
+
+/* out[c * ldo + i] = dot(row i of x, column c of y) for i < mr rows ldx elements apart, c < nr <= 8 */
+static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const void *x, int64_t ldx, int64_t mr,
+                                                     const float *const *y, int64_t nr, float *out, int64_t ldo) {
+    void (*const rows_x_cols)(int64_t, int64_t, const void *const *, const float *const *, float *) = f16 ? mms__gv_f16[nr] : mms__gv_f32[nr];
+    const int64_t R = nr <= 4 ? 4 : 2;
+    const size_t es = f16 ? sizeof(mms_fp16_t) : sizeof(float);
+    const int64_t K16 = K / 16 * 16, kc = nr <= 2 ? MMS__MAX(K16, 16) : MMS__GV_KC;
+    float acc[MMS__GV_RB * 8 * 16];   /* per group of R rows: [column][row][lane] */
+    const void *xr[4];
+    int64_t i0, i, r, k0, c, k;
+    for (i0 = 0; i0 < mr; i0 += MMS__GV_RB) {
+        const int64_t rb = MMS__MIN(MMS__GV_RB, mr - i0);
+        const char *x0 = (const char *)x + (size_t)(i0 * ldx) * es;
+        memset(acc, 0, (size_t)((rb + R - 1) / R * R * nr * 16) * sizeof(float));
+        for (k0 = 0; k0 < K16; k0 += kc)
+            for (i = 0; i < rb; i += R) {
+                for (r = 0; r < R; r++) xr[r] = x0 + (size_t)(MMS__MIN(i + r, rb - 1) * ldx) * es;   /* past the
+                                                                                   last row: it again, unused */
+                rows_x_cols(k0, MMS__MIN(k0 + kc, K16), xr, y, acc + i * nr * 16);
+            }
+        for (i = 0; i < rb; i++) {
+            const char *row = x0 + (size_t)(i * ldx) * es;
+            for (c = 0; c < nr; c++) {
+                float s = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + ((i / R * nr + c) * R + i % R) * 16));
+                for (k = K16; k < K; k++)
+                    s += (f16 ? mms_fp16_to_fp32(((const mms_fp16_t *)row)[k]) : ((const float *)row)[k]) * y[c][k];
+                out[c * ldo + i0 + i] = s;
+            }
+        }
+    }
+}
+
 static MMS__TARGET_AVX2 float mms__dot_f16_f32_avx2(int64_t n, const mms_fp16_t *x, const float *y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -1011,6 +1115,17 @@ static void mms__vec_dot2x4(bool f16, int64_t n, const void *x, int64_t ldx, con
 #endif
     MMS__UNUSED(f16); MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(y); MMS__UNUSED(out);
     mms__abort(__FILE__, __LINE__, "mms__vec_dot2x4 without its kernels");
+}
+/* The decode GEMV of a tile, mr rows of x (ldx elements apart) against nr <= 8 columns, as one call
+   (out[c * ldo + i]) for the sets that have one; false: the caller goes through the forms above. */
+static bool mms__vec_gemv_cols(bool f16, int64_t K, const void *x, int64_t ldx, int64_t mr, const float *const *y, int64_t nr,
+                               float *out, int64_t ldo) {
+#if MMS__HAVE_AVX2
+    if (mms__avx512() && nr >= 1 && nr <= 8) { mms__gemv_cols_avx512(f16, K, x, ldx, mr, y, nr, out, ldo); return true; }
+#endif
+    MMS__UNUSED(f16); MMS__UNUSED(K); MMS__UNUSED(x); MMS__UNUSED(ldx); MMS__UNUSED(mr); MMS__UNUSED(y); MMS__UNUSED(nr);
+    MMS__UNUSED(out); MMS__UNUSED(ldo);
+    return false;
 }
 static float mms__vec_dot_row(bool f16, int64_t n, const void *x, const float *y) {
 #if MMS__HAVE_AVX2
