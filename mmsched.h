@@ -513,9 +513,15 @@
            moved onto the activations), so they round activations to 8 bits as decode does (an NMSE
            near 1e-5 per product; the AVX2 set dequantizes Q8_0 for prompts and keeps f32
            activations); a decode step of up to 8 sequences keeps the 4-column dots, so each column
-           keeps the bits it gets alone.
-         Not AVX-512: the decode dots of f32 and f16 weights (16-lane forms measured no faster: they
-           read memory), the quantized row dots (weights not repacked, Q6_K), attention's softmax,
+           keeps the bits it gets alone. Prompt products of Q4_0, Q4_K and Q8_0 take two groups of 8
+           rows in one zmm register (16 rows per vpdpbusd), each row's integer sums and floats as in
+           the 8-row kernel, so the same bits.
+         the decode GEMV of f32 and f16 weights against 1 to 8 columns (the sequences of a batch):
+           each weight converted once for all the columns (4 rows x up to 4 columns, 2 rows x up to
+           8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
+           These sums differ from AVX2's 8-lane ones in the last bits (both checked against a
+           double-precision reference); a column gets the same bits in a batch as alone.
+         Not AVX-512: the quantized row dots (weights not repacked, Q6_K), attention's softmax,
            the element-wise ops. BF16 weights are converted to f32 as on AVX2: vdpbf16ps gave half
            the FMAs' multiply-adds per ns on the Sapphire Rapids-class machine this was measured on
            (1.35 against 5.47 instructions per ns on one core, 32 against 16 multiply-adds each).
@@ -2307,6 +2313,16 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 #else
 #  define MMS__UNROLL4
 #  define MMS__NO_UNROLL
+#endif
+/* Around AVX-512 code: gcc's C++ front end (12) reports the intrinsics' own undefined pass-through
+   operands (_mm512_undefined_ps in _mm512_cvtph_ps and others) as used uninitialised once inlined. */
+#if defined(__GNUC__) && !defined(__clang__)
+#  define MMS__AVX512_CODE_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+                                 _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#  define MMS__AVX512_CODE_END _Pragma("GCC diagnostic pop")
+#else
+#  define MMS__AVX512_CODE_BEGIN
+#  define MMS__AVX512_CODE_END
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -6260,6 +6276,7 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
    lanes' sums kept in acc between chunks (storing them does not change their order); each row's
    next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
    and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). */
+MMS__AVX512_CODE_BEGIN
 #define MMS__GV_RB 16
 #define MMS__GV_KC 256
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
@@ -6352,6 +6369,7 @@ static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const 
         }
     }
 }
+MMS__AVX512_CODE_END
 
 static MMS__TARGET_AVX2 float mms__dot_f16_f32_avx2(int64_t n, const mms_fp16_t *x, const float *y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
@@ -7869,6 +7887,163 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv
     mms__gemm_q4_kx8_body(true, K, wv, xv, out);
 }
 
+/* -- AVX-512: two groups of 8 rows in one register, 16 rows against 4 columns --
+   The kernels above with zmm registers: the same dword of groups w0 and w1 side by side (rows 0..7
+   and 8..15 of out's 16 per column), so one vpdpbusd makes 64 products against one broadcast
+   activation dword, twice the ymm form's. The integer sums and float operations of each row are
+   those of the 8-row kernels, so a row gets the same bits either way. */
+MMS__AVX512_CODE_BEGIN
+static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+/* 16 rows' bytes (8 from each group) as int32 lanes */
+static MMS__TARGET_AVX512 __m512i mms__bytes16_u32(const uint8_t *lo, const uint8_t *hi) {
+    return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)lo), _mm_loadl_epi64((const __m128i *)hi)));
+}
+static MMS__TARGET_AVX512 __m512 mms__fp16x16_pair(const mms_fp16_t *lo, const mms_fp16_t *hi) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)), _mm_loadu_si128((const __m128i *)hi), 1));
+}
+
+static MMS__TARGET_AVX512 void mms__gemm_q4_0x16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q4_0x8 *w0 = (const struct mms__q4_0x8 *)w0v, *w1 = (const struct mms__q4_0x8 *)w1v;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / 32; b++, w0++, w1++) {
+        const __m512 dw = mms__fp16x16_pair(w0->d, w1->d);
+        __m512i sum_lo[4], sum_hi[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum_lo[c] = sum_hi[c] = _mm512_setzero_si512();
+        for (k = 0; k < 4; k++) {
+            const __m512i v = mms__pair256(w0->qs[k], w1->qs[k]);
+            const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a_lo, a_hi;
+                memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
+                memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
+                sum_lo[c] = _mm512_dpbusd_epi32(sum_lo[c], lo, _mm512_set1_epi32(a_lo));
+                sum_hi[c] = _mm512_dpbusd_epi32(sum_hi[c], hi, _mm512_set1_epi32(a_hi));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(sum_lo[c], sum_hi[c]), _mm512_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+/* Q8_0's signed weights: the activations made unsigned (a + 128, one xor) against the weights as
+   they are, and 128 times each row's sum of weights (two vpdpbusd per block against ones, for all 4
+   columns) taken off: the same integer sums as the 8-row kernel's sign trick, which has no 512-bit
+   form. */
+static MMS__TARGET_AVX512 void mms__gemm_q8_0x16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q8_0x8 *w0 = (const struct mms__q8_0x8 *)w0v, *w1 = (const struct mms__q8_0x8 *)w1v;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / 32; b++, w0++, w1++) {
+        const __m512 dw = mms__fp16x16_pair(w0->d, w1->d);
+        __m512i sum0[4], sum1[4], wsum0 = _mm512_setzero_si512(), wsum1 = _mm512_setzero_si512();   /* dwords k and k + 1 */
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum0[c] = sum1[c] = _mm512_setzero_si512();
+        for (k = 0; k < 8; k += 2) {
+            const __m512i v0 = mms__pair256(w0->qs[k], w1->qs[k]), v1 = mms__pair256(w0->qs[k + 1], w1->qs[k + 1]);
+            wsum0 = _mm512_dpbusd_epi32(wsum0, ones, v0);
+            wsum1 = _mm512_dpbusd_epi32(wsum1, ones, v1);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a[2];
+                memcpy(a, x[c][b].qs + 4 * k, 8);
+                sum0[c] = _mm512_dpbusd_epi32(sum0[c], _mm512_xor_si512(_mm512_set1_epi32(a[0]), flip), v0);
+                sum1[c] = _mm512_dpbusd_epi32(sum1[c], _mm512_xor_si512(_mm512_set1_epi32(a[1]), flip), v1);
+            }
+        }
+        {
+            const __m512i offset = _mm512_slli_epi32(_mm512_add_epi32(wsum0, wsum1), 7);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++)
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(sum0[c], sum1[c]), offset)),
+                                         _mm512_mul_ps(dw, _mm512_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)w0v, *w1 = (const struct mms__q4_kx8 *)w1v;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[4];
+    int64_t b;
+    int s, k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w0++, w1++) {
+        __m512i sumi[4], summ[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm512_setzero_si512();
+        for (s = 0; s < 8; s += 2) {
+            __m512i lo[4], hi[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm512_setzero_si512();
+            for (k = 0; k < 8; k++) {
+                const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
+                const __m512i u_lo = _mm512_and_si512(v, m4), u_hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a_lo, a_hi;
+                    memcpy(&a_lo, x[c][b].qs + 32 * s + 4 * k, 4);
+                    memcpy(&a_hi, x[c][b].qs + 32 * s + 32 + 4 * k, 4);
+                    lo[c] = _mm512_dpbusd_epi32(lo[c], u_lo, _mm512_set1_epi32(a_lo));
+                    hi[c] = _mm512_dpbusd_epi32(hi[c], u_hi, _mm512_set1_epi32(a_hi));
+                }
+            }
+            {
+                const __m512i sc_lo = mms__bytes16_u32(w0->sc[s], w1->sc[s]), sc_hi = mms__bytes16_u32(w0->sc[s + 1], w1->sc[s + 1]);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++)
+                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_add_epi32(_mm512_mullo_epi32(lo[c], sc_lo), _mm512_mullo_epi32(hi[c], sc_hi)));
+            }
+        }
+        {
+            const __m512 d = mms__fp16x16_pair(w0->d, w1->d), dmin = mms__fp16x16_pair(w0->dmin, w1->dmin);
+            __m512i mn[4];
+            for (s = 0; s < 4; s++)
+                mn[s] = _mm512_or_si512(mms__bytes16_u32(w0->mn[2 * s], w1->mn[2 * s]), _mm512_slli_epi32(mms__bytes16_u32(w0->mn[2 * s + 1], w1->mn[2 * s + 1]), 16));
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const int16_t *bs = x[c][b].bsums;
+                const __m512 xd = _mm512_set1_ps(x[c][b].d);
+                for (s = 0; s < 4; s++) {
+                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    summ[c] = _mm512_add_epi32(summ[c], _mm512_madd_epi16(mn[s], _mm512_set1_epi32((int)pair)));
+                }
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[c]), _mm512_mul_ps(d, xd), acc[c]);
+                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[c]), _mm512_mul_ps(dmin, xd), acc[c]);
+            }
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+MMS__AVX512_CODE_END
+
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
    mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
 static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
@@ -8085,6 +8260,8 @@ struct mms__q8_x8 {
     size_t block_bytes;
     /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
     void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
+    /* AVX-512: 16 rows (groups w0 and w1) against 4 columns, out[16 c + r]; NULL: dot on each group */
+    void (*dot16)(int64_t K, const void *w0, const void *w1, const void *const x[4], float *out);
     int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
                              whose columns keep the bits they get alone through the 4-column dots) */
 };
@@ -8092,12 +8269,12 @@ struct mms__q8_x8 {
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, 0 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, 0 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, 0 };
-    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, 0 };
-    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, 0 };
-    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, MMS__DECODE_MAX_COLS + 1 };
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0 };
+    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0 };
+    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1 };
     const bool vnni = mms__avx512();
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
     if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
@@ -8237,7 +8414,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      memory exactly once.
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
-     one kernel call makes 8 rows by 4 columns.
+     one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
@@ -8396,7 +8573,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[4];
                 float res[MMS__MM_MB];
-                int64_t g, r, j, c;
+                int64_t g, r, j, c, rows_g = 8;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
@@ -8420,10 +8597,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g < ng; g++) {
-                        q8_x8->dot(K, groups[g], xs, res);
+                    for (g = 0; g < ng; g += rows_g / 8) {
+                        const bool two = q8_x8->dot16 && g + 1 < ng;   /* 2 groups at once */
+                        rows_g = two ? 16 : 8;
+                        if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
+                        else q8_x8->dot(K, groups[g], xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)
-                            for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
+                            for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[rows_g * c + r];
                     }
                 }
                 continue;

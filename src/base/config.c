@@ -45,6 +45,16 @@
 #  define MMS__UNROLL4
 #  define MMS__NO_UNROLL
 #endif
+/* Around AVX-512 code: gcc's C++ front end (12) reports the intrinsics' own undefined pass-through
+   operands (_mm512_undefined_ps in _mm512_cvtph_ps and others) as used uninitialised once inlined. */
+#if defined(__GNUC__) && !defined(__clang__)
+#  define MMS__AVX512_CODE_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+                                 _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#  define MMS__AVX512_CODE_END _Pragma("GCC diagnostic pop")
+#else
+#  define MMS__AVX512_CODE_BEGIN
+#  define MMS__AVX512_CODE_END
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define MMS__NORETURN __attribute__((noreturn))

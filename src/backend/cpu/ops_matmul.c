@@ -16,7 +16,7 @@
      memory exactly once.
    - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
-     one kernel call makes 8 rows by 4 columns.
+     one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
@@ -175,7 +175,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[4];
                 float res[MMS__MM_MB];
-                int64_t g, r, j, c;
+                int64_t g, r, j, c, rows_g = 8;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
@@ -199,10 +199,13 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g < ng; g++) {
-                        q8_x8->dot(K, groups[g], xs, res);
+                    for (g = 0; g < ng; g += rows_g / 8) {
+                        const bool two = q8_x8->dot16 && g + 1 < ng;   /* 2 groups at once */
+                        rows_g = two ? 16 : 8;
+                        if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
+                        else q8_x8->dot(K, groups[g], xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)
-                            for (r = 0; r < 8 && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[8 * c + r];
+                            for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[rows_g * c + r];
                     }
                 }
                 continue;

@@ -871,6 +871,163 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv
     mms__gemm_q4_kx8_body(true, K, wv, xv, out);
 }
 
+/* -- AVX-512: two groups of 8 rows in one register, 16 rows against 4 columns --
+   The kernels above with zmm registers: the same dword of groups w0 and w1 side by side (rows 0..7
+   and 8..15 of out's 16 per column), so one vpdpbusd makes 64 products against one broadcast
+   activation dword, twice the ymm form's. The integer sums and float operations of each row are
+   those of the 8-row kernels, so a row gets the same bits either way. */
+MMS__AVX512_CODE_BEGIN
+static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+/* 16 rows' bytes (8 from each group) as int32 lanes */
+static MMS__TARGET_AVX512 __m512i mms__bytes16_u32(const uint8_t *lo, const uint8_t *hi) {
+    return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)lo), _mm_loadl_epi64((const __m128i *)hi)));
+}
+static MMS__TARGET_AVX512 __m512 mms__fp16x16_pair(const mms_fp16_t *lo, const mms_fp16_t *hi) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)), _mm_loadu_si128((const __m128i *)hi), 1));
+}
+
+static MMS__TARGET_AVX512 void mms__gemm_q4_0x16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q4_0x8 *w0 = (const struct mms__q4_0x8 *)w0v, *w1 = (const struct mms__q4_0x8 *)w1v;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / 32; b++, w0++, w1++) {
+        const __m512 dw = mms__fp16x16_pair(w0->d, w1->d);
+        __m512i sum_lo[4], sum_hi[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum_lo[c] = sum_hi[c] = _mm512_setzero_si512();
+        for (k = 0; k < 4; k++) {
+            const __m512i v = mms__pair256(w0->qs[k], w1->qs[k]);
+            const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a_lo, a_hi;
+                memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
+                memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
+                sum_lo[c] = _mm512_dpbusd_epi32(sum_lo[c], lo, _mm512_set1_epi32(a_lo));
+                sum_hi[c] = _mm512_dpbusd_epi32(sum_hi[c], hi, _mm512_set1_epi32(a_hi));
+            }
+        }
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) {
+            const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(sum_lo[c], sum_hi[c]), _mm512_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+/* Q8_0's signed weights: the activations made unsigned (a + 128, one xor) against the weights as
+   they are, and 128 times each row's sum of weights (two vpdpbusd per block against ones, for all 4
+   columns) taken off: the same integer sums as the 8-row kernel's sign trick, which has no 512-bit
+   form. */
+static MMS__TARGET_AVX512 void mms__gemm_q8_0x16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q8_0x8 *w0 = (const struct mms__q8_0x8 *)w0v, *w1 = (const struct mms__q8_0x8 *)w1v;
+    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
+                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
+    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4];
+    int64_t b;
+    int k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / 32; b++, w0++, w1++) {
+        const __m512 dw = mms__fp16x16_pair(w0->d, w1->d);
+        __m512i sum0[4], sum1[4], wsum0 = _mm512_setzero_si512(), wsum1 = _mm512_setzero_si512();   /* dwords k and k + 1 */
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sum0[c] = sum1[c] = _mm512_setzero_si512();
+        for (k = 0; k < 8; k += 2) {
+            const __m512i v0 = mms__pair256(w0->qs[k], w1->qs[k]), v1 = mms__pair256(w0->qs[k + 1], w1->qs[k + 1]);
+            wsum0 = _mm512_dpbusd_epi32(wsum0, ones, v0);
+            wsum1 = _mm512_dpbusd_epi32(wsum1, ones, v1);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                int32_t a[2];
+                memcpy(a, x[c][b].qs + 4 * k, 8);
+                sum0[c] = _mm512_dpbusd_epi32(sum0[c], _mm512_xor_si512(_mm512_set1_epi32(a[0]), flip), v0);
+                sum1[c] = _mm512_dpbusd_epi32(sum1[c], _mm512_xor_si512(_mm512_set1_epi32(a[1]), flip), v1);
+            }
+        }
+        {
+            const __m512i offset = _mm512_slli_epi32(_mm512_add_epi32(wsum0, wsum1), 7);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++)
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(sum0[c], sum1[c]), offset)),
+                                         _mm512_mul_ps(dw, _mm512_set1_ps(x[c][b].d)), acc[c]);
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)w0v, *w1 = (const struct mms__q4_kx8 *)w1v;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[4];
+    int64_t b;
+    int s, k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w0++, w1++) {
+        __m512i sumi[4], summ[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm512_setzero_si512();
+        for (s = 0; s < 8; s += 2) {
+            __m512i lo[4], hi[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm512_setzero_si512();
+            for (k = 0; k < 8; k++) {
+                const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
+                const __m512i u_lo = _mm512_and_si512(v, m4), u_hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a_lo, a_hi;
+                    memcpy(&a_lo, x[c][b].qs + 32 * s + 4 * k, 4);
+                    memcpy(&a_hi, x[c][b].qs + 32 * s + 32 + 4 * k, 4);
+                    lo[c] = _mm512_dpbusd_epi32(lo[c], u_lo, _mm512_set1_epi32(a_lo));
+                    hi[c] = _mm512_dpbusd_epi32(hi[c], u_hi, _mm512_set1_epi32(a_hi));
+                }
+            }
+            {
+                const __m512i sc_lo = mms__bytes16_u32(w0->sc[s], w1->sc[s]), sc_hi = mms__bytes16_u32(w0->sc[s + 1], w1->sc[s + 1]);
+MMS__UNROLL4
+                for (c = 0; c < 4; c++)
+                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_add_epi32(_mm512_mullo_epi32(lo[c], sc_lo), _mm512_mullo_epi32(hi[c], sc_hi)));
+            }
+        }
+        {
+            const __m512 d = mms__fp16x16_pair(w0->d, w1->d), dmin = mms__fp16x16_pair(w0->dmin, w1->dmin);
+            __m512i mn[4];
+            for (s = 0; s < 4; s++)
+                mn[s] = _mm512_or_si512(mms__bytes16_u32(w0->mn[2 * s], w1->mn[2 * s]), _mm512_slli_epi32(mms__bytes16_u32(w0->mn[2 * s + 1], w1->mn[2 * s + 1]), 16));
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const int16_t *bs = x[c][b].bsums;
+                const __m512 xd = _mm512_set1_ps(x[c][b].d);
+                for (s = 0; s < 4; s++) {
+                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    summ[c] = _mm512_add_epi32(summ[c], _mm512_madd_epi16(mn[s], _mm512_set1_epi32((int)pair)));
+                }
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[c]), _mm512_mul_ps(d, xd), acc[c]);
+                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[c]), _mm512_mul_ps(dmin, xd), acc[c]);
+            }
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+MMS__AVX512_CODE_END
+
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
    mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
 static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
@@ -1087,6 +1244,8 @@ struct mms__q8_x8 {
     size_t block_bytes;
     /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
     void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
+    /* AVX-512: 16 rows (groups w0 and w1) against 4 columns, out[16 c + r]; NULL: dot on each group */
+    void (*dot16)(int64_t K, const void *w0, const void *w1, const void *const x[4], float *out);
     int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
                              whose columns keep the bits they get alone through the 4-column dots) */
 };
@@ -1094,12 +1253,12 @@ struct mms__q8_x8 {
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, 0 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, 0 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, 0 };
-    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, 0 };
-    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, 0 };
-    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, MMS__DECODE_MAX_COLS + 1 };
+    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0 };
+    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0 };
+    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1 };
     const bool vnni = mms__avx512();
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
     if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;

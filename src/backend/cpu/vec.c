@@ -611,6 +611,7 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
    lanes' sums kept in acc between chunks (storing them does not change their order); each row's
    next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
    and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). */
+MMS__AVX512_CODE_BEGIN
 #define MMS__GV_RB 16
 #define MMS__GV_KC 256
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
@@ -703,6 +704,7 @@ static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const 
         }
     }
 }
+MMS__AVX512_CODE_END
 
 static MMS__TARGET_AVX2 float mms__dot_f16_f32_avx2(int64_t n, const mms_fp16_t *x, const float *y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
