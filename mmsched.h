@@ -7636,6 +7636,12 @@ static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *ds
     else mms__pack_q4_kx8_rows(rows, n, K, dst);
 }
 
+/* The activations' sums of sub-blocks 2s and 2s + 1 (of 32 values each, from the bsums of 16) as
+   the int16 pair a madd multiplies by two sub-blocks' mins. */
+static MMS__AVX2_INLINE uint32_t mms__q4_k_sum_pair(const int16_t *bs, int s) {
+    return (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+}
+
 /* 8 rows' byte values (a sub-block's scales or mins) as int32 lanes, the value in both int16 halves
    (one madd then multiplies both of a row's int16 sums). */
 static MMS__AVX2_INLINE __m256i mms__bytes8_dup16(const uint8_t *p) {
@@ -7868,7 +7874,7 @@ MMS__UNROLL4
                 const int16_t *bs = x[c][b].bsums;
                 const __m256 xd = _mm256_set1_ps(x[c][b].d);
                 for (s = 0; s < 4; s++) {
-                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    const uint32_t pair = mms__q4_k_sum_pair(bs, s);
                     summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(mn[s], _mm256_set1_epi32((int)pair)));
                 }
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, xd), acc[c]);
@@ -8031,7 +8037,7 @@ MMS__UNROLL4
                 const int16_t *bs = x[c][b].bsums;
                 const __m512 xd = _mm512_set1_ps(x[c][b].d);
                 for (s = 0; s < 4; s++) {
-                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    const uint32_t pair = mms__q4_k_sum_pair(bs, s);
                     summ[c] = _mm512_add_epi32(summ[c], _mm512_madd_epi16(mn[s], _mm512_set1_epi32((int)pair)));
                 }
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[c]), _mm512_mul_ps(d, xd), acc[c]);
@@ -8058,7 +8064,7 @@ static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K,
         const int16_t *bs = x[b].bsums;
         __m256i pairs[4];
         for (s = 0; s < 4; s++)
-            pairs[s] = _mm256_set1_epi32((int)((uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16));
+            pairs[s] = _mm256_set1_epi32((int)mms__q4_k_sum_pair(bs, s));
         for (j = 0; j < ns; j++) {
             const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
             __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
@@ -8573,7 +8579,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[4];
                 float res[MMS__MM_MB];
-                int64_t g, r, j, c, rows_g = 8;
+                const int64_t step = q8_x8->dot16 ? 2 : 1;   /* groups per kernel call */
+                int64_t g, r, j, c;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
@@ -8597,9 +8604,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g < ng; g += rows_g / 8) {
-                        const bool two = q8_x8->dot16 && g + 1 < ng;   /* 2 groups at once */
-                        rows_g = two ? 16 : 8;
+                    for (g = 0; g < ng; g += step) {
+                        const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
+                        const int64_t rows_g = two ? 16 : 8;
                         if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
                         else q8_x8->dot(K, groups[g], xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)

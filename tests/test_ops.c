@@ -656,8 +656,8 @@ static void test_mul_mat(void) {
         { F32,  { 40, 130, 2, 1 }, TRANSPOSED, F16,  { 40, 100, 4, 1 }, CONTIG },     /* several tiles of M, N and batch */
         { F32,  { 0, 5, 1, 1 },    CONTIG,     F32,  { 0, 3, 1, 1 },    CONTIG },     /* K = 0: zeros */
         /* the AVX2 paths: f16/f32 weights with N <= 8 take dot products (f16 converted inside the
-           dot; 2 rows x 4 columns, then 4 rows x 1; see the AVX-512 cases below), N > 8 the packed GEMM (panels of 16 rows of a,
-           blocks of 6 rows of b, partial ones at the edges) */
+           dot; 2 rows x 4 columns, then 4 rows x 1; AVX-512's cases below), N > 8 the packed GEMM
+           (panels of 16 rows of a, blocks of 6 rows of b, partial ones at the edges) */
         { F16,  { 1601, 33, 1, 1 }, CONTIG,    F32,  { 1601, 2, 1, 1 }, CONTIG },     /* f16 GEMV, K with a tail */
         { F16,  { 64, 9, 1, 1 },   CONTIG,     F32,  { 64, 4, 1, 1 },   STRIDED },    /* N = 4: 2 x 4 blocks, tail rows */
         { F16,  { 1601, 22, 1, 1 }, CONTIG,    F32,  { 1601, 7, 1, 1 }, CONTIG },     /* N = 4 + 3, M = 20 + 2 */

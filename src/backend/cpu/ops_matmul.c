@@ -175,7 +175,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[4];
                 float res[MMS__MM_MB];
-                int64_t g, r, j, c, rows_g = 8;
+                const int64_t step = q8_x8->dot16 ? 2 : 1;   /* groups per kernel call */
+                int64_t g, r, j, c;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
@@ -199,9 +200,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 }
                 for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
                     for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g < ng; g += rows_g / 8) {
-                        const bool two = q8_x8->dot16 && g + 1 < ng;   /* 2 groups at once */
-                        rows_g = two ? 16 : 8;
+                    for (g = 0; g < ng; g += step) {
+                        const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
+                        const int64_t rows_g = two ? 16 : 8;
                         if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
                         else q8_x8->dot(K, groups[g], xs, res);
                         for (c = 0; c < 4 && j + c < nr; c++)

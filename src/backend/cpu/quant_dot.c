@@ -620,6 +620,12 @@ static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *ds
     else mms__pack_q4_kx8_rows(rows, n, K, dst);
 }
 
+/* The activations' sums of sub-blocks 2s and 2s + 1 (of 32 values each, from the bsums of 16) as
+   the int16 pair a madd multiplies by two sub-blocks' mins. */
+static MMS__AVX2_INLINE uint32_t mms__q4_k_sum_pair(const int16_t *bs, int s) {
+    return (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+}
+
 /* 8 rows' byte values (a sub-block's scales or mins) as int32 lanes, the value in both int16 halves
    (one madd then multiplies both of a row's int16 sums). */
 static MMS__AVX2_INLINE __m256i mms__bytes8_dup16(const uint8_t *p) {
@@ -852,7 +858,7 @@ MMS__UNROLL4
                 const int16_t *bs = x[c][b].bsums;
                 const __m256 xd = _mm256_set1_ps(x[c][b].d);
                 for (s = 0; s < 4; s++) {
-                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    const uint32_t pair = mms__q4_k_sum_pair(bs, s);
                     summ[c] = _mm256_add_epi32(summ[c], _mm256_madd_epi16(mn[s], _mm256_set1_epi32((int)pair)));
                 }
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, xd), acc[c]);
@@ -1015,7 +1021,7 @@ MMS__UNROLL4
                 const int16_t *bs = x[c][b].bsums;
                 const __m512 xd = _mm512_set1_ps(x[c][b].d);
                 for (s = 0; s < 4; s++) {
-                    const uint32_t pair = (uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16;
+                    const uint32_t pair = mms__q4_k_sum_pair(bs, s);
                     summ[c] = _mm512_add_epi32(summ[c], _mm512_madd_epi16(mn[s], _mm512_set1_epi32((int)pair)));
                 }
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[c]), _mm512_mul_ps(d, xd), acc[c]);
@@ -1042,7 +1048,7 @@ static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K,
         const int16_t *bs = x[b].bsums;
         __m256i pairs[4];
         for (s = 0; s < 4; s++)
-            pairs[s] = _mm256_set1_epi32((int)((uint32_t)(uint16_t)(bs[4 * s] + bs[4 * s + 1]) | (uint32_t)(uint16_t)(bs[4 * s + 2] + bs[4 * s + 3]) << 16));
+            pairs[s] = _mm256_set1_epi32((int)mms__q4_k_sum_pair(bs, s));
         for (j = 0; j < ns; j++) {
             const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
             __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
