@@ -470,19 +470,20 @@
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
          mul_mat with quantized weights, more columns: the columns of b are rounded to 8-bit blocks
-           as for decode (the same error budget). Q4_0 and Q4_K: each thread repacks its tile of 64
-           weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's 6-bit sub-block
-           scales and mins as bytes, then the 8 rows' nibbles interleaved 4 bytes at a time), and a
+           as for decode (the same error budget). Q4_0, Q4_K and Q6_K: each thread repacks its tile of
+           64 weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's 6-bit sub-block
+           scales and mins as bytes, Q6_K's int8 scales, then the 8 rows' nibbles, and Q6_K's high
+           bits, interleaved 4 bytes at a time), and a
            kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
            each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
            block serve 8 rows; the repacked tile is scratch (the layout of CPU_REPACK buffers below),
-           the weights in memory stay as they are. Q6_K: one weight row unpacked once against 4 columns. Q8_0:
+           the weights in memory stay as they are. Q8_0:
            rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
            maddubs). Times against the f32 GEMM in the README.
-         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K and
-           Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0: the
-           file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
+         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q6_K
+           and Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0,
+           Q6_K: the file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
            file's 1152, its sub-block scales as bytes; the rows past the last multiple of 8 as they
            were; Q8_0 on AVX2 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
@@ -505,7 +506,7 @@
            accumulators, 24 FMAs of 16 lanes per 14 loads. Every output sums over k in the AVX2
            block's order, one FMA per k, so both sets give the same bits (f32, f16 and bf16 weights
            of prompt-size products, and flash attention's two products).
-         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q8_0; prompt products and the decode
+         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q6_K, Q8_0; prompt products and the decode
            kernels on repacked weights): vpdpbusd adds 4 byte products into a row's int32 lane in
            one instruction where AVX2 spends maddubs, an add and a widening madd. The same 8-bit
            activations and exact integer sums as AVX2, so the same results (floats summed in the
@@ -513,7 +514,7 @@
            moved onto the activations), so they round activations to 8 bits as decode does (an NMSE
            near 1e-5 per product; the AVX2 set dequantizes Q8_0 for prompts and keeps f32
            activations); a decode step of up to 8 sequences keeps the 4-column dots, so each column
-           keeps the bits it gets alone. Prompt products of Q4_0, Q4_K and Q8_0 take two groups of 8
+           keeps the bits it gets alone. Prompt products of Q4_0, Q4_K, Q6_K and Q8_0 take two groups of 8
            rows in one zmm register (16 rows per vpdpbusd), each row's integer sums and floats as in
            the 8-row kernel, so the same bits.
          the decode GEMV of f32 and f16 weights against 1 to 8 columns (the sequences of a batch):
@@ -521,7 +522,7 @@
            8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
            These sums differ from AVX2's 8-lane ones in the last bits (both checked against a
            double-precision reference); a column gets the same bits in a batch as alone.
-         Not AVX-512: the quantized row dots (weights not repacked, Q6_K), attention's softmax,
+         Not AVX-512: the quantized row dots (decode on weights not repacked), attention's softmax,
            the element-wise ops. BF16 weights are converted to f32 as on AVX2: vdpbf16ps gave half
            the FMAs' multiply-adds per ns on the Sapphire Rapids-class machine this was measured on
            (1.35 against 5.47 instructions per ns on one core, 32 against 16 multiply-adds each).
@@ -677,7 +678,7 @@
 
        Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
        their KV cache; the vision tower goes where vision_on_gpu says, independently. Weights on the
-       host are used in place from the mapped file, except the Q4_0, Q4_K and Q8_0 matrices the CPU
+       host are used in place from the mapped file, except the Q4_0, Q4_K, Q6_K and Q8_0 matrices the CPU
        backend multiplies by (not the tables read by rows): by default those are copied at load into
        a CPU_REPACK buffer (section 9: the CPU kernels' 8-row layout) and the file's pages they came
        from released (madvise, on Linux; on Windows they stay in the working set until the system
@@ -1386,8 +1387,8 @@ MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
 /* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
-   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K and Q8_0 matrices of at least
-   8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0 and Q8_0 take the same bytes
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q6_K and Q8_0 matrices of at
+   least 8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0, Q6_K and Q8_0 take the same bytes
    as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
    prompt-size product skips repacking its tiles, a decode step reads 4 groups of 8 rows side by
    side (see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
@@ -2107,7 +2108,7 @@ struct mms_mllama_load_params {
        load really happens here rather than during the first decode. */
     bool        (*progress)(float fraction, void *user_data);
     void         *progress_user_data;
-    /* By default the Q4_0, Q4_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
+    /* By default the Q4_0, Q4_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        Q4_0 decode about 2x faster, Q4_K 0-13%); the file's pages of those weights are then
        released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
@@ -7435,15 +7436,12 @@ MMS__UNROLL4
 }
 
 
-/* -- one weight row against 4 activation rows (prompt-size products, the K types) --
+/* -- one weight row against 4 activation rows (weights as they are: the K types at 4 columns,
+   Q8_0 at up to 8; prompt sizes take the 8-row kernels below) --
    The weight row's unpacking (nibbles, scales) is done once for 4 columns of activations, which
    stay in L1 while the rows of a weight tile stream past from L2; the sub-block scales multiply in
    integers, so the float work is one conversion and FMA per 256 values and column. The products
-   per column are those of the single dots above. Q8_0 and Q4_0 have no such kernel here: their f32
-   scale per 32 values costs a conversion, a scale product and an FMA per 32 values and column on
-   top of sign, maddubs and madd, and measured 1.2-1.4x the f32 GEMM's time on a Zen 3 core
-   (whose integer multiplies issue once per cycle, as FMAs do twice), against 1.0x for
-   dequantizing into the f32 GEMM, which they keep. */
+   per column are those of the single dots above. */
 
 /* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
    not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
@@ -7603,6 +7601,49 @@ static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *ro
         }
 }
 
+/* 8 rows of Q6_K side by side, one super-block: the f16 scales; sc[s][r]: sub-block s's int8 scale
+   of row r; ql[k][r] and qh[k][r]: dword k of row r's ql (128 bytes) and qh (64 bytes). The same
+   210 bytes a row as the file's blocks, permuted (1680 for 8 rows), so keeping Q6_K weights
+   repacked costs no memory. One dword of qh holds the high bits of 4 values in each of the 4
+   groups of 32 of a half (see mms__q6_k_group), whose low bits are the low and high nibbles of
+   two ql dwords. */
+struct mms__q6_kx8 { mms_fp16_t d[8]; int8_t sc[16][8]; uint32_t ql[32][8]; uint32_t qh[16][8]; };
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q6_K into K / 256 packed blocks. */
+static void mms__pack_q6_kx8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
+    struct mms__q6_kx8 *dst = (struct mms__q6_kx8 *)dstv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+        for (r = 0; r < 8; r++) {
+            const struct mms__block_q6_k *src = r < n ? (const struct mms__block_q6_k *)rows[r] + b : NULL;
+            dst->d[r] = src ? src->d : 0;
+            for (k = 0; k < 16; k++) dst->sc[k][r] = src ? src->scales[k] : 0;
+            for (k = 0; k < 32; k++) {
+                if (src) memcpy(&dst->ql[k][r], src->ql + 4 * k, 4);
+                else dst->ql[k][r] = 0;
+            }
+            for (k = 0; k < 16; k++) {
+                if (src) memcpy(&dst->qh[k][r], src->qh + 4 * k, 4);
+                else dst->qh[k][r] = 0;
+            }
+        }
+}
+
+static void mms__unpack_q6_kx8_rows(const void *srcv, int64_t K, void *const *rows) {
+    const struct mms__q6_kx8 *src = (const struct mms__q6_kx8 *)srcv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / MMS__QK_K; b++, src++)
+        for (r = 0; r < 8; r++) {
+            struct mms__block_q6_k *dst = (struct mms__block_q6_k *)rows[r] + b;
+            dst->d = src->d[r];
+            for (k = 0; k < 16; k++) dst->scales[k] = src->sc[k][r];
+            for (k = 0; k < 32; k++) memcpy(dst->ql + 4 * k, &src->ql[k][r], 4);
+            for (k = 0; k < 16; k++) memcpy(dst->qh + 4 * k, &src->qh[k][r], 4);
+        }
+}
+
 #if MMS__HAVE_AVX2
 static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
     int64_t b;
@@ -7634,6 +7675,31 @@ static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int6
 static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dst) {
     if (n == 8) mms__pack_q4_kx8_avx2(rows, K, (struct mms__q4_kx8 *)dst);
     else mms__pack_q4_kx8_rows(rows, n, K, dst);
+}
+
+static MMS__TARGET_AVX2 void mms__pack_q6_kx8_avx2(const void *const *rows, int64_t K, struct mms__q6_kx8 *dst) {
+    int64_t b;
+    int r, s, j;
+    for (b = 0; b < K / MMS__QK_K; b++, dst++) {
+        const uint8_t *src[8], *q[8];
+        for (r = 0; r < 8; r++) {
+            src[r] = (const uint8_t *)((const struct mms__block_q6_k *)rows[r] + b);
+            memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q6_k, d), sizeof dst->d[r]);
+        }
+        for (s = 0; s < 16; s++)
+            for (r = 0; r < 8; r++) dst->sc[s][r] = (int8_t)src[r][offsetof(struct mms__block_q6_k, scales) + (size_t)s];
+        for (j = 0; j < 12; j++) {   /* 16 bytes of each row at a time: ql's 8 chunks, then qh's 4 */
+            uint32_t *to = j < 8 ? dst->ql[4 * j] : dst->qh[4 * (j - 8)];
+            for (r = 0; r < 8; r++) q[r] = src[r] + 16 * (size_t)j;   /* qh follows ql in the block */
+            mms__transpose_dwords4(q, to);
+            mms__transpose_dwords4(q + 4, to + 4);
+        }
+    }
+}
+
+static void mms__pack_q6_kx8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_q6_kx8_avx2(rows, K, (struct mms__q6_kx8 *)dst);
+    else mms__pack_q6_kx8_rows(rows, n, K, dst);
 }
 
 /* The activations' sums of sub-blocks 2s and 2s + 1 (of 32 values each, from the bsums of 16) as
@@ -7893,6 +7959,104 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv
     mms__gemm_q4_kx8_body(true, K, wv, xv, out);
 }
 
+/* Q6_K's 6-bit values of group g (0..3) of a half from 8 rows' dwords of ql (q: the low nibbles for
+   groups 0 and 1, the high ones for 2 and 3) and of qh (h: bits 2g, 2g + 1 moved to 4, 5), as bytes. */
+static MMS__AVX2_INLINE __m256i mms__q6_kx8_values(__m256i q, __m256i h, int g) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i lo = _mm256_and_si256(g < 2 ? q : _mm256_srli_epi16(q, 4), m4);
+    const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(h, 4 - 2 * g) : _mm256_srli_epi16(h, 2 * g - 4), m30);
+    return _mm256_or_si256(lo, hi);
+}
+
+/* 8 rows' signed bytes as int32 lanes. */
+static MMS__AVX2_INLINE __m256i mms__s8x8_i32(const int8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
+/* mms__u8s8_add's sums as int32 lanes times 8 rows' signed byte factors p[r] (Q6_K's scales). */
+static MMS__AVX2_INLINE __m256i mms__u8s8_widen_scaled_s8(bool vnni, __m256i acc, const int8_t *p) {
+    const __m256i v = mms__s8x8_i32(p);
+    return vnni ? _mm256_mullo_epi32(acc, v) : _mm256_madd_epi16(acc, _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(v, 16)));
+}
+
+/* Two sub-blocks' 8 rows of signed bytes as int16 pairs: lane r = lo[r] | hi[r] << 16. */
+static MMS__AVX2_INLINE __m256i mms__s8x8_pairs(const int8_t *lo, const int8_t *hi) {
+    return _mm256_or_si256(_mm256_and_si256(mms__s8x8_i32(lo), _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(mms__s8x8_i32(hi), 16));
+}
+
+/* The activations' sums of 16 values of sub-blocks 2t and 2t + 1, as the int16 pair a madd takes. */
+static MMS__AVX2_INLINE int32_t mms__bsum_pair(const int16_t *bs, int t) {
+    int32_t pair;
+    memcpy(&pair, bs + 2 * t, sizeof pair);
+    return pair;
+}
+
+/* Q6_K the same way, per super-block: each sub-block of 16 values (4 dwords of a group) summed in
+   int32 (VNNI) or in two int16 accumulators of 2 dwords each (at most 2 * 2 * 63 * 128), times
+   the 8 rows' int8 scales; the - 32 of every value from the activations' sums of 16, one madd per
+   two sub-blocks. A row's integer sum is mms__dot_q6_k_avx2's, exactly. */
+static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)wv;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    __m256 acc[4];
+    int64_t b;
+    int t, h, g, s, k, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+        __m256i sumi[4], off[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = off[c] = _mm256_setzero_si256();
+        for (t = 0; t < 8; t++) {
+            const __m256i sp = mms__s8x8_pairs(w->sc[2 * t], w->sc[2 * t + 1]);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) off[c] = _mm256_add_epi32(off[c], _mm256_madd_epi16(sp, _mm256_set1_epi32(mms__bsum_pair(x[c][b].bsums, t))));
+        }
+        for (h = 0; h < 2; h++)
+            for (g = 0; g < 4; g++)
+                for (s = 0; s < 2; s++) {   /* sub-block 8h + 2g + s: dwords 4s..4s + 3 of the group */
+                    __m256i lo[4], hi[4];
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm256_setzero_si256();
+MMS__UNROLL4
+                    for (k = 0; k < 4; k++) {
+                        const int j = 4 * s + k;
+                        const __m256i v = mms__q6_kx8_values(_mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 * (g & 1) + j]),
+                                                             _mm256_loadu_si256((const __m256i *)w->qh[8 * h + j]), g);
+MMS__UNROLL4
+                        for (c = 0; c < 4; c++) {
+                            int32_t a;
+                            memcpy(&a, x[c][b].qs + 128 * h + 32 * g + 4 * j, 4);
+                            if (vnni || k < 2) lo[c] = mms__u8s8_add(vnni, lo[c], v, _mm256_set1_epi32(a));
+                            else hi[c] = mms__u8s8_add(vnni, hi[c], v, _mm256_set1_epi32(a));
+                        }
+                    }
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++) {
+                        const int8_t *sc = w->sc[8 * h + 2 * g + s];
+                        const __m256i p = mms__u8s8_widen_scaled_s8(vnni, lo[c], sc);
+                        sumi[c] = _mm256_add_epi32(sumi[c], vnni ? p : _mm256_add_epi32(p, mms__u8s8_widen_scaled_s8(false, hi[c], sc)));
+                    }
+                }
+        {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const __m256i q = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off[c], 5));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(d, _mm256_set1_ps(x[c][b].d)), acc[c]);
+            }
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+
+static MMS__TARGET_AVX2 void mms__gemm_q6_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q6_kx8_body(false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q6_kx8_body(true, K, wv, xv, out);
+}
+
 /* -- AVX-512: two groups of 8 rows in one register, 16 rows against 4 columns --
    The kernels above with zmm registers: the same dword of groups w0 and w1 side by side (rows 0..7
    and 8..15 of out's 16 per column), so one vpdpbusd makes 64 products against one broadcast
@@ -8048,6 +8212,80 @@ MMS__UNROLL4
 MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
+
+/* 16 rows' signed bytes (8 from each group) as int32 lanes */
+static MMS__TARGET_AVX512 __m512i mms__s8x16_i32(const int8_t *lo, const int8_t *hi) {
+    return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)lo), _mm_loadl_epi64((const __m128i *)hi)));
+}
+static MMS__TARGET_AVX512 __m512i mms__q6_kx16_values(__m512i q, __m512i h, int g) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i lo = _mm512_and_si512(g < 2 ? q : _mm512_srli_epi16(q, 4), m4);
+    const __m512i hi = _mm512_and_si512(g < 2 ? _mm512_slli_epi16(h, (unsigned)(4 - 2 * g)) : _mm512_srli_epi16(h, (unsigned)(2 * g - 4)), m30);
+    return _mm512_or_si512(lo, hi);
+}
+
+/* Q6_K: each dword step unpacks the 4 groups of a half from one qh and two ql loads (16 rows), so
+   16 accumulators (4 columns x 4 groups) take one sub-block of each group at a time. */
+static MMS__TARGET_AVX512 void mms__gemm_q6_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const xv[4], float *out) {
+    const struct mms__q6_kx8 *w0 = (const struct mms__q6_kx8 *)w0v, *w1 = (const struct mms__q6_kx8 *)w1v;
+    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
+                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
+    __m512 acc[4];
+    int64_t b;
+    int t, h, s, k, g, c;
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++, w0++, w1++) {
+        __m512i sumi[4], off[4];
+MMS__UNROLL4
+        for (c = 0; c < 4; c++) sumi[c] = off[c] = _mm512_setzero_si512();
+        for (t = 0; t < 8; t++) {
+            const __m512i sp = _mm512_or_si512(_mm512_and_si512(mms__s8x16_i32(w0->sc[2 * t], w1->sc[2 * t]), _mm512_set1_epi32(0xffff)),
+                                               _mm512_slli_epi32(mms__s8x16_i32(w0->sc[2 * t + 1], w1->sc[2 * t + 1]), 16));
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) off[c] = _mm512_dpwssd_epi32(off[c], sp, _mm512_set1_epi32(mms__bsum_pair(x[c][b].bsums, t)));
+        }
+        for (h = 0; h < 2; h++)
+            for (s = 0; s < 2; s++) {   /* sub-blocks 8h + 2g + s: dwords 4s..4s + 3 of each group */
+                __m512i p[4][4];
+MMS__UNROLL4
+                for (c = 0; c < 4; c++)
+                    for (g = 0; g < 4; g++) p[c][g] = _mm512_setzero_si512();
+MMS__UNROLL4
+                for (k = 0; k < 4; k++) {
+                    const int j = 4 * s + k;
+                    const __m512i qh = mms__pair256(w0->qh[8 * h + j], w1->qh[8 * h + j]);
+                    const __m512i qa = mms__pair256(w0->ql[16 * h + j], w1->ql[16 * h + j]), qb = mms__pair256(w0->ql[16 * h + 8 + j], w1->ql[16 * h + 8 + j]);
+                    const __m512i v[4] = { mms__q6_kx16_values(qa, qh, 0), mms__q6_kx16_values(qb, qh, 1),
+                                           mms__q6_kx16_values(qa, qh, 2), mms__q6_kx16_values(qb, qh, 3) };
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++)
+MMS__UNROLL4
+                        for (g = 0; g < 4; g++) {
+                            int32_t a;
+                            memcpy(&a, x[c][b].qs + 128 * h + 32 * g + 4 * j, 4);
+                            p[c][g] = _mm512_dpbusd_epi32(p[c][g], v[g], _mm512_set1_epi32(a));
+                        }
+                }
+MMS__UNROLL4
+                for (g = 0; g < 4; g++) {
+                    const __m512i sc = mms__s8x16_i32(w0->sc[8 * h + 2 * g + s], w1->sc[8 * h + 2 * g + s]);
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(p[c][g], sc));
+                }
+            }
+        {
+            const __m512 d = mms__fp16x16_pair(w0->d, w1->d);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) {
+                const __m512i q = _mm512_sub_epi32(sumi[c], _mm512_slli_epi32(off[c], 5));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(d, _mm512_set1_ps(x[c][b].d)), acc[c]);
+            }
+        }
+    }
+MMS__UNROLL4
+    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
 MMS__AVX512_CODE_END
 
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
@@ -8094,6 +8332,108 @@ static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void
 static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     mms__gemv_q4_kx8_body(true, ns, K, wv, xv, out);
 }
+
+/* Decode on the Q6_K layout: one activation row against ns <= 4 groups, the 4 groups of a half
+   unpacked from one qh and two ql loads (the sums and float operations of the kernel above with
+   one column, so a column gets the same bits either way). */
+static MMS__AVX2_INLINE void mms__gemv_q6_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
+    __m256 acc[4];
+    int64_t b;
+    int j, t, h, s, k, g;
+    for (j = 0; j < ns; j++) acc[j] = _mm256_setzero_ps();
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const __m256 xd = _mm256_set1_ps(x[b].d);
+        for (j = 0; j < ns; j++) {
+            const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)wv[j] + b;
+            __m256i sumi = _mm256_setzero_si256(), off = _mm256_setzero_si256();
+            for (t = 0; t < 8; t++)
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(mms__s8x8_pairs(w->sc[2 * t], w->sc[2 * t + 1]), _mm256_set1_epi32(mms__bsum_pair(x[b].bsums, t))));
+            for (h = 0; h < 2; h++)
+                for (s = 0; s < 2; s++) {
+                    __m256i lo[4], hi[4];
+MMS__UNROLL4
+                    for (g = 0; g < 4; g++) lo[g] = hi[g] = _mm256_setzero_si256();
+MMS__UNROLL4
+                    for (k = 0; k < 4; k++) {
+                        const int i = 4 * s + k;
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)w->qh[8 * h + i]);
+                        const __m256i qa = _mm256_loadu_si256((const __m256i *)w->ql[16 * h + i]), qb = _mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 + i]);
+MMS__UNROLL4
+                        for (g = 0; g < 4; g++) {
+                            const __m256i v = mms__q6_kx8_values(g & 1 ? qb : qa, qh, g);
+                            int32_t a;
+                            memcpy(&a, x[b].qs + 128 * h + 32 * g + 4 * i, 4);
+                            if (vnni || k < 2) lo[g] = mms__u8s8_add(vnni, lo[g], v, _mm256_set1_epi32(a));
+                            else hi[g] = mms__u8s8_add(vnni, hi[g], v, _mm256_set1_epi32(a));
+                        }
+                    }
+MMS__UNROLL4
+                    for (g = 0; g < 4; g++) {
+                        const int8_t *sc = w->sc[8 * h + 2 * g + s];
+                        const __m256i p = mms__u8s8_widen_scaled_s8(vnni, lo[g], sc);
+                        sumi = _mm256_add_epi32(sumi, vnni ? p : _mm256_add_epi32(p, mms__u8s8_widen_scaled_s8(false, hi[g], sc)));
+                    }
+                }
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d)), xd), acc[j]);
+        }
+    }
+    for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q6_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_q6_kx8_body(false, ns, K, wv, xv, out);
+}
+MMS__AVX512_CODE_BEGIN
+/* Decode on the Q6_K layout with AVX-512: groups taken in pairs, one zmm register each (as the
+   16-row kernel above, one column), both pairs block by block (4 streams), a lone last group by
+   the 8-row body; a row's sums and float operations are those of the 8-row kernels, so the same
+   bits. */
+static MMS__TARGET_AVX512 void mms__gemv_q6_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
+    const int np = ns / 2;   /* pairs */
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t b;
+    int j, t, h, s, k, g;
+    for (b = 0; b < K / MMS__QK_K; b++)
+        for (j = 0; j < np; j++) {
+            const struct mms__q6_kx8 *w0 = (const struct mms__q6_kx8 *)wv[2 * j] + b, *w1 = (const struct mms__q6_kx8 *)wv[2 * j + 1] + b;
+            __m512i sumi = _mm512_setzero_si512(), off = _mm512_setzero_si512();
+            for (t = 0; t < 8; t++) {
+                const __m512i sp = _mm512_or_si512(_mm512_and_si512(mms__s8x16_i32(w0->sc[2 * t], w1->sc[2 * t]), _mm512_set1_epi32(0xffff)),
+                                                   _mm512_slli_epi32(mms__s8x16_i32(w0->sc[2 * t + 1], w1->sc[2 * t + 1]), 16));
+                off = _mm512_dpwssd_epi32(off, sp, _mm512_set1_epi32(mms__bsum_pair(x[b].bsums, t)));
+            }
+            for (h = 0; h < 2; h++)
+                for (s = 0; s < 2; s++) {
+                    __m512i p[4];
+                    for (g = 0; g < 4; g++) p[g] = _mm512_setzero_si512();
+MMS__UNROLL4
+                    for (k = 0; k < 4; k++) {
+                        const int i = 4 * s + k;
+                        const __m512i qh = mms__pair256(w0->qh[8 * h + i], w1->qh[8 * h + i]);
+                        const __m512i qa = mms__pair256(w0->ql[16 * h + i], w1->ql[16 * h + i]), qb = mms__pair256(w0->ql[16 * h + 8 + i], w1->ql[16 * h + 8 + i]);
+MMS__UNROLL4
+                        for (g = 0; g < 4; g++) {
+                            int32_t a;
+                            memcpy(&a, x[b].qs + 128 * h + 32 * g + 4 * i, 4);
+                            p[g] = _mm512_dpbusd_epi32(p[g], mms__q6_kx16_values(g & 1 ? qb : qa, qh, g), _mm512_set1_epi32(a));
+                        }
+                    }
+MMS__UNROLL4
+                    for (g = 0; g < 4; g++)
+                        sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p[g], mms__s8x16_i32(w0->sc[8 * h + 2 * g + s], w1->sc[8 * h + 2 * g + s])));
+                }
+            sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(off, 5));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(mms__fp16x16_pair(w0->d, w1->d), _mm512_set1_ps(x[b].d)), acc[j]);
+        }
+    for (j = 0; j < np; j++) {
+        _mm256_storeu_ps(out[2 * j], _mm512_castps512_ps256(acc[j]));
+        _mm256_storeu_ps(out[2 * j + 1], _mm512_extractf32x8_ps(acc[j], 1));
+    }
+    if (ns % 2) mms__gemv_q6_kx8_body(true, 1, K, wv + ns - 1, xv, out + ns - 1);
+}
+MMS__AVX512_CODE_END
 #endif
 
 #if MMS__HAVE_NEON
@@ -8280,11 +8620,14 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
     static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0 };
     static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0 };
     static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0 };
+    static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0 };
+    static const struct mms__q8_x8 q6_k_vnni = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 0 };
     static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1 };
     const bool vnni = mms__avx512();
     if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
     if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
     if (mms__avx2() && type == MMS_TYPE_Q4_K) return vnni ? &q4_k_vnni : &q4_k;
+    if (mms__avx2() && type == MMS_TYPE_Q6_K) return vnni ? &q6_k_vnni : &q6_k;
 #endif
     MMS__UNUSED(type);
     return NULL;
@@ -8294,13 +8637,13 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0 or Q4_K weights repacks each tile of 8 rows side by side before its
-   integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8), once per thread and tile of every
+   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
+   its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
    call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
    from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels,
    Q8_0's too: mms__q8_0x8). The layout: groups of 8 rows, each group one packed block per block of
-   the type (Q4_0, Q8_0: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the
-   sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
+   the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
+   the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
    on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
    prompts) unpack a tile of rows before using it. Only MUL_MAT may read such a tensor, as its
    weights (src[0]); setting or reading it goes through the buffer (whole tensors), which converts. */
@@ -8317,18 +8660,19 @@ struct mms__repack_type {
 };
 
 static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
-    static const struct mms__repack_type types[3] = {
+    static const struct mms__repack_type types[4] = {
         { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
         { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
         { MMS_TYPE_Q8_0, 32, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
+        { MMS_TYPE_Q6_K, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
     };
     int i;
-    for (i = 0; i < 3; i++) if (types[i].type == type) return &types[i];
+    for (i = 0; i < 4; i++) if (types[i].type == type) return &types[i];
     return NULL;
 }
 
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0, Q4_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
+   they are): Q4_0, Q4_K, Q6_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
     return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
@@ -8418,16 +8762,16 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
      it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
      memory exactly once.
-   - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+   - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
-   - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+   - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
      8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
      tile's rows are unpacked first.
-   - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
-     a decode step of several sequences), mostly prompt sizes: the b tile is
+   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
+     for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
@@ -15595,7 +15939,7 @@ struct mms_mllama_model {
     mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
     int                        n_bufs, cap_bufs;
     bool                       shapes_only;
-    bool                       cpu_repack;               /* Q4_0/Q4_K/Q8_0 matrices on the CPU backend in a CPU_REPACK buffer */
+    bool                       cpu_repack;               /* Q4_0/Q4_K/Q6_K/Q8_0 matrices on the CPU backend in a CPU_REPACK buffer */
     int                        vision_backend, output_backend;
     int64_t                    load_us;
     struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
@@ -16169,7 +16513,7 @@ static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     return st;
 }
 
-/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K/Q8_0 matrix that only
+/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K/Q6_K/Q8_0 matrix that only
    MUL_MAT reads (the embedding tables are read by GET_ROWS), on the CPU backend. */
 static bool mms__mllama_repacks(const struct mms_mllama_model *m, int b, const struct mms_tensor *t) {
     return m->cpu_repack && mms_backend_is_cpu(m->backends[b]) && mms_backend_cpu_repacks(t) && t != m->token_embd &&

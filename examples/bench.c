@@ -797,7 +797,7 @@ int main(int argc, char **argv) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 0);
             bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0, 0);
         }
-        for (q = 0; q <= 2; q++) {   /* Q8_0, Q4_0, Q4_K with the weights kept repacked */
+        for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {   /* the same with the weights kept repacked */
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 1);
             bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 1);
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 1);

@@ -748,19 +748,16 @@ static float *product_in(const struct qtype *q, const unsigned char *wq, int64_t
     gcase_end(&c);
     return got;
 }
-static float *product(const struct qtype *q, const unsigned char *wq, int64_t K, int64_t M, const float *x, int64_t N) {
-    return product_in(q, wq, K, M, x, N, false);
-}
 
 /* The AVX-512 set replaces AVX2 bodies with ones that compute the same integer sums (vpdpbusd for
    maddubs) and the same float operations in the same order (the f32 GEMM's 12 x 32 block), so
-   each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K and Q8_0 weights as they are and
+   each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K, Q6_K and Q8_0 weights as they are and
    repacked, for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
    AVX-512 rounds their activations to 8 bits; nor f32 decode of up to 8 columns, which AVX-512
    sums in 16 lanes, AVX2 in 8; both are checked against the reference above and test_ops'). */
 static void test_x86_sets_agree(void) {
     static const struct qtype f32 = { MMS_TYPE_F32, "f32", 0, 1, 4, false };
-    const struct qtype *types[4] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2] };
+    const struct qtype *types[5] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2], &qtypes[3] };
     static const int64_t Ns[5] = { 1, 3, 8, 37, 64 };
     const int64_t K = 512, M = 67;
     float *w = (float *)malloc(sizeof(float) * (size_t)(K * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));
@@ -773,7 +770,7 @@ static void test_x86_sets_agree(void) {
     }
     for (j = 0; j < K * M; j++) w[j] = (float)gauss_rand();
     for (j = 0; j < K * 64; j++) x[j] = test_rand_uniform(-1, 1);
-    for (t = 0; t < 4; t++) {
+    for (t = 0; t < 5; t++) {
         const struct qtype *q = types[t];
         unsigned char *wq = q->type == MMS_TYPE_F32 ? (unsigned char *)w : quantize(q, w, K * M);
         for (r = 0; r < (q->type == MMS_TYPE_F32 ? 1 : 2); r++)
@@ -802,33 +799,37 @@ static void test_x86_sets_agree(void) {
     free(x);
 }
 
-/* A decode step of up to 8 sequences gives each column the bits it gets alone, for the types whose
-   every N <= 8 runs the same per-column sums (Q8_0 and Q6_K; Q4_0 and Q4_K take repacked tiles
-   past 4 columns, checked against the reference above). The NEON sets have no 4-column dots and
-   take the f32 GEMM on dequantized weights past 4 columns: there the promise holds up to 4. An
-   odd number of blocks: the dots alternate two accumulators. */
+/* A decode step of up to 8 sequences gives each column the bits it gets alone, where every N <= 8
+   runs the same per-column sums: Q8_0 weights as they are, and Q4_0, Q4_K and Q6_K weights kept
+   repacked (the mllama loader's default), whose one-column and 4-column kernels sum alike. Q4_0,
+   Q4_K and Q6_K weights as they are take repacked tiles past 4 columns and row dots below (both
+   checked against the reference above). The NEON sets have no 4-column dots and take the f32 GEMM
+   on dequantized weights past 4 columns: there the promise holds up to 4. An odd number of blocks:
+   the dots alternate two accumulators; 21 rows: two groups of 8 and 5 rows as they were. */
 static void test_mul_mat_columns(void) {
-    static const int types[2] = { 0, 3 };
+    static const struct { int type; bool repacked; } cases[4] = { { 0, false }, { 1, true }, { 2, true }, { 3, true } };
     const enum mms_cpu_kernels set = mms_cpu_get_kernels();
     const int max_n = set == MMS_CPU_KERNELS_NEON || set == MMS_CPU_KERNELS_NEON_DOTPROD ? 4 : 8;
     int t, n, j;
-    for (t = 0; t < 2; t++) {
-        const struct qtype *q = &qtypes[types[t]];
-        const int64_t K = q->blck == 256 ? 768 : 288, M = 13;
+    for (t = 0; t < 4; t++) {
+        const struct qtype *q = &qtypes[cases[t].type];
+        const bool r = cases[t].repacked;
+        const int64_t K = q->blck == 256 ? 768 : 288, M = 21;
         float *w = (float *)malloc(sizeof(float) * (size_t)(K * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 8)), *alone[8];
         unsigned char *wq;
         int bad = 0;
         for (j = 0; j < K * M; j++) w[j] = (float)gauss_rand();
         for (j = 0; j < K * 8; j++) x[j] = test_rand_uniform(-1, 1);
         wq = quantize(q, w, K * M);
-        for (j = 0; j < 8; j++) alone[j] = product(q, wq, K, M, x + K * j, 1);
+        for (j = 0; j < 8; j++) alone[j] = product_in(q, wq, K, M, x + K * j, 1, r);
         for (n = 2; n <= max_n; n++) {
-            float *got = product(q, wq, K, M, x, n);
+            float *got = product_in(q, wq, K, M, x, n, r);
             for (j = 0; got && j < n; j++) bad += !alone[j] || memcmp(got + M * j, alone[j], sizeof(float) * (size_t)M) != 0;
-            EXPECT(got != NULL, "%s: the product of %d columns failed", q->name, n);
+            EXPECT(got != NULL, "%s%s: the product of %d columns failed", q->name, r ? " repacked" : "", n);
             free(got);
         }
-        EXPECT(bad == 0, "%s/%s: %d columns of the N = 2..%d products differ from the column alone", g_kernels, q->name, bad, max_n);
+        EXPECT(bad == 0, "%s/%s%s: %d columns of the N = 2..%d products differ from the column alone", g_kernels, q->name,
+               r ? " repacked" : "", bad, max_n);
         for (j = 0; j < 8; j++) free(alone[j]);
         free(wq);
         free(w);

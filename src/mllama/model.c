@@ -55,7 +55,7 @@ struct mms_mllama_model {
     mms_backend_buffer_t      *bufs;                     /* the weights' buffers: mapped regions, copies */
     int                        n_bufs, cap_bufs;
     bool                       shapes_only;
-    bool                       cpu_repack;               /* Q4_0/Q4_K/Q8_0 matrices on the CPU backend in a CPU_REPACK buffer */
+    bool                       cpu_repack;               /* Q4_0/Q4_K/Q6_K/Q8_0 matrices on the CPU backend in a CPU_REPACK buffer */
     int                        vision_backend, output_backend;
     int64_t                    load_us;
     struct mms__wsource       *sources;                  /* every weight read from a file, in declaration order */
@@ -629,7 +629,7 @@ static enum mms_status mms__set_weight(const struct mms__wsource *s) {
     return st;
 }
 
-/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K/Q8_0 matrix that only
+/* Whether weight t on backend b goes into a CPU_REPACK buffer: a Q4_0/Q4_K/Q6_K/Q8_0 matrix that only
    MUL_MAT reads (the embedding tables are read by GET_ROWS), on the CPU backend. */
 static bool mms__mllama_repacks(const struct mms_mllama_model *m, int b, const struct mms_tensor *t) {
     return m->cpu_repack && mms_backend_is_cpu(m->backends[b]) && mms_backend_cpu_repacks(t) && t != m->token_embd &&

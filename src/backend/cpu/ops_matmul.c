@@ -14,16 +14,16 @@
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
      it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
      memory exactly once.
-   - Q4_0 and Q4_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+   - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
-   - Q4_0, Q4_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+   - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
      8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
      tile's rows are unpacked first.
-   - Quantized weights with a 4-column integer dot (the K types on AVX2 for any N; Q8_0 for N <= 8,
-     a decode step of several sequences), mostly prompt sizes: the b tile is
+   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
+     for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 

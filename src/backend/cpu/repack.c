@@ -1,12 +1,12 @@
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0 or Q4_K weights repacks each tile of 8 rows side by side before its
-   integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8), once per thread and tile of every
+   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
+   its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
    call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
    from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels,
    Q8_0's too: mms__q8_0x8). The layout: groups of 8 rows, each group one packed block per block of
-   the type (Q4_0, Q8_0: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the
-   sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
+   the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
+   the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
    on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
    prompts) unpack a tile of rows before using it. Only MUL_MAT may read such a tensor, as its
    weights (src[0]); setting or reading it goes through the buffer (whole tensors), which converts. */
@@ -23,18 +23,19 @@ struct mms__repack_type {
 };
 
 static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
-    static const struct mms__repack_type types[3] = {
+    static const struct mms__repack_type types[4] = {
         { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
         { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
         { MMS_TYPE_Q8_0, 32, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
+        { MMS_TYPE_Q6_K, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
     };
     int i;
-    for (i = 0; i < 3; i++) if (types[i].type == type) return &types[i];
+    for (i = 0; i < 4; i++) if (types[i].type == type) return &types[i];
     return NULL;
 }
 
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0, Q4_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
+   they are): Q4_0, Q4_K, Q6_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
     return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
