@@ -40,9 +40,11 @@
    which compiles this file too when a .cu defines MMSCHED_IMPLEMENTATION). */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #  define MMS__UNROLL4 _Pragma("GCC unroll 4")
+#  define MMS__UNROLL8 _Pragma("GCC unroll 8")
 #  define MMS__NO_UNROLL _Pragma("GCC unroll 1")   /* where unrolling spills registers */
 #else
 #  define MMS__UNROLL4
+#  define MMS__UNROLL8
 #  define MMS__NO_UNROLL
 #endif
 /* Around AVX-512 code: gcc's C++ front end (12) reports the intrinsics' own undefined pass-through
@@ -81,6 +83,9 @@
 #  include <immintrin.h>
 #  define MMS__TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #  define MMS__TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512bf16")))
+/* v is computed here and held in a vector register (an empty asm the compiler cannot see into):
+   against folding a load into every use, or deferring a sum until many terms are live. */
+#  define MMS__KEEP_IN_REG(v) __asm__("" : "+v"(v))
 #else
 #  define MMS__HAVE_AVX2 0
 #endif

@@ -95,6 +95,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
     const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
     const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
+    const bool act_unsigned = q8_x8 && q8_x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
@@ -166,17 +167,21 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             if (cached != item / tiles_m) {
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                if (q8_dot) for (j = 0; j < nr; j++) mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
+                for (j = 0; q8_dot && j < nr; j++) {
+                    mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
+                    if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
+                }
                 cached = item / tiles_m;
             }
             if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
                 const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 64 rows: at most 37 K bytes, in the f32 tile's 256 K */
                 const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
                 const int64_t ng = (mr + 7) / 8;
-                const void *groups[MMS__MM_MB / 8], *rows[8], *xs[4];
-                float res[MMS__MM_MB];
-                const int64_t step = q8_x8->dot16 ? 2 : 1;   /* groups per kernel call */
-                int64_t g, r, j, c;
+                const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
+                float res[16 * 8];
+                const int64_t step = q8_x8->dot16 ? 2 : 1;                      /* groups per kernel call */
+                const int64_t cols = q8_x8->dot16 ? q8_x8->dot16_cols : 4;     /* columns per step */
+                int64_t g, r, j, c, c0;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
@@ -198,15 +203,17 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                     }
                     continue;
                 }
-                for (j = 0; j < nr; j += 4) {   /* 4 columns stay in L1 while the packed tile streams past */
-                    for (c = 0; c < 4; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
+                for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */
+                    for (c = 0; c < cols; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
                     for (g = 0; g < ng; g += step) {
                         const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
                         const int64_t rows_g = two ? 16 : 8;
-                        if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
-                        else q8_x8->dot(K, groups[g], xs, res);
-                        for (c = 0; c < 4 && j + c < nr; c++)
-                            for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c) * ldo + g * 8 + r] = res[rows_g * c + r];
+                        for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
+                            if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
+                            else q8_x8->dot(K, groups[g], xs + c0, res);
+                            for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
+                                for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
+                        }
                     }
                 }
                 continue;

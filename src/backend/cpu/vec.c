@@ -616,8 +616,8 @@ MMS__AVX512_CODE_BEGIN
 #define MMS__GV_KC 256
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
 #define MMS__GV_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define MMS__GV_KEEP(v) __asm__("" : "+v"(v))   /* one load of a column for all R rows, in a register: the
-                                                     compiler would fold a load into each FMA (~25% slower) */
+#define MMS__GV_KEEP(v) MMS__KEEP_IN_REG(v)   /* one load of a column for all R rows, in a register: the
+                                                   compiler would fold a load into each FMA (~25% slower) */
 #define MMS__GV_DECL2(c)  __m512 s##c##0 = _mm512_loadu_ps(acc + 32 * c), s##c##1 = _mm512_loadu_ps(acc + 32 * c + 16);
 #define MMS__GV_STEP2(c)  { __m512 vy = _mm512_loadu_ps(y[c] + i); MMS__GV_KEEP(vy);                                            \
                             s##c##0 = _mm512_fmadd_ps(w0, vy, s##c##0); s##c##1 = _mm512_fmadd_ps(w1, vy, s##c##1); }
