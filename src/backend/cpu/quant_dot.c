@@ -1077,39 +1077,38 @@ static MMS__TARGET_AVX512 __m512 mms__fp16x16_pair(const mms_fp16_t *lo, const m
 
 static MMS__TARGET_AVX512 void mms__gemm_q4_0x16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
     const struct mms__q4_0x8 *w0 = (const struct mms__q4_0x8 *)w0v, *w1 = (const struct mms__q4_0x8 *)w1v;
-    const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
-                                                  (const struct mms__block_q8_act *)xv[2], (const struct mms__block_q8_act *)xv[3] };
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[4];
+    const struct mms__block_q8_act *x[8];
+    __m512 acc[8];
     int64_t b;
     int k, c;
-MMS__UNROLL4
-    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+MMS__UNROLL8
+    for (c = 0; c < 8; c++) { x[c] = (const struct mms__block_q8_act *)xv[c]; acc[c] = _mm512_setzero_ps(); }
     for (b = 0; b < K / 32; b++, w0++, w1++) {
         const __m512 dw = mms__fp16x16_pair(w0->d, w1->d);
-        __m512i sum_lo[4], sum_hi[4];
+        __m512i sum[8];
+MMS__UNROLL8
+        for (c = 0; c < 8; c++) sum[c] = _mm512_setzero_si512();
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) sum_lo[c] = sum_hi[c] = _mm512_setzero_si512();
         for (k = 0; k < 4; k++) {
             const __m512i v = mms__pair256(w0->qs[k], w1->qs[k]);
             const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-MMS__UNROLL4
-            for (c = 0; c < 4; c++) {
+MMS__UNROLL8
+            for (c = 0; c < 8; c++) {
                 int32_t a_lo, a_hi;
                 memcpy(&a_lo, x[c][b].qs + 4 * k, 4);
                 memcpy(&a_hi, x[c][b].qs + 16 + 4 * k, 4);
-                sum_lo[c] = _mm512_dpbusd_epi32(sum_lo[c], lo, _mm512_set1_epi32(a_lo));
-                sum_hi[c] = _mm512_dpbusd_epi32(sum_hi[c], hi, _mm512_set1_epi32(a_hi));
+                sum[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[c], lo, _mm512_set1_epi32(a_lo)), hi, _mm512_set1_epi32(a_hi));
             }
         }
-MMS__UNROLL4
-        for (c = 0; c < 4; c++) {
-            const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(sum_lo[c], sum_hi[c]), _mm512_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
+MMS__UNROLL8
+        for (c = 0; c < 8; c++) {
+            const __m512i t = _mm512_sub_epi32(sum[c], _mm512_set1_epi32(8 * (x[c][b].sums[0] + x[c][b].sums[1])));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x[c][b].d)), acc[c]);
         }
     }
-MMS__UNROLL4
-    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+MMS__UNROLL8
+    for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
 /* Q8_0 as the 8-row kernel (unsigned activations, the rows' weight sums taken off), 8 columns a
@@ -1150,61 +1149,58 @@ MMS__UNROLL8
 
 static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
     const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)w0v, *w1 = (const struct mms__q4_kx8 *)w1v;
-    const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
-                                                 (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[4];
+    const struct mms__block_q8_k *x[8];
+    __m512 acc[8];
     int64_t b;
     int s, k, c;
-MMS__UNROLL4
-    for (c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+MMS__UNROLL8
+    for (c = 0; c < 8; c++) { x[c] = (const struct mms__block_q8_k *)xv[c]; acc[c] = _mm512_setzero_ps(); }
     for (b = 0; b < K / MMS__QK_K; b++, w0++, w1++) {
-        __m512i sumi[4], summ[4];
-MMS__UNROLL4
-        for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm512_setzero_si512();
-        for (s = 0; s < 8; s += 2) {
-            __m512i lo[4], hi[4];
-MMS__UNROLL4
-            for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm512_setzero_si512();
+        __m512i sumi[8], summ[8], mn[4];
+MMS__UNROLL8
+        for (c = 0; c < 8; c++) sumi[c] = _mm512_setzero_si512();
+        for (s = 0; s < 8; s++) {   /* sub-block s: the low nibbles of chunk s / 2 for even s, the high ones for odd */
+            const __m512i sc = mms__bytes16_u32(w0->sc[s], w1->sc[s]);
+            __m512i p[8];
+MMS__UNROLL8
+            for (c = 0; c < 8; c++) p[c] = _mm512_setzero_si512();
+MMS__UNROLL8
             for (k = 0; k < 8; k++) {
-                const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
-                const __m512i u_lo = _mm512_and_si512(v, m4), u_hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-MMS__UNROLL4
-                for (c = 0; c < 4; c++) {
-                    int32_t a_lo, a_hi;
-                    memcpy(&a_lo, x[c][b].qs + 32 * s + 4 * k, 4);
-                    memcpy(&a_hi, x[c][b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo[c] = _mm512_dpbusd_epi32(lo[c], u_lo, _mm512_set1_epi32(a_lo));
-                    hi[c] = _mm512_dpbusd_epi32(hi[c], u_hi, _mm512_set1_epi32(a_hi));
+                const __m512i v = mms__pair256(w0->qs[4 * (s & ~1) + k], w1->qs[4 * (s & ~1) + k]);
+                const __m512i u = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+MMS__UNROLL8
+                for (c = 0; c < 8; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = _mm512_dpbusd_epi32(p[c], u, _mm512_set1_epi32(a));
                 }
             }
-            {
-                const __m512i sc_lo = mms__bytes16_u32(w0->sc[s], w1->sc[s]), sc_hi = mms__bytes16_u32(w0->sc[s + 1], w1->sc[s + 1]);
-MMS__UNROLL4
-                for (c = 0; c < 4; c++)
-                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_add_epi32(_mm512_mullo_epi32(lo[c], sc_lo), _mm512_mullo_epi32(hi[c], sc_hi)));
+MMS__UNROLL8
+            for (c = 0; c < 8; c++) {
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(p[c], sc));
+                MMS__KEEP_IN_REG(sumi[c]);
             }
+        }
+        for (s = 0; s < 4; s++)
+            mn[s] = _mm512_or_si512(mms__bytes16_u32(w0->mn[2 * s], w1->mn[2 * s]), _mm512_slli_epi32(mms__bytes16_u32(w0->mn[2 * s + 1], w1->mn[2 * s + 1]), 16));
+MMS__UNROLL8
+        for (c = 0; c < 8; c++) {
+            summ[c] = _mm512_setzero_si512();
+            for (s = 0; s < 4; s++) summ[c] = _mm512_add_epi32(summ[c], _mm512_madd_epi16(mn[s], _mm512_set1_epi32((int)mms__q4_k_sum_pair(x[c][b].bsums, s))));
         }
         {
             const __m512 d = mms__fp16x16_pair(w0->d, w1->d), dmin = mms__fp16x16_pair(w0->dmin, w1->dmin);
-            __m512i mn[4];
-            for (s = 0; s < 4; s++)
-                mn[s] = _mm512_or_si512(mms__bytes16_u32(w0->mn[2 * s], w1->mn[2 * s]), _mm512_slli_epi32(mms__bytes16_u32(w0->mn[2 * s + 1], w1->mn[2 * s + 1]), 16));
-MMS__UNROLL4
-            for (c = 0; c < 4; c++) {
-                const int16_t *bs = x[c][b].bsums;
+MMS__UNROLL8
+            for (c = 0; c < 8; c++) {
                 const __m512 xd = _mm512_set1_ps(x[c][b].d);
-                for (s = 0; s < 4; s++) {
-                    const uint32_t pair = mms__q4_k_sum_pair(bs, s);
-                    summ[c] = _mm512_add_epi32(summ[c], _mm512_madd_epi16(mn[s], _mm512_set1_epi32((int)pair)));
-                }
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[c]), _mm512_mul_ps(d, xd), acc[c]);
                 acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[c]), _mm512_mul_ps(dmin, xd), acc[c]);
             }
         }
     }
-MMS__UNROLL4
-    for (c = 0; c < 4; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+MMS__UNROLL8
+    for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
 /* 16 rows' signed bytes (8 from each group) as int32 lanes */
@@ -1609,8 +1605,8 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
     static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0, 0, false };
     static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0, 0, false };
     static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0, 0, false };
-    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0, 4, false };
-    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0, 4, false };
+    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0, 8, false };
+    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0, 8, false };
     static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0, 0, false };
     static const struct mms__q8_x8 q6_k_vnni = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 0, 8, false };
     static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1, 8, true };
