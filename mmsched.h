@@ -345,9 +345,14 @@
        that supports it. A backend that does not support the op is never chosen (fallback to the
        next that does). Views live with their source. Inputs without memory go to the last backend.
        Consecutive ops on one backend form a split; a split copies in, before it runs, every tensor
-       it reads from memory its backend cannot use (synchronously for graph inputs, else after
-       waiting for the producing backend's event, or synchronizing it, asynchronously when the
-       destination backend can). With parallel, each split input has several copies and consecutive
+       it reads from memory its backend cannot use: graph inputs (set by the caller, so complete)
+       without waiting, others after waiting for the producing backend's event or synchronizing it;
+       both asynchronously when the destination backend can (tensor_copy_async), else synchronously.
+       A queued copy reads its host source when it runs: the CUDA backend's from pageable memory
+       (the CPU's own buffers) are staged by the CUDA runtime before the call returns, so after
+       graph_compute_async the inputs may be set again at once; from pinned memory
+       (mms_backend_cuda_host_buffer_type as the CPU's compute memory) set them again only after the
+       graph is synchronized. With parallel, each split input has several copies and consecutive
        graphs use them in turn.
 
        The caller's graph is not rewired: the scheduler computes on its own clones of the nodes,
@@ -11305,7 +11310,9 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
             struct mms_tensor *copy = in->copies[s->cur_copy];
             bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(in->src);
             if (user_input) {
-                st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
+                /* set by the caller, complete now: queued on b in order with its work, no wait (CUDA
+                   stages pageable memory before the call returns; see the manual, section 8) */
+                st = mms_backend_tensor_copy_async(s->backends[in->src_backend], b, in->src, copy);
             } else {
                 mms_backend_t src_b = s->backends[in->src_backend];
                 mms_backend_event_t ev = s->events[in->src_backend * s->n_copies + s->cur_copy];
