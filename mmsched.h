@@ -345,9 +345,14 @@
        that supports it. A backend that does not support the op is never chosen (fallback to the
        next that does). Views live with their source. Inputs without memory go to the last backend.
        Consecutive ops on one backend form a split; a split copies in, before it runs, every tensor
-       it reads from memory its backend cannot use (synchronously for graph inputs, else after
-       waiting for the producing backend's event, or synchronizing it, asynchronously when the
-       destination backend can). With parallel, each split input has several copies and consecutive
+       it reads from memory its backend cannot use: graph inputs (set by the caller, so complete)
+       without waiting, others after waiting for the producing backend's event or synchronizing it;
+       both asynchronously when the destination backend can (tensor_copy_async), else synchronously.
+       A queued copy reads its host source when it runs: the CUDA backend's from pageable memory
+       (the CPU's own buffers) are staged by the CUDA runtime before the call returns, so after
+       graph_compute_async the inputs may be set again at once; from pinned memory
+       (mms_backend_cuda_host_buffer_type as the CPU's compute memory) set them again only after the
+       graph is synchronized. With parallel, each split input has several copies and consecutive
        graphs use them in turn.
 
        The caller's graph is not rewired: the scheduler computes on its own clones of the nodes,
@@ -572,7 +577,12 @@
        where that stays true. The q, k and v products of one row round it to 8 bits once. A graph
        computed again with the same nodes, shapes, addresses and parameters (a decode step: the KV
        cache is written at the positions input) is captured into a CUDA graph and replayed with one
-       launch. MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off.
+       launch. MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off. A decode step of the mllama
+       runtime makes no synchronous copy: its inputs (positions, cache slots, wanted rows, masks,
+       cross-attention rows) go from the scheduler's host memory with cudaMemcpyAsync on the stream,
+       in order before the graph; the logits come back with cudaMemcpyAsync after it, and the host
+       waits once, there and at the synchronize that follows (test_cuda_mock counts them; before: a
+       cudaMemcpy per input and for the logits, 7 per token on the demo model).
        Errors from CUDA and cuBLAS calls are statuses whose message names the call and the CUDA error
        string (the runtime's last error is read then, so the next launch does not report it again);
        cudaMalloc failures are MMS_ERR_OOM with the size. A get_rows index out of range found by a
@@ -11665,7 +11675,9 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
             struct mms_tensor *copy = in->copies[s->cur_copy];
             bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(in->src);
             if (user_input) {
-                st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
+                /* set by the caller, complete now: queued on b in order with its work, no wait (CUDA
+                   stages pageable memory before the call returns; see the manual, section 8) */
+                st = mms_backend_tensor_copy_async(s->backends[in->src_backend], b, in->src, copy);
             } else {
                 mms_backend_t src_b = s->backends[in->src_backend];
                 mms_backend_event_t ev = s->events[in->src_backend * s->n_copies + s->cur_copy];
@@ -18388,12 +18400,23 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
         (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
-    if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
-    {
-        float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab);
-        if (!l) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits"); goto done; }
-        c->logits = l;
-        if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
+    {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
+        const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
+        float *l = NULL;
+        enum mms_status sy;
+        st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
+        if (st == MMS_OK && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
+            st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
+        if (l) c->logits = l;
+        /* into the context's own host memory, which outlives the synchronize below */
+        if (st == MMS_OK)
+            st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
+        sy = mms_backend_sched_synchronize(c->sched);
+        if (st == MMS_OK) st = sy;
+        if (st != MMS_OK) {
+            if (l) c->n_logits = 0;            /* overwritten, maybe shorter: the old rows are gone */
+            goto done;
+        }
         c->n_logits = bp.n_out;
     }
     {

@@ -2396,8 +2396,12 @@ static const char *cu_get_name(mms_backend_t b) { return cu_of(b)->name; }
 static enum mms_status cu_cpy_async(mms_backend_t bs, mms_backend_t bd, const struct mms_tensor *src, struct mms_tensor *dst) {
     if (mms_backend_is_cuda(bd) && !mms_backend_is_cuda(bs) && src->buffer && mms_backend_buffer_is_host(src->buffer) &&
         cu_tensor_on_device(dst, cu_of(bd)->device)) {
-        // host memory (a synchronous backend's, complete now) to this device, on its stream: the
-        // graph's inputs go in order with its kernels, without waiting for the stream
+        // host memory (a synchronous backend's, or set by the caller: complete now) to this device,
+        // on its stream: the graph's inputs go in order with its kernels, without waiting for it.
+        // From pageable memory the runtime stages the bytes before the call returns, so the source
+        // may change at once; from pinned memory it reads them when the stream gets there, so the
+        // source must keep them until then (the scheduler's compute memory does, until the
+        // graph is synchronized and the next one allocated)
         enum mms_status st = cu_set_device(cu_of(bd)->device);
         if (st != MMS_OK) return st;
         CU_TRY(cudaMemcpyAsync(dst->data, src->data, mms_nbytes(src), cudaMemcpyHostToDevice, cu_of(bd)->stream));

@@ -20,6 +20,8 @@
 //     synchronizing the stream) fail and invalidate it, as do cuBLAS calls without a workspace
 //     (cuBLAS would allocate one);
 //   - copies between devices without peer access both ways are counted as staged.
+//   Counted too: what makes the host wait for a device (synchronous copies, stream and event
+//   synchronizes, async copies into pageable host memory), so tests can bound it per step.
 // The launches themselves (tests/cuda_mock.cu) run the kernels' functors with the host executor
 // of tests/cuda_host.h.
 #ifndef MMS_CUDA_MOCK_H
@@ -248,6 +250,7 @@ static cudaError_t mock_cudaMemcpy(void *dst, const void *src, size_t n, cudaMem
     if (e != cudaSuccess) return e;
     memmove(dst, src, n);
     mock.stats.copies++;
+    mock.stats.sync_copies++;
     return cudaSuccess;
 }
 static cudaError_t mock_cudaMemset(void *p, int v, size_t n) {
@@ -255,6 +258,7 @@ static cudaError_t mock_cudaMemset(void *p, int v, size_t n) {
     const cudaError_t e = mock_check_copy(p, p, n, mock.current, "cudaMemset (legacy stream)");
     if (e != cudaSuccess) return e;
     memset(p, v, n);
+    mock.stats.sync_copies++;
     return cudaSuccess;
 }
 struct mock_copy_op {
@@ -268,6 +272,8 @@ static cudaError_t mock_cudaMemcpyAsync(void *dst, const void *src, size_t n, cu
     if (!s) return mock_fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync on the legacy stream (not used by the backend)");
     const cudaError_t e = mock_check_copy(dst, src, n, s->device, "cudaMemcpyAsync");
     if (e != cudaSuccess) return e;
+    const mock_alloc *host = mock_find(dst);
+    if (mock_device_of(src, n) >= 0 && !(host && host->pinned)) mock.stats.pageable_reads++;
     const mock_copy_op op = { dst, src, n };
     mock_submit(s, op);
     return cudaSuccess;
@@ -282,6 +288,7 @@ static cudaError_t mock_peer_copy(void *dst, int dd, const void *src, int sd, si
 }
 static cudaError_t mock_cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n) {
     if (mock_capture_forbids("cudaMemcpyPeer")) return cudaErrorStreamCaptureUnsupported;
+    mock.stats.sync_copies++;
     return mock_peer_copy(dst, dd, src, sd, n, NULL, "cudaMemcpyPeer");
 }
 static cudaError_t mock_cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st) {
@@ -308,6 +315,7 @@ static cudaError_t mock_cudaStreamSynchronize(cudaStream_t st) {
         mock.stats.capture_violations++;
         return mock_fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize while capturing");
     }
+    mock.stats.syncs++;
     return cudaSuccess;
 }
 static cudaError_t mock_cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags) {
@@ -322,7 +330,11 @@ static cudaError_t mock_cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
     if (!ev || !st || ((mock_event *)ev)->device != ((mock_stream *)st)->device) return mock_fail(cudaErrorInvalidResourceHandle, "cudaEventRecord");
     return cudaSuccess;
 }
-static cudaError_t mock_cudaEventSynchronize(cudaEvent_t ev) { return ev ? cudaSuccess : mock_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize"); }
+static cudaError_t mock_cudaEventSynchronize(cudaEvent_t ev) {
+    if (!ev) return mock_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize");
+    mock.stats.syncs++;
+    return cudaSuccess;
+}
 static cudaError_t mock_cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags) {
     (void)flags;
     return st && ev ? cudaSuccess : mock_fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent");

@@ -17,6 +17,9 @@ struct mms_cuda_mock_stats {
     long staged_peer_copies;   /* copies between devices without peer access both ways */
     long wrong_device;         /* copies refused: memory of a device other than the current / the stream's */
     long errors;               /* every call that failed */
+    long sync_copies;          /* cudaMemcpy, cudaMemset, cudaMemcpyPeer: legacy-stream calls the host waits for */
+    long syncs;                /* cudaStreamSynchronize, cudaEventSynchronize: the host waits for a stream */
+    long pageable_reads;       /* cudaMemcpyAsync device to pageable host memory: returns once done, a wait too */
 };
 
 void mms_cuda_mock_get_stats(struct mms_cuda_mock_stats *out);

@@ -317,8 +317,10 @@ static void test_copy_on_another_device(void) {
     mms_free(c0);
 }
 
-/* What one decode step launches, counted by the mock runtime (on a GPU: not counted). */
-struct launch_count { long kernels, gemms, graphs, tokens; };
+/* What one decode step launches, and how often the host waits for the device (synchronous copies,
+   stream/event synchronizes, async reads into pageable memory; from the second step on), counted
+   by the mock runtime (on a GPU: not counted). */
+struct launch_count { long kernels, gemms, graphs, sync_copies, syncs, pageable_reads, tokens; };
 #ifdef MMS_CUDA_MOCK
 static struct mms_cuda_mock_stats token_start;
 static void count_token(int after, void *user) {
@@ -328,6 +330,11 @@ static void count_token(int after, void *user) {
     c->kernels += now.kernels - token_start.kernels;
     c->gemms += now.gemms - token_start.gemms;
     c->graphs += now.graph_launches - token_start.graph_launches;
+    if (c->tokens > 0) {                  /* the first step after the prompt also grows the GPU's work areas */
+        c->sync_copies += now.sync_copies - token_start.sync_copies;
+        c->syncs += now.syncs - token_start.syncs;
+        c->pageable_reads += now.pageable_reads - token_start.pageable_reads;
+    }
     c->tokens++;
 }
 #endif
@@ -348,10 +355,22 @@ static void test_demo_model_on_the_gpu(void) {
     n_cases = 1;
     n_same = demo_compare(cpu, gpu, n_cases, 8, count_token, &count);
     EXPECT(count.tokens > 0, "no decode step counted");
-    if (count.tokens > 0)
+    if (count.tokens > 0) {
+        const double nt = (double)count.tokens;
         printf("    decode: %.1f kernel launches, %.1f cuBLAS calls, %.1f CUDA graph launches per token (mean of %ld)\n",
-               (double)count.kernels / (double)count.tokens, (double)count.gemms / (double)count.tokens,
-               (double)count.graphs / (double)count.tokens, count.tokens);
+               (double)count.kernels / nt, (double)count.gemms / nt, (double)count.graphs / nt, count.tokens);
+        /* The inputs go on the GPU's stream, the logits come back once, then one synchronize.
+           Before: 7 synchronous copies (6 inputs the scheduler copied with cudaMemcpy, the logits)
+           and 1 synchronize per token; now 0 and 1 (the logits' cudaMemcpyAsync into pageable
+           memory returns when done too: the same wait). */
+        if (count.tokens > 1) {
+            const double nw = (double)(count.tokens - 1);
+            printf("    decode: %.1f synchronous copies, %.1f stream/event synchronizations, %.1f async reads into pageable memory per token\n",
+                   (double)count.sync_copies / nw, (double)count.syncs / nw, (double)count.pageable_reads / nw);
+            EXPECT(count.sync_copies == 0, "%ld synchronous copies in %ld decode steps", count.sync_copies, count.tokens - 1);
+            EXPECT(count.syncs <= count.tokens - 1, "%ld synchronizations in %ld decode steps", count.syncs, count.tokens - 1);
+        }
+    }
 #else
     n_cases = 3;
     n_same = demo_compare(cpu, gpu, n_cases, 12, NULL, NULL);

@@ -794,12 +794,23 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
         (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
-    if ((st = mms_backend_sched_graph_compute(c->sched, tg.graph)) != MMS_OK) goto done;
-    {
-        float *l = (float *)MMS_REALLOC(c->logits, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab);
-        if (!l) { st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits"); goto done; }
-        c->logits = l;
-        if ((st = mms_backend_tensor_get(tg.logits, c->logits, 0, sizeof *l * (size_t)bp.n_out * (size_t)hp->n_vocab)) != MMS_OK) goto done;
+    {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
+        const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
+        float *l = NULL;
+        enum mms_status sy;
+        st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
+        if (st == MMS_OK && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
+            st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
+        if (l) c->logits = l;
+        /* into the context's own host memory, which outlives the synchronize below */
+        if (st == MMS_OK)
+            st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
+        sy = mms_backend_sched_synchronize(c->sched);
+        if (st == MMS_OK) st = sy;
+        if (st != MMS_OK) {
+            if (l) c->n_logits = 0;            /* overwritten, maybe shorter: the old rows are gone */
+            goto done;
+        }
         c->n_logits = bp.n_out;
     }
     {

@@ -878,7 +878,9 @@ static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
             struct mms_tensor *copy = in->copies[s->cur_copy];
             bool user_input = mms__sched_pos(s, in->src) < 0 && !mms__sched_has_fixed_memory(in->src);
             if (user_input) {
-                st = mms_backend_tensor_copy(in->src, copy);   /* set by the caller on the host: copy now */
+                /* set by the caller, complete now: queued on b in order with its work, no wait (CUDA
+                   stages pageable memory before the call returns; see the manual, section 8) */
+                st = mms_backend_tensor_copy_async(s->backends[in->src_backend], b, in->src, copy);
             } else {
                 mms_backend_t src_b = s->backends[in->src_backend];
                 mms_backend_event_t ev = s->events[in->src_backend * s->n_copies + s->cur_copy];
