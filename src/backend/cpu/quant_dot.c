@@ -1313,9 +1313,51 @@ MMS__UNROLL4
 static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     mms__gemv_q4_kx8_body(false, ns, K, wv, xv, out);
 }
+MMS__AVX512_CODE_BEGIN
+/* Decode on the Q4_K layout with AVX-512: groups in pairs, one zmm register each (the 16-row
+   kernel's sums with one column), both pairs block by block (4 streams), a lone last group by the
+   8-row body; the same integer sums and float operations per row, so the same bits. */
 static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
-    mms__gemv_q4_kx8_body(true, ns, K, wv, xv, out);
+    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const int np = ns / 2;   /* pairs */
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t b;
+    int j, s, k;
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const __m512 xd = _mm512_set1_ps(x[b].d);
+        for (j = 0; j < np; j++) {
+            const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)wv[2 * j] + b, *w1 = (const struct mms__q4_kx8 *)wv[2 * j + 1] + b;
+            __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
+            for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+MMS__UNROLL8
+                for (k = 0; k < 8; k++) {
+                    const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
+                    int32_t a_lo, a_hi;
+                    memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
+                    memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
+                    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), _mm512_set1_epi32(a_lo));
+                    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_set1_epi32(a_hi));
+                }
+                sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(_mm512_mullo_epi32(lo, mms__bytes16_u32(w0->sc[s], w1->sc[s])),
+                                                               _mm512_mullo_epi32(hi, mms__bytes16_u32(w0->sc[s + 1], w1->sc[s + 1]))));
+            }
+            for (s = 0; s < 4; s++) {
+                const __m512i mn = _mm512_or_si512(mms__bytes16_u32(w0->mn[2 * s], w1->mn[2 * s]), _mm512_slli_epi32(mms__bytes16_u32(w0->mn[2 * s + 1], w1->mn[2 * s + 1]), 16));
+                summ = _mm512_add_epi32(summ, _mm512_madd_epi16(mn, _mm512_set1_epi32((int)mms__q4_k_sum_pair(x[b].bsums, s))));
+            }
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(mms__fp16x16_pair(w0->d, w1->d), xd), acc[j]);
+            acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(mms__fp16x16_pair(w0->dmin, w1->dmin), xd), acc[j]);
+        }
+    }
+    for (j = 0; j < np; j++) {
+        _mm256_storeu_ps(out[2 * j], _mm512_castps512_ps256(acc[j]));
+        _mm256_storeu_ps(out[2 * j + 1], _mm512_extractf32x8_ps(acc[j], 1));
+    }
+    if (ns % 2) mms__gemv_q4_kx8_body(true, 1, K, wv + ns - 1, xv, out + ns - 1);
 }
+MMS__AVX512_CODE_END
 
 /* Decode on the Q6_K layout: one activation row against ns <= 4 groups, the 4 groups of a half
    unpacked from one qh and two ql loads (the sums and float operations of the kernel above with
