@@ -515,13 +515,15 @@
            kernels on repacked weights): vpdpbusd adds 4 byte products into a row's int32 lane in
            one instruction where AVX2 spends maddubs, an add and a widening madd. The same 8-bit
            activations and exact integer sums as AVX2, so the same results (floats summed in the
-           same order). Q8_0 prompt products take the 8-row kernel here too (its weights' signs
-           moved onto the activations), so they round activations to 8 bits as decode does (an NMSE
-           near 1e-5 per product; the AVX2 set dequantizes Q8_0 for prompts and keeps f32
-           activations); a decode step of up to 8 sequences keeps the 4-column dots, so each column
-           keeps the bits it gets alone. Prompt products of Q4_0, Q4_K, Q6_K and Q8_0 take two groups of 8
-           rows in one zmm register (16 rows per vpdpbusd), each row's integer sums and floats as in
-           the 8-row kernel, so the same bits.
+           same order). Q8_0 prompt products take the 8-row kernel here too (the activations made
+           unsigned, a + 128, once per tile, and 128 times each row's weight sum taken off), so they
+           round activations to 8 bits as decode does (an NMSE near 1e-5 per product; the AVX2 set
+           dequantizes Q8_0 for prompts and keeps f32 activations); a decode step of up to 8
+           sequences keeps the 4-column dots, so each column keeps the bits it gets alone. Prompt
+           products of Q4_0, Q4_K, Q6_K and Q8_0 take two groups of 8 rows in one zmm register (16
+           rows per vpdpbusd) against 8 columns a call (the weights come from L2 once for twice the
+           products of 4), each row's integer sums and floats as in the 8-row kernel, so the same
+           bits; so does decode on repacked Q4_K and Q6_K, two groups per zmm register.
          the decode GEMV of f32 and f16 weights against 1 to 8 columns (the sequences of a batch):
            each weight converted once for all the columns (4 rows x up to 4 columns, 2 rows x up to
            8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
@@ -9269,6 +9271,17 @@ static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t
     return buf;
 }
 
+/* A prefetch of the n bytes at p (gcc, clang; elsewhere nothing). */
+static void mms__prefetch(const void *ptr, size_t n) {
+#if defined(__GNUC__) || defined(__clang__)
+    size_t o;
+    for (o = 0; o < n; o += 64) __builtin_prefetch((const char *)ptr + o, 0, 1);
+#else
+    MMS__UNUSED(ptr);
+    MMS__UNUSED(n);
+#endif
+}
+
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3], *mask_rows = dst->src[4];
     const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
@@ -9334,6 +9347,10 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 float d[4];
                 ldk = (int64_t)(k->nb[1] / sizeof(float));
                 for (j = 0; j < nk; j++) {
+                    /* rows of one head lie a token's heads apart in a KV cache, too far for the
+                       hardware's prefetch: the key rows 16 ahead and this block's value rows */
+                    if (j0 + j + 16 < n_kv) mms__prefetch(k0 + (j + 16) * ldk, (size_t)D * sizeof(float));
+                    mms__prefetch(mms__row_ptr(v, j0 + j, kh, ib), (size_t)Dv * sizeof(float));
                     for (i = 0; i < n4; i += 4) {
                         int64_t c;
                         mms__vec_dot4_rows(false, D, qb + i * D, D, k0 + j * ldk, d);
