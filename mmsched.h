@@ -736,7 +736,9 @@
        1e-10, greedy tokens equal, for mixes of image-first, text-before-image, text-only and two-image
        conversations cleared, reused and trimmed). The matrix products see every row at once, so the
        weights are read once per step for all sequences (on the CPU, up to 8 rows of f16/f32 weights
-       are summed exactly as one row alone is: test_ops mul_mat_columns); self-attention reads the
+       are summed exactly as one row alone is: test_ops mul_mat_columns; so are Q4_0, Q4_K and Q6_K
+       weights kept repacked, the loader's default, and Q8_0 weights: test_quant
+       mul_mat_columns); self-attention reads the
        slots from the first to the last sequence in the batch, each up to its next 256-token step.
        On the CPU a step of K sequences costs K times the multiply-adds of one, so once the products
        are bound by arithmetic rather than by reading the weights the gain stops growing: with f16
