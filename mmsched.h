@@ -8989,7 +8989,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 cached = item / tiles_m;
             }
             if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 64 rows: at most 37 K bytes, in the f32 tile's 256 K */
+                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 8 of them take less than the f32 tile */
                 const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
