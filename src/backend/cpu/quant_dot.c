@@ -1314,6 +1314,16 @@ static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void
     mms__gemv_q4_kx8_body(false, ns, K, wv, xv, out);
 }
 MMS__AVX512_CODE_BEGIN
+/* The zmm decode kernels' sums of np pairs of groups: pair j's low half to out[2 j], its high half
+   to out[2 j + 1]. */
+static MMS__TARGET_AVX512 void mms__store_group_pairs(const __m512 *acc, int np, float *const out[4]) {
+    int j;
+    for (j = 0; j < np; j++) {
+        _mm256_storeu_ps(out[2 * j], _mm512_castps512_ps256(acc[j]));
+        _mm256_storeu_ps(out[2 * j + 1], _mm512_extractf32x8_ps(acc[j], 1));
+    }
+}
+
 /* Decode on the Q4_K layout with AVX-512: groups in pairs, one zmm register each (the 16-row
    kernel's sums with one column), both pairs block by block (4 streams), a lone last group by the
    8-row body; the same integer sums and float operations per row, so the same bits. */
@@ -1351,10 +1361,7 @@ MMS__UNROLL8
             acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(mms__fp16x16_pair(w0->dmin, w1->dmin), xd), acc[j]);
         }
     }
-    for (j = 0; j < np; j++) {
-        _mm256_storeu_ps(out[2 * j], _mm512_castps512_ps256(acc[j]));
-        _mm256_storeu_ps(out[2 * j + 1], _mm512_extractf32x8_ps(acc[j], 1));
-    }
+    mms__store_group_pairs(acc, np, out);
     if (ns % 2) mms__gemv_q4_kx8_body(true, 1, K, wv + ns - 1, xv, out + ns - 1);
 }
 MMS__AVX512_CODE_END
@@ -1453,10 +1460,7 @@ MMS__UNROLL4
             sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(off, 5));
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(mms__fp16x16_pair(w0->d, w1->d), _mm512_set1_ps(x[b].d)), acc[j]);
         }
-    for (j = 0; j < np; j++) {
-        _mm256_storeu_ps(out[2 * j], _mm512_castps512_ps256(acc[j]));
-        _mm256_storeu_ps(out[2 * j + 1], _mm512_extractf32x8_ps(acc[j], 1));
-    }
+    mms__store_group_pairs(acc, np, out);
     if (ns % 2) mms__gemv_q6_kx8_body(true, 1, K, wv + ns - 1, xv, out + ns - 1);
 }
 MMS__AVX512_CODE_END
