@@ -511,8 +511,22 @@
        the AVX2 set with these bodies replaced:
          the f32 GEMM's register block: 12 rows x 32 columns (two panels of 16) in 24 zmm
            accumulators, 24 FMAs of 16 lanes per 14 loads. Every output sums over k in the AVX2
-           block's order, one FMA per k, so both sets give the same bits (f32, f16 and bf16 weights
-           of prompt-size products, and flash attention's two products).
+           block's order, one FMA per k, so both sets give the same bits (f32 and f16 weights of
+           prompt-size products, and flash attention's two products with f32 or f16 K/V).
+         BF16 weights, more than 4 columns: vdpbf16ps (32 multiply-adds an instruction, twice the
+           FMA's 16 on Zen 4). The columns of b are rounded to bf16 (to nearest even, subnormals
+           taken as zero) and each tile of 256 weight rows packed as panels of 16 rows in bf16 pairs
+           (k, k + 1); a 12 x 32 register block adds each pair's two products (exact in f32) to f32
+           sums, K in chunks of 256 so the block's 32 columns of weights stay in L1 (a sum that
+           would be subnormal is flushed to zero). Rounding b costs a relative 2^-9 per activation:
+           an NMSE near 1e-6 per product on random data, 1.4e-5 on the logits of the bf16 test model
+           (tests/test_mllama, against transformers in f32). The other sets, and decode (1 to 4
+           columns), keep f32 activations against the weights converted to f32 (exact products).
+         flash_attn_ext with BF16 K and V: the scaled queries and the softmax weights are rounded to
+           bf16 and both products run on that kernel (K packed as panels of 16 keys, V's rows
+           interleaved by pairs of keys); the streaming softmax, its sums and the output stay f32.
+           An NMSE near 3e-6 against a double reference (test_ops). A graph asks for it by casting
+           K and V to BF16 (mms_cast); with f32 K/V nothing is rounded.
          the integer dots of the 8-row kernels (Q4_0, Q4_K, Q6_K, Q8_0; prompt products and the decode
            kernels on repacked weights): vpdpbusd adds 4 byte products into a row's int32 lane in
            one instruction where AVX2 spends maddubs, an add and a widening madd. The same 8-bit
@@ -532,9 +546,11 @@
            These sums differ from AVX2's 8-lane ones in the last bits (both checked against a
            double-precision reference); a column gets the same bits in a batch as alone.
          Not AVX-512: the quantized row dots (decode on weights not repacked), attention's softmax,
-           the element-wise ops. BF16 weights are converted to f32 as on AVX2: vdpbf16ps gave half
-           the FMAs' multiply-adds per ns on the Sapphire Rapids-class machine this was measured on
-           (1.35 against 5.47 instructions per ns on one core, 32 against 16 multiply-adds each).
+           the element-wise ops. On Zen 4 vdpbf16ps and the FMA both run at one zmm instruction a
+           cycle (measured here); on the Sapphire Rapids-class Xeon of an earlier measurement
+           vdpbf16ps ran at a quarter of the FMA's instruction rate (1.35 against 5.47 per ns on one
+           core), where the bf16 kernel would be slower than converting: MMS_CPU_KERNELS=avx2 keeps
+           the converting GEMM (and f32 activations) on such a CPU.
        Host buffers of 8 MiB and more are aligned to 2 MiB and offered to transparent huge pages
        (madvise), which helps ops that read big tensors with large strides.
 
@@ -5849,6 +5865,21 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
+/* mms_fp32_to_bf16's rounding (to nearest even, NaN kept quiet) on 8 values at a time */
+static MMS__TARGET_AVX2 void mms__f32_to_bf16_avx2(const float *x, mms_bf16_t *y, int64_t n) {
+    const __m256i lsb = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff), abs = _mm256_set1_epi32(0x7fffffff),
+                  inf = _mm256_set1_epi32(0x7f800000), quiet = _mm256_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i)), hi = _mm256_srli_epi32(u, 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(hi, lsb)), 16);
+        const __m256i w = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08)));
+    }
+    for (; i < n; i++) y[i] = mms_fp32_to_bf16(x[i]);
+}
+
 /* the whole vectors of z = x op y; returns how many elements that was */
 static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
@@ -5974,6 +6005,7 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
 static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64_t n) {
 #if MMS__HAVE_AVX2
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
+    if (mms__avx2() && type == MMS_TYPE_BF16) { mms__f32_to_bf16_avx2(src, (mms_bf16_t *)dst, n); return; }
 #endif
 #if MMS__HAVE_NEON
     if (mms__neon() && type == MMS_TYPE_F16) { mms__f32_to_f16_neon(src, (mms_fp16_t *)dst, n); return; }
@@ -6228,6 +6260,70 @@ static const mms__gemm_rows2_fn mms__gemm_rows_avx512[13] = {
     NULL, mms__gemm_r1x32_avx512, mms__gemm_r2x32_avx512, mms__gemm_r3x32_avx512, mms__gemm_r4x32_avx512, mms__gemm_r5x32_avx512,
     mms__gemm_r6x32_avx512, mms__gemm_r7x32_avx512, mms__gemm_r8x32_avx512, mms__gemm_r9x32_avx512, mms__gemm_r10x32_avx512,
     mms__gemm_r11x32_avx512, mms__gemm_r12x32_avx512 };
+
+/* The BF16 register block (AVX-512 BF16): C[r][0..ncols) = sum_k A[r][k] B[k][0..ncols) for R <= 12
+   rows, A and B in bf16 pairs (one dword holds k = 2p and 2p + 1): A's rows lda dwords apart, B as
+   two panels of 16 columns (B0, B1: dword p * 16 + column). Per pair 2 loads and R broadcasts feed
+   2R vdpbf16ps of 32 products; each adds its pair's products (exact in f32) to the sum, rounding to
+   nearest, with subnormal inputs and results taken as zero. ncols (1..32) columns are stored. */
+#define MMS__GB_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define MMS__GB_STEP(r)  { const __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * lda + p]);                   \
+                           c##r##0 = _mm512_dpbf16_ps(c##r##0, a, b0); c##r##1 = _mm512_dpbf16_ps(c##r##1, a, b1); }
+#define MMS__GB_STORE(r) if (acc) { c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, C + r * ldc));              \
+                                    c##r##1 = _mm512_add_ps(c##r##1, _mm512_maskz_loadu_ps(m1, C + r * ldc + 16)); }   \
+                         _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0); _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c##r##1);
+#define MMS__GB_DEFINE(R)                                                                                           \
+    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x32_avx512(int64_t P, const uint32_t *A, int64_t lda,      \
+                                                                   const uint32_t *B0, const uint32_t *B1, float *C, \
+                                                                   int64_t ldc, int ncols, int acc) {               \
+        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1),                      \
+                        m1 = ncols >= 32 ? (__mmask16)0xffff : ncols <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ncols - 16)) - 1); \
+        int64_t p;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GB_DECL)                                                                               \
+        for (p = 0; p < P; p++) {                                                                                   \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16), b1 = (__m512bh)_mm512_loadu_si512(B1 + p * 16); \
+            MMS__GR_ROWS##R(MMS__GB_STEP)                                                                           \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GB_STORE)                                                                              \
+    }
+MMS__GB_DEFINE(1) MMS__GB_DEFINE(2) MMS__GB_DEFINE(3) MMS__GB_DEFINE(4) MMS__GB_DEFINE(5) MMS__GB_DEFINE(6)
+MMS__GB_DEFINE(7) MMS__GB_DEFINE(8) MMS__GB_DEFINE(9) MMS__GB_DEFINE(10) MMS__GB_DEFINE(11) MMS__GB_DEFINE(12)
+#undef MMS__GB_DEFINE
+#undef MMS__GB_STORE
+#undef MMS__GB_STEP
+#undef MMS__GB_DECL
+
+typedef void (*mms__gemm_bf16_fn)(int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B0, const uint32_t *B1, float *C, int64_t ldc,
+                                  int ncols, int acc);
+static const mms__gemm_bf16_fn mms__gemm_bf16_rows_avx512[13] = {
+    NULL, mms__gemm_bf16_r1x32_avx512, mms__gemm_bf16_r2x32_avx512, mms__gemm_bf16_r3x32_avx512, mms__gemm_bf16_r4x32_avx512,
+    mms__gemm_bf16_r5x32_avx512, mms__gemm_bf16_r6x32_avx512, mms__gemm_bf16_r7x32_avx512, mms__gemm_bf16_r8x32_avx512,
+    mms__gemm_bf16_r9x32_avx512, mms__gemm_bf16_r10x32_avx512, mms__gemm_bf16_r11x32_avx512, mms__gemm_bf16_r12x32_avx512 };
+
+/* out[c / 16 * stride + c % 16] = (x[c], y[c]) as a dword for c < 16 panels, zero past n (and y NULL: zero). */
+static MMS__TARGET_AVX512 void mms__interleave_bf16_avx512(int64_t n, const mms_bf16_t *x, const mms_bf16_t *y, uint32_t *out,
+                                                           int64_t stride, int64_t panels) {
+    int64_t p;
+    for (p = 0; p < panels; p++) {
+        const int64_t c = p * 16, left = MMS__MAX(0, MMS__MIN(16, n - c));
+        const __mmask16 m = (__mmask16)((1u << left) - 1);
+        const __m256i a = _mm256_maskz_loadu_epi16(m, x + c), b = y ? _mm256_maskz_loadu_epi16(m, y + c) : _mm256_setzero_si256();
+        const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);   /* columns 0-3 8-11, 4-7 12-15 */
+        _mm256_storeu_si256((__m256i *)(out + p * stride), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(out + p * stride + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+
+/* y[p] = the bf16 pair (x[2p], x[2p + 1]) for p < (n + 1) / 2, rounded to nearest even (vcvtne2ps2bf16:
+   as mms_fp32_to_bf16 but for subnormals, taken as zero, which vdpbf16ps does anyway), a last odd value
+   paired with zero. */
+static MMS__TARGET_AVX512 void mms__f32_to_bf16_pairs_avx512(int64_t n, const float *x, uint32_t *y) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512(y + i / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    for (; i < n; i += 2)
+        y[i / 2] = (uint32_t)mms_fp32_to_bf16(x[i]) | (i + 1 < n ? (uint32_t)mms_fp32_to_bf16(x[i + 1]) << 16 : 0u);
+}
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -6767,6 +6863,38 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
         }
 }
 
+/* BF16 products on the sets with vdpbf16ps (AVX-512 BF16): C[M x N] = A[M x K] B[K x N] with A's
+   rows and B in bf16 pairs as mms__gemm_bf16_r*x32 takes them, K = 2P; B in panels of 16 columns
+   bpanel dwords apart, readable (zero-padded) up to a whole pair of panels; C (+ if acc) written in
+   its N columns only. mms__vec_bf16_pairs rounds f32 rows for it. */
+#define MMS__GEMM_BF16_PC 128
+static bool mms__vec_has_gemm_bf16(void) { return mms__avx512(); }
+static void mms__vec_bf16_pairs(int64_t n, const float *x, uint32_t *y) {
+#if MMS__HAVE_AVX2
+    if (mms__avx512()) { mms__f32_to_bf16_pairs_avx512(n, x, y); return; }
+#endif
+    MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(y);
+    mms__abort(__FILE__, __LINE__, "mms__vec_bf16_pairs without its kernels");
+}
+static void mms__gemm_bf16(int64_t M, int64_t N, int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B, int64_t bpanel,
+                           float *C, int64_t ldc, int acc) {
+#if MMS__HAVE_AVX2
+    if (mms__avx512()) {   /* K in chunks whose 32 columns of B (16 KB) stay in L1 across the row blocks */
+        int64_t i, j, p0;
+        for (p0 = 0; p0 < P; p0 += MMS__GEMM_BF16_PC)
+            for (j = 0; j < N; j += 32)
+                for (i = 0; i < M; i += 12)
+                    mms__gemm_bf16_rows_avx512[MMS__MIN(12, M - i)](MMS__MIN(MMS__GEMM_BF16_PC, P - p0), A + i * lda + p0, lda,
+                                                                    B + j / 16 * bpanel + p0 * 16, B + (j / 16 + 1) * bpanel + p0 * 16,
+                                                                    C + i * ldc + j, ldc, (int)MMS__MIN(32, N - j), acc || p0 > 0);
+        return;
+    }
+#endif
+    MMS__UNUSED(M); MMS__UNUSED(N); MMS__UNUSED(P); MMS__UNUSED(A); MMS__UNUSED(lda); MMS__UNUSED(B); MMS__UNUSED(bpanel);
+    MMS__UNUSED(C); MMS__UNUSED(ldc); MMS__UNUSED(acc);
+    mms__abort(__FILE__, __LINE__, "mms__gemm_bf16 without its kernels");
+}
+
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, x f32 or f16 (f16 set), and the same
    for one row: the decode GEMV straight from the weights. SIMD sets only (mms__simd). */
 static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, const float *y, float *out) {
@@ -6864,6 +6992,55 @@ static const float *mms__load_row(const struct mms_tensor *t, int64_t i1, int64_
     }
     for (i = 0; i < n; i++) mms__type_traits[t->type].to_float(row + i * (int64_t)t->nb[0], buf + i, 1);
     return buf;
+}
+
+/* Rows [r0, r0 + n) of a BF16 tensor t in (i2, i3) as the B panels of mms__gemm_bf16 (the rows its
+   columns): panels of 16 rows in bf16 pairs, one pair a float's bits, pack[p * 16 P + kp * 16 + i] =
+   (t[r0 + 16 p + i][2 kp], [2 kp + 1]) with P = (ne[0] + 1) / 2, zero past ne[0] and past n up to a whole
+   pair of panels. rowbuf holds 16 rows of P pairs, written by memcpy only, so the transposer (which
+   moves bits) may read them as floats. */
+static void mms__pack_rows_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, float *pack, float *rowbuf) {
+    const int64_t K = t->ne[0], P = (K + 1) / 2;
+    int64_t p, r, k;
+    for (p = 0; p * 16 < MMS__ALIGN_UP(n, 32); p++) {
+        const int64_t rows = MMS__MAX(0, MMS__MIN(16, n - p * 16));
+        memset(rowbuf, 0, (size_t)(16 * P) * sizeof(float));
+        for (r = 0; r < rows; r++) {
+            const char *row = mms__row_ptr(t, r0 + p * 16 + r, i2, i3);
+            char *pairs = (char *)(rowbuf + r * P);
+            if (t->nb[0] == sizeof(mms_bf16_t)) memcpy(pairs, row, (size_t)K * sizeof(mms_bf16_t));
+            else for (k = 0; k < K; k++) memcpy(pairs + k * 2, row + k * (int64_t)t->nb[0], sizeof(mms_bf16_t));
+        }
+        mms__transpose_f32(16, P, rowbuf, P, pack + p * 16 * P, 16);
+    }
+}
+
+/* Rows [r0, r0 + n) of a BF16 tensor t in (i2, i3) as the B panels of mms__gemm_bf16 with the rows its
+   k (the value rows of attention): rows 2 kp and 2 kp + 1 interleaved, pack[c / 16 * 16 P + kp * 16 +
+   c % 16] = (t[r0 + 2 kp][c], t[r0 + 2 kp + 1][c]) with P = (n + 1) / 2, zero past n and past ne[0] up
+   to a whole pair of panels. rowbuf holds one row of a strided t. */
+static void mms__pack_pairs_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, uint32_t *pack,
+                                 mms_bf16_t *rowbuf) {
+    const int64_t W = t->ne[0], P = (n + 1) / 2, panels = MMS__ALIGN_UP(W, 32) / 16;
+    int64_t kp, h, c;
+    for (kp = 0; kp < P; kp++) {
+        const mms_bf16_t *rows[2];
+        for (h = 0; h < 2; h++) {
+            const char *row = 2 * kp + h < n ? mms__row_ptr(t, r0 + 2 * kp + h, i2, i3) : NULL;
+            if (row && t->nb[0] != sizeof(mms_bf16_t)) {   /* strided: gathered into rowbuf's half */
+                for (c = 0; c < W; c++) memcpy(rowbuf + h * W + c, row + c * (int64_t)t->nb[0], sizeof(mms_bf16_t));
+                row = (const char *)(rowbuf + h * W);
+            }
+            rows[h] = (const mms_bf16_t *)row;
+        }
+#if MMS__HAVE_AVX2
+        if (mms__avx512()) { mms__interleave_bf16_avx512(W, rows[0], rows[1], pack + kp * 16, 16 * P, panels); continue; }
+#endif
+        for (c = 0; c < panels * 16; c++) {
+            const uint32_t lo = c < W ? rows[0][c] : 0, hi = c < W && rows[1] ? rows[1][c] : 0;
+            pack[c / 16 * 16 * P + kp * 16 + c % 16] = lo | hi << 16;
+        }
+    }
 }
 
 /* Writes n = ne[0] f32 values into row (i1, i2, i3) of a float tensor of any strides. */
@@ -8833,6 +9010,9 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
      it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
      memory exactly once.
+   - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
+     tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
+     so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
@@ -8847,12 +9027,15 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
 #define MMS__MM_MB 64
+#define MMS__MM_MB_BF16 256
 #define MMS__MM_NB 48
 #define MMS__MM_GEMV_N 4
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;   /* <= its f32 tile */
+    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64   /* <= its f32 tile */
+                          : dst->src[0]->type == MMS_TYPE_BF16 ? (MMS__MM_NB + 16 + MMS__MM_MB_BF16) * (size_t)((K + 1) / 2) * 4 + 64
+                          : 0;   /* bf16 a: b's tile and a's in bf16 pairs */
     return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128 + unpacked;
 }
 
@@ -8905,8 +9088,6 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
-    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
     const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
@@ -8921,11 +9102,17 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                                                                                                  tile does not pay below */
     const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
                                                                              with integer kernels take those */
+    const bool bf16_gemm = gemm && a->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();   /* b rounded to bf16 */
+    const int64_t mb = bf16_gemm ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
+    const int64_t tiles_m = (M + mb - 1) / mb, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
+    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
     char *unpacked = (char *)MMS__ALIGN_UP((uintptr_t)(bq8 + MMS__MM_NB * q8_row), 64);   /* repacked a without its kernels: */
     struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
+    uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
+    float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
     const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
@@ -8954,9 +9141,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         batch = item / (tiles_m * tiles_n);
         i12 = batch % b->ne[2];
         i13 = batch / b->ne[2];
-        m0 = tm * MMS__MM_MB;
+        m0 = tm * mb;
         n0 = tn * MMS__MM_NB;
-        mr = MMS__MIN(MMS__MM_MB, M - m0);
+        mr = MMS__MIN(mb, M - m0);
         nr = MMS__MIN(MMS__MM_NB, N - n0);
         akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
         A = a;
@@ -8972,7 +9159,18 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             A = &a_tile;
             am0 = 0;
         }
-        if (gemm) {
+        if (bf16_gemm) {
+            const int64_t P = (K + 1) / 2;
+            const float *brow;
+            int64_t ldb, j;
+            if (cached != akey) {
+                mms__pack_rows_bf16(A, am0, mr, i12 / r2, i13 / r3, pack16, rowbuf);
+                cached = akey;
+            }
+            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
+            for (j = 0; j < nr; j++) mms__vec_bf16_pairs(K, brow + j * ldb, b16 + j * P);
+            mms__gemm_bf16(nr, mr, P, b16, P, (const uint32_t *)pack16, 16 * P, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
+        } else if (gemm) {
             const float *brow;
             int64_t ldb;
             if (cached != akey) {
@@ -9244,7 +9442,8 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
    QB x KB score block ever exists. Blocks are fixed by the shapes, never by the thread count, so
    results do not depend on it. With at most MMS__FA_DIRECT rows in a block (decode: one query per
    sequence times the heads of a group) and f32 K and V, the scores and the weighted sum read the
-   K and V rows in place: packing a block for a few rows cost more than the products. */
+   K and V rows in place: packing a block for a few rows cost more than the products. BF16 K and V
+   on AVX-512 take the bf16 GEMM for both products (Q and P rounded to bf16 pairs). */
 #define MMS__FA_QB 96
 #define MMS__FA_KB 128
 #define MMS__FA_DIRECT 8
@@ -9253,8 +9452,8 @@ struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-colum
 
 static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
     const int64_t D = dst->src[0]->ne[0], Dvp = MMS__ALIGN_UP(dst->src[2]->ne[0], 16);
-    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB;
-    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + 10 * 16) * sizeof(float);
+    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, bf16 = QB * ((D + 1) / 2) + QB * KB / 2 + 2 * Dvp;   /* Q, P in pairs; V rows */
+    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + bf16 + 13 * 16) * sizeof(float);
 }
 
 /* Rows j0 .. j0 + n of t in (i2, i3) as f32 rows with leading dimension *ld (at least width
@@ -9302,6 +9501,11 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
     float *mb = vb + KB * Dvp;
+    /* BF16 K and V on the sets with vdpbf16ps: Q and P rounded to bf16, both products in bf16 pairs */
+    const bool bf16 = !direct && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
+    const int64_t PD = (D + 1) / 2;
+    uint32_t *q16 = (uint32_t *)(mb + MMS__ALIGN_UP(QB * KB, 16)), *p16 = q16 + MMS__ALIGN_UP(QB * PD, 16);   /* Q, P pairs */
+    mms_bf16_t *vrow = (mms_bf16_t *)(p16 + MMS__ALIGN_UP(QB * KB / 2, 16));   /* two strided value rows */
     const char *mrow[MMS__FA_QB];
     const float *mspan[MMS__FA_QB];
     int64_t ih[MMS__FA_QB], iqs[MMS__FA_QB];
@@ -9337,6 +9541,7 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             lr[i] = 0.0f;
         }
         memset(ob, 0, (size_t)(nr * Dvp) * sizeof(float));
+        for (i = 0; bf16 && i < nr; i++) mms__vec_bf16_pairs(D, qb + i * D, q16 + i * PD);
         for (j0 = 0; j0 < n_kv; j0 += KB) {
             const int64_t nk = MMS__MIN(KB, n_kv - j0), nkp = MMS__ALIGN_UP(nk, 16);
             int64_t ldk, ldv, j;
@@ -9366,6 +9571,9 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     }
                     for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
                 }
+            } else if (bf16) {               /* K packed as bf16 panels of 16 keys, pairs along D */
+                mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb);
+                mms__gemm_bf16(nr, nkp, PD, q16, PD, (const uint32_t *)kt, 16 * PD, sb, KB, 0);
             } else {
                 ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
                 mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
@@ -9391,6 +9599,13 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
             }
             /* O += P V; the direct path reads the value rows in place wherever they fill whole panels */
+            if (bf16) {                      /* P in pairs of keys against value rows interleaved by pairs */
+                const int64_t PK = (nk + 1) / 2;
+                for (i = 0; i < nr; i++) mms__vec_bf16_pairs(nk, sb + i * KB, p16 + i * (KB / 2));
+                mms__pack_pairs_bf16(v, j0, nk, kh, ib, (uint32_t *)vb, vrow);
+                mms__gemm_bf16(nr, Dvp, PK, p16, KB / 2, (const uint32_t *)vb, 16 * PK, ob, Dvp, 1);
+                continue;
+            }
             vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, !direct, vb, &ldv);
             mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
         }

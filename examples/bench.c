@@ -476,7 +476,8 @@ static void bench_vit(mms_backend_t cpu, enum mms_type wtype, int flash) {
     double ms[64];
     char name[96];
     int i;
-    snprintf(name, sizeof name, "vit 4 layers %s %s weights", flash ? "flash_attn" : "mm+softmax", mms_type_name(wtype));
+    snprintf(name, sizeof name, "vit 4 layers %s %s weights%s", flash ? "flash_attn" : "mm+softmax", mms_type_name(wtype),
+             flash == 2 ? ", K/V cast to them" : "");
     if (!wanted(name)) return;
     memset(&r, 0, sizeof r);
     ref_vit_layers(&r, 4, flash, wtype);
@@ -784,8 +785,10 @@ int main(int argc, char **argv) {
     bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 1280, 1601, 0, 0);
     bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 5120, 1601, 0, 0);
     bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 5120, 1601, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_BF16, 1280, 5120, 1601, 0, 0);
     bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 512, 0, 0);
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, 0, 0);
+    bench_mul_mat(cpu, MMS_TYPE_BF16, 4096, 4096, 512, 0, 0);
     bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1, 0);
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1, 0);
     {   /* quantized weights: decode (cold) and prompt-size products */
@@ -819,6 +822,8 @@ int main(int argc, char **argv) {
     bench_threadpool(cpu);
     bench_vit(cpu, MMS_TYPE_F32, 1);
     bench_vit(cpu, MMS_TYPE_F16, 1);
+    bench_vit(cpu, MMS_TYPE_BF16, 1);
+    bench_vit(cpu, MMS_TYPE_BF16, 2);
     bench_vit(cpu, MMS_TYPE_F32, 0);
     if (mllama) bench_mllama(cpu);
     if (wanted("plan")) bench_plans();

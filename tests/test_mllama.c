@@ -199,7 +199,9 @@ static bool run_prompt(struct fixture *f, struct mms_mllama_context *ctx, int p,
     return true;
 }
 
-static void check_prompts(struct fixture *f, struct mms_mllama_context *ctx, double nmse_tol, bool exact_greedy, const char *what) {
+/* nmse_tol and max_rel (the largest error against the largest logit) bound the logits */
+static void check_prompts(struct fixture *f, struct mms_mllama_context *ctx, double nmse_tol, double max_rel, bool exact_greedy,
+                          const char *what) {
     const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(f->model);
     int p, n_prompts = (int)ref_u32(f->ref, "ref.n_prompts%.0d", 0);
     float *logits = (float *)malloc(sizeof(float) * 256 * (size_t)hp->n_vocab);
@@ -210,7 +212,7 @@ static void check_prompts(struct fixture *f, struct mms_mllama_context *ctx, dou
         int n = 0;
         ref_i32s(f->ref, "prompt.%d.greedy", p, want_greedy, 16);
         if (!want || !run_prompt(f, ctx, p, logits, greedy, &n)) continue;
-        expect_close(logits, want, (int64_t)n * hp->n_vocab, nmse_tol, exact_greedy ? 1e-3 : 0.2, "%s %s prompt %d logits", f->name, what, p);
+        expect_close(logits, want, (int64_t)n * hp->n_vocab, nmse_tol, max_rel, "%s %s prompt %d logits", f->name, what, p);
         if (exact_greedy) EXPECT(memcmp(greedy, want_greedy, sizeof greedy) == 0, "%s %s prompt %d: greedy tokens differ (first %d, want %d)",
                                  f->name, what, p, greedy[0], want_greedy[0]);
     }
@@ -225,7 +227,7 @@ static void check_against_transformers(const char *name) {
     if (fixture_open(&f, name)) {
         check_preprocessing(&f);
         check_vision(&f);
-        check_prompts(&f, f.ctx, 1e-9, true, "cpu");
+        check_prompts(&f, f.ctx, 1e-9, 1e-3, true, "cpu");
     }
     fixture_close(&f);
 }
@@ -241,7 +243,8 @@ static const char *const layout_cfgs[2] = { "gqa", "mha" };
 /* Model file(s) of configuration cfg against a transformers reference: the vision and projector
    outputs of ref.gguf when vision is set, and the prompts of prompt_ref (its logits to NMSE 1e-9
    and its 16 greedy tokens). */
-static void check_layout_file(const char *cfg, const char *model, const char *mmproj, const char *prompt_ref, bool vision) {
+static void check_layout_file(const char *cfg, const char *model, const char *mmproj, const char *prompt_ref, bool vision, double nmse_tol,
+                              double max_rel) {
     char ref[256], mp[256], pp[256], rp[256], label[128];
     struct fixture f;
     snprintf(ref, sizeof ref, FIX "%s/ref.gguf", cfg);
@@ -258,7 +261,7 @@ static void check_layout_file(const char *cfg, const char *model, const char *mm
         }
         if (pr) {
             f.ref = pr;
-            check_prompts(&f, f.ctx, 1e-9, true, prompt_ref);
+            check_prompts(&f, f.ctx, nmse_tol, max_rel, true, prompt_ref);
             f.ref = images_ref;
             mms_gguf_close(pr);
         }
@@ -272,7 +275,7 @@ static void check_layout_file(const char *cfg, const char *model, const char *mm
    the file holds them (f16 matrices). */
 static void test_ollama_converter_files(void) {
     int i;
-    for (i = 0; i < 2; i++) check_layout_file(layout_cfgs[i], "ollama.gguf", NULL, "ref-f16w.gguf", false);
+    for (i = 0; i < 2; i++) check_layout_file(layout_cfgs[i], "ollama.gguf", NULL, "ref-f16w.gguf", false, 1e-9, 1e-3);
 }
 
 /* (b) mmsched's converter with its default types writes what Ollama's converter writes: the same
@@ -381,12 +384,15 @@ static void test_converter_writes_ollama_layout(void) {
 
 /* (c) The Hugging Face folder itself, no conversion: float32 (sharded, with its index) against
    transformers in float32, bfloat16 (its matrices used in place) against transformers run on the
-   same bf16 weights in float32. */
+   same bf16 weights in float32. The avx512 set rounds the activations of bf16 products past 4
+   columns to bf16 (the manual's rule): logits within an NMSE of 1e-4 and 2% of the largest there
+   (measured 1.3-1.5e-5 and 0.4-0.6%), the same greedy tokens. */
 static void test_hf_folders(void) {
+    const bool rounded = mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512;
     int i;
     for (i = 0; i < 2; i++) {
-        check_layout_file(layout_cfgs[i], "hf", NULL, "ref.gguf", true);
-        check_layout_file(layout_cfgs[i], "hf-bf16", NULL, "ref-bf16.gguf", false);
+        check_layout_file(layout_cfgs[i], "hf", NULL, "ref.gguf", true, 1e-9, 1e-3);
+        check_layout_file(layout_cfgs[i], "hf-bf16", NULL, "ref-bf16.gguf", false, rounded ? 1e-4 : 1e-9, rounded ? 2e-2 : 1e-3);
     }
 }
 
@@ -423,7 +429,7 @@ static void test_qk_rows_marker(void) {
     mms_log_set(NULL, NULL);
     mms_mllama_model_free(m);
     EXPECT(write_with_qk_rows(src, dst, "ollama"), "write: %s", mms_last_error());
-    check_layout_file("gqa", "../../../../build/test_mllama_qk_rows.gguf", NULL, "ref-f16w.gguf", false);
+    check_layout_file("gqa", "../../../../build/test_mllama_qk_rows.gguf", NULL, "ref-f16w.gguf", false, 1e-9, 1e-3);
     {   /* marked "hf", the same rows are taken in checkpoint order: the image prompts must differ */
         struct fixture f;
         char ref[] = FIX "gqa/ref.gguf";
@@ -451,8 +457,8 @@ static void test_qk_rows_marker(void) {
 static void test_converter_files(void) {
     int i;
     for (i = 0; i < 2; i++) {
-        check_layout_file(layout_cfgs[i], "mmsched.gguf", NULL, "ref.gguf", true);
-        check_layout_file(layout_cfgs[i], "text.gguf", "proj.gguf", "ref.gguf", true);
+        check_layout_file(layout_cfgs[i], "mmsched.gguf", NULL, "ref.gguf", true, 1e-9, 1e-3);
+        check_layout_file(layout_cfgs[i], "text.gguf", "proj.gguf", "ref.gguf", true, 1e-9, 1e-3);
     }
 }
 
@@ -465,7 +471,7 @@ static void test_two_file_layout(void) {
         if (c2) {
             struct mms_mllama_model *saved = f.model;
             f.model = m2;
-            check_prompts(&f, c2, 1e-9, true, "two-file");
+            check_prompts(&f, c2, 1e-9, 1e-3, true, "two-file");
             f.model = saved;
         }
         mms_mllama_context_free(c2);
@@ -480,7 +486,7 @@ static void test_f16_model(void) {
         struct mms_mllama_model *m2 = load(FIX "tiny4-f16.gguf", NULL, NULL, 0);
         struct mms_mllama_context *c2 = m2 ? context(m2) : NULL;
         EXPECT(m2 && c2, "f16 model: %s", mms_last_error());
-        if (c2) check_prompts(&f, c2, 1e-4, false, "f16");
+        if (c2) check_prompts(&f, c2, 1e-4, 0.2, false, "f16");
         mms_mllama_context_free(c2);
         mms_mllama_model_free(m2);
     }

@@ -667,6 +667,13 @@ static void test_mul_mat(void) {
         { F32,  { 520, 70, 1, 1 },  CONTIG,    F32,  { 520, 3, 1, 1 },  CONTIG },     /* tiles 64 + 6: a group of 4 rows with 2 */
         { F16,  { 1601, 20, 1, 1 }, CONTIG,    F32,  { 1601, 13, 1, 1 }, CONTIG },    /* GEMM: M = 16 + 4, N = 12 + 1 */
         { BF16, { 37, 70, 1, 1 },  CONTIG,     F32,  { 37, 53, 1, 1 },  STRIDED },    /* bf16 packed, N = 48 + 5 */
+        /* bf16 weights on AVX-512 (vdpbf16ps, b rounded to bf16): 12-row blocks of b against 32 columns
+           of a, masked at a tile's edge; K in pairs, an odd last one; a strided a packed element-wise */
+        { BF16, { 64, 45, 2, 1 },  TRANSPOSED, F32,  { 64, 25, 4, 1 },  CONTIG },     /* M = 32 + 13, N = 2 x 12 + 1 */
+        { BF16, { 1, 20, 1, 1 },   CONTIG,     F32,  { 1, 9, 1, 1 },    PERMUTED },   /* K = 1: one pair, half zero */
+        { BF16, { 520, 300, 1, 1 }, CONTIG,    BF16, { 520, 13, 1, 1 }, STRIDED },    /* tiles of 256 + 44 rows, K in chunks
+                                                                                          of 128 pairs + 4, bf16 b (exact) */
+        { BF16, { 130, 16, 1, 1 }, STRIDED,    F32,  { 130, 5, 1, 1 },  CONTIG },     /* N = 5: the first GEMM size */
         { F32,  { 19, 64, 3, 1 },  STRIDED,    F32,  { 19, 96, 6, 1 },  PERMUTED },   /* whole panels and blocks, broadcast */
     };
     size_t k;
@@ -681,11 +688,16 @@ static void test_mul_mat(void) {
         out = case_out(&c, mms_mul_mat(c.ctx, a, b));
         if (case_compute(&c)) {
             const int64_t ne[4] = { na[1], nb[1], nb[2], nb[3] }, r2 = nb[2] / na[2], r3 = nb[3] / na[3];
+            /* the manual's rule: bf16 weights on the avx512 set round b to bf16 past N = 4 */
+            const bool b_bf16 = cfg[k].ta == BF16 && nb[1] > 4 && mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512;
             double *ref = ref_new(ne);
             int64_t i0, i1, i2, i3, kk;
             FOR4(ne) {
                 double s = 0.0;
-                for (kk = 0; kk < na[0]; kk++) s += in_at(&c, a, kk, i0, i2 / r2, i3 / r3) * in_at(&c, b, kk, i1, i2, i3);
+                for (kk = 0; kk < na[0]; kk++) {
+                    const double bv = in_at(&c, b, kk, i1, i2, i3);
+                    s += in_at(&c, a, kk, i0, i2 / r2, i3 / r3) * (b_bf16 ? round_to(BF16, bv) : bv);
+                }
                 ref[AT(ne, i0, i1, i2, i3)] = s;
             }
             check(&c, "mms_mul_mat", out, ne, F32, ref, 1e-8);
@@ -1008,6 +1020,7 @@ static void test_cpy(void) {
         { F16,  { 33, 7, 2, 1 }, PERMUTED,   F32,  { 33, 7, 2, 1 },  CONTIG },
         { BF16, { 16, 5, 1, 1 }, CONTIG,     F32,  { 16, 5, 1, 1 },  TRANSPOSED },  /* into a transposed view */
         { F32,  { 7, 33, 1, 1 }, TRANSPOSED, BF16, { 7, 33, 1, 1 },  STRIDED },     /* into a strided view */
+        { F32,  { 40, 3, 1, 1 }, CONTIG,     BF16, { 40, 3, 1, 1 },  CONTIG },      /* the corner cases in one row (SIMD) */
         { F16,  { 9, 4, 3, 1 },  STRIDED,    BF16, { 9, 4, 3, 1 },   PERMUTED },
         { BF16, { 9, 4, 3, 1 },  RESHAPED,   F16,  { 9, 4, 3, 1 },   CONTIG },
         { F32,  { 6, 35, 1, 1 }, CONTIG,     F32,  { 15, 14, 1, 1 }, STRIDED },     /* other shape, same count */
@@ -1265,6 +1278,10 @@ static void test_flash_attn(void) {
         /* shared mask rows: the vision encoder's padding pattern (2 rows), and 3 random rows per head */
         { 80, 80, 120, 2, 2, 1, 120, F32, F32, CONTIG,   STRIDED,    STRIDED,  F16, 1, 1, 0.11f, 0.0f, 0, 2 },
         { 16, 16, 7, 4, 2, 2, 33,    F32, F16, CONTIG,   CONTIG,     CONTIG,   F32, 4, 1, 0.25f, 0.0f, 0, 3 },
+        /* bf16 K/V (on avx512: both products on vdpbf16ps): the ViT's shapes with its padding mask, K in
+           place, V gathered, an odd last key block (45 keys); causal GQA with an odd D and Dv = 40 */
+        { 80, 80, 100, 2, 2, 1, 301, F32, BF16, CONTIG,  CONTIG,     STRIDED,  F16, 1, 1, 0.11f, 0.0f, 0, 2 },
+        { 63, 40, 40, 8, 2, 1, 257,  F32, BF16, STRIDED, CONTIG,     CONTIG,   F32, 1, 1, 0.125f, 0.0f, 150, 0 },
     };
     size_t k;
     for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
@@ -1306,6 +1323,10 @@ static void test_flash_attn(void) {
         out = case_out(&c, rows ? mms_flash_attn_ext_mask_rows(c.ctx, q, kt, v, mask, rows, cfg[k].scale, 0.0f, cfg[k].softcap)
                                 : mms_flash_attn_ext(c.ctx, q, kt, v, mask, cfg[k].scale, 0.0f, cfg[k].softcap));
         if (case_compute(&c)) {
+            /* the manual's rule: bf16 K and V on the avx512 set round the scaled query and the softmax
+               weights to bf16; the query's rounding is repeated here, the weights' (taken against a
+               running maximum) is what the tolerance allows for */
+            const bool bf16 = cfg[k].tkv == BF16 && mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512;
             double *ref = ref_new(ne), *s = (double *)malloc((size_t)n_kv * sizeof *s);
             int64_t b, iq, h, j, d;
             for (b = 0; b < B; b++) for (iq = 0; iq < n_q; iq++) for (h = 0; h < H; h++) {
@@ -1313,8 +1334,14 @@ static void test_flash_attn(void) {
                 double max = -INFINITY, sum = 0.0;
                 for (j = 0; j < n_kv; j++) {
                     double dot = 0.0;
-                    for (d = 0; d < D; d++) dot += in_at(&c, q, d, iq, h, b) * in_at(&c, kt, d, j, kh, b);
-                    s[j] = dot * cfg[k].scale;
+                    if (bf16) {
+                        for (d = 0; d < D; d++)
+                            dot += round_to(BF16, (float)in_at(&c, q, d, iq, h, b) * cfg[k].scale) * in_at(&c, kt, d, j, kh, b);
+                        s[j] = dot;
+                    } else {
+                        for (d = 0; d < D; d++) dot += in_at(&c, q, d, iq, h, b) * in_at(&c, kt, d, j, kh, b);
+                        s[j] = dot * cfg[k].scale;
+                    }
                     if (cfg[k].softcap != 0.0f) s[j] = cfg[k].softcap * tanh(s[j] / cfg[k].softcap);
                     if (mask) s[j] += in_at(&c, mask, j, rows ? (int64_t)in_at(&c, rows, iq, 0, 0, 0) : iq, h % nm[2], b % nm[3]);
                     if (s[j] > max) max = s[j];
@@ -1328,7 +1355,7 @@ static void test_flash_attn(void) {
                 }
             }
             free(s);
-            check(&c, "mms_flash_attn_ext", out, ne, F32, ref, 1e-8);
+            check(&c, "mms_flash_attn_ext", out, ne, F32, ref, bf16 ? 2e-5 : 1e-8);
         }
         case_end(&c);
     }

@@ -98,7 +98,8 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
    QB x KB score block ever exists. Blocks are fixed by the shapes, never by the thread count, so
    results do not depend on it. With at most MMS__FA_DIRECT rows in a block (decode: one query per
    sequence times the heads of a group) and f32 K and V, the scores and the weighted sum read the
-   K and V rows in place: packing a block for a few rows cost more than the products. */
+   K and V rows in place: packing a block for a few rows cost more than the products. BF16 K and V
+   on AVX-512 take the bf16 GEMM for both products (Q and P rounded to bf16 pairs). */
 #define MMS__FA_QB 96
 #define MMS__FA_KB 128
 #define MMS__FA_DIRECT 8
@@ -107,8 +108,8 @@ struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-colum
 
 static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
     const int64_t D = dst->src[0]->ne[0], Dvp = MMS__ALIGN_UP(dst->src[2]->ne[0], 16);
-    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB;
-    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + 10 * 16) * sizeof(float);
+    const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, bf16 = QB * ((D + 1) / 2) + QB * KB / 2 + 2 * Dvp;   /* Q, P in pairs; V rows */
+    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + bf16 + 13 * 16) * sizeof(float);
 }
 
 /* Rows j0 .. j0 + n of t in (i2, i3) as f32 rows with leading dimension *ld (at least width
@@ -156,6 +157,11 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
     float *mb = vb + KB * Dvp;
+    /* BF16 K and V on the sets with vdpbf16ps: Q and P rounded to bf16, both products in bf16 pairs */
+    const bool bf16 = !direct && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
+    const int64_t PD = (D + 1) / 2;
+    uint32_t *q16 = (uint32_t *)(mb + MMS__ALIGN_UP(QB * KB, 16)), *p16 = q16 + MMS__ALIGN_UP(QB * PD, 16);   /* Q, P pairs */
+    mms_bf16_t *vrow = (mms_bf16_t *)(p16 + MMS__ALIGN_UP(QB * KB / 2, 16));   /* two strided value rows */
     const char *mrow[MMS__FA_QB];
     const float *mspan[MMS__FA_QB];
     int64_t ih[MMS__FA_QB], iqs[MMS__FA_QB];
@@ -191,6 +197,7 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             lr[i] = 0.0f;
         }
         memset(ob, 0, (size_t)(nr * Dvp) * sizeof(float));
+        for (i = 0; bf16 && i < nr; i++) mms__vec_bf16_pairs(D, qb + i * D, q16 + i * PD);
         for (j0 = 0; j0 < n_kv; j0 += KB) {
             const int64_t nk = MMS__MIN(KB, n_kv - j0), nkp = MMS__ALIGN_UP(nk, 16);
             int64_t ldk, ldv, j;
@@ -220,6 +227,9 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     }
                     for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
                 }
+            } else if (bf16) {               /* K packed as bf16 panels of 16 keys, pairs along D */
+                mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb);
+                mms__gemm_bf16(nr, nkp, PD, q16, PD, (const uint32_t *)kt, 16 * PD, sb, KB, 0);
             } else {
                 ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
                 mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
@@ -245,6 +255,13 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 lr[i] += (float)mms__vec_exp_sum_f32(nk, srow, srow, m_new);
             }
             /* O += P V; the direct path reads the value rows in place wherever they fill whole panels */
+            if (bf16) {                      /* P in pairs of keys against value rows interleaved by pairs */
+                const int64_t PK = (nk + 1) / 2;
+                for (i = 0; i < nr; i++) mms__vec_bf16_pairs(nk, sb + i * KB, p16 + i * (KB / 2));
+                mms__pack_pairs_bf16(v, j0, nk, kh, ib, (uint32_t *)vb, vrow);
+                mms__gemm_bf16(nr, Dvp, PK, p16, KB / 2, (const uint32_t *)vb, 16 * PK, ob, Dvp, 1);
+                continue;
+            }
             vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, !direct, vb, &ldv);
             mms__gemm_f32(nr, Dvp, nk, sb, KB, vs, ldv, 16, ob, Dvp, 1);
         }

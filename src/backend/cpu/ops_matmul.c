@@ -14,6 +14,9 @@
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
      it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
      memory exactly once.
+   - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
+     tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
+     so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
@@ -28,12 +31,15 @@
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */
 
 #define MMS__MM_MB 64
+#define MMS__MM_MB_BF16 256
 #define MMS__MM_NB 48
 #define MMS__MM_GEMV_N 4
 
 static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
     const int64_t K = dst->src[0]->ne[0];
-    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64 : 0;   /* <= its f32 tile */
+    const size_t unpacked = mms__is_repacked(dst->src[0]) ? MMS__MM_MB * mms_row_size(dst->src[0]->type, K) + 64   /* <= its f32 tile */
+                          : dst->src[0]->type == MMS_TYPE_BF16 ? (MMS__MM_NB + 16 + MMS__MM_MB_BF16) * (size_t)((K + 1) / 2) * 4 + 64
+                          : 0;   /* bf16 a: b's tile and a's in bf16 pairs */
     return (size_t)(MMS__MM_MB + 16 + MMS__MM_NB) * (size_t)K * sizeof(float) + MMS__MM_NB * mms__q8_act_row_size(K) + 128 + unpacked;
 }
 
@@ -86,8 +92,6 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t tiles_m = (M + MMS__MM_MB - 1) / MMS__MM_MB, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
-    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
     const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
@@ -102,11 +106,17 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                                                                                                  tile does not pay below */
     const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
                                                                              with integer kernels take those */
+    const bool bf16_gemm = gemm && a->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();   /* b rounded to bf16 */
+    const int64_t mb = bf16_gemm ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
+    const int64_t tiles_m = (M + mb - 1) / mb, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
+    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
     float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
     char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
     const size_t q8_row = mms__q8_act_row_size(K);
     char *unpacked = (char *)MMS__ALIGN_UP((uintptr_t)(bq8 + MMS__MM_NB * q8_row), 64);   /* repacked a without its kernels: */
     struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
+    uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
+    float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
     const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
@@ -135,9 +145,9 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         batch = item / (tiles_m * tiles_n);
         i12 = batch % b->ne[2];
         i13 = batch / b->ne[2];
-        m0 = tm * MMS__MM_MB;
+        m0 = tm * mb;
         n0 = tn * MMS__MM_NB;
-        mr = MMS__MIN(MMS__MM_MB, M - m0);
+        mr = MMS__MIN(mb, M - m0);
         nr = MMS__MIN(MMS__MM_NB, N - n0);
         akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
         A = a;
@@ -153,7 +163,18 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             A = &a_tile;
             am0 = 0;
         }
-        if (gemm) {
+        if (bf16_gemm) {
+            const int64_t P = (K + 1) / 2;
+            const float *brow;
+            int64_t ldb, j;
+            if (cached != akey) {
+                mms__pack_rows_bf16(A, am0, mr, i12 / r2, i13 / r3, pack16, rowbuf);
+                cached = akey;
+            }
+            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
+            for (j = 0; j < nr; j++) mms__vec_bf16_pairs(K, brow + j * ldb, b16 + j * P);
+            mms__gemm_bf16(nr, mr, P, b16, P, (const uint32_t *)pack16, 16 * P, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
+        } else if (gemm) {
             const float *brow;
             int64_t ldb;
             if (cached != akey) {

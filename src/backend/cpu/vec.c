@@ -162,6 +162,21 @@ static MMS__TARGET_AVX2 void mms__bf16_to_f32_avx2(const mms_bf16_t *x, float *y
     for (; i < n; i++) y[i] = mms_bf16_to_fp32(x[i]);
 }
 
+/* mms_fp32_to_bf16's rounding (to nearest even, NaN kept quiet) on 8 values at a time */
+static MMS__TARGET_AVX2 void mms__f32_to_bf16_avx2(const float *x, mms_bf16_t *y, int64_t n) {
+    const __m256i lsb = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff), abs = _mm256_set1_epi32(0x7fffffff),
+                  inf = _mm256_set1_epi32(0x7f800000), quiet = _mm256_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i)), hi = _mm256_srli_epi32(u, 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(hi, lsb)), 16);
+        const __m256i w = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08)));
+    }
+    for (; i < n; i++) y[i] = mms_fp32_to_bf16(x[i]);
+}
+
 /* the whole vectors of z = x op y; returns how many elements that was */
 static MMS__TARGET_AVX2 int64_t mms__binary_f32_avx2(enum mms_op op, int64_t n, float *z, const float *x, const float *y) {
     int64_t i = 0;
@@ -287,6 +302,7 @@ static void mms__to_f32(enum mms_type type, const void *src, float *dst, int64_t
 static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64_t n) {
 #if MMS__HAVE_AVX2
     if (mms__avx2() && type == MMS_TYPE_F16) { mms__f32_to_f16_avx2(src, (mms_fp16_t *)dst, n); return; }
+    if (mms__avx2() && type == MMS_TYPE_BF16) { mms__f32_to_bf16_avx2(src, (mms_bf16_t *)dst, n); return; }
 #endif
 #if MMS__HAVE_NEON
     if (mms__neon() && type == MMS_TYPE_F16) { mms__f32_to_f16_neon(src, (mms_fp16_t *)dst, n); return; }
@@ -541,6 +557,70 @@ static const mms__gemm_rows2_fn mms__gemm_rows_avx512[13] = {
     NULL, mms__gemm_r1x32_avx512, mms__gemm_r2x32_avx512, mms__gemm_r3x32_avx512, mms__gemm_r4x32_avx512, mms__gemm_r5x32_avx512,
     mms__gemm_r6x32_avx512, mms__gemm_r7x32_avx512, mms__gemm_r8x32_avx512, mms__gemm_r9x32_avx512, mms__gemm_r10x32_avx512,
     mms__gemm_r11x32_avx512, mms__gemm_r12x32_avx512 };
+
+/* The BF16 register block (AVX-512 BF16): C[r][0..ncols) = sum_k A[r][k] B[k][0..ncols) for R <= 12
+   rows, A and B in bf16 pairs (one dword holds k = 2p and 2p + 1): A's rows lda dwords apart, B as
+   two panels of 16 columns (B0, B1: dword p * 16 + column). Per pair 2 loads and R broadcasts feed
+   2R vdpbf16ps of 32 products; each adds its pair's products (exact in f32) to the sum, rounding to
+   nearest, with subnormal inputs and results taken as zero. ncols (1..32) columns are stored. */
+#define MMS__GB_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define MMS__GB_STEP(r)  { const __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * lda + p]);                   \
+                           c##r##0 = _mm512_dpbf16_ps(c##r##0, a, b0); c##r##1 = _mm512_dpbf16_ps(c##r##1, a, b1); }
+#define MMS__GB_STORE(r) if (acc) { c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, C + r * ldc));              \
+                                    c##r##1 = _mm512_add_ps(c##r##1, _mm512_maskz_loadu_ps(m1, C + r * ldc + 16)); }   \
+                         _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0); _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c##r##1);
+#define MMS__GB_DEFINE(R)                                                                                           \
+    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x32_avx512(int64_t P, const uint32_t *A, int64_t lda,      \
+                                                                   const uint32_t *B0, const uint32_t *B1, float *C, \
+                                                                   int64_t ldc, int ncols, int acc) {               \
+        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1),                      \
+                        m1 = ncols >= 32 ? (__mmask16)0xffff : ncols <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ncols - 16)) - 1); \
+        int64_t p;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GB_DECL)                                                                               \
+        for (p = 0; p < P; p++) {                                                                                   \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16), b1 = (__m512bh)_mm512_loadu_si512(B1 + p * 16); \
+            MMS__GR_ROWS##R(MMS__GB_STEP)                                                                           \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GB_STORE)                                                                              \
+    }
+MMS__GB_DEFINE(1) MMS__GB_DEFINE(2) MMS__GB_DEFINE(3) MMS__GB_DEFINE(4) MMS__GB_DEFINE(5) MMS__GB_DEFINE(6)
+MMS__GB_DEFINE(7) MMS__GB_DEFINE(8) MMS__GB_DEFINE(9) MMS__GB_DEFINE(10) MMS__GB_DEFINE(11) MMS__GB_DEFINE(12)
+#undef MMS__GB_DEFINE
+#undef MMS__GB_STORE
+#undef MMS__GB_STEP
+#undef MMS__GB_DECL
+
+typedef void (*mms__gemm_bf16_fn)(int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B0, const uint32_t *B1, float *C, int64_t ldc,
+                                  int ncols, int acc);
+static const mms__gemm_bf16_fn mms__gemm_bf16_rows_avx512[13] = {
+    NULL, mms__gemm_bf16_r1x32_avx512, mms__gemm_bf16_r2x32_avx512, mms__gemm_bf16_r3x32_avx512, mms__gemm_bf16_r4x32_avx512,
+    mms__gemm_bf16_r5x32_avx512, mms__gemm_bf16_r6x32_avx512, mms__gemm_bf16_r7x32_avx512, mms__gemm_bf16_r8x32_avx512,
+    mms__gemm_bf16_r9x32_avx512, mms__gemm_bf16_r10x32_avx512, mms__gemm_bf16_r11x32_avx512, mms__gemm_bf16_r12x32_avx512 };
+
+/* out[c / 16 * stride + c % 16] = (x[c], y[c]) as a dword for c < 16 panels, zero past n (and y NULL: zero). */
+static MMS__TARGET_AVX512 void mms__interleave_bf16_avx512(int64_t n, const mms_bf16_t *x, const mms_bf16_t *y, uint32_t *out,
+                                                           int64_t stride, int64_t panels) {
+    int64_t p;
+    for (p = 0; p < panels; p++) {
+        const int64_t c = p * 16, left = MMS__MAX(0, MMS__MIN(16, n - c));
+        const __mmask16 m = (__mmask16)((1u << left) - 1);
+        const __m256i a = _mm256_maskz_loadu_epi16(m, x + c), b = y ? _mm256_maskz_loadu_epi16(m, y + c) : _mm256_setzero_si256();
+        const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);   /* columns 0-3 8-11, 4-7 12-15 */
+        _mm256_storeu_si256((__m256i *)(out + p * stride), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(out + p * stride + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+
+/* y[p] = the bf16 pair (x[2p], x[2p + 1]) for p < (n + 1) / 2, rounded to nearest even (vcvtne2ps2bf16:
+   as mms_fp32_to_bf16 but for subnormals, taken as zero, which vdpbf16ps does anyway), a last odd value
+   paired with zero. */
+static MMS__TARGET_AVX512 void mms__f32_to_bf16_pairs_avx512(int64_t n, const float *x, uint32_t *y) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512(y + i / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    for (; i < n; i += 2)
+        y[i / 2] = (uint32_t)mms_fp32_to_bf16(x[i]) | (i + 1 < n ? (uint32_t)mms_fp32_to_bf16(x[i + 1]) << 16 : 0u);
+}
 
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time). */
@@ -1080,6 +1160,38 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
         }
 }
 
+/* BF16 products on the sets with vdpbf16ps (AVX-512 BF16): C[M x N] = A[M x K] B[K x N] with A's
+   rows and B in bf16 pairs as mms__gemm_bf16_r*x32 takes them, K = 2P; B in panels of 16 columns
+   bpanel dwords apart, readable (zero-padded) up to a whole pair of panels; C (+ if acc) written in
+   its N columns only. mms__vec_bf16_pairs rounds f32 rows for it. */
+#define MMS__GEMM_BF16_PC 128
+static bool mms__vec_has_gemm_bf16(void) { return mms__avx512(); }
+static void mms__vec_bf16_pairs(int64_t n, const float *x, uint32_t *y) {
+#if MMS__HAVE_AVX2
+    if (mms__avx512()) { mms__f32_to_bf16_pairs_avx512(n, x, y); return; }
+#endif
+    MMS__UNUSED(n); MMS__UNUSED(x); MMS__UNUSED(y);
+    mms__abort(__FILE__, __LINE__, "mms__vec_bf16_pairs without its kernels");
+}
+static void mms__gemm_bf16(int64_t M, int64_t N, int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B, int64_t bpanel,
+                           float *C, int64_t ldc, int acc) {
+#if MMS__HAVE_AVX2
+    if (mms__avx512()) {   /* K in chunks whose 32 columns of B (16 KB) stay in L1 across the row blocks */
+        int64_t i, j, p0;
+        for (p0 = 0; p0 < P; p0 += MMS__GEMM_BF16_PC)
+            for (j = 0; j < N; j += 32)
+                for (i = 0; i < M; i += 12)
+                    mms__gemm_bf16_rows_avx512[MMS__MIN(12, M - i)](MMS__MIN(MMS__GEMM_BF16_PC, P - p0), A + i * lda + p0, lda,
+                                                                    B + j / 16 * bpanel + p0 * 16, B + (j / 16 + 1) * bpanel + p0 * 16,
+                                                                    C + i * ldc + j, ldc, (int)MMS__MIN(32, N - j), acc || p0 > 0);
+        return;
+    }
+#endif
+    MMS__UNUSED(M); MMS__UNUSED(N); MMS__UNUSED(P); MMS__UNUSED(A); MMS__UNUSED(lda); MMS__UNUSED(B); MMS__UNUSED(bpanel);
+    MMS__UNUSED(C); MMS__UNUSED(ldc); MMS__UNUSED(acc);
+    mms__abort(__FILE__, __LINE__, "mms__gemm_bf16 without its kernels");
+}
+
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, x f32 or f16 (f16 set), and the same
    for one row: the decode GEMV straight from the weights. SIMD sets only (mms__simd). */
 static void mms__vec_dot4_rows(bool f16, int64_t n, const void *x, int64_t ldx, const float *y, float *out) {
@@ -1177,6 +1289,55 @@ static const float *mms__load_row(const struct mms_tensor *t, int64_t i1, int64_
     }
     for (i = 0; i < n; i++) mms__type_traits[t->type].to_float(row + i * (int64_t)t->nb[0], buf + i, 1);
     return buf;
+}
+
+/* Rows [r0, r0 + n) of a BF16 tensor t in (i2, i3) as the B panels of mms__gemm_bf16 (the rows its
+   columns): panels of 16 rows in bf16 pairs, one pair a float's bits, pack[p * 16 P + kp * 16 + i] =
+   (t[r0 + 16 p + i][2 kp], [2 kp + 1]) with P = (ne[0] + 1) / 2, zero past ne[0] and past n up to a whole
+   pair of panels. rowbuf holds 16 rows of P pairs, written by memcpy only, so the transposer (which
+   moves bits) may read them as floats. */
+static void mms__pack_rows_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, float *pack, float *rowbuf) {
+    const int64_t K = t->ne[0], P = (K + 1) / 2;
+    int64_t p, r, k;
+    for (p = 0; p * 16 < MMS__ALIGN_UP(n, 32); p++) {
+        const int64_t rows = MMS__MAX(0, MMS__MIN(16, n - p * 16));
+        memset(rowbuf, 0, (size_t)(16 * P) * sizeof(float));
+        for (r = 0; r < rows; r++) {
+            const char *row = mms__row_ptr(t, r0 + p * 16 + r, i2, i3);
+            char *pairs = (char *)(rowbuf + r * P);
+            if (t->nb[0] == sizeof(mms_bf16_t)) memcpy(pairs, row, (size_t)K * sizeof(mms_bf16_t));
+            else for (k = 0; k < K; k++) memcpy(pairs + k * 2, row + k * (int64_t)t->nb[0], sizeof(mms_bf16_t));
+        }
+        mms__transpose_f32(16, P, rowbuf, P, pack + p * 16 * P, 16);
+    }
+}
+
+/* Rows [r0, r0 + n) of a BF16 tensor t in (i2, i3) as the B panels of mms__gemm_bf16 with the rows its
+   k (the value rows of attention): rows 2 kp and 2 kp + 1 interleaved, pack[c / 16 * 16 P + kp * 16 +
+   c % 16] = (t[r0 + 2 kp][c], t[r0 + 2 kp + 1][c]) with P = (n + 1) / 2, zero past n and past ne[0] up
+   to a whole pair of panels. rowbuf holds one row of a strided t. */
+static void mms__pack_pairs_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, uint32_t *pack,
+                                 mms_bf16_t *rowbuf) {
+    const int64_t W = t->ne[0], P = (n + 1) / 2, panels = MMS__ALIGN_UP(W, 32) / 16;
+    int64_t kp, h, c;
+    for (kp = 0; kp < P; kp++) {
+        const mms_bf16_t *rows[2];
+        for (h = 0; h < 2; h++) {
+            const char *row = 2 * kp + h < n ? mms__row_ptr(t, r0 + 2 * kp + h, i2, i3) : NULL;
+            if (row && t->nb[0] != sizeof(mms_bf16_t)) {   /* strided: gathered into rowbuf's half */
+                for (c = 0; c < W; c++) memcpy(rowbuf + h * W + c, row + c * (int64_t)t->nb[0], sizeof(mms_bf16_t));
+                row = (const char *)(rowbuf + h * W);
+            }
+            rows[h] = (const mms_bf16_t *)row;
+        }
+#if MMS__HAVE_AVX2
+        if (mms__avx512()) { mms__interleave_bf16_avx512(W, rows[0], rows[1], pack + kp * 16, 16 * P, panels); continue; }
+#endif
+        for (c = 0; c < panels * 16; c++) {
+            const uint32_t lo = c < W ? rows[0][c] : 0, hi = c < W && rows[1] ? rows[1][c] : 0;
+            pack[c / 16 * 16 * P + kp * 16 + c % 16] = lo | hi << 16;
+        }
+    }
 }
 
 /* Writes n = ne[0] f32 values into row (i1, i2, i3) of a float tensor of any strides. */
