@@ -1113,7 +1113,7 @@ static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, cons
 typedef void (*mms__gemm_rows_fn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
 /* The SIMD GEMM around a register block of 1..6 rows x 16 columns (rows[R]). */
-static void mms__gemm_panels(const mms__gemm_rows_fn *rows, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+MMS__MAYBE_UNUSED static void mms__gemm_panels(const mms__gemm_rows_fn *rows, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                              const float *B, int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc) {
     float tmp[6 * 16];
     int64_t i, j, r, c;
@@ -1318,26 +1318,26 @@ static void mms__pack_rows_bf16(const struct mms_tensor *t, int64_t r0, int64_t 
    to a whole pair of panels. rowbuf holds one row of a strided t. */
 static void mms__pack_pairs_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, uint32_t *pack,
                                  mms_bf16_t *rowbuf) {
+#if MMS__HAVE_AVX2
     const int64_t W = t->ne[0], P = (n + 1) / 2, panels = MMS__ALIGN_UP(W, 32) / 16;
     int64_t kp, h, c;
-    for (kp = 0; kp < P; kp++) {
-        const mms_bf16_t *rows[2];
-        for (h = 0; h < 2; h++) {
-            const char *row = 2 * kp + h < n ? mms__row_ptr(t, r0 + 2 * kp + h, i2, i3) : NULL;
-            if (row && t->nb[0] != sizeof(mms_bf16_t)) {   /* strided: gathered into rowbuf's half */
-                for (c = 0; c < W; c++) memcpy(rowbuf + h * W + c, row + c * (int64_t)t->nb[0], sizeof(mms_bf16_t));
-                row = (const char *)(rowbuf + h * W);
+    if (mms__avx512())   /* only mms__gemm_bf16 reads the panels */
+        for (kp = 0; kp < P; kp++) {
+            const mms_bf16_t *rows[2];
+            for (h = 0; h < 2; h++) {
+                const char *row = 2 * kp + h < n ? mms__row_ptr(t, r0 + 2 * kp + h, i2, i3) : NULL;
+                if (row && t->nb[0] != sizeof(mms_bf16_t)) {   /* strided: gathered into rowbuf's half */
+                    for (c = 0; c < W; c++) memcpy(rowbuf + h * W + c, row + c * (int64_t)t->nb[0], sizeof(mms_bf16_t));
+                    row = (const char *)(rowbuf + h * W);
+                }
+                rows[h] = (const mms_bf16_t *)row;
             }
-            rows[h] = (const mms_bf16_t *)row;
+            mms__interleave_bf16_avx512(W, rows[0], rows[1], pack + kp * 16, 16 * P, panels);
         }
-#if MMS__HAVE_AVX2
-        if (mms__avx512()) { mms__interleave_bf16_avx512(W, rows[0], rows[1], pack + kp * 16, 16 * P, panels); continue; }
+    if (mms__avx512()) return;
 #endif
-        for (c = 0; c < panels * 16; c++) {
-            const uint32_t lo = c < W ? rows[0][c] : 0, hi = c < W && rows[1] ? rows[1][c] : 0;
-            pack[c / 16 * 16 * P + kp * 16 + c % 16] = lo | hi << 16;
-        }
-    }
+    MMS__UNUSED(t); MMS__UNUSED(r0); MMS__UNUSED(n); MMS__UNUSED(i2); MMS__UNUSED(i3); MMS__UNUSED(pack); MMS__UNUSED(rowbuf);
+    mms__abort(__FILE__, __LINE__, "mms__pack_pairs_bf16 without its kernels");
 }
 
 /* Writes n = ne[0] f32 values into row (i1, i2, i3) of a float tensor of any strides. */
