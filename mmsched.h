@@ -522,7 +522,8 @@
            an NMSE near 1e-6 per product on random data, 1.4e-5 on the logits of the bf16 test model
            (tests/test_mllama, against transformers in f32). The other sets, and decode (1 to 4
            columns), keep f32 activations against the weights converted to f32 (exact products).
-         flash_attn_ext with BF16 K and V: the scaled queries and the softmax weights are rounded to
+         flash_attn_ext with BF16 K and V and more than 8 query rows per K/V head (decode, up to 8,
+           keeps f32 as mul_mat does): the scaled queries and the softmax weights are rounded to
            bf16 and both products run on that kernel (K packed as panels of 16 keys, V's rows
            interleaved by pairs of keys); the streaming softmax, its sums and the output stay f32.
            An NMSE near 3e-6 against a double reference (test_ops). A graph asks for it by casting
@@ -9443,7 +9444,7 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
    results do not depend on it. With at most MMS__FA_DIRECT rows in a block (decode: one query per
    sequence times the heads of a group) and f32 K and V, the scores and the weighted sum read the
    K and V rows in place: packing a block for a few rows cost more than the products. BF16 K and V
-   on AVX-512 take the bf16 GEMM for both products (Q and P rounded to bf16 pairs). */
+   past MMS__FA_DIRECT rows take AVX-512's bf16 GEMM for both products (Q and P rounded to bf16). */
 #define MMS__FA_QB 96
 #define MMS__FA_KB 128
 #define MMS__FA_DIRECT 8
@@ -9501,8 +9502,9 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
     float *mb = vb + KB * Dvp;
-    /* BF16 K and V on the sets with vdpbf16ps: Q and P rounded to bf16, both products in bf16 pairs */
-    const bool bf16 = !direct && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
+    /* BF16 K and V on the sets with vdpbf16ps, past decode's rows: Q and P rounded to bf16, both
+       products in bf16 pairs (decode keeps f32 Q and P, as mul_mat keeps f32 activations there) */
+    const bool bf16 = rows > MMS__FA_DIRECT && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
     const int64_t PD = (D + 1) / 2;
     uint32_t *q16 = (uint32_t *)(mb + MMS__ALIGN_UP(QB * KB, 16)), *p16 = q16 + MMS__ALIGN_UP(QB * PD, 16);   /* Q, P pairs */
     mms_bf16_t *vrow = (mms_bf16_t *)(p16 + MMS__ALIGN_UP(QB * KB / 2, 16));   /* two strided value rows */

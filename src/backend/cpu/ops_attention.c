@@ -99,7 +99,7 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
    results do not depend on it. With at most MMS__FA_DIRECT rows in a block (decode: one query per
    sequence times the heads of a group) and f32 K and V, the scores and the weighted sum read the
    K and V rows in place: packing a block for a few rows cost more than the products. BF16 K and V
-   on AVX-512 take the bf16 GEMM for both products (Q and P rounded to bf16 pairs). */
+   past MMS__FA_DIRECT rows take AVX-512's bf16 GEMM for both products (Q and P rounded to bf16). */
 #define MMS__FA_QB 96
 #define MMS__FA_KB 128
 #define MMS__FA_DIRECT 8
@@ -157,8 +157,9 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     float *sb = qb + MMS__ALIGN_UP(QB * D, 16), *ob = sb + QB * KB, *mr = ob + QB * Dvp, *lr = mr + MMS__ALIGN_UP(QB, 16);
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
     float *mb = vb + KB * Dvp;
-    /* BF16 K and V on the sets with vdpbf16ps: Q and P rounded to bf16, both products in bf16 pairs */
-    const bool bf16 = !direct && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
+    /* BF16 K and V on the sets with vdpbf16ps, past decode's rows: Q and P rounded to bf16, both
+       products in bf16 pairs (decode keeps f32 Q and P, as mul_mat keeps f32 activations there) */
+    const bool bf16 = rows > MMS__FA_DIRECT && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
     const int64_t PD = (D + 1) / 2;
     uint32_t *q16 = (uint32_t *)(mb + MMS__ALIGN_UP(QB * KB, 16)), *p16 = q16 + MMS__ALIGN_UP(QB * PD, 16);   /* Q, P pairs */
     mms_bf16_t *vrow = (mms_bf16_t *)(p16 + MMS__ALIGN_UP(QB * KB / 2, 16));   /* two strided value rows */
