@@ -229,7 +229,7 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
                 }
             } else if (bf16) {               /* K packed as bf16 panels of 16 keys, pairs along D */
-                mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb);
+                mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb, (mms_bf16_t *)(kb + 16 * PD));   /* kb: 16 rows of pairs, a strided row */
                 mms__gemm_bf16(nr, nkp, PD, q16, PD, (const uint32_t *)kt, 16 * PD, sb, KB, 0);
             } else {
                 ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);

@@ -1291,23 +1291,28 @@ static const float *mms__load_row(const struct mms_tensor *t, int64_t i1, int64_
     return buf;
 }
 
+/* Row (i1, i2, i3) of a BF16 tensor as contiguous bf16: in place when it is, else gathered into buf. */
+static const mms_bf16_t *mms__bf16_row(const struct mms_tensor *t, int64_t i1, int64_t i2, int64_t i3, mms_bf16_t *buf) {
+    const char *row = mms__row_ptr(t, i1, i2, i3);
+    int64_t k;
+    if (t->nb[0] == sizeof(mms_bf16_t)) return (const mms_bf16_t *)row;
+    for (k = 0; k < t->ne[0]; k++) memcpy(buf + k, row + k * (int64_t)t->nb[0], sizeof(mms_bf16_t));
+    return buf;
+}
+
 /* Rows [r0, r0 + n) of a BF16 tensor t in (i2, i3) as the B panels of mms__gemm_bf16 (the rows its
    columns): panels of 16 rows in bf16 pairs, one pair a float's bits, pack[p * 16 P + kp * 16 + i] =
    (t[r0 + 16 p + i][2 kp], [2 kp + 1]) with P = (ne[0] + 1) / 2, zero past ne[0] and past n up to a whole
    pair of panels. rowbuf holds 16 rows of P pairs, written by memcpy only, so the transposer (which
-   moves bits) may read them as floats. */
-static void mms__pack_rows_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, float *pack, float *rowbuf) {
+   moves bits) may read them as floats; gathered holds one row of a strided t. */
+static void mms__pack_rows_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, float *pack, float *rowbuf,
+                                mms_bf16_t *gathered) {
     const int64_t K = t->ne[0], P = (K + 1) / 2;
-    int64_t p, r, k;
+    int64_t p, r;
     for (p = 0; p * 16 < MMS__ALIGN_UP(n, 32); p++) {
         const int64_t rows = MMS__MAX(0, MMS__MIN(16, n - p * 16));
         memset(rowbuf, 0, (size_t)(16 * P) * sizeof(float));
-        for (r = 0; r < rows; r++) {
-            const char *row = mms__row_ptr(t, r0 + p * 16 + r, i2, i3);
-            char *pairs = (char *)(rowbuf + r * P);
-            if (t->nb[0] == sizeof(mms_bf16_t)) memcpy(pairs, row, (size_t)K * sizeof(mms_bf16_t));
-            else for (k = 0; k < K; k++) memcpy(pairs + k * 2, row + k * (int64_t)t->nb[0], sizeof(mms_bf16_t));
-        }
+        for (r = 0; r < rows; r++) memcpy(rowbuf + r * P, mms__bf16_row(t, r0 + p * 16 + r, i2, i3, gathered), (size_t)K * sizeof(mms_bf16_t));
         mms__transpose_f32(16, P, rowbuf, P, pack + p * 16 * P, 16);
     }
 }
@@ -1315,26 +1320,19 @@ static void mms__pack_rows_bf16(const struct mms_tensor *t, int64_t r0, int64_t 
 /* Rows [r0, r0 + n) of a BF16 tensor t in (i2, i3) as the B panels of mms__gemm_bf16 with the rows its
    k (the value rows of attention): rows 2 kp and 2 kp + 1 interleaved, pack[c / 16 * 16 P + kp * 16 +
    c % 16] = (t[r0 + 2 kp][c], t[r0 + 2 kp + 1][c]) with P = (n + 1) / 2, zero past n and past ne[0] up
-   to a whole pair of panels. rowbuf holds one row of a strided t. */
+   to a whole pair of panels. rowbuf holds two rows of a strided t. Only mms__gemm_bf16 reads them. */
 static void mms__pack_pairs_bf16(const struct mms_tensor *t, int64_t r0, int64_t n, int64_t i2, int64_t i3, uint32_t *pack,
                                  mms_bf16_t *rowbuf) {
 #if MMS__HAVE_AVX2
-    const int64_t W = t->ne[0], P = (n + 1) / 2, panels = MMS__ALIGN_UP(W, 32) / 16;
-    int64_t kp, h, c;
-    if (mms__avx512())   /* only mms__gemm_bf16 reads the panels */
-        for (kp = 0; kp < P; kp++) {
-            const mms_bf16_t *rows[2];
-            for (h = 0; h < 2; h++) {
-                const char *row = 2 * kp + h < n ? mms__row_ptr(t, r0 + 2 * kp + h, i2, i3) : NULL;
-                if (row && t->nb[0] != sizeof(mms_bf16_t)) {   /* strided: gathered into rowbuf's half */
-                    for (c = 0; c < W; c++) memcpy(rowbuf + h * W + c, row + c * (int64_t)t->nb[0], sizeof(mms_bf16_t));
-                    row = (const char *)(rowbuf + h * W);
-                }
-                rows[h] = (const mms_bf16_t *)row;
-            }
-            mms__interleave_bf16_avx512(W, rows[0], rows[1], pack + kp * 16, 16 * P, panels);
-        }
-    if (mms__avx512()) return;
+    if (mms__avx512()) {
+        const int64_t W = t->ne[0], P = (n + 1) / 2;
+        int64_t kp;
+        for (kp = 0; kp < P; kp++)
+            mms__interleave_bf16_avx512(W, mms__bf16_row(t, r0 + 2 * kp, i2, i3, rowbuf),
+                                        2 * kp + 1 < n ? mms__bf16_row(t, r0 + 2 * kp + 1, i2, i3, rowbuf + W) : NULL,
+                                        pack + kp * 16, 16 * P, MMS__ALIGN_UP(W, 32) / 16);
+        return;
+    }
 #endif
     MMS__UNUSED(t); MMS__UNUSED(r0); MMS__UNUSED(n); MMS__UNUSED(i2); MMS__UNUSED(i3); MMS__UNUSED(pack); MMS__UNUSED(rowbuf);
     mms__abort(__FILE__, __LINE__, "mms__pack_pairs_bf16 without its kernels");
