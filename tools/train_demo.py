@@ -67,7 +67,9 @@ import sys
 import tempfile
 import time
 
-# OpenMP threads that spin while waiting are very slow on shared cores (set before torch loads)
+# OpenMP threads that spin while waiting were very slow on one machine's shared cores (a Xeon); on
+# another (an EPYC) PASSIVE doubled the step time: OMP_WAIT_POLICY=ACTIVE in the environment wins
+# (set before torch loads; it changes no result)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
@@ -85,7 +87,7 @@ from transformers import MllamaConfig, MllamaForConditionalGeneration  # noqa: E
 import demo_world as W  # noqa: E402
 
 TESTED_TRANSFORMERS = "4.46.3"
-POOL_VERSION = 8                # bump when the pictures or their tiles change
+POOL_VERSION = 9                # bump when the pictures or their tiles change
 
 # ---------------------------------------------------------------------------------------------------
 # the training renderer (tools/eval_demo.py has another)
@@ -471,9 +473,11 @@ def canvas_tiles(rgb, placed=None):
 # lie in the picture (whose extent inside the padded canvas varies with the aspect ratio); a linear
 # probe on its output, asked per patch what covers it and which ninth of the picture (a cell of its
 # 3x3 grid) it is in, gives that signal directly. A shape covers the patch holding its centre and
-# those well inside it. Classes: colour 0 background, 1..7 W.COLOURS, 8 padding; shape 0 none,
-# 1..6 W.SHAPES; cell 0..8 (row-major). IGNORE where a label does not apply.
-N_COLOUR_CLASSES, N_SHAPE_CLASSES, N_CELL_CLASSES, IGNORE = len(W.COLOURS) + 2, len(W.SHAPES) + 1, 9, 255
+# those well inside it. Classes: colour 0 background, 1..7 W.COLOURS, 8 padding; shape 0..5 W.SHAPES,
+# asked only of the patches a shape covers (with "none" as a class, most patches are background and
+# the probe learnt to answer "none": shapes stayed at chance over 5000 steps); cell 0..8
+# (row-major). IGNORE where a label does not apply.
+N_COLOUR_CLASSES, N_SHAPE_CLASSES, N_CELL_CLASSES, IGNORE = len(W.COLOURS) + 2, len(W.SHAPES), 9, 255
 GRID_PATCHES = IMAGE_SIZE // PATCH
 
 
@@ -494,13 +498,13 @@ def patch_labels(scene, geom, placed):
                 out[0, t, p] = N_COLOUR_CLASSES - 1
                 continue
             fx, fy = x / nw, y / nh
-            out[0, t, p], out[1, t, p] = 0, 0
+            out[0, t, p] = 0
             out[2, t, p] = 3 * min(2, int(fy * 3)) + min(2, int(fx * 3))
             for s, (cx, cy, rx, ry) in zip(scene["shapes"], geom):
                 centre_here = abs(cx * nw - x) <= PATCH / 2 and abs(cy * nh - y) <= PATCH / 2
                 if centre_here or ((fx - cx) / rx) ** 2 + ((fy - cy) / ry) ** 2 < 0.8:
                     out[0, t, p] = 1 + colours.index(s["colour"])
-                    out[1, t, p] = 1 + shapes.index(s["shape"])
+                    out[1, t, p] = shapes.index(s["shape"])
     return out
 
 
@@ -836,6 +840,28 @@ class PatchProbe(torch.nn.Module):
         self.seen = None
         return total
 
+    @torch.no_grad()
+    def accuracy(self, model, pool):
+        """-> (shape, colour) accuracy on the patches a shape covers, for the training log."""
+        model.eval()
+        hit_s = hit_c = n = 0
+        for s in range(0, len(pool.scenes), 100):
+            ix = np.arange(s, min(len(pool.scenes), s + 100))
+            nt = torch.as_tensor(pool.ntiles[ix])[:, None]
+            model.vision_model(pixel_values=normalise(torch.as_tensor(pool.tiles[ix])[:, None], nt),
+                               aspect_ratio_ids=torch.as_tensor(pool.arid[ix])[:, None],
+                               aspect_ratio_mask=aspect_mask(nt))
+            logits = self.head(self.seen[:, 0, :, 1:])                 # (B, T, P, classes)
+            self.seen = None
+            lab = torch.as_tensor(pool.labels[ix]).long().permute(0, 2, 3, 1)
+            on = lab[..., 1] != IGNORE
+            shape = logits[..., N_COLOUR_CLASSES:N_COLOUR_CLASSES + N_SHAPE_CLASSES].argmax(-1)
+            hit_s += int((shape[on] == lab[..., 1][on]).sum())
+            hit_c += int((logits[..., :N_COLOUR_CLASSES].argmax(-1)[on] == lab[..., 0][on]).sum())
+            n += int(on.sum())
+        model.train()
+        return hit_s / max(1, n), hit_c / max(1, n)
+
 
 class Log:
     def __init__(self, path):
@@ -911,6 +937,8 @@ def train(a, tokenizer, cfg, log):
         if done % a.eval_every == 0 or done == a.steps:
             acc = batch_greedy_accuracy(model, enc, val)
             log(f"step {done} val accuracy {acc * 100:.1f}% (200 held-out captions, batched greedy)")
+            ps, pc = probe.accuracy(model, val)
+            log(f"step {done} probe on shape patches: shape {ps * 100:.1f}%, colour {pc * 100:.1f}%")
         if done % a.ckpt_every == 0 or done == a.steps:
             save(done, time.time() - t0)
     total = time.time() - t0
