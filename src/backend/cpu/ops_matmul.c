@@ -168,7 +168,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
             const float *brow;
             int64_t ldb, j;
             if (cached != akey) {
-                mms__pack_rows_bf16(A, am0, mr, i12 / r2, i13 / r3, pack16, rowbuf, (mms_bf16_t *)bq8);   /* bq8: unused here */
+                mms__pack_rows_bf16(A, am0, mr, i12 / r2, i13 / r3, pack16, rowbuf, (mms_bf16_t *)bq8);   /* bq8, free in this path: a strided row */
                 cached = akey;
             }
             brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
