@@ -340,16 +340,15 @@ def ids_of(tokenizer, name):
 
 
 def user_message(n_images, text):
-    """A user turn as transformers' chat template wants it; several pictures each get their label
-    (demo_world.picture_label), which is what examples/mllama.c sends for such a turn."""
+    """A user turn as transformers' chat template wants it: one picture first, then the text; several
+    pictures after the text, each with its label (demo_world.multi_image_text)."""
     if n_images == 0:
         return {"role": "user", "content": [{"type": "text", "text": text}]}
-    content = []
+    if n_images == 1:
+        return {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}
+    content = [{"type": "text", "text": text + "\n"}]
     for i in range(n_images):
-        content.append({"type": "image"})
-        if n_images > 1:
-            content.append({"type": "text", "text": W.picture_label(i)})
-    content.append({"type": "text", "text": text})
+        content += [{"type": "image"}, {"type": "text", "text": W.picture_label(i)}]
     return {"role": "user", "content": content}
 
 
@@ -415,6 +414,86 @@ def build_model(cfg, seed):
             v.pre_tile_positional_embedding.gate.fill_(0.5)
             v.post_tile_positional_embedding.gate.fill_(0.5)
     return model
+
+
+def load_demo_gguf(model, path):
+    """Set model's weights from a single-file GGUF that tools/convert_hf_to_gguf.py wrote from a model
+    of the same config (the bundled demo), to continue its training. The converter's own mapping is
+    run backwards: it converts this model with every element tagged by its index, so each stored
+    element names the parameter element it came from; its gates (stored as tanh(g) or 1 - tanh(g))
+    are found by a second pass with small distinct values and inverted with atanh. -> the largest
+    difference between the file and the loaded model converted again (gates: atanh/tanh rounding)."""
+    import convert_hf_to_gguf as conv
+    from gguf import GGUFReader
+    params = dict(model.named_parameters())
+    names = list(params)
+    offsets, o = {}, 16                                 # tags start past 0 and 1 (what tanh gives)
+    for n in names:
+        offsets[n] = o
+        o += params[n].numel()
+    assert o < 2 ** 24, "tags must be exact in float32"
+
+    def converted(values):
+        """name -> flat array: the single-file tensors the converter writes for these parameter values."""
+        tmp = tempfile.mkdtemp(prefix="mllama-init-")
+        try:
+            model.config.save_pretrained(tmp)
+            hp = conv.HParams(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raw = {n: conv.Lazy(v.shape, lambda v=v: v) for n, v in values.items()}
+        text, vision = conv.map_tensors(hp, raw)
+        return {g: np.asarray(arr.load(), np.float32).reshape(-1) for g, arr, _ in conv.single_file_tensors(hp, text, vision)}
+
+    shapes = {n: tuple(params[n].shape) for n in names}
+    tagged = converted({n: (offsets[n] + np.arange(params[n].numel(), dtype=np.float64)).astype(np.float32).reshape(shapes[n])
+                        for n in names})
+    stored = {t.name: np.asarray(t.data, np.float32).reshape(-1) for t in GGUFReader(path).tensors}
+    missing = set(tagged) - set(stored)
+    if missing:
+        raise SystemExit(f"{path}: tensors missing: {sorted(missing)}")
+    out = {n: params[n].detach().numpy().reshape(-1).copy() for n in names}
+    filled = {n: np.zeros(params[n].numel(), bool) for n in names}
+    starts = np.array([offsets[n] for n in names])
+    transformed = []
+    for g, tag in tagged.items():
+        if g == "rope_freqs.weight":
+            continue                                    # computed from the config, no parameter behind it
+        if stored[g].size != tag.size:
+            raise SystemExit(f"{path}: {g} has {stored[g].size} values, expected {tag.size}")
+        if not np.all((tag >= 16) & (tag < o) & (tag == np.rint(tag))):
+            transformed.append(g)
+            continue
+        t = tag.astype(np.int64)
+        k = np.searchsorted(starts, t, side="right") - 1
+        for j in np.unique(k):
+            n = names[j]
+            sel = k == j
+            out[n][t[sel] - offsets[n]] = stored[g][sel]
+            filled[n][t[sel] - offsets[n]] = True
+    # gates: parameter j of the unfilled ones gets 0.01 * (j + 1); a stored s is tanh of it or 1 - tanh
+    gates = [n for n in names if not filled[n].all()]
+    marks = converted({n: np.full(shapes[n], 0.01 * (gates.index(n) + 1) if n in gates else 0.5, np.float32)
+                       for n in names})
+    for g in transformed:
+        for inv in (lambda s: np.arctanh(s), lambda s: np.arctanh(1.0 - s)):
+            j = np.rint(inv(marks[g].astype(np.float64)) / 0.01) - 1
+            if np.allclose(inv(marks[g].astype(np.float64)), 0.01 * (j + 1), atol=1e-6) and len(set(j)) == 1 \
+                    and 0 <= j[0] < len(gates):
+                n = gates[int(j[0])]
+                out[n][:] = inv(stored[g].astype(np.float64)).astype(np.float32)
+                filled[n][:] = True
+                break
+        else:
+            raise SystemExit(f"{path}: cannot invert the converter's transformation of {g}")
+    left = [n for n in names if not filled[n].all()]
+    if left:
+        raise SystemExit(f"{path}: no stored values for {left}")
+    with torch.no_grad():
+        for n in names:
+            params[n].copy_(torch.from_numpy(out[n].reshape(shapes[n])))
+    again = converted({n: params[n].detach().numpy() for n in names})
+    return max(float(np.max(np.abs(again[g] - stored[g]))) for g in again if g in stored)
 
 
 def sincos_2d(g, D):
@@ -773,12 +852,13 @@ class Encoder:
         return out
 
 
-STEP_IMAGES = ([0, 1, 2, 3], [0.02, 0.66, 0.22, 0.10])   # pictures per conversation, drawn per step
+STEP_IMAGES = "0.02,0.66,0.22,0.10"     # default --mix: shares of steps with 0, 1, 2 and 3 pictures a conversation
 
 
 def step_batch(a, step, pool, n_world, enc):
-    rng = np.random.default_rng([a.seed, 100, step])
-    n_img = int(rng.choice(STEP_IMAGES[0], p=STEP_IMAGES[1]))
+    rng = np.random.default_rng([a.seed, 100, a.first_batch + step])
+    mix = np.array([float(x) for x in a.mix.split(",")])
+    n_img = int(rng.choice(len(mix), p=mix))
     convs, idxs = [], []
     for _ in range(a.batch):
         c, ix = conversation(rng, pool, n_world, n_img)
@@ -888,6 +968,12 @@ def train(a, tokenizer, cfg, log):
     enc = Encoder(tokenizer)
 
     model = build_model(cfg, a.seed)
+    if a.init_from and not a.resume:
+        diff = load_demo_gguf(model, a.init_from)
+        log(f"weights from {a.init_from} (sha256 {sha(a.init_from)}); converted again they differ from the file "
+            f"by at most {diff:.2e}")
+        acc = batch_greedy_accuracy(model, enc, val)
+        log(f"start: val accuracy {acc * 100:.1f}% (200 held-out captions, batched greedy)")
     model.train()
     probe = PatchProbe(model)
     params = list(model.named_parameters()) + list(probe.named_parameters())
@@ -1245,7 +1331,11 @@ def export(a, model, tokenizer, train_seconds, log):
         info = dict(train_steps=a.steps, train_seconds=train_seconds, seed=a.seed,
                     train_command=(f"python tools/train_demo.py --seed {a.seed} --threads {a.threads} --steps {a.steps} "
                                    f"--batch {a.batch} --lr {a.lr} --warmup {a.warmup} --probe-weight {a.probe_weight} "
-                                   f"--pool {a.pool} --pool-ood {a.pool_ood}"))
+                                   f"--pool {a.pool} --pool-ood {a.pool_ood}" +
+                                   (f" --mix {a.mix}" if a.mix != STEP_IMAGES else "") +
+                                   (f" --init-from {a.init_from} --first-batch {a.first_batch}" if a.init_from else "")))
+        if a.init_from:
+            info.update(train_steps=a.first_batch + a.steps, init_from_sha256=a.init_from_sha256)
         save_checkpoint(model, tokenizer, hf_dir, info)
         models_dir = os.path.join(ROOT, "models")
         fix_dir = os.path.join(ROOT, "tests", "fixtures", "demo")
@@ -1283,7 +1373,7 @@ def export(a, model, tokenizer, train_seconds, log):
         log(f"reference cases: {len(cases)} ({n_samples} samples), {n_ok} answered correctly; smallest logit gap "
             f"{min(c['margin'] for c in cases):.3f}")
         ref_path = os.path.join(fix_dir, "demo-ref.gguf")
-        write_reference(ref_path, a, cases, n_samples, (correct, a.heldout), (a.steps, train_seconds), a.max_new,
+        write_reference(ref_path, a, cases, n_samples, (correct, a.heldout), (a.first_batch + a.steps, train_seconds), a.max_new,
                         ref.eos, n_params(ref.model))
         files.append(ref_path)
         files += [os.path.join(ROOT, "examples", "images", n) for n, *_ in SAMPLES]
@@ -1310,6 +1400,7 @@ def main():
     ap.add_argument("--batch", type=int, default=24)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--mix", default=STEP_IMAGES, help="shares of steps with 0, 1, 2 and 3 pictures a conversation")
     ap.add_argument("--probe-weight", type=float, default=0.5, help="weight of the patch-label loss (PatchProbe)")
     ap.add_argument("--pool", type=int, default=20000, help="training pictures of the world")
     ap.add_argument("--pool-ood", type=int, default=1200, help="training pictures outside it")
@@ -1318,6 +1409,11 @@ def main():
     ap.add_argument("--heldout", type=int, default=200, help="fresh pictures for the accuracy figure")
     ap.add_argument("--n-test", type=int, default=24, help="single-picture test cases in the reference file")
     ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--init-from", help="start from the weights of this demo model file (a GGUF the script wrote; the "
+                    "probe and the optimizer start anew) instead of random ones")
+    ap.add_argument("--first-batch", type=int, default=0,
+                    help="number of the first batch (with --init-from: the steps that file was trained, so that the "
+                         "batches are new ones)")
     ap.add_argument("--resume", action="store_true", help="continue from WORK/ckpt.pt")
     ap.add_argument("--train-only", action="store_true", help="stop after training (export later with --export-only)")
     ap.add_argument("--export-only", action="store_true", help="export WORK/ckpt.pt (a finished run)")
@@ -1342,9 +1438,14 @@ def main():
         with open(os.path.join(a.from_hf, "training.json")) as f:
             info = json.load(f)
         secs, a.steps, a.seed = info["train_seconds"], info["train_steps"], info["seed"]
-        for key in ("threads", "batch", "lr", "warmup", "pool", "pool_ood"):   # recorded as they were
-            setattr(a, key, type(getattr(a, key))(info["train_command"].split(f"--{key.replace('_', '-')} ")[1].split()[0]))
+        for key in ("threads", "batch", "lr", "warmup", "pool", "pool_ood", "mix", "init_from", "first_batch"):   # as they were
+            parts = info["train_command"].split(f"--{key.replace('_', '-')} ")
+            if len(parts) > 1:
+                setattr(a, key, (int if key == "first_batch" else type(getattr(a, key) or ""))(parts[1].split()[0]))
+        a.steps -= a.first_batch
+        a.init_from_sha256 = info.get("init_from_sha256")
     else:
+        a.init_from_sha256 = sha(a.init_from) if a.init_from else None
         if a.export_only:
             a.resume = True
             done = torch.load(os.path.join(a.work, "ckpt.pt"), weights_only=False)["step"]
