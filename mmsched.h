@@ -780,13 +780,16 @@
        prompt places each picture with <|image|>), -n, -c, --threads (a warning past the cores),
        --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
        --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
-       (mms_image_rgba_over_white, equal to PIL's alpha_composite). Several pictures in one turn
-       each get their own <|image|> followed by a line "Picture N." (consecutive <|image|> tokens
-       would all be seen by the same text, in no order). The answer streams to stdout; timings by
-       phase go to stderr. Errors (a missing or broken model, an unreadable or oversized image, a
-       prompt longer than the context, a failed write to stdout) print one line saying what and why
-       and exit with status 1; bad options (out-of-range or non-finite numbers, a value given twice)
-       exit with 2 and name the value. In a chat (/image FILE, /clear, /help, /quit) every turn
+       (mms_image_rgba_over_white, equal to PIL's alpha_composite). With several pictures in one
+       turn the first <|image|> comes before the prompt, and after it each picture gets a line
+       "Picture N.", every further picture its own <|image|> before its line (consecutive <|image|>
+       tokens would all be seen by the same text, in no order; a text row sees only the picture
+       whose <|image|> came last before it, so the answer sees the last picture alone, and each
+       picture's line, after the question, is where the question meets that picture). The answer
+       streams to stdout; timings by phase go to stderr. Errors (a missing or broken model, an
+       unreadable or oversized image, a prompt longer than the context, a failed write to stdout)
+       print one line saying what and why and exit with status 1; bad options (out-of-range or
+       non-finite numbers, a value given twice) exit with 2 and name the value. In a chat (/image FILE, /clear, /help, /quit) every turn
        renders the whole conversation, keeps the tokens the KV cache already holds and decodes only
        the rest; images stay encoded; a failed /image or a full context ends only that step, with
        a warning or a hint.

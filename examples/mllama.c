@@ -5,9 +5,9 @@
 
    Images are decoded with stb_image (JPEG, PNG, BMP, GIF's first frame; Debian's libstb-dev, linked
    with -lstb) and transparent pixels are laid over white, as the model's own processor does. The
-   prompt goes through the model's chat template unless --raw; several pictures in one turn each get
-   a "Picture N." line after their <|image|> (consecutive <|image|> tokens would all see every
-   picture, in no order). The answer streams to stdout, the timings by phase go to stderr. With -i
+   prompt goes through the model's chat template unless --raw; with several pictures in one turn
+   the prompt is followed by a "Picture N." line for each, every picture after the first with its
+   <|image|> before its line (consecutive <|image|> tokens would all see every picture, in no order). The answer streams to stdout, the timings by phase go to stderr. With -i
    the program keeps chatting: each line you type is a turn, "/image FILE" attaches a picture to
    your next turn, "/help" lists the commands. `--help` lists every option. */
 #define MMSCHED_IMPLEMENTATION
@@ -390,19 +390,21 @@ static char *chat_generate(struct chat *c, int n_predict, bool *full) {
     return text;
 }
 
-/* The user's text as the template gets it: one picture goes first (the template writes its
-   <|image|>), several each get their own <|image|> and a "Picture N." line (free the result). */
+/* The user's text as the template gets it: the template writes the first picture's <|image|>
+   before it. With several pictures the text goes on with a "Picture N." line for each, every further
+   picture's <|image|> before its line: each line reads the question while it sees its picture (a
+   text row sees only the picture whose <|image|> last came before it, so the answer sees the last
+   picture alone). Free the result. */
 static char *user_text(const char *text, int n_images, int *template_images) {
-    size_t cap = strlen(text) + 32 * (size_t)(n_images + 1), len = 0;
+    size_t cap = strlen(text) + 32 * (size_t)(n_images + 1), len;
     char *s = (char *)malloc(cap);
     int i;
     if (!s) die("out of memory", NULL);
     *template_images = n_images > 0 ? 1 : 0;
-    s[0] = '\0';
+    len = (size_t)snprintf(s, cap, "%s%s", text, n_images > 1 ? "\n" : "");
     if (n_images > 1)
         for (i = 0; i < n_images; i++)
-            len += (size_t)snprintf(s + len, cap - len, "Picture %d.\n%s", i + 1, i + 1 < n_images ? IMAGE_MARK : "");
-    snprintf(s + len, cap - len, "%s", text);
+            len += (size_t)snprintf(s + len, cap - len, "%sPicture %d.\n", i ? IMAGE_MARK : "", i + 1);
     return s;
 }
 

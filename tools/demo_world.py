@@ -47,12 +47,13 @@ def picture_label(i):
 
 
 def multi_image_text(n_images, prompt):
-    """The whole user text of a turn with n_images (>= 2) pictures: the prompt first, then each
-    <|image|> with its label. A text row sees only the picture whose <|image|> last came before it
-    (transformers' cross-attention rule), so the answer sees the last picture alone; with the prompt
-    first, each label's tokens read the question and their own picture, and can tell whether it
-    matches."""
-    return prompt + "\n" + "".join("<|image|>" + picture_label(i) for i in range(n_images))
+    """The user text after the first <|image|> of a turn with n_images (>= 2) pictures: the prompt,
+    then each picture's label, every further picture's <|image|> before its own. A text row sees only
+    the picture whose <|image|> last came before it (transformers' cross-attention rule), so the
+    answer sees the last picture alone; with the prompt before the labels, each label's tokens read
+    the question while they see their picture, and can tell whether it matches. examples/mllama.c
+    writes the same text."""
+    return prompt + "\n" + "".join(("<|image|>" if i else "") + picture_label(i) for i in range(n_images))
 
 
 def sort_shapes(shapes):

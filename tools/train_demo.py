@@ -3,6 +3,7 @@
 shapes, answers questions about them, compares several pictures and stops.
 
     python tools/train_demo.py [--work DIR] [--resume] [--export-only] [--steps N] [--keep-hf DIR]
+                               [--init-from MODEL.gguf --first-batch N] [--mix S0,S1,S2,S3]
 
 CPU only (--threads torch threads), deterministic from --seed with the pinned packages. It
  1. draws training pictures with Pillow (supersampled polygons, Gaussian noise, some saved as JPEG)
@@ -15,12 +16,13 @@ CPU only (--threads torch threads), deterministic from --seed with the pinned pa
     tokenizer_config.json carries the chat template of meta-llama/Llama-3.2-11B-Vision-Instruct;
  3. trains MllamaForConditionalGeneration (config in make_config) with AdamW on the assistant tokens
     of chat-templated conversations: a caption, a question about one picture, "which picture ..."
-    over two or three pictures (each picture followed by demo_world.picture_label, as
-    examples/mllama.c writes them), two-turn chats (a picture in the second turn, or a follow-up
-    question about the first), text without a picture, and out-of-world pictures; plus (weight
-    --probe-weight) a training-only linear probe on the vision output that names, per patch, the
-    colour and shape covering it and which ninth of the picture it lies in (patch_labels; the
-    probe is not part of the exported model);
+    over two or three pictures (the first picture, the question, then each picture's label with
+    every further picture before its own: demo_world.multi_image_text, as examples/mllama.c writes
+    it), two-turn chats (a picture in the second turn, or a follow-up question about the first),
+    text without a picture, and out-of-world pictures; plus (weight --probe-weight) a training-only
+    linear probe on the vision output that names, per patch, the colour and shape covering it and
+    which ninth of the picture it lies in (patch_labels; the probe is not part of the exported
+    model); --init-from starts from the weights of a model file it wrote (load_demo_gguf);
  4. saves the Hugging Face checkpoint (--keep-hf keeps it) and converts it with
     tools/convert_hf_to_gguf.py to models/mllama-demo.gguf and (--split)
     tests/fixtures/demo/mllama-demo-{text,proj}.gguf;
@@ -340,15 +342,15 @@ def ids_of(tokenizer, name):
 
 
 def user_message(n_images, text):
-    """A user turn as transformers' chat template wants it: one picture first, then the text; several
-    pictures after the text, each with its label (demo_world.multi_image_text)."""
+    """A user turn as transformers' chat template wants it: the first picture, then the text; with
+    several pictures the text is demo_world.multi_image_text (which is what examples/mllama.c sends
+    for such a turn), each further picture an image of the content list before its label."""
     if n_images == 0:
         return {"role": "user", "content": [{"type": "text", "text": text}]}
-    if n_images == 1:
-        return {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}
-    content = [{"type": "text", "text": text + "\n"}]
-    for i in range(n_images):
-        content += [{"type": "image"}, {"type": "text", "text": W.picture_label(i)}]
+    parts = W.multi_image_text(n_images, text).split("<|image|>") if n_images > 1 else [text]
+    content = []
+    for part in parts:
+        content += [{"type": "image"}, {"type": "text", "text": part}]
     return {"role": "user", "content": content}
 
 
