@@ -7,9 +7,10 @@
    with -lstb) and transparent pixels are laid over white, as the model's own processor does. The
    prompt goes through the model's chat template unless --raw; with several pictures in one turn
    the prompt is followed by a "Picture N." line for each, every picture after the first with its
-   <|image|> before its line (consecutive <|image|> tokens would all see every picture, in no order). The answer streams to stdout, the timings by phase go to stderr. With -i
-   the program keeps chatting: each line you type is a turn, "/image FILE" attaches a picture to
-   your next turn, "/help" lists the commands. `--help` lists every option. */
+   <|image|> before its line (consecutive <|image|> tokens would all see every picture, in no
+   order). The answer streams to stdout, the timings by phase go to stderr. With -i the program
+   keeps chatting: each line you type is a turn, "/image FILE" attaches a picture to your next
+   turn, "/help" lists the commands. `--help` lists every option. */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <stb/stb_image.h>
