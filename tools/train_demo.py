@@ -435,14 +435,15 @@ def load_demo_gguf(model, path):
         o += params[n].numel()
     assert o < 2 ** 24, "tags must be exact in float32"
 
+    tmp = tempfile.mkdtemp(prefix="mllama-init-")
+    try:
+        model.config.save_pretrained(tmp)
+        hp = conv.HParams(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
     def converted(values):
         """name -> flat array: the single-file tensors the converter writes for these parameter values."""
-        tmp = tempfile.mkdtemp(prefix="mllama-init-")
-        try:
-            model.config.save_pretrained(tmp)
-            hp = conv.HParams(tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         raw = {n: conv.Lazy(v.shape, lambda v=v: v) for n, v in values.items()}
         text, vision = conv.map_tensors(hp, raw)
         return {g: np.asarray(arr.load(), np.float32).reshape(-1) for g, arr, _ in conv.single_file_tensors(hp, text, vision)}
@@ -478,10 +479,10 @@ def load_demo_gguf(model, path):
     marks = converted({n: np.full(shapes[n], 0.01 * (gates.index(n) + 1) if n in gates else 0.5, np.float32)
                        for n in names})
     for g in transformed:
-        for inv in (lambda s: np.arctanh(s), lambda s: np.arctanh(1.0 - s)):
-            j = np.rint(inv(marks[g].astype(np.float64)) / 0.01) - 1
-            if np.allclose(inv(marks[g].astype(np.float64)), 0.01 * (j + 1), atol=1e-6) and len(set(j)) == 1 \
-                    and 0 <= j[0] < len(gates):
+        for inv in (np.arctanh, lambda s: np.arctanh(1.0 - s)):
+            mark = inv(marks[g].astype(np.float64))
+            j = np.rint(mark / 0.01) - 1
+            if np.allclose(mark, 0.01 * (j + 1), atol=1e-6) and len(set(j)) == 1 and 0 <= j[0] < len(gates):
                 n = gates[int(j[0])]
                 out[n][:] = inv(stored[g].astype(np.float64)).astype(np.float32)
                 filled[n][:] = True
