@@ -134,17 +134,6 @@ static const float *mms__fa_rows(const struct mms_tensor *t, int64_t j0, int64_t
     return buf;
 }
 
-/* A prefetch of the n bytes at p (gcc, clang; elsewhere nothing). */
-static void mms__prefetch(const void *ptr, size_t n) {
-#if defined(__GNUC__) || defined(__clang__)
-    size_t o;
-    for (o = 0; o < n; o += 64) __builtin_prefetch((const char *)ptr + o, 0, 1);
-#else
-    MMS__UNUSED(ptr);
-    MMS__UNUSED(n);
-#endif
-}
-
 static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3], *mask_rows = dst->src[4];
     const int64_t D = q->ne[0], Dv = v->ne[0], Dvp = MMS__ALIGN_UP(Dv, 16), n_q = q->ne[1], n_kv = k->ne[1];
@@ -219,8 +208,8 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                 for (j = 0; j < nk; j++) {
                     /* rows of one head lie a token's heads apart in a KV cache, too far for the
                        hardware's prefetch: the key rows 16 ahead and this block's value rows */
-                    if (j0 + j + 16 < n_kv) mms__prefetch(k0 + (j + 16) * ldk, (size_t)D * sizeof(float));
-                    mms__prefetch(mms__row_ptr(v, j0 + j, kh, ib), (size_t)Dv * sizeof(float));
+                    if (j0 + j + 16 < n_kv) MMS__PREFETCH(k0 + (j + 16) * ldk, (size_t)D * sizeof(float), 1);
+                    MMS__PREFETCH(mms__row_ptr(v, j0 + j, kh, ib), (size_t)Dv * sizeof(float), 1);
                     for (i = 0; i < n4; i += 4) {
                         int64_t c;
                         mms__vec_dot4_rows(false, D, qb + i * D, D, k0 + j * ldk, d);

@@ -211,13 +211,14 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                     q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }
-                if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, 4 groups side by side */
+                if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, groups side by side */
+                    const int64_t stride = MMS__MM_MB / 8 / q8_x8->gemv_groups;
                     for (j = 0; j < nr; j++) {
-                        for (g = 0; g < MMS__MIN(ng, 2); g++) {   /* groups g, g + 2, g + 4, g + 6 */
+                        for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
                             const void *w4[4];
                             float *o4[4];
                             int ns = 0;
-                            for (c = g; c < ng; c += 2, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
+                            for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
                             q8_x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
                         }
                         for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];

@@ -3,6 +3,20 @@
    FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
    call only the dispatching names. */
 
+/* A prefetch of the n bytes at ptr (gcc, clang; elsewhere nothing) for reads the hardware's
+   prefetcher does not foresee; locality 3: into every cache level, 1: into L2 and beyond. Never
+   faults. A macro: gcc takes a function of prefetches alone for one without effects and drops
+   its calls. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define MMS__PREFETCH(ptr, n, locality)                                                            \
+    do {                                                                                           \
+        size_t mms__pf_o;                                                                          \
+        for (mms__pf_o = 0; mms__pf_o < (size_t)(n); mms__pf_o += 64) __builtin_prefetch((const char *)(ptr) + mms__pf_o, 0, locality); \
+    } while (0)
+#else
+#  define MMS__PREFETCH(ptr, n, locality) ((void)(ptr), (void)(n))
+#endif
+
 static int mms__cpu_kernels_active = -1;   /* enum mms_cpu_kernels once resolved */
 
 MMS_API bool mms_cpu_has_avx2(void) {
