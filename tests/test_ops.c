@@ -1652,6 +1652,45 @@ static void run_numeric(const char *name, void (*fn)(void)) {
     test__run(full, fn);
 }
 
+/* The AVX-512 set's softmax and f32 flash attention give AVX2's bits: the exp (mms__exp16, 16 lanes)
+   and the exp sums' order are AVX2's, and the f32 GEMM's 12 x 16 block (flash attention's last
+   panel of 80-wide value rows) sums as AVX2's 6 x 16. Rows of 1 to 40 (the exp loops' 16, 8 and
+   scalar tails), and attention over 200 keys (a partial key block) with D = Dv = 80. Self-
+   consistency only; the reference checks are test_soft_max and test_flash_attn above. */
+static void test_x86_sets_agree_attention(void) {
+    static const int64_t lens[8] = { 1, 5, 8, 13, 16, 24, 29, 40 };
+    struct tcase c;
+    struct mms_tensor *out[9];
+    unsigned char *got[2][9];
+    int i, s, bad = 0;
+    if (!mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) || !mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX512)) {
+        test_skip("this CPU or build lacks the avx2 or the avx512 set");
+        return;
+    }
+    case_begin(&c);
+    for (i = 0; i < 8; i++) out[i] = case_out(&c, mms_soft_max_ext(c.ctx, tensor_rand(&c, F32, SHAPE(lens[i], 3, 1, 1), CONTIG, -8, 8), NULL, 0.7f, 0.0f));
+    out[8] = case_out(&c, mms_flash_attn_ext(c.ctx, tensor_rand(&c, F32, SHAPE(80, 37, 4, 1), CONTIG, -1, 1),
+                                             tensor_rand(&c, F32, SHAPE(80, 200, 2, 1), CONTIG, -1, 1),
+                                             tensor_rand(&c, F32, SHAPE(80, 200, 2, 1), CONTIG, -1, 1), NULL, 0.11f, 0.0f, 0.0f));
+    for (s = 0; s < 2; s++) {
+        mms_cpu_set_kernels(s ? MMS_CPU_KERNELS_AVX512 : MMS_CPU_KERNELS_AVX2);
+        if (s == 0 ? !case_compute(&c) : case_run(&c, 2) != MMS_OK) break;
+        for (i = 0; i < 9; i++) got[s][i] = fetch(out[i], mms_nbytes(out[i]));
+    }
+    EXPECT(s == 2, "the avx512 compute failed: %s", mms_last_error());
+    for (i = 0; s == 2 && i < 9; i++) {
+        if (memcmp(got[0][i], got[1][i], mms_nbytes(out[i])) != 0) {
+            printf("    %s: avx512 differs from avx2\n", mms_get_name(out[i])[0] ? mms_get_name(out[i]) : i < 8 ? "soft_max" : "flash_attn_ext");
+            bad++;
+        }
+        free(got[0][i]);
+        free(got[1][i]);
+    }
+    EXPECT(bad == 0, "%d of 9 results differ between the avx2 and avx512 sets", bad);
+    mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
+    case_end(&c);
+}
+
 int main(void) {
     enum mms_cpu_kernels k = MMS_CPU_KERNELS_AUTO;
     test_seed();
@@ -1686,6 +1725,7 @@ int main(void) {
         run_numeric("thread_determinism", test_thread_determinism);
     }
 
+    RUN(test_x86_sets_agree_attention);
     RUN(test_errors_elementwise);
     RUN(test_errors_matmul_attention);
     RUN(test_errors_layout);

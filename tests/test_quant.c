@@ -750,7 +750,7 @@ static float *product_in(const struct qtype *q, const unsigned char *wq, int64_t
 }
 
 /* The AVX-512 set replaces AVX2 bodies with ones that compute the same integer sums (vpdpbusd for
-   maddubs) and the same float operations in the same order (the f32 GEMM's 12 x 32 block), so
+   maddubs) and the same float operations in the same order (the f32 GEMM's 12 x 32 and 12 x 16 blocks), so
    each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K, Q6_K and Q8_0 weights as they are and
    repacked, for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
    AVX-512 rounds their activations to 8 bits; nor f32 decode of up to 8 columns, which AVX-512
@@ -759,7 +759,7 @@ static void test_x86_sets_agree(void) {
     static const struct qtype f32 = { MMS_TYPE_F32, "f32", 0, 1, 4, false };
     const struct qtype *types[5] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2], &qtypes[3] };
     static const int64_t Ns[5] = { 1, 3, 8, 37, 64 };
-    const int64_t K = 512, M = 67;
+    const int64_t K = 512, M = 83;   /* f32: a tile of 64 rows (two 32-row blocks), then 16 (one panel) and 3 */
     float *w = (float *)malloc(sizeof(float) * (size_t)(K * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));
     int t, n, r, j, cases = 0, bad = 0;
     if (!mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) || !mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX512)) {

@@ -471,6 +471,56 @@ static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const f
     return s;
 }
 
+MMS__AVX512_CODE_BEGIN
+/* mms__exp8's operations on 16 lanes: the same bits per element. */
+static MMS__TARGET_AVX512 __m512 mms__exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654f), x0 = x;
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), nan = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q);
+    __m512 n, r, r2, p;
+    __m512i e;
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.3762626647949f));
+    n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mask_mov_ps(_mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e))), nan,
+                              _mm512_castsi512_ps(_mm512_set1_epi32(-1)));   /* NaN in: all ones, as exp8 */
+}
+
+/* mms__exp_sum_f32_avx2 with 16 lanes: its two 8-lane sums are this register's halves, added in the
+   same order, so the same sum (flash attention's and softmax's exp, 1.3x faster in a 16x1601x80
+   flash attention). */
+static MMS__TARGET_AVX512 float mms__exp_sum_f32_avx512(int64_t n, float *y, const float *x, float m) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 s = _mm512_setzero_ps();
+    __m256 s0, s1;
+    int64_t i = 0;
+    float sum;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = mms__exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        _mm512_storeu_ps(y + i, e);
+        s = _mm512_add_ps(s, e);
+    }
+    s0 = _mm512_castps512_ps256(s);
+    s1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm512_castps512_ps256(vm)));
+        _mm256_storeu_ps(y + i, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    sum = mms__hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); sum += y[i]; }
+    return sum;
+}
+MMS__AVX512_CODE_END
+
 /* y = x * a + b (b may be NULL) */
 static MMS__TARGET_AVX2 void mms__axpb_f32_avx2(int64_t n, float *y, const float *x, float a, const float *b) {
     const __m256 va = _mm256_set1_ps(a);
@@ -571,6 +621,34 @@ static const mms__gemm_rows2_fn mms__gemm_rows_avx512[13] = {
     NULL, mms__gemm_r1x32_avx512, mms__gemm_r2x32_avx512, mms__gemm_r3x32_avx512, mms__gemm_r4x32_avx512, mms__gemm_r5x32_avx512,
     mms__gemm_r6x32_avx512, mms__gemm_r7x32_avx512, mms__gemm_r8x32_avx512, mms__gemm_r9x32_avx512, mms__gemm_r10x32_avx512,
     mms__gemm_r11x32_avx512, mms__gemm_r12x32_avx512 };
+
+/* The same for one panel, C[r][0..15] (R <= 12): a product's last 16 columns (flash attention's
+   80-wide value rows) at the zmm rate rather than AVX2's 6 x 16 block, with its bits. */
+#define MMS__GZ1_DECL(r)  __m512 c##r = _mm512_setzero_ps();
+#define MMS__GZ1_STEP(r)  c##r = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k]), b0, c##r);
+#define MMS__GZ1_STORE(r) _mm512_storeu_ps(C + r * ldc, acc ? _mm512_add_ps(c##r, _mm512_loadu_ps(C + r * ldc)) : c##r);
+#define MMS__GZ1_DEFINE(R)                                                                                          \
+    static MMS__TARGET_AVX512 void mms__gemm_r##R##x16_avx512(int64_t K, const float *A, int64_t lda, const float *B0, \
+                                                              int64_t ldb, float *C, int64_t ldc, int acc) {        \
+        int64_t k;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GZ1_DECL)                                                                              \
+        for (k = 0; k < K; k++) {                                                                                   \
+            const __m512 b0 = _mm512_loadu_ps(B0 + k * ldb);                                                        \
+            MMS__GR_ROWS##R(MMS__GZ1_STEP)                                                                          \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GZ1_STORE)                                                                             \
+    }
+MMS__GZ1_DEFINE(1) MMS__GZ1_DEFINE(2) MMS__GZ1_DEFINE(3) MMS__GZ1_DEFINE(4) MMS__GZ1_DEFINE(5) MMS__GZ1_DEFINE(6)
+MMS__GZ1_DEFINE(7) MMS__GZ1_DEFINE(8) MMS__GZ1_DEFINE(9) MMS__GZ1_DEFINE(10) MMS__GZ1_DEFINE(11) MMS__GZ1_DEFINE(12)
+#undef MMS__GZ1_DEFINE
+#undef MMS__GZ1_STORE
+#undef MMS__GZ1_STEP
+#undef MMS__GZ1_DECL
+
+static void (*const mms__gemm_rows16_avx512[13])(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t, int) = {
+    NULL, mms__gemm_r1x16_avx512, mms__gemm_r2x16_avx512, mms__gemm_r3x16_avx512, mms__gemm_r4x16_avx512, mms__gemm_r5x16_avx512,
+    mms__gemm_r6x16_avx512, mms__gemm_r7x16_avx512, mms__gemm_r8x16_avx512, mms__gemm_r9x16_avx512, mms__gemm_r10x16_avx512,
+    mms__gemm_r11x16_avx512, mms__gemm_r12x16_avx512 };
 
 /* The BF16 register block (AVX-512 BF16): C[r][0..ncols) = sum_k A[r][k] B[k][0..ncols) for R <= 12
    rows, A and B in bf16 pairs (one dword holds k = 2p and 2p + 1): A's rows lda dwords apart, B as
@@ -1078,6 +1156,7 @@ static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m)
     double s = 0.0;
     int64_t i;
 #if MMS__HAVE_AVX2
+    if (mms__avx512()) return (double)mms__exp_sum_f32_avx512(n, y, x, m);
     if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
 #endif
 #if MMS__HAVE_NEON
@@ -1152,11 +1231,17 @@ static void mms__gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64
                           int64_t bpanel, float *C, int64_t ldc, int acc) {
     int64_t i, j, k;
 #if MMS__HAVE_AVX2
-    if (mms__avx512()) {   /* pairs of whole panels by the 32-column block, what is left by AVX2's */
+    if (mms__avx512()) {   /* pairs of whole panels by the 32-column block, a last whole panel by the
+                              16-column one, a part of a panel by AVX2's */
         for (j = 0; j + 32 <= N; j += 32)
             for (i = 0; i < M; i += 12)
                 mms__gemm_rows_avx512[MMS__MIN(12, M - i)](K, A + i * lda, lda, B + j / 16 * bpanel, B + (j / 16 + 1) * bpanel, ldb,
                                                            C + i * ldc + j, ldc, acc);
+        if (j + 16 <= N) {
+            for (i = 0; i < M; i += 12)
+                mms__gemm_rows16_avx512[MMS__MIN(12, M - i)](K, A + i * lda, lda, B + j / 16 * bpanel, ldb, C + i * ldc + j, ldc, acc);
+            j += 16;
+        }
         if (j < N) mms__gemm_panels(mms__gemm_rows_avx2, M, N - j, K, A, lda, B + j / 16 * bpanel, ldb, bpanel, C + j, ldc, acc);
         return;
     }
