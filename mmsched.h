@@ -499,7 +499,11 @@
            ms, x 512 85.97 -> 78.10 ms. Q4_K's row dots already read near the bandwidth; its
            one-column kernel measured no faster (14336x4096: 3.11 -> 2.88 ms on one thread). On a
            2-core AVX-512 Xeon (decode on two groups per zmm register for Q4_K and Q6_K) 14336x4096
-           went Q8_0 5.49 -> 2.13, Q4_0 4.29 -> 1.28, Q4_K 2.80 -> 1.38, Q6_K 3.13 -> 2.20 ms. The layout depends on the shape only: the scalar and NEON
+           went Q8_0 5.49 -> 2.13, Q4_0 4.29 -> 1.28, Q4_K 2.80 -> 1.38, Q6_K 3.13 -> 2.20 ms. With
+           AVX-512, Q4_K and Q6_K decode takes one pair of groups a call (g and g + 4: two streams),
+           each pair's next block prefetched, the Q4_0 and Q8_0 kernels prefetching 8 blocks ahead
+           (on a 2-core Zen 5 the repacked Q6_K 14336x4096 went 2.6-2.8 -> 0.9-1.4 ms, Q4_K 1.0-1.1
+           -> 0.7-0.9 ms). The layout depends on the shape only: the scalar and NEON
            sets unpack each tile of rows before their usual kernels (same results as from a CPU
            buffer). Set and get whole tensors (they convert; anything else is MMS_ERR_UNSUPPORTED);
            only MUL_MAT may read such a tensor, as its first operand: computing any other op that
@@ -510,9 +514,12 @@
        Zen 4, Sapphire Rapids and later; CPUs with AVX-512 but without VNNI or BF16 take avx2) is
        the AVX2 set with these bodies replaced:
          the f32 GEMM's register block: 12 rows x 32 columns (two panels of 16) in 24 zmm
-           accumulators, 24 FMAs of 16 lanes per 14 loads. Every output sums over k in the AVX2
-           block's order, one FMA per k, so both sets give the same bits (f32 and f16 weights of
-           prompt-size products, and flash attention's two products with f32 or f16 K/V).
+           accumulators, 24 FMAs of 16 lanes per 14 loads; a last whole panel of 16 columns by a
+           12 x 16 block. Every output sums over k in the AVX2 block's order, one FMA per k, so both
+           sets give the same bits (f32 and f16 weights of prompt-size products, and flash
+           attention's two products with f32 or f16 K/V).
+         softmax's and flash attention's exp: the AVX2 polynomial on 16 lanes, its sum kept as AVX2's
+           two 8-lane sums, so the same bits (test_ops checks both against AVX2's).
          BF16 weights, more than 4 columns: vdpbf16ps (32 multiply-adds an instruction, twice the
            FMA's 16 on Zen 4). The columns of b are rounded to bf16 (to nearest even, subnormals
            taken as zero) and each tile of 256 weight rows packed as panels of 16 rows in bf16 pairs
@@ -546,8 +553,8 @@
            8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
            These sums differ from AVX2's 8-lane ones in the last bits (both checked against a
            double-precision reference); a column gets the same bits in a batch as alone.
-         Not AVX-512: the quantized row dots (decode on weights not repacked), attention's softmax,
-           the element-wise ops. On Zen 4 vdpbf16ps and the FMA both run at one zmm instruction a
+         Not AVX-512: the quantized row dots (decode on weights not repacked; they prefetch 4 KB
+           ahead of the row), the element-wise ops. On Zen 4 vdpbf16ps and the FMA both run at one zmm instruction a
            cycle (measured here); on the Sapphire Rapids-class Xeon of an earlier measurement
            vdpbf16ps ran at a quarter of the FMA's instruction rate (1.35 against 5.47 per ns on one
            core), where the bf16 kernel would be slower than converting: MMS_CPU_KERNELS=avx2 keeps
