@@ -358,25 +358,38 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
 
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
-#if MMS__HAVE_AVX2
 /* exp(x) = 2^n p(r), n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-6 fit
    (about 1 ulp). Below -87.3 the result is exactly 0 (so masked -inf scores weigh nothing);
    above 88.7 it saturates at about 3.4e38 instead of inf. NaN stays NaN (the clamps and the
-   range mask would turn it into 0). */
+   range mask would turn it into 0). Its constants, shared by the SIMD bodies (mms__exp8,
+   mms__exp16, mms__exp4) so they compute alike: */
+#define MMS__EXP_LO     (-87.33654f)
+#define MMS__EXP_HI     88.3762626647949f
+#define MMS__EXP_LOG2E  1.44269504088896341f
+#define MMS__EXP_LN2_HI 0.693359375f
+#define MMS__EXP_LN2_LO (-2.12194440e-4f)
+#define MMS__EXP_P0     1.9875691500e-4f
+#define MMS__EXP_P1     1.3981999507e-3f
+#define MMS__EXP_P2     8.3334519073e-3f
+#define MMS__EXP_P3     4.1665795894e-2f
+#define MMS__EXP_P4     1.6666665459e-1f
+#define MMS__EXP_P5     5.0000001201e-1f
+
+#if MMS__HAVE_AVX2
 static MMS__AVX2_INLINE __m256 mms__exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f), x0 = x;
+    const __m256 lo = _mm256_set1_ps(MMS__EXP_LO), x0 = x;
     __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), n, r, r2, p;
     __m256i e;
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
-    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(MMS__EXP_HI));
+    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(MMS__EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(MMS__EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(MMS__EXP_LN2_LO), r);
     r2 = _mm256_mul_ps(r, r);
-    p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_set1_ps(MMS__EXP_P0), r, _mm256_set1_ps(MMS__EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MMS__EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MMS__EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MMS__EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MMS__EXP_P5));
     p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_or_ps(_mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep), _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
@@ -474,20 +487,20 @@ static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const f
 MMS__AVX512_CODE_BEGIN
 /* mms__exp8's operations on 16 lanes: the same bits per element. */
 static MMS__TARGET_AVX512 __m512 mms__exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f), x0 = x;
+    const __m512 lo = _mm512_set1_ps(MMS__EXP_LO), x0 = x;
     const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), nan = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q);
     __m512 n, r, r2, p;
     __m512i e;
-    x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.3762626647949f));
-    n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(MMS__EXP_HI));
+    n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(MMS__EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(MMS__EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(MMS__EXP_LN2_LO), r);
     r2 = _mm512_mul_ps(r, r);
-    p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_set1_ps(MMS__EXP_P0), r, _mm512_set1_ps(MMS__EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MMS__EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MMS__EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MMS__EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MMS__EXP_P5));
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mask_mov_ps(_mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e))), nan,
@@ -923,20 +936,20 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
 /* exp, erf and the activations on 4 lanes: the same fits, clamps and steps as the 8-lane bodies
    above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
 static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
-    const float32x4_t lo = vdupq_n_f32(-87.33654f);
+    const float32x4_t lo = vdupq_n_f32(MMS__EXP_LO);
     const uint32x4_t keep = vcgeq_f32(x, lo), nan = vmvnq_u32(vceqq_f32(x, x));
     float32x4_t n, r, r2, p;
     int32x4_t e;
-    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3762626647949f));
-    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
-    r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(MMS__EXP_HI));
+    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(MMS__EXP_LOG2E)));
+    r = vfmsq_f32(x, n, vdupq_n_f32(MMS__EXP_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(MMS__EXP_LN2_LO));
     r2 = vmulq_f32(r, r);
-    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), r);
-    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P1), vdupq_n_f32(MMS__EXP_P0), r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P5), p, r);
     p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
     e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
     return vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep), nan));
