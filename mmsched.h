@@ -492,18 +492,19 @@
            file's 1152, its sub-block scales as bytes; the rows past the last multiple of 8 as they
            were; Q8_0 on AVX2 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
-           against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7) walked
-           side by side: one stream per core reads well below the bandwidth several streams get.
+           against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7; Q4_K and
+           Q6_K 2: groups g and g + 4) walked side by side: one stream per core reads well below the
+           bandwidth several streams get.
            Measured on a 2-core Zen 3 (build/bench --filter '4096 * ' --reps 9): decode
            14336x4096 2.22 -> 1.12 ms (96% of that run's streaming read), 4096x4096 0.57 -> 0.41
            ms, x 512 85.97 -> 78.10 ms. Q4_K's row dots already read near the bandwidth; its
            one-column kernel measured no faster (14336x4096: 3.11 -> 2.88 ms on one thread). On a
            2-core AVX-512 Xeon (decode on two groups per zmm register for Q4_K and Q6_K) 14336x4096
-           went Q8_0 5.49 -> 2.13, Q4_0 4.29 -> 1.28, Q4_K 2.80 -> 1.38, Q6_K 3.13 -> 2.20 ms. With
-           AVX-512, Q4_K and Q6_K decode takes one pair of groups a call (g and g + 4: two streams),
-           each pair's next block prefetched, the Q4_0 and Q8_0 kernels prefetching 8 blocks ahead
-           (on a 2-core Zen 5 the repacked Q6_K 14336x4096 went 2.6-2.8 -> 0.9-1.4 ms, Q4_K 1.0-1.1
-           -> 0.7-0.9 ms). The layout depends on the shape only: the scalar and NEON
+           went Q8_0 5.49 -> 2.13, Q4_0 4.29 -> 1.28, Q4_K 2.80 -> 1.38, Q6_K 3.13 -> 2.20 ms. Each
+           group's next block is prefetched (Q4_K, Q6_K; 8 blocks ahead for Q4_0, Q8_0), and Q4_K and
+           Q6_K take 2 groups a call (one zmm pair with AVX-512): on a 2-core Zen 5 the repacked Q6_K
+           14336x4096 went 2.6-2.8 -> 0.9-1.4 ms on avx512 and 2.7-3.3 -> 0.8 ms on avx2, Q4_K 1.0-1.2
+           -> 0.7-0.9 ms on both. The layout depends on the shape only: the scalar and NEON
            sets unpack each tile of rows before their usual kernels (same results as from a CPU
            buffer). Set and get whole tensors (they convert; anything else is MMS_ERR_UNSUPPORTED);
            only MUL_MAT may read such a tensor, as its first operand: computing any other op that
@@ -8637,6 +8638,7 @@ static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K,
         for (j = 0; j < ns; j++) {
             const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
             __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
+            MMS__PREFETCH(w + 1, sizeof *w, 3);   /* the next block, as the AVX-512 GEMVs below */
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 MMS__UNROLL4
@@ -8730,6 +8732,7 @@ static MMS__AVX2_INLINE void mms__gemv_q6_kx8_body(bool vnni, int ns, int64_t K,
         for (j = 0; j < ns; j++) {
             const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)wv[j] + b;
             __m256i sumi = _mm256_setzero_si256(), off = _mm256_setzero_si256();
+            MMS__PREFETCH(w + 1, sizeof *w, 3);   /* the next block, as the AVX-512 GEMVs below */
             for (t = 0; t < 8; t++)
                 off = _mm256_add_epi32(off, _mm256_madd_epi16(mms__s8x8_pairs(w->sc[2 * t], w->sc[2 * t + 1]), _mm256_set1_epi32(mms__bsum_pair(x[b].bsums, t))));
             for (h = 0; h < 2; h++)
@@ -8995,19 +8998,20 @@ struct mms__q8_x8 {
                              whose columns keep the bits they get alone through the 4-column dots) */
     int dot16_cols;
     bool act_unsigned;    /* dot and dot16 take the activations' bytes plus 128 (mms__q8_act_unsigned) */
-    int gemv_groups;      /* groups a gemv call takes at most: each is a stream through memory; 4 for the
-                             8-row bodies, 2 (one zmm pair) for AVX-512's: measured faster than 2 pairs */
+    int gemv_groups;      /* groups a gemv call takes at most, each a stream through memory: Q4_0 and
+                             Q8_0 4, Q4_K and Q6_K (big blocks, unpacked out of order) 2, one zmm
+                             pair with AVX-512: measured 1.3x faster than 4 on both sets */
 };
 
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */
 static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
 #if MMS__HAVE_AVX2
     static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0, 0, false, 4 };
+    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0, 0, false, 2 };
     static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0, 0, false, 4 };
     static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0, 8, false, 4 };
     static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0, 0, false, 4 };
+    static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0, 0, false, 2 };
     static const struct mms__q8_x8 q6_k_vnni = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 0, 8, false, 2 };
     static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1, 8, true, 4 };
     const bool vnni = mms__avx512();
