@@ -461,19 +461,11 @@ static MMS__TARGET_AVX2 float mms__max_f32_avx2(int64_t n, const float *x) {
     return m;
 }
 
-/* y = exp(x - m), returns the sum; y may be x */
-static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const float *x, float m) {
+/* The exp sums' tail from element i: 8 at a time into s0, the two 8-lane sums added, then one by
+   one. Shared by the AVX2 and AVX-512 bodies, whose 16-wide loops leave the same s0 and s1. */
+static MMS__AVX2_INLINE float mms__exp_sum_tail_avx2(int64_t n, float *y, const float *x, float m, int64_t i, __m256 s0, __m256 s1) {
     const __m256 vm = _mm256_set1_ps(m);
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
     float s;
-    for (; i + 16 <= n; i += 16) {
-        __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)), e1 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
-        _mm256_storeu_ps(y + i, e0);
-        _mm256_storeu_ps(y + i + 8, e1);
-        s0 = _mm256_add_ps(s0, e0);
-        s1 = _mm256_add_ps(s1, e1);
-    }
     for (; i + 8 <= n; i += 8) {
         __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
         _mm256_storeu_ps(y + i, e0);
@@ -482,6 +474,21 @@ static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const f
     s = mms__hsum256(_mm256_add_ps(s0, s1));
     for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
     return s;
+}
+
+/* y = exp(x - m), returns the sum; y may be x */
+static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const float *x, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e0 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)), e1 = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        _mm256_storeu_ps(y + i, e0);
+        _mm256_storeu_ps(y + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    return mms__exp_sum_tail_avx2(n, y, x, m, i, s0, s1);
 }
 
 MMS__AVX512_CODE_BEGIN
@@ -513,24 +520,13 @@ static MMS__TARGET_AVX512 __m512 mms__exp16(__m512 x) {
 static MMS__TARGET_AVX512 float mms__exp_sum_f32_avx512(int64_t n, float *y, const float *x, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 s = _mm512_setzero_ps();
-    __m256 s0, s1;
     int64_t i = 0;
-    float sum;
     for (; i + 16 <= n; i += 16) {
         const __m512 e = mms__exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
         _mm512_storeu_ps(y + i, e);
         s = _mm512_add_ps(s, e);
     }
-    s0 = _mm512_castps512_ps256(s);
-    s1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
-    for (; i + 8 <= n; i += 8) {
-        const __m256 e = mms__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm512_castps512_ps256(vm)));
-        _mm256_storeu_ps(y + i, e);
-        s0 = _mm256_add_ps(s0, e);
-    }
-    sum = mms__hsum256(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) { y[i] = expf(x[i] - m); sum += y[i]; }
-    return sum;
+    return mms__exp_sum_tail_avx2(n, y, x, m, i, _mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
 }
 MMS__AVX512_CODE_END
 
