@@ -3,7 +3,8 @@
 
    - ref_vit_layers: the 4-layer ViT encoder that ggml's allocator was measured on, exactly
      (T = 1601 tokens, D = 1280, 16 heads of 80, MLP 5120), with mul_mat + soft_max_ext attention
-     (flash 0) or with flash_attn_ext (flash 1; 2: its K and V cast to the weights' type first);
+     (flash 0) or with flash_attn_ext (flash 1; with BF16 weights its K and V cast to BF16 first,
+     as the mllama vision graph does);
    - ref_llama_layers: a llama-style text decoder stack (hidden 4096, 32 heads, 8 KV heads,
      MLP 14336, causal mask) over a batch of tokens.
    Weights are leafs of their own context. For planning only, ref_place_virtual gives them
@@ -54,7 +55,7 @@ static void ref_vit_layers(struct ref_graph *r, int n_layers, int flash, enum mm
         v = mms_add(ctx, mms_mul_mat(ctx, ref_weight(wctx, wtype, D, D, "wv", l), h), ref_weight(wctx, wtype, D, 1, "bv", l));
         if (flash) {
             v = mms_permute(ctx, mms_reshape_3d(ctx, v, HD, H, T), 0, 2, 1, 3);                      /* [80,1601,16] view */
-            if (flash == 2) { k = mms_cast(ctx, k, wtype); v = mms_cast(ctx, v, wtype); }             /* head-major copies */
+            if (wtype == MMS_TYPE_BF16) { k = mms_cast(ctx, k, wtype); v = mms_cast(ctx, v, wtype); } /* head-major copies */
             o = mms_reshape_2d(ctx, mms_flash_attn_ext(ctx, q, k, v, NULL, 1.0f / sqrtf((float)HD), 0.0f, 0.0f), D, T);
         } else {
             struct mms_tensor *kq;
