@@ -136,7 +136,7 @@ struct tin {
 };
 
 #define MAX_TENSORS 24
-#define MAX_OUTS    24
+#define MAX_OUTS    32
 struct tcase {
     struct mms_context  *ctx;
     mms_backend_buffer_t buf;
@@ -1652,16 +1652,21 @@ static void run_numeric(const char *name, void (*fn)(void)) {
     test__run(full, fn);
 }
 
-/* The AVX-512 set's softmax and f32 flash attention give AVX2's bits: the exp (mms__exp16, 16 lanes)
-   and the exp sums' order are AVX2's, and the f32 GEMM's 12 x 16 block (flash attention's last
-   panel of 80-wide value rows) sums as AVX2's 6 x 16. Rows of 1 to 40 (the exp loops' 16, 8 and
-   scalar tails), and attention over 200 keys (a partial key block) with D = Dv = 80. Self-
-   consistency only; the reference checks are test_soft_max and test_flash_attn above. */
-static void test_x86_sets_agree_attention(void) {
+/* The AVX-512 set's softmax, f32 flash attention and unary ops give AVX2's bits: the exp
+   (mms__exp16, 16 lanes), the exp sums' order and the unary bodies (mms__unary16) are AVX2's, and
+   the f32 GEMM's 12 x 16 block (flash attention's last panel of 80-wide value rows) sums as AVX2's
+   6 x 16. Rows of 1 to 40 (the exp loops' 16, 8 and scalar tails), attention over 200 keys (a
+   partial key block) with D = Dv = 80, every unary op on 2 x 1013 values in -12..12 (a 16-lane
+   loop, then AVX2's 8-lane and padded tails) and on test_unary_special's values. Self-consistency
+   only; the reference checks are test_soft_max, test_flash_attn, test_unary and
+   test_unary_special above. */
+static void test_x86_sets_agree_float_ops(void) {
     static const int64_t lens[8] = { 1, 5, 8, 13, 16, 24, 29, 40 };
+    static const double special[] = { NAN, -INFINITY, INFINITY, -100.0, -87.0, 0.0, -0.0, 1e-30, 80.0, -2.5, 1e-40 };
+    enum { N_OUT = 9 + 2 * N_UNOPS };
     struct tcase c;
-    struct mms_tensor *out[9];
-    unsigned char *got[2][9];
+    struct mms_tensor *out[N_OUT], *a, *pos, *sp;
+    unsigned char *got[2][N_OUT];
     int i, s, bad = 0;
     if (!mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) || !mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX512)) {
         test_skip("this CPU or build lacks the avx2 or the avx512 set");
@@ -1672,21 +1677,29 @@ static void test_x86_sets_agree_attention(void) {
     out[8] = case_out(&c, mms_flash_attn_ext(c.ctx, tensor_rand(&c, F32, SHAPE(80, 37, 4, 1), CONTIG, -1, 1),
                                              tensor_rand(&c, F32, SHAPE(80, 200, 2, 1), CONTIG, -1, 1),
                                              tensor_rand(&c, F32, SHAPE(80, 200, 2, 1), CONTIG, -1, 1), NULL, 0.11f, 0.0f, 0.0f));
+    a = tensor_rand(&c, F32, SHAPE(1013, 2, 1, 1), CONTIG, -12, 12);
+    pos = tensor_rand(&c, F32, SHAPE(1013, 2, 1, 1), CONTIG, 0, 12);
+    sp = tensor_rand(&c, F32, SHAPE(37, 1, 1, 1), CONTIG, -1, 1);
+    for (i = 0; i < 37; i++) in_set_flat(&c, sp, i, special[i % 11]);
+    for (i = 0; i < N_UNOPS; i++) {
+        out[9 + 2 * i] = case_out(&c, unops[i].fn(c.ctx, unops[i].positive ? pos : a));
+        out[10 + 2 * i] = case_out(&c, unops[i].fn(c.ctx, sp));
+    }
     for (s = 0; s < 2; s++) {
         mms_cpu_set_kernels(s ? MMS_CPU_KERNELS_AVX512 : MMS_CPU_KERNELS_AVX2);
         if (s == 0 ? !case_compute(&c) : case_run(&c, 2) != MMS_OK) break;
-        for (i = 0; i < 9; i++) got[s][i] = fetch(out[i], mms_nbytes(out[i]));
+        for (i = 0; i < N_OUT; i++) got[s][i] = fetch(out[i], mms_nbytes(out[i]));
     }
     EXPECT(s == 2, "the avx512 compute failed: %s", mms_last_error());
-    for (i = 0; s == 2 && i < 9; i++) {
+    for (i = 0; s == 2 && i < N_OUT; i++) {
         if (memcmp(got[0][i], got[1][i], mms_nbytes(out[i])) != 0) {
-            printf("    %s: avx512 differs from avx2\n", mms_get_name(out[i])[0] ? mms_get_name(out[i]) : i < 8 ? "soft_max" : "flash_attn_ext");
+            printf("    %s: avx512 differs from avx2\n", i < 8 ? "soft_max" : i == 8 ? "flash_attn_ext" : unops[(i - 9) / 2].name);
             bad++;
         }
         free(got[0][i]);
         free(got[1][i]);
     }
-    EXPECT(bad == 0, "%d of 9 results differ between the avx2 and avx512 sets", bad);
+    EXPECT(bad == 0, "%d of %d results differ between the avx2 and avx512 sets", bad, N_OUT);
     mms_cpu_set_kernels(MMS_CPU_KERNELS_AUTO);
     case_end(&c);
 }
@@ -1725,7 +1738,7 @@ int main(void) {
         run_numeric("thread_determinism", test_thread_determinism);
     }
 
-    RUN(test_x86_sets_agree_attention);
+    RUN(test_x86_sets_agree_float_ops);
     RUN(test_errors_elementwise);
     RUN(test_errors_matmul_attention);
     RUN(test_errors_layout);
