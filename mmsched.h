@@ -536,7 +536,10 @@
          flash_attn_ext with BF16 K and V and more than 8 query rows per K/V head (decode, up to 8,
            keeps f32 as mul_mat does): the scaled queries and the softmax weights are rounded to
            bf16 and both products run on that kernel (K packed as panels of 16 keys, V's rows
-           interleaved by pairs of keys); the streaming softmax, its sums and the output stay f32.
+           interleaved by pairs of keys; a thread packs a whole K/V head once for all its query
+           blocks where that takes at most 8 MiB, as the ViT's do); the streaming softmax, its sums
+           and the output stay f32. A last panel of at most 16 columns (80-wide value rows) takes a
+           16-column block.
            An NMSE near 3e-6 against a double reference (test_ops). A graph asks for it by casting
            K and V to BF16 (mms_cast; the mllama vision graph does with BF16 weights); with f32 K/V
            nothing is rounded.
@@ -6235,7 +6238,7 @@ static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const f
 
 MMS__AVX512_CODE_BEGIN
 /* mms__exp8's operations on 16 lanes: the same bits per element. */
-static MMS__TARGET_AVX512 __m512 mms__exp16(__m512 x) {
+static MMS__AVX512_INLINE __m512 mms__exp16(__m512 x) {
     const __m512 lo = _mm512_set1_ps(MMS__EXP_LO), x0 = x;
     const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), nan = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q);
     __m512 n, r, r2, p;
@@ -6487,12 +6490,43 @@ MMS__GB_DEFINE(7) MMS__GB_DEFINE(8) MMS__GB_DEFINE(9) MMS__GB_DEFINE(10) MMS__GB
 #undef MMS__GB_STEP
 #undef MMS__GB_DECL
 
+/* The same block for a last panel of at most 16 columns (flash attention's 80-wide value rows end
+   with one): each sum as in the 32-column block, half the instructions of a half-masked call. */
+#define MMS__GB1_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps();
+#define MMS__GB1_STEP(r)  c##r##0 = _mm512_dpbf16_ps(c##r##0, (__m512bh)_mm512_set1_epi32((int)A[r * lda + p]), b0);
+#define MMS__GB1_STORE(r) if (acc) c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, C + r * ldc));   \
+                          _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0);
+#define MMS__GB1_DEFINE(R)                                                                                          \
+    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x16_avx512(int64_t P, const uint32_t *A, int64_t lda,      \
+                                                                   const uint32_t *B0, const uint32_t *B1, float *C, \
+                                                                   int64_t ldc, int ncols, int acc) {               \
+        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1);                     \
+        int64_t p;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GB1_DECL)                                                                              \
+        MMS__UNUSED(B1);                                                                                            \
+        for (p = 0; p < P; p++) {                                                                                   \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16);                                         \
+            MMS__GR_ROWS##R(MMS__GB1_STEP)                                                                          \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GB1_STORE)                                                                             \
+    }
+MMS__GB1_DEFINE(1) MMS__GB1_DEFINE(2) MMS__GB1_DEFINE(3) MMS__GB1_DEFINE(4) MMS__GB1_DEFINE(5) MMS__GB1_DEFINE(6)
+MMS__GB1_DEFINE(7) MMS__GB1_DEFINE(8) MMS__GB1_DEFINE(9) MMS__GB1_DEFINE(10) MMS__GB1_DEFINE(11) MMS__GB1_DEFINE(12)
+#undef MMS__GB1_DEFINE
+#undef MMS__GB1_STORE
+#undef MMS__GB1_STEP
+#undef MMS__GB1_DECL
+
 typedef void (*mms__gemm_bf16_fn)(int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B0, const uint32_t *B1, float *C, int64_t ldc,
                                   int ncols, int acc);
 static const mms__gemm_bf16_fn mms__gemm_bf16_rows_avx512[13] = {
     NULL, mms__gemm_bf16_r1x32_avx512, mms__gemm_bf16_r2x32_avx512, mms__gemm_bf16_r3x32_avx512, mms__gemm_bf16_r4x32_avx512,
     mms__gemm_bf16_r5x32_avx512, mms__gemm_bf16_r6x32_avx512, mms__gemm_bf16_r7x32_avx512, mms__gemm_bf16_r8x32_avx512,
     mms__gemm_bf16_r9x32_avx512, mms__gemm_bf16_r10x32_avx512, mms__gemm_bf16_r11x32_avx512, mms__gemm_bf16_r12x32_avx512 };
+static const mms__gemm_bf16_fn mms__gemm_bf16_rows16_avx512[13] = {
+    NULL, mms__gemm_bf16_r1x16_avx512, mms__gemm_bf16_r2x16_avx512, mms__gemm_bf16_r3x16_avx512, mms__gemm_bf16_r4x16_avx512,
+    mms__gemm_bf16_r5x16_avx512, mms__gemm_bf16_r6x16_avx512, mms__gemm_bf16_r7x16_avx512, mms__gemm_bf16_r8x16_avx512,
+    mms__gemm_bf16_r9x16_avx512, mms__gemm_bf16_r10x16_avx512, mms__gemm_bf16_r11x16_avx512, mms__gemm_bf16_r12x16_avx512 };
 
 /* out[c / 16 * stride + c % 16] = (x[c], y[c]) as a dword for c < 16 panels, zero past n (and y NULL: zero). */
 static MMS__TARGET_AVX512 void mms__interleave_bf16_avx512(int64_t n, const mms_bf16_t *x, const mms_bf16_t *y, uint32_t *out,
@@ -7086,9 +7120,9 @@ static void mms__gemm_bf16(int64_t M, int64_t N, int64_t P, const uint32_t *A, i
         for (p0 = 0; p0 < P; p0 += MMS__GEMM_BF16_PC)
             for (j = 0; j < N; j += 32)
                 for (i = 0; i < M; i += 12)
-                    mms__gemm_bf16_rows_avx512[MMS__MIN(12, M - i)](MMS__MIN(MMS__GEMM_BF16_PC, P - p0), A + i * lda + p0, lda,
-                                                                    B + j / 16 * bpanel + p0 * 16, B + (j / 16 + 1) * bpanel + p0 * 16,
-                                                                    C + i * ldc + j, ldc, (int)MMS__MIN(32, N - j), acc || p0 > 0);
+                    (N - j > 16 ? mms__gemm_bf16_rows_avx512 : mms__gemm_bf16_rows16_avx512)[MMS__MIN(12, M - i)](
+                        MMS__MIN(MMS__GEMM_BF16_PC, P - p0), A + i * lda + p0, lda, B + j / 16 * bpanel + p0 * 16,
+                        B + (j / 16 + 1) * bpanel + p0 * 16, C + i * ldc + j, ldc, (int)MMS__MIN(32, N - j), acc || p0 > 0);
         return;
     }
 #endif
@@ -9670,12 +9704,34 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
 #define MMS__FA_KB 128
 #define MMS__FA_DIRECT 8
 
+#define MMS__FA_HEAD_PACK_MAX (8 << 20)
+
 struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-column register block */
+
+/* The bf16 path (BF16 K and V, more than MMS__FA_DIRECT rows, vdpbf16ps) with the 4-byte words one
+   key block's K and V panels take (*kblock, *vblock). */
+static bool mms__fa_bf16(const struct mms_tensor *dst, int64_t *kblock, int64_t *vblock) {
+    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
+    *kblock = MMS__FA_KB * ((q->ne[0] + 1) / 2);                         /* panels of 16 keys, pairs along D */
+    *vblock = MMS__ALIGN_UP(v->ne[0], 32) * (MMS__FA_KB / 2);            /* value rows interleaved by pairs of keys */
+    return q->ne[1] * (q->ne[2] / k->ne[2]) > MMS__FA_DIRECT && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 &&
+           mms__vec_has_gemm_bf16();
+}
+
+/* Words of one whole K/V head packed for the bf16 path, 0 when it does not apply or would take
+   more than MMS__FA_HEAD_PACK_MAX bytes (then each query block packs its key blocks again). */
+static int64_t mms__fa_head_pack_words(const struct mms_tensor *dst) {
+    int64_t kblock, vblock, words;
+    if (!mms__fa_bf16(dst, &kblock, &vblock)) return 0;
+    words = (dst->src[1]->ne[1] + MMS__FA_KB - 1) / MMS__FA_KB * (kblock + vblock);
+    return words * 4 <= MMS__FA_HEAD_PACK_MAX ? words : 0;
+}
 
 static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
     const int64_t D = dst->src[0]->ne[0], Dvp = MMS__ALIGN_UP(dst->src[2]->ne[0], 16);
     const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, bf16 = QB * ((D + 1) / 2) + QB * KB / 2 + 2 * Dvp;   /* Q, P in pairs; V rows */
-    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + bf16 + 13 * 16) * sizeof(float);
+    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + bf16 + 14 * 16 +
+                    mms__fa_head_pack_words(dst)) * sizeof(float);
 }
 
 /* Rows j0 .. j0 + n of t in (i2, i3) as f32 rows with leading dimension *ld (at least width
@@ -9713,11 +9769,17 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
     float *mb = vb + KB * Dvp;
     /* BF16 K and V on the sets with vdpbf16ps, past decode's rows: Q and P rounded to bf16, both
-       products in bf16 pairs (decode keeps f32 Q and P, as mul_mat keeps f32 activations there) */
-    const bool bf16 = rows > MMS__FA_DIRECT && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
-    const int64_t PD = (D + 1) / 2;
+       products in bf16 pairs (decode keeps f32 Q and P, as mul_mat keeps f32 activations there).
+       A thread packs a whole K/V head once and keeps it while its query blocks share the head (the
+       threads take the blocks of one head side by side), where that fits. */
+    int64_t kblock, vblock;
+    const bool bf16 = mms__fa_bf16(dst, &kblock, &vblock);
+    const int64_t PD = (D + 1) / 2, head_words = mms__fa_head_pack_words(dst);
     uint32_t *q16 = (uint32_t *)(mb + MMS__ALIGN_UP(QB * KB, 16)), *p16 = q16 + MMS__ALIGN_UP(QB * PD, 16);   /* Q, P pairs */
     mms_bf16_t *vrow = (mms_bf16_t *)(p16 + MMS__ALIGN_UP(QB * KB / 2, 16));   /* two strided value rows */
+    uint32_t *khead = (uint32_t *)MMS__ALIGN_UP((uintptr_t)(vrow + 2 * Dvp), 64);   /* the head's K blocks, then its V blocks */
+    uint32_t *vhead = khead + (head_words ? (n_kv + KB - 1) / KB * kblock : 0);
+    int64_t packed_head = -1;   /* ib * Hkv + kh of the head in khead/vhead */
     const char *mrow[MMS__FA_QB];
     const float *mspan[MMS__FA_QB];
     int64_t ih[MMS__FA_QB], iqs[MMS__FA_QB];
@@ -9754,6 +9816,14 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
         }
         memset(ob, 0, (size_t)(nr * Dvp) * sizeof(float));
         for (i = 0; bf16 && i < nr; i++) mms__vec_bf16_pairs(D, qb + i * D, q16 + i * PD);
+        if (head_words && packed_head != ib * Hkv + kh) {
+            for (j0 = 0; j0 < n_kv; j0 += KB) {
+                const int64_t nk = MMS__MIN(KB, n_kv - j0);
+                mms__pack_rows_bf16(k, j0, nk, kh, ib, (float *)(khead + j0 / KB * kblock), kb, (mms_bf16_t *)(kb + 16 * PD));
+                mms__pack_pairs_bf16(v, j0, nk, kh, ib, vhead + j0 / KB * vblock, vrow);
+            }
+            packed_head = ib * Hkv + kh;
+        }
         for (j0 = 0; j0 < n_kv; j0 += KB) {
             const int64_t nk = MMS__MIN(KB, n_kv - j0), nkp = MMS__ALIGN_UP(nk, 16);
             int64_t ldk, ldv, j;
@@ -9784,8 +9854,12 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
                 }
             } else if (bf16) {               /* K packed as bf16 panels of 16 keys, pairs along D */
-                mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb, (mms_bf16_t *)(kb + 16 * PD));   /* kb: 16 rows of pairs, a strided row */
-                mms__gemm_bf16(nr, nkp, PD, q16, PD, (const uint32_t *)kt, 16 * PD, sb, KB, 0);
+                const uint32_t *kp = khead + j0 / KB * kblock;
+                if (!head_words) {
+                    mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb, (mms_bf16_t *)(kb + 16 * PD));   /* kb: 16 rows of pairs, a strided row */
+                    kp = (const uint32_t *)kt;
+                }
+                mms__gemm_bf16(nr, nkp, PD, q16, PD, kp, 16 * PD, sb, KB, 0);
             } else {
                 ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
                 mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
@@ -9813,9 +9887,13 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             /* O += P V; the direct path reads the value rows in place wherever they fill whole panels */
             if (bf16) {                      /* P in pairs of keys against value rows interleaved by pairs */
                 const int64_t PK = (nk + 1) / 2;
+                const uint32_t *vp = vhead + j0 / KB * vblock;
                 for (i = 0; i < nr; i++) mms__vec_bf16_pairs(nk, sb + i * KB, p16 + i * (KB / 2));
-                mms__pack_pairs_bf16(v, j0, nk, kh, ib, (uint32_t *)vb, vrow);
-                mms__gemm_bf16(nr, Dvp, PK, p16, KB / 2, (const uint32_t *)vb, 16 * PK, ob, Dvp, 1);
+                if (!head_words) {
+                    mms__pack_pairs_bf16(v, j0, nk, kh, ib, (uint32_t *)vb, vrow);
+                    vp = (const uint32_t *)vb;
+                }
+                mms__gemm_bf16(nr, Dvp, PK, p16, KB / 2, vp, 16 * PK, ob, Dvp, 1);
                 continue;
             }
             vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, !direct, vb, &ldv);

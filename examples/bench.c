@@ -379,7 +379,7 @@ static void bench_attention(mms_backend_t cpu, int fused, enum mms_type kvtype, 
     struct mms_tensor *q, *k, *v, *out;
     char name[96];
     snprintf(name, sizeof name, "attention 16x1601x80 %s%s%s", fused ? "flash_attn_ext" : "three ops",
-             kvtype == MMS_TYPE_F16 ? " f16 K/V" : "", views ? " (ViT views)" : "");
+             kvtype == MMS_TYPE_F16 ? " f16 K/V" : kvtype == MMS_TYPE_BF16 ? " bf16 K/V" : "", views ? " (ViT views)" : "");
     if (!wanted(name)) return;
     c.ctx = new_ctx();
     q = views ? vit_heads(c.ctx, MMS_TYPE_F32, D, T, H) : mms_new_tensor_3d(c.ctx, MMS_TYPE_F32, D, T, H);
@@ -810,6 +810,7 @@ int main(int argc, char **argv) {
     bench_attention(cpu, 1, MMS_TYPE_F32, 0);
     bench_attention(cpu, 1, MMS_TYPE_F32, 1);
     bench_attention(cpu, 1, MMS_TYPE_F16, 0);
+    bench_attention(cpu, 1, MMS_TYPE_BF16, 0);
     bench_attention_decode(cpu, 0);
     bench_attention_decode(cpu, 1);
     bench_stream(cpu, "soft_max_ext [1601,1601,16]", MMS_OP_SOFT_MAX, 1601, 1601, 16);

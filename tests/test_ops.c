@@ -1283,6 +1283,8 @@ static void test_flash_attn(void) {
         { 80, 80, 100, 2, 2, 1, 301, F32, BF16, CONTIG,  CONTIG,     STRIDED,  F16, 1, 1, 0.11f, 0.0f, 0, 2 },
         { 63, 40, 40, 8, 2, 1, 257,  F32, BF16, STRIDED, CONTIG,     CONTIG,   F32, 1, 1, 0.125f, 0.0f, 150, 0 },
         { 64, 64, 2, 8, 2, 1, 300,   F32, BF16, CONTIG,  CONTIG,     CONTIG,   F32, 1, 1, 0.125f, 0.0f, 0, 0 },     /* decode: 8 rows, f32 */
+        /* a K/V head past the 8 MiB a thread packs whole: each query block packs its key blocks */
+        { 256, 256, 12, 2, 1, 1, 8300, F32, BF16, CONTIG, CONTIG,    CONTIG,   0,   1, 1, 0.06f, 0.0f, 0, 0 },
     };
     size_t k;
     for (k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {

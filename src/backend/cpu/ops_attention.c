@@ -104,12 +104,34 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
 #define MMS__FA_KB 128
 #define MMS__FA_DIRECT 8
 
+#define MMS__FA_HEAD_PACK_MAX (8 << 20)
+
 struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-column register block */
+
+/* The bf16 path (BF16 K and V, more than MMS__FA_DIRECT rows, vdpbf16ps) with the 4-byte words one
+   key block's K and V panels take (*kblock, *vblock). */
+static bool mms__fa_bf16(const struct mms_tensor *dst, int64_t *kblock, int64_t *vblock) {
+    const struct mms_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
+    *kblock = MMS__FA_KB * ((q->ne[0] + 1) / 2);                         /* panels of 16 keys, pairs along D */
+    *vblock = MMS__ALIGN_UP(v->ne[0], 32) * (MMS__FA_KB / 2);            /* value rows interleaved by pairs of keys */
+    return q->ne[1] * (q->ne[2] / k->ne[2]) > MMS__FA_DIRECT && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 &&
+           mms__vec_has_gemm_bf16();
+}
+
+/* Words of one whole K/V head packed for the bf16 path, 0 when it does not apply or would take
+   more than MMS__FA_HEAD_PACK_MAX bytes (then each query block packs its key blocks again). */
+static int64_t mms__fa_head_pack_words(const struct mms_tensor *dst) {
+    int64_t kblock, vblock, words;
+    if (!mms__fa_bf16(dst, &kblock, &vblock)) return 0;
+    words = (dst->src[1]->ne[1] + MMS__FA_KB - 1) / MMS__FA_KB * (kblock + vblock);
+    return words * 4 <= MMS__FA_HEAD_PACK_MAX ? words : 0;
+}
 
 static size_t mms__flash_attn_work_size(const struct mms_tensor *dst) {
     const int64_t D = dst->src[0]->ne[0], Dvp = MMS__ALIGN_UP(dst->src[2]->ne[0], 16);
     const int64_t QB = MMS__FA_QB, KB = MMS__FA_KB, bf16 = QB * ((D + 1) / 2) + QB * KB / 2 + 2 * Dvp;   /* Q, P in pairs; V rows */
-    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + bf16 + 13 * 16) * sizeof(float);
+    return (size_t)(QB * D + QB * KB + QB * Dvp + 2 * QB + D * KB + KB * D + KB * Dvp + QB * KB + bf16 + 14 * 16 +
+                    mms__fa_head_pack_words(dst)) * sizeof(float);
 }
 
 /* Rows j0 .. j0 + n of t in (i2, i3) as f32 rows with leading dimension *ld (at least width
@@ -147,11 +169,17 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
     float *kt = lr + MMS__ALIGN_UP(QB, 16), *kb = kt + MMS__ALIGN_UP(D * KB, 16), *vb = kb + MMS__ALIGN_UP(KB * D, 16);
     float *mb = vb + KB * Dvp;
     /* BF16 K and V on the sets with vdpbf16ps, past decode's rows: Q and P rounded to bf16, both
-       products in bf16 pairs (decode keeps f32 Q and P, as mul_mat keeps f32 activations there) */
-    const bool bf16 = rows > MMS__FA_DIRECT && k->type == MMS_TYPE_BF16 && v->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();
-    const int64_t PD = (D + 1) / 2;
+       products in bf16 pairs (decode keeps f32 Q and P, as mul_mat keeps f32 activations there).
+       A thread packs a whole K/V head once and keeps it while its query blocks share the head (the
+       threads take the blocks of one head side by side), where that fits. */
+    int64_t kblock, vblock;
+    const bool bf16 = mms__fa_bf16(dst, &kblock, &vblock);
+    const int64_t PD = (D + 1) / 2, head_words = mms__fa_head_pack_words(dst);
     uint32_t *q16 = (uint32_t *)(mb + MMS__ALIGN_UP(QB * KB, 16)), *p16 = q16 + MMS__ALIGN_UP(QB * PD, 16);   /* Q, P pairs */
     mms_bf16_t *vrow = (mms_bf16_t *)(p16 + MMS__ALIGN_UP(QB * KB / 2, 16));   /* two strided value rows */
+    uint32_t *khead = (uint32_t *)MMS__ALIGN_UP((uintptr_t)(vrow + 2 * Dvp), 64);   /* the head's K blocks, then its V blocks */
+    uint32_t *vhead = khead + (head_words ? (n_kv + KB - 1) / KB * kblock : 0);
+    int64_t packed_head = -1;   /* ib * Hkv + kh of the head in khead/vhead */
     const char *mrow[MMS__FA_QB];
     const float *mspan[MMS__FA_QB];
     int64_t ih[MMS__FA_QB], iqs[MMS__FA_QB];
@@ -188,6 +216,14 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
         }
         memset(ob, 0, (size_t)(nr * Dvp) * sizeof(float));
         for (i = 0; bf16 && i < nr; i++) mms__vec_bf16_pairs(D, qb + i * D, q16 + i * PD);
+        if (head_words && packed_head != ib * Hkv + kh) {
+            for (j0 = 0; j0 < n_kv; j0 += KB) {
+                const int64_t nk = MMS__MIN(KB, n_kv - j0);
+                mms__pack_rows_bf16(k, j0, nk, kh, ib, (float *)(khead + j0 / KB * kblock), kb, (mms_bf16_t *)(kb + 16 * PD));
+                mms__pack_pairs_bf16(v, j0, nk, kh, ib, vhead + j0 / KB * vblock, vrow);
+            }
+            packed_head = ib * Hkv + kh;
+        }
         for (j0 = 0; j0 < n_kv; j0 += KB) {
             const int64_t nk = MMS__MIN(KB, n_kv - j0), nkp = MMS__ALIGN_UP(nk, 16);
             int64_t ldk, ldv, j;
@@ -218,8 +254,12 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);
                 }
             } else if (bf16) {               /* K packed as bf16 panels of 16 keys, pairs along D */
-                mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb, (mms_bf16_t *)(kb + 16 * PD));   /* kb: 16 rows of pairs, a strided row */
-                mms__gemm_bf16(nr, nkp, PD, q16, PD, (const uint32_t *)kt, 16 * PD, sb, KB, 0);
+                const uint32_t *kp = khead + j0 / KB * kblock;
+                if (!head_words) {
+                    mms__pack_rows_bf16(k, j0, nk, kh, ib, kt, kb, (mms_bf16_t *)(kb + 16 * PD));   /* kb: 16 rows of pairs, a strided row */
+                    kp = (const uint32_t *)kt;
+                }
+                mms__gemm_bf16(nr, nkp, PD, q16, PD, kp, 16 * PD, sb, KB, 0);
             } else {
                 ks = mms__fa_rows(k, j0, nk, kh, ib, D, false, kb, &ldk);
                 mms__transpose_f32(nk, D, ks, ldk, kt, nkp);
@@ -247,9 +287,13 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
             /* O += P V; the direct path reads the value rows in place wherever they fill whole panels */
             if (bf16) {                      /* P in pairs of keys against value rows interleaved by pairs */
                 const int64_t PK = (nk + 1) / 2;
+                const uint32_t *vp = vhead + j0 / KB * vblock;
                 for (i = 0; i < nr; i++) mms__vec_bf16_pairs(nk, sb + i * KB, p16 + i * (KB / 2));
-                mms__pack_pairs_bf16(v, j0, nk, kh, ib, (uint32_t *)vb, vrow);
-                mms__gemm_bf16(nr, Dvp, PK, p16, KB / 2, (const uint32_t *)vb, 16 * PK, ob, Dvp, 1);
+                if (!head_words) {
+                    mms__pack_pairs_bf16(v, j0, nk, kh, ib, (uint32_t *)vb, vrow);
+                    vp = (const uint32_t *)vb;
+                }
+                mms__gemm_bf16(nr, Dvp, PK, p16, KB / 2, vp, 16 * PK, ob, Dvp, 1);
                 continue;
             }
             vs = mms__fa_rows(v, j0, nk, kh, ib, Dvp, !direct, vb, &ldv);

@@ -511,7 +511,7 @@ static MMS__TARGET_AVX2 float mms__exp_sum_f32_avx2(int64_t n, float *y, const f
 
 MMS__AVX512_CODE_BEGIN
 /* mms__exp8's operations on 16 lanes: the same bits per element. */
-static MMS__TARGET_AVX512 __m512 mms__exp16(__m512 x) {
+static MMS__AVX512_INLINE __m512 mms__exp16(__m512 x) {
     const __m512 lo = _mm512_set1_ps(MMS__EXP_LO), x0 = x;
     const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), nan = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q);
     __m512 n, r, r2, p;
@@ -763,12 +763,43 @@ MMS__GB_DEFINE(7) MMS__GB_DEFINE(8) MMS__GB_DEFINE(9) MMS__GB_DEFINE(10) MMS__GB
 #undef MMS__GB_STEP
 #undef MMS__GB_DECL
 
+/* The same block for a last panel of at most 16 columns (flash attention's 80-wide value rows end
+   with one): each sum as in the 32-column block, half the instructions of a half-masked call. */
+#define MMS__GB1_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps();
+#define MMS__GB1_STEP(r)  c##r##0 = _mm512_dpbf16_ps(c##r##0, (__m512bh)_mm512_set1_epi32((int)A[r * lda + p]), b0);
+#define MMS__GB1_STORE(r) if (acc) c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, C + r * ldc));   \
+                          _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0);
+#define MMS__GB1_DEFINE(R)                                                                                          \
+    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x16_avx512(int64_t P, const uint32_t *A, int64_t lda,      \
+                                                                   const uint32_t *B0, const uint32_t *B1, float *C, \
+                                                                   int64_t ldc, int ncols, int acc) {               \
+        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1);                     \
+        int64_t p;                                                                                                  \
+        MMS__GR_ROWS##R(MMS__GB1_DECL)                                                                              \
+        MMS__UNUSED(B1);                                                                                            \
+        for (p = 0; p < P; p++) {                                                                                   \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16);                                         \
+            MMS__GR_ROWS##R(MMS__GB1_STEP)                                                                          \
+        }                                                                                                           \
+        MMS__GR_ROWS##R(MMS__GB1_STORE)                                                                             \
+    }
+MMS__GB1_DEFINE(1) MMS__GB1_DEFINE(2) MMS__GB1_DEFINE(3) MMS__GB1_DEFINE(4) MMS__GB1_DEFINE(5) MMS__GB1_DEFINE(6)
+MMS__GB1_DEFINE(7) MMS__GB1_DEFINE(8) MMS__GB1_DEFINE(9) MMS__GB1_DEFINE(10) MMS__GB1_DEFINE(11) MMS__GB1_DEFINE(12)
+#undef MMS__GB1_DEFINE
+#undef MMS__GB1_STORE
+#undef MMS__GB1_STEP
+#undef MMS__GB1_DECL
+
 typedef void (*mms__gemm_bf16_fn)(int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B0, const uint32_t *B1, float *C, int64_t ldc,
                                   int ncols, int acc);
 static const mms__gemm_bf16_fn mms__gemm_bf16_rows_avx512[13] = {
     NULL, mms__gemm_bf16_r1x32_avx512, mms__gemm_bf16_r2x32_avx512, mms__gemm_bf16_r3x32_avx512, mms__gemm_bf16_r4x32_avx512,
     mms__gemm_bf16_r5x32_avx512, mms__gemm_bf16_r6x32_avx512, mms__gemm_bf16_r7x32_avx512, mms__gemm_bf16_r8x32_avx512,
     mms__gemm_bf16_r9x32_avx512, mms__gemm_bf16_r10x32_avx512, mms__gemm_bf16_r11x32_avx512, mms__gemm_bf16_r12x32_avx512 };
+static const mms__gemm_bf16_fn mms__gemm_bf16_rows16_avx512[13] = {
+    NULL, mms__gemm_bf16_r1x16_avx512, mms__gemm_bf16_r2x16_avx512, mms__gemm_bf16_r3x16_avx512, mms__gemm_bf16_r4x16_avx512,
+    mms__gemm_bf16_r5x16_avx512, mms__gemm_bf16_r6x16_avx512, mms__gemm_bf16_r7x16_avx512, mms__gemm_bf16_r8x16_avx512,
+    mms__gemm_bf16_r9x16_avx512, mms__gemm_bf16_r10x16_avx512, mms__gemm_bf16_r11x16_avx512, mms__gemm_bf16_r12x16_avx512 };
 
 /* out[c / 16 * stride + c % 16] = (x[c], y[c]) as a dword for c < 16 panels, zero past n (and y NULL: zero). */
 static MMS__TARGET_AVX512 void mms__interleave_bf16_avx512(int64_t n, const mms_bf16_t *x, const mms_bf16_t *y, uint32_t *out,
@@ -1362,9 +1393,9 @@ static void mms__gemm_bf16(int64_t M, int64_t N, int64_t P, const uint32_t *A, i
         for (p0 = 0; p0 < P; p0 += MMS__GEMM_BF16_PC)
             for (j = 0; j < N; j += 32)
                 for (i = 0; i < M; i += 12)
-                    mms__gemm_bf16_rows_avx512[MMS__MIN(12, M - i)](MMS__MIN(MMS__GEMM_BF16_PC, P - p0), A + i * lda + p0, lda,
-                                                                    B + j / 16 * bpanel + p0 * 16, B + (j / 16 + 1) * bpanel + p0 * 16,
-                                                                    C + i * ldc + j, ldc, (int)MMS__MIN(32, N - j), acc || p0 > 0);
+                    (N - j > 16 ? mms__gemm_bf16_rows_avx512 : mms__gemm_bf16_rows16_avx512)[MMS__MIN(12, M - i)](
+                        MMS__MIN(MMS__GEMM_BF16_PC, P - p0), A + i * lda + p0, lda, B + j / 16 * bpanel + p0 * 16,
+                        B + (j / 16 + 1) * bpanel + p0 * 16, C + i * ldc + j, ldc, (int)MMS__MIN(32, N - j), acc || p0 > 0);
         return;
     }
 #endif
