@@ -276,20 +276,31 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
    hardware's prefetch alone (2 KB: 3-10%). */
 #define MMS__DOT_PREFETCH 4096
 
-/* Two accumulators: one FMA chain would wait on itself every block. */
+/* acc + a Q8_0 block's products (q, its magnitudes uq, its scale d) with an activation block, the
+   sign moved onto the activations. */
+static MMS__AVX2_INLINE __m256 mms__q8_0_block_fma(__m256i uq, __m256i q, float d, const struct mms__block_q8_act *x, __m256 acc) {
+    const __m256i dot = mms__dot_u8s8_lanes(uq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x->qs), q));
+    return _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), _mm256_cvtepi32_ps(dot), acc);
+}
+
+/* Two accumulators, even blocks into the first: one FMA chain would wait on itself every block.
+   (Written as two steps a loop: indexed by i & 1 they lived in memory, and the store-to-load
+   round trip made the loop 2x slower.) */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    __m256 acc[2];
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i;
-    acc[0] = acc[1] = _mm256_setzero_ps();
-    for (i = 0; i < K / 32; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), a = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i dot = mms__dot_u8s8_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(mms__fp16_to_f32_f16c(b[i].d) * x[i].d), _mm256_cvtepi32_ps(dot), acc[i & 1]);
-        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, sizeof *b, 3);
+    for (i = 0; i < K / 32; i += 2) {
+        const __m256i q0 = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        acc0 = mms__q8_0_block_fma(_mm256_sign_epi8(q0, q0), q0, mms__fp16_to_f32_f16c(b[i].d), x + i, acc0);
+        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 2 * sizeof *b, 3);
+        if (i + 1 < K / 32) {
+            const __m256i q1 = _mm256_loadu_si256((const __m256i *)b[i + 1].qs);
+            acc1 = mms__q8_0_block_fma(_mm256_sign_epi8(q1, q1), q1, mms__fp16_to_f32_f16c(b[i + 1].d), x + i + 1, acc1);
+        }
     }
-    return mms__hsum256(_mm256_add_ps(acc[0], acc[1]));
+    return mms__hsum256(_mm256_add_ps(acc0, acc1));
 }
 
 /* 32 nibbles of 16 bytes as bytes: the low nibbles first (elements 0..15), then the high ones */
@@ -451,22 +462,25 @@ MMS__UNROLL4
 static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x[4];
-    __m256 acc[4][2];
+    __m256 acc0[4], acc1[4];
     int64_t i;
     int c;
 MMS__UNROLL4
-    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_act *)((const char *)xv + c * x_stride); acc[c][0] = acc[c][1] = _mm256_setzero_ps(); }
-    for (i = 0; i < K / 32; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs), uq = _mm256_sign_epi8(q, q);
-        const float d = mms__fp16_to_f32_f16c(b[i].d);
+    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_act *)((const char *)xv + c * x_stride); acc0[c] = acc1[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / 32; i += 2) {
+        const __m256i q0 = _mm256_loadu_si256((const __m256i *)b[i].qs), uq0 = _mm256_sign_epi8(q0, q0);
+        const float d0 = mms__fp16_to_f32_f16c(b[i].d);
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) {
-            const __m256i dot = mms__dot_u8s8_lanes(uq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[c][i].qs), q));
-            acc[c][i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[c][i].d), _mm256_cvtepi32_ps(dot), acc[c][i & 1]);
+        for (c = 0; c < 4; c++) acc0[c] = mms__q8_0_block_fma(uq0, q0, d0, x[c] + i, acc0[c]);
+        if (i + 1 < K / 32) {
+            const __m256i q1 = _mm256_loadu_si256((const __m256i *)b[i + 1].qs), uq1 = _mm256_sign_epi8(q1, q1);
+            const float d1 = mms__fp16_to_f32_f16c(b[i + 1].d);
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) acc1[c] = mms__q8_0_block_fma(uq1, q1, d1, x[c] + i + 1, acc1[c]);
         }
     }
 MMS__UNROLL4
-    for (c = 0; c < 4; c++) out[c] = mms__hsum256(_mm256_add_ps(acc[c][0], acc[c][1]));
+    for (c = 0; c < 4; c++) out[c] = mms__hsum256(_mm256_add_ps(acc0[c], acc1[c]));
 }
 
 /* Q4_K as mms__dot_q4_k_avx2, each pair of sub-blocks unpacked once for the 4 columns. */
