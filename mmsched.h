@@ -561,9 +561,12 @@
            8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
            These sums differ from AVX2's 8-lane ones in the last bits (both checked against a
            double-precision reference); a column gets the same bits in a batch as alone.
-         Not AVX-512: the quantized row dots (decode on weights not repacked; they prefetch 4 KB
-           ahead of the row), the binary element-wise ops, norms and copies. On Zen 4 vdpbf16ps and the FMA both run at one zmm instruction a
-           cycle (measured here); on the Sapphire Rapids-class Xeon of an earlier measurement
+         Q4_0's row dot (decode on weights not repacked): 4 blocks a step, AVX2's integers by
+           vpdpbusd and its float sums in the same order, so the same bits; 1.3x faster from memory
+           on one thread (1.47 -> 1.12 ms for 14336x4096).
+         Not AVX-512: the other quantized row dots (they prefetch 4 KB ahead of the row), the
+           binary element-wise ops, norms and copies. On Zen 4 vdpbf16ps and the FMA both run at one
+           zmm instruction a cycle (measured here); on the Sapphire Rapids-class Xeon of an earlier measurement
            vdpbf16ps ran at a quarter of the FMA's instruction rate (1.35 against 5.47 per ns on one
            core), where the bf16 kernel would be slower than converting: MMS_CPU_KERNELS=avx2 keeps
            the converting GEMM (and f32 activations) on such a CPU.
@@ -7774,16 +7777,13 @@ static MMS__AVX2_INLINE __m256i mms__dot_offset_pairs2(__m256i u0, __m256i a0, _
 /* Q4_0 two blocks at a time: one 256-bit register holds both blocks' 16 bytes, so one and/shift
    unpacks 64 nibbles, as [low nibbles of block 0 | of block 1] and the same for the high ones; the
    activations are regrouped to match by two 128-bit permutes, and one madd, conversion and FMA
-   serve both blocks (int32 lanes 0..3 and 4..7). */
-static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const void *xv) {
-    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
-    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
+   serve both blocks (int32 lanes 0..3 and 4..7). From block i with the sums acc so far (the
+   AVX-512 body hands over its rest here). */
+static MMS__AVX2_INLINE float mms__dot_q4_0_from_avx2(int64_t nb, const struct mms__block_q4_0 *b, const struct mms__block_q8_act *x,
+                                                      int64_t i, __m256 acc) {
     const __m256i c8 = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
-    const int64_t nb = K / 32;
-    __m256 acc = _mm256_setzero_ps();
     float sum;
-    int64_t i;
-    for (i = 0; i + 2 <= nb; i += 2) {
+    for (; i + 2 <= nb; i += 2) {
         const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b[i].qs)),
                                                   _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs), x1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
@@ -7799,6 +7799,9 @@ static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const
         sum += mms__fp16_to_f32_f16c(b[i].d) * x[i].d
              * mms__hsum256(_mm256_cvtepi32_ps(mms__dot_offset_lanes(mms__nibbles_16(b[i].qs), c8, _mm256_loadu_si256((const __m256i *)x[i].qs))));
     return sum;
+}
+static MMS__TARGET_AVX2 float mms__dot_q4_0_avx2(int64_t K, const void *w, const void *xv) {
+    return mms__dot_q4_0_from_avx2(K / 32, (const struct mms__block_q4_0 *)w, (const struct mms__block_q8_act *)xv, 0, _mm256_setzero_ps());
 }
 
 /* A Q4_K super-block's 12 bytes of packed 6-bit scales and mins (see mms__q4_k_scale_min) as 16
@@ -8744,6 +8747,43 @@ MMS__UNROLL8
 MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
+
+/* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
+   vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
+   blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
+   (blocks are 18 bytes apart). Half AVX2's instructions a block: 1.7x faster hot. */
+static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
+    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);   /* b[i + k].d: word 9 k */
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const int64_t nb = K / 32;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i + 4 <= nb; i += 4) {
+        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[i].qs)), lo, hi, dot, off;
+        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
+        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
+        const __m128 dw = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, _mm512_loadu_si512(b + i))));
+        const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d))));
+        __m512 f;
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 2].qs), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 3].qs), 3);
+        lo = _mm512_and_si512(q, m4);
+        hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+        off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi);
+        f = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, off));
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc);
+        acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)), acc);
+        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 4 * sizeof *b, 3);
+    }
+    return mms__dot_q4_0_from_avx2(nb, b, x, i, acc);
+}
 MMS__AVX512_CODE_END
 
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
@@ -9072,7 +9112,8 @@ static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
     int i;
 #if MMS__HAVE_AVX2
     static const mms__q8_dot_fn avx2[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx2, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    if (mms__avx2()) dots = avx2;
+    static const mms__q8_dot_fn avx512[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx512, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
+    if (mms__avx2()) dots = mms__avx512() ? avx512 : avx2;
 #endif
 #if MMS__HAVE_NEON
     static const mms__q8_dot_fn neon[4] = { mms__dot_q8_0_neon, mms__dot_q4_0_neon, mms__dot_q4_k_neon, mms__dot_q6_k_neon };

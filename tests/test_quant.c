@@ -754,13 +754,15 @@ static float *product_in(const struct qtype *q, const unsigned char *wq, int64_t
    each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K, Q6_K and Q8_0 weights as they are and
    repacked, for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
    AVX-512 rounds their activations to 8 bits; nor f32 decode of up to 8 columns, which AVX-512
-   sums in 16 lanes, AVX2 in 8; both are checked against the reference above and test_ops'). */
+   sums in 16 lanes, AVX2 in 8; both are checked against the reference above and test_ops'). The
+   32-value types' row dots also at K = 608 (19 blocks: AVX-512's Q4_0 body takes 4 blocks at a
+   time and hands a pair and an odd block to AVX2's). */
 static void test_x86_sets_agree(void) {
     static const struct qtype f32 = { MMS_TYPE_F32, "f32", 0, 1, 4, false };
     const struct qtype *types[5] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2], &qtypes[3] };
     static const int64_t Ns[5] = { 1, 3, 8, 37, 64 };
     const int64_t K = 512, M = 83;   /* f32: a tile of 64 rows (two 32-row blocks), then 16 (one panel) and 3 */
-    float *w = (float *)malloc(sizeof(float) * (size_t)(K * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));
+    float *w = (float *)malloc(sizeof(float) * (size_t)(608 * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));   /* 608 > K */
     int t, n, r, j, cases = 0, bad = 0;
     if (!mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX2) || !mms_cpu_kernels_supported(MMS_CPU_KERNELS_AVX512)) {
         test_skip("this CPU or build lacks the avx2 or the avx512 set");
@@ -768,7 +770,7 @@ static void test_x86_sets_agree(void) {
         free(x);
         return;
     }
-    for (j = 0; j < K * M; j++) w[j] = (float)gauss_rand();
+    for (j = 0; j < 608 * M; j++) w[j] = (float)gauss_rand();
     for (j = 0; j < K * 64; j++) x[j] = test_rand_uniform(-1, 1);
     for (t = 0; t < 5; t++) {
         const struct qtype *q = types[t];
@@ -791,6 +793,26 @@ static void test_x86_sets_agree(void) {
                 free(got[1]);
             }
         if (wq != (unsigned char *)w) free(wq);
+    }
+    for (t = 1; t < 5; t++) {
+        const struct qtype *q = types[t];
+        unsigned char *wq;
+        float *got[2];
+        if (q->blck != 32) continue;
+        wq = quantize(q, w, 608 * M);
+        mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX2);
+        got[0] = product_in(q, wq, 608, M, x, 1, false);
+        mms_cpu_set_kernels(MMS_CPU_KERNELS_AVX512);
+        got[1] = product_in(q, wq, 608, M, x, 1, false);
+        EXPECT(got[0] && got[1], "%s K = 608: the product failed", q->name);
+        cases++;
+        if (got[0] && got[1] && memcmp(got[0], got[1], sizeof(float) * (size_t)M) != 0) {
+            printf("    %s K = 608 N = 1: avx512 differs from avx2\n", q->name);
+            bad++;
+        }
+        free(got[0]);
+        free(got[1]);
+        free(wq);
     }
     printf("    %d products: avx512 gives avx2's bits in %d\n", cases, cases - bad);
     EXPECT(bad == 0, "%d of %d products differ between the avx2 and avx512 sets", bad, cases);
