@@ -5,8 +5,11 @@
    on one machine, not this one): context for this run, whose times are not comparable with them.
 
    Each case is computed `reps` times on the CPU backend; the table shows the median time, the rate
-   (GFLOP/s or GB/s) and the fraction of the limit measured in the same run (an FMA loop and a
-   streaming read loop, run first). One machine-readable line per case starts with "BENCH ".
+   (GFLOP/s or GB/s) and the fraction of the limit measured in the same run: for GFLOP/s an FMA loop
+   run first; for GB/s a streaming read of as many bytes run after each repetition (the median of
+   those reads; shared machines' memory bandwidth moves by a third within one run, so the read at
+   the start was no fair limit for a case timed minutes later). One machine-readable line per case
+   starts with "BENCH ".
 
    Then the graph allocator on the reference graphs (reference_graphs.h): planned bytes against the
    lower bound, the universal bound and ggml's figure, planning time, and an SVG picture of each
@@ -162,12 +165,30 @@ static double run_threads(void *(*fn)(void *), struct worker *w) {
     return cpu_time ? (double)(clock() - c0) / CLOCKS_PER_SEC / n_threads : (double)(mms_time_us() - t0) * 1e-6;
 }
 
+static float *read_buf;      /* 256 MiB read by the streaming-read measurements */
+static size_t read_buf_n;    /* its floats */
+
+/* GB/s of one streaming read of `bytes` (128 MiB at least, so starting the threads costs under 2%;
+   at most the buffer) by all threads, from the k-th region of that size in the buffer (regions
+   rotate so a read does not find the last one cached). */
+static double streaming_read_gbs(double bytes, int k) {
+    struct worker w[64];
+    const size_t want = bytes < (128 << 20) ? (size_t)32 << 20 : (size_t)(bytes / sizeof(float));
+    const size_t n = want < read_buf_n ? want : read_buf_n, per = n / (size_t)n_threads;
+    const float *region = read_buf + (size_t)k % (read_buf_n / n) * n;
+    int i;
+    memset(w, 0, sizeof w);
+    for (i = 0; i < n_threads; i++) { w[i].data = region + (size_t)i * per; w[i].n = per; }
+    return (double)(per * (size_t)n_threads * sizeof(float)) / run_threads(read_worker, w) * 1e-9;
+}
+
 static void measure_machine(void) {
     struct worker w[64];
     double t[7];
-    size_t n = (size_t)256 << 20 >> 2, per = n / (size_t)n_threads;   /* 256 MiB of floats */
-    float *data = (float *)malloc(n * sizeof *data);
+    size_t n = (size_t)256 << 20 >> 2;   /* 256 MiB of floats */
+    float *data = read_buf = (float *)malloc(n * sizeof *data);
     int r, i;
+    read_buf_n = n;
     memset(w, 0, sizeof w);
 #if BENCH_X86
     for (r = 0; r < 7; r++) {
@@ -177,12 +198,8 @@ static void measure_machine(void) {
     peak_gflops = 20000000.0 * 12 * (mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512 ? 32 : 16) * n_threads / median(t, 7) * 1e-9;   /* lanes x 2 flops per FMA */
 #endif
     for (i = 0; i < (int)n; i++) data[i] = 1.0f;
-    for (r = 0; r < 7; r++) {
-        for (i = 0; i < n_threads; i++) { w[i].data = data + (size_t)i * per; w[i].n = per; }
-        t[r] = run_threads(read_worker, w);
-    }
-    peak_gbs = (double)(per * (size_t)n_threads * sizeof(float)) / median(t, 7) * 1e-9;
-    free(data);
+    for (r = 0; r < 7; r++) t[r] = streaming_read_gbs((double)n * sizeof(float), 0);
+    peak_gbs = median(t, 7);
     printf("machine (%d threads): FMA peak %.1f GFLOP/s%s, streaming read %.1f GB/s (256 MiB, 4 streams a thread)\n", n_threads, peak_gflops,
            BENCH_X86 ? "" : " (not measured on this CPU)", peak_gbs);
     printf("BENCH name=machine fma_gflops=%.2f read_gbs=%.2f threads=%d\n", peak_gflops, peak_gbs, n_threads);
@@ -272,21 +289,26 @@ static const struct side_by_side *side_by_side(const char *name) {
 }
 
 /* work: flops (rate in GFLOP/s) or, with bytes_mode, bytes (rate in GB/s) */
-static void report(const char *name, double *ms, int n, double work, int bytes_mode) {
+/* limit: GB/s of the reads beside a byte case (0: the start's streaming read) */
+static void report(const char *name, double *ms, int n, double work, int bytes_mode, double read_gbs) {
     const struct side_by_side *sbs = side_by_side(name);
-    double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, limit = bytes_mode ? peak_gbs : peak_gflops, g = sbs ? sbs->ggml_ms : 0.0;
+    double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, g = sbs ? sbs->ggml_ms : 0.0;
+    double limit = bytes_mode ? (read_gbs > 0 ? read_gbs : peak_gbs) : peak_gflops;
     char vs[64] = "";
     if (sbs) snprintf(vs, sizeof vs, "   [0] %.4g vs ggml %.4g ms: %.2fx", sbs->ours_ms, sbs->ggml_ms, sbs->ours_ms / sbs->ggml_ms);
-    printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit%s\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
-           limit > 0 ? 100.0 * rate / limit : 0.0, vs);
-    printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f ggml_ms=%.4g threads=%d kernels=%s\n", slug(name), med, rate,
-           bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, g, n_threads, mms_cpu_kernels_name(mms_cpu_get_kernels()));
+    char beside[48] = "";
+    if (read_gbs > 0) snprintf(beside, sizeof beside, " (read beside: %.1f GB/s)", read_gbs);
+    printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit%s%s\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
+           limit > 0 ? 100.0 * rate / limit : 0.0, beside, vs);
+    printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f limit=%.2f ggml_ms=%.4g threads=%d kernels=%s\n", slug(name), med,
+           rate, bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, limit, g, n_threads,
+           mms_cpu_kernels_name(mms_cpu_get_kernels()));
     fflush(stdout);
 }
 
 /* Computes graphs[i % n_graphs] for each repetition (several graphs keep weights out of cache). */
 static void run_case(const char *name, mms_backend_t cpu, struct bench_case *cases, int n_graphs, double work, int bytes_mode) {
-    double ms[64];
+    double ms[64], gbs[64];
     int r;
     mms_backend_graph_compute(cpu, cases[0].graph);   /* warm up: thread pool, scratch memory */
     for (r = 0; r < reps; r++) {
@@ -294,8 +316,9 @@ static void run_case(const char *name, mms_backend_t cpu, struct bench_case *cas
         clock_t c0 = clock();
         if (mms_backend_graph_compute(cpu, cases[(r + 1) % n_graphs].graph) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return; }
         ms[r] = cpu_time ? (double)(clock() - c0) * 1e3 / CLOCKS_PER_SEC / n_threads : (double)(mms_time_us() - t0) * 1e-3;
+        if (bytes_mode) gbs[r] = streaming_read_gbs(work, r);
     }
-    report(name, ms, reps, work, bytes_mode);
+    report(name, ms, reps, work, bytes_mode, bytes_mode ? median(gbs, reps) : 0.0);
 }
 
 static struct mms_context *new_ctx(void) {
@@ -499,7 +522,7 @@ static void bench_vit(mms_backend_t cpu, enum mms_type wtype, int flash) {
         if (i >= 0) ms[i] = (double)(mms_time_us() - t0) * 1e-3;
         if (i == 0 && profile) mms_backend_cpu_set_profile(cpu, false);
     }
-    report(name, ms, reps, flops, 0);
+    report(name, ms, reps, flops, 0, 0.0);
     if (profile) mms_backend_cpu_print_profile(cpu, stdout);
 done:
     mms_gallocr_free(ga);
@@ -830,5 +853,6 @@ int main(int argc, char **argv) {
     if (wanted("plan")) { bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); }
 
     mms_backend_free(cpu);
+    free(read_buf);
     return 0;
 }
