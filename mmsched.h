@@ -6624,10 +6624,13 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
    columns' chunk (8 x 1 KB) stays in L1 while the rows of a block of MMS__GV_RB stream past, the
    lanes' sums kept in acc between chunks (storing them does not change their order); each row's
    next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
-   and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). */
+   and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). Up to
+   2 columns each row is walked whole, prefetching MMS__GV_PF bytes ahead (f16 from memory, one
+   thread on Zen 5: 31 GB/s at 512 bytes ahead, 40 at 2048, 37 at 4096). */
 MMS__AVX512_CODE_BEGIN
 #define MMS__GV_RB 16
 #define MMS__GV_KC 256
+#define MMS__GV_PF 2048
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
 #define MMS__GV_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define MMS__GV_KEEP(v) MMS__KEEP_IN_REG(v)   /* one load of a column for all R rows, in a register: the
@@ -6643,13 +6646,14 @@ MMS__AVX512_CODE_BEGIN
                             s##c##2 = _mm512_fmadd_ps(w2, vy, s##c##2); s##c##3 = _mm512_fmadd_ps(w3, vy, s##c##3); }
 #define MMS__GV_STORE4(c) _mm512_storeu_ps(acc + 64 * c, s##c##0); _mm512_storeu_ps(acc + 64 * c + 16, s##c##1);   \
                           _mm512_storeu_ps(acc + 64 * c + 32, s##c##2); _mm512_storeu_ps(acc + 64 * c + 48, s##c##3);
-#define MMS__GV_NEXT(r) _mm_prefetch((const char *)(x[r] + i + MMS__GV_KC), _MM_HINT_T1);   /* the row's next chunk */
+#define MMS__GV_NEXT(r) _mm_prefetch((const char *)(x[r] + i + pf), _MM_HINT_T1);   /* the row's next chunk, or pf ahead */
 #define MMS__GV_W2(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i); MMS__GV_NEXT(0) MMS__GV_NEXT(1)
 #define MMS__GV_W4(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i), w2 = LOAD(x[2] + i), w3 = LOAD(x[3] + i); \
                          MMS__GV_NEXT(0) MMS__GV_NEXT(1) MMS__GV_NEXT(2) MMS__GV_NEXT(3)
-/* acc[(c * R + r) * 16 + l] += lane l of row r (at xv[r]) times column c, over k in [k0, k1) */
+/* acc[(c * R + r) * 16 + l] += lane l of row r (at xv[r]) times column c, over k in [k0, k1),
+   prefetching each row pf elements ahead */
 #define MMS__GV_DEFINE(R, C, NAME, T, LOAD)                                                                         \
-    static MMS__TARGET_AVX512 void mms__gv_##R##x##C##_##NAME(int64_t k0, int64_t k1, const void *const *xv,       \
+    static MMS__TARGET_AVX512 void mms__gv_##R##x##C##_##NAME(int64_t k0, int64_t k1, int64_t pf, const void *const *xv, \
                                                               const float *const *y, float *acc) {                 \
         const T *x[R];                                                                                             \
         int64_t i;                                                                                                 \
@@ -6667,7 +6671,7 @@ MMS__AVX512_CODE_BEGIN
     MMS__GV_DEFINE(4, 1, NAME, T, LOAD) MMS__GV_DEFINE(4, 2, NAME, T, LOAD) MMS__GV_DEFINE(4, 3, NAME, T, LOAD)    \
     MMS__GV_DEFINE(4, 4, NAME, T, LOAD) MMS__GV_DEFINE(2, 5, NAME, T, LOAD) MMS__GV_DEFINE(2, 6, NAME, T, LOAD)    \
     MMS__GV_DEFINE(2, 7, NAME, T, LOAD) MMS__GV_DEFINE(2, 8, NAME, T, LOAD)                                        \
-    static void (*const mms__gv_##NAME[9])(int64_t, int64_t, const void *const *, const float *const *, float *) = { \
+    static void (*const mms__gv_##NAME[9])(int64_t, int64_t, int64_t, const void *const *, const float *const *, float *) = { \
         NULL, mms__gv_4x1_##NAME, mms__gv_4x2_##NAME, mms__gv_4x3_##NAME, mms__gv_4x4_##NAME,                      \
         mms__gv_2x5_##NAME, mms__gv_2x6_##NAME, mms__gv_2x7_##NAME, mms__gv_2x8_##NAME };
 MMS__GV_DEFINE_ALL(f16, mms_fp16_t, MMS__GV_LOAD_F16)
@@ -6690,10 +6694,11 @@ MMS__GV_DEFINE_ALL(f32, float, MMS__GV_LOAD_F32)
 /* out[c * ldo + i] = dot(row i of x, column c of y) for i < mr rows ldx elements apart, c < nr <= 8 */
 static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const void *x, int64_t ldx, int64_t mr,
                                                      const float *const *y, int64_t nr, float *out, int64_t ldo) {
-    void (*const rows_x_cols)(int64_t, int64_t, const void *const *, const float *const *, float *) = f16 ? mms__gv_f16[nr] : mms__gv_f32[nr];
+    void (*const rows_x_cols)(int64_t, int64_t, int64_t, const void *const *, const float *const *, float *) =
+        f16 ? mms__gv_f16[nr] : mms__gv_f32[nr];
     const int64_t R = nr <= 4 ? 4 : 2;
     const size_t es = f16 ? sizeof(mms_fp16_t) : sizeof(float);
-    const int64_t K16 = K / 16 * 16, kc = nr <= 2 ? MMS__MAX(K16, 16) : MMS__GV_KC;
+    const int64_t K16 = K / 16 * 16, kc = nr <= 2 ? MMS__MAX(K16, 16) : MMS__GV_KC, pf = nr <= 2 ? MMS__GV_PF / (int64_t)es : MMS__GV_KC;
     float acc[MMS__GV_RB * 8 * 16];   /* per group of R rows: [column][row][lane] */
     const void *xr[4];
     int64_t i0, i, r, k0, c, k;
@@ -6705,7 +6710,7 @@ static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const 
             for (i = 0; i < rb; i += R) {
                 for (r = 0; r < R; r++) xr[r] = x0 + (size_t)(MMS__MIN(i + r, rb - 1) * ldx) * es;   /* past the
                                                                                    last row: it again, unused */
-                rows_x_cols(k0, MMS__MIN(k0 + kc, K16), xr, y, acc + i * nr * 16);
+                rows_x_cols(k0, MMS__MIN(k0 + kc, K16), pf, xr, y, acc + i * nr * 16);
             }
         for (i = 0; i < rb; i++) {
             const char *row = x0 + (size_t)(i * ldx) * es;
