@@ -6163,8 +6163,20 @@ static MMS__AVX2_INLINE __m256 mms__unary8(enum mms_op op, __m256 x, __m256 s) {
     }
 }
 
-/* The whole vectors of one unary op: with op a constant the switch folds away and the constants
-   stay in registers. Returns how many elements it did. */
+/* i = RUN(op) with op a constant for each unary op but TANH: one loop per op (the AVX2 and AVX-512
+   bodies), in which the op's switch folds away and its constants stay in registers */
+#define MMS__UNARY_EACH_OP(RUN)                                             \
+    switch (op) {                                                           \
+        case MMS_OP_SCALE: i = RUN(MMS_OP_SCALE); break;                    \
+        case MMS_OP_SQR:   i = RUN(MMS_OP_SQR); break;                      \
+        case MMS_OP_SQRT:  i = RUN(MMS_OP_SQRT); break;                     \
+        case MMS_OP_EXP:   i = RUN(MMS_OP_EXP); break;                      \
+        case MMS_OP_SILU:  i = RUN(MMS_OP_SILU); break;                     \
+        case MMS_OP_GELU:  i = RUN(MMS_OP_GELU); break;                     \
+        default:           i = RUN(MMS_OP_GELU_TANH); break;                \
+    }
+
+/* The whole vectors of one unary op; returns how many elements it did. */
 static MMS__AVX2_INLINE int64_t mms__unary_run_avx2(enum mms_op op, int64_t n, float *y, const float *x, __m256 vs) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, mms__unary8(op, _mm256_loadu_ps(x + i), vs));
@@ -6175,15 +6187,9 @@ static MMS__TARGET_AVX2 void mms__unary_f32_avx2(enum mms_op op, int64_t n, floa
     const __m256 vs = _mm256_set1_ps(s);
     float tx[8], ty[8];
     int64_t i, j;
-    switch (op) {            /* one loop per op */
-        case MMS_OP_SCALE: i = mms__unary_run_avx2(MMS_OP_SCALE, n, y, x, vs); break;
-        case MMS_OP_SQR:   i = mms__unary_run_avx2(MMS_OP_SQR, n, y, x, vs); break;
-        case MMS_OP_SQRT:  i = mms__unary_run_avx2(MMS_OP_SQRT, n, y, x, vs); break;
-        case MMS_OP_EXP:   i = mms__unary_run_avx2(MMS_OP_EXP, n, y, x, vs); break;
-        case MMS_OP_SILU:  i = mms__unary_run_avx2(MMS_OP_SILU, n, y, x, vs); break;
-        case MMS_OP_GELU:  i = mms__unary_run_avx2(MMS_OP_GELU, n, y, x, vs); break;
-        default:           i = mms__unary_run_avx2(MMS_OP_GELU_TANH, n, y, x, vs); break;
-    }
+#define MMS__RUN(o) mms__unary_run_avx2(o, n, y, x, vs)
+    MMS__UNARY_EACH_OP(MMS__RUN)
+#undef MMS__RUN
     if (i < n) {                       /* the tail through a padded copy: the same code, so the same results */
         for (j = 0; j < 8; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
         _mm256_storeu_ps(ty, mms__unary8(op, _mm256_loadu_ps(tx), vs));
@@ -6304,15 +6310,9 @@ static MMS__AVX512_INLINE int64_t mms__unary_run_avx512(enum mms_op op, int64_t 
 static MMS__TARGET_AVX512 void mms__unary_f32_avx512(enum mms_op op, int64_t n, float *y, const float *x, float s) {
     const __m512 vs = _mm512_set1_ps(s);
     int64_t i;
-    switch (op) {
-        case MMS_OP_SCALE: i = mms__unary_run_avx512(MMS_OP_SCALE, n, y, x, vs); break;
-        case MMS_OP_SQR:   i = mms__unary_run_avx512(MMS_OP_SQR, n, y, x, vs); break;
-        case MMS_OP_SQRT:  i = mms__unary_run_avx512(MMS_OP_SQRT, n, y, x, vs); break;
-        case MMS_OP_EXP:   i = mms__unary_run_avx512(MMS_OP_EXP, n, y, x, vs); break;
-        case MMS_OP_SILU:  i = mms__unary_run_avx512(MMS_OP_SILU, n, y, x, vs); break;
-        case MMS_OP_GELU:  i = mms__unary_run_avx512(MMS_OP_GELU, n, y, x, vs); break;
-        default:           i = mms__unary_run_avx512(MMS_OP_GELU_TANH, n, y, x, vs); break;
-    }
+#define MMS__RUN(o) mms__unary_run_avx512(o, n, y, x, vs)
+    MMS__UNARY_EACH_OP(MMS__RUN)
+#undef MMS__RUN
     if (i < n) mms__unary_f32_avx2(op, n - i, y + i, x + i, s);
 }
 
@@ -6465,60 +6465,44 @@ static void (*const mms__gemm_rows16_avx512[13])(int64_t, const float *, int64_t
    rows, A and B in bf16 pairs (one dword holds k = 2p and 2p + 1): A's rows lda dwords apart, B as
    two panels of 16 columns (B0, B1: dword p * 16 + column). Per pair 2 loads and R broadcasts feed
    2R vdpbf16ps of 32 products; each adds its pair's products (exact in f32) to the sum, rounding to
-   nearest, with subnormal inputs and results taken as zero. ncols (1..32) columns are stored. */
-#define MMS__GB_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+   nearest, with subnormal inputs and results taken as zero. ncols (1..32) columns are stored. The
+   same block is also made for one panel (ncols <= 16, B1 unused: MMS__GB_P1 drops the second
+   panel's code), each sum computed as in the two-panel one: flash attention's 80-wide value rows
+   end with such a panel, where a half-masked call spent twice the instructions. */
+#define MMS__GB_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps(); MMS__GB_P1(__m512 c##r##1 = _mm512_setzero_ps();)
 #define MMS__GB_STEP(r)  { const __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * lda + p]);                   \
-                           c##r##0 = _mm512_dpbf16_ps(c##r##0, a, b0); c##r##1 = _mm512_dpbf16_ps(c##r##1, a, b1); }
+                           c##r##0 = _mm512_dpbf16_ps(c##r##0, a, b0); MMS__GB_P1(c##r##1 = _mm512_dpbf16_ps(c##r##1, a, b1);) }
 #define MMS__GB_STORE(r) if (acc) { c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, C + r * ldc));              \
-                                    c##r##1 = _mm512_add_ps(c##r##1, _mm512_maskz_loadu_ps(m1, C + r * ldc + 16)); }   \
-                         _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0); _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c##r##1);
-#define MMS__GB_DEFINE(R)                                                                                           \
-    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x32_avx512(int64_t P, const uint32_t *A, int64_t lda,      \
-                                                                   const uint32_t *B0, const uint32_t *B1, float *C, \
-                                                                   int64_t ldc, int ncols, int acc) {               \
-        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1),                      \
-                        m1 = ncols >= 32 ? (__mmask16)0xffff : ncols <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ncols - 16)) - 1); \
+                                    MMS__GB_P1(c##r##1 = _mm512_add_ps(c##r##1, _mm512_maskz_loadu_ps(m1, C + r * ldc + 16));) } \
+                         _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0); MMS__GB_P1(_mm512_mask_storeu_ps(C + r * ldc + 16, m1, c##r##1);)
+#define MMS__GB_DEFINE(R, W)                                                                                        \
+    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x##W##_avx512(int64_t P, const uint32_t *A, int64_t lda,   \
+                                                                      const uint32_t *B0, const uint32_t *B1, float *C, \
+                                                                      int64_t ldc, int ncols, int acc) {            \
+        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1);                     \
+        MMS__GB_P1(const __mmask16 m1 = ncols >= 32 ? (__mmask16)0xffff : ncols <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ncols - 16)) - 1);) \
         int64_t p;                                                                                                  \
         MMS__GR_ROWS##R(MMS__GB_DECL)                                                                               \
+        MMS__UNUSED(B1);                                                                                            \
         for (p = 0; p < P; p++) {                                                                                   \
-            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16), b1 = (__m512bh)_mm512_loadu_si512(B1 + p * 16); \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16);                                         \
+            MMS__GB_P1(const __m512bh b1 = (__m512bh)_mm512_loadu_si512(B1 + p * 16);)                             \
             MMS__GR_ROWS##R(MMS__GB_STEP)                                                                           \
         }                                                                                                           \
         MMS__GR_ROWS##R(MMS__GB_STORE)                                                                              \
     }
-MMS__GB_DEFINE(1) MMS__GB_DEFINE(2) MMS__GB_DEFINE(3) MMS__GB_DEFINE(4) MMS__GB_DEFINE(5) MMS__GB_DEFINE(6)
-MMS__GB_DEFINE(7) MMS__GB_DEFINE(8) MMS__GB_DEFINE(9) MMS__GB_DEFINE(10) MMS__GB_DEFINE(11) MMS__GB_DEFINE(12)
+#define MMS__GB_P1(code) code
+MMS__GB_DEFINE(1, 32) MMS__GB_DEFINE(2, 32) MMS__GB_DEFINE(3, 32) MMS__GB_DEFINE(4, 32) MMS__GB_DEFINE(5, 32) MMS__GB_DEFINE(6, 32)
+MMS__GB_DEFINE(7, 32) MMS__GB_DEFINE(8, 32) MMS__GB_DEFINE(9, 32) MMS__GB_DEFINE(10, 32) MMS__GB_DEFINE(11, 32) MMS__GB_DEFINE(12, 32)
+#undef MMS__GB_P1
+#define MMS__GB_P1(code)
+MMS__GB_DEFINE(1, 16) MMS__GB_DEFINE(2, 16) MMS__GB_DEFINE(3, 16) MMS__GB_DEFINE(4, 16) MMS__GB_DEFINE(5, 16) MMS__GB_DEFINE(6, 16)
+MMS__GB_DEFINE(7, 16) MMS__GB_DEFINE(8, 16) MMS__GB_DEFINE(9, 16) MMS__GB_DEFINE(10, 16) MMS__GB_DEFINE(11, 16) MMS__GB_DEFINE(12, 16)
+#undef MMS__GB_P1
 #undef MMS__GB_DEFINE
 #undef MMS__GB_STORE
 #undef MMS__GB_STEP
 #undef MMS__GB_DECL
-
-/* The same block for a last panel of at most 16 columns (flash attention's 80-wide value rows end
-   with one): each sum as in the 32-column block, half the instructions of a half-masked call. */
-#define MMS__GB1_DECL(r)  __m512 c##r##0 = _mm512_setzero_ps();
-#define MMS__GB1_STEP(r)  c##r##0 = _mm512_dpbf16_ps(c##r##0, (__m512bh)_mm512_set1_epi32((int)A[r * lda + p]), b0);
-#define MMS__GB1_STORE(r) if (acc) c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, C + r * ldc));   \
-                          _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0);
-#define MMS__GB1_DEFINE(R)                                                                                          \
-    static MMS__TARGET_AVX512 void mms__gemm_bf16_r##R##x16_avx512(int64_t P, const uint32_t *A, int64_t lda,      \
-                                                                   const uint32_t *B0, const uint32_t *B1, float *C, \
-                                                                   int64_t ldc, int ncols, int acc) {               \
-        const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1);                     \
-        int64_t p;                                                                                                  \
-        MMS__GR_ROWS##R(MMS__GB1_DECL)                                                                              \
-        MMS__UNUSED(B1);                                                                                            \
-        for (p = 0; p < P; p++) {                                                                                   \
-            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + p * 16);                                         \
-            MMS__GR_ROWS##R(MMS__GB1_STEP)                                                                          \
-        }                                                                                                           \
-        MMS__GR_ROWS##R(MMS__GB1_STORE)                                                                             \
-    }
-MMS__GB1_DEFINE(1) MMS__GB1_DEFINE(2) MMS__GB1_DEFINE(3) MMS__GB1_DEFINE(4) MMS__GB1_DEFINE(5) MMS__GB1_DEFINE(6)
-MMS__GB1_DEFINE(7) MMS__GB1_DEFINE(8) MMS__GB1_DEFINE(9) MMS__GB1_DEFINE(10) MMS__GB1_DEFINE(11) MMS__GB1_DEFINE(12)
-#undef MMS__GB1_DEFINE
-#undef MMS__GB1_STORE
-#undef MMS__GB1_STEP
-#undef MMS__GB1_DECL
 
 typedef void (*mms__gemm_bf16_fn)(int64_t P, const uint32_t *A, int64_t lda, const uint32_t *B0, const uint32_t *B1, float *C, int64_t ldc,
                                   int ncols, int acc);
