@@ -106,8 +106,6 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
 
 #define MMS__FA_HEAD_PACK_MAX (8 << 20)
 
-struct mms__fa_dims { int64_t D, Dvp; };   /* Dvp: Dv rounded up to the 16-column register block */
-
 /* The bf16 path (BF16 K and V, more than MMS__FA_DIRECT rows, vdpbf16ps) with the 4-byte words one
    key block's K and V panels take (*kblock, *vblock). */
 static bool mms__fa_bf16(const struct mms_tensor *dst, int64_t *kblock, int64_t *vblock) {
