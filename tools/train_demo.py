@@ -9,8 +9,10 @@ CPU only (--threads torch threads), deterministic from --seed with the pinned pa
  1. draws training pictures with Pillow (supersampled polygons, Gaussian noise, some saved as JPEG)
     of scenes from tools/demo_world.py: one to three shapes of different kinds and colours in the
     places of a 3x3 grid on a noisy background, at aspect ratios 1:4.4..4.4:1 and shorter sides of
-    14..700 pixels; and pictures outside that world (colour fields, text, stripes, crowds of shapes,
-    gradients), whose answer is always demo_world.NOT_A_SCENE;
+    14..400 pixels (longer sides up to 1200); and pictures outside that world (colour fields, text,
+    stripes, crowds of shapes, gradients), whose answer is always demo_world.NOT_A_SCENE. The
+    --pool pictures are drawn once (by --threads processes) and cached in the work folder: with
+    20000 the model learnt them by heart (97% of their captions right, 77% of fresh ones);
  2. trains a byte-level BPE tokenizer in Llama 3's format (Llama 3 split regex + ByteLevel, all 256
     byte tokens, the Llama 3 special tokens, <|image|> last) on the world's words and some English;
     tokenizer_config.json carries the chat template of meta-llama/Llama-3.2-11B-Vision-Instruct;
@@ -62,6 +64,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import multiprocessing
 import math
 import os
 import shutil
@@ -89,7 +92,7 @@ from transformers import MllamaConfig, MllamaForConditionalGeneration  # noqa: E
 import demo_world as W  # noqa: E402
 
 TESTED_TRANSFORMERS = "4.46.3"
-POOL_VERSION = 9                # bump when the pictures or their tiles change
+POOL_VERSION = 10               # bump when the pictures or their tiles change
 
 # ---------------------------------------------------------------------------------------------------
 # the training renderer (tools/eval_demo.py has another)
@@ -667,43 +670,69 @@ class Pool:
         self.tiles, self.arid, self.ntiles, self.scenes, self.labels = tiles, arid, ntiles, scenes, labels
 
 
-def make_pool(seed, n, n_ood, stream, log):
-    tiles = np.zeros((n + n_ood, MAX_TILES, 3, IMAGE_SIZE, IMAGE_SIZE), np.uint8)
-    arid = np.zeros(n + n_ood, np.int64)
-    ntiles = np.zeros(n + n_ood, np.int64)
-    labels = np.zeros((n + n_ood, 3, MAX_TILES, GRID_PATCHES ** 2), np.uint8)
+def draw_pool_part(seed, n, n_ood, stream, arrays, part, parts):
+    """Pictures part, part + parts, ... of a pool into arrays (name -> array or .npy path, opened
+    writable) -> their scenes as (index, scene) pairs. Each picture has its own random stream, so
+    the pool is the same whatever the number of parts."""
+    out = {k: np.load(v, mmap_mode="r+") if isinstance(v, str) else v for k, v in arrays.items()}
     scenes = []
-    t0 = time.time()
-    for i in range(n + n_ood):
+    for i in range(part, n + n_ood, parts):
         geom, placed = [], {}
         if i < n:
             rgb, sc = training_picture(seed, stream, i, geom=geom)
         else:
             rgb, sc = ood_picture(seed, stream + 100, i - n), None
-        tiles[i], arid[i], ntiles[i] = canvas_tiles(rgb, placed)
-        labels[i] = patch_labels(sc, geom, placed)
-        scenes.append(sc)
-        if (i + 1) % 5000 == 0:
-            log(f"pictures: {i + 1}/{n + n_ood} ({time.time() - t0:.0f} s)")
-    return Pool(tiles, arid, ntiles, scenes, labels)
+        out["tiles"][i], out["arid"][i], out["ntiles"][i] = canvas_tiles(rgb, placed)
+        out["labels"][i] = patch_labels(sc, geom, placed)
+        scenes.append((i, sc))
+    return scenes
 
 
-def load_or_make_pool(path, seed, n, n_ood, stream, log):
-    if os.path.exists(path):
-        z = np.load(path, allow_pickle=False)
-        scenes = json.loads(str(z["scenes"]))
-        for s in scenes:
-            if s:
-                for sh in s["shapes"]:
-                    sh["pos"] = tuple(sh["pos"])
-        log(f"pool: {len(scenes)} pictures from {path}")
-        return Pool(z["tiles"], z["arid"], z["ntiles"], scenes, z["labels"])
-    pool = make_pool(seed, n, n_ood, stream, log)
-    np.savez(path + ".tmp.npz", tiles=pool.tiles, arid=pool.arid, ntiles=pool.ntiles, labels=pool.labels,
-             scenes=np.array(json.dumps(pool.scenes)))
-    os.replace(path + ".tmp.npz", path)
-    log(f"pool: {len(pool.scenes)} pictures drawn, cached in {path}")
-    return pool
+def pool_shapes(n):
+    return dict(tiles=((n, MAX_TILES, 3, IMAGE_SIZE, IMAGE_SIZE), np.uint8), arid=((n,), np.int64),
+                ntiles=((n,), np.int64), labels=((n, 3, MAX_TILES, GRID_PATCHES ** 2), np.uint8))
+
+
+def make_pool(seed, n, n_ood, stream, log):
+    """A small pool in memory (the validation pictures)."""
+    arrays = {k: np.zeros(shape, dt) for k, (shape, dt) in pool_shapes(n + n_ood).items()}
+    scenes = [sc for _, sc in draw_pool_part(seed, n, n_ood, stream, arrays, 0, 1)]
+    return Pool(arrays["tiles"], arrays["arid"], arrays["ntiles"], scenes, arrays["labels"])
+
+
+def load_or_make_pool(path, seed, n, n_ood, stream, log, workers):
+    """The training pool, cached in the folder path (one .npy file per array, mapped when read;
+    the 120000 pictures of run 4 take 3.4 GB), drawn by workers processes."""
+    names = list(pool_shapes(0))
+    if not os.path.exists(os.path.join(path, "scenes.json")):
+        tmp = path + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        files = {}
+        for k, (shape, dt) in pool_shapes(n + n_ood).items():
+            files[k] = os.path.join(tmp, k + ".npy")
+            np.lib.format.open_memmap(files[k], mode="w+", dtype=dt, shape=shape).flush()
+        t0 = time.time()
+        with multiprocessing.get_context("fork").Pool(workers) as mp:
+            jobs = [mp.apply_async(draw_pool_part, (seed, n, n_ood, stream, files, w, workers)) for w in range(workers)]
+            scenes = [None] * (n + n_ood)
+            for job in jobs:
+                for i, sc in job.get():
+                    scenes[i] = sc
+        with open(os.path.join(tmp, "scenes.json"), "w") as f:
+            json.dump(scenes, f)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+        log(f"pool: {n + n_ood} pictures drawn in {time.time() - t0:.0f} s by {workers} processes, cached in {path}")
+    with open(os.path.join(path, "scenes.json")) as f:
+        scenes = json.load(f)
+    for s in scenes:
+        if s:
+            for sh in s["shapes"]:
+                sh["pos"] = tuple(sh["pos"])
+    z = {k: np.load(os.path.join(path, k + ".npy"), mmap_mode="r") for k in names}
+    log(f"pool: {len(scenes)} pictures from {path}")
+    return Pool(z["tiles"], z["arid"], z["ntiles"], scenes, z["labels"])
 
 
 CAPTION_WEIGHTS = np.array([0.3] + [0.7 / (len(W.CAPTION_PROMPTS) - 1)] * (len(W.CAPTION_PROMPTS) - 1))
@@ -965,8 +994,8 @@ def cosine(step, total, peak, warmup):
 
 def train(a, tokenizer, cfg, log):
     os.makedirs(a.work, exist_ok=True)
-    pool_path = os.path.join(a.work, f"pool-{a.seed}-{a.pool}-{a.pool_ood}-{IMAGE_SIZE}-{PATCH}-{MAX_TILES}-{POOL_VERSION}.npz")
-    pool = load_or_make_pool(pool_path, a.seed, a.pool, a.pool_ood, STREAM_TRAIN, log)
+    pool_path = os.path.join(a.work, f"pool-{a.seed}-{a.pool}-{a.pool_ood}-{IMAGE_SIZE}-{PATCH}-{MAX_TILES}-{POOL_VERSION}")
+    pool = load_or_make_pool(pool_path, a.seed, a.pool, a.pool_ood, STREAM_TRAIN, log, a.threads)
     val = make_pool(a.seed, 200, 0, STREAM_VAL, log)
     enc = Encoder(tokenizer)
 
@@ -1405,7 +1434,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--mix", default=STEP_IMAGES, help="shares of steps with 0, 1, 2 and 3 pictures a conversation")
     ap.add_argument("--probe-weight", type=float, default=0.5, help="weight of the patch-label loss (PatchProbe)")
-    ap.add_argument("--pool", type=int, default=20000, help="training pictures of the world")
+    ap.add_argument("--pool", type=int, default=120000, help="training pictures of the world")
     ap.add_argument("--pool-ood", type=int, default=1200, help="training pictures outside it")
     ap.add_argument("--eval-every", type=int, default=2500)
     ap.add_argument("--ckpt-every", type=int, default=100)
