@@ -15,7 +15,8 @@ expected answer follows from the scene description, never from a model. Each cas
 
 Prints and writes (DIR/report.md, DIR/results.json) the accuracy of captions (exact match, and per
 attribute: count, shapes, colours, places, background), of question answers per kind, of questions
-about two or three pictures, of two-turn chats, per aspect ratio and per size; and counts runaway
+about two or three pictures, of two-turn chats, per aspect ratio and per size, the captions per size
+beside what an ideal observer names right (ideal_caption: what the pixels allow); and counts runaway
 answers (more than 40 words, or a word four or more times in a row) over every case, pictures outside
 the world (generated ones and any photos given with --photos) included. Needs numpy and Pillow only.
 """
@@ -92,33 +93,64 @@ def coverage(shape, px, py, cx, cy, rx, ry, rot):
 
 
 def draw(rng, scene, size):
-    """A scene as RGB8 (H, W, 3)."""
+    """A scene as RGB8 (H, W, 3), and its layout: what paint() and ideal_caption() need."""
     Wd, Hd = size
     bg = np.array(W.BACKGROUNDS[scene["bg"]], np.float32) * rng.uniform(0.93, 1.07) + rng.uniform(-6, 6, 3)
-    yy = np.linspace(-1, 1, Hd, dtype=np.float32)[:, None, None]
-    img = np.broadcast_to(bg + yy * rng.uniform(-5, 5), (Hd, Wd, 3)).astype(np.float32).copy()
+    layout = dict(size=size, bg=bg, gradient=rng.uniform(-5, 5), shapes=[])
     short = min(Wd, Hd)
     for sh in scene["shapes"]:
         fg = np.array(W.COLOURS[sh["colour"]], np.float32) * rng.uniform(0.9, 1.1) + rng.uniform(-10, 10, 3)
         r = rng.uniform(*W.RADIUS) * short
         st = math.exp(rng.uniform(-math.log(W.STRETCH), math.log(W.STRETCH)))
-        rx, ry = r * math.sqrt(st), r / math.sqrt(st)
         row, col = sh["pos"]
-        cx = (W.GRID[col] + rng.uniform(-W.JITTER, W.JITTER)) * Wd
-        cy = (W.GRID[row] + rng.uniform(-W.JITTER, W.JITTER)) * Hd
-        rot = math.radians(rng.uniform(-W.ROTATE, W.ROTATE))
-        ext = 1.2 * max(rx, ry) + 2
-        x0, x1 = max(0, int(cx - ext)), min(Wd, int(cx + ext) + 1)
-        y0, y1 = max(0, int(cy - ext)), min(Hd, int(cy + ext) + 1)
-        py, px = np.mgrid[y0:y1, x0:x1].astype(np.float32) + 0.5
-        cov = coverage(sh["shape"], px, py, cx, cy, rx, ry, rot)[..., None]
-        img[y0:y1, x0:x1] = img[y0:y1, x0:x1] * (1 - cov) + fg * cov
+        layout["shapes"].append(dict(shape=sh["shape"], fg=fg, rx=r * math.sqrt(st), ry=r / math.sqrt(st),
+                                     cx=(W.GRID[col] + rng.uniform(-W.JITTER, W.JITTER)) * Wd,
+                                     cy=(W.GRID[row] + rng.uniform(-W.JITTER, W.JITTER)) * Hd,
+                                     rot=math.radians(rng.uniform(-W.ROTATE, W.ROTATE))))
+    img = paint(layout)
     amp = rng.uniform(0, 10)
     img += rng.uniform(-amp, amp, (Hd, Wd, 1)).astype(np.float32)
     out = np.clip(np.rint(img), 0, 255).astype(np.uint8)
     salt = rng.random((Hd, Wd)) < 0.002
     out[salt] = rng.choice([0, 255], size=(int(salt.sum()), 1)).astype(np.uint8)
-    return out
+    return out, layout
+
+
+def shape_box(s, size):
+    """The pixels a shape may cover: (x0, x1, y0, y1)."""
+    ext = 1.2 * max(s["rx"], s["ry"]) + 2
+    return (max(0, int(s["cx"] - ext)), min(size[0], int(s["cx"] + ext) + 1),
+            max(0, int(s["cy"] - ext)), min(size[1], int(s["cy"] + ext) + 1))
+
+
+def paint(layout, swap=None):
+    """The noiseless picture (float RGB); swap=(i, shape) paints shape i as that shape instead."""
+    Wd, Hd = layout["size"]
+    yy = np.linspace(-1, 1, Hd, dtype=np.float32)[:, None, None]
+    img = np.broadcast_to(layout["bg"] + yy * layout["gradient"], (Hd, Wd, 3)).astype(np.float32).copy()
+    for i, s in enumerate(layout["shapes"]):
+        x0, x1, y0, y1 = shape_box(s, layout["size"])
+        py, px = np.mgrid[y0:y1, x0:x1].astype(np.float32) + 0.5
+        kind = swap[1] if swap and swap[0] == i else s["shape"]
+        cov = coverage(kind, px, py, s["cx"], s["cy"], s["rx"], s["ry"], s["rot"])[..., None]
+        img[y0:y1, x0:x1] = img[y0:y1, x0:x1] * (1 - cov) + s["fg"] * cov
+    return img
+
+
+def ideal_caption(path, layout):
+    """How often an ideal observer names every shape of a picture right: it knows each shape's place,
+    size, stretch, rotation and colour and the background, and picks, per shape, the one of the six
+    shapes whose noiseless painting is nearest (least squares) to the file's decoded pixels around it
+    (a tie counts as a draw among the tied). It knows far more than a model, which sees the pixels only,
+    so its share estimates what the pixels allow at most."""
+    pic = np.asarray(Image.open(path).convert("RGB"), np.float32)
+    p_all = 1.0
+    for i, s in enumerate(layout["shapes"]):
+        x0, x1, y0, y1 = shape_box(s, layout["size"])
+        err = {k: float(((paint(layout, (i, k))[y0:y1, x0:x1] - pic[y0:y1, x0:x1]) ** 2).sum()) for k in W.SHAPES}
+        best = [k for k in W.SHAPES if err[k] == min(err.values())]
+        p_all *= (s["shape"] in best) / len(best)
+    return p_all
 
 
 def draw_outside(rng, size, kind):
@@ -189,12 +221,15 @@ def aspect_bucket(w, h):
     return name
 
 
+SIZE_ORDER = ["short side 16-31", "32-63", "64-127", "128-499", "500+ (long side to 3000)"]
+
+
 def size_bucket(w, h):
     s = min(w, h)
-    for hi, n in ((32, "short side 16-31"), (64, "32-63"), (128, "64-127"), (500, "128-499")):
+    for hi, n in zip((32, 64, 128, 500), SIZE_ORDER):
         if s < hi:
             return n
-    return "500+ (long side to 3000)"
+    return SIZE_ORDER[-1]
 
 
 def make_cases(out, seed, n_caption, n_question, n_which, n_chat, n_outside, photos):
@@ -204,14 +239,16 @@ def make_cases(out, seed, n_caption, n_question, n_which, n_chat, n_outside, pho
     def picture(tag, sc=None):
         size = eval_size(rng)
         sc = sc or W.random_scene(rng)
-        path = save(rng, draw(rng, sc, size), os.path.join(out, tag))
-        return dict(file=path, w=size[0], h=size[1], scene=sc)
+        rgb, layout = draw(rng, sc, size)
+        path = save(rng, rgb, os.path.join(out, tag))
+        return dict(file=path, w=size[0], h=size[1], scene=sc, layout=layout)
 
     for i in range(n_caption):
         p = picture(f"caption-{i}")
         prompt = W.CAPTION_PROMPTS[i % len(W.CAPTION_PROMPTS)]
         cases.append(dict(kind="caption", files=[p["file"]], turns=[prompt], expected=W.caption_of(p["scene"]),
-                          w=p["w"], h=p["h"], n_shapes=len(p["scene"]["shapes"]), scene=p["scene"]))
+                          w=p["w"], h=p["h"], n_shapes=len(p["scene"]["shapes"]), scene=p["scene"],
+                          layout=p["layout"]))
     kinds = ["colour", "shape", "count", "position", "background", "exists"]
     for i in range(n_question):
         p = picture(f"question-{i}")
@@ -351,6 +388,25 @@ def tally(cases, key, pred=lambda c: c["ok"]):
 ASPECT_ORDER = ["1:4..1:3", "1:3..1:2", "1:2..1:1.25", "1:1.25..1.25:1", "1.25:1..2:1", "2:1..3:1", "3:1..4:1"]
 
 
+def ideal_table(caps):
+    """Captions right per size beside the share an ideal observer names every shape of (ideal_caption)."""
+    out = ["\n### Captions per size, beside an ideal observer's shape names\n",
+           "| | model right | ideal observer | cases | model % | ideal % |", "|---|---|---|---|---|---|"]
+    groups = {}
+    for c in caps:
+        g = groups.setdefault(size_bucket(c["w"], c["h"]), [0, 0.0, 0])
+        g[0] += c["ok"]
+        g[1] += c["ideal"]
+        g[2] += 1
+    rows = [(k, groups[k]) for k in SIZE_ORDER if k in groups]
+    rows.append(("all", [sum(g[0] for g in groups.values()), sum(g[1] for g in groups.values()), len(caps)]))
+    for name, (ok, ideal, n) in rows:
+        out.append(f"| {name} | {ok} | {ideal:.1f} | {n} | {100.0 * ok / n:.1f} | {100.0 * ideal / n:.1f} |")
+    out.append("\n(The ideal observer knows each shape's place, size, rotation and colour and the background, and "
+               "picks the one of the six shapes nearest to the file's pixels: what the pixels allow at most.)")
+    return "\n".join(out)
+
+
 def report(cases, elapsed):
     lines = [f"# Demo model evaluation ({len(cases)} cases through the C program, {elapsed:.0f} s)"]
     summary = []
@@ -372,7 +428,7 @@ def report(cases, elapsed):
         lines.append(table("Captions per attribute", [(a, sum(c["attrs"][a] for c in caps), len(caps)) for a in attrs]))
         by_aspect = {r[0]: r for r in tally(caps, lambda c: aspect_bucket(c["w"], c["h"]))}
         lines.append(table("Captions per aspect ratio (width:height)", [by_aspect[k] for k in ASPECT_ORDER if k in by_aspect]))
-        lines.append(table("Captions per size", tally(caps, lambda c: size_bucket(c["w"], c["h"]))))
+        lines.append(ideal_table(caps))
         lines.append(table("Captions per number of shapes", tally(caps, lambda c: c["n_shapes"])))
         lines.append(table("Captions per file type", tally(caps, lambda c: os.path.splitext(c["files"][0])[1])))
     qs = [c for c in cases if c["kind"] == "question"]
@@ -380,7 +436,8 @@ def report(cases, elapsed):
         lines.append(table("Questions per kind", tally(qs, lambda c: c["qkind"])))
         by_aspect = {r[0]: r for r in tally(qs, lambda c: aspect_bucket(c["w"], c["h"]))}
         lines.append(table("Questions per aspect ratio", [by_aspect[k] for k in ASPECT_ORDER if k in by_aspect]))
-        lines.append(table("Questions per size", tally(qs, lambda c: size_bucket(c["w"], c["h"]))))
+        by_size = {r[0]: r for r in tally(qs, lambda c: size_bucket(c["w"], c["h"]))}
+        lines.append(table("Questions per size", [by_size[k] for k in SIZE_ORDER if k in by_size]))
     wh = [c for c in cases if c["kind"] == "which"]
     if wh:
         lines.append(table("Which-picture questions", tally(wh, lambda c: f"{c['n_images']} pictures, {c['qkind']}")))
@@ -415,6 +472,7 @@ def evaluate(a):
             c["ok"] = c["status"] == 0 and not c["runaway"]
         if c["kind"] == "caption":
             c["attrs"] = caption_attributes(c, last)
+            c["ideal"] = ideal_caption(c["files"][0], c["layout"])
         if c["status"] != 0:
             print(f"case {k}: exit {c['status']}: {err.strip()[-300:]}", flush=True)
         if (k + 1) % 100 == 0:
@@ -424,6 +482,7 @@ def evaluate(a):
         f.write(text)
     for c in cases:
         c.pop("scene", None)
+        c.pop("layout", None)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(cases, f, indent=1)
     print(text)
