@@ -127,7 +127,7 @@ def ask(scene, kind, template, shape, colour):
 WHICH = {
     "colour": "Which picture shows {a_colour} shape?",
     "shape": "Which picture shows a {shape}?",
-    "count": "Which picture has {number} shapes?",
+    "count": "Which picture has {number} {shapes}?",
     "background": "Which picture has a {bg} background?",
 }
 
@@ -145,7 +145,8 @@ def which_matches(scene, kind, value):
 
 
 def which_question(kind, value):
-    return WHICH[kind].format(a_colour=f"{article(value)} {value}", shape=value, number=value, bg=value)
+    return WHICH[kind].format(a_colour=f"{article(value)} {value}", shape=value, number=value, bg=value,
+                              shapes="shape" if value == "one" else "shapes")
 
 
 def which_answer(scenes, kind, value):
