@@ -123,17 +123,23 @@ def shape_box(s, size):
             max(0, int(s["cy"] - ext)), min(size[1], int(s["cy"] + ext) + 1))
 
 
-def paint(layout, swap=None):
-    """The noiseless picture (float RGB); swap=(i, shape) paints shape i as that shape instead."""
+def paint(layout, swap=None, window=None):
+    """The noiseless picture (float RGB), or its window (x0, x1, y0, y1) alone; swap=(i, shape) paints
+    shape i as that shape instead."""
     Wd, Hd = layout["size"]
-    yy = np.linspace(-1, 1, Hd, dtype=np.float32)[:, None, None]
-    img = np.broadcast_to(layout["bg"] + yy * layout["gradient"], (Hd, Wd, 3)).astype(np.float32).copy()
+    wx0, wx1, wy0, wy1 = window or (0, Wd, 0, Hd)
+    yy = np.linspace(-1, 1, Hd, dtype=np.float32)[wy0:wy1, None, None]
+    img = np.broadcast_to(layout["bg"] + yy * layout["gradient"], (wy1 - wy0, wx1 - wx0, 3)).astype(np.float32).copy()
     for i, s in enumerate(layout["shapes"]):
         x0, x1, y0, y1 = shape_box(s, layout["size"])
+        x0, x1, y0, y1 = max(x0, wx0), min(x1, wx1), max(y0, wy0), min(y1, wy1)
+        if x0 >= x1 or y0 >= y1:
+            continue
         py, px = np.mgrid[y0:y1, x0:x1].astype(np.float32) + 0.5
         kind = swap[1] if swap and swap[0] == i else s["shape"]
         cov = coverage(kind, px, py, s["cx"], s["cy"], s["rx"], s["ry"], s["rot"])[..., None]
-        img[y0:y1, x0:x1] = img[y0:y1, x0:x1] * (1 - cov) + s["fg"] * cov
+        part = img[y0 - wy0:y1 - wy0, x0 - wx0:x1 - wx0]
+        part[...] = part * (1 - cov) + s["fg"] * cov
     return img
 
 
@@ -146,8 +152,9 @@ def ideal_caption(path, layout):
     pic = np.asarray(Image.open(path).convert("RGB"), np.float32)
     p_all = 1.0
     for i, s in enumerate(layout["shapes"]):
-        x0, x1, y0, y1 = shape_box(s, layout["size"])
-        err = {k: float(((paint(layout, (i, k))[y0:y1, x0:x1] - pic[y0:y1, x0:x1]) ** 2).sum()) for k in W.SHAPES}
+        box = shape_box(s, layout["size"])
+        x0, x1, y0, y1 = box
+        err = {k: float(((paint(layout, (i, k), box) - pic[y0:y1, x0:x1]) ** 2).sum()) for k in W.SHAPES}
         best = [k for k in W.SHAPES if err[k] == min(err.values())]
         p_all *= (s["shape"] in best) / len(best)
     return p_all
@@ -385,6 +392,12 @@ def tally(cases, key, pred=lambda c: c["ok"]):
     return [(k, v[0], v[1]) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
 
+def in_order(rows, order):
+    """tally's rows in the order of the bucket names given."""
+    by_name = {r[0]: r for r in rows}
+    return [by_name[k] for k in order if k in by_name]
+
+
 ASPECT_ORDER = ["1:4..1:3", "1:3..1:2", "1:2..1:1.25", "1:1.25..1.25:1", "1.25:1..2:1", "2:1..3:1", "3:1..4:1"]
 
 
@@ -426,18 +439,16 @@ def report(cases, elapsed):
     if caps:
         attrs = ["grammar", "count", "shapes", "colours", "places", "background"]
         lines.append(table("Captions per attribute", [(a, sum(c["attrs"][a] for c in caps), len(caps)) for a in attrs]))
-        by_aspect = {r[0]: r for r in tally(caps, lambda c: aspect_bucket(c["w"], c["h"]))}
-        lines.append(table("Captions per aspect ratio (width:height)", [by_aspect[k] for k in ASPECT_ORDER if k in by_aspect]))
+        lines.append(table("Captions per aspect ratio (width:height)",
+                           in_order(tally(caps, lambda c: aspect_bucket(c["w"], c["h"])), ASPECT_ORDER)))
         lines.append(ideal_table(caps))
         lines.append(table("Captions per number of shapes", tally(caps, lambda c: c["n_shapes"])))
         lines.append(table("Captions per file type", tally(caps, lambda c: os.path.splitext(c["files"][0])[1])))
     qs = [c for c in cases if c["kind"] == "question"]
     if qs:
         lines.append(table("Questions per kind", tally(qs, lambda c: c["qkind"])))
-        by_aspect = {r[0]: r for r in tally(qs, lambda c: aspect_bucket(c["w"], c["h"]))}
-        lines.append(table("Questions per aspect ratio", [by_aspect[k] for k in ASPECT_ORDER if k in by_aspect]))
-        by_size = {r[0]: r for r in tally(qs, lambda c: size_bucket(c["w"], c["h"]))}
-        lines.append(table("Questions per size", [by_size[k] for k in SIZE_ORDER if k in by_size]))
+        lines.append(table("Questions per aspect ratio", in_order(tally(qs, lambda c: aspect_bucket(c["w"], c["h"])), ASPECT_ORDER)))
+        lines.append(table("Questions per size", in_order(tally(qs, lambda c: size_bucket(c["w"], c["h"])), SIZE_ORDER)))
     wh = [c for c in cases if c["kind"] == "which"]
     if wh:
         lines.append(table("Which-picture questions", tally(wh, lambda c: f"{c['n_images']} pictures, {c['qkind']}")))
