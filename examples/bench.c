@@ -8,7 +8,9 @@
    (GFLOP/s or GB/s) and the fraction of the limit measured in the same run: for GFLOP/s an FMA loop
    run first; for GB/s a streaming read of as many bytes (128 MiB at least) run after each
    repetition (the median of those reads; shared machines' memory bandwidth moves by a third within
-   one run, so the read at the start was no fair limit for a case timed minutes later). One machine-readable line per case
+   one run, so the read at the start was no fair limit for a case timed minutes later); the "hot"
+   decode products (the same 1024 rows each time, in cache, one thread) against a thread's share
+   of the start's read: above 100% the kernel computes faster than memory can feed it. One machine-readable line per case
    starts with "BENCH ".
 
    Then the graph allocator on the reference graphs (reference_graphs.h): planned bytes against the
@@ -296,12 +298,12 @@ static void report(const char *name, double *ms, int n, double work, int bytes_m
     double limit = bytes_mode ? (read_gbs > 0 ? read_gbs : peak_gbs) : peak_gflops;
     char vs[64] = "";
     if (sbs) snprintf(vs, sizeof vs, "   [0] %.4g vs ggml %.4g ms: %.2fx", sbs->ours_ms, sbs->ggml_ms, sbs->ours_ms / sbs->ggml_ms);
-    char beside[48] = "";
-    if (read_gbs > 0) snprintf(beside, sizeof beside, " (read beside: %.1f GB/s)", read_gbs);
+    char beside[64] = "";
+    if (read_gbs > 0) snprintf(beside, sizeof beside, bytes_mode == 2 ? " (1 thread; its share of the read: %.1f GB/s)" : " (read beside: %.1f GB/s)", read_gbs);
     printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit%s%s\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
            limit > 0 ? 100.0 * rate / limit : 0.0, beside, vs);
     printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f limit=%.2f ggml_ms=%.4g threads=%d kernels=%s\n", slug(name), med,
-           rate, bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, limit, g, n_threads,
+           rate, bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, limit, g, bytes_mode == 2 ? 1 : n_threads,
            mms_cpu_kernels_name(mms_cpu_get_kernels()));
     fflush(stdout);
 }
@@ -312,14 +314,15 @@ static struct mms_context *new_ctx(void) {
 }
 
 /* Computes graphs[i % n_graphs] for each repetition (several graphs keep weights out of cache).
-   After a read beside, the pool's workers have gone to sleep (they spin ~0.1 ms): a one-node graph
+   bytes_mode: 1 a rate in GB/s against a streaming read beside each repetition, 2 against a
+   thread's share of the start's (nothing read beside: the weights stay in cache). After a read beside, the pool's workers have gone to sleep (they spin ~0.1 ms): a one-node graph
    wakes them outside the timing, as a product inside a model's graph finds them awake (waking them
    cost the small decode products 10-30% here: Q4_0 4096x4096 0.22-0.27 -> 0.20-0.22 ms, F16 0.85 -> 0.62). */
 static void run_case(const char *name, mms_backend_t cpu, struct bench_case *cases, int n_graphs, double work, int bytes_mode) {
     double ms[64], gbs[64];
     struct bench_case wake = { 0 };
     int r;
-    if (bytes_mode) {
+    if (bytes_mode == 1) {
         wake.ctx = new_ctx();
         wake.graph = mms_new_graph(wake.ctx);
         mms_build_forward_expand(wake.graph, mms_scale(wake.ctx, mms_new_tensor_1d(wake.ctx, MMS_TYPE_F32, 64), 1.0f));
@@ -329,26 +332,31 @@ static void run_case(const char *name, mms_backend_t cpu, struct bench_case *cas
     for (r = 0; r < reps; r++) {
         int64_t t0;
         clock_t c0;
-        if (bytes_mode) mms_backend_graph_compute(cpu, wake.graph);
+        if (bytes_mode == 1) mms_backend_graph_compute(cpu, wake.graph);
         t0 = mms_time_us();
         c0 = clock();
         if (mms_backend_graph_compute(cpu, cases[(r + 1) % n_graphs].graph) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return; }
         ms[r] = cpu_time ? (double)(clock() - c0) * 1e3 / CLOCKS_PER_SEC / n_threads : (double)(mms_time_us() - t0) * 1e-3;
-        if (bytes_mode) gbs[r] = streaming_read_gbs(work, r);
+        if (bytes_mode == 1) gbs[r] = streaming_read_gbs(work, r);
     }
-    report(name, ms, reps, work, bytes_mode, bytes_mode ? median(gbs, reps) : 0.0);
-    if (bytes_mode) bench_done(&wake);
+    report(name, ms, reps, work, bytes_mode, bytes_mode == 1 ? median(gbs, reps) : bytes_mode == 2 ? peak_gbs / n_threads : 0.0);
+    if (bytes_mode == 1) bench_done(&wake);
 }
 
 static int wanted(const char *name) { return !filter || strstr(name, filter); }
 
-/* repack: the weights in a CPU_REPACK buffer (the kernels' own layout). */
+/* cold: 1 weights read from memory (rate: GB/s of weights against the read beside), 2 the same
+   weights each time, kept in cache, on one thread (GB/s against a thread's share of the start's
+   read: above 100%, the kernel computes faster than memory can feed it. One thread: on this VM
+   two threads' 30 us products fell, one run in two, into a cycle of the pool's workers sleeping
+   and waking that made them 8x slower); 0 a prompt-size product (GFLOP/s). repack: the weights in
+   a CPU_REPACK buffer (the kernels' own layout). */
 static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int64_t M, int64_t N, int cold, int repack) {
     struct bench_case c[6];
     char name[96];
-    int i, n_graphs = cold ? 6 : 1;   /* 6 weight copies: bigger than any cache on this machine */
+    int i, n_graphs = cold == 1 ? 6 : 1;   /* 6 weight copies: bigger than any cache on this machine */
     snprintf(name, sizeof name, "mul_mat %s %lldx%lld * %lld%s%s", mms_type_name(wtype), (long long)M, (long long)K, (long long)N,
-             cold ? " cold" : "", repack ? " repacked" : "");
+             cold == 1 ? " cold" : cold == 2 ? " hot" : "", repack ? " repacked" : "");
     if (!wanted(name)) return;
     memset(c, 0, sizeof c);
     for (i = 0; i < n_graphs; i++) {
@@ -369,8 +377,10 @@ static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int
         mms_build_forward_expand(c[i].graph, mms_mul_mat(c[i].ctx, w, x));
         if (!bench_ready(&c[i], cpu)) return;
     }
-    if (cold) run_case(name, cpu, c, n_graphs, (double)mms_row_size(wtype, K) * M, 1);
+    if (cold == 2) mms_backend_cpu_set_n_threads(cpu, 1);
+    if (cold) run_case(name, cpu, c, n_graphs, (double)mms_row_size(wtype, K) * M, cold);
     else      run_case(name, cpu, c, n_graphs, 2.0 * K * M * N, 0);
+    if (cold == 2) mms_backend_cpu_set_n_threads(cpu, n_threads);
     for (i = 0; i < n_graphs; i++) bench_done(&c[i]);
 }
 
@@ -828,18 +838,21 @@ int main(int argc, char **argv) {
     bench_mul_mat(cpu, MMS_TYPE_BF16, 4096, 4096, 512, 0, 0);
     bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1, 0);
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1, 0);
-    {   /* quantized weights: decode (cold) and prompt-size products */
+    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 1024, 1, 2, 0);
+    {   /* quantized weights: decode (cold, and hot: can the kernel keep up with memory?) and prompt-size products */
         static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
         size_t q;
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 0);
             bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, 2, 0);
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 0);
             bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0, 0);
         }
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {   /* the same with the weights kept repacked */
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 1);
             bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, 2, 1);
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 1);
         }
     }

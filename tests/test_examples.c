@@ -37,7 +37,9 @@ static void test_bench_plans(void) {
 static void test_bench_cases(void) {
     static const char *const attention[] = { "decode attention 6404 keys, interleaved K/V", "decode attention 6404 keys, head-major K/V", NULL };
     static const char *const stream[] = { "rms_norm [1280,1601]", NULL }, *const pool[] = { "threadpool barrier / graph start", NULL };
+    static const char *const hot[] = { "mul_mat q4_k 1024x4096 * 1 hot ", "mul_mat q4_k 1024x4096 * 1 hot repacked", "(1 thread; its share of the read", NULL };
     expect_run(EXAMPLES "/bench", "--reps 1 --filter 'decode attention'", attention);
+    expect_run(EXAMPLES "/bench", "--reps 1 --filter 'q4_k 1024x4096 * 1 hot'", hot);
     expect_run(EXAMPLES "/bench", "--reps 1 --filter 'rms_norm'", stream);
     expect_run(EXAMPLES "/bench", "--reps 1 --filter threadpool", pool);
 }
