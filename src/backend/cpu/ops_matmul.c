@@ -118,6 +118,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
     float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
     const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
+    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? mms__q8_dot_rows_for(a->type) : NULL;
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
@@ -248,7 +249,10 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                         q8_dot4(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
                         for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
                     }
-                for (i = 0; j < nr && i < mr; i++) {
+                for (i = 0; q8_dot_rows && j < nr && i < mr; i += 4)   /* 4 rows stay in L1 for the columns */
+                    for (c = j; c < nr; c++)
+                        q8_dot_rows(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), A->nb[1], (int)MMS__MIN(4, mr - i), bq8 + c * q8_row, out + c * ldo + i);
+                for (i = 0; !q8_dot_rows && j < nr && i < mr; i++) {
                     const void *w = mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3);
                     for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
                 }
