@@ -290,20 +290,27 @@ static const struct side_by_side *side_by_side(const char *name) {
     return NULL;
 }
 
-/* work: flops (rate in GFLOP/s) or, with bytes_mode, bytes (rate in GB/s) */
-/* limit: GB/s of the reads beside a byte case (0: the start's streaming read) */
-static void report(const char *name, double *ms, int n, double work, int bytes_mode, double read_gbs) {
+/* How a case's rate is given: GFLOP/s against the FMA peak; GB/s against a streaming read beside
+   each repetition (memory moves, see above); GB/s of data kept in cache, on one thread, against a
+   thread's share of the start's read (above 100%: the kernel computes faster than memory feeds it;
+   one thread because on a VM two threads' 30 us products fell, one run in two, into a cycle of the
+   pool's workers sleeping and waking that made them 8x slower). */
+enum rate { RATE_FLOPS, RATE_BYTES, RATE_BYTES_IN_CACHE };
+
+/* work: flops or bytes; read_gbs: the limit of a byte case (0: the start's streaming read) */
+static void report(const char *name, double *ms, int n, double work, enum rate kind, double read_gbs, int threads) {
     const struct side_by_side *sbs = side_by_side(name);
+    const int bytes_mode = kind != RATE_FLOPS;
     double med = median(ms, n), rate = work / (med * 1e-3) * 1e-9, g = sbs ? sbs->ggml_ms : 0.0;
     double limit = bytes_mode ? (read_gbs > 0 ? read_gbs : peak_gbs) : peak_gflops;
     char vs[64] = "";
     if (sbs) snprintf(vs, sizeof vs, "   [0] %.4g vs ggml %.4g ms: %.2fx", sbs->ours_ms, sbs->ggml_ms, sbs->ours_ms / sbs->ggml_ms);
     char beside[64] = "";
-    if (read_gbs > 0) snprintf(beside, sizeof beside, bytes_mode == 2 ? " (1 thread; its share of the read: %.1f GB/s)" : " (read beside: %.1f GB/s)", read_gbs);
+    if (read_gbs > 0) snprintf(beside, sizeof beside, kind == RATE_BYTES_IN_CACHE ? " (1 thread; its share of the read: %.1f GB/s)" : " (read beside: %.1f GB/s)", read_gbs);
     printf("%-44s %10.2f ms %9.1f %-7s %5.0f%% of limit%s%s\n", name, med, rate, bytes_mode ? "GB/s" : "GFLOP/s",
            limit > 0 ? 100.0 * rate / limit : 0.0, beside, vs);
     printf("BENCH name=%s median_ms=%.3f rate=%.2f unit=%s frac_limit=%.3f limit=%.2f ggml_ms=%.4g threads=%d kernels=%s\n", slug(name), med,
-           rate, bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, limit, g, bytes_mode == 2 ? 1 : n_threads,
+           rate, bytes_mode ? "GB/s" : "GFLOP/s", limit > 0 ? rate / limit : 0.0, limit, g, threads,
            mms_cpu_kernels_name(mms_cpu_get_kernels()));
     fflush(stdout);
 }
@@ -314,49 +321,48 @@ static struct mms_context *new_ctx(void) {
 }
 
 /* Computes graphs[i % n_graphs] for each repetition (several graphs keep weights out of cache).
-   bytes_mode: 1 a rate in GB/s against a streaming read beside each repetition, 2 against a
-   thread's share of the start's (nothing read beside: the weights stay in cache). After a read beside, the pool's workers have gone to sleep (they spin ~0.1 ms): a one-node graph
+   After a read beside, the pool's workers have gone to sleep (they spin ~0.1 ms): a one-node graph
    wakes them outside the timing, as a product inside a model's graph finds them awake (waking them
    cost the small decode products 10-30% here: Q4_0 4096x4096 0.22-0.27 -> 0.20-0.22 ms, F16 0.85 -> 0.62). */
-static void run_case(const char *name, mms_backend_t cpu, struct bench_case *cases, int n_graphs, double work, int bytes_mode) {
+static void run_case(const char *name, mms_backend_t cpu, struct bench_case *cases, int n_graphs, double work, enum rate kind) {
+    const int threads = kind == RATE_BYTES_IN_CACHE ? 1 : n_threads;
     double ms[64], gbs[64];
     struct bench_case wake = { 0 };
     int r;
-    if (bytes_mode == 1) {
+    if (kind == RATE_BYTES) {
         wake.ctx = new_ctx();
         wake.graph = mms_new_graph(wake.ctx);
         mms_build_forward_expand(wake.graph, mms_scale(wake.ctx, mms_new_tensor_1d(wake.ctx, MMS_TYPE_F32, 64), 1.0f));
         if (!bench_ready(&wake, cpu)) return;
     }
+    mms_backend_cpu_set_n_threads(cpu, threads);
     mms_backend_graph_compute(cpu, cases[0].graph);   /* warm up: thread pool, scratch memory */
     for (r = 0; r < reps; r++) {
         int64_t t0;
         clock_t c0;
-        if (bytes_mode == 1) mms_backend_graph_compute(cpu, wake.graph);
+        if (kind == RATE_BYTES) mms_backend_graph_compute(cpu, wake.graph);
         t0 = mms_time_us();
         c0 = clock();
         if (mms_backend_graph_compute(cpu, cases[(r + 1) % n_graphs].graph) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); return; }
-        ms[r] = cpu_time ? (double)(clock() - c0) * 1e3 / CLOCKS_PER_SEC / n_threads : (double)(mms_time_us() - t0) * 1e-3;
-        if (bytes_mode == 1) gbs[r] = streaming_read_gbs(work, r);
+        ms[r] = cpu_time ? (double)(clock() - c0) * 1e3 / CLOCKS_PER_SEC / threads : (double)(mms_time_us() - t0) * 1e-3;
+        if (kind == RATE_BYTES) gbs[r] = streaming_read_gbs(work, r);
     }
-    report(name, ms, reps, work, bytes_mode, bytes_mode == 1 ? median(gbs, reps) : bytes_mode == 2 ? peak_gbs / n_threads : 0.0);
-    if (bytes_mode == 1) bench_done(&wake);
+    mms_backend_cpu_set_n_threads(cpu, n_threads);
+    report(name, ms, reps, work, kind, kind == RATE_BYTES ? median(gbs, reps) : kind == RATE_BYTES_IN_CACHE ? peak_gbs / n_threads : 0.0, threads);
+    if (kind == RATE_BYTES) bench_done(&wake);
 }
 
 static int wanted(const char *name) { return !filter || strstr(name, filter); }
 
-/* cold: 1 weights read from memory (rate: GB/s of weights against the read beside), 2 the same
-   weights each time, kept in cache, on one thread (GB/s against a thread's share of the start's
-   read: above 100%, the kernel computes faster than memory can feed it. One thread: on this VM
-   two threads' 30 us products fell, one run in two, into a cycle of the pool's workers sleeping
-   and waking that made them 8x slower); 0 a prompt-size product (GFLOP/s). repack: the weights in
-   a CPU_REPACK buffer (the kernels' own layout). */
-static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int64_t M, int64_t N, int cold, int repack) {
+/* kind: RATE_BYTES for weights read from memory ("cold": six copies), RATE_BYTES_IN_CACHE for the
+   same weights each time ("hot"), RATE_FLOPS for prompt-size products. repack: the weights in a
+   CPU_REPACK buffer (the kernels' own layout). */
+static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int64_t M, int64_t N, enum rate kind, int repack) {
     struct bench_case c[6];
     char name[96];
-    int i, n_graphs = cold == 1 ? 6 : 1;   /* 6 weight copies: bigger than any cache on this machine */
+    int i, n_graphs = kind == RATE_BYTES ? 6 : 1;   /* 6 weight copies: bigger than any cache on this machine */
     snprintf(name, sizeof name, "mul_mat %s %lldx%lld * %lld%s%s", mms_type_name(wtype), (long long)M, (long long)K, (long long)N,
-             cold == 1 ? " cold" : cold == 2 ? " hot" : "", repack ? " repacked" : "");
+             kind == RATE_BYTES ? " cold" : kind == RATE_BYTES_IN_CACHE ? " hot" : "", repack ? " repacked" : "");
     if (!wanted(name)) return;
     memset(c, 0, sizeof c);
     for (i = 0; i < n_graphs; i++) {
@@ -377,10 +383,7 @@ static void bench_mul_mat(mms_backend_t cpu, enum mms_type wtype, int64_t K, int
         mms_build_forward_expand(c[i].graph, mms_mul_mat(c[i].ctx, w, x));
         if (!bench_ready(&c[i], cpu)) return;
     }
-    if (cold == 2) mms_backend_cpu_set_n_threads(cpu, 1);
-    if (cold) run_case(name, cpu, c, n_graphs, (double)mms_row_size(wtype, K) * M, cold);
-    else      run_case(name, cpu, c, n_graphs, 2.0 * K * M * N, 0);
-    if (cold == 2) mms_backend_cpu_set_n_threads(cpu, n_threads);
+    run_case(name, cpu, c, n_graphs, kind == RATE_FLOPS ? 2.0 * K * M * N : (double)mms_row_size(wtype, K) * M, kind);
     for (i = 0; i < n_graphs; i++) bench_done(&c[i]);
 }
 
@@ -410,7 +413,7 @@ static void bench_attention_decode(mms_backend_t cpu, int head_major) {
         mms_build_forward_expand(c[i].graph, mms_flash_attn_ext(c[i].ctx, q, k, v, NULL, 1.0f / sqrtf((float)D), 0.0f, 0.0f));
         if (!bench_ready(&c[i], cpu)) return;
     }
-    run_case(name, cpu, c, 6, 2.0 * L * D * Hkv * sizeof(float), 1);
+    run_case(name, cpu, c, 6, 2.0 * L * D * Hkv * sizeof(float), RATE_BYTES);
     for (i = 0; i < 6; i++) bench_done(&c[i]);
 }
 
@@ -441,7 +444,7 @@ static void bench_attention(mms_backend_t cpu, int fused, enum mms_type kvtype, 
     c.graph = mms_new_graph(c.ctx);
     mms_build_forward_expand(c.graph, out);
     if (!bench_ready(&c, cpu)) return;
-    run_case(name, cpu, &c, 1, 4.0 * H * T * T * D, 0);
+    run_case(name, cpu, &c, 1, 4.0 * H * T * T * D, RATE_FLOPS);
     bench_done(&c);
 }
 
@@ -466,7 +469,7 @@ static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, in
             if (!bench_ready(&c, cpu)) return;
             { int32_t *p = (int32_t *)malloc((size_t)ne2 * sizeof *p); int64_t i; for (i = 0; i < ne2; i++) p[i] = (int32_t)i;
               mms_backend_tensor_set(pos, p, 0, (size_t)ne2 * sizeof *p); free(p); }
-            run_case(name, cpu, &c, 1, 2.0 * (double)mms_nbytes(a), 1);
+            run_case(name, cpu, &c, 1, 2.0 * (double)mms_nbytes(a), RATE_BYTES);
             bench_done(&c);
             return;
         }
@@ -475,7 +478,7 @@ static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, in
     c.graph = mms_new_graph(c.ctx);
     mms_build_forward_expand(c.graph, out);
     if (!bench_ready(&c, cpu)) return;
-    run_case(name, cpu, &c, 1, 2.0 * (double)mms_nbytes(a), 1);
+    run_case(name, cpu, &c, 1, 2.0 * (double)mms_nbytes(a), RATE_BYTES);
     bench_done(&c);
 }
 
@@ -546,7 +549,7 @@ static void bench_vit(mms_backend_t cpu, enum mms_type wtype, int flash) {
         if (i >= 0) ms[i] = (double)(mms_time_us() - t0) * 1e-3;
         if (i == 0 && profile) mms_backend_cpu_set_profile(cpu, false);
     }
-    report(name, ms, reps, flops, 0, 0.0);
+    report(name, ms, reps, flops, RATE_FLOPS, 0.0, n_threads);
     if (profile) mms_backend_cpu_print_profile(cpu, stdout);
 done:
     mms_gallocr_free(ga);
@@ -828,32 +831,32 @@ int main(int argc, char **argv) {
     if (plans_only) { bench_plans(); bench_mllama_memory(cpu, false); bench_mllama_memory(cpu, true); mms_backend_free(cpu); return 0; }
     measure_machine();
 
-    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 1280, 1601, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 5120, 1601, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 5120, 1601, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_BF16, 1280, 5120, 1601, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 512, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_BF16, 4096, 4096, 512, 0, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, 1, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, 1, 0);
-    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 1024, 1, 2, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 1280, 1601, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 1280, 1601, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 1280, 5120, 1601, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 1280, 5120, 1601, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_BF16, 1280, 5120, 1601, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 512, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 512, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_BF16, 4096, 4096, 512, RATE_FLOPS, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F32, 4096, 4096, 1, RATE_BYTES, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, RATE_BYTES, 0);
+    bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 1024, 1, RATE_BYTES_IN_CACHE, 0);
     {   /* quantized weights: decode (cold, and hot: can the kernel keep up with memory?) and prompt-size products */
         static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
         size_t q;
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 0);
-            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 0);
-            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, 2, 0);
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 0);
-            bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, 0, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, RATE_BYTES, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, RATE_BYTES, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, RATE_BYTES_IN_CACHE, 0);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, RATE_FLOPS, 0);
+            bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, RATE_FLOPS, 0);
         }
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {   /* the same with the weights kept repacked */
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, 1, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, 1, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, 2, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, 0, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, RATE_BYTES, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, RATE_BYTES, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, RATE_BYTES_IN_CACHE, 1);
+            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, RATE_FLOPS, 1);
         }
     }
     bench_attention(cpu, 0, MMS_TYPE_F32, 0);

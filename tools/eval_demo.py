@@ -155,7 +155,8 @@ def ideal_caption(path, layout):
         box = shape_box(s, layout["size"])
         x0, x1, y0, y1 = box
         err = {k: float(((paint(layout, (i, k), box) - pic[y0:y1, x0:x1]) ** 2).sum()) for k in W.SHAPES}
-        best = [k for k in W.SHAPES if err[k] == min(err.values())]
+        least = min(err.values())
+        best = [k for k in W.SHAPES if err[k] == least]
         p_all *= (s["shape"] in best) / len(best)
     return p_all
 
@@ -382,12 +383,13 @@ def table(title, rows, header=("", "right", "cases", "%")):
     return "\n".join(out)
 
 
-def tally(cases, key, pred=lambda c: c["ok"]):
+def tally(cases, key, score=lambda c: int(c["ok"])):
+    """(group, sum of score, cases) per group of key, groups sorted by name."""
     groups = {}
     for c in cases:
         k = key(c)
         g = groups.setdefault(k, [0, 0])
-        g[0] += bool(pred(c))
+        g[0] += score(c)
         g[1] += 1
     return [(k, v[0], v[1]) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
@@ -405,16 +407,11 @@ def ideal_table(caps):
     """Captions right per size beside the share an ideal observer names every shape of (ideal_caption)."""
     out = ["\n### Captions per size, beside an ideal observer's shape names\n",
            "| | model right | ideal observer | cases | model % | ideal % |", "|---|---|---|---|---|---|"]
-    groups = {}
-    for c in caps:
-        g = groups.setdefault(size_bucket(c["w"], c["h"]), [0, 0.0, 0])
-        g[0] += c["ok"]
-        g[1] += c["ideal"]
-        g[2] += 1
-    rows = [(k, groups[k]) for k in SIZE_ORDER if k in groups]
-    rows.append(("all", [sum(g[0] for g in groups.values()), sum(g[1] for g in groups.values()), len(caps)]))
-    for name, (ok, ideal, n) in rows:
-        out.append(f"| {name} | {ok} | {ideal:.1f} | {n} | {100.0 * ok / n:.1f} | {100.0 * ideal / n:.1f} |")
+    size = lambda c: size_bucket(c["w"], c["h"])
+    ideal = {k: v for k, v, _ in tally(caps, size, lambda c: c["ideal"])}
+    ideal["all"] = sum(c["ideal"] for c in caps)
+    for name, ok, n in in_order(tally(caps, size), SIZE_ORDER) + [("all", sum(int(c["ok"]) for c in caps), len(caps))]:
+        out.append(f"| {name} | {ok} | {ideal[name]:.1f} | {n} | {100.0 * ok / n:.1f} | {100.0 * ideal[name] / n:.1f} |")
     out.append("\n(The ideal observer knows each shape's place, size, rotation and colour and the background, and "
                "picks the one of the six shapes nearest to the file's pixels: what the pixels allow at most.)")
     return "\n".join(out)

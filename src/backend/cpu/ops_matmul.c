@@ -249,13 +249,16 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                         q8_dot4(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
                         for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
                     }
-                for (i = 0; q8_dot_rows && j < nr && i < mr; i += 4)   /* 4 rows stay in L1 for the columns */
-                    for (c = j; c < nr; c++)
-                        q8_dot_rows(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), A->nb[1], (int)MMS__MIN(4, mr - i), bq8 + c * q8_row, out + c * ldo + i);
-                for (i = 0; !q8_dot_rows && j < nr && i < mr; i++) {
-                    const void *w = mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3);
-                    for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
-                }
+                if (q8_dot_rows)                 /* the columns left: 4 rows a call, kept in L1 for all of them */
+                    for (i = 0; j < nr && i < mr; i += 4)
+                        for (c = j; c < nr; c++)
+                            q8_dot_rows(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), A->nb[1], (int)MMS__MIN(4, mr - i), bq8 + c * q8_row,
+                                        out + c * ldo + i);
+                else                             /* or one row at a time */
+                    for (i = 0; j < nr && i < mr; i++) {
+                        const void *w = mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3);
+                        for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
+                    }
                 continue;
             }
             if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
