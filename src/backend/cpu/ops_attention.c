@@ -246,7 +246,7 @@ static void mms__cpu_flash_attn_ext(const struct mms__compute_params *p, struct 
                     MMS__PREFETCH(mms__row_ptr(v, j0 + j, kh, ib), (size_t)Dv * sizeof(float), 1);
                     for (i = 0; i < n4; i += 4) {
                         int64_t c;
-                        mms__vec_dot4_rows(false, D, qb + i * D, D, k0 + j * ldk, d);
+                        mms__vec_dot4_rows(false, D, qb + i * D, D, k0 + j * ldk, d, NULL);
                         for (c = 0; c < 4; c++) sb[(i + c) * KB + j] = d[c];
                     }
                     for (i = n4; i < nr; i++) sb[i * KB + j] = mms__vec_dot_f32(D, qb + i * D, k0 + j * ldk);

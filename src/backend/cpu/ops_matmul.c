@@ -276,7 +276,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                             for (c = 0; c < 4; c++) { out[(j + c) * ldo + i + r] = d[2 * c]; out[(j + c) * ldo + i + r + 1] = d[2 * c + 1]; }
                         }
                     for (j = n2x4; j < nr; j++) {
-                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d);
+                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d,
+                                           a0 + (size_t)((i + 4 < mr ? i + 4 : i) * lda) * es);
                         for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
                     }
                 }
