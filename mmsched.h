@@ -429,10 +429,13 @@
    9. THE CPU BACKEND
        mms_backend_cpu_init() starts a thread pool with one worker per core
        (mms_backend_cpu_set_n_threads changes it). Every worker walks the graph and meets the others
-       at a barrier after each node; a waiting worker spins for a few microseconds (the usual gap
-       between two nodes) and then sleeps on a condition variable, so on a busy machine the OS can
-       run the straggler on its core. Between graphs workers spin as briefly on the job counter,
-       then sleep. build/bench measures both costs ("threadpool": about 0.1-0.3 us per barrier when
+       at a barrier after each node; a waiting worker spins a while and then sleeps on a condition
+       variable, so on a busy machine the OS can run the straggler on its core. Between graphs
+       workers spin as long on the job counter, then sleep. How long: 0.1 ms, or twice the time
+       sleepers lately took to wake where that is more, up to 1 ms (each sleeper measures it as it
+       wakes; on a virtual machine a wake-up can take longer than 0.1 ms, and back-to-back graphs of
+       a fraction of a millisecond then fell into a cycle of each thread waking the other late: 2.5x
+       slower). build/bench measures both costs ("threadpool": about 0.1-0.3 us per barrier when
        the cores are free, about 10 us when another process holds one).
        Work is cut into pieces that depend on the shapes only (rows, or tiles handed out through an
        atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
@@ -5608,16 +5611,21 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
 /* ==== begin src/backend/cpu/threadpool.c ==== */
 /* >>threadpool ====================================================================================
    A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
-   worker; inside a job, workers meet at barriers. Whoever waits spins for about a tenth of a
-   millisecond (threads finishing a node that far apart are common: a matrix product's last tiles)
-   and then sleeps on a condition variable, so a busy machine's scheduler can run the straggler on
-   the waiter's core instead of watching it spin (build/bench measures a barrier). Waking a sleeper
-   costs more than that on a virtual machine, up to a millisecond when its host is busy (profiles of
-   build/batch --bench: small element-wise nodes took 57 us with 6 us of spinning, 17 us with
-   this). Between jobs, workers spin as long on the job
-   counter (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too. */
+   worker; inside a job, workers meet at barriers. Whoever waits spins a while (threads finishing a
+   node apart are common: a matrix product's last tiles) and then sleeps on a condition variable, so
+   a busy machine's scheduler can run the straggler on the waiter's core instead of watching it spin
+   (build/bench measures a barrier). Between jobs, workers spin as long on the job counter
+   (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too.
+   How long to spin: longer than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms
+   (the host must run the vCPU); with a fixed 0.1 ms, two threads running back-to-back products of
+   0.2 ms fell into a cycle where each woke the other late (build/bench's 4096x4096 decode cases:
+   0.53 ms instead of 0.21 in half the runs). So each sleeper measures its wake-up, from the
+   signal to running again, and the budget follows twice the longest seen lately, between
+   MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds
+   and keeps the minimum). */
 
-#define MMS__POOL_SPINS 4096   /* pause instructions before sleeping: about 100 us on Zen 3 */
+#define MMS__POOL_SPIN_MIN_US 100
+#define MMS__POOL_SPIN_MAX_US 1000
 
 struct mms__threadpool {
     int           n_threads;        /* workers including the caller */
@@ -5632,13 +5640,42 @@ struct mms__threadpool {
     mms__atomic_int barrier_count;
     mms__atomic_int barrier_phase;
     mms__atomic_int barrier_sleepers;
+    mms__atomic_int signal_us;        /* when sleepers were last signalled (mms_time_us, low 32 bits) */
+    mms__atomic_int spin_us;          /* the spin budget */
 };
+
+/* Spins until *v differs from old (true) or the budget is spent (false). */
+static bool mms__threadpool_spin(struct mms__threadpool *pool, mms__atomic_int *v, int32_t old) {
+    const int64_t t0 = mms_time_us(), budget = mms__atomic_load(&pool->spin_us);
+    for (;;) {
+        int64_t t;
+        int i;
+        for (i = 0; i < 64; i++) {   /* a clock read per 64 pauses (1.5 us on Zen 5) */
+            if (mms__atomic_load(v) != old) return true;
+            mms__cpu_relax();
+        }
+        t = mms_time_us() - t0;
+        if (t < 0 || t >= budget) return false;   /* < 0: a clock that went back */
+    }
+}
+
+static void mms__threadpool_signalled(struct mms__threadpool *pool) {
+    mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)mms_time_us());
+}
+
+/* A sleeper is running again: the budget becomes twice its wake-up time where that is more, or
+   decays by an eighth toward it (a wake-up that seems to come before its signal counts as instant). */
+static void mms__threadpool_woke(struct mms__threadpool *pool) {
+    const int32_t wake = (int32_t)((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us));
+    const int32_t old = mms__atomic_load(&pool->spin_us);
+    int32_t budget = MMS__MAX(2 * MMS__MIN(MMS__MAX(wake, 0), MMS__POOL_SPIN_MAX_US), old - old / 8);
+    mms__atomic_store(&pool->spin_us, MMS__MIN(MMS__MAX(budget, MMS__POOL_SPIN_MIN_US), MMS__POOL_SPIN_MAX_US));
+}
 
 struct mms__worker_arg { struct mms__threadpool *pool; int ith; };
 
 static void mms__threadpool_barrier(struct mms__threadpool *pool) {
     int32_t phase;
-    int spins;
     if (pool->n_threads == 1) return;
     phase = mms__atomic_load(&pool->barrier_phase);
     if (mms__atomic_fetch_add(&pool->barrier_count, 1) == pool->n_threads - 1) {
@@ -5648,18 +5685,19 @@ static void mms__threadpool_barrier(struct mms__threadpool *pool) {
            read-modify-writes and loads in that order, so a sleeper is either seen or sees the phase. */
         if (mms__atomic_load(&pool->barrier_sleepers) > 0) {
             mms__mutex_lock(&pool->mutex);
+            mms__threadpool_signalled(pool);
             mms__cond_broadcast(&pool->barrier_cond);
             mms__mutex_unlock(&pool->mutex);
         }
         return;
     }
-    for (spins = 0; spins < MMS__POOL_SPINS; spins++) {
-        if (mms__atomic_load(&pool->barrier_phase) != phase) return;
-        mms__cpu_relax();
-    }
+    if (mms__threadpool_spin(pool, &pool->barrier_phase, phase)) return;
     mms__atomic_fetch_add(&pool->barrier_sleepers, 1);
     mms__mutex_lock(&pool->mutex);
-    while (mms__atomic_load(&pool->barrier_phase) == phase) mms__cond_wait(&pool->barrier_cond, &pool->mutex);
+    if (mms__atomic_load(&pool->barrier_phase) == phase) {
+        do mms__cond_wait(&pool->barrier_cond, &pool->mutex); while (mms__atomic_load(&pool->barrier_phase) == phase);
+        mms__threadpool_woke(pool);
+    }
     mms__mutex_unlock(&pool->mutex);
     mms__atomic_fetch_add(&pool->barrier_sleepers, -1);
 }
@@ -5671,10 +5709,12 @@ static void *mms__threadpool_worker(void *p) {
     for (;;) {
         void (*fn)(void *, int, int);
         void *arg;
-        int spins;
-        for (spins = 0; spins < MMS__POOL_SPINS && mms__atomic_load(&pool->job_seq) == seen; spins++) mms__cpu_relax();
+        mms__threadpool_spin(pool, &pool->job_seq, seen);
         mms__mutex_lock(&pool->mutex);
-        while (!pool->stop && mms__atomic_load(&pool->job_seq) == seen) mms__cond_wait(&pool->cond, &pool->mutex);
+        if (!pool->stop && mms__atomic_load(&pool->job_seq) == seen) {
+            do mms__cond_wait(&pool->cond, &pool->mutex); while (!pool->stop && mms__atomic_load(&pool->job_seq) == seen);
+            if (!pool->stop) mms__threadpool_woke(pool);
+        }
         if (pool->stop) { mms__mutex_unlock(&pool->mutex); break; }
         seen = mms__atomic_load(&pool->job_seq);
         fn = pool->fn;
@@ -5708,6 +5748,7 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     if (!pool) return NULL;
     memset(pool, 0, sizeof *pool);
     pool->n_threads = 1;
+    mms__atomic_store(&pool->spin_us, MMS__POOL_SPIN_MIN_US);
     mms__mutex_init(&pool->mutex);
     mms__cond_init(&pool->cond);
     mms__cond_init(&pool->barrier_cond);
@@ -5732,6 +5773,7 @@ static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *,
         pool->fn = fn;
         pool->arg = arg;
         mms__atomic_fetch_add(&pool->job_seq, 1);
+        mms__threadpool_signalled(pool);
         mms__cond_broadcast(&pool->cond);
         mms__mutex_unlock(&pool->mutex);
     }
