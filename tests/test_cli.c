@@ -407,7 +407,7 @@ static int runaway(const char *text) {
    tools/eval_demo.py --slice: 1:4..4:1, 16 pixels a side and up, PNG and JPEG, pictures outside the
    model's world): the expected answers follow from the scene descriptions, not from any model. The
    program must answer at least FRESH_BAR of them right and never run away. */
-#define FRESH_BAR 0.8      /* the bundled model: 29 of 30, the ones before it 29, 28, 23 (the full evaluation: tools/README.md) */
+#define FRESH_BAR 0.8      /* the bundled model: 28 of 30, the ones before it 29, 29, 28, 23 (the full evaluation: tools/README.md) */
 static void test_fresh_pictures(void) {
     char *tsv = test_slurp(FRESH "cases.tsv", NULL), *line, *save = NULL;
     int n = 0, right = 0, n_runaway = 0;
