@@ -5618,8 +5618,8 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
    (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too.
    How long to spin: longer than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms
    (the host must run the vCPU); with a fixed 0.1 ms, two threads running back-to-back products of
-   0.2 ms fell into a cycle where each woke the other late (build/bench's 4096x4096 decode cases:
-   0.53 ms instead of 0.21 in half the runs). So each sleeper measures its wake-up, from the
+   0.2 ms fell into a cycle where each woke the other late (build/bench's Q4_K 4096x4096 decode:
+   0.53-0.57 ms instead of 0.17-0.25 in 4 of 20 runs). So each sleeper measures its wake-up, from the
    signal to running again, and the budget follows twice the longest seen lately, between
    MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds
    and keeps the minimum). */
@@ -5666,9 +5666,9 @@ static void mms__threadpool_signalled(struct mms__threadpool *pool) {
 /* A sleeper is running again: the budget becomes twice its wake-up time where that is more, or
    decays by an eighth toward it (a wake-up that seems to come before its signal counts as instant). */
 static void mms__threadpool_woke(struct mms__threadpool *pool) {
-    const int32_t wake = (int32_t)((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us));
-    const int32_t old = mms__atomic_load(&pool->spin_us);
-    int32_t budget = MMS__MAX(2 * MMS__MIN(MMS__MAX(wake, 0), MMS__POOL_SPIN_MAX_US), old - old / 8);
+    const int32_t since = (int32_t)((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us));
+    const int32_t wake = MMS__MIN(MMS__MAX(since, 0), MMS__POOL_SPIN_MAX_US);   /* 2 * wake cannot overflow */
+    const int32_t old = mms__atomic_load(&pool->spin_us), budget = MMS__MAX(2 * wake, old - old / 8);
     mms__atomic_store(&pool->spin_us, MMS__MIN(MMS__MAX(budget, MMS__POOL_SPIN_MIN_US), MMS__POOL_SPIN_MAX_US));
 }
 
@@ -6702,12 +6702,14 @@ MMS__AVX512_CODE_BEGIN
 #define MMS__GV_W2(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i);
 #define MMS__GV_W4(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i), w2 = LOAD(x[2] + i), w3 = LOAD(x[3] + i);
 /* Prefetching, chosen when the kernel is made (a test in the loop costs f32 ~10% from memory):
-   MMS__GV_ROWWISE each row pf elements ahead; MMS__GV_LINEAR the bytes at next in order, as many a
-   step as the step reads (R * 16 elements: 1, 2 or 4 lines), one linear stream */
-#define MMS__GV_NEXT(r) _mm_prefetch((const char *)(x[r] + i + pf), _MM_HINT_T1);
-#define MMS__GV_NEXT2 MMS__GV_NEXT(0) MMS__GV_NEXT(1)
-#define MMS__GV_NEXT4 MMS__GV_NEXT(0) MMS__GV_NEXT(1) MMS__GV_NEXT(2) MMS__GV_NEXT(3)
-#define MMS__GV_ROWWISE(R, T) MMS__GV_NEXT##R
+   MMS__GV_ROW_AHEAD each row MMS__GV_PF bytes ahead, MMS__GV_CHUNK_AHEAD each row's next chunk,
+   MMS__GV_LINEAR the bytes at next in order, as many a step as the step reads (R * 16 elements: 1,
+   2 or 4 lines), one linear stream */
+#define MMS__GV_NEXT(r, pf) _mm_prefetch((const char *)(x[r] + i + (pf)), _MM_HINT_T1);
+#define MMS__GV_AHEAD2(pf) MMS__GV_NEXT(0, pf) MMS__GV_NEXT(1, pf)
+#define MMS__GV_AHEAD4(pf) MMS__GV_NEXT(0, pf) MMS__GV_NEXT(1, pf) MMS__GV_NEXT(2, pf) MMS__GV_NEXT(3, pf)
+#define MMS__GV_ROW_AHEAD(R, T) MMS__GV_AHEAD##R(MMS__GV_PF / (int64_t)sizeof(T))
+#define MMS__GV_CHUNK_AHEAD(R, T) MMS__GV_AHEAD##R(MMS__GV_KC)
 #define MMS__GV_LINEAR(R, T) { const char *np = next + (i - k0) * R * (int64_t)sizeof(T);                        \
                                _mm_prefetch(np, _MM_HINT_T0);                                                      \
                                if (R * sizeof(T) >= 8) _mm_prefetch(np + 64, _MM_HINT_T0);                          \
@@ -6715,11 +6717,11 @@ MMS__AVX512_CODE_BEGIN
 /* acc[(c * R + r) * 16 + l] += lane l of row r (at xv[r]) times column c, over k in [k0, k1), prefetching
    by PREFETCH */
 #define MMS__GV_DEFINE(R, C, NAME, T, LOAD, PREFETCH)                                                               \
-    static MMS__TARGET_AVX512 void mms__gv_##R##x##C##_##NAME(int64_t k0, int64_t k1, int64_t pf, const char *next,  \
+    static MMS__TARGET_AVX512 void mms__gv_##R##x##C##_##NAME(int64_t k0, int64_t k1, const char *next,              \
                                                               const void *const *xv, const float *const *y, float *acc) { \
         const T *x[R];                                                                                             \
         int64_t i;                                                                                                 \
-        MMS__UNUSED(pf); MMS__UNUSED(next);   /* each PREFETCH uses one of them */                                   \
+        MMS__UNUSED(next);   /* MMS__GV_LINEAR's */                                                                 \
         for (i = 0; i < R; i++) x[i] = (const T *)xv[i];                                                           \
         {                                                                                                          \
             MMS__GR_ROWS##C(MMS__GV_DECL##R)                                                                       \
@@ -6734,23 +6736,24 @@ MMS__AVX512_CODE_BEGIN
 /* whole rows (up to 2 columns): WHOLE's prefetching; in chunks: each row's next chunk */
 #define MMS__GV_DEFINE_ALL(NAME, T, LOAD, WHOLE)                                                                   \
     MMS__GV_DEFINE(4, 1, NAME, T, LOAD, WHOLE) MMS__GV_DEFINE(4, 2, NAME, T, LOAD, WHOLE)                           \
-    MMS__GV_DEFINE(4, 3, NAME, T, LOAD, MMS__GV_ROWWISE) MMS__GV_DEFINE(4, 4, NAME, T, LOAD, MMS__GV_ROWWISE)       \
-    MMS__GV_DEFINE(2, 5, NAME, T, LOAD, MMS__GV_ROWWISE) MMS__GV_DEFINE(2, 6, NAME, T, LOAD, MMS__GV_ROWWISE)       \
-    MMS__GV_DEFINE(2, 7, NAME, T, LOAD, MMS__GV_ROWWISE) MMS__GV_DEFINE(2, 8, NAME, T, LOAD, MMS__GV_ROWWISE)       \
-    static void (*const mms__gv_##NAME[9])(int64_t, int64_t, int64_t, const char *, const void *const *, const float *const *, \
+    MMS__GV_DEFINE(4, 3, NAME, T, LOAD, MMS__GV_CHUNK_AHEAD) MMS__GV_DEFINE(4, 4, NAME, T, LOAD, MMS__GV_CHUNK_AHEAD) \
+    MMS__GV_DEFINE(2, 5, NAME, T, LOAD, MMS__GV_CHUNK_AHEAD) MMS__GV_DEFINE(2, 6, NAME, T, LOAD, MMS__GV_CHUNK_AHEAD) \
+    MMS__GV_DEFINE(2, 7, NAME, T, LOAD, MMS__GV_CHUNK_AHEAD) MMS__GV_DEFINE(2, 8, NAME, T, LOAD, MMS__GV_CHUNK_AHEAD) \
+    static void (*const mms__gv_##NAME[9])(int64_t, int64_t, const char *, const void *const *, const float *const *,   \
                                            float *) = {                                                            \
         NULL, mms__gv_4x1_##NAME, mms__gv_4x2_##NAME, mms__gv_4x3_##NAME, mms__gv_4x4_##NAME,                      \
         mms__gv_2x5_##NAME, mms__gv_2x6_##NAME, mms__gv_2x7_##NAME, mms__gv_2x8_##NAME };
 MMS__GV_DEFINE_ALL(f16, mms_fp16_t, MMS__GV_LOAD_F16, MMS__GV_LINEAR)
-MMS__GV_DEFINE_ALL(f32, float, MMS__GV_LOAD_F32, MMS__GV_ROWWISE)
+MMS__GV_DEFINE_ALL(f32, float, MMS__GV_LOAD_F32, MMS__GV_ROW_AHEAD)
 #undef MMS__GV_DEFINE_ALL
 #undef MMS__GV_DEFINE
 #undef MMS__GV_W4
 #undef MMS__GV_W2
 #undef MMS__GV_LINEAR
-#undef MMS__GV_ROWWISE
-#undef MMS__GV_NEXT4
-#undef MMS__GV_NEXT2
+#undef MMS__GV_CHUNK_AHEAD
+#undef MMS__GV_ROW_AHEAD
+#undef MMS__GV_AHEAD4
+#undef MMS__GV_AHEAD2
 #undef MMS__GV_NEXT
 #undef MMS__GV_STORE4
 #undef MMS__GV_STEP4
@@ -6765,13 +6768,12 @@ MMS__GV_DEFINE_ALL(f32, float, MMS__GV_LOAD_F32, MMS__GV_ROWWISE)
 /* out[c * ldo + i] = dot(row i of x, column c of y) for i < mr rows ldx elements apart, c < nr <= 8 */
 static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const void *x, int64_t ldx, int64_t mr,
                                                      const float *const *y, int64_t nr, float *out, int64_t ldo) {
-    void (*const rows_x_cols)(int64_t, int64_t, int64_t, const char *, const void *const *, const float *const *, float *) =
+    void (*const rows_x_cols)(int64_t, int64_t, const char *, const void *const *, const float *const *, float *) =
         f16 ? mms__gv_f16[nr] : mms__gv_f32[nr];
     const int64_t R = nr <= 4 ? 4 : 2;
     const size_t es = f16 ? sizeof(mms_fp16_t) : sizeof(float);
     const bool whole_rows = nr <= 2;   /* else in chunks */
     const int64_t K16 = K / 16 * 16, kc = whole_rows ? MMS__MAX(K16, 16) : MMS__GV_KC;
-    const int64_t pf = whole_rows ? MMS__GV_PF / (int64_t)es : MMS__GV_KC;   /* f16 whole rows: unused */
     float acc[MMS__GV_RB * 8 * 16];   /* per group of R rows: [column][row][lane] */
     const void *xr[4];
     int64_t i0, i, r, k0, c, k;
@@ -6785,7 +6787,7 @@ static MMS__TARGET_AVX512 void mms__gemv_cols_avx512(bool f16, int64_t K, const 
                                                                          already on their way) for f16's linear prefetch */
                 for (r = 0; r < R; r++) xr[r] = x0 + (size_t)(MMS__MIN(i + r, rb - 1) * ldx) * es;   /* past the
                                                                                    last row: it again, unused */
-                rows_x_cols(k0, MMS__MIN(k0 + kc, K16), pf, x0 + (size_t)(next * ldx) * es, xr, y, acc + i * nr * 16);
+                rows_x_cols(k0, MMS__MIN(k0 + kc, K16), x0 + (size_t)(next * ldx) * es, xr, y, acc + i * nr * 16);
             }
         for (i = 0; i < rb; i++) {
             const char *row = x0 + (size_t)(i * ldx) * es;

@@ -7,8 +7,8 @@
    (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too.
    How long to spin: longer than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms
    (the host must run the vCPU); with a fixed 0.1 ms, two threads running back-to-back products of
-   0.2 ms fell into a cycle where each woke the other late (build/bench's 4096x4096 decode cases:
-   0.53 ms instead of 0.21 in half the runs). So each sleeper measures its wake-up, from the
+   0.2 ms fell into a cycle where each woke the other late (build/bench's Q4_K 4096x4096 decode:
+   0.53-0.57 ms instead of 0.17-0.25 in 4 of 20 runs). So each sleeper measures its wake-up, from the
    signal to running again, and the budget follows twice the longest seen lately, between
    MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds
    and keeps the minimum). */
@@ -55,9 +55,9 @@ static void mms__threadpool_signalled(struct mms__threadpool *pool) {
 /* A sleeper is running again: the budget becomes twice its wake-up time where that is more, or
    decays by an eighth toward it (a wake-up that seems to come before its signal counts as instant). */
 static void mms__threadpool_woke(struct mms__threadpool *pool) {
-    const int32_t wake = (int32_t)((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us));
-    const int32_t old = mms__atomic_load(&pool->spin_us);
-    int32_t budget = MMS__MAX(2 * MMS__MIN(MMS__MAX(wake, 0), MMS__POOL_SPIN_MAX_US), old - old / 8);
+    const int32_t since = (int32_t)((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us));
+    const int32_t wake = MMS__MIN(MMS__MAX(since, 0), MMS__POOL_SPIN_MAX_US);   /* 2 * wake cannot overflow */
+    const int32_t old = mms__atomic_load(&pool->spin_us), budget = MMS__MAX(2 * wake, old - old / 8);
     mms__atomic_store(&pool->spin_us, MMS__MIN(MMS__MAX(budget, MMS__POOL_SPIN_MIN_US), MMS__POOL_SPIN_MAX_US));
 }
 
