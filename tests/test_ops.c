@@ -371,14 +371,18 @@ static double tol_for(enum mms_type type, double f32_tol) {
 
 /* Compares output t (expected shape ne and type) with ref (logical order; freed here). tol 0
    means every element must match exactly (copies, integer results); otherwise the normalised
-   MSE sum((out-ref)^2) / sum(ref^2) must be <= tol (a NaN anywhere fails). */
-static void check(const struct tcase *c, const char *op, const struct mms_tensor *t, const int64_t ne[4],
-                  enum mms_type type, double *ref, double tol) {
+   MSE sum((out-ref)^2) / sum(scale^2) must be <= tol (a NaN anywhere fails). scale is ref itself,
+   or for sums (terms_sq given) each element's root sum of its terms' squares: their
+   rounding grows with the terms, and a sum that cancels to near zero (a few random terms) would
+   otherwise turn correct f32 rounding into a large relative error. */
+static void check_scaled(const struct tcase *c, const char *op, const struct mms_tensor *t, const int64_t ne[4],
+                         enum mms_type type, double *ref, double *terms_sq, double tol) {
     double *got, err = 0.0, den = 0.0, nmse;
     int64_t i, n = nelem(ne), bad = 0, first = -1;
     if (!t) {
         EXPECT(t != NULL, "%s %s: the op returned NULL", op, c->label);
         free(ref);
+        free(terms_sq);
         return;
     }
     if (!(t->ne[0] == ne[0] && t->ne[1] == ne[1] && t->ne[2] == ne[2] && t->ne[3] == ne[3]) || t->type != type) {
@@ -386,6 +390,7 @@ static void check(const struct tcase *c, const char *op, const struct mms_tensor
                type_str(t->type), (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                type_str(type), (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);
         free(ref);
+        free(terms_sq);
         return;
     }
     got = case_result(c, t);
@@ -396,7 +401,7 @@ static void check(const struct tcase *c, const char *op, const struct mms_tensor
             bad++;
         }
         err += d * d;
-        den += ref[i] * ref[i];
+        den += terms_sq ? terms_sq[i] : ref[i] * ref[i];
     }
     nmse = den > 0.0 ? err / den : err;
     if (g_verbose) printf("    %-12s %-60s %d thr: nmse %.3g (tol %.1g)\n", op, c->label, c->n_threads, nmse, tol);
@@ -409,6 +414,12 @@ static void check(const struct tcase *c, const char *op, const struct mms_tensor
                op, c->label, desc(c, t), c->n_threads, nmse, tol, (long long)bad, (long long)first);
     free(got);
     free(ref);
+    free(terms_sq);
+}
+
+static void check(const struct tcase *c, const char *op, const struct mms_tensor *t, const int64_t ne[4],
+                  enum mms_type type, double *ref, double tol) {
+    check_scaled(c, op, t, ne, type, ref, NULL, tol);
 }
 
 /* ================================================================================================
@@ -570,20 +581,23 @@ static void test_reductions(void) {
         am = case_out(&c, mms_argmax(c.ctx, m));
         if (case_compute(&c)) {
             const int64_t nes[4] = { 1, ne[1], ne[2], ne[3] }, nea[4] = { ne[1], ne[2], ne[3], 1 };
-            double *rs = ref_new(nes), *ra = ref_new(nea);
+            double *rs = ref_new(nes), *rs_sq = ref_new(nes), *ra = ref_new(nea);
             int64_t i0, i1, i2, i3;
             for (i3 = 0; i3 < ne[3]; i3++) for (i2 = 0; i2 < ne[2]; i2++) for (i1 = 0; i1 < ne[1]; i1++) {
-                double s = 0.0, best = -INFINITY;
+                double s = 0.0, sq = 0.0, best = -INFINITY;
                 int64_t arg = 0;
                 for (i0 = 0; i0 < ne[0]; i0++) {
                     double v = in_at(&c, m, i0, i1, i2, i3);
-                    s += in_at(&c, a, i0, i1, i2, i3);
+                    const double x = in_at(&c, a, i0, i1, i2, i3);
+                    s += x;
+                    sq += x * x;
                     if (v > best) { best = v; arg = i0; }
                 }
                 rs[AT(nes, 0, i1, i2, i3)] = s;
+                rs_sq[AT(nes, 0, i1, i2, i3)] = sq;
                 ra[AT(nea, i1, i2, i3, 0)] = (double)arg;
             }
-            check(&c, "mms_sum_rows", sum, nes, F32, rs, 1e-10);
+            check_scaled(&c, "mms_sum_rows", sum, nes, F32, rs, rs_sq, 1e-10);
             check(&c, "mms_argmax", am, nea, I32, ra, 0.0);
         }
         case_end(&c);
@@ -690,17 +704,20 @@ static void test_mul_mat(void) {
             const int64_t ne[4] = { na[1], nb[1], nb[2], nb[3] }, r2 = nb[2] / na[2], r3 = nb[3] / na[3];
             /* the manual's rule: bf16 weights on the avx512 set round b to bf16 past N = 4 */
             const bool b_bf16 = cfg[k].ta == BF16 && nb[1] > 4 && mms_cpu_get_kernels() == MMS_CPU_KERNELS_AVX512;
-            double *ref = ref_new(ne);
+            double *ref = ref_new(ne), *terms_sq = ref_new(ne);
             int64_t i0, i1, i2, i3, kk;
             FOR4(ne) {
-                double s = 0.0;
+                double s = 0.0, sq = 0.0;
                 for (kk = 0; kk < na[0]; kk++) {
                     const double bv = in_at(&c, b, kk, i1, i2, i3);
-                    s += in_at(&c, a, kk, i0, i2 / r2, i3 / r3) * (b_bf16 ? round_to(BF16, bv) : bv);
+                    const double term = in_at(&c, a, kk, i0, i2 / r2, i3 / r3) * (b_bf16 ? round_to(BF16, bv) : bv);
+                    s += term;
+                    sq += term * term;
                 }
                 ref[AT(ne, i0, i1, i2, i3)] = s;
+                terms_sq[AT(ne, i0, i1, i2, i3)] = sq;
             }
-            check(&c, "mms_mul_mat", out, ne, F32, ref, 1e-8);
+            check_scaled(&c, "mms_mul_mat", out, ne, F32, ref, terms_sq, 1e-8);
         }
         case_end(&c);
     }
