@@ -507,8 +507,11 @@
            group's next block is prefetched (Q4_K, Q6_K; 8 blocks ahead for Q4_0, Q8_0), and Q4_K and
            Q6_K take 2 groups a call (one zmm pair with AVX-512): on a 2-core Zen 5 the repacked Q6_K
            14336x4096 went 2.6-2.8 -> 0.9-1.4 ms on avx512 and 2.7-3.3 -> 0.8 ms on avx2, Q4_K 1.0-1.2
-           -> 0.7-0.9 ms on both. The layout depends on the shape only: the scalar and NEON
-           sets unpack each tile of rows before their usual kernels (same results as from a CPU
+           -> 0.7-0.9 ms on both. Q4_K and Q6_K prefetch the next block a share at each step
+           through a block, not all its lines at once: on a 2-core Zen 4 the repacked Q6_K
+           4096x4096 and 14336x4096 went from 48-54% to 85-101% of the read beside them on
+           avx512 (72-86% -> 98-112% on avx2), Q4_K 4096x4096 0.34-0.36 -> 0.26-0.35 ms. The
+           layout depends on the shape only: the scalar and NEON sets unpack each tile of rows before their usual kernels (same results as from a CPU
            buffer). Set and get whole tensors (they convert; anything else is MMS_ERR_UNSUPPORTED);
            only MUL_MAT may read such a tensor, as its first operand: computing any other op that
            reads, views or writes it fails with MMS_ERR_UNSUPPORTED naming the tensor. Types and
@@ -8979,6 +8982,14 @@ static MMS__TARGET_AVX512 void mms__dot_rows_q4_k_avx512(int64_t K, const void *
 }
 MMS__AVX512_CODE_END
 
+/* The Q4_K and Q6_K decode kernels below prefetch the next block of each group a share at each of
+   the `steps` steps through a block (shares <= 128 bytes, 1-2 lines each; they cover the block).
+   A whole block's lines at once (19 or 27 a group, two groups a call) was too many misses at once
+   for Zen 4: build/bench --filter 'q6_k 4096x4096 * 1 cold repacked' ran at 48-53% of the read
+   beside it, 85-93% spread out. */
+#define MMS__PREFETCH_NEXT_SHARE(w, step, steps) \
+    MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
+
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
    mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
 static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
@@ -8997,13 +9008,13 @@ static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K,
         for (j = 0; j < ns; j++) {
             const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
             __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
-            MMS__PREFETCH(w + 1, sizeof *w, 3);   /* the next block, as the AVX-512 GEMVs below */
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 MMS__UNROLL4
                 for (k = 0; k < 8; k++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
                     int32_t a_lo, a_hi;
+                    MMS__PREFETCH_NEXT_SHARE(w, 4 * s + k, 32);
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
                     lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo));
@@ -9048,14 +9059,14 @@ static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const 
         for (j = 0; j < np; j++) {
             const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)wv[2 * j] + b, *w1 = (const struct mms__q4_kx8 *)wv[2 * j + 1] + b;
             __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
-            MMS__PREFETCH(w0 + 1, sizeof *w0, 3);   /* the next block (measured 7% faster from memory) */
-            MMS__PREFETCH(w1 + 1, sizeof *w1, 3);
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 MMS__UNROLL8
                 for (k = 0; k < 8; k++) {
                     const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
                     int32_t a_lo, a_hi;
+                    MMS__PREFETCH_NEXT_SHARE(w0, 4 * s + k, 32);
+                    MMS__PREFETCH_NEXT_SHARE(w1, 4 * s + k, 32);
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
                     lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), _mm512_set1_epi32(a_lo));
@@ -9091,7 +9102,6 @@ static MMS__AVX2_INLINE void mms__gemv_q6_kx8_body(bool vnni, int ns, int64_t K,
         for (j = 0; j < ns; j++) {
             const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)wv[j] + b;
             __m256i sumi = _mm256_setzero_si256(), off = _mm256_setzero_si256();
-            MMS__PREFETCH(w + 1, sizeof *w, 3);   /* the next block, as the AVX-512 GEMVs below */
             for (t = 0; t < 8; t++)
                 off = _mm256_add_epi32(off, _mm256_madd_epi16(mms__s8x8_pairs(w->sc[2 * t], w->sc[2 * t + 1]), _mm256_set1_epi32(mms__bsum_pair(x[b].bsums, t))));
             for (h = 0; h < 2; h++)
@@ -9103,6 +9113,7 @@ MMS__UNROLL4
                     for (k = 0; k < 4; k++) {
                         const int i = 4 * s + k;
                         const __m256i qh = _mm256_loadu_si256((const __m256i *)w->qh[8 * h + i]);
+                        MMS__PREFETCH_NEXT_SHARE(w, 8 * h + i, 16);
                         const __m256i qa = _mm256_loadu_si256((const __m256i *)w->ql[16 * h + i]), qb = _mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 + i]);
 MMS__UNROLL4
                         for (g = 0; g < 4; g++) {
@@ -9144,8 +9155,6 @@ static MMS__TARGET_AVX512 void mms__gemv_q6_kx8_avx512(int ns, int64_t K, const 
         for (j = 0; j < np; j++) {
             const struct mms__q6_kx8 *w0 = (const struct mms__q6_kx8 *)wv[2 * j] + b, *w1 = (const struct mms__q6_kx8 *)wv[2 * j + 1] + b;
             __m512i sumi = _mm512_setzero_si512(), off = _mm512_setzero_si512();
-            MMS__PREFETCH(w0 + 1, sizeof *w0, 3);   /* the next block: the unpacking reads each block out of order */
-            MMS__PREFETCH(w1 + 1, sizeof *w1, 3);
             for (t = 0; t < 8; t++) {
                 const __m512i sp = _mm512_or_si512(_mm512_and_si512(mms__s8x16_i32(w0->sc[2 * t], w1->sc[2 * t]), _mm512_set1_epi32(0xffff)),
                                                    _mm512_slli_epi32(mms__s8x16_i32(w0->sc[2 * t + 1], w1->sc[2 * t + 1]), 16));
@@ -9159,6 +9168,8 @@ MMS__UNROLL4
                     for (k = 0; k < 4; k++) {
                         const int i = 4 * s + k;
                         const __m512i qh = mms__pair256(w0->qh[8 * h + i], w1->qh[8 * h + i]);
+                        MMS__PREFETCH_NEXT_SHARE(w0, 8 * h + i, 16);
+                        MMS__PREFETCH_NEXT_SHARE(w1, 8 * h + i, 16);
                         const __m512i qa = mms__pair256(w0->ql[16 * h + i], w1->ql[16 * h + i]), qb = mms__pair256(w0->ql[16 * h + 8 + i], w1->ql[16 * h + 8 + i]);
 MMS__UNROLL4
                         for (g = 0; g < 4; g++) {
