@@ -9,8 +9,8 @@ WARN     = -Wall -Wextra -Werror -pedantic
 LIBS     = -lm -lpthread
 SAN      = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 TSAN     = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
-# Under ThreadSanitizer: the tests that share objects between threads (a model among contexts).
-TSAN_TESTS = test_mllama_seq
+# Under ThreadSanitizer: the tests that share objects between threads (a model among contexts, the thread pool).
+TSAN_TESTS = test_mllama_seq test_backend
 CUDA_ARCHS ?= 80 90
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
@@ -65,12 +65,14 @@ $(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama $(B)/batch
 $(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama $(B)/asan/batch | $(B)/tests-asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' -DBATCH='"$(B)/asan/batch"' $< -o $@ $(LIBS)
 # test_examples runs the examples: the normal builds, and under sanitizers sanitized builds.
-$(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench | $(B)/tests
+$(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench $(B)/bench_load | $(B)/tests
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DEXAMPLES='"$(B)"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench | $(B)/tests-asan
+$(B)/tests-asan/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench $(B)/asan/bench_load | $(B)/tests-asan
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DEXAMPLES='"$(B)/asan"' $< -o $@ $(LIBS)
 $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench: $(B)/asan/%: examples/%.c mmsched.h examples/*.h | $(B)/asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
+$(B)/asan/bench_load: examples/bench_load.c mmsched.h examples/*.h | $(B)/asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
 # test_quantize runs the quantize program the same way.
 $(B)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/quantize | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
@@ -283,8 +285,11 @@ $(B)/mllama: examples/mllama.c mmsched.h | $(B)
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
 $(B)/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
+# The thread count under competing load: POSIX (fork), so not among the cross-built EXAMPLES.
+$(B)/bench_load: examples/bench_load.c mmsched.h examples/random_mllama.h | $(B)
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf

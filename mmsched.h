@@ -55,6 +55,7 @@
        MMS_LOG_LEVEL=debug|info|warn|error|none   what the default logger prints (default warn)
        MMS_CPU_KERNELS=auto|scalar|avx2|avx512|neon|neon_dotprod   the CPU kernel set (default auto)
        MMS_CPU_PROFILE=1                          per-op-type CPU time, printed when the backend is freed (section 9)
+       MMS_CPU_SPLIT=auto|all|none                which nodes the CPU backend splits across its threads (section 9)
        MMS_SCHED_DEBUG=1|2                        scheduler trace (section 8)
        MMS_SCHED_POISON=1                         fill compute memory with NaN at each allocation
        MMS_SCHED_DUMP=glob, MMS_SCHED_DUMP_DIR    write matching computed tensors to files
@@ -427,16 +428,32 @@
        way to bisect where two configurations start to differ.
 
    9. THE CPU BACKEND
-       mms_backend_cpu_init() starts a thread pool with one worker per core
-       (mms_backend_cpu_set_n_threads changes it). Every worker walks the graph and meets the others
-       at a barrier after each node; a waiting worker spins a while and then sleeps on a condition
-       variable, so on a busy machine the OS can run the straggler on its core. Between graphs
-       workers spin as long on the job counter, then sleep. How long: 0.1 ms, or twice the time
-       sleepers lately took to wake where that is more, up to 1 ms (each sleeper measures it as it
-       wakes; on a virtual machine a wake-up can take longer than 0.1 ms, and back-to-back graphs of
-       a fraction of a millisecond then fell into a cycle of each thread waking the other late: 2.5x
-       slower). build/bench measures both costs ("threadpool": about 0.1-0.3 us per barrier when
-       the cores are free, about 10 us when another process holds one).
+       mms_backend_cpu_init() starts a thread pool of one thread per core, the caller included
+       (mms_backend_cpu_set_n_threads changes it; 0 is the default). The caller walks the graph.
+       A node worth splitting is handed to the pool in one part per thread (at most one per core:
+       threads beyond the cores only wait); the caller takes parts itself and the helpers that are
+       running take the others, one compare-and-swap a part, so the caller waits only for parts a
+       helper took, never for a helper the OS has not run (on a busy machine another program may
+       have its core: that helper finds no part left when it runs). Other nodes run whole on the
+       caller, with no hand-out at all. Which nodes are worth it is measured as the graph runs: a
+       node of one thread's time T (estimated from its multiply-adds and bytes) is split when T
+       times the share of recent splits' parts the helpers took is more than what those splits cost
+       the caller beyond its own parts (handing out, waking sleepers, waiting for the helpers'
+       parts). On an idle machine helpers take their share and a split costs microseconds, so all
+       but the smallest nodes are split; while other programs hold the cores, helpers come late or
+       not at all, splits cost milliseconds, and only long nodes are split. The cost learnt halves
+       every 20 ms without a split, so smaller nodes are tried again when the machine frees up.
+       mms_backend_cpu_set_split (or MMS_CPU_SPLIT=auto|all|none) overrides the choice: ALL splits
+       every node (the tests do, so every kernel's parts are checked), NONE none.
+       Waiting threads (helpers between nodes, the caller for the helpers' parts) spin a few
+       microseconds, then yield their core between looks (on a shared core the thread they wait
+       for, or another program, runs meanwhile), then sleep on a condition variable. How long
+       before sleeping: 0.1 ms, or twice the time sleepers lately took to wake where that is more,
+       up to 1 ms (each sleeper measures it as it wakes; on a virtual machine a wake-up can take
+       longer than 0.1 ms, and back-to-back graphs of a fraction of a millisecond then fell into a
+       cycle of each thread waking the other late). build/bench measures a split node and a graph
+       start ("threadpool"); build/bench_load times a caption, a 512-token prefill and a decode
+       step with the default and fixed thread counts while other processes keep the cores busy.
        Work is cut into pieces that depend on the shapes only (rows, or tiles handed out through an
        atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
        whatever the thread count.
@@ -1459,8 +1476,21 @@ MMS_API enum mms_status     mms_backend_event_wait(mms_backend_t backend, mms_ba
 
 MMS_API mms_backend_t   mms_backend_cpu_init(void);   /* NULL + last error */
 MMS_API bool            mms_backend_is_cpu(mms_backend_t backend);
-MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t backend, int n_threads); /* default: all cores */
+/* Threads of the pool, the caller included: 1..4096, or 0 for the default, one per core. At most
+   one per core works on a node at a time (more only wait); which nodes are split across them is
+   decided as the graph runs, from what splitting costs on the machine at that moment (manual
+   section 9): a busy machine's other programs slow a graph down, they do not stall it. */
+MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t backend, int n_threads);
 MMS_API int             mms_backend_cpu_get_n_threads(mms_backend_t backend);
+/* Which nodes are split across the threads: those worth it as measured (AUTO, the default), every
+   node (ALL: each kernel's parts run on every thread count, which tests want), or none (NONE).
+   MMS_CPU_SPLIT=auto|all|none in the environment sets it for every CPU backend made after. */
+enum mms_cpu_split {
+    MMS_CPU_SPLIT_AUTO = 0,
+    MMS_CPU_SPLIT_ALL  = 1,
+    MMS_CPU_SPLIT_NONE = 2
+};
+MMS_API enum mms_status mms_backend_cpu_set_split(mms_backend_t backend, enum mms_cpu_split split);
 MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
@@ -2502,12 +2532,26 @@ static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int3
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { _InterlockedExchange(&a->v, (long)x); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return (int32_t)_InterlockedExchangeAdd(&a->v, (long)x); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)counter); }
+/* 64-bit words handed over between threads: sequentially consistent */
+typedef struct { volatile __int64 v; } mms__atomic_i64;
+static int64_t mms__atomic_load64(mms__atomic_i64 *a)             { return (int64_t)_InterlockedOr64(&a->v, 0); }
+static void    mms__atomic_exchange64(mms__atomic_i64 *a, int64_t x) { _InterlockedExchange64(&a->v, (__int64)x); }
+static bool    mms__atomic_cas64(mms__atomic_i64 *a, int64_t old, int64_t x) {
+    return _InterlockedCompareExchange64(&a->v, (__int64)x, (__int64)old) == (__int64)old;
+}
 #else
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return __atomic_fetch_add(&a->v, x, __ATOMIC_ACQ_REL); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+/* 64-bit words handed over between threads: sequentially consistent */
+typedef struct { volatile int64_t v; } mms__atomic_i64;
+static int64_t mms__atomic_load64(mms__atomic_i64 *a)             { return __atomic_load_n(&a->v, __ATOMIC_SEQ_CST); }
+static void    mms__atomic_exchange64(mms__atomic_i64 *a, int64_t x) { (void)__atomic_exchange_n(&a->v, x, __ATOMIC_SEQ_CST); }
+static bool    mms__atomic_cas64(mms__atomic_i64 *a, int64_t old, int64_t x) {
+    return __atomic_compare_exchange_n(&a->v, &old, x, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
 #endif
 
 static void mms__cpu_relax(void) {
@@ -2555,6 +2599,7 @@ static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c
 static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
 static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+static void mms__cond_signal(mms__cond *c)       { WakeConditionVariable(c); }
 
 static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
 static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
@@ -2591,6 +2636,7 @@ static void mms__cond_init(mms__cond *c)         { pthread_cond_init(c, NULL); }
 static void mms__cond_destroy(mms__cond *c)      { pthread_cond_destroy(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { pthread_cond_wait(c, m); }
 static void mms__cond_broadcast(mms__cond *c)    { pthread_cond_broadcast(c); }
+static void mms__cond_signal(mms__cond *c)       { pthread_cond_signal(c); }
 
 /* A process-wide mutex for the few global tables (live buffers, log settings). */
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -5613,54 +5659,71 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
 
 /* ==== begin src/backend/cpu/threadpool.c ==== */
 /* >>threadpool ====================================================================================
-   A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
-   worker; inside a job, workers meet at barriers. Whoever waits spins a while (threads finishing a
-   node apart are common: a matrix product's last tiles) and then sleeps on a condition variable, so
-   a busy machine's scheduler can run the straggler on the waiter's core instead of watching it spin
-   (build/bench measures a barrier). Between jobs, workers spin as long on the job counter
-   (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too.
-   How long to spin: longer than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms
-   (the host must run the vCPU); with a fixed 0.1 ms, two threads running back-to-back products of
-   0.2 ms fell into a cycle where each woke the other late (build/bench's Q4_K 4096x4096 decode:
-   0.53-0.57 ms instead of 0.17-0.25 in 4 of 20 runs). So each sleeper measures its wake-up, from the
-   signal to running again, and the budget follows twice the longest seen lately, between
-   MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds
-   and keeps the minimum). */
+   A pool of persistent helpers for the CPU backend. The caller runs a job of n parts,
+   fn(arg, part, n_parts, worker), and takes parts itself; helpers that are running take parts
+   too. Parts are handed out through one claim word (the job's epoch and the parts left, a
+   compare-and-swap per part), so the caller never waits for a helper that holds no part: on a
+   busy machine a helper whose core went to another program is not waited for, it finds no part
+   left when it runs again. The caller waits only for parts a helper took and has not finished.
+   (A barrier of all threads, as this pool had before, made every node wait for the slowest
+   thread to be scheduled: with other programs running, graphs of many small nodes ran tens of
+   times slower with two threads than with one.)
 
-#define MMS__POOL_SPIN_MIN_US 100
-#define MMS__POOL_SPIN_MAX_US 1000
+   Waiting, for a helper between jobs and for the caller waiting for parts: spin a little, then
+   yield the core between looks (a waiter on a shared core then lets the thread it waits for, or
+   another program, run), then sleep on a condition variable. How long before sleeping: longer
+   than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms (the host must run the
+   vCPU); with a fixed 0.1 ms, two threads running back-to-back products fell into a cycle where
+   each woke the other late. So each sleeper measures its wake-up, from the signal to running
+   again, and the budget follows twice the longest seen lately, between MMS__POOL_SPIN_MIN_US and
+   MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds and keeps the minimum).
+
+   What the caller learns of each job decides which nodes are worth splitting
+   (mms__threadpool_worth): the share of the parts the helpers took and the time the split cost
+   the caller beyond its own parts (handing out, waking sleepers, waiting for the helpers' parts).
+   A node of one thread's time T gains T * share and pays that cost: split when the gain is more.
+   On an idle machine the helpers take their share and the cost is microseconds, so nodes of a
+   few microseconds are split; when other programs hold the cores, helpers come late or not at
+   all and only long nodes are. Without splits nothing is learnt, so the learnt cost fades with
+   time (MMS__POOL_FORGET_US) and short nodes are tried again. */
+
+#define MMS__POOL_SPIN_MIN_US  100
+#define MMS__POOL_SPIN_MAX_US  1000
+#define MMS__POOL_PURE_SPINS   64       /* pauses before a waiter starts yielding its core between looks */
+#define MMS__POOL_PARTS_BITS   24       /* the claim word: epoch << 24 | parts left */
+#define MMS__POOL_FORGET_US    20000    /* the learnt split cost halves after this long without a split */
+#define MMS__POOL_LEARN        0.125f   /* weight of the newest job in the running averages */
+
+typedef void (*mms__pool_fn)(void *arg, int part, int n_parts, int worker);
 
 struct mms__threadpool {
-    int           n_threads;        /* workers including the caller */
-    mms__thread  *threads;          /* n_threads - 1 */
-    mms__mutex    mutex;
-    mms__cond     cond;             /* a new job or stop */
-    mms__cond     barrier_cond;     /* a barrier's phase changed */
-    mms__atomic_int job_seq;        /* bumped for each job, under mutex; read while spinning */
-    bool          stop;
-    void        (*fn)(void *arg, int ith, int nth);
-    void         *arg;
-    mms__atomic_int barrier_count;
-    mms__atomic_int barrier_phase;
-    mms__atomic_int barrier_sleepers;
+    int             n_threads;        /* workers including the caller */
+    mms__thread    *threads;          /* n_threads - 1 helpers */
+    mms__mutex      mutex;
+    mms__cond       work_cond;        /* helpers: a new job, or stop */
+    mms__cond       done_cond;        /* the caller: the last part is done */
+    mms__atomic_int stop;
+    /* the job: written by the caller before it publishes the claim word; a helper reads it only
+       after it claimed a part, and the next job is written only after every part is done */
+    mms__pool_fn    fn;
+    void           *arg;
+    int             n_parts;
+    int64_t         epoch;            /* the caller's count of jobs */
+    mms__atomic_i64 claim;            /* epoch << MMS__POOL_PARTS_BITS | parts left */
+    mms__atomic_int done;             /* parts finished in this job */
+    mms__atomic_int sleepers;         /* helpers asleep on work_cond */
+    mms__atomic_int caller_asleep;
     mms__atomic_int signal_us;        /* when sleepers were last signalled (mms_time_us, low 32 bits) */
     mms__atomic_int spin_us;          /* the spin budget */
+    /* what the caller learnt (the caller's own) */
+    float           share;            /* running average of the parts' share the helpers took */
+    float           cost_us;          /* running average of what a split cost the caller */
+    int64_t         learnt_at;        /* when the averages were last updated or faded */
+    mms__atomic_int test_hold_helpers;   /* tests: helpers take no part (as if the OS never ran them) */
 };
 
-/* Spins until *v differs from old (true) or the budget is spent (false). */
-static bool mms__threadpool_spin(struct mms__threadpool *pool, mms__atomic_int *v, int32_t old) {
-    const int64_t t0 = mms_time_us(), budget = mms__atomic_load(&pool->spin_us);
-    for (;;) {
-        int64_t t;
-        int i;
-        for (i = 0; i < 64; i++) {   /* a clock read per 64 pauses (1.5 us on Zen 5) */
-            if (mms__atomic_load(v) != old) return true;
-            mms__cpu_relax();
-        }
-        t = mms_time_us() - t0;
-        if (t < 0 || t >= budget) return false;   /* < 0: a clock that went back */
-    }
-}
+static int64_t mms__claim_epoch(int64_t w) { return w >> MMS__POOL_PARTS_BITS; }
+static int     mms__claim_left(int64_t w)  { return (int)(w & (((int64_t)1 << MMS__POOL_PARTS_BITS) - 1)); }
 
 static void mms__threadpool_signalled(struct mms__threadpool *pool) {
     mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)mms_time_us());
@@ -5675,58 +5738,84 @@ static void mms__threadpool_woke(struct mms__threadpool *pool) {
     mms__atomic_store(&pool->spin_us, MMS__MIN(MMS__MAX(budget, MMS__POOL_SPIN_MIN_US), MMS__POOL_SPIN_MAX_US));
 }
 
-struct mms__worker_arg { struct mms__threadpool *pool; int ith; };
-
-static void mms__threadpool_barrier(struct mms__threadpool *pool) {
-    int32_t phase;
-    if (pool->n_threads == 1) return;
-    phase = mms__atomic_load(&pool->barrier_phase);
-    if (mms__atomic_fetch_add(&pool->barrier_count, 1) == pool->n_threads - 1) {
-        mms__atomic_store(&pool->barrier_count, 0);
-        mms__atomic_fetch_add(&pool->barrier_phase, 1);
-        /* A sleeper counts itself before it checks the phase under the mutex; both steps here are
-           read-modify-writes and loads in that order, so a sleeper is either seen or sees the phase. */
-        if (mms__atomic_load(&pool->barrier_sleepers) > 0) {
-            mms__mutex_lock(&pool->mutex);
-            mms__threadpool_signalled(pool);
-            mms__cond_broadcast(&pool->barrier_cond);
-            mms__mutex_unlock(&pool->mutex);
-        }
-        return;
+/* Looks at ready(pool, arg) until it is true (returns true) or the spin budget is spent (false):
+   pure spinning first, then a yield of the core between looks. */
+static bool mms__threadpool_spin(struct mms__threadpool *pool, bool (*ready)(struct mms__threadpool *, const void *), const void *arg) {
+    const int64_t t0 = mms_time_us(), budget = mms__atomic_load(&pool->spin_us);
+    int i;
+    for (i = 0; i < MMS__POOL_PURE_SPINS; i++) {
+        if (ready(pool, arg)) return true;
+        mms__cpu_relax();
     }
-    if (mms__threadpool_spin(pool, &pool->barrier_phase, phase)) return;
-    mms__atomic_fetch_add(&pool->barrier_sleepers, 1);
-    mms__mutex_lock(&pool->mutex);
-    if (mms__atomic_load(&pool->barrier_phase) == phase) {
-        do mms__cond_wait(&pool->barrier_cond, &pool->mutex); while (mms__atomic_load(&pool->barrier_phase) == phase);
-        mms__threadpool_woke(pool);
+    for (;;) {
+        int64_t t;
+        if (ready(pool, arg)) return true;
+        mms__thread_yield();
+        t = mms_time_us() - t0;
+        if (t < 0 || t >= budget) return false;   /* < 0: a clock that went back */
     }
-    mms__mutex_unlock(&pool->mutex);
-    mms__atomic_fetch_add(&pool->barrier_sleepers, -1);
 }
 
-static void *mms__threadpool_worker(void *p) {
-    struct mms__worker_arg *wa = (struct mms__worker_arg *)p;
-    struct mms__threadpool *pool = wa->pool;
-    int seen = 0;
+/* A job newer than the one a helper saw has parts left, or the pool stops. */
+static bool mms__threadpool_has_work(struct mms__threadpool *pool, const void *seen) {
+    const int64_t w = mms__atomic_load64(&pool->claim);
+    if (mms__atomic_load(&pool->stop)) return true;
+    return !mms__atomic_load(&pool->test_hold_helpers) && mms__claim_epoch(w) != *(const int64_t *)seen && mms__claim_left(w) > 0;
+}
+
+static bool mms__threadpool_all_done(struct mms__threadpool *pool, const void *unused) {
+    MMS__UNUSED(unused);
+    return mms__atomic_load(&pool->done) == pool->n_parts;
+}
+
+/* Takes one part of the job in w's epoch: its index, or -1 when none is left (or a newer job began). */
+static int mms__threadpool_claim(struct mms__threadpool *pool, int64_t epoch) {
     for (;;) {
-        void (*fn)(void *, int, int);
-        void *arg;
-        mms__threadpool_spin(pool, &pool->job_seq, seen);
-        mms__mutex_lock(&pool->mutex);
-        if (!pool->stop && mms__atomic_load(&pool->job_seq) == seen) {
-            do mms__cond_wait(&pool->cond, &pool->mutex); while (!pool->stop && mms__atomic_load(&pool->job_seq) == seen);
-            if (!pool->stop) mms__threadpool_woke(pool);
-        }
-        if (pool->stop) { mms__mutex_unlock(&pool->mutex); break; }
-        seen = mms__atomic_load(&pool->job_seq);
-        fn = pool->fn;
-        arg = pool->arg;
-        mms__mutex_unlock(&pool->mutex);
-        fn(arg, wa->ith, pool->n_threads);
-        mms__threadpool_barrier(pool);   /* the job ends when every worker is done */
+        const int64_t w = mms__atomic_load64(&pool->claim);
+        if (mms__claim_epoch(w) != epoch || mms__claim_left(w) == 0) return -1;
+        if (mms__atomic_cas64(&pool->claim, w, w - 1)) return pool->n_parts - mms__claim_left(w);
     }
-    MMS_FREE(wa);
+}
+
+/* A part is done; the last one wakes the caller if it sleeps. A sleeper sets its flag before it
+   checks the count under the mutex, and the count is a read-modify-write before the flag's load,
+   so the caller is either seen asleep or sees the count. */
+static void mms__threadpool_part_done(struct mms__threadpool *pool) {
+    const int n_parts = pool->n_parts;   /* read first: once the count reaches it, the caller may write the next job */
+    if (mms__atomic_fetch_add(&pool->done, 1) + 1 == n_parts && mms__atomic_load(&pool->caller_asleep)) {
+        mms__mutex_lock(&pool->mutex);
+        mms__threadpool_signalled(pool);
+        mms__cond_broadcast(&pool->done_cond);
+        mms__mutex_unlock(&pool->mutex);
+    }
+}
+
+struct mms__helper_arg { struct mms__threadpool *pool; int worker; };
+
+static void *mms__threadpool_helper(void *p) {
+    struct mms__helper_arg *ha = (struct mms__helper_arg *)p;
+    struct mms__threadpool *pool = ha->pool;
+    int64_t seen = 0;
+    for (;;) {
+        int part;
+        if (!mms__threadpool_spin(pool, mms__threadpool_has_work, &seen)) {
+            mms__atomic_fetch_add(&pool->sleepers, 1);
+            mms__mutex_lock(&pool->mutex);
+            if (!mms__threadpool_has_work(pool, &seen)) {
+                do mms__cond_wait(&pool->work_cond, &pool->mutex); while (!mms__threadpool_has_work(pool, &seen));
+                mms__threadpool_woke(pool);
+            }
+            mms__mutex_unlock(&pool->mutex);
+            mms__atomic_fetch_add(&pool->sleepers, -1);
+        }
+        if (mms__atomic_load(&pool->stop)) break;
+        seen = mms__claim_epoch(mms__atomic_load64(&pool->claim));
+        while ((part = mms__threadpool_claim(pool, seen)) >= 0) {
+            pool->fn(pool->arg, part, pool->n_parts, ha->worker);
+            mms__threadpool_part_done(pool);
+        }
+    }
+    MMS_FREE(ha);
     return NULL;
 }
 
@@ -5734,13 +5823,13 @@ static void mms__threadpool_free(struct mms__threadpool *pool) {
     int i;
     if (!pool) return;
     mms__mutex_lock(&pool->mutex);
-    pool->stop = true;
-    mms__cond_broadcast(&pool->cond);
+    mms__atomic_store(&pool->stop, 1);
+    mms__cond_broadcast(&pool->work_cond);
     mms__mutex_unlock(&pool->mutex);
     for (i = 0; i < pool->n_threads - 1; i++) mms__thread_join(pool->threads[i]);
     mms__mutex_destroy(&pool->mutex);
-    mms__cond_destroy(&pool->cond);
-    mms__cond_destroy(&pool->barrier_cond);
+    mms__cond_destroy(&pool->work_cond);
+    mms__cond_destroy(&pool->done_cond);
     MMS_FREE(pool->threads);
     MMS_FREE(pool);
 }
@@ -5751,37 +5840,88 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     if (!pool) return NULL;
     memset(pool, 0, sizeof *pool);
     pool->n_threads = 1;
+    pool->share = 0.5f;               /* hopeful until measured: half the work for a wake-up's cost */
+    pool->cost_us = (float)MMS__POOL_SPIN_MIN_US / 10.0f;
+    pool->learnt_at = mms_time_us();
     mms__atomic_store(&pool->spin_us, MMS__POOL_SPIN_MIN_US);
     mms__mutex_init(&pool->mutex);
-    mms__cond_init(&pool->cond);
-    mms__cond_init(&pool->barrier_cond);
+    mms__cond_init(&pool->work_cond);
+    mms__cond_init(&pool->done_cond);
     pool->threads = (mms__thread *)MMS_MALLOC(sizeof(mms__thread) * (size_t)(n_threads > 1 ? n_threads - 1 : 1));
     if (!pool->threads) { mms__threadpool_free(pool); return NULL; }
     for (i = 1; i < n_threads; i++) {
-        struct mms__worker_arg *wa = (struct mms__worker_arg *)MMS_MALLOC(sizeof *wa);
-        if (!wa) break;
-        wa->pool = pool;
-        wa->ith = i;
-        if (!mms__thread_create(&pool->threads[i - 1], mms__threadpool_worker, wa)) { MMS_FREE(wa); break; }
-        pool->n_threads++;   /* only workers that started count */
+        struct mms__helper_arg *ha = (struct mms__helper_arg *)MMS_MALLOC(sizeof *ha);
+        if (!ha) break;
+        ha->pool = pool;
+        ha->worker = i;
+        if (!mms__thread_create(&pool->threads[i - 1], mms__threadpool_helper, ha)) { MMS_FREE(ha); break; }
+        pool->n_threads++;   /* only helpers that started count */
     }
     if (pool->n_threads != n_threads) { mms__threadpool_free(pool); return NULL; }
     return pool;
 }
 
-/* Runs fn(arg, ith, n_threads) on every worker and returns when all are done. */
-static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *, int, int), void *arg) {
-    if (pool->n_threads > 1) {
+/* Whether a node of about cost_us (one thread's time) is worth splitting, from what splits cost
+   lately (the top comment). */
+static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) {
+    if (pool->n_threads == 1) return false;
+    if (mms_time_us() - pool->learnt_at > MMS__POOL_FORGET_US) {
+        pool->cost_us *= 0.5f;
+        pool->share = MMS__MAX(pool->share, 0.5f * (float)(pool->n_threads - 1) / (float)pool->n_threads);
+        pool->learnt_at = mms_time_us();
+    }
+    return cost_us * pool->share > pool->cost_us;
+}
+
+/* Runs fn(arg, part, n_parts, worker) for every part, the caller taking parts as worker 0, and
+   returns when all are done. Learns what the split cost (mms__threadpool_worth). */
+static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, void *arg, int n_parts) {
+    int64_t t0, in_parts = 0;
+    int part, mine = 0, sleepers;
+    if (pool->n_threads == 1 || n_parts <= 1) {
+        for (part = 0; part < n_parts; part++) fn(arg, part, n_parts, 0);
+        return;
+    }
+    t0 = mms_time_us();
+    pool->fn = fn;
+    pool->arg = arg;
+    pool->n_parts = n_parts;
+    mms__atomic_store(&pool->done, 0);
+    pool->epoch++;
+    mms__atomic_exchange64(&pool->claim, pool->epoch << MMS__POOL_PARTS_BITS | (int64_t)n_parts);
+    /* a helper counts itself asleep before it looks at the claim word under the mutex, and the
+       exchange above comes before this load: a sleeper is either seen here or sees the job */
+    if ((sleepers = mms__atomic_load(&pool->sleepers)) > 0) {
+        int i;
         mms__mutex_lock(&pool->mutex);
-        pool->fn = fn;
-        pool->arg = arg;
-        mms__atomic_fetch_add(&pool->job_seq, 1);
         mms__threadpool_signalled(pool);
-        mms__cond_broadcast(&pool->cond);
+        for (i = 0; i < MMS__MIN(sleepers, n_parts - 1); i++) mms__cond_signal(&pool->work_cond);
         mms__mutex_unlock(&pool->mutex);
     }
-    fn(arg, 0, pool->n_threads);
-    mms__threadpool_barrier(pool);
+    while ((part = mms__threadpool_claim(pool, pool->epoch)) >= 0) {
+        const int64_t t = mms_time_us();
+        fn(arg, part, n_parts, 0);
+        in_parts += mms_time_us() - t;
+        mine++;
+        mms__threadpool_part_done(pool);
+    }
+    if (!mms__threadpool_spin(pool, mms__threadpool_all_done, NULL)) {
+        mms__atomic_store(&pool->caller_asleep, 1);
+        mms__mutex_lock(&pool->mutex);
+        if (!mms__threadpool_all_done(pool, NULL)) {
+            do mms__cond_wait(&pool->done_cond, &pool->mutex); while (!mms__threadpool_all_done(pool, NULL));
+            mms__threadpool_woke(pool);
+        }
+        mms__mutex_unlock(&pool->mutex);
+        mms__atomic_store(&pool->caller_asleep, 0);
+    }
+    {
+        const int64_t now = mms_time_us();
+        const float share = (float)(n_parts - mine) / (float)n_parts, cost = (float)MMS__MAX(now - t0 - in_parts, 0);
+        pool->share += MMS__POOL_LEARN * (share - pool->share);
+        pool->cost_us += MMS__POOL_LEARN * (cost - pool->cost_us);
+        pool->learnt_at = now;
+    }
 }
 /* ==== end src/backend/cpu/threadpool.c ==== */
 
@@ -7403,21 +7543,21 @@ static void mms__unravel_row(const int64_t *ne, int64_t r, int64_t *i1, int64_t 
 
 /* ==== begin src/backend/cpu/compute.c ==== */
 /* >>compute =======================================================================================
-   What a CPU kernel is given: its thread index, its scratch memory and the shared state of the
+   What a CPU kernel is given: its part of the node (ith of nth; the parts of a node run in any
+   order, on any threads, side by side), its thread's scratch memory and the shared state of the
    graph being computed (a work counter for dynamic scheduling, the first error). */
 
 struct mms__compute_state {
     mms__atomic_int failed;
     enum mms_status status;
     char            error[MMS__ERROR_MAX];
-    mms__atomic_int counters[2];   /* alternate between consecutive nodes; see the graph worker */
 };
 
 struct mms__compute_params {
-    int   ith, nth;
-    float *wdata;                  /* this thread's scratch */
+    int   ith, nth;                /* the part, of this many */
+    float *wdata;                  /* the running thread's scratch */
     size_t wsize;                  /* bytes of it */
-    mms__atomic_int *counter;      /* starts at 0 for this node, shared by its threads */
+    mms__atomic_int *counter;      /* starts at 0 for this node, shared by its parts */
     struct mms__compute_state *state;
 };
 
@@ -10535,56 +10675,88 @@ static bool mms__cpu_supports_types(const struct mms_tensor *t) {
 
 struct mms__cpu_profile {
     bool    on, print_at_free;            /* print_at_free: turned on by MMS_CPU_PROFILE */
-    int64_t us[MMS_OP_COUNT], nodes[MMS_OP_COUNT], graphs, t0;
+    int64_t us[MMS_OP_COUNT], nodes[MMS_OP_COUNT], graphs;
 };
 
 struct mms__cpu_backend {
     mms__mutex              lock;         /* one graph at a time: the pool, the scratch and the profile are shared */
     int                     n_threads;
+    int                     n_parts;      /* a split node's parts: the threads, at most one per core */
+    enum mms_cpu_split      split;
     struct mms__threadpool *pool;
     void                   *work;         /* per-thread scratch, grown as needed */
     size_t                  work_size;
     struct mms__cpu_profile prof;
 };
 
-struct mms__cpu_job {
-    struct mms_cgraph         *graph;
-    struct mms__threadpool    *pool;
+/* One node handed to the pool: every part runs the node's kernel with its own part index. */
+struct mms__cpu_node_job {
+    struct mms_tensor         *node;
+    mms__cpu_kernel            kernel;
     char                      *work;
     size_t                     wsize;     /* per thread, a multiple of the alignment */
-    struct mms__compute_state  state;
-    struct mms__cpu_profile   *prof;      /* NULL unless profiling */
+    mms__atomic_int            counter;   /* the kernels' work counter, zeroed for each node */
+    struct mms__compute_state *state;
 };
 
-/* Every worker walks the whole graph; a barrier separates nodes. Node c (counting computed nodes
-   only) uses counters[c & 1]; worker 0 zeroes the other one for node c + 1, which nobody can
-   touch before the barrier that ends node c. */
-static void mms__cpu_graph_worker(void *arg, int ith, int nth) {
-    struct mms__cpu_job *job = (struct mms__cpu_job *)arg;
-    int i, n = mms_graph_n_nodes(job->graph), c = 0;
-    for (i = 0; i < n; i++) {
-        struct mms_tensor *node = mms_graph_node(job->graph, i);
-        mms__cpu_kernel kernel = mms__cpu_kernel_for(node->op);
-        struct mms__compute_params p;
-        if (!kernel || mms_nelements(node) == 0) continue;
-        p.ith = ith;
-        p.nth = nth;
-        p.wdata = (float *)(job->work + (size_t)ith * job->wsize);
-        p.wsize = job->wsize;
-        p.counter = &job->state.counters[c & 1];
-        p.state = &job->state;
-        if (ith == 0) mms__atomic_store(&job->state.counters[(c + 1) & 1], 0);
-        kernel(&p, node);
-        c++;
-        mms__threadpool_barrier(job->pool);
-        if (job->prof && ith == 0) {    /* after the barrier: the slowest thread's time */
-            int64_t t = mms_time_us();
-            job->prof->us[node->op] += t - job->prof->t0;
-            job->prof->nodes[node->op]++;
-            job->prof->t0 = t;
+static void mms__cpu_node_part(void *arg, int part, int n_parts, int worker) {
+    struct mms__cpu_node_job *job = (struct mms__cpu_node_job *)arg;
+    struct mms__compute_params p;
+    p.ith = part;
+    p.nth = n_parts;
+    p.wdata = (float *)(job->work + (size_t)worker * job->wsize);
+    p.wsize = job->wsize;
+    p.counter = &job->counter;
+    p.state = job->state;
+    job->kernel(&p, job->node);
+}
+
+/* About how long one thread takes for a node, in microseconds: its multiply-adds at
+   MMS__CPU_FLOPS_PER_US and the bytes it reads and writes at MMS__CPU_BYTES_PER_US. It only
+   decides which nodes are worth splitting, where being within a few times of the truth is enough. */
+#define MMS__CPU_FLOPS_PER_US 30000.0
+#define MMS__CPU_BYTES_PER_US 10000.0
+static double mms__cpu_node_cost_us(const struct mms_tensor *t) {
+    double flops = 0.0, bytes = (double)mms_nbytes(t);
+    int i;
+    for (i = 0; i < MMS_MAX_SRC; i++) if (t->src[i]) bytes += (double)mms_nbytes(t->src[i]);
+    if (t->op == MMS_OP_MUL_MAT)          /* K x M by K x (N x batches) */
+        flops = 2.0 * (double)t->src[0]->ne[0] * (double)t->src[0]->ne[1] * (double)mms_nrows(t->src[1]);
+    else if (t->op == MMS_OP_FLASH_ATTN_EXT)   /* Q K^T and P V: D x Lq x Lk x heads, twice */
+        flops = 4.0 * (double)t->src[0]->ne[0] * (double)mms_nrows(t->src[0]) * (double)t->src[1]->ne[1];
+    return flops / MMS__CPU_FLOPS_PER_US + bytes / MMS__CPU_BYTES_PER_US;
+}
+
+/* The caller walks the graph; a node worth splitting (mms__threadpool_worth) is handed to the
+   pool in one part per worker, the others run whole on the caller. */
+static enum mms_status mms__cpu_run_graph(struct mms__cpu_backend *cpu, struct mms_cgraph *g, char *work, size_t wsize) {
+    struct mms__compute_state state;
+    struct mms__cpu_node_job job;
+    int i, n = mms_graph_n_nodes(g);
+    memset(&state, 0, sizeof state);
+    memset(&job, 0, sizeof job);
+    job.work = work;
+    job.wsize = wsize;
+    job.state = &state;
+    for (i = 0; i < n && !mms__atomic_load(&state.failed); i++) {
+        struct mms_tensor *node = mms_graph_node(g, i);
+        const int64_t t0 = cpu->prof.on ? mms_time_us() : 0;
+        int parts;
+        job.kernel = mms__cpu_kernel_for(node->op);
+        if (!job.kernel || mms_nelements(node) == 0) continue;
+        job.node = node;
+        mms__atomic_store(&job.counter, 0);
+        parts = cpu->split == MMS_CPU_SPLIT_ALL ? cpu->n_threads   /* the partition of every thread count, cores or not */
+              : cpu->split == MMS_CPU_SPLIT_NONE ? 1
+              : mms__threadpool_worth(cpu->pool, mms__cpu_node_cost_us(node)) ? cpu->n_parts : 1;
+        mms__threadpool_run(cpu->pool, mms__cpu_node_part, &job, parts);
+        if (cpu->prof.on) {
+            cpu->prof.us[node->op] += mms_time_us() - t0;
+            cpu->prof.nodes[node->op]++;
         }
-        if (mms__atomic_load(&job->state.failed)) break;
     }
+    if (state.failed.v) return mms_set_error(state.status, "%s", state.error);
+    return MMS_OK;
 }
 
 static const char *mms__cpu_get_name(mms_backend_t b) { MMS__UNUSED(b); return "CPU"; }
@@ -10637,7 +10809,6 @@ static bool mms__cpu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t bu
 }
 
 static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cpu, struct mms_cgraph *g) {
-    struct mms__cpu_job job;
     size_t wsize = 0;
     int i;
     for (i = 0; i < mms_graph_n_nodes(g); i++) {
@@ -10657,19 +10828,8 @@ static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cp
         cpu->work = w;
         cpu->work_size = wsize * (size_t)cpu->n_threads;
     }
-    memset(&job, 0, sizeof job);
-    job.graph = g;
-    job.pool = cpu->pool;
-    job.work = (char *)cpu->work;
-    job.wsize = wsize;
-    if (cpu->prof.on) {
-        job.prof = &cpu->prof;
-        cpu->prof.graphs++;
-        cpu->prof.t0 = mms_time_us();
-    }
-    mms__threadpool_run(cpu->pool, mms__cpu_graph_worker, &job);
-    if (job.state.failed.v) return mms_set_error(job.state.status, "%s", job.state.error);
-    return MMS_OK;
+    if (cpu->prof.on) cpu->prof.graphs++;
+    return mms__cpu_run_graph(cpu, g, (char *)cpu->work, wsize);
 }
 
 /* Graphs of several schedulers (contexts on other threads) that share this backend take turns. */
@@ -10700,7 +10860,7 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
         return NULL;
     }
     memset(cpu, 0, sizeof *cpu);
-    cpu->n_threads = mms_cpu_count();
+    cpu->n_threads = cpu->n_parts = mms_cpu_count();
     cpu->pool = mms__threadpool_new(cpu->n_threads);
     if (!cpu->pool) {
         MMS_FREE(b);
@@ -10711,6 +10871,12 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
     mms__mutex_init(&cpu->lock);
     mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
     if (getenv("MMS_CPU_PROFILE") && atoi(getenv("MMS_CPU_PROFILE")) > 0) cpu->prof.on = cpu->prof.print_at_free = true;
+    if (getenv("MMS_CPU_SPLIT")) {
+        const char *e = getenv("MMS_CPU_SPLIT");
+        if (!strcmp(e, "all")) cpu->split = MMS_CPU_SPLIT_ALL;
+        else if (!strcmp(e, "none")) cpu->split = MMS_CPU_SPLIT_NONE;
+        else if (strcmp(e, "auto") != 0) mms__log(MMS_LOG_WARN, "MMS_CPU_SPLIT=%s is not auto, all or none: auto", e);
+    }
     b->iface = mms__cpu_backend_iface;
     b->context = cpu;
     return b;
@@ -10722,8 +10888,9 @@ MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_thr
     struct mms__cpu_backend *cpu;
     struct mms__threadpool *pool;
     if (!mms_backend_is_cpu(b)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: not a CPU backend");
-    if (n_threads < 1 || n_threads > 4096)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096, got %d", n_threads);
+    if (n_threads < 0 || n_threads > 4096)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096 (0: the default), got %d", n_threads);
+    if (n_threads == 0) n_threads = mms_cpu_count();
     cpu = (struct mms__cpu_backend *)b->context;
     mms__mutex_lock(&cpu->lock);      /* contexts on other threads share the backend: not while a graph runs on the old pool */
     if (n_threads != cpu->n_threads) {
@@ -10735,7 +10902,20 @@ MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_thr
         mms__threadpool_free(cpu->pool);
         cpu->pool = pool;
         cpu->n_threads = n_threads;
+        cpu->n_parts = MMS__MIN(n_threads, mms_cpu_count());
     }
+    mms__mutex_unlock(&cpu->lock);
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_cpu_set_split(mms_backend_t b, enum mms_cpu_split split) {
+    struct mms__cpu_backend *cpu;
+    if (!mms_backend_is_cpu(b)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_split: not a CPU backend");
+    if (split != MMS_CPU_SPLIT_AUTO && split != MMS_CPU_SPLIT_ALL && split != MMS_CPU_SPLIT_NONE)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_split: %d is not MMS_CPU_SPLIT_AUTO, _ALL or _NONE", (int)split);
+    cpu = (struct mms__cpu_backend *)b->context;
+    mms__mutex_lock(&cpu->lock);
+    cpu->split = split;
     mms__mutex_unlock(&cpu->lock);
     return MMS_OK;
 }

@@ -482,13 +482,15 @@ static void bench_stream(mms_backend_t cpu, const char *name, enum mms_op op, in
     bench_done(&c);
 }
 
-/* The thread pool: a chain of n tiny nodes costs about n barriers (plus one job start); a 1-node
-   graph costs one job start (waking the workers) and one barrier. Medians over many computes. */
+/* The thread pool: a chain of n tiny nodes, each split into one part per thread (the hand-out and
+   the wait for the parts), and the same chain as the backend runs it by default (tiny nodes are
+   not worth splitting: the caller runs them whole); a 1-node graph costs a graph start. Medians
+   over many computes. */
 static void bench_threadpool(mms_backend_t cpu) {
     const int n_nodes = 256, n_runs = 200;
     struct bench_case c[2] = { { 0 } };
-    double us[200], med[2];
-    int g, r, i;
+    double us[200], med[3];
+    int g, r, i, m;
     if (!wanted("threadpool")) return;
     for (g = 0; g < 2; g++) {
         struct mms_tensor *x;
@@ -498,18 +500,24 @@ static void bench_threadpool(mms_backend_t cpu) {
         c[g].graph = mms_new_graph(c[g].ctx);
         mms_build_forward_expand(c[g].graph, x);
         if (!bench_ready(&c[g], cpu)) return;
-        mms_backend_graph_compute(cpu, c[g].graph);
+    }
+    for (m = 0; m < 3; m++) {   /* the chain split, the chain by default, the 1-node graph */
+        struct bench_case *bc = &c[m == 2];
+        mms_backend_cpu_set_split(cpu, m == 0 ? MMS_CPU_SPLIT_ALL : MMS_CPU_SPLIT_AUTO);
+        mms_backend_graph_compute(cpu, bc->graph);
         for (r = 0; r < n_runs; r++) {
             int64_t t0 = mms_time_us();
-            mms_backend_graph_compute(cpu, c[g].graph);
+            mms_backend_graph_compute(cpu, bc->graph);
             us[r] = (double)(mms_time_us() - t0);
         }
-        med[g] = median(us, n_runs);
-        bench_done(&c[g]);
+        med[m] = median(us, n_runs);
     }
-    printf("%-44s %10.2f us per node (%d-node chain), %.2f us per 1-node graph\n", "threadpool barrier / graph start",
-           (med[0] - med[1]) / (n_nodes - 1), n_nodes, med[1]);
-    printf("BENCH name=threadpool barrier_us=%.3f graph_1node_us=%.3f threads=%d\n", (med[0] - med[1]) / (n_nodes - 1), med[1], n_threads);
+    mms_backend_cpu_set_split(cpu, MMS_CPU_SPLIT_AUTO);
+    for (g = 0; g < 2; g++) bench_done(&c[g]);
+    printf("%-44s %10.2f us per split node, %.2f us per node by default (%d-node chain), %.2f us per 1-node graph\n",
+           "threadpool split node / node / graph start", (med[0] - med[2]) / (n_nodes - 1), (med[1] - med[2]) / (n_nodes - 1), n_nodes, med[2]);
+    printf("BENCH name=threadpool split_node_us=%.3f node_us=%.3f graph_1node_us=%.3f threads=%d\n", (med[0] - med[2]) / (n_nodes - 1),
+           (med[1] - med[2]) / (n_nodes - 1), med[2], n_threads);
 }
 
 /* -- graphs ------------------------------------------------------------------------------------ */

@@ -140,14 +140,18 @@ static float *run_mixed_graph(int n_threads, const float *xin, const float *win)
 }
 
 static void test_results_do_not_depend_on_thread_count(void) {
-    float xin[33 * 7], win[33 * 19], *r1, *r2, *r3;
+    float xin[33 * 7], win[33 * 19], *r1, *r2, *r3, *r4;
     int i;
     for (i = 0; i < 33 * 7; i++) xin[i] = test_rand_uniform(-2, 2);
     for (i = 0; i < 33 * 19; i++) win[i] = test_rand_uniform(-1, 1);
     r1 = run_mixed_graph(1, xin, win);
+    mms_backend_cpu_set_split(cpu, MMS_CPU_SPLIT_ALL);   /* every node in parts */
     r2 = run_mixed_graph(2, xin, win);
     r3 = run_mixed_graph(3, xin, win);
-    EXPECT(memcmp(r1, r2, 19 * 7 * sizeof(float)) == 0 && memcmp(r1, r3, 19 * 7 * sizeof(float)) == 0, "results differ by thread count");
+    mms_backend_cpu_set_split(cpu, MMS_CPU_SPLIT_AUTO);
+    r4 = run_mixed_graph(3, xin, win);
+    EXPECT(memcmp(r1, r2, 19 * 7 * sizeof(float)) == 0 && memcmp(r1, r3, 19 * 7 * sizeof(float)) == 0 &&
+           memcmp(r1, r4, 19 * 7 * sizeof(float)) == 0, "results differ by thread count");
     for (i = 0; i < 7; i++) {   /* each softmax row sums to one: the graph really ran */
         double s = 0;
         int j;
@@ -155,7 +159,7 @@ static void test_results_do_not_depend_on_thread_count(void) {
         EXPECT(fabs(s - 1.0) < 1e-5, "row %d sums to %g", i, s);
     }
     EXPECT(mms_backend_cpu_get_n_threads(cpu) == 3, "n_threads");
-    free(r1); free(r2); free(r3);
+    free(r1); free(r2); free(r3); free(r4);
     mms_backend_cpu_set_n_threads(cpu, 2);
 }
 
@@ -189,6 +193,99 @@ static void test_threadpool_spin_budget_follows_wake_ups(void) {
     mms__threadpool_woke(pool);
     EXPECT(mms__atomic_load(&pool->spin_us) == 700, "negative wake-up: budget %d, want 700", (int)mms__atomic_load(&pool->spin_us));
     mms__threadpool_free(pool);
+}
+
+/* Counts each part a job ran, and which worker ran it. */
+struct part_log { mms__atomic_int runs[16], by_caller; };
+
+static void log_part(void *arg, int part, int n_parts, int worker) {
+    struct part_log *l = (struct part_log *)arg;
+    MMS__UNUSED(n_parts);
+    mms__atomic_fetch_add(&l->runs[part], 1);
+    if (worker == 0) mms__atomic_fetch_add(&l->by_caller, 1);
+}
+
+/* Every part of every job runs exactly once, on any mix of the caller and the helpers; and with
+   the helpers never running (as when other programs hold every core), the caller runs them all
+   and the job still ends. (A pool whose jobs end at a barrier of every thread, as this one's did
+   before, never returns from the second case.) */
+static void test_threadpool_runs_each_part_once_with_or_without_helpers(void) {
+    struct mms__threadpool *pool = mms__threadpool_new(3);
+    int job, p, hold;
+    EXPECT(pool != NULL, "pool");
+    if (!pool) return;
+    for (hold = 0; hold < 2; hold++) {
+        mms__atomic_store(&pool->test_hold_helpers, hold);
+        for (job = 0; job < 300; job++) {
+            struct part_log l;
+            const int n_parts = 1 + job % 16;
+            bool once = true;
+            memset(&l, 0, sizeof l);
+            mms__threadpool_run(pool, log_part, &l, n_parts);
+            for (p = 0; p < 16; p++) once &= mms__atomic_load(&l.runs[p]) == (p < n_parts);
+            EXPECT(once, "%s, job %d of %d parts: a part ran twice or never", hold ? "helpers held" : "helpers free", job, n_parts);
+            if (hold) EXPECT(mms__atomic_load(&l.by_caller) == n_parts, "helpers held, but the caller ran %d of %d parts",
+                             (int)mms__atomic_load(&l.by_caller), n_parts);
+        }
+    }
+    mms__threadpool_free(pool);
+}
+
+/* The split rule: a node is split when what the helpers took of recent jobs, times its cost, is
+   more than what a split cost lately. Learnt from jobs whose helpers never come (they take
+   nothing), small and middle nodes stop being split; the cost learnt fades with time, so they are
+   tried again. */
+static void test_threadpool_splits_what_pays(void) {
+    struct mms__threadpool *pool = mms__threadpool_new(2);
+    struct part_log l;
+    int i;
+    EXPECT(pool != NULL, "pool");
+    if (!pool) return;
+    EXPECT(mms__threadpool_worth(pool, 1000.0), "a fresh pool splits a 1 ms node");
+    EXPECT(!mms__threadpool_worth(pool, 1.0), "a fresh pool splits a 1 us node");
+    mms__atomic_store(&pool->test_hold_helpers, 1);
+    for (i = 0; i < 64; i++) { memset(&l, 0, sizeof l); mms__threadpool_run(pool, log_part, &l, 2); }
+    EXPECT(pool->share < 0.01f, "helpers that never came took a share of %g", (double)pool->share);
+    EXPECT(!mms__threadpool_worth(pool, 1000.0), "a 1 ms node split though the helpers take nothing");
+    pool->learnt_at -= 2 * MMS__POOL_FORGET_US;   /* as if nothing was split for that long */
+    EXPECT(mms__threadpool_worth(pool, 1000.0), "after a pause, a 1 ms node is not tried again");
+    pool->cost_us = 500.0f;                        /* splits that cost the caller half a millisecond */
+    pool->share = 0.5f;
+    pool->learnt_at = mms_time_us();
+    EXPECT(!mms__threadpool_worth(pool, 800.0), "a 0.8 ms node split at 0.5 ms a split");
+    EXPECT(mms__threadpool_worth(pool, 5000.0), "a 5 ms node not split at 0.5 ms a split");
+    mms__threadpool_free(pool);
+}
+
+/* Through the backend: a graph of many small nodes computes right whether or not the helpers ever
+   run, and with helpers that never come it stops handing nodes out (each hand-out would wake
+   sleepers for nothing). */
+static void test_graph_on_a_pool_whose_helpers_never_run(void) {
+    struct mms_context *ctx = test_ctx(true);
+    struct mms_tensor *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4096), *y = x;
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    struct mms__cpu_backend *cb = (struct mms__cpu_backend *)cpu->context;
+    mms_backend_buffer_t b;
+    float in[4096], out[4096];
+    int64_t jobs;
+    int i, r;
+    for (i = 0; i < 300; i++) y = mms_scale(ctx, y, i % 2 ? 0.5f : 2.0f);
+    mms_build_forward_expand(g, y);
+    b = mms_backend_alloc_ctx_tensors(ctx, cpu);
+    for (i = 0; i < 4096; i++) in[i] = (float)i;
+    mms_backend_cpu_set_n_threads(cpu, 2);
+    mms__atomic_store(&cb->pool->test_hold_helpers, 1);
+    for (r = 0; r < 3; r++) {
+        mms_backend_tensor_set(x, in, 0, sizeof in);
+        jobs = cb->pool->epoch;
+        EXPECT(mms_backend_graph_compute(cpu, g) == MMS_OK, "compute: %s", mms_last_error());
+        mms_backend_tensor_get(y, out, 0, sizeof out);
+        EXPECT(memcmp(in, out, sizeof in) == 0, "run %d: the result is wrong", r);
+        if (r == 2) EXPECT(cb->pool->epoch - jobs < 10, "the third run still handed out %d of 300 nodes", (int)(cb->pool->epoch - jobs));
+    }
+    mms__atomic_store(&cb->pool->test_hold_helpers, 0);
+    mms_backend_buffer_free(b);
+    mms_free(ctx);
 }
 
 static void test_allocating_context_computes_directly(void) {
@@ -316,7 +413,9 @@ static void test_kernel_set_selection(void) {
 static void test_backend_settings_and_cuda_entry_points(void) {
     test_capture_log();
     EXPECT(mms_backend_is_cpu(cpu) && strcmp(mms_backend_name(cpu), "CPU") == 0, "cpu identity");
-    EXPECT_ERROR(mms_backend_cpu_set_n_threads(cpu, 0), MMS_ERR_INVALID_ARG, "n_threads must be");
+    EXPECT_ERROR(mms_backend_cpu_set_n_threads(cpu, -1), MMS_ERR_INVALID_ARG, "n_threads must be");
+    EXPECT_ERROR(mms_backend_cpu_set_split(cpu, (enum mms_cpu_split)7), MMS_ERR_INVALID_ARG, "is not MMS_CPU_SPLIT_AUTO");
+    EXPECT(mms_backend_cpu_set_n_threads(cpu, 0) == MMS_OK && mms_backend_cpu_get_n_threads(cpu) == mms_cpu_count(), "0: one per core");
     EXPECT(mms_cpu_count() >= 1, "cpu count");
     test_kernel_set_selection();
 #ifndef MMS_CUDA
@@ -341,6 +440,9 @@ int main(void) {
     RUN(test_buffer_from_ptr_and_manual_placement);
     RUN(test_results_do_not_depend_on_thread_count);
     RUN(test_threadpool_spin_budget_follows_wake_ups);
+    RUN(test_threadpool_runs_each_part_once_with_or_without_helpers);
+    RUN(test_threadpool_splits_what_pays);
+    RUN(test_graph_on_a_pool_whose_helpers_never_run);
     RUN(test_allocating_context_computes_directly);
     RUN(test_compute_errors);
     RUN(test_compute_refuses_memory_it_cannot_read);

@@ -36,12 +36,20 @@ static void test_bench_plans(void) {
    this catches; an uninitialised case once ended the run silently after the first decode attention). */
 static void test_bench_cases(void) {
     static const char *const attention[] = { "decode attention 6404 keys, interleaved K/V", "decode attention 6404 keys, head-major K/V", NULL };
-    static const char *const stream[] = { "rms_norm [1280,1601]", NULL }, *const pool[] = { "threadpool barrier / graph start", NULL };
+    static const char *const stream[] = { "rms_norm [1280,1601]", NULL }, *const pool[] = { "threadpool split node / node / graph start", NULL };
     static const char *const hot[] = { "mul_mat q4_k 1024x4096 * 1 hot ", "mul_mat q4_k 1024x4096 * 1 hot repacked", "(1 thread; its share of the read", NULL };
     expect_run(EXAMPLES "/bench", "--reps 1 --filter 'decode attention'", attention);
     expect_run(EXAMPLES "/bench", "--reps 1 --filter 'q4_k 1024x4096 * 1 hot'", hot);
     expect_run(EXAMPLES "/bench", "--reps 1 --filter 'rms_norm'", stream);
     expect_run(EXAMPLES "/bench", "--reps 1 --filter threadpool", pool);
+}
+
+/* The load benchmark starts its busy processes, times the caption with the default and one
+   thread under each load, and stops them (not timed: that it runs, and its table). */
+static void test_bench_load(void) {
+    static const char *const says[] = { "caption      load 0/core", "caption      load 1/core own", "auto / best (t=1)",
+                                        "BENCH name=load_caption load=1 sessions=own reps=1", NULL };
+    expect_run(EXAMPLES "/bench_load", "--cases caption --loads 0,1 --threads 0,1 --reps 1", says);
 }
 
 /* Bad options end at once with status 2 and say what is wrong (before any case runs). */
@@ -60,6 +68,9 @@ static void test_bench_bad_options(void) {
     expect_refused(EXAMPLES "/bench", "--plans-only --mllama --vision-layers 33", "--vision-layers 1..32");
     expect_refused(EXAMPLES "/bench", "--plans-only --threads 0", "threads 1..64");
     expect_refused(EXAMPLES "/bench", "--fast", "usage:");
+    expect_refused(EXAMPLES "/bench_load", "--loads 1,x", "--loads wants up to 4 of 0..8");
+    expect_refused(EXAMPLES "/bench_load", "--text-layers 2", "--text-layers wants 4..40");
+    expect_refused(EXAMPLES "/bench_load", "--cases none", "--cases wants caption, prefill and/or decode");
 }
 
 int main(void) {
@@ -69,6 +80,7 @@ int main(void) {
     RUN(test_two_graphs);
     RUN(test_bench_plans);
     RUN(test_bench_cases);
+    RUN(test_bench_load);
     RUN(test_bench_bad_options);
     return test_summary();
 }

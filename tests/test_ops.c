@@ -1728,6 +1728,7 @@ int main(void) {
     test_seed();
     g_verbose = getenv("MMS_TEST_VERBOSE") != NULL;
     g_backend = mms_backend_cpu_init();
+    if (g_backend) mms_backend_cpu_set_split(g_backend, MMS_CPU_SPLIT_ALL);   /* every node in parts: each kernel's partition is checked */
     if (!g_backend) { printf("mms_backend_cpu_init failed: %s\n", mms_last_error()); return 2; }
 
     while (test_kernel_set_next(&k)) {

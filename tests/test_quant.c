@@ -1045,6 +1045,7 @@ int main(void) {
     if (mms_gguf_get_str(g_fix, "quant.numpy_version", &s, &len) == MMS_OK) printf(", numpy %.*s", (int)len, s);
     printf("\n");
     g_backend = mms_backend_cpu_init();
+    if (g_backend) mms_backend_cpu_set_split(g_backend, MMS_CPU_SPLIT_ALL);   /* every node in parts: each kernel's partition is checked */
     if (!g_backend) { printf("mms_backend_cpu_init failed: %s\n", mms_last_error()); return 2; }
 
     RUN(test_traits);

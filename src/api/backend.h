@@ -107,8 +107,21 @@ MMS_API enum mms_status     mms_backend_event_wait(mms_backend_t backend, mms_ba
 
 MMS_API mms_backend_t   mms_backend_cpu_init(void);   /* NULL + last error */
 MMS_API bool            mms_backend_is_cpu(mms_backend_t backend);
-MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t backend, int n_threads); /* default: all cores */
+/* Threads of the pool, the caller included: 1..4096, or 0 for the default, one per core. At most
+   one per core works on a node at a time (more only wait); which nodes are split across them is
+   decided as the graph runs, from what splitting costs on the machine at that moment (manual
+   section 9): a busy machine's other programs slow a graph down, they do not stall it. */
+MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t backend, int n_threads);
 MMS_API int             mms_backend_cpu_get_n_threads(mms_backend_t backend);
+/* Which nodes are split across the threads: those worth it as measured (AUTO, the default), every
+   node (ALL: each kernel's parts run on every thread count, which tests want), or none (NONE).
+   MMS_CPU_SPLIT=auto|all|none in the environment sets it for every CPU backend made after. */
+enum mms_cpu_split {
+    MMS_CPU_SPLIT_AUTO = 0,
+    MMS_CPU_SPLIT_ALL  = 1,
+    MMS_CPU_SPLIT_NONE = 2
+};
+MMS_API enum mms_status mms_backend_cpu_set_split(mms_backend_t backend, enum mms_cpu_split split);
 MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);

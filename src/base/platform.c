@@ -42,12 +42,26 @@ static int32_t mms__atomic_load(mms__atomic_int *a)               { return (int3
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { _InterlockedExchange(&a->v, (long)x); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return (int32_t)_InterlockedExchangeAdd(&a->v, (long)x); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)counter); }
+/* 64-bit words handed over between threads: sequentially consistent */
+typedef struct { volatile __int64 v; } mms__atomic_i64;
+static int64_t mms__atomic_load64(mms__atomic_i64 *a)             { return (int64_t)_InterlockedOr64(&a->v, 0); }
+static void    mms__atomic_exchange64(mms__atomic_i64 *a, int64_t x) { _InterlockedExchange64(&a->v, (__int64)x); }
+static bool    mms__atomic_cas64(mms__atomic_i64 *a, int64_t old, int64_t x) {
+    return _InterlockedCompareExchange64(&a->v, (__int64)x, (__int64)old) == (__int64)old;
+}
 #else
 typedef struct { volatile int32_t v; } mms__atomic_int;
 static int32_t mms__atomic_load(mms__atomic_int *a)               { return __atomic_load_n(&a->v, __ATOMIC_ACQUIRE); }
 static void    mms__atomic_store(mms__atomic_int *a, int32_t x)   { __atomic_store_n(&a->v, x, __ATOMIC_RELEASE); }
 static int32_t mms__atomic_fetch_add(mms__atomic_int *a, int32_t x) { return __atomic_fetch_add(&a->v, x, __ATOMIC_ACQ_REL); }
 static uint64_t mms__atomic_next_u64(volatile uint64_t *counter)  { return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+/* 64-bit words handed over between threads: sequentially consistent */
+typedef struct { volatile int64_t v; } mms__atomic_i64;
+static int64_t mms__atomic_load64(mms__atomic_i64 *a)             { return __atomic_load_n(&a->v, __ATOMIC_SEQ_CST); }
+static void    mms__atomic_exchange64(mms__atomic_i64 *a, int64_t x) { (void)__atomic_exchange_n(&a->v, x, __ATOMIC_SEQ_CST); }
+static bool    mms__atomic_cas64(mms__atomic_i64 *a, int64_t old, int64_t x) {
+    return __atomic_compare_exchange_n(&a->v, &old, x, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
 #endif
 
 static void mms__cpu_relax(void) {
@@ -95,6 +109,7 @@ static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c
 static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
 static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+static void mms__cond_signal(mms__cond *c)       { WakeConditionVariable(c); }
 
 static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
 static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
@@ -131,6 +146,7 @@ static void mms__cond_init(mms__cond *c)         { pthread_cond_init(c, NULL); }
 static void mms__cond_destroy(mms__cond *c)      { pthread_cond_destroy(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { pthread_cond_wait(c, m); }
 static void mms__cond_broadcast(mms__cond *c)    { pthread_cond_broadcast(c); }
+static void mms__cond_signal(mms__cond *c)       { pthread_cond_signal(c); }
 
 /* A process-wide mutex for the few global tables (live buffers, log settings). */
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;

@@ -1,19 +1,19 @@
 /* >>compute =======================================================================================
-   What a CPU kernel is given: its thread index, its scratch memory and the shared state of the
+   What a CPU kernel is given: its part of the node (ith of nth; the parts of a node run in any
+   order, on any threads, side by side), its thread's scratch memory and the shared state of the
    graph being computed (a work counter for dynamic scheduling, the first error). */
 
 struct mms__compute_state {
     mms__atomic_int failed;
     enum mms_status status;
     char            error[MMS__ERROR_MAX];
-    mms__atomic_int counters[2];   /* alternate between consecutive nodes; see the graph worker */
 };
 
 struct mms__compute_params {
-    int   ith, nth;
-    float *wdata;                  /* this thread's scratch */
+    int   ith, nth;                /* the part, of this many */
+    float *wdata;                  /* the running thread's scratch */
     size_t wsize;                  /* bytes of it */
-    mms__atomic_int *counter;      /* starts at 0 for this node, shared by its threads */
+    mms__atomic_int *counter;      /* starts at 0 for this node, shared by its parts */
     struct mms__compute_state *state;
 };
 

@@ -195,56 +195,88 @@ static bool mms__cpu_supports_types(const struct mms_tensor *t) {
 
 struct mms__cpu_profile {
     bool    on, print_at_free;            /* print_at_free: turned on by MMS_CPU_PROFILE */
-    int64_t us[MMS_OP_COUNT], nodes[MMS_OP_COUNT], graphs, t0;
+    int64_t us[MMS_OP_COUNT], nodes[MMS_OP_COUNT], graphs;
 };
 
 struct mms__cpu_backend {
     mms__mutex              lock;         /* one graph at a time: the pool, the scratch and the profile are shared */
     int                     n_threads;
+    int                     n_parts;      /* a split node's parts: the threads, at most one per core */
+    enum mms_cpu_split      split;
     struct mms__threadpool *pool;
     void                   *work;         /* per-thread scratch, grown as needed */
     size_t                  work_size;
     struct mms__cpu_profile prof;
 };
 
-struct mms__cpu_job {
-    struct mms_cgraph         *graph;
-    struct mms__threadpool    *pool;
+/* One node handed to the pool: every part runs the node's kernel with its own part index. */
+struct mms__cpu_node_job {
+    struct mms_tensor         *node;
+    mms__cpu_kernel            kernel;
     char                      *work;
     size_t                     wsize;     /* per thread, a multiple of the alignment */
-    struct mms__compute_state  state;
-    struct mms__cpu_profile   *prof;      /* NULL unless profiling */
+    mms__atomic_int            counter;   /* the kernels' work counter, zeroed for each node */
+    struct mms__compute_state *state;
 };
 
-/* Every worker walks the whole graph; a barrier separates nodes. Node c (counting computed nodes
-   only) uses counters[c & 1]; worker 0 zeroes the other one for node c + 1, which nobody can
-   touch before the barrier that ends node c. */
-static void mms__cpu_graph_worker(void *arg, int ith, int nth) {
-    struct mms__cpu_job *job = (struct mms__cpu_job *)arg;
-    int i, n = mms_graph_n_nodes(job->graph), c = 0;
-    for (i = 0; i < n; i++) {
-        struct mms_tensor *node = mms_graph_node(job->graph, i);
-        mms__cpu_kernel kernel = mms__cpu_kernel_for(node->op);
-        struct mms__compute_params p;
-        if (!kernel || mms_nelements(node) == 0) continue;
-        p.ith = ith;
-        p.nth = nth;
-        p.wdata = (float *)(job->work + (size_t)ith * job->wsize);
-        p.wsize = job->wsize;
-        p.counter = &job->state.counters[c & 1];
-        p.state = &job->state;
-        if (ith == 0) mms__atomic_store(&job->state.counters[(c + 1) & 1], 0);
-        kernel(&p, node);
-        c++;
-        mms__threadpool_barrier(job->pool);
-        if (job->prof && ith == 0) {    /* after the barrier: the slowest thread's time */
-            int64_t t = mms_time_us();
-            job->prof->us[node->op] += t - job->prof->t0;
-            job->prof->nodes[node->op]++;
-            job->prof->t0 = t;
+static void mms__cpu_node_part(void *arg, int part, int n_parts, int worker) {
+    struct mms__cpu_node_job *job = (struct mms__cpu_node_job *)arg;
+    struct mms__compute_params p;
+    p.ith = part;
+    p.nth = n_parts;
+    p.wdata = (float *)(job->work + (size_t)worker * job->wsize);
+    p.wsize = job->wsize;
+    p.counter = &job->counter;
+    p.state = job->state;
+    job->kernel(&p, job->node);
+}
+
+/* About how long one thread takes for a node, in microseconds: its multiply-adds at
+   MMS__CPU_FLOPS_PER_US and the bytes it reads and writes at MMS__CPU_BYTES_PER_US. It only
+   decides which nodes are worth splitting, where being within a few times of the truth is enough. */
+#define MMS__CPU_FLOPS_PER_US 30000.0
+#define MMS__CPU_BYTES_PER_US 10000.0
+static double mms__cpu_node_cost_us(const struct mms_tensor *t) {
+    double flops = 0.0, bytes = (double)mms_nbytes(t);
+    int i;
+    for (i = 0; i < MMS_MAX_SRC; i++) if (t->src[i]) bytes += (double)mms_nbytes(t->src[i]);
+    if (t->op == MMS_OP_MUL_MAT)          /* K x M by K x (N x batches) */
+        flops = 2.0 * (double)t->src[0]->ne[0] * (double)t->src[0]->ne[1] * (double)mms_nrows(t->src[1]);
+    else if (t->op == MMS_OP_FLASH_ATTN_EXT)   /* Q K^T and P V: D x Lq x Lk x heads, twice */
+        flops = 4.0 * (double)t->src[0]->ne[0] * (double)mms_nrows(t->src[0]) * (double)t->src[1]->ne[1];
+    return flops / MMS__CPU_FLOPS_PER_US + bytes / MMS__CPU_BYTES_PER_US;
+}
+
+/* The caller walks the graph; a node worth splitting (mms__threadpool_worth) is handed to the
+   pool in one part per worker, the others run whole on the caller. */
+static enum mms_status mms__cpu_run_graph(struct mms__cpu_backend *cpu, struct mms_cgraph *g, char *work, size_t wsize) {
+    struct mms__compute_state state;
+    struct mms__cpu_node_job job;
+    int i, n = mms_graph_n_nodes(g);
+    memset(&state, 0, sizeof state);
+    memset(&job, 0, sizeof job);
+    job.work = work;
+    job.wsize = wsize;
+    job.state = &state;
+    for (i = 0; i < n && !mms__atomic_load(&state.failed); i++) {
+        struct mms_tensor *node = mms_graph_node(g, i);
+        const int64_t t0 = cpu->prof.on ? mms_time_us() : 0;
+        int parts;
+        job.kernel = mms__cpu_kernel_for(node->op);
+        if (!job.kernel || mms_nelements(node) == 0) continue;
+        job.node = node;
+        mms__atomic_store(&job.counter, 0);
+        parts = cpu->split == MMS_CPU_SPLIT_ALL ? cpu->n_threads   /* the partition of every thread count, cores or not */
+              : cpu->split == MMS_CPU_SPLIT_NONE ? 1
+              : mms__threadpool_worth(cpu->pool, mms__cpu_node_cost_us(node)) ? cpu->n_parts : 1;
+        mms__threadpool_run(cpu->pool, mms__cpu_node_part, &job, parts);
+        if (cpu->prof.on) {
+            cpu->prof.us[node->op] += mms_time_us() - t0;
+            cpu->prof.nodes[node->op]++;
         }
-        if (mms__atomic_load(&job->state.failed)) break;
     }
+    if (state.failed.v) return mms_set_error(state.status, "%s", state.error);
+    return MMS_OK;
 }
 
 static const char *mms__cpu_get_name(mms_backend_t b) { MMS__UNUSED(b); return "CPU"; }
@@ -297,7 +329,6 @@ static bool mms__cpu_supports_buft(mms_backend_t b, mms_backend_buffer_type_t bu
 }
 
 static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cpu, struct mms_cgraph *g) {
-    struct mms__cpu_job job;
     size_t wsize = 0;
     int i;
     for (i = 0; i < mms_graph_n_nodes(g); i++) {
@@ -317,19 +348,8 @@ static enum mms_status mms__cpu_graph_compute_locked(struct mms__cpu_backend *cp
         cpu->work = w;
         cpu->work_size = wsize * (size_t)cpu->n_threads;
     }
-    memset(&job, 0, sizeof job);
-    job.graph = g;
-    job.pool = cpu->pool;
-    job.work = (char *)cpu->work;
-    job.wsize = wsize;
-    if (cpu->prof.on) {
-        job.prof = &cpu->prof;
-        cpu->prof.graphs++;
-        cpu->prof.t0 = mms_time_us();
-    }
-    mms__threadpool_run(cpu->pool, mms__cpu_graph_worker, &job);
-    if (job.state.failed.v) return mms_set_error(job.state.status, "%s", job.state.error);
-    return MMS_OK;
+    if (cpu->prof.on) cpu->prof.graphs++;
+    return mms__cpu_run_graph(cpu, g, (char *)cpu->work, wsize);
 }
 
 /* Graphs of several schedulers (contexts on other threads) that share this backend take turns. */
@@ -360,7 +380,7 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
         return NULL;
     }
     memset(cpu, 0, sizeof *cpu);
-    cpu->n_threads = mms_cpu_count();
+    cpu->n_threads = cpu->n_parts = mms_cpu_count();
     cpu->pool = mms__threadpool_new(cpu->n_threads);
     if (!cpu->pool) {
         MMS_FREE(b);
@@ -371,6 +391,12 @@ MMS_API mms_backend_t mms_backend_cpu_init(void) {
     mms__mutex_init(&cpu->lock);
     mms_cpu_get_kernels();   /* resolve MMS_CPU_KERNELS now, not in the middle of a graph */
     if (getenv("MMS_CPU_PROFILE") && atoi(getenv("MMS_CPU_PROFILE")) > 0) cpu->prof.on = cpu->prof.print_at_free = true;
+    if (getenv("MMS_CPU_SPLIT")) {
+        const char *e = getenv("MMS_CPU_SPLIT");
+        if (!strcmp(e, "all")) cpu->split = MMS_CPU_SPLIT_ALL;
+        else if (!strcmp(e, "none")) cpu->split = MMS_CPU_SPLIT_NONE;
+        else if (strcmp(e, "auto") != 0) mms__log(MMS_LOG_WARN, "MMS_CPU_SPLIT=%s is not auto, all or none: auto", e);
+    }
     b->iface = mms__cpu_backend_iface;
     b->context = cpu;
     return b;
@@ -382,8 +408,9 @@ MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_thr
     struct mms__cpu_backend *cpu;
     struct mms__threadpool *pool;
     if (!mms_backend_is_cpu(b)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: not a CPU backend");
-    if (n_threads < 1 || n_threads > 4096)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096, got %d", n_threads);
+    if (n_threads < 0 || n_threads > 4096)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_n_threads: n_threads must be 1..4096 (0: the default), got %d", n_threads);
+    if (n_threads == 0) n_threads = mms_cpu_count();
     cpu = (struct mms__cpu_backend *)b->context;
     mms__mutex_lock(&cpu->lock);      /* contexts on other threads share the backend: not while a graph runs on the old pool */
     if (n_threads != cpu->n_threads) {
@@ -395,7 +422,20 @@ MMS_API enum mms_status mms_backend_cpu_set_n_threads(mms_backend_t b, int n_thr
         mms__threadpool_free(cpu->pool);
         cpu->pool = pool;
         cpu->n_threads = n_threads;
+        cpu->n_parts = MMS__MIN(n_threads, mms_cpu_count());
     }
+    mms__mutex_unlock(&cpu->lock);
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_backend_cpu_set_split(mms_backend_t b, enum mms_cpu_split split) {
+    struct mms__cpu_backend *cpu;
+    if (!mms_backend_is_cpu(b)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_split: not a CPU backend");
+    if (split != MMS_CPU_SPLIT_AUTO && split != MMS_CPU_SPLIT_ALL && split != MMS_CPU_SPLIT_NONE)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_cpu_set_split: %d is not MMS_CPU_SPLIT_AUTO, _ALL or _NONE", (int)split);
+    cpu = (struct mms__cpu_backend *)b->context;
+    mms__mutex_lock(&cpu->lock);
+    cpu->split = split;
     mms__mutex_unlock(&cpu->lock);
     return MMS_OK;
 }

@@ -1,52 +1,69 @@
 /* >>threadpool ====================================================================================
-   A pool of persistent workers for the CPU backend. The caller is worker 0. A job runs fn on every
-   worker; inside a job, workers meet at barriers. Whoever waits spins a while (threads finishing a
-   node apart are common: a matrix product's last tiles) and then sleeps on a condition variable, so
-   a busy machine's scheduler can run the straggler on the waiter's core instead of watching it spin
-   (build/bench measures a barrier). Between jobs, workers spin as long on the job counter
-   (back-to-back graphs, as the scheduler's splits make, start at once) and then sleep too.
-   How long to spin: longer than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms
-   (the host must run the vCPU); with a fixed 0.1 ms, two threads running back-to-back products of
-   0.2 ms fell into a cycle where each woke the other late (build/bench's Q4_K 4096x4096 decode:
-   0.53-0.57 ms instead of 0.17-0.25 in 4 of 20 runs). So each sleeper measures its wake-up, from the
-   signal to running again, and the budget follows twice the longest seen lately, between
-   MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds
-   and keeps the minimum). */
+   A pool of persistent helpers for the CPU backend. The caller runs a job of n parts,
+   fn(arg, part, n_parts, worker), and takes parts itself; helpers that are running take parts
+   too. Parts are handed out through one claim word (the job's epoch and the parts left, a
+   compare-and-swap per part), so the caller never waits for a helper that holds no part: on a
+   busy machine a helper whose core went to another program is not waited for, it finds no part
+   left when it runs again. The caller waits only for parts a helper took and has not finished.
+   (A barrier of all threads, as this pool had before, made every node wait for the slowest
+   thread to be scheduled: with other programs running, graphs of many small nodes ran tens of
+   times slower with two threads than with one.)
 
-#define MMS__POOL_SPIN_MIN_US 100
-#define MMS__POOL_SPIN_MAX_US 1000
+   Waiting, for a helper between jobs and for the caller waiting for parts: spin a little, then
+   yield the core between looks (a waiter on a shared core then lets the thread it waits for, or
+   another program, run), then sleep on a condition variable. How long before sleeping: longer
+   than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms (the host must run the
+   vCPU); with a fixed 0.1 ms, two threads running back-to-back products fell into a cycle where
+   each woke the other late. So each sleeper measures its wake-up, from the signal to running
+   again, and the budget follows twice the longest seen lately, between MMS__POOL_SPIN_MIN_US and
+   MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds and keeps the minimum).
+
+   What the caller learns of each job decides which nodes are worth splitting
+   (mms__threadpool_worth): the share of the parts the helpers took and the time the split cost
+   the caller beyond its own parts (handing out, waking sleepers, waiting for the helpers' parts).
+   A node of one thread's time T gains T * share and pays that cost: split when the gain is more.
+   On an idle machine the helpers take their share and the cost is microseconds, so nodes of a
+   few microseconds are split; when other programs hold the cores, helpers come late or not at
+   all and only long nodes are. Without splits nothing is learnt, so the learnt cost fades with
+   time (MMS__POOL_FORGET_US) and short nodes are tried again. */
+
+#define MMS__POOL_SPIN_MIN_US  100
+#define MMS__POOL_SPIN_MAX_US  1000
+#define MMS__POOL_PURE_SPINS   64       /* pauses before a waiter starts yielding its core between looks */
+#define MMS__POOL_PARTS_BITS   24       /* the claim word: epoch << 24 | parts left */
+#define MMS__POOL_FORGET_US    20000    /* the learnt split cost halves after this long without a split */
+#define MMS__POOL_LEARN        0.125f   /* weight of the newest job in the running averages */
+
+typedef void (*mms__pool_fn)(void *arg, int part, int n_parts, int worker);
 
 struct mms__threadpool {
-    int           n_threads;        /* workers including the caller */
-    mms__thread  *threads;          /* n_threads - 1 */
-    mms__mutex    mutex;
-    mms__cond     cond;             /* a new job or stop */
-    mms__cond     barrier_cond;     /* a barrier's phase changed */
-    mms__atomic_int job_seq;        /* bumped for each job, under mutex; read while spinning */
-    bool          stop;
-    void        (*fn)(void *arg, int ith, int nth);
-    void         *arg;
-    mms__atomic_int barrier_count;
-    mms__atomic_int barrier_phase;
-    mms__atomic_int barrier_sleepers;
+    int             n_threads;        /* workers including the caller */
+    mms__thread    *threads;          /* n_threads - 1 helpers */
+    mms__mutex      mutex;
+    mms__cond       work_cond;        /* helpers: a new job, or stop */
+    mms__cond       done_cond;        /* the caller: the last part is done */
+    mms__atomic_int stop;
+    /* the job: written by the caller before it publishes the claim word; a helper reads it only
+       after it claimed a part, and the next job is written only after every part is done */
+    mms__pool_fn    fn;
+    void           *arg;
+    int             n_parts;
+    int64_t         epoch;            /* the caller's count of jobs */
+    mms__atomic_i64 claim;            /* epoch << MMS__POOL_PARTS_BITS | parts left */
+    mms__atomic_int done;             /* parts finished in this job */
+    mms__atomic_int sleepers;         /* helpers asleep on work_cond */
+    mms__atomic_int caller_asleep;
     mms__atomic_int signal_us;        /* when sleepers were last signalled (mms_time_us, low 32 bits) */
     mms__atomic_int spin_us;          /* the spin budget */
+    /* what the caller learnt (the caller's own) */
+    float           share;            /* running average of the parts' share the helpers took */
+    float           cost_us;          /* running average of what a split cost the caller */
+    int64_t         learnt_at;        /* when the averages were last updated or faded */
+    mms__atomic_int test_hold_helpers;   /* tests: helpers take no part (as if the OS never ran them) */
 };
 
-/* Spins until *v differs from old (true) or the budget is spent (false). */
-static bool mms__threadpool_spin(struct mms__threadpool *pool, mms__atomic_int *v, int32_t old) {
-    const int64_t t0 = mms_time_us(), budget = mms__atomic_load(&pool->spin_us);
-    for (;;) {
-        int64_t t;
-        int i;
-        for (i = 0; i < 64; i++) {   /* a clock read per 64 pauses (1.5 us on Zen 5) */
-            if (mms__atomic_load(v) != old) return true;
-            mms__cpu_relax();
-        }
-        t = mms_time_us() - t0;
-        if (t < 0 || t >= budget) return false;   /* < 0: a clock that went back */
-    }
-}
+static int64_t mms__claim_epoch(int64_t w) { return w >> MMS__POOL_PARTS_BITS; }
+static int     mms__claim_left(int64_t w)  { return (int)(w & (((int64_t)1 << MMS__POOL_PARTS_BITS) - 1)); }
 
 static void mms__threadpool_signalled(struct mms__threadpool *pool) {
     mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)mms_time_us());
@@ -61,58 +78,84 @@ static void mms__threadpool_woke(struct mms__threadpool *pool) {
     mms__atomic_store(&pool->spin_us, MMS__MIN(MMS__MAX(budget, MMS__POOL_SPIN_MIN_US), MMS__POOL_SPIN_MAX_US));
 }
 
-struct mms__worker_arg { struct mms__threadpool *pool; int ith; };
-
-static void mms__threadpool_barrier(struct mms__threadpool *pool) {
-    int32_t phase;
-    if (pool->n_threads == 1) return;
-    phase = mms__atomic_load(&pool->barrier_phase);
-    if (mms__atomic_fetch_add(&pool->barrier_count, 1) == pool->n_threads - 1) {
-        mms__atomic_store(&pool->barrier_count, 0);
-        mms__atomic_fetch_add(&pool->barrier_phase, 1);
-        /* A sleeper counts itself before it checks the phase under the mutex; both steps here are
-           read-modify-writes and loads in that order, so a sleeper is either seen or sees the phase. */
-        if (mms__atomic_load(&pool->barrier_sleepers) > 0) {
-            mms__mutex_lock(&pool->mutex);
-            mms__threadpool_signalled(pool);
-            mms__cond_broadcast(&pool->barrier_cond);
-            mms__mutex_unlock(&pool->mutex);
-        }
-        return;
+/* Looks at ready(pool, arg) until it is true (returns true) or the spin budget is spent (false):
+   pure spinning first, then a yield of the core between looks. */
+static bool mms__threadpool_spin(struct mms__threadpool *pool, bool (*ready)(struct mms__threadpool *, const void *), const void *arg) {
+    const int64_t t0 = mms_time_us(), budget = mms__atomic_load(&pool->spin_us);
+    int i;
+    for (i = 0; i < MMS__POOL_PURE_SPINS; i++) {
+        if (ready(pool, arg)) return true;
+        mms__cpu_relax();
     }
-    if (mms__threadpool_spin(pool, &pool->barrier_phase, phase)) return;
-    mms__atomic_fetch_add(&pool->barrier_sleepers, 1);
-    mms__mutex_lock(&pool->mutex);
-    if (mms__atomic_load(&pool->barrier_phase) == phase) {
-        do mms__cond_wait(&pool->barrier_cond, &pool->mutex); while (mms__atomic_load(&pool->barrier_phase) == phase);
-        mms__threadpool_woke(pool);
+    for (;;) {
+        int64_t t;
+        if (ready(pool, arg)) return true;
+        mms__thread_yield();
+        t = mms_time_us() - t0;
+        if (t < 0 || t >= budget) return false;   /* < 0: a clock that went back */
     }
-    mms__mutex_unlock(&pool->mutex);
-    mms__atomic_fetch_add(&pool->barrier_sleepers, -1);
 }
 
-static void *mms__threadpool_worker(void *p) {
-    struct mms__worker_arg *wa = (struct mms__worker_arg *)p;
-    struct mms__threadpool *pool = wa->pool;
-    int seen = 0;
+/* A job newer than the one a helper saw has parts left, or the pool stops. */
+static bool mms__threadpool_has_work(struct mms__threadpool *pool, const void *seen) {
+    const int64_t w = mms__atomic_load64(&pool->claim);
+    if (mms__atomic_load(&pool->stop)) return true;
+    return !mms__atomic_load(&pool->test_hold_helpers) && mms__claim_epoch(w) != *(const int64_t *)seen && mms__claim_left(w) > 0;
+}
+
+static bool mms__threadpool_all_done(struct mms__threadpool *pool, const void *unused) {
+    MMS__UNUSED(unused);
+    return mms__atomic_load(&pool->done) == pool->n_parts;
+}
+
+/* Takes one part of the job in w's epoch: its index, or -1 when none is left (or a newer job began). */
+static int mms__threadpool_claim(struct mms__threadpool *pool, int64_t epoch) {
     for (;;) {
-        void (*fn)(void *, int, int);
-        void *arg;
-        mms__threadpool_spin(pool, &pool->job_seq, seen);
-        mms__mutex_lock(&pool->mutex);
-        if (!pool->stop && mms__atomic_load(&pool->job_seq) == seen) {
-            do mms__cond_wait(&pool->cond, &pool->mutex); while (!pool->stop && mms__atomic_load(&pool->job_seq) == seen);
-            if (!pool->stop) mms__threadpool_woke(pool);
-        }
-        if (pool->stop) { mms__mutex_unlock(&pool->mutex); break; }
-        seen = mms__atomic_load(&pool->job_seq);
-        fn = pool->fn;
-        arg = pool->arg;
-        mms__mutex_unlock(&pool->mutex);
-        fn(arg, wa->ith, pool->n_threads);
-        mms__threadpool_barrier(pool);   /* the job ends when every worker is done */
+        const int64_t w = mms__atomic_load64(&pool->claim);
+        if (mms__claim_epoch(w) != epoch || mms__claim_left(w) == 0) return -1;
+        if (mms__atomic_cas64(&pool->claim, w, w - 1)) return pool->n_parts - mms__claim_left(w);
     }
-    MMS_FREE(wa);
+}
+
+/* A part is done; the last one wakes the caller if it sleeps. A sleeper sets its flag before it
+   checks the count under the mutex, and the count is a read-modify-write before the flag's load,
+   so the caller is either seen asleep or sees the count. */
+static void mms__threadpool_part_done(struct mms__threadpool *pool) {
+    const int n_parts = pool->n_parts;   /* read first: once the count reaches it, the caller may write the next job */
+    if (mms__atomic_fetch_add(&pool->done, 1) + 1 == n_parts && mms__atomic_load(&pool->caller_asleep)) {
+        mms__mutex_lock(&pool->mutex);
+        mms__threadpool_signalled(pool);
+        mms__cond_broadcast(&pool->done_cond);
+        mms__mutex_unlock(&pool->mutex);
+    }
+}
+
+struct mms__helper_arg { struct mms__threadpool *pool; int worker; };
+
+static void *mms__threadpool_helper(void *p) {
+    struct mms__helper_arg *ha = (struct mms__helper_arg *)p;
+    struct mms__threadpool *pool = ha->pool;
+    int64_t seen = 0;
+    for (;;) {
+        int part;
+        if (!mms__threadpool_spin(pool, mms__threadpool_has_work, &seen)) {
+            mms__atomic_fetch_add(&pool->sleepers, 1);
+            mms__mutex_lock(&pool->mutex);
+            if (!mms__threadpool_has_work(pool, &seen)) {
+                do mms__cond_wait(&pool->work_cond, &pool->mutex); while (!mms__threadpool_has_work(pool, &seen));
+                mms__threadpool_woke(pool);
+            }
+            mms__mutex_unlock(&pool->mutex);
+            mms__atomic_fetch_add(&pool->sleepers, -1);
+        }
+        if (mms__atomic_load(&pool->stop)) break;
+        seen = mms__claim_epoch(mms__atomic_load64(&pool->claim));
+        while ((part = mms__threadpool_claim(pool, seen)) >= 0) {
+            pool->fn(pool->arg, part, pool->n_parts, ha->worker);
+            mms__threadpool_part_done(pool);
+        }
+    }
+    MMS_FREE(ha);
     return NULL;
 }
 
@@ -120,13 +163,13 @@ static void mms__threadpool_free(struct mms__threadpool *pool) {
     int i;
     if (!pool) return;
     mms__mutex_lock(&pool->mutex);
-    pool->stop = true;
-    mms__cond_broadcast(&pool->cond);
+    mms__atomic_store(&pool->stop, 1);
+    mms__cond_broadcast(&pool->work_cond);
     mms__mutex_unlock(&pool->mutex);
     for (i = 0; i < pool->n_threads - 1; i++) mms__thread_join(pool->threads[i]);
     mms__mutex_destroy(&pool->mutex);
-    mms__cond_destroy(&pool->cond);
-    mms__cond_destroy(&pool->barrier_cond);
+    mms__cond_destroy(&pool->work_cond);
+    mms__cond_destroy(&pool->done_cond);
     MMS_FREE(pool->threads);
     MMS_FREE(pool);
 }
@@ -137,35 +180,86 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     if (!pool) return NULL;
     memset(pool, 0, sizeof *pool);
     pool->n_threads = 1;
+    pool->share = 0.5f;               /* hopeful until measured: half the work for a wake-up's cost */
+    pool->cost_us = (float)MMS__POOL_SPIN_MIN_US / 10.0f;
+    pool->learnt_at = mms_time_us();
     mms__atomic_store(&pool->spin_us, MMS__POOL_SPIN_MIN_US);
     mms__mutex_init(&pool->mutex);
-    mms__cond_init(&pool->cond);
-    mms__cond_init(&pool->barrier_cond);
+    mms__cond_init(&pool->work_cond);
+    mms__cond_init(&pool->done_cond);
     pool->threads = (mms__thread *)MMS_MALLOC(sizeof(mms__thread) * (size_t)(n_threads > 1 ? n_threads - 1 : 1));
     if (!pool->threads) { mms__threadpool_free(pool); return NULL; }
     for (i = 1; i < n_threads; i++) {
-        struct mms__worker_arg *wa = (struct mms__worker_arg *)MMS_MALLOC(sizeof *wa);
-        if (!wa) break;
-        wa->pool = pool;
-        wa->ith = i;
-        if (!mms__thread_create(&pool->threads[i - 1], mms__threadpool_worker, wa)) { MMS_FREE(wa); break; }
-        pool->n_threads++;   /* only workers that started count */
+        struct mms__helper_arg *ha = (struct mms__helper_arg *)MMS_MALLOC(sizeof *ha);
+        if (!ha) break;
+        ha->pool = pool;
+        ha->worker = i;
+        if (!mms__thread_create(&pool->threads[i - 1], mms__threadpool_helper, ha)) { MMS_FREE(ha); break; }
+        pool->n_threads++;   /* only helpers that started count */
     }
     if (pool->n_threads != n_threads) { mms__threadpool_free(pool); return NULL; }
     return pool;
 }
 
-/* Runs fn(arg, ith, n_threads) on every worker and returns when all are done. */
-static void mms__threadpool_run(struct mms__threadpool *pool, void (*fn)(void *, int, int), void *arg) {
-    if (pool->n_threads > 1) {
+/* Whether a node of about cost_us (one thread's time) is worth splitting, from what splits cost
+   lately (the top comment). */
+static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) {
+    if (pool->n_threads == 1) return false;
+    if (mms_time_us() - pool->learnt_at > MMS__POOL_FORGET_US) {
+        pool->cost_us *= 0.5f;
+        pool->share = MMS__MAX(pool->share, 0.5f * (float)(pool->n_threads - 1) / (float)pool->n_threads);
+        pool->learnt_at = mms_time_us();
+    }
+    return cost_us * pool->share > pool->cost_us;
+}
+
+/* Runs fn(arg, part, n_parts, worker) for every part, the caller taking parts as worker 0, and
+   returns when all are done. Learns what the split cost (mms__threadpool_worth). */
+static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, void *arg, int n_parts) {
+    int64_t t0, in_parts = 0;
+    int part, mine = 0, sleepers;
+    if (pool->n_threads == 1 || n_parts <= 1) {
+        for (part = 0; part < n_parts; part++) fn(arg, part, n_parts, 0);
+        return;
+    }
+    t0 = mms_time_us();
+    pool->fn = fn;
+    pool->arg = arg;
+    pool->n_parts = n_parts;
+    mms__atomic_store(&pool->done, 0);
+    pool->epoch++;
+    mms__atomic_exchange64(&pool->claim, pool->epoch << MMS__POOL_PARTS_BITS | (int64_t)n_parts);
+    /* a helper counts itself asleep before it looks at the claim word under the mutex, and the
+       exchange above comes before this load: a sleeper is either seen here or sees the job */
+    if ((sleepers = mms__atomic_load(&pool->sleepers)) > 0) {
+        int i;
         mms__mutex_lock(&pool->mutex);
-        pool->fn = fn;
-        pool->arg = arg;
-        mms__atomic_fetch_add(&pool->job_seq, 1);
         mms__threadpool_signalled(pool);
-        mms__cond_broadcast(&pool->cond);
+        for (i = 0; i < MMS__MIN(sleepers, n_parts - 1); i++) mms__cond_signal(&pool->work_cond);
         mms__mutex_unlock(&pool->mutex);
     }
-    fn(arg, 0, pool->n_threads);
-    mms__threadpool_barrier(pool);
+    while ((part = mms__threadpool_claim(pool, pool->epoch)) >= 0) {
+        const int64_t t = mms_time_us();
+        fn(arg, part, n_parts, 0);
+        in_parts += mms_time_us() - t;
+        mine++;
+        mms__threadpool_part_done(pool);
+    }
+    if (!mms__threadpool_spin(pool, mms__threadpool_all_done, NULL)) {
+        mms__atomic_store(&pool->caller_asleep, 1);
+        mms__mutex_lock(&pool->mutex);
+        if (!mms__threadpool_all_done(pool, NULL)) {
+            do mms__cond_wait(&pool->done_cond, &pool->mutex); while (!mms__threadpool_all_done(pool, NULL));
+            mms__threadpool_woke(pool);
+        }
+        mms__mutex_unlock(&pool->mutex);
+        mms__atomic_store(&pool->caller_asleep, 0);
+    }
+    {
+        const int64_t now = mms_time_us();
+        const float share = (float)(n_parts - mine) / (float)n_parts, cost = (float)MMS__MAX(now - t0 - in_parts, 0);
+        pool->share += MMS__POOL_LEARN * (share - pool->share);
+        pool->cost_us += MMS__POOL_LEARN * (cost - pool->cost_us);
+        pool->learnt_at = now;
+    }
 }
