@@ -2348,7 +2348,8 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 /* ==== begin src/base/config.c ==== */
 /* >>impl ==========================================================================================
    Everything below is compiled only in the one translation unit that defines MMSCHED_IMPLEMENTATION.
-   The inner guard lets that unit include the header more than once. */
+   The inner guard lets that unit include the header more than once; the Makefile defines it on the
+   command line to link test programs against one separately compiled implementation. */
 #if defined(MMSCHED_IMPLEMENTATION) && !defined(MMSCHED_IMPL_INCLUDED)
 #define MMSCHED_IMPL_INCLUDED
 
