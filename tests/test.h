@@ -9,6 +9,11 @@
 #include <string.h>
 #include <stdarg.h>
 #include <math.h>
+#if defined(_WIN32)
+#  include <direct.h>
+#else
+#  include <sys/stat.h>
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define TEST_FN static __attribute__((unused))
@@ -110,6 +115,15 @@ TEST_FN char *test_slurp(const char *path, long *size) {
     if (size) *size = n;
     fclose(f);
     return s;
+}
+
+/* Makes a folder (one level; an existing one is fine). */
+TEST_FN void test_make_dir(const char *path) {
+#if defined(_WIN32)
+    _mkdir(path);
+#else
+    mkdir(path, 0777);
+#endif
 }
 
 /* A path in tests/, as the compiler named this header: the tests run from where they were

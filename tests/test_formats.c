@@ -9,13 +9,6 @@
 #include "mllama_load.h"
 #include "fuzz/fuzz_formats.c"
 #include <dirent.h>
-#include <sys/stat.h>
-#if defined(_WIN32)
-#include <direct.h>
-#define make_dir(path) _mkdir(path)
-#else
-#define make_dir(path) mkdir(path, 0777)
-#endif
 
 static mms_backend_t cpu;
 
@@ -212,9 +205,11 @@ static void test_broken_folders(void) {
         { "model.safetensors.index.json", "\"language_model.lm_head.weight\": \"model-00003-of-00003.safetensors\"",
           "\"language_model.lm_head.weight\": \"../model-00003-of-00003.safetensors\"", MMS_ERR_FORMAT, "not a file of the folder" },
         { "preprocessor_config.json", "\"max_image_tiles\": 2", "\"max_image_tiles\": 4", MMS_ERR_FORMAT, "at most 4" },
+        { "config.json", "],\n      [\n        2,\n        1\n      ]\n    ]", "]\n    ]", MMS_ERR_FORMAT,
+          "vision_config.supported_aspect_ratios has 2 entries, max_num_tiles 2 gives 3" },
     };
     size_t i;
-    make_dir("build/test_formats_hf");
+    test_make_dir("build/test_formats_hf");
     test_capture_log();
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dir = broken_folder(cases[i].file, cases[i].find, cases[i].replace);

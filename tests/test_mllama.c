@@ -398,6 +398,54 @@ static void test_hf_folders(void) {
     }
 }
 
+/* A folder whose config.json lists vision_config.supported_aspect_ratios in another order than the
+   processor's (tests/fixtures/mllama/<cfg>/hf-reordered-config.json: the list reversed, saved by
+   transformers): transformers reads only the list's length and takes an image's id from the
+   processor's order (tools/gen_mllama_layout_fixtures.py --reordered checks that its outputs do
+   not change), so the folder loads and gives ref.gguf's vision and projector outputs and logits. */
+static bool copy_bytes(const char *from, const char *to) {
+    long n = 0;
+    char *data = test_slurp(from, &n);
+    FILE *f = data ? fopen(to, "wb") : NULL;
+    bool ok = f && fwrite(data, 1, (size_t)n, f) == (size_t)n;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(data);
+    return ok;
+}
+
+static void test_hf_folder_aspect_ratios_reordered(void) {
+    static const char *const files[] = { "generation_config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json",
+                                         "model.safetensors.index.json" };
+    static const int n_shards[2] = { 3, 4 };   /* gqa, mha */
+    int c;
+    for (c = 0; c < 2; c++) {
+        char from[256], to[256], dir[128];
+        size_t i;
+        bool ok;
+        snprintf(dir, sizeof dir, "build/test_mllama_reordered_%s", layout_cfgs[c]);
+        test_make_dir(dir);
+        snprintf(from, sizeof from, FIX "%s/hf-reordered-config.json", layout_cfgs[c]);
+        snprintf(to, sizeof to, "%s/config.json", dir);
+        ok = copy_bytes(from, to);
+        {   /* the fixture's list is not in the processor's order, or this case proves nothing */
+            char *text = test_slurp(to, NULL);
+            EXPECT(text && !strstr(text, "\"supported_aspect_ratios\": [\n      [\n        1,\n        1\n      ]"), "%s lists [1, 1] first", from);
+            free(text);
+        }
+        for (i = 0; i < sizeof files / sizeof files[0] + n_shards[c]; i++) {   /* the rest as it is */
+            char name[64];
+            if (i < sizeof files / sizeof files[0]) snprintf(name, sizeof name, "%s", files[i]);
+            else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", (int)(i - sizeof files / sizeof files[0]) + 1, n_shards[c]);
+            snprintf(from, sizeof from, FIX "%s/hf/%s", layout_cfgs[c], name);
+            snprintf(to, sizeof to, "%s/%s", dir, name);
+            ok = ok && copy_bytes(from, to);
+        }
+        EXPECT(ok, "cannot copy the %s folder to %s", layout_cfgs[c], dir);
+        snprintf(to, sizeof to, "../../../../%s", dir);
+        if (ok) check_layout_file(layout_cfgs[c], to, NULL, "ref.gguf", true, 1e-9, 1e-3);
+    }
+}
+
 /* A copy of src with mmsched.mllama.qk_rows set to value (NULL: without the key). */
 static bool write_with_qk_rows(const char *src, const char *dst, const char *value) {
     struct mms_gguf *g = mms_gguf_open(src);
@@ -745,6 +793,7 @@ int main(void) {
     RUN(test_converter_files);
     RUN(test_qk_rows_marker);
     RUN(test_hf_folders);
+    RUN(test_hf_folder_aspect_ratios_reordered);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);
