@@ -36,6 +36,7 @@ static void die(const char *what, const char *why) {
 static void usage(void) {
     fprintf(stderr, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
                     "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N]\n"
+                    "  -m MODEL     a GGUF, a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
                     "  -n N         most tokens per answer (default 64)\n", MAX_K);

@@ -2,6 +2,7 @@
 
    build/mllama -m MODEL.gguf [--mmproj PROJ.gguf] [--image FILE]... [-p] PROMPT
    build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png "Describe this image."
+   build/mllama -m ollama:llama3.2-vision --image photo.jpg "What is in this image?"   (Ollama's store)
 
    Images are decoded with stb_image (JPEG, PNG, BMP, GIF's first frame; Debian's libstb-dev, linked
    with -lstb) and transparent pixels are laid over white, as the model's own processor does. The
@@ -38,7 +39,8 @@ struct options {
 static void usage(FILE *out) {
     fprintf(out,
         "usage: mllama -m MODEL.gguf [options] [-p] PROMPT    (options take '--name value' or '--name=value')\n"
-        "  -m, --model FILE        the model (Ollama's single file, or the text part of the two-file layout)\n"
+        "  -m, --model FILE        the model: a GGUF (Ollama's single file, or the text part of the two-file\n"
+        "                          layout), a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
         "      --mmproj FILE       the vision projector of the two-file layout\n"
         "      --image FILE        a picture for the first turn (repeat for several; JPEG, PNG, BMP, GIF)\n"
         "      --max-pixels N      refuse pictures of more than N pixels, before decoding them (%ld)\n"

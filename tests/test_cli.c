@@ -10,6 +10,7 @@
 #include "mmsched.h"
 #include "test.h"
 #include "run_program.h"
+#include "ollama_store.h"
 
 #ifndef CLI
 #  define CLI "build/mllama"
@@ -306,6 +307,47 @@ static void test_batch_captions(void) {
 #endif
 }
 
+/* -m ollama:NAME[:TAG]: a model in Ollama's store (tests/ollama_store.h), here the demo model as
+   the model layer (latest) and its two-file layout as model and projector layers (11b): the same
+   answers as transformers', in build/mllama and build/batch; a tag the store lacks names the
+   manifest looked for. */
+static void test_ollama_models(void) {
+    const struct test_ollama_layer one[] = { { "model", DEMO, NULL }, { "template", NULL, "{{ .Prompt }}" }, { "license", NULL, "license" } };
+    const struct test_ollama_layer two[] = { { "model", DEMO_FIX "mllama-demo-text.gguf", NULL }, { "projector", DEMO_FIX "mllama-demo-proj.gguf", NULL },
+                                             { "params", NULL, "{}" } };
+    static const char *const names[] = { "ollama:llama3.2-vision", "ollama:llama3.2-vision:11b" };
+    struct sample sm[1];
+    char store[128], args[1024];
+    struct run r;
+    int i;
+    if (demo_samples(sm, 1) < 1) return;
+    snprintf(store, sizeof store, "%s/ollama", tmpdir);
+    EXPECT(test_ollama_store(store, 1, "llama3.2-vision", "latest", one, 3, 0) && test_ollama_store(store, 2, "llama3.2-vision", "11b", two, 3, 0),
+           "cannot write %s", store);
+    test_setenv("OLLAMA_MODELS", store);
+    for (i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "-m %s -q --image examples/images/%s '%s'", names[i], sm[0].files[0], sm[0].turns[0]);
+        r = run_cli(args, NULL);
+        EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "%s: status %d, said '%s', transformers '%s'\n%s", names[i], r.status, r.out, sm[0].want, r.err);
+        run_free(&r);
+#ifdef BATCH
+        snprintf(args, sizeof args, "-m %s -p '%s' examples/images/%s", names[i], sm[0].turns[0], sm[0].files[0]);
+        r = test_run_program(BATCH, args, NULL, tmpdir);
+        snprintf(args, sizeof args, "examples/images/%s: %s", sm[0].files[0], sm[0].want);
+        EXPECT(r.status == 0 && strstr(r.out, args) != NULL, "batch %s: status %d, said '%s'\n%s", names[i], r.status, r.out, r.err);
+        run_free(&r);
+#endif
+    }
+    r = run_cli("-m ollama:llama3.2-vision:90b -p hi", NULL);
+    EXPECT_FAILS(r, 1, "cannot load the model");
+    EXPECT(strstr(r.err, "/ollama/manifests/registry.ollama.ai/library/llama3.2-vision/90b") != NULL, "the manifest is not named:\n%s", r.err);
+    run_free(&r);
+    r = run_cli("-m ollama:llama3.2-vision:11b --mmproj " DEMO_FIX "mllama-demo-proj.gguf -p hi", NULL);
+    EXPECT_FAILS(r, 1, "give no projector file");
+    run_free(&r);
+    test_setenv("OLLAMA_MODELS", NULL);
+}
+
 /* More threads than cores: a warning, and the same answer. */
 static void test_threads_warning(void) {
     struct sample sm[1];
@@ -487,6 +529,7 @@ int main(void) {
     RUN(test_bad_options);
     RUN(test_demo_samples);
     RUN(test_batch_captions);
+    RUN(test_ollama_models);
     RUN(test_threads_warning);
     RUN(test_write_error);
     RUN(test_demo_chat);
