@@ -143,7 +143,8 @@
                                   context made from it first.
          mllama context           refers to its model (which must outlive it); owns its scheduler,
                                   KV cache and encoded images. mms_mllama_get_logits' pointer is valid
-                                  until the next mms_mllama_decode, kv_clear or context free.
+                                  until the next mms_mllama_decode or mms_mllama_decode_batch,
+                                  kv_clear or context free.
          mllama image             owned by the caller (mms_mllama_image_free).
        Threads: the last error is per thread; the log callback, the registry of live buffers and the
        registry of tensors that kept tensors were computed from are shared and locked, so buffers may
@@ -1471,8 +1472,8 @@ MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t s
    exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q6_K and Q8_0 matrices of at
    least 8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0, Q6_K and Q8_0 take the same bytes
    as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
-   prompt-size product skips repacking its tiles, a decode step reads 4 groups of 8 rows side by
-   side (see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
+   prompt-size product skips repacking its tiles, a decode step reads groups of 8 rows side by
+   side (4 for Q4_0 and Q8_0, 2 for Q4_K and Q6_K; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
    mms_backend_tensor_set/get convert and take whole tensors only; copies to other buffers
    convert back. Only the CPU backend uses these buffers (they are not host buffers to others). */
@@ -2773,6 +2774,13 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     m->addr = NULL;
     m->size = 0;
 }
+
+MMS__MAYBE_UNUSED static bool mms__is_dir(const char *path) {
+    wchar_t *wpath = mms__utf8_to_wide(path);
+    const DWORD attributes = wpath ? GetFileAttributesW(wpath) : INVALID_FILE_ATTRIBUTES;
+    MMS_FREE(wpath);
+    return attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY);
+}
 #else
 MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
@@ -2805,6 +2813,11 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     if (m->addr) munmap(m->addr, m->size);
     m->addr = NULL;
     m->size = 0;
+}
+
+MMS__MAYBE_UNUSED static bool mms__is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 #endif
 
@@ -9452,8 +9465,8 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
    prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
    its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
    call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
-   from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels,
-   Q8_0's too: mms__q8_0x8). The layout: groups of 8 rows, each group one packed block per block of
+   from the packed tiles and a decode step walks groups of 8 rows side by side (the gemv kernels,
+   Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for Q4_K and Q6_K: gemv_groups). The layout: groups of 8 rows, each group one packed block per block of
    the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
    the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
    on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
@@ -9582,7 +9595,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
+     that walks groups of the tile side by side (gemv_groups: 4 for Q4_0 and Q8_0, 2 for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose
      8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
      tile's rows are unpacked first.
    - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
@@ -17778,6 +17791,12 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         if (m->has_vision) mms__mllama_vision_weights(&L, false);
         if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
         goto place;
+    }
+    if (mms__is_dir(p->path)) {
+        mms_set_error(MMS_ERR_IO, "mllama: '%s' is a folder without config.json; a Hugging Face checkpoint folder holds config.json, the weights "
+                      "(model.safetensors, or its shards and model.safetensors.index.json) and tokenizer.json (preprocessor_config.json, "
+                      "tokenizer_config.json and generation_config.json are read when there)", p->path);
+        goto fail;
     }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;

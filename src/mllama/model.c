@@ -816,6 +816,12 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
         goto place;
     }
+    if (mms__is_dir(p->path)) {
+        mms_set_error(MMS_ERR_IO, "mllama: '%s' is a folder without config.json; a Hugging Face checkpoint folder holds config.json, the weights "
+                      "(model.safetensors, or its shards and model.safetensors.index.json) and tokenizer.json (preprocessor_config.json, "
+                      "tokenizer_config.json and generation_config.json are read when there)", p->path);
+        goto fail;
+    }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
     vision_file = p->text_only ? NULL : m->files[m->n_files - 1];
