@@ -16,20 +16,30 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
+# Tests: each tests/NAME.c is one program that ends with "N passed, N failed, N skipped". To add
+# one, put its name in TESTS. It is linked against the implementation compiled once per build
+# (build/lib/), which is what keeps `make test` quick, unless it also goes in SELF_CONTAINED_TESTS:
+# a test that uses internal mms__ names or configures the implementation itself (MMS_MALLOC)
+# compiles the implementation in (its own #define MMSCHED_IMPLEMENTATION, as the user's file does).
+# A test that runs example programs names them below (see test_cli), and its flags in FLAGS_NAME.
 TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
+SELF_CONTAINED_TESTS = test_platform test_backend test_lifetime test_gguf test_mllama_seq test_tokenizer
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
 
-.PHONY: all help header check-header test test-tsan unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
+.PHONY: all help header check-header test test-full test-tsan unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
         test-windows test-arm64 windows arm64
 
 all: examples
 
 help:
-	@echo "make test      header check, compile checks (C99, C++, static, twice), tests, tests under ASan+UBSan,"
-	@echo "               CUDA compile-and-link when nvcc is present; ends with 'N passed, N failed'"
-	@echo "make test-tsan the tests that share a model between threads, under ThreadSanitizer (also part of make test)"
+	@echo "make test      the quick suite: header check, compile checks at -O0 (C99 gcc and clang, C++,"
+	@echo "               twice, static, MMS_NO_*), every test built and run natively; ends with 'N passed, N failed, N skipped'"
+	@echo "               one test: make build/tests/test_text && build/tests/test_text; one case: MMS_TEST_CASE=part_of_its_name"
+	@echo "make test-full what CI runs: the same (compile checks at -O2), then every test again under ASan+UBSan, the TSan tests,"
+	@echo "               and with nvcc the CUDA targets and their tests (host emulation and the mock runtime)"
+	@echo "make test-tsan the tests that share a model between threads, under ThreadSanitizer (part of make test-full)"
 	@echo "make examples  build examples/ into build/"
 	@echo "make demo      the main job: the bundled Llama 3.2 Vision demo model describes examples/images/"
 	@echo "make bench     build and run the CPU benchmarks"
@@ -45,71 +55,98 @@ header:
 check-header:
 	@tools/amalgamate.sh --check
 
-$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/compile $(B)/cuda $(B)/asan:
+$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/cuda $(B)/asan $(B)/lib:
 	@mkdir -p $@
 
 # -- tests ------------------------------------------------------------------------------------------
+# Three builds of the tests: normal (build/tests), ASan+UBSan (build/tests-asan, the examples they
+# run in build/asan) and ThreadSanitizer (build/tests-tsan). Each build compiles the implementation
+# once, into build/lib/mmsched-FLAVOUR.o, and links the tests against it: -DMMSCHED_IMPL_INCLUDED
+# makes the test's own #define MMSCHED_IMPLEMENTATION emit nothing (the guard in src/base/config.c).
 
-$(B)/tests/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/tests
-	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
+LINKED_TESTS = $(filter-out $(SELF_CONTAINED_TESTS),$(TESTS))
+TEST_DEPS    = mmsched.h tests/*.h tests/fuzz/*.c examples/reference_graphs.h
+LINK_IMPL    = -DMMSCHED_IMPL_INCLUDED
 
-$(B)/tests-asan/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $(B)/tests-asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
+$(B)/lib/mmsched-normal.o: mmsched.h | $(B)/lib
+	$(CC) $(STD) $(WARN) $(OPT) -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
+$(B)/lib/mmsched-asan.o: mmsched.h | $(B)/lib
+	$(CC) $(STD) $(WARN) $(SAN) -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
+$(B)/lib/mmsched-tsan.o: mmsched.h | $(B)/lib
+	$(CC) $(STD) $(WARN) $(TSAN) -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
 
-$(B)/tests-tsan/%: tests/%.c mmsched.h tests/*.h | $(B)/tests-tsan
-	$(CC) $(STD) $(WARN) $(TSAN) -I. $< -o $@ $(LIBS)
+# The folder of the example programs a test runs ($(PROGRAMS)), set per build.
+$(B)/tests/%: PROGRAMS = $(B)
+$(B)/tests-asan/%: PROGRAMS = $(B)/asan
+FLAGS_test_cli      = -D_POSIX_C_SOURCE=200809L -DCLI='"$(PROGRAMS)/mllama"' -DBATCH='"$(PROGRAMS)/batch"'
+FLAGS_test_examples = -D_POSIX_C_SOURCE=200809L -DEXAMPLES='"$(PROGRAMS)"'
+FLAGS_test_quantize = -DQUANTIZE='"$(PROGRAMS)/quantize"'
+$(B)/tests/test_cli:           $(B)/mllama $(B)/batch
+$(B)/tests-asan/test_cli:      $(B)/asan/mllama $(B)/asan/batch
+$(B)/tests/test_examples:      $(B)/simple $(B)/two_graphs $(B)/bench $(B)/bench_load
+$(B)/tests-asan/test_examples: $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench $(B)/asan/bench_load
+$(B)/tests/test_quantize:      $(B)/quantize
+$(B)/tests-asan/test_quantize: $(B)/asan/quantize
 
-# test_cli runs the mllama program: the normal build, and under sanitizers a sanitized build.
-$(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama $(B)/batch | $(B)/tests
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' -DBATCH='"$(B)/batch"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/asan/mllama $(B)/asan/batch | $(B)/tests-asan
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DCLI='"$(B)/asan/mllama"' -DBATCH='"$(B)/asan/batch"' $< -o $@ $(LIBS)
-# test_examples runs the examples: the normal builds, and under sanitizers sanitized builds.
-$(B)/tests/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/simple $(B)/two_graphs $(B)/bench $(B)/bench_load | $(B)/tests
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DEXAMPLES='"$(B)"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench $(B)/asan/bench_load | $(B)/tests-asan
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DEXAMPLES='"$(B)/asan"' $< -o $@ $(LIBS)
-$(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench: $(B)/asan/%: examples/%.c mmsched.h examples/*.h | $(B)/asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
-$(B)/asan/bench_load: examples/bench_load.c mmsched.h examples/*.h | $(B)/asan
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
-# test_quantize runs the quantize program the same way.
-$(B)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/quantize | $(B)/tests
-	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
-$(B)/tests-asan/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/asan/quantize | $(B)/tests-asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. -DQUANTIZE='"$(B)/asan/quantize"' $< -o $@ $(LIBS)
-$(B)/asan/quantize: examples/quantize.c mmsched.h | $(B)/asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
-$(B)/asan/mllama: examples/mllama.c mmsched.h | $(B)/asan
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
-$(B)/asan/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)/asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
+$(addprefix $(B)/tests/,$(LINKED_TESTS)): $(B)/tests/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-normal.o | $(B)/tests
+	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LIBS)
+$(addprefix $(B)/tests-asan/,$(LINKED_TESTS)): $(B)/tests-asan/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-asan.o | $(B)/tests-asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LIBS)
+$(addprefix $(B)/tests-tsan/,$(LINKED_TESTS)): $(B)/tests-tsan/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-tsan.o | $(B)/tests-tsan
+	$(CC) $(STD) $(WARN) $(TSAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-tsan.o -o $@ $(LIBS)
+$(addprefix $(B)/tests/,$(SELF_CONTAINED_TESTS)): $(B)/tests/%: tests/%.c $(TEST_DEPS) | $(B)/tests
+	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $< -o $@ $(LIBS)
+$(addprefix $(B)/tests-asan/,$(SELF_CONTAINED_TESTS)): $(B)/tests-asan/%: tests/%.c $(TEST_DEPS) | $(B)/tests-asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $< -o $@ $(LIBS)
+$(addprefix $(B)/tests-tsan/,$(SELF_CONTAINED_TESTS)): $(B)/tests-tsan/%: tests/%.c $(TEST_DEPS) | $(B)/tests-tsan
+	$(CC) $(STD) $(WARN) $(TSAN) -I. $(FLAGS_$*) $< -o $@ $(LIBS)
 
-$(B)/compile/c99_gcc: tests/compile/c99.c mmsched.h | $(B)/compile
-	gcc $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
-$(B)/compile/c99_clang: tests/compile/c99.c mmsched.h | $(B)/compile
-	@if command -v clang >/dev/null; then echo "clang $(STD) $(WARN) -O2 $< -o $@"; clang $(STD) $(WARN) -O2 $< -o $@ $(LIBS); \
+# The examples the sanitizer build of the tests runs, linked against the sanitizer build of the library.
+$(B)/asan/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-asan.o | $(B)/asan
+	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LIBS_$*) $(LIBS)
+
+# The compile checks: the header as strict C99 (gcc, clang), as C++, included twice, as two static
+# copies in one program, with parts left out. They go to CHECKS at CHECK_OPT: build/compile at -O2
+# for make test-full; make test builds them at -O0 into build/compile-O0 (what they check does not
+# depend on the optimiser; gcc's -O2 warnings come from build/lib/ and the tests in the same run).
+CHECKS    ?= $(B)/compile
+CHECK_OPT ?= -O2
+$(CHECKS):
+	@mkdir -p $@
+$(CHECKS)/c99_gcc: tests/compile/c99.c mmsched.h | $(CHECKS)
+	gcc $(STD) $(WARN) $(CHECK_OPT) $< -o $@ $(LIBS)
+$(CHECKS)/c99_clang: tests/compile/c99.c mmsched.h | $(CHECKS)
+	@if command -v clang >/dev/null; then echo "clang $(STD) $(WARN) $(CHECK_OPT) $< -o $@"; clang $(STD) $(WARN) $(CHECK_OPT) $< -o $@ $(LIBS); \
 	 else echo "SKIP clang not installed"; fi
-$(B)/compile/cpp: tests/compile/cpp.cpp mmsched.h | $(B)/compile
-	$(CXX) -std=c++11 $(WARN) -O2 $< -o $@ $(LIBS)
-$(B)/compile/twice: tests/compile/twice.c mmsched.h | $(B)/compile
-	$(CC) $(STD) $(WARN) -O2 $< -o $@ $(LIBS)
-$(B)/compile/static: tests/compile/static_a.c tests/compile/static_b.c mmsched.h | $(B)/compile
-	$(CC) $(STD) $(WARN) -O2 tests/compile/static_a.c tests/compile/static_b.c -o $@ $(LIBS)
+$(CHECKS)/cpp: tests/compile/cpp.cpp mmsched.h | $(CHECKS)
+	$(CXX) -std=c++11 $(WARN) $(CHECK_OPT) $< -o $@ $(LIBS)
+$(CHECKS)/twice: tests/compile/twice.c mmsched.h | $(CHECKS)
+	$(CC) $(STD) $(WARN) $(CHECK_OPT) $< -o $@ $(LIBS)
+$(CHECKS)/static: tests/compile/static_a.c tests/compile/static_b.c mmsched.h | $(CHECKS)
+	$(CC) $(STD) $(WARN) $(CHECK_OPT) tests/compile/static_a.c tests/compile/static_b.c -o $@ $(LIBS)
 
 # The header with whole parts left out (MMS_NO_MLLAMA, MMS_NO_TEXT, MMS_NO_GGUF).
-$(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf: $(B)/compile/no_%: tests/compile/parts.c mmsched.h | $(B)/compile
-	$(CC) $(STD) $(WARN) -O2 -DMMS_NO_$(shell echo $* | tr a-z A-Z) $< -o $@ $(LIBS)
+$(CHECKS)/no_mllama $(CHECKS)/no_text $(CHECKS)/no_gguf: $(CHECKS)/no_%: tests/compile/parts.c mmsched.h | $(CHECKS)
+	$(CC) $(STD) $(WARN) $(CHECK_OPT) -DMMS_NO_$(shell echo $* | tr a-z A-Z) $< -o $@ $(LIBS)
 
-compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static \
-               $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf
+compile-tests: $(addprefix $(CHECKS)/,c99_gcc c99_clang cpp twice static no_mllama no_text no_gguf)
 unit-tests: $(addprefix $(B)/tests/,$(TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
 tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS))
 
-# The scalar kernels are tested inside test_ops (it runs every case with both kernel sets).
-test: check-header compile-tests unit-tests asan-tests tsan-tests cuda-if-available
-	@tests/run.sh $(B)/compile $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(wildcard $(B)/cuda/tests)
+# make test and make test-full build on every core (JOBS; make -jN chooses the build's), then run
+# JOBS tests at a time (each test's output shown whole, in order). The scalar kernels are tested
+# inside test_ops (every case with every kernel set).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PARALLEL = $(if $(filter -j% --jobserver%,$(MAKEFLAGS)),,-j$(JOBS)) --output-sync=target --no-print-directory
+
+test:
+	@$(MAKE) $(PARALLEL) CHECKS=$(B)/compile-O0 CHECK_OPT=-O0 check-header compile-tests unit-tests
+	@tests/run.sh -j$(JOBS) $(B)/compile-O0 $(B)/tests
+
+test-full:
+	@$(MAKE) $(PARALLEL) check-header compile-tests unit-tests asan-tests tsan-tests cuda-if-available
+	@tests/run.sh -j$(JOBS) $(B)/compile $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(wildcard $(B)/cuda/tests)
 
 # ThreadSanitizer alone (a reported data race makes the test exit with status 66: a failure in run.sh).
 test-tsan: tsan-tests
@@ -277,17 +314,18 @@ test-arm64: arm64
 
 # -- examples ---------------------------------------------------------------------------------------
 
-$(B)/%: examples/%.c mmsched.h examples/reference_graphs.h | $(B)
-	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ $(LIBS)
-
+# Each example is one file that compiles the implementation in, as the manual says to use it
+# (cc -O2 examples/simple.c -o simple -lm -lpthread builds one alone); here they link the library
+# compiled once, as the tests do (the same code, one compile instead of one each).
 # The mllama program decodes images with stb_image from Debian's libstb-dev (so does batch).
-$(B)/mllama: examples/mllama.c mmsched.h | $(B)
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
-$(B)/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)
-	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
-# The thread count under competing load: POSIX (fork), so not among the cross-built EXAMPLES.
-$(B)/bench_load: examples/bench_load.c mmsched.h examples/random_mllama.h | $(B)
-	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
+FLAGS_mllama = -D_POSIX_C_SOURCE=200809L
+LIBS_mllama  = -lstb
+LIBS_batch   = -lstb
+# bench_load (the thread count under competing load) is POSIX (fork): not among the cross-built EXAMPLES.
+FLAGS_bench_load = -D_POSIX_C_SOURCE=200809L
+LIBS_bench_load  = -lstb
+$(B)/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-normal.o | $(B)
+	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LIBS_$*) $(LIBS)
 
 examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load
 

@@ -144,7 +144,8 @@
                                   context made from it first.
          mllama context           refers to its model (which must outlive it); owns its scheduler,
                                   KV cache and encoded images. mms_mllama_get_logits' pointer is valid
-                                  until the next mms_mllama_decode, kv_clear or context free.
+                                  until the next mms_mllama_decode or mms_mllama_decode_batch,
+                                  kv_clear or context free.
          mllama image             owned by the caller (mms_mllama_image_free).
        Threads: the last error is per thread; the log callback, the registry of live buffers and the
        registry of tensors that kept tensors were computed from are shared and locked, so buffers may
@@ -693,6 +694,9 @@
        surrogates are errors with the line and column) and mms_safetensors_open (the header length,
        every entry's dtype, shape and offsets against the data, no overlap, no hole); both are fuzzed
        (tests/fuzz/fuzz_formats.c) and their hostile corpora replayed by tests/test_formats.c.
+       mms_ollama_resolve finds a model in Ollama's store (what `ollama pull` downloaded) without
+       Ollama: the manifest of "llama3.2-vision:11b" names the blobs of the model and its vision
+       projector, which mms_mllama_model_load reads as they are ("ollama:NAME" as its path).
 
    12. TEXT: TOKENIZER, CHAT TEMPLATE, SAMPLING
        struct mms_vocab *vocab = mms_vocab_load_file("model.gguf");      // tokenizer.ggml.* keys
@@ -1498,8 +1502,8 @@ MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t s
    exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q6_K and Q8_0 matrices of at
    least 8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0, Q6_K and Q8_0 take the same bytes
    as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
-   prompt-size product skips repacking its tiles, a decode step reads 4 groups of 8 rows side by
-   side (see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
+   prompt-size product skips repacking its tiles, a decode step reads groups of 8 rows side by
+   side (4 for Q4_0 and Q8_0, 2 for Q4_K and Q6_K; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
    mms_backend_tensor_set/get convert and take whole tensors only; copies to other buffers
    convert back. Only the CPU backend uses these buffers (they are not host buffers to others). */
@@ -1966,6 +1970,33 @@ MMS_API enum mms_status         mms_safetensors_get(const struct mms_safetensors
 /* The header's __metadata__ object (-1 if none) in the parsed header. */
 MMS_API const struct mms_json  *mms_safetensors_header(const struct mms_safetensors *st);
 MMS_API int64_t                 mms_safetensors_metadata(const struct mms_safetensors *st);
+
+/* >>api-ollama -------------------------------------------------------------------------------------
+   Ollama's model store, where `ollama pull` puts models, read in place. A name
+   [HOST/][NAMESPACE/]MODEL[:TAG] (defaults registry.ollama.ai, library, latest; Ollama's rules for
+   each part; "ollama:" before it is optional) names the manifest STORE/manifests/HOST/NAMESPACE/
+   MODEL/TAG, a JSON document whose "layers" list blobs by "mediaType" and "digest": the blob of
+   sha256:HEX is STORE/blobs/sha256-HEX. The model is the (last) layer of media type
+   application/vnd.ollama.image.model, the vision projector of Llama 3.2 Vision the layer of
+   application/vnd.ollama.image.projector (the two-file layout); the template, license and
+   parameter layers are not read. STORE is $OLLAMA_MODELS when set; else ~/.ollama/models
+   (%USERPROFILE%\.ollama\models on Windows), then /usr/share/ollama/.ollama/models (Linux installs
+   that run Ollama as a service), the first that has the manifest.
+   mms_mllama_model_load and mms_vocab_load_file take "ollama:NAME" as their path. Errors name
+   the path: MMS_ERR_INVALID_ARG for a name Ollama would not accept; MMS_ERR_IO for a model the
+   store does not have or a blob that cannot be read; MMS_ERR_FORMAT for a manifest that is not
+   JSON or has no model layer, a digest that is not sha256, a blob whose size is not the
+   manifest's; MMS_ERR_UNSUPPORTED for an adapter (LoRA) layer or several projectors. */
+
+#define MMS_OLLAMA_PREFIX "ollama:"
+
+struct mms_ollama_model {
+    char manifest[4096];    /* the manifest read */
+    char model[4096];       /* the model's blob */
+    char projector[4096];   /* the projector's blob; "" when the manifest has none */
+};
+
+MMS_API enum mms_status mms_ollama_resolve(const char *name, struct mms_ollama_model *out);
 /* ==== end src/api/formats.h ==== */
 
 #endif
@@ -1996,7 +2027,9 @@ enum mms_token_type {           /* tokenizer.ggml.token_type values */
     MMS_TOKEN_BYTE         = 6
 };
 
-/* From an open file (the vocabulary is copied: the file may be closed after) or a path. NULL + last
+/* From an open file (the vocabulary is copied: the file may be closed after) or a path (a GGUF file,
+   a checkpoint folder's tokenizer.json, or "ollama:NAME[:TAG]": the model blob in Ollama's store,
+   mms_ollama_resolve). NULL + last
    error: MMS_ERR_FORMAT naming the key and the file when the tokenizer metadata is missing, of
    another model, or inconsistent (a merge of unknown tokens, a byte without a token, an id out of
    range, an empty token text other than of an unused token). tokens, token_type and merges are
@@ -2204,7 +2237,10 @@ struct mms_mllama_hparams {
 };
 
 struct mms_mllama_load_params {
-    const char   *path;             /* the model, or the text part of the two-file layout */
+    /* The model: a GGUF file (or the text part of the two-file layout), a Hugging Face checkpoint
+       folder, or "ollama:NAME[:TAG]", a model in Ollama's store (mms_ollama_resolve: its model blob,
+       and its projector blob as mmproj_path, which must then be NULL). */
+    const char   *path;
     const char   *mmproj_path;      /* the projector of the two-file layout, or NULL */
     mms_backend_t cpu;              /* required: host backend */
     mms_backend_t gpu;              /* optional: a second backend for offloaded layers */
@@ -2378,7 +2414,8 @@ MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n
 /* ==== begin src/base/config.c ==== */
 /* >>impl ==========================================================================================
    Everything below is compiled only in the one translation unit that defines MMSCHED_IMPLEMENTATION.
-   The inner guard lets that unit include the header more than once. */
+   The inner guard lets that unit include the header more than once; the Makefile defines it on the
+   command line to link test programs against one separately compiled implementation. */
 #if defined(MMSCHED_IMPLEMENTATION) && !defined(MMSCHED_IMPL_INCLUDED)
 #define MMSCHED_IMPL_INCLUDED
 
@@ -2783,6 +2820,13 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     m->addr = NULL;
     m->size = 0;
 }
+
+MMS__MAYBE_UNUSED static bool mms__is_dir(const char *path) {
+    wchar_t *wpath = mms__utf8_to_wide(path);
+    const DWORD attributes = wpath ? GetFileAttributesW(wpath) : INVALID_FILE_ATTRIBUTES;
+    MMS_FREE(wpath);
+    return attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY);
+}
 #else
 MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
@@ -2815,6 +2859,11 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     if (m->addr) munmap(m->addr, m->size);
     m->addr = NULL;
     m->size = 0;
+}
+
+MMS__MAYBE_UNUSED static bool mms__is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 #endif
 
@@ -9556,8 +9605,8 @@ static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
    prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
    its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
    call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
-   from the packed tiles and a decode step walks 4 groups of 8 rows side by side (the gemv kernels,
-   Q8_0's too: mms__q8_0x8). The layout: groups of 8 rows, each group one packed block per block of
+   from the packed tiles and a decode step walks groups of 8 rows side by side (the gemv kernels,
+   Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for Q4_K and Q6_K: gemv_groups). The layout: groups of 8 rows, each group one packed block per block of
    the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
    the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
    on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
@@ -9686,7 +9735,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks 4 groups of the tile side by side; without AVX2 (and for Q8_0 prompts on AVX2, whose
+     that walks groups of the tile side by side (gemv_groups: 4 for Q4_0 and Q8_0, 2 for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose
      8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
      tile's rows are unpacked first.
    - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
@@ -14999,6 +15048,162 @@ MMS_API enum mms_status mms_safetensors_get(const struct mms_safetensors *st, in
 }
 /* ==== end src/formats/safetensors.c ==== */
 
+/* ==== begin src/formats/ollama.c ==== */
+/* >>ollama =========================================================================================
+   Ollama's model store: a model name to its manifest (Ollama's naming rules), the manifest's
+   layers to their blobs. Nothing is written; blobs are checked for presence and size only. */
+
+#define MMS__OLLAMA_MODEL_TYPE     "application/vnd.ollama.image.model"
+#define MMS__OLLAMA_PROJECTOR_TYPE "application/vnd.ollama.image.projector"
+#define MMS__OLLAMA_ADAPTER_TYPE   "application/vnd.ollama.image.adapter"
+
+/* One part of a name as Ollama accepts it: 1-80 characters (a host up to 350) of letters, digits,
+   '_', '-' and '.' (not in a namespace; a host may have ':' for its port), the first a letter,
+   digit or '_'. So no part is empty, "." or "..", and none holds a path separator. */
+static bool mms__ollama_part_ok(const char *s, size_t n, char kind) {
+    size_t i;
+    if (n < 1 || n > (kind == 'h' ? 350u : 80u)) return false;
+    for (i = 0; i < n; i++) {
+        const char c = s[i];
+        const bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        if (word) continue;
+        if (i == 0) return false;
+        if (c == '-' || (c == '.' && kind != 'n') || (c == ':' && kind == 'h')) continue;
+        return false;
+    }
+    return true;
+}
+
+/* The manifest's path below a store: HOST/NAMESPACE/MODEL/TAG from [HOST/][NAMESPACE/]MODEL[:TAG]
+   (defaults registry.ollama.ai, library, latest: Ollama's). */
+static enum mms_status mms__ollama_name_path(const char *name, char *out, size_t size) {
+    const char *parts[3], *colon = strrchr(name, ':'), *slash = strrchr(name, '/'), *tag = "latest", *p;
+    size_t lens[3], tag_len = 6, end = strlen(name);
+    int n = 0, i;
+    static const char kinds[3] = { 'm', 'n', 'h' };
+    if (colon && (!slash || colon > slash)) { tag = colon + 1; tag_len = strlen(tag); end = (size_t)(colon - name); }
+    while (n < 3) {   /* from the right: model, namespace, host */
+        p = end > 0 ? name + end - 1 : name;
+        while (p > name && *p != '/') p--;
+        if (*p == '/') p++;
+        parts[n] = p;
+        lens[n] = end - (size_t)(p - name);
+        n++;
+        if (p == name) break;
+        end = (size_t)(p - name) - 1;
+    }
+    if (parts[n - 1] != name || !mms__ollama_part_ok(tag, tag_len, 't'))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "ollama: \"%s\" is not a model name: [HOST/][NAMESPACE/]MODEL[:TAG], each part letters, digits, "
+                             "'_', '-' or '.'", name);
+    for (i = 0; i < n; i++)
+        if (!mms__ollama_part_ok(parts[i], lens[i], kinds[i]))
+            return mms_set_error(MMS_ERR_INVALID_ARG, "ollama: \"%s\" is not a model name: its %s \"%.*s\" is not one Ollama accepts", name,
+                                 i == 0 ? "model" : i == 1 ? "namespace" : "host", (int)lens[i], parts[i]);
+    if (snprintf(out, size, "%.*s/%.*s/%.*s/%.*s", n > 2 ? (int)lens[2] : 18, n > 2 ? parts[2] : "registry.ollama.ai",
+                 n > 1 ? (int)lens[1] : 7, n > 1 ? parts[1] : "library", (int)lens[0], parts[0], (int)tag_len, tag) >= (int)size)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "ollama: \"%s\" is too long", name);
+    return MMS_OK;
+}
+
+/* The stores to look in, in order: $OLLAMA_MODELS alone when set; else the user's ~/.ollama/models
+   and (Linux service installs, whose ollama user's home it is) /usr/share/ollama/.ollama/models. */
+static int mms__ollama_stores(char stores[2][1024]) {
+    const char *env = getenv("OLLAMA_MODELS"), *home = getenv("HOME");
+    int n = 0;
+#ifdef _WIN32
+    if (!home || !*home) home = getenv("USERPROFILE");
+#endif
+    if (env && *env) {
+        snprintf(stores[n++], 1024, "%s", env);
+        return n;
+    }
+    if (home && *home && strlen(home) < 1000) snprintf(stores[n++], 1024, "%s/.ollama/models", home);
+#ifndef _WIN32
+    snprintf(stores[n++], 1024, "/usr/share/ollama/.ollama/models");
+#endif
+    return n;
+}
+
+/* The blob of a layer: STORE/blobs/sha256-HEX, present and of the size the manifest gives. */
+static enum mms_status mms__ollama_blob(const struct mms_json *j, int64_t layer, const char *store, const char *what, char *out, size_t size) {
+    size_t n = 0, i, have;
+    const char *digest = mms_json_str(j, mms_json_get(j, layer, "digest"), &n);
+    double want = -1;
+    struct mms__mapping map;
+    bool hex = digest && n == 71 && (!strncmp(digest, "sha256:", 7) || !strncmp(digest, "sha256-", 7));
+    for (i = 7; hex && i < n; i++) hex = isxdigit((unsigned char)digest[i]) != 0;
+    if (!hex)
+        return mms_set_error(MMS_ERR_FORMAT, "ollama: '%s': the %s layer's digest \"%.80s\" is not sha256:<64 hex digits>", mms_json_source(j), what,
+                             digest ? digest : "(none)");
+    if (snprintf(out, size, "%s/blobs/sha256-%s", store, digest + 7) >= (int)size)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "ollama: the store's path '%s' is too long", store);
+    if (mms__map_file(out, &map) != MMS_OK)
+        return mms__error_context(MMS_ERR_IO, "ollama: the %s blob that '%s' names cannot be read: %s", what, mms_json_source(j), mms_last_error());
+    have = map.size;
+    mms__unmap_file(&map);
+    if (mms_json_num(j, mms_json_get(j, layer, "size"), &want) && want != (double)have)
+        return mms_set_error(MMS_ERR_FORMAT, "ollama: the %s blob '%s' is %zu bytes, '%s' says %.0f (an unfinished copy?)", what, out, have,
+                             mms_json_source(j), want);
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_ollama_resolve(const char *name, struct mms_ollama_model *out) {
+    char stores[2][1024], rel[600];
+    struct mms_json *j = NULL;
+    const size_t prefix = strlen(MMS_OLLAMA_PREFIX);
+    int64_t layers, i, model = -1, projector = -1, n_projectors = 0;
+    int n_stores, s;
+    enum mms_status st;
+    if (!name || !out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_ollama_resolve: name and out are required");
+    memset(out, 0, sizeof *out);
+    if (!strncmp(name, MMS_OLLAMA_PREFIX, prefix)) name += prefix;
+    if ((st = mms__ollama_name_path(name, rel, sizeof rel)) != MMS_OK) return st;
+    n_stores = mms__ollama_stores(stores);
+    for (s = 0; s < n_stores; s++) {
+        snprintf(out->manifest, sizeof out->manifest, "%s/manifests/%s", stores[s], rel);
+        if (mms__file_exists(out->manifest)) break;
+    }
+    if (s == n_stores) {
+        if (n_stores == 1)
+            return mms_set_error(MMS_ERR_IO, "ollama: no model \"%s\": '%s' does not exist (OLLAMA_MODELS names the store; `ollama list` shows what it has)",
+                                 name, out->manifest);
+        return mms_set_error(MMS_ERR_IO, "ollama: no model \"%s\": neither '%s/manifests/%s' nor '%s' exists (set OLLAMA_MODELS to the store; "
+                             "`ollama list` shows what it has)", name, stores[0], rel, out->manifest);
+    }
+    if (!(j = mms_json_parse_file(out->manifest))) return mms__error_context(mms_last_status(), "ollama: %s", mms_last_error());
+    layers = mms_json_get(j, 0, "layers");
+    if (mms_json_type(j, layers) != MMS_JSON_ARRAY) {
+        st = mms_set_error(MMS_ERR_FORMAT, "ollama: '%s' is not a manifest: it has no \"layers\" array", out->manifest);
+        goto done;
+    }
+    for (i = 0; i < mms_json_len(j, layers); i++) {   /* the last model layer counts, as in Ollama */
+        const char *type = mms_json_str(j, mms_json_get(j, mms_json_at(j, layers, i), "mediaType"), NULL);
+        if (!type) continue;
+        if (!strcmp(type, MMS__OLLAMA_MODEL_TYPE)) model = mms_json_at(j, layers, i);
+        if (!strcmp(type, MMS__OLLAMA_PROJECTOR_TYPE)) { projector = mms_json_at(j, layers, i); n_projectors++; }
+        if (!strcmp(type, MMS__OLLAMA_ADAPTER_TYPE)) {
+            st = mms_set_error(MMS_ERR_UNSUPPORTED, "ollama: '%s' has an adapter layer (a LoRA applied over the model), which mmsched does not apply",
+                               out->manifest);
+            goto done;
+        }
+    }
+    if (model < 0) {
+        st = mms_set_error(MMS_ERR_FORMAT, "ollama: '%s' has no model layer (mediaType %s)", out->manifest, MMS__OLLAMA_MODEL_TYPE);
+        goto done;
+    }
+    if (n_projectors > 1) {
+        st = mms_set_error(MMS_ERR_UNSUPPORTED, "ollama: '%s' has %lld projector layers; mmsched takes one", out->manifest, (long long)n_projectors);
+        goto done;
+    }
+    if ((st = mms__ollama_blob(j, model, stores[s], "model", out->model, sizeof out->model)) != MMS_OK) goto done;
+    if (projector >= 0) st = mms__ollama_blob(j, projector, stores[s], "projector", out->projector, sizeof out->projector);
+done:
+    mms_json_free(j);
+    if (st != MMS_OK) out->model[0] = out->projector[0] = '\0';
+    return st;
+}
+/* ==== end src/formats/ollama.c ==== */
+
 #endif
 
 #ifndef MMS_NO_TEXT   /* the parts below are left out under this option */
@@ -15830,6 +16035,14 @@ MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_vocab *v;
     char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (!strncmp(path, MMS_OLLAMA_PREFIX, strlen(MMS_OLLAMA_PREFIX))) {   /* the model blob of Ollama's store holds it */
+        struct mms_ollama_model *om = (struct mms_ollama_model *)MMS_MALLOC(sizeof *om);
+        v = NULL;
+        if (!om) mms_set_error(MMS_ERR_OOM, "mms_vocab_load_file: out of host memory");
+        else if (mms_ollama_resolve(path, om) == MMS_OK) v = mms_vocab_load_file(om->model);
+        MMS_FREE(om);
+        return v;
+    }
     if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
         snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
         if (mms__file_exists(probe)) return mms__vocab_load_hf(path);
@@ -17713,6 +17926,25 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     const struct mms_gguf *vision_file;
     const int64_t t0 = mms_time_us();
     if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
+    if (!strncmp(p->path, MMS_OLLAMA_PREFIX, strlen(MMS_OLLAMA_PREFIX))) {   /* a model in Ollama's store: its blobs */
+        struct mms_ollama_model *om = (struct mms_ollama_model *)MMS_MALLOC(sizeof *om);
+        struct mms_mllama_load_params blobs = *p;
+        if (p->mmproj_path) {
+            mms_set_error(MMS_ERR_INVALID_ARG, "mllama: '%s' is a model of Ollama's store, whose manifest names its projector: give no projector file", p->path);
+            m = NULL;
+        } else if (!om) {
+            mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+            m = NULL;
+        } else if (mms_ollama_resolve(p->path, om) != MMS_OK) {
+            m = NULL;
+        } else {
+            blobs.path = om->model;
+            blobs.mmproj_path = om->projector[0] ? om->projector : NULL;
+            m = mms_mllama_model_load(&blobs);
+        }
+        MMS_FREE(om);
+        return m;
+    }
     if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
@@ -17739,6 +17971,12 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         if (m->has_vision) mms__mllama_vision_weights(&L, false);
         if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
         goto place;
+    }
+    if (mms__is_dir(p->path)) {
+        mms_set_error(MMS_ERR_IO, "mllama: '%s' is a folder without config.json; a Hugging Face checkpoint folder holds config.json, the weights "
+                      "(model.safetensors, or its shards and model.safetensors.index.json) and tokenizer.json (preprocessor_config.json, "
+                      "tokenizer_config.json and generation_config.json are read when there)", p->path);
+        goto fail;
     }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;
@@ -18062,25 +18300,17 @@ static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mlla
         return st;
     {   /* stated sizes that the shapes imply must agree */
         int out_dim = hp->v_n_embd * (1 + hp->v_n_taps);
-        int64_t sar = mms_json_get(j, v, "supported_aspect_ratios"), i, n_ar = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL);
-        int rows[64], cols[64];
+        int64_t sar = mms_json_get(j, v, "supported_aspect_ratios"), n_ar = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL);
         if ((st = mms__hf_int(j, v, "vision_config.", "vision_output_dim", false, &out_dim)) != MMS_OK) return st;
         if (out_dim != hp->v_n_embd * (1 + hp->v_n_taps))
             return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.vision_output_dim is %d, hidden_size * (1 + taps) is %d", mms_json_source(j),
                                  out_dim, hp->v_n_embd * (1 + hp->v_n_taps));
-        if (hp->v_max_tiles <= 16 && sar >= 0) {
-            mms__mllama_aspect_ratios(hp->v_max_tiles, rows, cols);
-            if (mms_json_len(j, sar) != n_ar)
-                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios has %lld entries, max_num_tiles %d gives %lld",
-                                     mms_json_source(j), (long long)mms_json_len(j, sar), hp->v_max_tiles, (long long)n_ar);
-            for (i = 0; i < n_ar; i++) {
-                int64_t e = mms_json_at(j, sar, i), r, c;
-                if (mms_json_len(j, e) != 2 || !mms_json_int(j, mms_json_at(j, e, 0), &r) || !mms_json_int(j, mms_json_at(j, e, 1), &c) ||
-                    r != rows[i] || c != cols[i])
-                    return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios[%lld] is not [%d, %d], the processor's order",
-                                         mms_json_source(j), (long long)i, rows[i], cols[i]);
-            }
-        }
+        /* Only the list's length counts (the aspect-ratio tables have one row per entry, plus one);
+           an image's id comes from the processor's own order, whatever order the list is in: so
+           transformers reads it too. */
+        if (hp->v_max_tiles <= 16 && sar >= 0 && mms_json_len(j, sar) != n_ar)
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios has %lld entries, max_num_tiles %d gives %lld",
+                                 mms_json_source(j), (long long)mms_json_len(j, sar), hp->v_max_tiles, (long long)n_ar);
     }
     rs = mms_json_get(j, t, "rope_scaling");
     if (rs >= 0 && mms_json_type(j, rs) != MMS_JSON_NULL) {

@@ -6,7 +6,7 @@
      build/batch -m model.gguf -K 8 -p "What is in this image?" -n 64 --temp 0.6 --seed 1 a.jpg b.jpg c.jpg
    --bench: aggregate decode speed for K = 1, 2, 4, 8 sequences at Llama 3.2 11B Vision shapes with
    random weights (the file build/bench --mllama writes: 5 of the 40 text layers; written here if
-   it is missing), each sequence after a 32-token text prompt; with --images each prompt starts with
+   it is missing, and then removed at the end unless --keep), each sequence after a 32-token text prompt; with --images each prompt starts with
    a picture of its own (4 tiles, encoded before the steps are timed), so the steps include the
    cross-attention layers, each sequence against its own picture's keys. */
 #define MMSCHED_IMPLEMENTATION
@@ -18,11 +18,12 @@
 #include <string.h>
 
 #define MAX_K 64
+#define MAX_PIXELS 50000000L   /* as build/mllama's default --max-pixels: ~350 MB while decoding */
 
 struct options {
     const char *model, *prompt;
     int         k, n_predict, n_threads, bench_layers, bench_gen;
-    bool        bench, bench_images;
+    bool        bench, bench_images, bench_keep;
     struct mms_sampler_params sampling;
     char      **images;
     int         n_images;
@@ -33,20 +34,22 @@ static void die(const char *what, const char *why) {
     exit(1);
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
-                    "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N]\n"
+static void usage(FILE *out) {
+    fprintf(out, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
+                    "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N] [--keep]\n"
+                    "  -m MODEL     a GGUF, a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
-                    "  -n N         most tokens per answer (default 64)\n", MAX_K);
-    exit(2);
+                    "  -n N         most tokens per answer (default 64)\n"
+                    "  --bench      decode speed at 11B shapes; writes a random model of several GB to build/ first and\n"
+                    "               removes it at the end (--keep keeps it for the next run)\n", MAX_K);
 }
 
 static int int_arg(const char *s, const char *name, int lo, int hi) {
     char *end;
     long v = strtol(s, &end, 10);
     if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "batch: %s wants a whole number in %d..%d, not '%s'\n", name, lo, hi, s);
+        fprintf(stderr, "batch: %s wants a whole number from %d to %d, got '%s'\n", name, lo, hi, s);
         exit(2);
     }
     return (int)v;
@@ -74,14 +77,18 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(a, "--top-p") && more) o->sampling.top_p = (float)atof(argv[++i]);
         else if (!strcmp(a, "--seed") && more) o->sampling.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--threads") && more) o->n_threads = int_arg(argv[++i], "--threads", 1, 4096);
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
         else if (!strcmp(a, "--bench")) o->bench = true;
+        else if (!strcmp(a, "--keep")) o->bench_keep = true;
         else if (!strcmp(a, "--images")) o->bench_images = true;
         else if (!strcmp(a, "--text-layers") && more) o->bench_layers = int_arg(argv[++i], "--text-layers", 1, 40);
         else if (!strcmp(a, "--gen") && more) o->bench_gen = int_arg(argv[++i], "--gen", 1, 64);
-        else if (a[0] == '-') usage();
+        else if (a[0] == '-') { fprintf(stderr, "batch: unknown option '%s', or it needs a value (--help lists the options)\n", a); exit(2); }
         else o->images[o->n_images++] = argv[i];
     }
-    if (!o->bench && (!o->model || o->n_images == 0)) usage();
+    if (o->bench) return;
+    if (!o->model) { fprintf(stderr, "batch: a model is required (-m FILE)\n"); usage(stderr); exit(2); }
+    if (o->n_images == 0) { fprintf(stderr, "batch: no pictures given (IMAGE... after the options)\n"); exit(2); }
 }
 
 /* -- captioning -- */
@@ -90,8 +97,12 @@ static void parse(int argc, char **argv, struct options *o) {
 static uint8_t *load_rgb(const char *path, int *w, int *h) {
     int n;
     uint8_t *rgba, *rgb;
-    if (!stbi_info(path, w, h, &n) || (double)*w * (double)*h > 64e6) {
-        fprintf(stderr, "batch: %s: not a picture this program reads, or over 64 megapixels (%s)\n", path, stbi_failure_reason());
+    if (!stbi_info(path, w, h, &n)) {
+        fprintf(stderr, "batch: %s: not a picture this program reads (JPEG, PNG, BMP or GIF): %s\n", path, stbi_failure_reason());
+        return NULL;
+    }
+    if ((double)*w * (double)*h > (double)MAX_PIXELS) {
+        fprintf(stderr, "batch: %s: %d x %d pixels is more than %ld, the most this program decodes\n", path, *w, *h, MAX_PIXELS);
         return NULL;
     }
     if (!(rgba = stbi_load(path, w, h, &n, 4))) { fprintf(stderr, "batch: %s: cannot decode it (%s)\n", path, stbi_failure_reason()); return NULL; }
@@ -264,10 +275,16 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     FILE *f;
     size_t ki;
     int i, g;
+    bool written = false;
     mms_mllama_hparams_11b(&hp);
     snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
-    if ((f = fopen(path, "rb")) != NULL) fclose(f);
-    else if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1, false)) { remove(path); die("cannot write the random model", path); }
+    if ((f = fopen(path, "rb")) != NULL) fclose(f);   /* made by an earlier run, or build/bench --mllama: used, kept */
+    else {
+        fprintf(stderr, "batch: writing a random model at 11B shapes (%d text layers: several GB) to %s; it is removed at the end%s\n", o->bench_layers,
+                path, o->bench_keep ? " unless --keep (given)" : " (--keep keeps it)");
+        if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1, false)) { remove(path); die("cannot write the random model", path); }
+        written = true;
+    }
     memset(&lp, 0, sizeof lp);
     lp.path = path;
     lp.cpu = cpu;
@@ -318,6 +335,10 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     free(picture);
     mms_mllama_context_free(ctx);
     mms_mllama_model_free(m);
+    if (written && !o->bench_keep) {
+        if (remove(path) == 0) fprintf(stderr, "batch: removed %s\n", path);
+        else fprintf(stderr, "batch: could not remove %s\n", path);
+    }
 }
 
 int main(int argc, char **argv) {

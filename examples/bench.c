@@ -1,8 +1,8 @@
 /* bench.c - CPU benchmarks: the machine's own limits, then single ops at the shapes that matter
    for Llama 3.2 Vision, the thread pool's synchronisation, the 4-layer ViT reference graph, and
    optionally the full mllama graphs at 11B shapes with random weights. Beside a case, "[0]" gives
-   the side-by-side figures of shared/docs/benchmarks.md section 0 (mmsched and ggml in one harness
-   on one machine, not this one): context for this run, whose times are not comparable with them.
+   side-by-side figures of mmsched and ggml measured in one harness on one machine (not this one;
+   the table below, side_by_side): context for this run, whose times are not comparable with them.
 
    Each case is computed `reps` times on the CPU backend; the table shows the median time, the rate
    (GFLOP/s or GB/s) and the fraction of the limit measured in the same run: for GFLOP/s an FMA loop
@@ -205,7 +205,7 @@ static void measure_machine(void) {
     printf("machine (%d threads): FMA peak %.1f GFLOP/s%s, streaming read %.1f GB/s (256 MiB, 4 streams a thread)\n", n_threads, peak_gflops,
            BENCH_X86 ? "" : " (not measured on this CPU)", peak_gbs);
     printf("BENCH name=machine fma_gflops=%.2f read_gbs=%.2f threads=%d\n", peak_gflops, peak_gbs, n_threads);
-    printf("[0]: shared/docs/benchmarks.md section 0, mmsched 8a54778 vs ggml d99724f2 side by side on a Zen 4 (AVX-512, 2 threads):\n"
+    printf("[0]: mmsched 8a54778 vs ggml d99724f2 side by side in one harness on a Zen 4 (AVX-512, 2 threads):\n"
            "     their times and ratio (< 1: mmsched faster), not this run's\n\n");
 }
 
@@ -265,7 +265,7 @@ static const char *slug(const char *name) {
     return out;
 }
 
-/* The side-by-side figures of shared/docs/benchmarks.md section 0: one harness built against both
+/* Side-by-side figures of mmsched and ggml (measured outside this repository): one harness built against both
    libraries on a Zen 4 (AVX-512, 2 threads), mmsched at 8a54778 and ggml d99724f2 as llama.cpp builds
    it (llamafile and weight repacking on, -march=native; its repacked figure where it has one), medians
    in ms. Printed beside this run for context: only their ratio is a side-by-side measurement. */

@@ -2,6 +2,7 @@
 
    build/mllama -m MODEL.gguf [--mmproj PROJ.gguf] [--image FILE]... [-p] PROMPT
    build/mllama -m models/mllama-demo.gguf --image examples/images/circle.png "Describe this image."
+   build/mllama -m ollama:llama3.2-vision --image photo.jpg "What is in this image?"   (Ollama's store)
 
    Images are decoded with stb_image (JPEG, PNG, BMP, GIF's first frame; Debian's libstb-dev, linked
    with -lstb) and transparent pixels are laid over white, as the model's own processor does. The
@@ -38,7 +39,8 @@ struct options {
 static void usage(FILE *out) {
     fprintf(out,
         "usage: mllama -m MODEL.gguf [options] [-p] PROMPT    (options take '--name value' or '--name=value')\n"
-        "  -m, --model FILE        the model (Ollama's single file, or the text part of the two-file layout)\n"
+        "  -m, --model FILE        the model: a GGUF (Ollama's single file, or the text part of the two-file\n"
+        "                          layout), a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
         "      --mmproj FILE       the vision projector of the two-file layout\n"
         "      --image FILE        a picture for the first turn (repeat for several; JPEG, PNG, BMP, GIF)\n"
         "      --max-pixels N      refuse pictures of more than N pixels, before decoding them (%ld)\n"
@@ -49,7 +51,7 @@ static void usage(FILE *out) {
         "                          each picture goes\n"
         "  -n, --n-predict N       most tokens to generate per turn (256)\n"
         "  -c, --ctx-size N        tokens of context (2048, at most the model's)\n"
-        "      --max-images N      images per conversation (the number given, at least 2)\n"
+        "      --max-images N      images per conversation, 1 to 64 (default: the number of --image, at least 2)\n"
         "  -t, --threads N         CPU threads (all cores)\n"
         "      --n-gpu-layers N    text layers on the GPU, counted from the last (needs a CUDA build: make cuda)\n"
         "      --vision-gpu        the vision tower on the GPU too\n"
@@ -210,12 +212,16 @@ static void parse_args(int argc, char **argv, struct options *o) {
     }
     if (!o->model) { fprintf(stderr, "mllama: a model is required (-m FILE)\n"); usage(stderr); exit(2); }
     if (!o->prompt && !o->interactive) { fprintf(stderr, "mllama: a prompt is required (-p TEXT, or as the last argument), or -i to chat\n"); exit(2); }
+    if (o->prompt && !o->prompt[strspn(o->prompt, " \t\r\n")]) { fprintf(stderr, "mllama: the prompt is empty; ask something (-p TEXT), or -i to chat\n"); exit(2); }
     if (o->raw && o->interactive) { fprintf(stderr, "mllama: --raw and -i do not go together\n"); exit(2); }
     if (o->prompt && o->raw && count_marks(o->prompt) != o->n_images) {
         fprintf(stderr, "mllama: with --raw the prompt places each picture with %s: it has %d for %d --image\n", IMAGE_MARK,
                 count_marks(o->prompt), o->n_images);
         exit(2);
     }
+    if (o->prompt && o->raw && !strstr(o->prompt, "<|start_header_id|>assistant<|end_header_id|>"))
+        fprintf(stderr, "mllama: warning: with --raw the prompt goes to the model as it is, and it does not end in the assistant's header "
+                "(<|start_header_id|>assistant<|end_header_id|>): an instruct model may answer nothing (leave out --raw to use the chat template)\n");
     if (o->prompt && !o->raw && count_marks(o->prompt)) {
         fprintf(stderr, "mllama: the prompt has %s in it; the program places the pictures itself (--raw places them by hand)\n", IMAGE_MARK);
         exit(2);
@@ -282,14 +288,14 @@ struct chat {
 
 /* Decodes and keeps an image for the conversation; false (the reason in why[]) if it cannot be read. */
 static bool chat_add_image(struct chat *c, const char *path, long max_pixels, char *why, size_t why_size) {
-    struct image *im;
+    struct image im;
+    if (!(im.rgb = load_image(path, max_pixels, &im.w, &im.h, why, why_size))) return false;   /* what is wrong with the file, first */
     if (c->n_images >= c->max_images) {
-        snprintf(why, why_size, "this conversation holds at most %d images (--max-images)", c->max_images);
+        free(im.rgb);
+        snprintf(why, why_size, "this conversation holds at most %d images (--max-images; /clear starts a new one)", c->max_images);
         return false;
     }
-    im = &c->images[c->n_images];
-    if (!(im->rgb = load_image(path, max_pixels, &im->w, &im->h, why, why_size))) return false;
-    c->n_images++;
+    c->images[c->n_images++] = im;
     return true;
 }
 
@@ -615,7 +621,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mllama: %s\n", why);
     }
     if (o.interactive) chat_loop(&c, &o, o.prompt ? 0 : o.n_images, o.model);
-    if (!o.quiet) mms_mllama_print_timings(c.ctx, stderr);
+    if (!o.quiet) {
+        fprintf(stderr, "mllama: timings of this run (%s", o.model);
+        for (i = 0; i < o.n_images; i++) fprintf(stderr, "%s%s", i ? ", " : "; pictures ", o.images[i]);
+        fprintf(stderr, "):\n");
+        mms_mllama_print_timings(c.ctx, stderr);
+    }
 
     for (i = 0; i < c.n_msgs; i++) free(c.texts[i]);
     for (i = 0; i < c.n_images; i++) free(c.images[i].rgb);

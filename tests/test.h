@@ -9,6 +9,11 @@
 #include <string.h>
 #include <stdarg.h>
 #include <math.h>
+#if defined(_WIN32)
+#  include <direct.h>
+#else
+#  include <sys/stat.h>
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define TEST_FN static __attribute__((unused))
@@ -44,9 +49,19 @@ TEST_FN void test_skip(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* MMS_TEST_CASE=text runs only the cases whose name contains text (the others are neither run nor
+   counted); a program none of whose cases matches fails, so a mistyped name cannot pass. */
+static int test__selected_cases;
+TEST_FN const char *test__case_filter(void) {
+    const char *want = getenv("MMS_TEST_CASE");
+    return want && *want ? want : NULL;
+}
+
 /* Runs one case and prints PASS, FAIL or SKIP with its name. */
 #define RUN(fn) test__run(#fn, fn)
 TEST_FN void test__run(const char *name, void (*fn)(void)) {
+    if (test__case_filter() && !strstr(name, test__case_filter())) return;
+    test__selected_cases++;
     test__case_name = name;
     test__case_failures = 0;
     test__skip_reason[0] = '\0';
@@ -58,6 +73,10 @@ TEST_FN void test__run(const char *name, void (*fn)(void)) {
 }
 
 TEST_FN int test_summary(void) {
+    if (test__case_filter() && test__selected_cases == 0) {
+        printf("FAIL MMS_TEST_CASE=%s: no case name here contains it\n", test__case_filter());
+        test__failed++;
+    }
     printf("%d passed, %d failed, %d skipped\n", test__passed, test__failed, test__skipped);
     return test__failed ? 1 : 0;
 }
@@ -96,6 +115,15 @@ TEST_FN char *test_slurp(const char *path, long *size) {
     if (size) *size = n;
     fclose(f);
     return s;
+}
+
+/* Makes a folder (one level; an existing one is fine). */
+TEST_FN void test_make_dir(const char *path) {
+#if defined(_WIN32)
+    _mkdir(path);
+#else
+    mkdir(path, 0777);
+#endif
 }
 
 /* A path in tests/, as the compiler named this header: the tests run from where they were

@@ -10,6 +10,7 @@
 #include "mmsched.h"
 #include "test.h"
 #include "run_program.h"
+#include "ollama_store.h"
 
 #ifndef CLI
 #  define CLI "build/mllama"
@@ -306,6 +307,116 @@ static void test_batch_captions(void) {
 #endif
 }
 
+/* -m ollama:NAME[:TAG]: a model in Ollama's store (tests/ollama_store.h), here the demo model as
+   the model layer (latest) and its two-file layout as model and projector layers (11b): the same
+   answers as transformers', in build/mllama and build/batch; a tag the store lacks names the
+   manifest looked for. */
+static void test_ollama_models(void) {
+    const struct test_ollama_layer one[] = { { "model", DEMO, NULL }, { "template", NULL, "{{ .Prompt }}" }, { "license", NULL, "license" } };
+    const struct test_ollama_layer two[] = { { "model", DEMO_FIX "mllama-demo-text.gguf", NULL }, { "projector", DEMO_FIX "mllama-demo-proj.gguf", NULL },
+                                             { "params", NULL, "{}" } };
+    static const char *const names[] = { "ollama:llama3.2-vision", "ollama:llama3.2-vision:11b" };
+    struct sample sm[1];
+    char store[128], args[1024];
+    struct run r;
+    int i;
+    if (demo_samples(sm, 1) < 1) return;
+    snprintf(store, sizeof store, "%s/ollama", tmpdir);
+    EXPECT(test_ollama_store(store, 1, "llama3.2-vision", "latest", one, 3, 0) && test_ollama_store(store, 2, "llama3.2-vision", "11b", two, 3, 0),
+           "cannot write %s", store);
+    test_setenv("OLLAMA_MODELS", store);
+    for (i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "-m %s -q --image examples/images/%s '%s'", names[i], sm[0].files[0], sm[0].turns[0]);
+        r = run_cli(args, NULL);
+        EXPECT(r.status == 0 && !strcmp(r.out, sm[0].want), "%s: status %d, said '%s', transformers '%s'\n%s", names[i], r.status, r.out, sm[0].want, r.err);
+        run_free(&r);
+#ifdef BATCH
+        snprintf(args, sizeof args, "-m %s -p '%s' examples/images/%s", names[i], sm[0].turns[0], sm[0].files[0]);
+        r = test_run_program(BATCH, args, NULL, tmpdir);
+        snprintf(args, sizeof args, "examples/images/%s: %s", sm[0].files[0], sm[0].want);
+        EXPECT(r.status == 0 && strstr(r.out, args) != NULL, "batch %s: status %d, said '%s'\n%s", names[i], r.status, r.out, r.err);
+        run_free(&r);
+#endif
+    }
+    r = run_cli("-m ollama:llama3.2-vision:90b -p hi", NULL);
+    EXPECT_FAILS(r, 1, "cannot load the model");
+    EXPECT(strstr(r.err, "/ollama/manifests/registry.ollama.ai/library/llama3.2-vision/90b") != NULL, "the manifest is not named:\n%s", r.err);
+    run_free(&r);
+    r = run_cli("-m ollama:llama3.2-vision:11b --mmproj " DEMO_FIX "mllama-demo-proj.gguf -p hi", NULL);
+    EXPECT_FAILS(r, 1, "give no projector file");
+    run_free(&r);
+    test_setenv("OLLAMA_MODELS", NULL);
+}
+
+/* Edges: an empty prompt is refused; --raw without the chat template's assistant header warns (the
+   answer may well be empty); with the conversation's pictures all attached, /image of a missing
+   file says the file is missing, not that the conversation is full; --max-images names its range
+   in the error and the help; a folder without config.json says what a checkpoint folder holds;
+   the timings say which run they belong to. build/batch as build/mllama: --help exits 0 on
+   stdout, a missing -m or no pictures say so, a picture over 50 million pixels is refused from
+   its header, ranges read "from 1 to 64". */
+static void test_edges(void) {
+    static const char *const empty[] = { "-m " DEMO " -p ''", "-m " DEMO " '  '", "-m " DEMO " -i -p ''" };
+    char args[512], path[128];
+    struct run r;
+    size_t i;
+    for (i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        r = run_cli(empty[i], NULL);
+        EXPECT_FAILS(r, 2, "the prompt is empty");
+        run_free(&r);
+    }
+    r = run_cli("-m " DEMO " -q --raw --image examples/images/circle.png '<|image|>Describe this image.'", NULL);
+    EXPECT(r.status == 0 && strstr(r.err, "warning: with --raw") && strstr(r.err, "<|start_header_id|>assistant<|end_header_id|>"),
+           "no hint for a raw prompt without the template: status %d\n%s", r.status, r.err);
+    run_free(&r);
+    r = run_cli("-m " DEMO " -q --raw --image examples/images/circle.png "
+                "'<|start_header_id|>user<|end_header_id|><|image|>Describe this image.<|eot_id|><|start_header_id|>assistant<|end_header_id|>'", NULL);
+    EXPECT(r.status == 0 && !strstr(r.err, "warning"), "a warning for a raw prompt in the template's form: status %d\n%s", r.status, r.err);
+    run_free(&r);
+    r = run_cli("-m " DEMO " -i -q", "/image examples/images/circle.png\n/image examples/images/circle.png\n/image /no/such.png\n"
+                                     "/image examples/images/circle.png\n/quit\n");
+    EXPECT(r.status == 0 && strstr(r.err, "no picture attached: /no/such.png: No such file or directory") &&
+           strstr(r.err, "no picture attached: this conversation holds at most 2 images"),
+           "the missing file is not reported first, or the full conversation not after:\n%s", r.err);
+    run_free(&r);
+    r = run_cli("-m " DEMO " --max-images 0 hi", NULL);
+    EXPECT_FAILS(r, 2, "--max-images wants a whole number from 1 to 64, got '0'");
+    run_free(&r);
+    r = run_cli("--help", NULL);
+    EXPECT(r.status == 0 && strstr(r.out, "--max-images N      images per conversation, 1 to 64"), "help:\n%s", r.out);
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/emptydir", tmpdir);
+    test_make_dir(path);
+    snprintf(args, sizeof args, "-m %s -p hi", path);
+    r = run_cli(args, NULL);
+    EXPECT_FAILS(r, 1, "is a folder without config.json");
+    EXPECT(strstr(r.err, "tokenizer.json") && strstr(r.err, "model.safetensors") && !strstr(r.err, "not a regular file"), "%s", r.err);
+    run_free(&r);
+    r = run_cli("-m " DEMO " --image examples/images/circle.png 'Describe this image.'", NULL);
+    EXPECT(r.status == 0 && strstr(r.err, "timings of this run (" DEMO "; pictures examples/images/circle.png):\n"), "timings:\n%s", r.err);
+    run_free(&r);
+#ifdef BATCH
+    r = test_run_program(BATCH, "--help", NULL, tmpdir);
+    EXPECT(r.status == 0 && strstr(r.out, "usage: batch") && strstr(r.out, "--keep") && !*r.err, "batch --help: status %d\n%s%s", r.status, r.out, r.err);
+    run_free(&r);
+    r = test_run_program(BATCH, "examples/images/circle.png", NULL, tmpdir);
+    EXPECT_FAILS(r, 2, "batch: a model is required (-m FILE)");
+    run_free(&r);
+    r = test_run_program(BATCH, "-m " DEMO, NULL, tmpdir);
+    EXPECT_FAILS(r, 2, "batch: no pictures given");
+    run_free(&r);
+    r = test_run_program(BATCH, "-m " DEMO " -K 0 examples/images/circle.png", NULL, tmpdir);
+    EXPECT_FAILS(r, 2, "-K wants a whole number from 1 to 64, got '0'");
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/huge.png", tmpdir);
+    write_png_header(path, 16384, 16384);
+    snprintf(args, sizeof args, "-m " DEMO " %s", path);
+    r = test_run_program(BATCH, args, NULL, tmpdir);
+    EXPECT_FAILS(r, 1, "16384 x 16384 pixels is more than 50000000");
+    run_free(&r);
+#endif
+}
+
 /* More threads than cores: a warning, and the same answer. */
 static void test_threads_warning(void) {
     struct sample sm[1];
@@ -487,6 +598,8 @@ int main(void) {
     RUN(test_bad_options);
     RUN(test_demo_samples);
     RUN(test_batch_captions);
+    RUN(test_ollama_models);
+    RUN(test_edges);
     RUN(test_threads_warning);
     RUN(test_write_error);
     RUN(test_demo_chat);

@@ -2,20 +2,19 @@
    values read back as written; every hostile input of tests/fuzz/corpus-{json,safetensors} (made
    by tools/gen_format_corpus.py) and every broken folder (made here from the gqa fixture) fails
    with MMS_ERR_FORMAT (or MMS_ERR_IO for a missing file) and a message naming the file and what is
-   wrong; the fuzz corpora replay without a crash. */
+   wrong; the fuzz corpora replay without a crash. Ollama's model store: names resolved to the
+   blobs of a store laid out as Ollama lays it out (tests/ollama_store.h), and every way it can be
+   wrong named in the error. */
+#ifndef _POSIX_C_SOURCE
+#  define _POSIX_C_SOURCE 200809L   /* setenv */
+#endif
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
 #include "mllama_load.h"
 #include "fuzz/fuzz_formats.c"
+#include "ollama_store.h"
 #include <dirent.h>
-#include <sys/stat.h>
-#if defined(_WIN32)
-#include <direct.h>
-#define make_dir(path) _mkdir(path)
-#else
-#define make_dir(path) mkdir(path, 0777)
-#endif
 
 static mms_backend_t cpu;
 
@@ -212,9 +211,11 @@ static void test_broken_folders(void) {
         { "model.safetensors.index.json", "\"language_model.lm_head.weight\": \"model-00003-of-00003.safetensors\"",
           "\"language_model.lm_head.weight\": \"../model-00003-of-00003.safetensors\"", MMS_ERR_FORMAT, "not a file of the folder" },
         { "preprocessor_config.json", "\"max_image_tiles\": 2", "\"max_image_tiles\": 4", MMS_ERR_FORMAT, "at most 4" },
+        { "config.json", "],\n      [\n        2,\n        1\n      ]\n    ]", "]\n    ]", MMS_ERR_FORMAT,
+          "vision_config.supported_aspect_ratios has 2 entries, max_num_tiles 2 gives 3" },
     };
     size_t i;
-    make_dir("build/test_formats_hf");
+    test_make_dir("build/test_formats_hf");
     test_capture_log();
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dir = broken_folder(cases[i].file, cases[i].find, cases[i].replace);
@@ -325,6 +326,109 @@ static void test_folder_to_gguf(void) {
     }
 }
 
+/* -- Ollama's model store -- */
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+static void test_ollama_names(void) {
+    const char *store = "build/test_formats_ollama";
+    const struct test_ollama_layer one_file[] = {
+        { "model", "models/mllama-demo.gguf", NULL }, { "template", NULL, "{{ .Prompt }}" }, { "license", NULL, "LLAMA 3.2 COMMUNITY LICENSE" },
+        { "params", NULL, "{\"temperature\":0.6,\"top_p\":0.9}" } };
+    const struct test_ollama_layer two_files[] = {
+        { "model", "tests/fixtures/mllama/gqa/text.gguf", NULL }, { "projector", "tests/fixtures/mllama/gqa/proj.gguf", NULL },
+        { "template", NULL, "{{ .Prompt }}" } };
+    static const char *const same[] = { "llama3.2-vision:11b", "ollama:llama3.2-vision:11b", "library/llama3.2-vision:11b",
+                                         "registry.ollama.ai/library/llama3.2-vision:11b" };
+    struct mms_ollama_model om;
+    char blob[72], want[256];
+    size_t i;
+    EXPECT(test_ollama_store(store, 1, "llama3.2-vision", "latest", one_file, 4, 0) &&
+           test_ollama_store(store, 2, "llama3.2-vision", "11b", two_files, 3, 0), "cannot write the store %s", store);
+    test_setenv("OLLAMA_MODELS", store);
+    EXPECT(mms_ollama_resolve("ollama:llama3.2-vision", &om) == MMS_OK, "latest: %s", mms_last_error());
+    test_ollama_digest(1, 1, blob);
+    snprintf(want, sizeof want, "%s/blobs/sha256-%s", store, blob + 7);
+    EXPECT(!strcmp(om.model, want) && om.projector[0] == '\0', "latest: model '%s', projector '%s'", om.model, om.projector);
+    EXPECT(!strcmp(om.manifest, "build/test_formats_ollama/manifests/registry.ollama.ai/library/llama3.2-vision/latest"), "manifest '%s'", om.manifest);
+    for (i = 0; i < sizeof same / sizeof same[0]; i++) {
+        EXPECT(mms_ollama_resolve(same[i], &om) == MMS_OK, "%s: %s", same[i], mms_last_error());
+        test_ollama_digest(2, 1, blob);
+        EXPECT(ends_with(om.model, blob + 7), "%s: model '%s'", same[i], om.model);
+        test_ollama_digest(2, 2, blob);
+        EXPECT(ends_with(om.projector, blob + 7), "%s: projector '%s'", same[i], om.projector);
+    }
+    {   /* without OLLAMA_MODELS: ~/.ollama/models */
+        const char *home = getenv("HOME");
+        char *saved = home ? (char *)malloc(strlen(home) + 1) : NULL;
+        if (saved) strcpy(saved, home);
+        test_make_dir("build/test_formats_home");
+        test_make_dir("build/test_formats_home/.ollama");
+        EXPECT(test_ollama_store("build/test_formats_home/.ollama/models", 3, "llama3.2-vision", "latest", one_file, 1, 0), "cannot write the home store");
+        test_setenv("OLLAMA_MODELS", NULL);
+        test_setenv("HOME", "build/test_formats_home");
+        EXPECT(mms_ollama_resolve("llama3.2-vision", &om) == MMS_OK && strstr(om.model, "build/test_formats_home/.ollama/models/blobs/sha256-"),
+               "home store: %s (%s)", om.model, mms_last_error());
+        test_capture_log();
+        EXPECT_ERROR(mms_ollama_resolve("llama3.2-vision:90b", &om), MMS_ERR_IO, "build/test_formats_home/.ollama/models/manifests/registry.ollama.ai/library/llama3.2-vision/90b");
+#ifndef _WIN32
+        EXPECT(strstr(mms_last_error(), "/usr/share/ollama/.ollama/models/manifests/registry.ollama.ai/library/llama3.2-vision/90b") != NULL,
+               "the service install's store is not named: %s", mms_last_error());
+#endif
+        mms_log_set(NULL, NULL);
+        test_setenv("HOME", saved);
+        free(saved);
+        test_setenv("OLLAMA_MODELS", store);
+    }
+}
+
+static void test_ollama_errors(void) {
+    const char *store = "build/test_formats_ollama_bad";
+    const struct test_ollama_layer no_model[] = { { "projector", "tests/fixtures/mllama/gqa/proj.gguf", NULL }, { "template", NULL, "x" } };
+    const struct test_ollama_layer missing_blob[] = { { "model", NULL, NULL } };
+    const struct test_ollama_layer short_blob[] = { { "model", NULL, "GGUF" } };
+    const struct test_ollama_layer adapter[] = { { "model", NULL, "GGUF" }, { "adapter", NULL, "lora" } };
+    const struct test_ollama_layer two_projectors[] = { { "model", NULL, "GGUF" }, { "projector", NULL, "a" }, { "projector", NULL, "b" } };
+    static const char *const bad_names[] = { "", "ollama:", "../llama", "llama3.2-vision:", "a/b/c/d", "llama/../x", "-x", "name:with/slash", "lib.rary/x" };
+    struct mms_ollama_model om;
+    char blob[72], path[512];
+    size_t i;
+    bool ok = test_ollama_store(store, 4, "nomodel", "latest", no_model, 2, 0) && test_ollama_store(store, 5, "missing", "latest", missing_blob, 1, 0) &&
+              test_ollama_store(store, 6, "short", "latest", short_blob, 1, 7) && test_ollama_store(store, 7, "adapter", "latest", adapter, 2, 0) &&
+              test_ollama_store(store, 8, "twoproj", "latest", two_projectors, 3, 0);
+    EXPECT(ok, "cannot write the store %s", store);
+    test_setenv("OLLAMA_MODELS", store);
+    test_capture_log();
+    EXPECT_ERROR(mms_ollama_resolve("nomodel", &om), MMS_ERR_FORMAT, "has no model layer");
+    EXPECT(strstr(mms_last_error(), "test_formats_ollama_bad/manifests/registry.ollama.ai/library/nomodel/latest") != NULL, "%s", mms_last_error());
+    test_ollama_digest(5, 1, blob);
+    snprintf(path, sizeof path, "%s/blobs/sha256-%s", store, blob + 7);
+    EXPECT_ERROR(mms_ollama_resolve("missing", &om), MMS_ERR_IO, "the model blob");
+    EXPECT(strstr(mms_last_error(), path) != NULL, "the missing blob '%s' is not named: %s", path, mms_last_error());
+    EXPECT_ERROR(mms_ollama_resolve("short:latest", &om), MMS_ERR_FORMAT, "is 4 bytes");
+    EXPECT(strstr(mms_last_error(), "says 11") != NULL, "%s", mms_last_error());
+    EXPECT_ERROR(mms_ollama_resolve("adapter", &om), MMS_ERR_UNSUPPORTED, "adapter layer");
+    EXPECT_ERROR(mms_ollama_resolve("twoproj", &om), MMS_ERR_UNSUPPORTED, "2 projector layers");
+    EXPECT_ERROR(mms_ollama_resolve("llama3.2-vision", &om), MMS_ERR_IO, "test_formats_ollama_bad/manifests/registry.ollama.ai/library/llama3.2-vision/latest");
+    EXPECT(strstr(mms_last_error(), "OLLAMA_MODELS") != NULL, "%s", mms_last_error());
+    for (i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++)
+        EXPECT_ERROR(mms_ollama_resolve(bad_names[i], &om), MMS_ERR_INVALID_ARG, "is not a model name");
+    {   /* a manifest that is not JSON, and one whose digest is not sha256 */
+        FILE *f;
+        snprintf(path, sizeof path, "%s/manifests/registry.ollama.ai/library/short/notjson", store);
+        if ((f = fopen(path, "wb"))) { fputs("{\"layers\": [", f); fclose(f); }
+        EXPECT_ERROR(mms_ollama_resolve("short:notjson", &om), MMS_ERR_FORMAT, "notjson");
+        snprintf(path, sizeof path, "%s/manifests/registry.ollama.ai/library/short/md5", store);
+        if ((f = fopen(path, "wb"))) { fputs("{\"layers\":[{\"mediaType\":\"application/vnd.ollama.image.model\",\"digest\":\"md5:00\",\"size\":4}]}\n", f); fclose(f); }
+        EXPECT_ERROR(mms_ollama_resolve("short:md5", &om), MMS_ERR_FORMAT, "\"md5:00\" is not sha256");
+    }
+    EXPECT(mms_ollama_resolve("missing", &om) != MMS_OK && om.model[0] == '\0', "a failed resolve leaves a path");
+    mms_log_set(NULL, NULL);
+}
+
 int main(void) {
     test_seed();
     cpu = mms_backend_cpu_init();
@@ -335,6 +439,8 @@ int main(void) {
     RUN(test_broken_folders);
     RUN(test_folder_tokenizer);
     RUN(test_folder_to_gguf);
+    RUN(test_ollama_names);
+    RUN(test_ollama_errors);
     mms_backend_free(cpu);
     return test_summary();
 }

@@ -4,12 +4,16 @@
    output, logits of prompts (image first, image after text, text only, two images), and 16 greedy
    tokens; the same through the two-file layout, an f16 model, and text layers split across a
    second backend. Plus the runtime's promises (an image sent twice is encoded once) and errors. */
+#ifndef _POSIX_C_SOURCE
+#  define _POSIX_C_SOURCE 200809L   /* setenv */
+#endif
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
 #include "limited_backend.h"
 #include "mllama_load.h"
 #include "ref_gguf.h"
+#include "ollama_store.h"
 #include <math.h>
 
 #define FIX "tests/fixtures/mllama/"
@@ -240,21 +244,15 @@ static void test_tiny4_against_transformers(void) { check_against_transformers("
 
 static const char *const layout_cfgs[2] = { "gqa", "mha" };
 
-/* Model file(s) of configuration cfg against a transformers reference: the vision and projector
-   outputs of ref.gguf when vision is set, and the prompts of prompt_ref (its logits to NMSE 1e-9
-   and its 16 greedy tokens). */
-static void check_layout_file(const char *cfg, const char *model, const char *mmproj, const char *prompt_ref, bool vision, double nmse_tol,
-                              double max_rel) {
-    char ref[256], mp[256], pp[256], rp[256], label[128];
+/* A model (mmproj: its projector, or NULL) against a transformers reference: the vision and projector
+   outputs of images_ref when vision is set, and the prompts of prompt_ref (its logits to NMSE
+   nmse_tol and its 16 greedy tokens). */
+static void check_model_against(const char *label, const char *model, const char *mmproj, const char *images_ref, const char *prompt_ref, bool vision,
+                                double nmse_tol, double max_rel) {
     struct fixture f;
-    snprintf(ref, sizeof ref, FIX "%s/ref.gguf", cfg);
-    snprintf(mp, sizeof mp, FIX "%s/%s", cfg, model);
-    if (mmproj) snprintf(pp, sizeof pp, FIX "%s/%s", cfg, mmproj);
-    snprintf(rp, sizeof rp, FIX "%s/%s", cfg, prompt_ref);
-    snprintf(label, sizeof label, "%s/%s%s%s", cfg, model, mmproj ? "+" : "", mmproj ? mmproj : "");
-    if (fixture_open_files(&f, label, ref, mp, mmproj ? pp : NULL)) {
-        struct mms_gguf *images_ref = f.ref, *pr = mms_gguf_open(rp);
-        EXPECT(pr != NULL, "%s: %s", rp, mms_last_error());
+    if (fixture_open_files(&f, label, images_ref, model, mmproj)) {
+        struct mms_gguf *images = f.ref, *pr = mms_gguf_open(prompt_ref);
+        EXPECT(pr != NULL, "%s: %s", prompt_ref, mms_last_error());
         if (vision) {
             check_preprocessing(&f);
             check_vision(&f);
@@ -262,11 +260,24 @@ static void check_layout_file(const char *cfg, const char *model, const char *mm
         if (pr) {
             f.ref = pr;
             check_prompts(&f, f.ctx, nmse_tol, max_rel, true, prompt_ref);
-            f.ref = images_ref;
+            f.ref = images;
             mms_gguf_close(pr);
         }
     }
     fixture_close(&f);
+}
+
+/* Model file(s) of configuration cfg (in its fixture folder) against its references: ref.gguf's
+   images, prompt_ref's prompts. */
+static void check_layout_file(const char *cfg, const char *model, const char *mmproj, const char *prompt_ref, bool vision, double nmse_tol,
+                              double max_rel) {
+    char ref[256], mp[256], pp[256], rp[256], label[128];
+    snprintf(ref, sizeof ref, FIX "%s/ref.gguf", cfg);
+    snprintf(mp, sizeof mp, FIX "%s/%s", cfg, model);
+    if (mmproj) snprintf(pp, sizeof pp, FIX "%s/%s", cfg, mmproj);
+    snprintf(rp, sizeof rp, FIX "%s/%s", cfg, prompt_ref);
+    snprintf(label, sizeof label, "%s/%s%s%s", cfg, model, mmproj ? "+" : "", mmproj ? mmproj : "");
+    check_model_against(label, mp, mmproj ? pp : NULL, ref, rp, vision, nmse_tol, max_rel);
 }
 
 /* (a) A GGUF written by tools/ollama_mllama_gguf.py, which follows Ollama's converter rule by rule:
@@ -396,6 +407,80 @@ static void test_hf_folders(void) {
         check_layout_file(layout_cfgs[i], "hf", NULL, "ref.gguf", true, 1e-9, 1e-3);
         check_layout_file(layout_cfgs[i], "hf-bf16", NULL, "ref-bf16.gguf", false, rounded ? 1e-4 : 2e-6, rounded ? 2e-2 : 2e-3);
     }
+}
+
+/* A folder whose config.json lists vision_config.supported_aspect_ratios in another order than the
+   processor's (tests/fixtures/mllama/<cfg>/hf-reordered-config.json: the list reversed, saved by
+   transformers): transformers reads only the list's length and takes an image's id from the
+   processor's order (tools/gen_mllama_layout_fixtures.py --reordered checks that its outputs do
+   not change), so the folder loads and gives ref.gguf's vision and projector outputs and logits. */
+static bool copy_bytes(const char *from, const char *to) {
+    long n = 0;
+    char *data = test_slurp(from, &n);
+    FILE *f = data ? fopen(to, "wb") : NULL;
+    bool ok = f && fwrite(data, 1, (size_t)n, f) == (size_t)n;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(data);
+    return ok;
+}
+
+static void test_hf_folder_aspect_ratios_reordered(void) {
+    static const char *const files[] = { "generation_config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json",
+                                         "model.safetensors.index.json" };
+    static const int n_shards[2] = { 3, 4 };   /* gqa, mha */
+    int c;
+    for (c = 0; c < 2; c++) {
+        char from[256], to[256], dir[128];
+        size_t i;
+        bool ok;
+        snprintf(dir, sizeof dir, "build/test_mllama_reordered_%s", layout_cfgs[c]);
+        test_make_dir(dir);
+        snprintf(from, sizeof from, FIX "%s/hf-reordered-config.json", layout_cfgs[c]);
+        snprintf(to, sizeof to, "%s/config.json", dir);
+        ok = copy_bytes(from, to);
+        {   /* the fixture's list is not in the processor's order, or this case proves nothing */
+            char *text = test_slurp(to, NULL);
+            EXPECT(text && !strstr(text, "\"supported_aspect_ratios\": [\n      [\n        1,\n        1\n      ]"), "%s lists [1, 1] first", from);
+            free(text);
+        }
+        for (i = 0; i < sizeof files / sizeof files[0] + n_shards[c]; i++) {   /* the rest as it is */
+            char name[64];
+            if (i < sizeof files / sizeof files[0]) snprintf(name, sizeof name, "%s", files[i]);
+            else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", (int)(i - sizeof files / sizeof files[0]) + 1, n_shards[c]);
+            snprintf(from, sizeof from, FIX "%s/hf/%s", layout_cfgs[c], name);
+            snprintf(to, sizeof to, "%s/%s", dir, name);
+            ok = ok && copy_bytes(from, to);
+        }
+        EXPECT(ok, "cannot copy the %s folder to %s", layout_cfgs[c], dir);
+        snprintf(from, sizeof from, FIX "%s/ref.gguf", layout_cfgs[c]);
+        if (ok) check_model_against(dir, dir, NULL, from, from, true, 1e-9, 1e-3);
+    }
+}
+
+/* A model in Ollama's store ("ollama:NAME[:TAG]" as the path, tests/ollama_store.h): Ollama's
+   single file (the model layer) and the two-file layout (model and projector layers) give what the
+   files give read directly, against transformers; a projector file beside such a name is refused. */
+static void test_ollama_store_names(void) {
+    const char *store = "build/test_mllama_ollama";
+    const struct test_ollama_layer one[] = { { "model", FIX "gqa/ollama.gguf", NULL }, { "license", NULL, "license" } };
+    const struct test_ollama_layer two[] = { { "model", FIX "gqa/text.gguf", NULL }, { "projector", FIX "gqa/proj.gguf", NULL },
+                                             { "template", NULL, "{{ .Prompt }}" } };
+    struct mms_mllama_model *m;
+    EXPECT(test_ollama_store(store, 1, "tiny-vision", "latest", one, 2, 0) && test_ollama_store(store, 2, "tiny-vision", "split", two, 3, 0),
+           "cannot write %s", store);
+    test_setenv("OLLAMA_MODELS", store);
+    check_model_against("ollama:tiny-vision", "ollama:tiny-vision", NULL, FIX "gqa/ref.gguf", FIX "gqa/ref-f16w.gguf", false, 1e-9, 1e-3);
+    check_model_against("ollama:tiny-vision:split", "ollama:tiny-vision:split", NULL, FIX "gqa/ref.gguf", FIX "gqa/ref.gguf", true, 1e-9, 1e-3);
+    test_capture_log();
+    m = load("ollama:tiny-vision:split", FIX "gqa/proj.gguf", NULL, 0);
+    EXPECT(m == NULL && mms_last_status() == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "give no projector file"), "%s", mms_last_error());
+    mms_mllama_model_free(m);
+    m = load("ollama:tiny-vision:nope", NULL, NULL, 0);
+    EXPECT(m == NULL && mms_last_status() == MMS_ERR_IO && strstr(mms_last_error(), "build/test_mllama_ollama/manifests/registry.ollama.ai/library/tiny-vision/nope"),
+           "%s", mms_last_error());
+    mms_mllama_model_free(m);
+    mms_log_set(NULL, NULL);
+    test_setenv("OLLAMA_MODELS", NULL);
 }
 
 /* A copy of src with mmsched.mllama.qk_rows set to value (NULL: without the key). */
@@ -745,6 +830,8 @@ int main(void) {
     RUN(test_converter_files);
     RUN(test_qk_rows_marker);
     RUN(test_hf_folders);
+    RUN(test_hf_folder_aspect_ratios_reordered);
+    RUN(test_ollama_store_names);
     RUN(test_f16_model);
     RUN(test_split_layers_change_nothing);
     RUN(test_vision_on_other_backend);

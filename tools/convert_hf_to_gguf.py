@@ -6,9 +6,10 @@
 
 MODEL_DIR holds config.json and *.safetensors (F32, F16 or BF16), and optionally tokenizer.json,
 tokenizer_config.json, generation_config.json and preprocessor_config.json. Only numpy and the
-`gguf` package are needed (no torch). The layouts are those of shared/docs/mllama-spec.md:
+`gguf` package are needed (no torch). The layouts are those mms_mllama_model_load reads (the manual's
+section 13, in mmsched.h):
 
-Single file (default; spec 6.2, Ollama's current layout)
+Single file (default; Ollama's current layout)
   text:   token_embd.weight (all vocab + 8 rows), output.weight (lm_head), output_norm.weight,
           rope_freqs.weight, blk.N.attn_norm/attn_q/attn_k/attn_v/attn_output/ffn_norm/ffn_gate/
           ffn_up/ffn_down.weight; cross layers blk.N.cross_attn_{q,k,v,o}_proj.weight,
@@ -20,7 +21,7 @@ Single file (default; spec 6.2, Ollama's current layout)
           v.blk.N.ffn_up.{weight,bias} (= mlp.fc1), v.blk.N.ffn_down.{weight,bias} (= mlp.fc2),
           v.global.blk.N.* the same plus attn_gate and ffn_gate; mm.0.weight/bias (projector).
 
---split (spec 6.3, Ollama's older pair)
+--split (Ollama's older pair)
   a text GGUF (the text tensors, text metadata and tokenizer) and a projector GGUF (the vision
   tensors, mm.0.* and the mllama.vision.* metadata) where the vision layers are named
   v[.global].blk.N.ln1 (= attn_norm), ln2 (= ffn_norm), attn_out (= attn_output), and
@@ -42,13 +43,13 @@ Transformations (all others are copied as they are):
     2i + p of the output is HF row p * d/2 + i. With these weights ggml's NORMAL RoPE mode
     (adjacent pairs) gives exactly the attention scores of HF's rotate-half RoPE.
   * Cross-attention and vision q/k (single file): their rows are permuted within each head in
-    the same way, as Ollama's converter does by its suffix rule (spec 6.2): cross_attn_q_proj with
+    the same way, as Ollama's converter does by its suffix rule: cross_attn_q_proj with
     num_attention_heads, cross_attn_k_proj with num_key_value_heads, v[.global].blk.N.attn_{q,k}
     with the vision heads; cross_attn_{q,k}_norm are not permuted. The loader puts those rows back.
     The two-file layout keeps them in HF order, as Ollama's legacy C++ code reads them (it applies
     q_norm/k_norm to each head's rows as they are).
   * rope_freqs.weight (F32, head_dim/2 values) holds the llama3 per-frequency DIVISORS computed
-    from rope_scaling (spec 5): angle_i = pos * freq_base^(-2i/d) / rope_freqs[i]; 1 for
+    from rope_scaling (Meta's llama3 rule): angle_i = pos * freq_base^(-2i/d) / rope_freqs[i]; 1 for
     wavelengths below original_max_position_embeddings / high_freq_factor, `factor` above
     original_max_position_embeddings / low_freq_factor, and 1 / ((1 - s) / factor + s) in between,
     s = (original_max_position_embeddings / wavelength - low) / (high - low). It is omitted when
@@ -730,7 +731,7 @@ def write_gguf(path, hp, outtype, tensors, kv_fns, extra_general=None):
 
 def single_file_tensors(hp, text, vision):
     """The single-file layout holds the cross-attention and vision q/k rows permuted per head, as
-    Ollama's converter writes them (spec 6.2)."""
+    Ollama's converter writes them."""
     out = []
     for name, arr, legacy in text + vision:
         heads = ollama_qk_heads(name, hp)

@@ -338,7 +338,7 @@ class MetaTaps:
 # cross-attention mask
 
 def cross_mask(ids, num_tiles, T):
-    """Dense (n_tokens, n_images, T) 0/1 mask, spec 5: image j covers [p_j, start of the next group of
+    """Dense (n_tokens, n_images, T) 0/1 mask, transformers' rule: image j covers [p_j, start of the next group of
     image tokens) -- a group of consecutive image tokens shares the range; the last group runs to the end."""
     locs = [i for i, t in enumerate(ids) if t == IMAGE_TOKEN]
     n = len(ids)

@@ -2,7 +2,7 @@
 """Fixtures for reading real weights as their makers wrote them (tests/fixtures/mllama/<cfg>/; not run
 by CI, outputs committed):
 
-    python tools/gen_mllama_layout_fixtures.py [--out tests/fixtures/mllama] [--only gqa,mha]
+    python tools/gen_mllama_layout_fixtures.py [--out tests/fixtures/mllama] [--only gqa,mha] [--reordered]
 
 Two tiny random MllamaForConditionalGeneration configurations unlike tiny1/tiny4:
   gqa  GQA 3:1 (3 heads, 1 KV head), llama3 rope scaling (one smoothed frequency), max_num_tiles 2
@@ -24,6 +24,13 @@ For each <cfg>/ it writes:
                  the contract of tools/gen_mllama_fixtures.py (images, vision/projector outputs, prompts)
   ref-f16w.gguf  the prompts again on the weights as (a) holds them (matrices rounded to f16), and
   ref-bf16.gguf  on the bf16 checkpoint's weights (prompt.{p}.* keys only; images from ref.gguf)
+  hf-reordered-config.json  (--reordered, from the committed hf/) hf/'s config.json as transformers
+                 saves it with vision_config.supported_aspect_ratios reversed: transformers reads only
+                 the list's length, an image's id comes from the processor's own order. Checked here:
+                 the checkpoint saved with that config holds hf/'s tensors, transformers run on it
+                 gives the same bytes (vision and projector outputs, logits, greedy tokens) as on hf/
+                 in the same run, and ref.gguf's values to float32 rounding (another machine's
+                 kernels). tests/test_mllama.c loads hf/ with this config against ref.gguf.
 Every prompt records prompt.{p}.greedy_min_margin: the smallest top-1 minus top-2 logit gap along its
 greedy path in that reference.
 """
@@ -32,6 +39,7 @@ import argparse
 import os
 import shutil
 import sys
+import tempfile
 
 import numpy as np
 
@@ -283,14 +291,67 @@ def generate(name, c, out_root):
             print(f"  {os.path.relpath(p, out_root)}: {os.path.getsize(p)} bytes, sha256 {base.sha(p)}")
 
 
+def generate_reordered(name, c, out_root):
+    import safetensors.numpy
+    from gguf import GGUFReader
+    print(f"=== {name}: supported_aspect_ratios reordered ===")
+    d = os.path.join(out_root, name)
+    hf = os.path.join(d, "hf")
+    cfg = MllamaConfig.from_pretrained(hf)
+    order = [list(x) for x in cfg.vision_config.supported_aspect_ratios]
+    cfg.vision_config.supported_aspect_ratios = order[::-1]
+    assert order[::-1] != order
+    kw = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
+    with tempfile.TemporaryDirectory() as tmp:
+        MllamaForConditionalGeneration.from_pretrained(hf, config=cfg, **{kw: torch.float32}).save_pretrained(
+            tmp, safe_serialization=True, max_shard_size="100KB")
+        for fn in os.listdir(hf):   # processor and tokenizer files as they are
+            if not os.path.exists(os.path.join(tmp, fn)):
+                shutil.copy(os.path.join(hf, fn), tmp)
+
+        def tensors(folder):
+            out = {}
+            for fn in sorted(os.listdir(folder)):
+                if fn.endswith(".safetensors"):
+                    out.update(safetensors.numpy.load_file(os.path.join(folder, fn)))
+            return out
+        a, b = tensors(hf), tensors(tmp)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), "the tensors changed"
+        refs = {}
+        for label, folder in (("in the processor's order", hf), ("reordered", tmp)):
+            model = load_reference(folder)
+            vision, _, _ = base.parts(model)
+            taps = base.MetaTaps(vision, c["taps"], model.config.vision_config.hidden_size)
+            refs[label] = os.path.join(tmp, f"ref-{len(refs)}.gguf")
+            write_ref(refs[label], c, model, base.pil_image_processor(folder), True, "f32", taps)
+        assert [list(x) for x in model.config.vision_config.supported_aspect_ratios] == order[::-1]
+
+        def contents(path):
+            r = GGUFReader(path)
+            return ({t.name: np.array(t.data) for t in r.tensors},
+                    {k: [bytes(f.parts[i]) for i in f.data] for k, f in r.fields.items()})
+        (ta, fa), (tb, fb) = contents(refs["in the processor's order"]), contents(refs["reordered"])
+        assert ta.keys() == tb.keys() and all(np.array_equal(ta[k], tb[k]) for k in ta), "transformers' outputs changed"
+        assert fa == fb, [k for k in fa if fa.get(k) != fb.get(k)]
+        print(f"  transformers, list reordered or not: {len(ta)} tensors and {len(fa)} keys the same bytes")
+        tc, _ = contents(os.path.join(d, "ref.gguf"))   # and ref.gguf's figures, to float32 rounding on this machine
+        for k in tc:
+            x, y = tc[k].astype(np.float64), tb[k].astype(np.float64)
+            assert np.abs(x - y).max() <= 1e-5 * max(1.0, np.abs(x).max()), (k, np.abs(x - y).max())
+        shutil.copy(os.path.join(tmp, "config.json"), os.path.join(d, "hf-reordered-config.json"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "fixtures", "mllama"))
     ap.add_argument("--only", default=",".join(CONFIGS))
+    ap.add_argument("--reordered", action="store_true", help="only hf-reordered-config.json, from the hf/ folders there")
     a = ap.parse_args()
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     for name in a.only.split(","):
-        generate(name, CONFIGS[name], os.path.abspath(a.out))
+        if not a.reordered:
+            generate(name, CONFIGS[name], os.path.abspath(a.out))
+        generate_reordered(name, CONFIGS[name], os.path.abspath(a.out))
 
 
 if __name__ == "__main__":

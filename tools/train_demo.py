@@ -522,7 +522,7 @@ def n_params(model):
 # pictures -> model inputs
 
 def supported_ratios():
-    """transformers' list: (width, height) pairs, width outer; ids look up (rows, cols) in it (spec §3)."""
+    """transformers' list: (width, height) pairs, width outer; ids look up (rows, cols) in it."""
     T = MAX_TILES
     return [(w, h) for w in range(1, T + 1) for h in range(1, T + 1) if w * h <= T]
 

@@ -67,3 +67,30 @@ MMS_API enum mms_status         mms_safetensors_get(const struct mms_safetensors
 /* The header's __metadata__ object (-1 if none) in the parsed header. */
 MMS_API const struct mms_json  *mms_safetensors_header(const struct mms_safetensors *st);
 MMS_API int64_t                 mms_safetensors_metadata(const struct mms_safetensors *st);
+
+/* >>api-ollama -------------------------------------------------------------------------------------
+   Ollama's model store, where `ollama pull` puts models, read in place. A name
+   [HOST/][NAMESPACE/]MODEL[:TAG] (defaults registry.ollama.ai, library, latest; Ollama's rules for
+   each part; "ollama:" before it is optional) names the manifest STORE/manifests/HOST/NAMESPACE/
+   MODEL/TAG, a JSON document whose "layers" list blobs by "mediaType" and "digest": the blob of
+   sha256:HEX is STORE/blobs/sha256-HEX. The model is the (last) layer of media type
+   application/vnd.ollama.image.model, the vision projector of Llama 3.2 Vision the layer of
+   application/vnd.ollama.image.projector (the two-file layout); the template, license and
+   parameter layers are not read. STORE is $OLLAMA_MODELS when set; else ~/.ollama/models
+   (%USERPROFILE%\.ollama\models on Windows), then /usr/share/ollama/.ollama/models (Linux installs
+   that run Ollama as a service), the first that has the manifest.
+   mms_mllama_model_load and mms_vocab_load_file take "ollama:NAME" as their path. Errors name
+   the path: MMS_ERR_INVALID_ARG for a name Ollama would not accept; MMS_ERR_IO for a model the
+   store does not have or a blob that cannot be read; MMS_ERR_FORMAT for a manifest that is not
+   JSON or has no model layer, a digest that is not sha256, a blob whose size is not the
+   manifest's; MMS_ERR_UNSUPPORTED for an adapter (LoRA) layer or several projectors. */
+
+#define MMS_OLLAMA_PREFIX "ollama:"
+
+struct mms_ollama_model {
+    char manifest[4096];    /* the manifest read */
+    char model[4096];       /* the model's blob */
+    char projector[4096];   /* the projector's blob; "" when the manifest has none */
+};
+
+MMS_API enum mms_status mms_ollama_resolve(const char *name, struct mms_ollama_model *out);

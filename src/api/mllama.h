@@ -76,7 +76,10 @@ struct mms_mllama_hparams {
 };
 
 struct mms_mllama_load_params {
-    const char   *path;             /* the model, or the text part of the two-file layout */
+    /* The model: a GGUF file (or the text part of the two-file layout), a Hugging Face checkpoint
+       folder, or "ollama:NAME[:TAG]", a model in Ollama's store (mms_ollama_resolve: its model blob,
+       and its projector blob as mmproj_path, which must then be NULL). */
+    const char   *path;
     const char   *mmproj_path;      /* the projector of the two-file layout, or NULL */
     mms_backend_t cpu;              /* required: host backend */
     mms_backend_t gpu;              /* optional: a second backend for offloaded layers */

@@ -21,7 +21,9 @@ enum mms_token_type {           /* tokenizer.ggml.token_type values */
     MMS_TOKEN_BYTE         = 6
 };
 
-/* From an open file (the vocabulary is copied: the file may be closed after) or a path. NULL + last
+/* From an open file (the vocabulary is copied: the file may be closed after) or a path (a GGUF file,
+   a checkpoint folder's tokenizer.json, or "ollama:NAME[:TAG]": the model blob in Ollama's store,
+   mms_ollama_resolve). NULL + last
    error: MMS_ERR_FORMAT naming the key and the file when the tokenizer metadata is missing, of
    another model, or inconsistent (a merge of unknown tokens, a byte without a token, an id out of
    range, an empty token text other than of an unused token). tokens, token_type and merges are

@@ -1,6 +1,7 @@
 /* >>impl ==========================================================================================
    Everything below is compiled only in the one translation unit that defines MMSCHED_IMPLEMENTATION.
-   The inner guard lets that unit include the header more than once. */
+   The inner guard lets that unit include the header more than once; the Makefile defines it on the
+   command line to link test programs against one separately compiled implementation. */
 #if defined(MMSCHED_IMPLEMENTATION) && !defined(MMSCHED_IMPL_INCLUDED)
 #define MMSCHED_IMPL_INCLUDED
 

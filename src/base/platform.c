@@ -293,6 +293,13 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     m->addr = NULL;
     m->size = 0;
 }
+
+MMS__MAYBE_UNUSED static bool mms__is_dir(const char *path) {
+    wchar_t *wpath = mms__utf8_to_wide(path);
+    const DWORD attributes = wpath ? GetFileAttributesW(wpath) : INVALID_FILE_ATTRIBUTES;
+    MMS_FREE(wpath);
+    return attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY);
+}
 #else
 MMS__MAYBE_UNUSED static FILE *mms__fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
@@ -325,6 +332,11 @@ MMS__MAYBE_UNUSED static void mms__unmap_file(struct mms__mapping *m) {
     if (m->addr) munmap(m->addr, m->size);
     m->addr = NULL;
     m->size = 0;
+}
+
+MMS__MAYBE_UNUSED static bool mms__is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 #endif
 

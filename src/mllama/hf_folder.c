@@ -232,25 +232,17 @@ static enum mms_status mms__hf_hparams(const struct mms__hf *hf, struct mms_mlla
         return st;
     {   /* stated sizes that the shapes imply must agree */
         int out_dim = hp->v_n_embd * (1 + hp->v_n_taps);
-        int64_t sar = mms_json_get(j, v, "supported_aspect_ratios"), i, n_ar = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL);
-        int rows[64], cols[64];
+        int64_t sar = mms_json_get(j, v, "supported_aspect_ratios"), n_ar = mms__mllama_aspect_ratios(hp->v_max_tiles, NULL, NULL);
         if ((st = mms__hf_int(j, v, "vision_config.", "vision_output_dim", false, &out_dim)) != MMS_OK) return st;
         if (out_dim != hp->v_n_embd * (1 + hp->v_n_taps))
             return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.vision_output_dim is %d, hidden_size * (1 + taps) is %d", mms_json_source(j),
                                  out_dim, hp->v_n_embd * (1 + hp->v_n_taps));
-        if (hp->v_max_tiles <= 16 && sar >= 0) {
-            mms__mllama_aspect_ratios(hp->v_max_tiles, rows, cols);
-            if (mms_json_len(j, sar) != n_ar)
-                return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios has %lld entries, max_num_tiles %d gives %lld",
-                                     mms_json_source(j), (long long)mms_json_len(j, sar), hp->v_max_tiles, (long long)n_ar);
-            for (i = 0; i < n_ar; i++) {
-                int64_t e = mms_json_at(j, sar, i), r, c;
-                if (mms_json_len(j, e) != 2 || !mms_json_int(j, mms_json_at(j, e, 0), &r) || !mms_json_int(j, mms_json_at(j, e, 1), &c) ||
-                    r != rows[i] || c != cols[i])
-                    return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios[%lld] is not [%d, %d], the processor's order",
-                                         mms_json_source(j), (long long)i, rows[i], cols[i]);
-            }
-        }
+        /* Only the list's length counts (the aspect-ratio tables have one row per entry, plus one);
+           an image's id comes from the processor's own order, whatever order the list is in: so
+           transformers reads it too. */
+        if (hp->v_max_tiles <= 16 && sar >= 0 && mms_json_len(j, sar) != n_ar)
+            return mms_set_error(MMS_ERR_FORMAT, "mllama: '%s': vision_config.supported_aspect_ratios has %lld entries, max_num_tiles %d gives %lld",
+                                 mms_json_source(j), (long long)mms_json_len(j, sar), hp->v_max_tiles, (long long)n_ar);
     }
     rs = mms_json_get(j, t, "rope_scaling");
     if (rs >= 0 && mms_json_type(j, rs) != MMS_JSON_NULL) {

@@ -770,6 +770,25 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
     const struct mms_gguf *vision_file;
     const int64_t t0 = mms_time_us();
     if (!p || !p->path || !p->cpu) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_model_load: a path and a cpu backend are required"); return NULL; }
+    if (!strncmp(p->path, MMS_OLLAMA_PREFIX, strlen(MMS_OLLAMA_PREFIX))) {   /* a model in Ollama's store: its blobs */
+        struct mms_ollama_model *om = (struct mms_ollama_model *)MMS_MALLOC(sizeof *om);
+        struct mms_mllama_load_params blobs = *p;
+        if (p->mmproj_path) {
+            mms_set_error(MMS_ERR_INVALID_ARG, "mllama: '%s' is a model of Ollama's store, whose manifest names its projector: give no projector file", p->path);
+            m = NULL;
+        } else if (!om) {
+            mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+            m = NULL;
+        } else if (mms_ollama_resolve(p->path, om) != MMS_OK) {
+            m = NULL;
+        } else {
+            blobs.path = om->model;
+            blobs.mmproj_path = om->projector[0] ? om->projector : NULL;
+            m = mms_mllama_model_load(&blobs);
+        }
+        MMS_FREE(om);
+        return m;
+    }
     if (!(m = (struct mms_mllama_model *)MMS_MALLOC(sizeof *m))) { mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); return NULL; }
     memset(m, 0, sizeof *m);
     m->backends[0] = p->cpu;
@@ -796,6 +815,12 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         if (m->has_vision) mms__mllama_vision_weights(&L, false);
         if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
         goto place;
+    }
+    if (mms__is_dir(p->path)) {
+        mms_set_error(MMS_ERR_IO, "mllama: '%s' is a folder without config.json; a Hugging Face checkpoint folder holds config.json, the weights "
+                      "(model.safetensors, or its shards and model.safetensors.index.json) and tokenizer.json (preprocessor_config.json, "
+                      "tokenizer_config.json and generation_config.json are read when there)", p->path);
+        goto fail;
     }
     if (!(m->files[m->n_files++] = mms_gguf_open(p->path))) goto fail;
     if (p->mmproj_path && !p->text_only && !(m->files[m->n_files++] = mms_gguf_open(p->mmproj_path))) goto fail;

@@ -627,6 +627,14 @@ MMS_API struct mms_vocab *mms_vocab_load_file(const char *path) {
     struct mms_vocab *v;
     char probe[4096];
     if (!path) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_vocab_load_file: path is NULL"); return NULL; }
+    if (!strncmp(path, MMS_OLLAMA_PREFIX, strlen(MMS_OLLAMA_PREFIX))) {   /* the model blob of Ollama's store holds it */
+        struct mms_ollama_model *om = (struct mms_ollama_model *)MMS_MALLOC(sizeof *om);
+        v = NULL;
+        if (!om) mms_set_error(MMS_ERR_OOM, "mms_vocab_load_file: out of host memory");
+        else if (mms_ollama_resolve(path, om) == MMS_OK) v = mms_vocab_load_file(om->model);
+        MMS_FREE(om);
+        return v;
+    }
     if (strlen(path) + 16 < sizeof probe) {   /* a checkpoint folder */
         snprintf(probe, sizeof probe, "%s/tokenizer.json", path);
         if (mms__file_exists(probe)) return mms__vocab_load_hf(path);

@@ -13,6 +13,7 @@
 #define MMSCHED_IMPLEMENTATION
 #include "../../mmsched.h"
 #endif
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
