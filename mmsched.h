@@ -2350,7 +2350,8 @@ struct mms_mllama_batch {
     int            n_tokens;
     const int32_t *tokens;
     const int32_t *seq;          /* the sequence of each token (NULL: all sequence 0) */
-    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch) */
+    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch;
+                                    none: the batch only fills the KV cache, as a prompt's first chunks) */
 };
 MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
 MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);
@@ -2754,6 +2755,8 @@ static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c
 static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
 static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+/* Waits at most ms milliseconds; callers check their condition again (a wake-up may come early). */
+MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int ms) { SleepConditionVariableSRW(c, m, (DWORD)ms, 0); }
 
 static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
 static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
@@ -2790,6 +2793,17 @@ static void mms__cond_init(mms__cond *c)         { pthread_cond_init(c, NULL); }
 static void mms__cond_destroy(mms__cond *c)      { pthread_cond_destroy(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { pthread_cond_wait(c, m); }
 static void mms__cond_broadcast(mms__cond *c)    { pthread_cond_broadcast(c); }
+/* Waits at most ms milliseconds; callers check their condition again (a wake-up may come early).
+   The deadline is on the realtime clock, the condition variable's default. */
+MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int ms) {
+    struct timeval now;
+    struct timespec until;
+    gettimeofday(&now, NULL);
+    until.tv_sec = now.tv_sec + ms / 1000;
+    until.tv_nsec = (long)now.tv_usec * 1000 + (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) { until.tv_sec++; until.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(c, m, &until);
+}
 
 /* A process-wide mutex for the few global tables (live buffers, log settings). */
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -18522,7 +18536,7 @@ struct mms__mllama_text_inputs {
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
-    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted; NULL: none (the batch fills the KV cache) */
 };
 
 /* The rows of one sequence with images (and, in the first group, the rows of sequences without
@@ -18609,7 +18623,7 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
 
 /* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
    layers), read from slot kv_lo on; images' K/V per cross-attention group in in. Returns the
-   logits [vocab, n_out]. */
+   logits [vocab, n_out], or NULL without out_ids. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  int kv_lo, const struct mms__mllama_text_inputs *in) {
@@ -18621,6 +18635,7 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
         else if (in->n_groups > 0) x = mms__mllama_cross_layer(ctx, m, il, x, in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
+    if (!in->out_ids) return NULL;   /* the cache writes are in gf already; what comes after them is not needed */
     x = mms_get_rows(ctx, x, in->out_ids);
     x = mms_mul_mat(ctx, m->output, mms__rms(ctx, x, m->output_norm, hp->rms_eps));
     mms_set_output(x);
@@ -18700,6 +18715,13 @@ static bool mms__mllama_picture_is(const struct mms__mllama_picture *p, const st
     const size_t tile = (size_t)3 * (size_t)img->image_size * (size_t)img->image_size;
     return p->n_tiles == img->n_tiles && p->aspect_ratio_id == img->aspect_ratio_id && p->n_pixels == tile * (size_t)img->n_tiles &&
            memcmp(p->pixels, img->pixels, sizeof(float) * p->n_pixels) == 0;
+}
+
+/* Two preprocessed images are the same model input (the serving engine's test for a slot's pictures). */
+static bool mms__mllama_image_same(const struct mms_mllama_image *a, const struct mms_mllama_image *b) {
+    const size_t n = (size_t)3 * (size_t)a->image_size * (size_t)a->image_size * (size_t)a->n_tiles;
+    return a->image_size == b->image_size && a->n_tiles == b->n_tiles && a->aspect_ratio_id == b->aspect_ratio_id &&
+           memcmp(a->pixels, b->pixels, sizeof(float) * n) == 0;
 }
 
 static void mms__mllama_store_drop(struct mms__mllama_store *st, mms_backend_sched_t sched, int n_layer, struct mms__mllama_picture *p) {
@@ -18948,12 +18970,11 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
     out->in.slots = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "kv_slots");
     out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
-    out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
+    if (n_out > 0) mms_set_input(out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids"));
     mms_set_input(out->in.tokens);
     mms_set_input(out->in.pos);
     mms_set_input(out->in.slots);
     mms_set_input(out->in.kq_mask);
-    mms_set_input(out->in.out_ids);
     if (n_groups > 0) {
         out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
         mms_set_input(out->in.cross_rows);
@@ -18985,7 +19006,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
     out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, bp->kv_lo, &out->in);
-    mms_build_forward_expand(out->graph, out->logits);
+    if (out->logits) mms_build_forward_expand(out->graph, out->logits);   /* else the KV-cache writes are the graph */
 }
 
 /* -- creation: the sequences' memory and the reservation of every graph -- */
@@ -19101,6 +19122,13 @@ static size_t mms__mllama_picture_bytes(const struct mms_mllama_context *c, int 
     for (il = 0; il < hp->n_layer; il++)
         if (c->cross_k[il]) bytes += 2 * mms_type_size(c->cross_k[il]->type) * (size_t)(hp->head_dim * hp->n_head_kv * mms__mllama_picture_keys(hp));
     return bytes;
+}
+
+/* Lowers the image store's budget to room for n pictures of the model's most tiles (the serving
+   engine's default, when it is given no budget). */
+static void mms__mllama_context_store_pictures(struct mms_mllama_context *c, int n) {
+    const size_t budget = mms__mllama_picture_bytes(c, c->m->hp.v_max_tiles) * (size_t)n;
+    if (c->m->has_vision && budget < c->store.budget) c->store.budget = c->p.image_store = budget;
 }
 
 MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
@@ -19463,7 +19491,6 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
         for (j = i + 1; j < n && last; j++) last = (b->seq ? b->seq[j] : 0) != (b->seq ? b->seq[i] : 0);
         if (b->want ? b->want[i] : last) w->out_ids[bp->n_out++] = i;
     }
-    if (bp->n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
     return MMS_OK;
 }
 
@@ -19558,23 +19585,23 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
+        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
         (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
     {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
         const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
         float *l = NULL;
         enum mms_status sy;
         st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
-        if (st == MMS_OK && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
+        if (st == MMS_OK && n_logits > 0 && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
             st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
         if (l) c->logits = l;
         /* into the context's own host memory, which outlives the synchronize below */
-        if (st == MMS_OK)
+        if (st == MMS_OK && n_logits > 0)
             st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
         sy = mms_backend_sched_synchronize(c->sched);
         if (st == MMS_OK) st = sy;
         if (st != MMS_OK) {
-            if (l) c->n_logits = 0;            /* overwritten, maybe shorter: the old rows are gone */
+            if (l || n_logits == 0) c->n_logits = 0;   /* overwritten, maybe shorter: the old rows are gone */
             goto done;
         }
         c->n_logits = bp.n_out;
@@ -19831,6 +19858,899 @@ MMS_API int mms_mllama_chat_prompt(const struct mms_chat_message *messages, int 
     return n;
 }
 /* ==== end src/mllama/prompt.c ==== */
+
+/* ==== begin src/serve/request.c ==== */
+/* >>serve-request =================================================================================
+   A request as the engine runs it: checked, copied and tokenized on the submitting thread (its
+   pictures preprocessed, its sampler made with the prompt in its history), then advanced by the
+   engine thread; and its text, held back while it could still be the start of a stop string. */
+
+enum mms__serve_phase {
+    MMS__SERVE_QUEUED,     /* waiting for a slot */
+    MMS__SERVE_PICTURES,   /* in a slot, its pictures being added (one per engine step) */
+    MMS__SERVE_PROMPT,     /* its prompt going in, a chunk per step */
+    MMS__SERVE_GEN,        /* a token per step */
+    MMS__SERVE_DONE
+};
+
+struct mms__serve_req {
+    int32_t                 *tokens;              /* the prompt */
+    int                      n_tokens;
+    struct mms_mllama_image *images;              /* preprocessed with the model's parameters */
+    uint64_t                *image_hash;          /* of each one's model input, compared before the pixels */
+    int                      n_images;
+    struct mms_sampler      *sampler;
+    int                      max_tokens;
+    char                   **stop;                /* copies; stop_len[i] bytes each */
+    size_t                  *stop_len;
+    int                      n_stop;
+    /* the engine thread's */
+    enum mms__serve_phase    phase;
+    int                      slot, n_attached, n_done, n_cached, n_gen, n_encoded;
+    int32_t                  last;                /* the token sampled last, decoded in the next step */
+    struct mms_detokenizer   detok;
+    char                    *text;                /* generated so far (after a stop string: cut before it) */
+    size_t                   len, cap, ready;     /* ready: the part no stop string can still claim */
+    size_t                   handed;              /* the part handed over to the reply */
+    int                      counted_gen, counted_encoded;   /* in the engine's counters so far */
+    enum mms_finish          finish;              /* set when it ends; handed over with the text */
+    enum mms_status          status;              /* MMS_FINISH_ERROR: what failed, and why */
+    char                     error[512];
+    int64_t                  t_submit, t_slot, t_first;
+};
+
+static void mms__serve_req_free(struct mms__serve_req *q) {
+    int i;
+    for (i = 0; q->images && i < q->n_images; i++) mms_mllama_image_free(&q->images[i]);
+    for (i = 0; q->stop && i < q->n_stop; i++) MMS_FREE(q->stop[i]);
+    MMS_FREE(q->tokens);
+    MMS_FREE(q->images);
+    MMS_FREE(q->image_hash);
+    MMS_FREE(q->stop);
+    MMS_FREE(q->stop_len);
+    MMS_FREE(q->text);
+    mms_sampler_free(q->sampler);
+    memset(q, 0, sizeof *q);
+}
+
+/* The prompt's text: the messages through mms_mllama_chat_prompt, or the raw prompt. */
+static char *mms__serve_prompt_text(const struct mms_request *r) {
+    char *text;
+    int n;
+    if (r->prompt) {
+        const size_t len = strlen(r->prompt);
+        if (!(text = (char *)MMS_MALLOC(len + 1))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
+        memcpy(text, r->prompt, len + 1);
+        return text;
+    }
+    if ((n = mms_mllama_chat_prompt(r->messages, r->n_messages, true, r->date, NULL, 0)) < 0) return NULL;
+    if (!(text = (char *)MMS_MALLOC((size_t)n + 1))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
+    mms_mllama_chat_prompt(r->messages, r->n_messages, true, r->date, text, (size_t)n + 1);
+    return text;
+}
+
+static bool mms__serve_utf8_valid(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        bool incomplete;
+        const int k = mms__tok_utf8_unit((const unsigned char *)s + i, n - i, &cp, &incomplete);
+        if (k <= 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+/* Checks r and fills q (everything copied): the prompt tokenized, the pictures preprocessed and
+   hashed, the sampler made with the prompt in its history. n_ctx: a slot's tokens. */
+static enum mms_status mms__serve_req_prepare(struct mms__serve_req *q, const struct mms_request *r, struct mms_mllama_model *model,
+                                              const struct mms_vocab *vocab, int n_ctx, int max_images) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(model);
+    const struct mms_mllama_image_params ip = mms_mllama_model_image_params(model);
+    char *text;
+    int i, n, shown = 0;
+    memset(q, 0, sizeof *q);
+    if (!r) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: request is NULL");
+    if (!r->messages == !r->prompt || (r->messages && r->n_messages < 1))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: a request has either messages (n_messages >= 1) or a prompt");
+    if (r->n_images < 0 || r->n_images > max_images || (r->n_images > 0 && !r->images))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: %d pictures; the engine takes 0..%d (max_images), given in images",
+                             r->n_images, max_images);
+    if (r->n_images > 0 && hp->v_n_layer == 0)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the request has pictures and the model has no vision tower");
+    if (r->max_tokens < 0 || r->n_stop < 0 || (r->n_stop > 0 && !r->stop))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: max_tokens %d and n_stop %d must be 0 or more (stop given with n_stop)",
+                             r->max_tokens, r->n_stop);
+    for (i = 0; i < r->n_stop; i++)
+        if (!r->stop[i] || !r->stop[i][0] || !mms__serve_utf8_valid(r->stop[i], strlen(r->stop[i])))
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: stop string %d is %s", i,
+                                 !r->stop[i] ? "NULL" : !r->stop[i][0] ? "empty" : "not valid UTF-8");
+    for (i = 0; r->messages && i < r->n_messages; i++) {
+        if (r->messages[i].n_images < 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: message %d has %d pictures", i, r->messages[i].n_images);
+        shown += r->messages[i].n_images;
+    }
+    if (r->messages && shown != r->n_images)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the messages show %d pictures and the request gives %d", shown, r->n_images);
+    if (!(q->sampler = mms_sampler_new(&r->sampling)))
+        return mms__error_context(mms_last_status(), "mms_engine_submit: sampling: %s", mms_last_error());
+    if (!(text = mms__serve_prompt_text(r))) goto fail;
+    n = mms_tokenize(vocab, text, strlen(text), NULL, 0, r->prompt != NULL, true);
+    if (n >= 0 && !(q->tokens = (int32_t *)MMS_MALLOC(sizeof *q->tokens * (size_t)(n + 1)))) n = mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory");
+    if (n >= 0) n = mms_tokenize(vocab, text, strlen(text), q->tokens, n, r->prompt != NULL, true);
+    MMS_FREE(text);
+    if (n < 0) goto fail;
+    q->n_tokens = n;
+    for (i = 0, shown = 0; i < n; i++) shown += q->tokens[i] == hp->image_token_id;
+    if (n < 1 || shown != r->n_images) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the prompt has %d <|image|> marks for %d pictures%s", shown, r->n_images,
+                      n < 1 ? " and no tokens" : "");
+        goto fail;
+    }
+    if (n + 1 > n_ctx) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the prompt has %d tokens; a slot holds %d with the answer's first (n_ctx)", n, n_ctx);
+        goto fail;
+    }
+    for (i = 0; i < n; i++) mms_sampler_accept(q->sampler, q->tokens[i]);
+    q->n_images = r->n_images;
+    q->images = (struct mms_mllama_image *)MMS_MALLOC(sizeof *q->images * (size_t)(q->n_images + 1));
+    q->image_hash = (uint64_t *)MMS_MALLOC(sizeof *q->image_hash * (size_t)(q->n_images + 1));
+    if (!q->images || !q->image_hash) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); goto fail; }
+    memset(q->images, 0, sizeof *q->images * (size_t)(q->n_images + 1));
+    for (i = 0; i < q->n_images; i++) {
+        const struct mms_image_rgb *im = &r->images[i];
+        if (!im->rgb || im->width < 1 || im->height < 1 || (im->stride && im->stride < (size_t)im->width * 3)) {
+            mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: picture %d has no pixels (%d x %d, stride %zu)", i, im->width, im->height, im->stride);
+            goto fail;
+        }
+        if (mms_mllama_preprocess_image(&ip, im->rgb, im->width, im->height, im->stride, &q->images[i]) != MMS_OK) {
+            mms__error_context(mms_last_status(), "mms_engine_submit: picture %d: %s", i, mms_last_error());
+            goto fail;
+        }
+        q->image_hash[i] = mms__mllama_picture_hash(&q->images[i]);
+    }
+    q->n_stop = r->n_stop;
+    q->stop = (char **)MMS_MALLOC(sizeof *q->stop * (size_t)(q->n_stop + 1));
+    q->stop_len = (size_t *)MMS_MALLOC(sizeof *q->stop_len * (size_t)(q->n_stop + 1));
+    if (!q->stop || !q->stop_len) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); goto fail; }
+    memset(q->stop, 0, sizeof *q->stop * (size_t)(q->n_stop + 1));
+    for (i = 0; i < q->n_stop; i++) {
+        q->stop_len[i] = strlen(r->stop[i]);
+        if (!(q->stop[i] = (char *)MMS_MALLOC(q->stop_len[i] + 1))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); goto fail; }
+        memcpy(q->stop[i], r->stop[i], q->stop_len[i] + 1);
+    }
+    q->max_tokens = r->max_tokens;
+    q->slot = -1;
+    return MMS_OK;
+fail:                                   /* each way here set the error */
+    mms__serve_req_free(q);
+    return mms_last_status();
+}
+
+/* -- the generated text -- */
+
+static bool mms__serve_append(struct mms__serve_req *q, const char *s, size_t n) {
+    if (q->len + n + 1 > q->cap) {
+        size_t cap = q->cap ? q->cap : 256;
+        char *t;
+        while (q->len + n + 1 > cap) cap *= 2;
+        if (!(t = (char *)MMS_REALLOC(q->text, cap))) return false;
+        q->text = t;
+        q->cap = cap;
+    }
+    memcpy(q->text + q->len, s, n);
+    q->len += n;
+    q->text[q->len] = '\0';
+    return true;
+}
+
+static bool mms__serve_starts(const char *s, const char *with, size_t n) { return memcmp(s, with, n) == 0; }
+
+/* After new text: the first stop string found in what is not yet ready ends the text there (true);
+   else ready moves up to the text's end less its longest tail that some stop string starts with.
+   At the end (final) nothing is held back. */
+static bool mms__serve_scan_stops(struct mms__serve_req *q, bool final) {
+    size_t at, hold = 0;
+    int i;
+    for (at = q->ready; at < q->len; at++)          /* the earliest match; none can start in the ready part */
+        for (i = 0; i < q->n_stop; i++)
+            if (q->stop_len[i] <= q->len - at && mms__serve_starts(q->text + at, q->stop[i], q->stop_len[i])) {
+                q->len = q->ready = at;
+                q->text[at] = '\0';
+                return true;
+            }
+    for (i = 0; !final && i < q->n_stop; i++) {
+        size_t k = MMS__MIN(q->stop_len[i] - 1, q->len - q->ready);
+        for (; k > hold; k--)
+            if (mms__serve_starts(q->text + q->len - k, q->stop[i], k)) { hold = k; break; }
+    }
+    q->ready = q->len - hold;
+    return false;
+}
+/* ==== end src/serve/request.c ==== */
+
+/* ==== begin src/serve/reply.c ==== */
+/* >>serve-reply ===================================================================================
+   A reply: what the engine thread hands over (text as it comes, the end, the usage) and what the
+   reading thread takes, under the lock the engine shares with its replies. That lock (the hub)
+   lives as long as the engine or any of its replies, so a reply stays readable, and can be
+   cancelled or freed, after its engine is gone. */
+
+struct mms__serve_hub {
+    mms__mutex mu;
+    mms__cond  wake;                      /* the engine thread waits here for work */
+    int        refs;                      /* the engine and every reply not yet freed */
+};
+
+struct mms_reply {
+    struct mms__serve_hub *hub;
+    mms__cond              cond;          /* its reader waits here */
+    int                    refs;          /* the caller's until mms_reply_free, the engine's until it ends */
+    /* under hub->mu */
+    char                  *out;           /* text handed over and not yet read */
+    size_t                 out_len, out_cap;
+    enum mms_finish        finish;
+    enum mms_status        status;
+    char                   error[512];
+    struct mms_reply_usage usage;
+    bool                   cancel;        /* asked by the caller */
+    struct mms_reply      *next;          /* in the engine's queue */
+    /* the reader's */
+    char                  *ev_text;       /* the last event's text */
+    size_t                 ev_cap;
+    struct mms_reply_event last;
+    bool                   ended;         /* the last event was handed out */
+    /* made at submit, then the engine thread's */
+    struct mms__serve_req  q;
+};
+
+static struct mms__serve_hub *mms__serve_hub_new(void) {
+    struct mms__serve_hub *h = (struct mms__serve_hub *)MMS_MALLOC(sizeof *h);
+    if (!h) return NULL;
+    mms__mutex_init(&h->mu);
+    mms__cond_init(&h->wake);
+    h->refs = 1;
+    return h;
+}
+
+static void mms__serve_hub_destroy(struct mms__serve_hub *h) {
+    mms__cond_destroy(&h->wake);
+    mms__mutex_destroy(&h->mu);
+    MMS_FREE(h);
+}
+
+/* Drops a reference to r, under the hub's lock: the last one frees r and drops r's reference to
+   the hub. True when that was the hub's last: the caller unlocks, then destroys the hub. */
+static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
+    struct mms__serve_hub *h = r->hub;
+    if (--r->refs > 0) return false;
+    mms__serve_req_free(&r->q);
+    mms__cond_destroy(&r->cond);
+    MMS_FREE(r->out);
+    MMS_FREE(r->ev_text);
+    MMS_FREE(r);
+    return --h->refs == 0;
+}
+
+/* Hands text over to the reader (under the lock); false when out of memory. */
+static bool mms__serve_reply_put(struct mms_reply *r, const char *s, size_t n) {
+    if (r->out_len + n + 1 > r->out_cap) {
+        size_t cap = r->out_cap ? r->out_cap : 256;
+        char *t;
+        while (r->out_len + n + 1 > cap) cap *= 2;
+        if (!(t = (char *)MMS_REALLOC(r->out, cap))) return false;
+        r->out = t;
+        r->out_cap = cap;
+    }
+    memcpy(r->out + r->out_len, s, n);
+    r->out_len += n;
+    r->out[r->out_len] = '\0';
+    if (n) mms__cond_broadcast(&r->cond);
+    return true;
+}
+
+/* Ends r (under the lock): its finish, and for an error the status and the message. */
+static void mms__serve_reply_end(struct mms_reply *r, enum mms_finish finish, enum mms_status status, const char *error) {
+    if (r->finish != MMS_FINISH_NONE) return;
+    r->finish = finish;
+    r->status = finish == MMS_FINISH_ERROR ? status : MMS_OK;
+    mms__copy_str(r->error, sizeof r->error, finish == MMS_FINISH_ERROR && error ? error : "");
+    mms__cond_broadcast(&r->cond);
+}
+
+MMS_API enum mms_status mms_reply_next(struct mms_reply *r, int timeout_ms, struct mms_reply_event *ev) {
+    struct mms__serve_hub *h;
+    int64_t until;
+    if (!r || !ev) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_reply_next: reply and event are required");
+    if (r->ended) { *ev = r->last; return MMS_OK; }
+    h = r->hub;
+    until = mms_time_us() + (int64_t)timeout_ms * 1000;
+    mms__mutex_lock(&h->mu);
+    for (;;) {
+        int64_t left;
+        if (r->out_len > 0 || r->finish != MMS_FINISH_NONE) break;
+        if (timeout_ms < 0) { mms__cond_wait(&r->cond, &h->mu); continue; }
+        if ((left = until - mms_time_us()) <= 0) break;
+        mms__cond_wait_ms(&r->cond, &h->mu, (int)MMS__MIN(left / 1000 + 1, (int64_t)1 << 30));
+    }
+    if (r->out_len + 1 > r->ev_cap || !r->ev_text) {   /* the text moves to the reader's buffer: swap them */
+        char *t = r->ev_text;
+        const size_t cap = r->ev_cap;
+        r->ev_text = r->out;
+        r->ev_cap = r->out_cap;
+        r->out = t;
+        r->out_cap = cap;
+        if (!r->ev_text && (r->ev_text = (char *)MMS_MALLOC(1)) != NULL) r->ev_cap = 1;
+        if (!r->ev_text) { mms__mutex_unlock(&h->mu); return mms_set_error(MMS_ERR_OOM, "mms_reply_next: out of host memory"); }
+    } else if (r->out_len > 0) {
+        memcpy(r->ev_text, r->out, r->out_len);
+    }
+    r->ev_text[r->out_len] = '\0';
+    memset(ev, 0, sizeof *ev);
+    ev->text = r->ev_text;
+    ev->len = r->out_len;
+    r->out_len = 0;
+    ev->finish = r->finish;
+    ev->status = r->status;
+    ev->error = r->error;
+    ev->usage = r->usage;
+    if (r->finish != MMS_FINISH_NONE) { r->ended = true; r->last = *ev; }
+    mms__mutex_unlock(&h->mu);
+    return MMS_OK;
+}
+
+MMS_API void mms_reply_cancel(struct mms_reply *r) {
+    if (!r) return;
+    mms__mutex_lock(&r->hub->mu);
+    if (r->finish == MMS_FINISH_NONE && !r->cancel) {
+        r->cancel = true;
+        mms__cond_broadcast(&r->hub->wake);
+    }
+    mms__mutex_unlock(&r->hub->mu);
+}
+
+MMS_API void mms_reply_free(struct mms_reply *r) {
+    struct mms__serve_hub *h;
+    bool last;
+    if (!r) return;
+    h = r->hub;
+    mms__mutex_lock(&h->mu);
+    if (r->finish == MMS_FINISH_NONE && !r->cancel) {
+        r->cancel = true;
+        mms__cond_broadcast(&h->wake);
+    }
+    last = mms__serve_reply_unref_locked(r);
+    mms__mutex_unlock(&h->mu);
+    if (last) mms__serve_hub_destroy(h);
+}
+/* ==== end src/serve/reply.c ==== */
+
+/* ==== begin src/serve/engine.c ==== */
+/* >>serve-engine ==================================================================================
+   The engine thread and its slots: requests wait in a queue, take the idle slot (a sequence of the
+   engine's mllama context) that already holds the longest part of their prompt, have their
+   pictures added one per step, then advance together: each step decodes one token of every
+   generating request and prompt tokens of starting ones, n_batch tokens at most, as one batch. */
+
+struct mms__serve_slot {
+    struct mms_reply        *r;          /* running there, or NULL: idle */
+    int32_t                 *kv;         /* the tokens its sequence's KV cache holds, in order */
+    int                      n_kv;
+    struct mms_mllama_image *images;     /* the pictures its sequence holds (the request's, taken over) */
+    uint64_t                *image_hash;
+    int                      n_images;
+    int64_t                  last_use;
+};
+
+struct mms_engine {
+    struct mms__serve_hub     *hub;
+    struct mms_engine_params   p;
+    struct mms_mllama_context *ctx;
+    const struct mms_vocab    *vocab;
+    int                        n_vocab, n_ctx_train;
+    mms__thread                thread;
+    bool                       started;
+    /* the engine thread's */
+    struct mms__serve_slot    *slots;
+    int32_t                   *b_tokens, *b_seq;      /* a step's batch (n_batch) */
+    bool                      *b_want;
+    struct mms_reply         **b_order;               /* its starting requests (n_slots) and their tokens */
+    int                       *b_take;
+    int64_t                    clock;
+    /* under hub->mu */
+    struct mms_reply          *queue, *queue_tail;
+    int                        n_queued, n_running;
+    bool                       stop;
+    struct mms_engine_stats    stats;
+};
+
+static void mms__serve_slot_free(struct mms__serve_slot *s) {
+    int i;
+    for (i = 0; s->images && i < s->n_images; i++) mms_mllama_image_free(&s->images[i]);
+    MMS_FREE(s->images);
+    MMS_FREE(s->image_hash);
+    MMS_FREE(s->kv);
+}
+
+/* -- handing over -- */
+
+static void mms__serve_usage(const struct mms__serve_req *q, int64_t now, struct mms_reply_usage *u) {
+    const int64_t slot = q->t_slot ? q->t_slot : now, first = q->t_first ? q->t_first : now;
+    u->prompt_tokens = q->n_tokens;
+    u->cached_tokens = q->n_cached;
+    u->completion_tokens = q->n_gen;
+    u->images = q->n_images;
+    u->images_encoded = q->n_encoded;
+    u->queue_ms = (double)(slot - q->t_submit) / 1000.0;
+    u->prompt_ms = q->t_slot ? (double)(first - slot) / 1000.0 : 0.0;
+    u->gen_ms = q->t_first ? (double)(now - first) / 1000.0 : 0.0;
+}
+
+/* Hands r's ready text, usage and counters over (under the lock); when the request has ended,
+   ends the reply, lets the slot go (its KV cache stays for a request that comes back) and drops
+   the engine's reference. */
+static void mms__serve_publish_locked(struct mms_engine *e, struct mms_reply *r) {
+    struct mms__serve_req *q = &r->q;
+    const int64_t now = mms_time_us();
+    if (q->finish != MMS_FINISH_CANCELLED && q->ready > q->handed && !mms__serve_reply_put(r, q->text + q->handed, q->ready - q->handed)) {
+        q->finish = MMS_FINISH_ERROR;
+        q->status = MMS_ERR_OOM;
+        mms__copy_str(q->error, sizeof q->error, "mms_engine: out of host memory for the reply's text");
+    }
+    q->handed = q->ready;
+    e->stats.completion_tokens += q->n_gen - q->counted_gen;
+    e->stats.images_encoded += q->n_encoded - q->counted_encoded;
+    q->counted_gen = q->n_gen;
+    q->counted_encoded = q->n_encoded;
+    mms__serve_usage(q, now, &r->usage);
+    if (q->finish == MMS_FINISH_NONE) return;
+    mms__serve_reply_end(r, q->finish, q->status, q->error);
+    if (q->finish == MMS_FINISH_CANCELLED) e->stats.cancelled++;
+    else if (q->finish == MMS_FINISH_ERROR) e->stats.failed++;
+    else e->stats.finished++;
+    if (q->phase == MMS__SERVE_QUEUED) {
+        e->n_queued--;
+    } else {
+        e->n_running--;
+        e->slots[q->slot].r = NULL;
+        e->slots[q->slot].last_use = ++e->clock;
+    }
+    q->phase = MMS__SERVE_DONE;
+    mms__serve_reply_unref_locked(r);             /* never the hub's last: the engine holds one */
+}
+
+static void mms__serve_fail(struct mms__serve_req *q, enum mms_status status, const char *why) {
+    q->finish = MMS_FINISH_ERROR;
+    q->status = status;
+    mms__copy_str(q->error, sizeof q->error, why);
+}
+
+/* A slot whose sequence may be in any state after a failure: forgotten. */
+static void mms__serve_slot_reset(struct mms_engine *e, int s) {
+    struct mms__serve_slot *sl = &e->slots[s];
+    int i;
+    mms_mllama_seq_clear(e->ctx, s);
+    sl->n_kv = 0;
+    for (i = 0; i < sl->n_images; i++) mms_mllama_image_free(&sl->images[i]);
+    sl->n_images = 0;
+}
+
+/* -- taking a slot -- */
+
+static bool mms__serve_same_images(const struct mms__serve_slot *sl, const struct mms__serve_req *q) {
+    int i;
+    if (sl->n_images != q->n_images) return false;
+    for (i = 0; i < q->n_images; i++)
+        if (sl->image_hash[i] != q->image_hash[i] || !mms__mllama_image_same(&sl->images[i], &q->images[i])) return false;
+    return true;
+}
+
+/* The prompt tokens of q that slot sl's KV cache can give: the common prefix of their tokens when
+   the slot holds q's pictures, the same in the same order, else nothing (-1). Tokens before the
+   first <|image|> attend to every picture of their sequence, and every later token attends to
+   them, so a KV cache computed with other pictures, or none, differs from a fresh run's from its
+   first token on. Never the whole prompt: its last token is decoded again for the logits. */
+static int mms__serve_reusable(const struct mms__serve_slot *sl, const struct mms__serve_req *q) {
+    int k = 0;
+    if (!mms__serve_same_images(sl, q)) return -1;
+    while (k < sl->n_kv && k < q->n_tokens - 1 && sl->kv[k] == q->tokens[k]) k++;
+    return k;
+}
+
+/* Puts r in the idle slot that can give the most of its prompt (among equals, the least recently
+   used, so other conversations stay longer); false when no slot is idle. Under the lock. */
+static bool mms__serve_admit_locked(struct mms_engine *e, struct mms_reply *r) {
+    struct mms__serve_req *q = &r->q;
+    struct mms__serve_slot *sl;
+    int s, best = -1, best_k = -2, k, i;
+    for (s = 0; s < e->p.n_slots; s++) {
+        if (e->slots[s].r) continue;
+        k = mms__serve_reusable(&e->slots[s], q);
+        if (k > best_k || (k == best_k && e->slots[s].last_use < e->slots[best].last_use)) { best = s; best_k = k; }
+    }
+    if (best < 0) return false;
+    sl = &e->slots[best];
+    sl->r = r;
+    q->slot = best;
+    q->t_slot = mms_time_us();
+    e->n_queued--;
+    e->n_running++;
+    e->stats.prompt_tokens += q->n_tokens;
+    e->stats.images += q->n_images;
+    if (best_k >= 0) {                            /* its pictures are in place; trimming keeps them */
+        mms_mllama_seq_trim(e->ctx, best, best_k);
+        sl->n_kv = q->n_done = q->n_cached = best_k;
+        q->n_attached = q->n_images;
+        q->phase = MMS__SERVE_PROMPT;
+        e->stats.cached_tokens += best_k;
+        return true;
+    }
+    mms__serve_slot_reset(e, best);               /* the slot takes the request's pictures over */
+    for (i = 0; i < q->n_images; i++) {
+        sl->images[i] = q->images[i];
+        sl->image_hash[i] = q->image_hash[i];
+        memset(&q->images[i], 0, sizeof q->images[i]);
+    }
+    sl->n_images = q->n_images;
+    q->phase = q->n_images > 0 ? MMS__SERVE_PICTURES : MMS__SERVE_PROMPT;
+    return true;
+}
+
+/* -- the engine thread's work between the locks -- */
+
+/* Adds the next picture of the request that took its slot first among those waiting for one;
+   false if none waits. An encode is one graph: the bound on what a step waits for. */
+static bool mms__serve_add_picture(struct mms_engine *e) {
+    struct mms_reply *r = NULL;
+    struct mms__serve_req *q;
+    enum mms_status st;
+    int s, before;
+    for (s = 0; s < e->p.n_slots; s++) {
+        struct mms_reply *x = e->slots[s].r;
+        if (x && x->q.phase == MMS__SERVE_PICTURES && (!r || x->q.t_slot < r->q.t_slot)) r = x;
+    }
+    if (!r) return false;
+    q = &r->q;
+    before = mms_mllama_get_n_encodes(e->ctx);
+    if ((st = mms_mllama_seq_add_image(e->ctx, q->slot, &e->slots[q->slot].images[q->n_attached])) != MMS_OK) {
+        mms__serve_fail(q, st, mms_last_error());
+        mms__serve_slot_reset(e, q->slot);
+        return true;
+    }
+    q->n_encoded += mms_mllama_get_n_encodes(e->ctx) - before;
+    if (++q->n_attached == q->n_images) q->phase = MMS__SERVE_PROMPT;
+    return true;
+}
+
+/* One token sampled for q: the text it adds, and whether that ends the request. The CLI's order:
+   an end token ends it; else its text, then max_tokens and a full slot. */
+static void mms__serve_take_token(struct mms_engine *e, struct mms__serve_req *q, int32_t id) {
+    char piece[400];
+    bool flush = false;
+    int n;
+    q->n_gen++;
+    q->last = id;
+    if (q->t_first == 0) q->t_first = mms_time_us();
+    if (mms_vocab_is_eog(e->vocab, id)) {
+        q->finish = MMS_FINISH_STOP;
+        flush = true;
+    } else {
+        n = mms_detokenizer_push(e->vocab, &q->detok, id, piece, sizeof piece, false);
+        if (n > 0 && !mms__serve_append(q, piece, (size_t)n)) { mms__serve_fail(q, MMS_ERR_OOM, "mms_engine: out of host memory for the text"); return; }
+        if (mms__serve_scan_stops(q, false)) q->finish = MMS_FINISH_STOP;   /* the text ends before the stop string */
+        else if ((q->max_tokens > 0 && q->n_gen >= q->max_tokens) || mms_mllama_seq_get_n_past(e->ctx, q->slot) >= e->p.n_ctx) {
+            q->finish = MMS_FINISH_LENGTH;
+            flush = true;
+        }
+    }
+    if (flush) {                                  /* the last bytes, and nothing held back */
+        n = mms_detokenizer_flush(&q->detok, piece, sizeof piece);
+        if (n > 0 && !mms__serve_append(q, piece, (size_t)n)) { mms__serve_fail(q, MMS_ERR_OOM, "mms_engine: out of host memory for the text"); return; }
+        mms__serve_scan_stops(q, true);
+    }
+}
+
+/* One decode step: the last token of every generating request, then prompt tokens of starting
+   ones (those with the fewest left first) up to n_batch in all; then each row whose logits
+   were asked is sampled. Returns the step's milliseconds, or a negative number if there was
+   nothing to decode. */
+static double mms__serve_step(struct mms_engine *e) {
+    struct mms_mllama_batch b;
+    struct mms_reply **order = e->b_order;
+    int n = 0, s, i, row, n_prompt = 0, *take = e->b_take;
+    enum mms_status st;
+    int64_t t0;
+    for (s = 0; s < e->p.n_slots; s++) {
+        struct mms_reply *r = e->slots[s].r;
+        if (!r || r->q.phase != MMS__SERVE_GEN || r->q.finish != MMS_FINISH_NONE) continue;
+        e->b_tokens[n] = r->q.last;
+        e->b_seq[n] = s;
+        e->b_want[n++] = true;
+    }
+    for (;;) {                                    /* starting requests, the fewest tokens left first: a short prompt
+                                                     is not kept behind a long one, which takes what is left */
+        struct mms_reply *next = NULL;
+        for (s = 0; s < e->p.n_slots; s++) {
+            struct mms_reply *r = e->slots[s].r;
+            bool seen = false;
+            if (!r || r->q.phase != MMS__SERVE_PROMPT || r->q.finish != MMS_FINISH_NONE) continue;
+            for (i = 0; i < n_prompt; i++) seen |= order[i] == r;
+            if (!seen && (!next || r->q.n_tokens - r->q.n_done < next->q.n_tokens - next->q.n_done ||
+                          (r->q.n_tokens - r->q.n_done == next->q.n_tokens - next->q.n_done && r->q.t_slot < next->q.t_slot))) next = r;
+        }
+        if (!next || n == e->p.n_batch) break;
+        take[n_prompt] = MMS__MIN(e->p.n_batch - n, next->q.n_tokens - next->q.n_done);
+        for (i = 0; i < take[n_prompt]; i++) {
+            e->b_tokens[n] = next->q.tokens[next->q.n_done + i];
+            e->b_seq[n] = next->q.slot;
+            e->b_want[n++] = next->q.n_done + i == next->q.n_tokens - 1;
+        }
+        order[n_prompt++] = next;
+    }
+    if (n == 0) return -1.0;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = e->b_tokens;
+    b.seq = e->b_seq;
+    b.want = e->b_want;
+    t0 = mms_time_us();
+    st = mms_mllama_decode(e->ctx, &b);
+    if (st != MMS_OK) {                           /* every request in the batch fails; their slots are forgotten */
+        for (i = 0; i < n; i++) {
+            struct mms__serve_req *q = &e->slots[e->b_seq[i]].r->q;
+            if (q->finish == MMS_FINISH_NONE) mms__serve_fail(q, st, mms_last_error());
+            mms__serve_slot_reset(e, e->b_seq[i]);
+        }
+        return (double)(mms_time_us() - t0) / 1000.0;
+    }
+    for (i = 0; i < n_prompt; i++) {              /* the prompt chunks are in the KV cache */
+        struct mms__serve_req *q = &order[i]->q;
+        struct mms__serve_slot *sl = &e->slots[q->slot];
+        memcpy(sl->kv + sl->n_kv, q->tokens + q->n_done, sizeof *q->tokens * (size_t)take[i]);
+        sl->n_kv += take[i];
+        q->n_done += take[i];
+    }
+    for (i = 0, row = 0; i < n; i++) {
+        struct mms__serve_slot *sl = &e->slots[e->b_seq[i]];
+        struct mms__serve_req *q = &sl->r->q;
+        int32_t id;
+        if (q->phase == MMS__SERVE_GEN) sl->kv[sl->n_kv++] = e->b_tokens[i];   /* a generating row */
+        if (!e->b_want[i]) continue;
+        id = mms_sampler_sample(q->sampler, mms_mllama_get_logits(e->ctx, row++), e->n_vocab);
+        if (id < 0) { mms__serve_fail(q, mms_last_status(), mms_last_error()); continue; }
+        q->phase = MMS__SERVE_GEN;
+        mms__serve_take_token(e, q, id);
+    }
+    return (double)(mms_time_us() - t0) / 1000.0;
+}
+
+/* -- the engine thread -- */
+
+static void *mms__serve_main(void *arg) {
+    struct mms_engine *e = (struct mms_engine *)arg;
+    struct mms__serve_hub *h = e->hub;
+    int s;
+    mms__mutex_lock(&h->mu);
+    while (!e->stop) {
+        struct mms_reply **at = &e->queue, *r;
+        double ms;
+        for (s = 0; s < e->p.n_slots; s++)        /* cancelled: ended now, their slots free */
+            if ((r = e->slots[s].r) != NULL && r->cancel) {
+                r->q.finish = MMS_FINISH_CANCELLED;
+                mms__serve_publish_locked(e, r);
+            }
+        e->queue_tail = NULL;
+        while ((r = *at) != NULL) {               /* the queue in order: cancelled ones out, the first into idle slots */
+            if (r->cancel || (e->n_running < e->p.n_slots && mms__serve_admit_locked(e, r))) {
+                *at = r->next;
+                r->next = NULL;
+                if (r->cancel) { r->q.finish = MMS_FINISH_CANCELLED; mms__serve_publish_locked(e, r); }
+                continue;
+            }
+            e->queue_tail = r;
+            at = &r->next;
+        }
+        if (e->n_running == 0) { mms__cond_wait(&h->wake, &h->mu); continue; }
+        mms__mutex_unlock(&h->mu);
+        mms__serve_add_picture(e);                /* between steps: at most one encode */
+        ms = mms__serve_step(e);
+        mms__mutex_lock(&h->mu);
+        if (ms >= 0.0) {
+            e->stats.steps++;
+            e->stats.step_ms_total += ms;
+            if (ms > e->stats.step_ms_max) e->stats.step_ms_max = ms;
+        }
+        {
+            struct mms_mllama_image_store is;
+            mms_mllama_get_image_store(e->ctx, &is);
+            e->stats.image_store_bytes = is.bytes;
+        }
+        for (s = 0; s < e->p.n_slots; s++)
+            if ((r = e->slots[s].r) != NULL) mms__serve_publish_locked(e, r);
+    }
+    for (s = 0; s < e->p.n_slots; s++) {          /* freed: everything still running or waiting is cancelled */
+        struct mms_reply *r = e->slots[s].r;
+        if (r) { r->q.finish = MMS_FINISH_CANCELLED; mms__serve_publish_locked(e, r); }
+    }
+    while (e->queue) {
+        struct mms_reply *r = e->queue;
+        e->queue = r->next;
+        r->q.finish = MMS_FINISH_CANCELLED;
+        mms__serve_publish_locked(e, r);
+    }
+    e->queue_tail = NULL;
+    mms__mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* -- the public functions -- */
+
+MMS_API void mms_engine_free(struct mms_engine *e) {
+    struct mms__serve_hub *h;
+    bool last;
+    int s;
+    if (!e) return;
+    h = e->hub;
+    if (e->started) {
+        mms__mutex_lock(&h->mu);
+        e->stop = true;
+        mms__cond_broadcast(&h->wake);
+        mms__mutex_unlock(&h->mu);
+        mms__thread_join(e->thread);
+    }
+    mms_mllama_context_free(e->ctx);
+    for (s = 0; e->slots && s < e->p.n_slots; s++) mms__serve_slot_free(&e->slots[s]);
+    MMS_FREE(e->slots);
+    MMS_FREE(e->b_tokens);
+    MMS_FREE(e->b_seq);
+    MMS_FREE(e->b_want);
+    MMS_FREE(e->b_order);
+    MMS_FREE(e->b_take);
+    MMS_FREE(e);
+    if (!h) return;
+    mms__mutex_lock(&h->mu);
+    last = --h->refs == 0;
+    mms__mutex_unlock(&h->mu);
+    if (last) mms__serve_hub_destroy(h);
+}
+
+MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params) {
+    struct mms_mllama_context_params cp;
+    const struct mms_mllama_hparams *hp;
+    struct mms_engine *e;
+    struct mms_engine_params p;
+    int s;
+    if (!params || !params->model || !params->vocab) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: model and vocab are required"); return NULL; }
+    p = *params;
+    if (p.n_slots < 0 || p.n_ctx < 0 || p.n_batch < 0 || p.max_queue < 0 || p.max_images < 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: n_slots %d, n_ctx %d, n_batch %d, max_queue %d, max_images %d: each must be 0 (the "
+                      "default) or positive", p.n_slots, p.n_ctx, p.n_batch, p.max_queue, p.max_images);
+        return NULL;
+    }
+    hp = mms_mllama_model_get_hparams(p.model);
+    if (p.n_slots == 0) p.n_slots = 4;
+    if (p.n_ctx == 0) p.n_ctx = MMS__MIN(2048, hp->n_ctx_train);
+    if (p.n_batch == 0) p.n_batch = 512;
+    if (p.max_queue == 0) p.max_queue = 64;
+    if (p.max_images == 0) p.max_images = 4;
+    p.n_batch = MMS__MIN(p.n_batch, p.n_ctx * p.n_slots);   /* as the context does: a batch holds at most every slot */
+    if (p.n_slots > 4096 || p.n_batch < p.n_slots || p.n_batch > 4096) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: n_batch %d for %d slots: a step decodes a token of every slot, so n_batch must be "
+                      "at least n_slots (and both at most 4096)", p.n_batch, p.n_slots);
+        return NULL;
+    }
+    if (!(e = (struct mms_engine *)MMS_MALLOC(sizeof *e))) { mms_set_error(MMS_ERR_OOM, "mms_engine_new: out of host memory"); return NULL; }
+    memset(e, 0, sizeof *e);
+    e->p = p;
+    e->vocab = p.vocab;
+    e->n_vocab = hp->n_vocab;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = p.n_ctx;
+    cp.n_batch = p.n_batch;
+    cp.max_images = p.max_images;
+    cp.n_seq = p.n_slots;
+    cp.image_store = p.image_store;
+    e->hub = mms__serve_hub_new();
+    e->slots = (struct mms__serve_slot *)MMS_MALLOC(sizeof *e->slots * (size_t)p.n_slots);
+    e->b_tokens = (int32_t *)MMS_MALLOC(sizeof *e->b_tokens * (size_t)p.n_batch);
+    e->b_seq = (int32_t *)MMS_MALLOC(sizeof *e->b_seq * (size_t)p.n_batch);
+    e->b_want = (bool *)MMS_MALLOC(sizeof *e->b_want * (size_t)p.n_batch);
+    e->b_order = (struct mms_reply **)MMS_MALLOC(sizeof *e->b_order * (size_t)p.n_slots);
+    e->b_take = (int *)MMS_MALLOC(sizeof *e->b_take * (size_t)p.n_slots);
+    if (!e->hub || !e->slots || !e->b_tokens || !e->b_seq || !e->b_want || !e->b_order || !e->b_take) goto oom;
+    memset(e->slots, 0, sizeof *e->slots * (size_t)p.n_slots);
+    for (s = 0; s < p.n_slots; s++) {
+        struct mms__serve_slot *sl = &e->slots[s];
+        sl->kv = (int32_t *)MMS_MALLOC(sizeof *sl->kv * (size_t)p.n_ctx);
+        sl->images = (struct mms_mllama_image *)MMS_MALLOC(sizeof *sl->images * (size_t)p.max_images);
+        sl->image_hash = (uint64_t *)MMS_MALLOC(sizeof *sl->image_hash * (size_t)p.max_images);
+        if (!sl->kv || !sl->images || !sl->image_hash) goto oom;
+        memset(sl->images, 0, sizeof *sl->images * (size_t)p.max_images);
+    }
+    if (!(e->ctx = mms_mllama_context_new(p.model, &cp))) {
+        mms__error_context(mms_last_status(), "mms_engine_new: %s", mms_last_error());
+        mms_engine_free(e);
+        return NULL;
+    }
+    if (p.image_store == 0) mms__mllama_context_store_pictures(e->ctx, p.n_slots * p.max_images);
+    {
+        struct mms_mllama_image_store is;
+        mms_mllama_get_image_store(e->ctx, &is);
+        e->stats.image_store_budget = is.budget;
+        e->stats.n_slots = p.n_slots;
+    }
+    if (!mms__thread_create(&e->thread, mms__serve_main, e)) {
+        mms_set_error(MMS_ERR_BACKEND, "mms_engine_new: cannot start the engine thread");
+        mms_engine_free(e);
+        return NULL;
+    }
+    e->started = true;
+    return e;
+oom:
+    mms_set_error(MMS_ERR_OOM, "mms_engine_new: out of host memory");
+    mms_engine_free(e);
+    return NULL;
+}
+
+MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct mms_request *request) {
+    struct mms_reply *r;
+    struct mms__serve_hub *h;
+    enum mms_status st;
+    int64_t t0 = mms_time_us();
+    if (!e) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: engine is NULL"); return NULL; }
+    h = e->hub;
+    mms__mutex_lock(&h->mu);                      /* a full queue refuses before any work */
+    st = e->n_queued + e->n_running >= e->p.n_slots + e->p.max_queue ? MMS_ERR_BUSY : MMS_OK;
+    if (st != MMS_OK) e->stats.refused++;
+    mms__mutex_unlock(&h->mu);
+    if (st != MMS_OK) {
+        mms_set_error(MMS_ERR_BUSY, "mms_engine_submit: %d requests wait for a slot (max_queue); try again later", e->p.max_queue);
+        return NULL;
+    }
+    if (!(r = (struct mms_reply *)MMS_MALLOC(sizeof *r))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
+    memset(r, 0, sizeof *r);
+    if ((st = mms__serve_req_prepare(&r->q, request, e->p.model, e->vocab, e->p.n_ctx, e->p.max_images)) != MMS_OK) {
+        MMS_FREE(r);
+        mms__mutex_lock(&h->mu);
+        e->stats.refused++;
+        mms__mutex_unlock(&h->mu);
+        return NULL;
+    }
+    r->q.t_submit = t0;
+    r->hub = h;
+    r->refs = 2;                                  /* the caller's and the engine's */
+    mms__cond_init(&r->cond);
+    mms__mutex_lock(&h->mu);
+    if (e->n_queued + e->n_running >= e->p.n_slots + e->p.max_queue) {   /* filled up meanwhile */
+        e->stats.refused++;
+        mms__mutex_unlock(&h->mu);
+        mms__cond_destroy(&r->cond);
+        mms__serve_req_free(&r->q);
+        MMS_FREE(r);
+        mms_set_error(MMS_ERR_BUSY, "mms_engine_submit: %d requests wait for a slot (max_queue); try again later", e->p.max_queue);
+        return NULL;
+    }
+    h->refs++;
+    if (e->queue_tail) e->queue_tail->next = r;
+    else e->queue = r;
+    e->queue_tail = r;
+    e->n_queued++;
+    e->stats.requests++;
+    mms__cond_broadcast(&h->wake);
+    mms__mutex_unlock(&h->mu);
+    return r;
+}
+
+MMS_API void mms_engine_get_stats(struct mms_engine *e, struct mms_engine_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    mms__mutex_lock(&e->hub->mu);
+    *out = e->stats;
+    out->queued = e->n_queued;
+    out->busy_slots = e->n_running;
+    mms__mutex_unlock(&e->hub->mu);
+}
+/* ==== end src/serve/engine.c ==== */
 
 #endif
 

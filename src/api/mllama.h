@@ -214,7 +214,8 @@ struct mms_mllama_batch {
     int            n_tokens;
     const int32_t *tokens;
     const int32_t *seq;          /* the sequence of each token (NULL: all sequence 0) */
-    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch) */
+    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch;
+                                    none: the batch only fills the KV cache, as a prompt's first chunks) */
 };
 MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
 MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);

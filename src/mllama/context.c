@@ -158,12 +158,11 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
     out->in.slots = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "kv_slots");
     out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
-    out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
+    if (n_out > 0) mms_set_input(out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids"));
     mms_set_input(out->in.tokens);
     mms_set_input(out->in.pos);
     mms_set_input(out->in.slots);
     mms_set_input(out->in.kq_mask);
-    mms_set_input(out->in.out_ids);
     if (n_groups > 0) {
         out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
         mms_set_input(out->in.cross_rows);
@@ -195,7 +194,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
     out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, bp->kv_lo, &out->in);
-    mms_build_forward_expand(out->graph, out->logits);
+    if (out->logits) mms_build_forward_expand(out->graph, out->logits);   /* else the KV-cache writes are the graph */
 }
 
 /* -- creation: the sequences' memory and the reservation of every graph -- */
@@ -311,6 +310,13 @@ static size_t mms__mllama_picture_bytes(const struct mms_mllama_context *c, int 
     for (il = 0; il < hp->n_layer; il++)
         if (c->cross_k[il]) bytes += 2 * mms_type_size(c->cross_k[il]->type) * (size_t)(hp->head_dim * hp->n_head_kv * mms__mllama_picture_keys(hp));
     return bytes;
+}
+
+/* Lowers the image store's budget to room for n pictures of the model's most tiles (the serving
+   engine's default, when it is given no budget). */
+static void mms__mllama_context_store_pictures(struct mms_mllama_context *c, int n) {
+    const size_t budget = mms__mllama_picture_bytes(c, c->m->hp.v_max_tiles) * (size_t)n;
+    if (c->m->has_vision && budget < c->store.budget) c->store.budget = c->p.image_store = budget;
 }
 
 MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {

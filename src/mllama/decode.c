@@ -97,7 +97,6 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
         for (j = i + 1; j < n && last; j++) last = (b->seq ? b->seq[j] : 0) != (b->seq ? b->seq[i] : 0);
         if (b->want ? b->want[i] : last) w->out_ids[bp->n_out++] = i;
     }
-    if (bp->n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
     return MMS_OK;
 }
 
@@ -192,23 +191,23 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
+        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
         (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
     {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
         const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
         float *l = NULL;
         enum mms_status sy;
         st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
-        if (st == MMS_OK && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
+        if (st == MMS_OK && n_logits > 0 && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
             st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
         if (l) c->logits = l;
         /* into the context's own host memory, which outlives the synchronize below */
-        if (st == MMS_OK)
+        if (st == MMS_OK && n_logits > 0)
             st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
         sy = mms_backend_sched_synchronize(c->sched);
         if (st == MMS_OK) st = sy;
         if (st != MMS_OK) {
-            if (l) c->n_logits = 0;            /* overwritten, maybe shorter: the old rows are gone */
+            if (l || n_logits == 0) c->n_logits = 0;   /* overwritten, maybe shorter: the old rows are gone */
             goto done;
         }
         c->n_logits = bp.n_out;

@@ -45,6 +45,13 @@ static bool mms__mllama_picture_is(const struct mms__mllama_picture *p, const st
            memcmp(p->pixels, img->pixels, sizeof(float) * p->n_pixels) == 0;
 }
 
+/* Two preprocessed images are the same model input (the serving engine's test for a slot's pictures). */
+static bool mms__mllama_image_same(const struct mms_mllama_image *a, const struct mms_mllama_image *b) {
+    const size_t n = (size_t)3 * (size_t)a->image_size * (size_t)a->image_size * (size_t)a->n_tiles;
+    return a->image_size == b->image_size && a->n_tiles == b->n_tiles && a->aspect_ratio_id == b->aspect_ratio_id &&
+           memcmp(a->pixels, b->pixels, sizeof(float) * n) == 0;
+}
+
 static void mms__mllama_store_drop(struct mms__mllama_store *st, mms_backend_sched_t sched, int n_layer, struct mms__mllama_picture *p) {
     int il, b;
     for (il = 0; il < n_layer && p->k; il++) {

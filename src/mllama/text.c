@@ -17,7 +17,7 @@ struct mms__mllama_text_inputs {
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
-    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted; NULL: none (the batch fills the KV cache) */
 };
 
 /* The rows of one sequence with images (and, in the first group, the rows of sequences without
@@ -104,7 +104,7 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
 
 /* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
    layers), read from slot kv_lo on; images' K/V per cross-attention group in in. Returns the
-   logits [vocab, n_out]. */
+   logits [vocab, n_out], or NULL without out_ids. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  int kv_lo, const struct mms__mllama_text_inputs *in) {
@@ -116,6 +116,7 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
         else if (in->n_groups > 0) x = mms__mllama_cross_layer(ctx, m, il, x, in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
+    if (!in->out_ids) return NULL;   /* the cache writes are in gf already; what comes after them is not needed */
     x = mms_get_rows(ctx, x, in->out_ids);
     x = mms_mul_mat(ctx, m->output, mms__rms(ctx, x, m->output_norm, hp->rms_eps));
     mms_set_output(x);
