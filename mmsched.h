@@ -42,7 +42,7 @@
                                 the host allocator; define all three or none
        MMS_ASSERT(c)            internal invariant check (default assert)
        MMS_NO_SIMD              leave out the AVX2, AVX-512 and NEON kernels (the scalar ones stay)
-       MMS_NO_MLLAMA            leave out Llama 3.2 Vision (section 13)
+       MMS_NO_MLLAMA            leave out Llama 3.2 Vision and its serving engine (sections 13, 14)
        MMS_NO_TEXT              leave out the tokenizer, chat template and sampler (section 12), and
                                 with them mllama (MMS_NO_MLLAMA: it writes a checkpoint's tokenizer)
        MMS_NO_GGUF              leave out the model-file readers (GGUF reader and writer, JSON,
@@ -73,8 +73,9 @@
        11. GGUF files
        12. Text: tokenizer, chat template, sampling
        13. Llama 3.2 Vision (mllama)
-       14. The mllama program
-       15. Differences from ggml, on purpose
+       14. The serving engine
+       15. The mllama program
+       16. Differences from ggml, on purpose
 
    EXAMPLE
        struct mms_init_params p = { 0, NULL, true };       // metadata only
@@ -145,6 +146,10 @@
                                   KV cache, picture slots and image store. mms_mllama_get_logits'
                                   pointer is valid until the next mms_mllama_decode or context free.
          mllama image             owned by the caller (mms_mllama_image_free).
+         serving engine           owned by the caller (mms_engine_free); refers to its model and
+                                  vocabulary, which must outlive it; owns its context and thread.
+         reply                    owned by the caller (mms_reply_free); stays readable after its
+                                  engine is freed. An event's text is valid until the next call.
        Threads: the last error is per thread; the log callback, the registry of live buffers and the
        registry of tensors that kept tensors were computed from are shared and locked, so buffers may
        be made and freed on any thread, and the callback may be called from any thread that raises an
@@ -162,6 +167,8 @@
                                   on the backend; building, planning, masks and sampling run in
                                   parallel. Make and free contexts on any thread; free the model last.
                                   make test-tsan runs this under ThreadSanitizer.
+         a serving engine         every function from any thread (section 14); each reply is read
+                                  by one thread at a time.
        A CUDA backend (mmsched_cuda.cu) has no such lock: the contexts of a model with weights on one
        must not compute at the same time (take turns around each call, or run several conversations
        as sequences of one context).
@@ -843,11 +850,92 @@
        kernels (build/batch --bench; MMS_CPU_KERNELS=avx2).
        mms_mllama_get_timings (and _print_timings) splits the time by phase: load, context,
        preprocess, image encode (vision encoder + projector), cross-attention K/V, prompt and
-       generation with tokens/s (a one-token decode is generation), and memory per backend (weights,
-       KV cache, compute, kept images at their peak). A progress callback in the load parameters
+       generation with tokens/s (a one-token decode is generation), memory per backend (weights,
+       KV cache, picture slots, compute, the image store at its peak) and the image store. A progress callback in the load parameters
        reports the load and can stop it.
 
-   14. THE MLLAMA PROGRAM
+   14. THE SERVING ENGINE
+       struct mms_engine_params ep = { model, vocab };   // zeroed: 4 slots of 2048 tokens, n_batch 512
+       struct mms_engine *engine = mms_engine_new(&ep);  // starts the engine thread
+       struct mms_chat_message msg = { "user", "What is in this picture?", 1 };
+       struct mms_image_rgb pic = { rgb, width, height, 0 };
+       struct mms_request rq = { &msg, 1, NULL, &pic, 1 };   // zeroed sampling: greedy
+       struct mms_reply *reply = mms_engine_submit(engine, &rq);   // any thread; NULL + MMS_ERR_BUSY when full
+       struct mms_reply_event ev;
+       do {
+           mms_reply_next(reply, -1, &ev);               // or a timeout in ms: an event without text
+           fwrite(ev.text, 1, ev.len, stdout);
+       } while (ev.finish == MMS_FINISH_NONE);
+       mms_reply_free(reply);                            // of a running request: cancels it
+       mms_engine_free(engine);
+
+       src/api/serve.h declares it; its comments are part of this section. A request is checked,
+       copied and tokenized on the thread that submits it: its messages rendered by
+       mms_mllama_chat_prompt (or a raw prompt, BOS added), its pictures preprocessed and hashed,
+       its sampler made with the prompt's tokens in its history (as build/mllama does); anything
+       wrong is refused there with MMS_ERR_INVALID_ARG and a message (no prompt, pictures that do
+       not match the messages or the prompt's <|image|> marks, more than max_images, a picture
+       without pixels, bad sampling values, an empty or non-UTF-8 stop string, a prompt that does
+       not leave a slot room for one token). More than n_slots + max_queue requests in the engine:
+       MMS_ERR_BUSY. The vocabulary must be the model's (it must have a token for every logit).
+
+       Steps. One engine thread owns an mllama context of n_slots sequences. It repeats: end the
+       cancelled requests; give idle slots to waiting requests, in order; add at most one picture of
+       a starting request (from the image store, or an encode: one graph); decode one batch: the
+       last token of every generating request, then prompt tokens of starting requests, those with
+       the fewest tokens left first, n_batch in all; sample the rows that end a prompt or generate.
+       So between two tokens a generating request waits for at most one picture encode and one
+       batch of n_batch rows (one graph each, of n_batch - generating slots prompt tokens), however
+       long the prompts of others are; a long prompt goes in over several steps. At the 11B shapes
+       with 5 of the 40 text layers, random f16 weights, 2 CPU threads on a shared 2-core AMD EPYC
+       (load 5-8 from other builds: the figures spread), build/batch --bench --engine: a step of one generating request 0.32-0.48 s; with
+       n_batch 512, a step that also takes 511 prompt tokens of a 2048-token prompt 21.6-24.2 s
+       (median; at most 29.9 s); with n_batch 64, 3.7 s (the prompt then takes 118 s instead of
+       91 s); a 4-tile picture with 4 + 1 vision layers, encode and prompt, 89-177 s. So on the CPU
+       n_batch is the knob between a starting prompt's speed and the others' latency, and a
+       picture's encode holds every generating request for its length.
+
+       Prefix reuse. Chat clients send the whole conversation every turn. A waiting request takes
+       the idle slot whose KV cache gives the most of its prompt, and decodes only the rest
+       (usage.cached_tokens). What a slot can give is the common prefix of its tokens and the
+       request's, but only when the slot holds the request's pictures, the same ones (compared as
+       the store compares them) in the same order; otherwise nothing. The reason is the model's
+       cross-attention rule (section 13): a token before the first <|image|> of a conversation
+       attends to all of its pictures, and every later token attends to those tokens, so a KV cache
+       computed with other pictures, or with none, differs from a fresh run's from its first token
+       on. A conversation that comes back with a new text turn has the same pictures: its earlier
+       turns are reused and its answer is a fresh run's (tests/test_engine.c: returning
+       conversations and fresh engines answer alike; one that adds a picture reuses nothing). The
+       prompt's last token is always decoded again, for its logits. A slot keeps its KV cache when
+       its request ends; among slots that give as much, the least recently used is taken.
+
+       Pictures. The context's image store (section 13) keeps encoded pictures by content; its
+       budget is image_store, by default room for n_slots * max_images pictures at the model's tile
+       count. Each slot also holds max_images picture slots of its own (reserved when the engine is
+       made): at the 11B shapes on the CPU 400 MiB per picture slot, so 4 slots of 4 pictures
+       reserve 6400 MiB, and a picture held by a slot and kept by the store is in memory twice.
+       usage.images_encoded counts the pictures of a request that needed the vision encoder.
+
+       Text. Tokens are detokenized as they come (mms_detokenizer: whole UTF-8 characters only);
+       text that could still be the start of a stop string is held back until it is not, and the
+       text ends before the first stop string found (finish MMS_FINISH_STOP, as for an end token);
+       max_tokens or a full slot end it with MMS_FINISH_LENGTH. completion_tokens counts every
+       token sampled, an end token included. mms_reply_next hands out what came since the last
+       call; the last event has the rest of the text, the finish and the final usage.
+
+       Threads and lifetimes. One lock guards the queue, the counters and the replies' hand-over;
+       each reply has its own condition variable, so a reader waits only for its own text. The
+       lock lives as long as the engine or any reply, so replies stay readable after
+       mms_engine_free (which cancels everything and joins the thread). tests/test_engine.c runs
+       under ThreadSanitizer (make test-tsan) and AddressSanitizer. mms_engine_get_stats is what a
+       /metrics page shows: requests, refusals, ends by kind, tokens (prompt, cached, completion),
+       pictures and encodes, steps and their time, the queue, busy slots, the store.
+       Aggregate decode through the engine. At the 11B shapes (5 of 40 text layers, random f16 weights, the same shared
+       2-core machine), build/batch --bench --rounds 3, 8 requests of 32 tokens against the library
+       alone at K = 8 (build/batch --bench), taken in turn: 7.10, 6.99 and 7.69 tokens/s against
+       7.67, 7.62 and 7.85: 92%, 92% and 98% (the engine also samples and detokenizes each row).
+
+   15. THE MLLAMA PROGRAM
        examples/mllama.c (`make examples` builds build/mllama; it links stb_image from Debian's
        libstb-dev) turns images and a prompt into text:
 
@@ -876,7 +964,7 @@
        models/mllama-demo.gguf is a tiny mllama trained here on synthetic pictures of shapes
        (tools/train_demo.py); `make demo` captions the pictures in examples/images/.
 
-   15. DIFFERENCES FROM GGML, ON PURPOSE
+   16. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
        - mms_gelu is the exact erf GELU; ggml_gelu (tanh approximation) is mms_gelu_tanh.
        - Unary ops are their own ops (MMS_OP_SILU, ...), not sub-ops of a UNARY op.
@@ -2469,7 +2557,7 @@ enum mms_finish {
 struct mms_reply_usage {
     int    prompt_tokens;           /* the whole prompt, cached tokens included */
     int    cached_tokens;           /* of those, found in a slot's KV cache and not decoded again */
-    int    completion_tokens;
+    int    completion_tokens;       /* tokens sampled, an end token included */
     int    images;                  /* pictures in the request */
     int    images_encoded;          /* of those, run through the vision encoder (the others came from the store) */
     double queue_ms;                /* submitted until it had a slot */
@@ -2526,7 +2614,7 @@ MMS_API void               mms_engine_get_stats(struct mms_engine *engine, struc
 
 /* Waits up to timeout_ms (negative: as long as it takes) for new text or the end, and describes
    it in *event; an event with no text and finish NONE means the time ran out. MMS_ERR_INVALID_ARG
-   for NULL arguments, else MMS_OK. After the last event it returns that event again. */
+   for NULL arguments, else MMS_OK. After the last event it returns that event again (its text too). */
 MMS_API enum mms_status    mms_reply_next(struct mms_reply *reply, int timeout_ms, struct mms_reply_event *event);
 /* Stops the request at the engine's next step (its slot is freed; finish MMS_FINISH_CANCELLED
    unless it had already ended). */
@@ -20028,20 +20116,23 @@ fail:                                   /* each way here set the error */
 
 /* -- the generated text -- */
 
-static bool mms__serve_append(struct mms__serve_req *q, const char *s, size_t n) {
-    if (q->len + n + 1 > q->cap) {
-        size_t cap = q->cap ? q->cap : 256;
+/* Appends n bytes to a text buffer that grows by doubling, NUL-terminated; false when out of memory. */
+static bool mms__serve_text_append(char **text, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
         char *t;
-        while (q->len + n + 1 > cap) cap *= 2;
-        if (!(t = (char *)MMS_REALLOC(q->text, cap))) return false;
-        q->text = t;
-        q->cap = cap;
+        while (*len + n + 1 > c) c *= 2;
+        if (!(t = (char *)MMS_REALLOC(*text, c))) return false;
+        *text = t;
+        *cap = c;
     }
-    memcpy(q->text + q->len, s, n);
-    q->len += n;
-    q->text[q->len] = '\0';
+    memcpy(*text + *len, s, n);
+    *len += n;
+    (*text)[*len] = '\0';
     return true;
 }
+
+static bool mms__serve_append(struct mms__serve_req *q, const char *s, size_t n) { return mms__serve_text_append(&q->text, &q->len, &q->cap, s, n); }
 
 static bool mms__serve_starts(const char *s, const char *with, size_t n) { return memcmp(s, with, n) == 0; }
 
@@ -20133,17 +20224,7 @@ static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
 
 /* Hands text over to the reader (under the lock); false when out of memory. */
 static bool mms__serve_reply_put(struct mms_reply *r, const char *s, size_t n) {
-    if (r->out_len + n + 1 > r->out_cap) {
-        size_t cap = r->out_cap ? r->out_cap : 256;
-        char *t;
-        while (r->out_len + n + 1 > cap) cap *= 2;
-        if (!(t = (char *)MMS_REALLOC(r->out, cap))) return false;
-        r->out = t;
-        r->out_cap = cap;
-    }
-    memcpy(r->out + r->out_len, s, n);
-    r->out_len += n;
-    r->out[r->out_len] = '\0';
+    if (!mms__serve_text_append(&r->out, &r->out_len, &r->out_cap, s, n)) return false;
     if (n) mms__cond_broadcast(&r->cond);
     return true;
 }
@@ -20246,7 +20327,7 @@ struct mms_engine {
     struct mms_engine_params   p;
     struct mms_mllama_context *ctx;
     const struct mms_vocab    *vocab;
-    int                        n_vocab, n_ctx_train;
+    int                        n_vocab;
     mms__thread                thread;
     bool                       started;
     /* the engine thread's */

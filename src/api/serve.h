@@ -54,7 +54,7 @@ enum mms_finish {
 struct mms_reply_usage {
     int    prompt_tokens;           /* the whole prompt, cached tokens included */
     int    cached_tokens;           /* of those, found in a slot's KV cache and not decoded again */
-    int    completion_tokens;
+    int    completion_tokens;       /* tokens sampled, an end token included */
     int    images;                  /* pictures in the request */
     int    images_encoded;          /* of those, run through the vision encoder (the others came from the store) */
     double queue_ms;                /* submitted until it had a slot */
@@ -111,7 +111,7 @@ MMS_API void               mms_engine_get_stats(struct mms_engine *engine, struc
 
 /* Waits up to timeout_ms (negative: as long as it takes) for new text or the end, and describes
    it in *event; an event with no text and finish NONE means the time ran out. MMS_ERR_INVALID_ARG
-   for NULL arguments, else MMS_OK. After the last event it returns that event again. */
+   for NULL arguments, else MMS_OK. After the last event it returns that event again (its text too). */
 MMS_API enum mms_status    mms_reply_next(struct mms_reply *reply, int timeout_ms, struct mms_reply_event *event);
 /* Stops the request at the engine's next step (its slot is freed; finish MMS_FINISH_CANCELLED
    unless it had already ended). */

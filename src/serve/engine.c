@@ -19,7 +19,7 @@ struct mms_engine {
     struct mms_engine_params   p;
     struct mms_mllama_context *ctx;
     const struct mms_vocab    *vocab;
-    int                        n_vocab, n_ctx_train;
+    int                        n_vocab;
     mms__thread                thread;
     bool                       started;
     /* the engine thread's */

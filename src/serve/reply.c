@@ -62,17 +62,7 @@ static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
 
 /* Hands text over to the reader (under the lock); false when out of memory. */
 static bool mms__serve_reply_put(struct mms_reply *r, const char *s, size_t n) {
-    if (r->out_len + n + 1 > r->out_cap) {
-        size_t cap = r->out_cap ? r->out_cap : 256;
-        char *t;
-        while (r->out_len + n + 1 > cap) cap *= 2;
-        if (!(t = (char *)MMS_REALLOC(r->out, cap))) return false;
-        r->out = t;
-        r->out_cap = cap;
-    }
-    memcpy(r->out + r->out_len, s, n);
-    r->out_len += n;
-    r->out[r->out_len] = '\0';
+    if (!mms__serve_text_append(&r->out, &r->out_len, &r->out_cap, s, n)) return false;
     if (n) mms__cond_broadcast(&r->cond);
     return true;
 }

@@ -166,20 +166,23 @@ fail:                                   /* each way here set the error */
 
 /* -- the generated text -- */
 
-static bool mms__serve_append(struct mms__serve_req *q, const char *s, size_t n) {
-    if (q->len + n + 1 > q->cap) {
-        size_t cap = q->cap ? q->cap : 256;
+/* Appends n bytes to a text buffer that grows by doubling, NUL-terminated; false when out of memory. */
+static bool mms__serve_text_append(char **text, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
         char *t;
-        while (q->len + n + 1 > cap) cap *= 2;
-        if (!(t = (char *)MMS_REALLOC(q->text, cap))) return false;
-        q->text = t;
-        q->cap = cap;
+        while (*len + n + 1 > c) c *= 2;
+        if (!(t = (char *)MMS_REALLOC(*text, c))) return false;
+        *text = t;
+        *cap = c;
     }
-    memcpy(q->text + q->len, s, n);
-    q->len += n;
-    q->text[q->len] = '\0';
+    memcpy(*text + *len, s, n);
+    *len += n;
+    (*text)[*len] = '\0';
     return true;
 }
+
+static bool mms__serve_append(struct mms__serve_req *q, const char *s, size_t n) { return mms__serve_text_append(&q->text, &q->len, &q->cap, s, n); }
 
 static bool mms__serve_starts(const char *s, const char *with, size_t n) { return memcmp(s, with, n) == 0; }
 
