@@ -888,12 +888,14 @@
        batch of n_batch rows (one graph each, of n_batch - generating slots prompt tokens), however
        long the prompts of others are; a long prompt goes in over several steps. At the 11B shapes
        with 5 of the 40 text layers, random f16 weights, 2 CPU threads on a shared 2-core AMD EPYC
-       (load 5-8 from other builds: the figures spread), build/batch --bench --engine: a step of one generating request 0.32-0.48 s; with
-       n_batch 512, a step that also takes 511 prompt tokens of a 2048-token prompt 21.6-24.2 s
-       (median; at most 29.9 s); with n_batch 64, 3.7 s (the prompt then takes 118 s instead of
-       91 s); a 4-tile picture with 4 + 1 vision layers, encode and prompt, 89-177 s. So on the CPU
-       n_batch is the knob between a starting prompt's speed and the others' latency, and a
-       picture's encode holds every generating request for its length.
+       (load 6-9 from other builds: the figures spread), build/batch --bench --engine, steps on the
+       engine's clock beside a request generating alone: with n_batch 512, while a 2048-token prompt
+       goes in, 32.0 s a step (mean of 6, at most 56.1 s) against 1.12 s alone (28x), the prompt
+       192 s to its first token; with n_batch 64, 7.7 s (mean of 34) against 1.17 s (6.6x), the
+       prompt 263 s. An earlier run, less loaded, read 21.6 s and 3.7 s against 0.32-0.48 s between
+       the tokens. A 4-tile picture with 4 + 1 vision layers took 72-177 s, encode and prompt. So on
+       the CPU n_batch is the knob between a starting prompt's speed and the others' latency, and a
+       picture's encode holds every generating request for its length (one graph).
 
        Prefix reuse. Chat clients send the whole conversation every turn. A waiting request takes
        the idle slot whose KV cache gives the most of its prompt, and decodes only the rest
