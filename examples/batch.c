@@ -23,7 +23,9 @@
 struct options {
     const char *model, *prompt;
     int         k, n_predict, n_threads, bench_layers, bench_gen;
-    bool        bench, bench_images, bench_keep;
+    bool        bench, bench_images, bench_keep, bench_engine;
+    int         bench_rounds;
+    const char *bench_vocab;
     struct mms_sampler_params sampling;
     char      **images;
     int         n_images;
@@ -37,12 +39,15 @@ static void die(const char *what, const char *why) {
 static void usage(FILE *out) {
     fprintf(out, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
                     "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N] [--keep]\n"
+                    "                    [--engine [--vocab FILE]] [--rounds N]\n"
                     "  -m MODEL     a GGUF, a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
                     "  -n N         most tokens per answer (default 64)\n"
                     "  --bench      decode speed at 11B shapes; writes a random model of several GB to build/ first and\n"
-                    "               removes it at the end (--keep keeps it for the next run)\n", MAX_K);
+                    "               removes it at the end (--keep keeps it for the next run)\n"
+                    "  --engine     the same through the serving engine (src/api/serve.h), with a prompt taken in meanwhile\n"
+                    "  --rounds N   the library and the engine at K = 1 and 8, alternated N times\n", MAX_K);
 }
 
 static int int_arg(const char *s, const char *name, int lo, int hi) {
@@ -63,6 +68,7 @@ static void parse(int argc, char **argv, struct options *o) {
     o->n_predict = 64;
     o->bench_layers = 5;
     o->bench_gen = 8;
+    o->bench_vocab = "tests/fixtures/text/tok-llama3.gguf";
     o->sampling = mms_sampler_default_params();
     o->images = (char **)calloc((size_t)argc, sizeof *o->images);
     if (!o->images) die("out of memory", NULL);
@@ -81,6 +87,9 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(a, "--bench")) o->bench = true;
         else if (!strcmp(a, "--keep")) o->bench_keep = true;
         else if (!strcmp(a, "--images")) o->bench_images = true;
+        else if (!strcmp(a, "--engine")) o->bench_engine = true;
+        else if (!strcmp(a, "--rounds") && more) { o->bench_engine = true; o->bench_rounds = int_arg(argv[++i], "--rounds", 1, 100); }
+        else if (!strcmp(a, "--vocab") && more) o->bench_vocab = argv[++i];
         else if (!strcmp(a, "--text-layers") && more) o->bench_layers = int_arg(argv[++i], "--text-layers", 1, 40);
         else if (!strcmp(a, "--gen") && more) o->bench_gen = int_arg(argv[++i], "--gen", 1, 64);
         else if (a[0] == '-') { fprintf(stderr, "batch: unknown option '%s', or it needs a value (--help lists the options)\n", a); exit(2); }
@@ -131,11 +140,11 @@ static void slot_text(struct slot *s, const struct mms_vocab *v, int32_t id) {
 
 static int32_t *prompt_tokens(const struct mms_vocab *v, const char *question, int *n) {
     struct mms_chat_message msg = { "user", question, 1 };
-    int len = mms_chat_apply_template(&msg, 1, true, NULL, NULL, 0), need;
+    int len = mms_mllama_chat_prompt(&msg, 1, true, NULL, NULL, 0), need;
     char *text;
     int32_t *ids;
     if (len < 0 || !(text = (char *)malloc((size_t)len + 1))) die("cannot render the chat template", mms_last_error());
-    mms_chat_apply_template(&msg, 1, true, NULL, text, (size_t)len + 1);
+    mms_mllama_chat_prompt(&msg, 1, true, NULL, text, (size_t)len + 1);
     need = mms_tokenize(v, text, (size_t)len, NULL, 0, false, true);
     if (need < 1 || !(ids = (int32_t *)malloc(sizeof *ids * (size_t)need))) die("cannot tokenize the prompt", mms_last_error());
     *n = mms_tokenize(v, text, (size_t)len, ids, need, false, true);
@@ -214,7 +223,7 @@ static void caption(const struct options *o, mms_backend_t cpu) {
         b.tokens = tokens;
         b.seq = seq;
         b.want = want;
-        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("decoding failed", mms_last_error());
+        if (mms_mllama_decode(ctx, &b) != MMS_OK) die("decoding failed", mms_last_error());
         for (i = 0; i < n; i++) {              /* logits rows come in batch order of the rows asked */
             struct slot *sl = &slots[seq[i]];
             int32_t id;
@@ -259,72 +268,91 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void bench(const struct options *o, mms_backend_t cpu) {
-    static const int ks[] = { 1, 2, 4, 8 };
-    const int n_prompt = 32, max_k = 8;
+/* The random 11B-shaped model (written first if missing: *written), its weights paged in. */
+static struct mms_mllama_model *bench_model(const struct options *o, mms_backend_t cpu, char *path, size_t path_size, bool *written) {
     struct mms_mllama_hparams hp;
     struct mms_mllama_load_params lp;
-    struct mms_mllama_context_params cp;
     struct mms_mllama_model *m;
-    struct mms_mllama_context *ctx;
-    const int picture_side = 560;
-    uint8_t *picture = NULL;
-    int32_t tokens[8 * 32], seq[8 * 32];
-    double step_ms[64], base = 0;
-    char path[160];
     FILE *f;
-    size_t ki;
-    int i, g;
-    bool written = false;
     mms_mllama_hparams_11b(&hp);
-    snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
+    *written = false;
+    snprintf(path, path_size, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
     if ((f = fopen(path, "rb")) != NULL) fclose(f);   /* made by an earlier run, or build/bench --mllama: used, kept */
     else {
         fprintf(stderr, "batch: writing a random model at 11B shapes (%d text layers: several GB) to %s; it is removed at the end%s\n", o->bench_layers,
                 path, o->bench_keep ? " unless --keep (given)" : " (--keep keeps it)");
         if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1, false)) { remove(path); die("cannot write the random model", path); }
-        written = true;
+        *written = true;
     }
     memset(&lp, 0, sizeof lp);
     lp.path = path;
     lp.cpu = cpu;
     lp.progress = read_through;       /* page the mapped weights in now, not in the first step */
+    if (!(m = mms_mllama_model_load(&lp))) die("cannot load the random model", mms_last_error());
+    return m;
+}
+
+/* The library alone: k sequences of ctx (8 of them, 256 tokens each) after a 32-token prompt each
+   (with picture, a picture each first), then --gen steps of one token each; the median step, ms. */
+static double library_step_ms(const struct options *o, struct mms_mllama_context *ctx, const struct mms_mllama_hparams *hp, int k, uint8_t *picture) {
+    const int n_prompt = 32, picture_side = 560;
+    int32_t tokens[8 * 32], seq[8 * 32];
+    double step_ms[64];
+    struct mms_mllama_batch b;
+    int i, g;
+    for (i = 0; i < 8; i++) mms_mllama_seq_clear(ctx, i);
+    memset(&b, 0, sizeof b);
+    for (i = 0; i < k * n_prompt; i++) { seq[i] = i / n_prompt; tokens[i] = (int32_t)((i * 7919 + 13) % 128000); }
+    for (i = 0; picture && i < k; i++) {   /* a picture of its own, the same for every K (the store keeps it) */
+        picture[0] = (uint8_t)i;
+        if (mms_mllama_seq_add_image_rgb(ctx, i, picture, picture_side, picture_side, picture_side * 3) != MMS_OK) die("image encode failed", mms_last_error());
+        tokens[i * n_prompt] = hp->image_token_id;
+    }
+    b.n_tokens = k * n_prompt;
+    b.tokens = tokens;
+    b.seq = seq;
+    if (mms_mllama_decode(ctx, &b) != MMS_OK) die("prefill failed", mms_last_error());
+    for (g = 0; g < o->bench_gen; g++) {   /* one token of every sequence per call */
+        int64_t t0;
+        for (i = 0; i < k; i++) { tokens[i] = (int32_t)(1000 + 31 * g + i); seq[i] = i; }
+        b.n_tokens = k;
+        t0 = mms_time_us();
+        if (mms_mllama_decode(ctx, &b) != MMS_OK) die("decode failed", mms_last_error());
+        step_ms[g] = (double)(mms_time_us() - t0) * 1e-3;
+    }
+    qsort(step_ms, (size_t)o->bench_gen, sizeof step_ms[0], cmp_double);
+    return step_ms[o->bench_gen / 2];
+}
+
+static struct mms_mllama_context *library_context(struct mms_mllama_model *m) {
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_context *ctx;
     memset(&cp, 0, sizeof cp);
-    cp.n_seq = max_k;
+    cp.n_seq = 8;
     cp.n_ctx = 256;
-    cp.n_batch = max_k * n_prompt;
+    cp.n_batch = 8 * 32;
     cp.max_images = 1;
-    if (!(m = mms_mllama_model_load(&lp)) || !(ctx = mms_mllama_context_new(m, &cp))) die("cannot load the random model", mms_last_error());
-    printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers (%s), %d CPU threads; each sequence after a %d-token %s prompt\n",
-           o->bench_layers, path, mms_backend_cpu_get_n_threads(cpu), n_prompt, o->bench_images ? "picture + text" : "text");
+    if (!(ctx = mms_mllama_context_new(m, &cp))) die("cannot make the context", mms_last_error());
+    return ctx;
+}
+
+/* The library alone: K = 1, 2, 4, 8 sequences of one context, a decode call per step. */
+static void bench_library(const struct options *o, mms_backend_t cpu, struct mms_mllama_model *m, const char *path) {
+    static const int ks[] = { 1, 2, 4, 8 };
+    const struct mms_mllama_hparams hp = *mms_mllama_model_get_hparams(m);
+    struct mms_mllama_context *ctx = library_context(m);
+    const int picture_side = 560;
+    uint8_t *picture = NULL;
+    double base = 0;
+    size_t ki;
+    int i;
+    printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers (%s), %d CPU threads; each sequence after a 32-token %s prompt\n",
+           o->bench_layers, path, mms_backend_cpu_get_n_threads(cpu), o->bench_images ? "picture + text" : "text");
     if (o->bench_images && !(picture = (uint8_t *)malloc(picture_side * picture_side * 3))) die("out of memory", NULL);
     for (i = 0; picture && i < picture_side * picture_side * 3; i++) picture[i] = (uint8_t)(i * 2654435761u >> 24);
     for (ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         const int k = ks[ki];
-        struct mms_mllama_batch b;
-        double ms;
-        mms_mllama_kv_clear(ctx);
-        memset(&b, 0, sizeof b);
-        for (i = 0; i < k * n_prompt; i++) { seq[i] = i / n_prompt; tokens[i] = (int32_t)((i * 7919 + 13) % 128000); }
-        for (i = 0; picture && i < k; i++) {   /* a picture of its own, the same for every K (the cache keeps it) */
-            picture[0] = (uint8_t)i;
-            if (mms_mllama_seq_add_image_rgb(ctx, i, picture, picture_side, picture_side, picture_side * 3) != MMS_OK) die("image encode failed", mms_last_error());
-            tokens[i * n_prompt] = hp.image_token_id;
-        }
-        b.n_tokens = k * n_prompt;
-        b.tokens = tokens;
-        b.seq = seq;
-        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("prefill failed", mms_last_error());
-        for (g = 0; g < o->bench_gen; g++) {   /* one token of every sequence per call */
-            int64_t t0;
-            for (i = 0; i < k; i++) { tokens[i] = (int32_t)(1000 + 31 * g + i); seq[i] = i; }
-            b.n_tokens = k;
-            t0 = mms_time_us();
-            if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("decode failed", mms_last_error());
-            step_ms[g] = (double)(mms_time_us() - t0) * 1e-3;
-        }
-        qsort(step_ms, (size_t)o->bench_gen, sizeof step_ms[0], cmp_double);
-        ms = step_ms[o->bench_gen / 2];
+        const double ms = library_step_ms(o, ctx, &hp, k, picture);
         if (k == 1) base = 1000.0 / ms;
         printf("K=%d  step %8.2f ms (median of %d)  aggregate %7.2f tokens/s  x%.2f of K=1\n", k, ms, o->bench_gen, k * 1000.0 / ms,
                base > 0 ? k * 1000.0 / ms / base : 0.0);
@@ -334,6 +362,197 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     }
     free(picture);
     mms_mllama_context_free(ctx);
+}
+
+/* -- the same through the serving engine -- */
+
+/* A raw prompt of n tokens (BOS and n - 1 words) that differs from prompt k' != k from its second token. */
+static void engine_prompt(char *out, size_t cap, int k, int n) {
+    static const char *words[] = { " alpha", " bravo", " charlie", " delta", " echo", " foxtrot", " golf", " hotel" };
+    size_t len = (size_t)snprintf(out, cap, "%s", words[k % 8]);
+    int i;
+    for (i = 2; i < n; i++) len += (size_t)snprintf(out + len, cap - len, " the");
+}
+
+static struct mms_engine *bench_engine_new(struct mms_mllama_model *m, const struct mms_vocab *v, int n_slots, int n_ctx, int n_batch, int max_images) {
+    struct mms_engine_params ep;
+    struct mms_engine *e;
+    memset(&ep, 0, sizeof ep);
+    ep.model = m;
+    ep.vocab = v;
+    ep.n_slots = n_slots;
+    ep.n_ctx = n_ctx;
+    ep.n_batch = n_batch;
+    ep.max_images = max_images;
+    if (!(e = mms_engine_new(&ep))) die("cannot start the engine", mms_last_error());
+    return e;
+}
+
+/* K requests at once on K slots, n_gen tokens each: tokens generated per second while they all
+   generate (they take their slots, and generate, in the same steps): the tokens after each one's
+   first over the mean of their usage.gen_ms, the engine's own clock. The replies are read with
+   blocking waits, so this thread takes no CPU from the steps. */
+static double engine_aggregate(struct mms_mllama_model *m, const struct mms_vocab *v, int k, int n_gen, int *n_tokens) {
+    struct mms_engine *e = bench_engine_new(m, v, k, 256, 0, 1);
+    struct mms_reply *r[8];
+    struct mms_reply_event ev;
+    struct mms_request rq;
+    char prompt[8][512];
+    double gen_ms = 0.0;
+    int i, tokens = 0;
+    memset(&rq, 0, sizeof rq);
+    rq.max_tokens = n_gen;
+    for (i = 0; i < k; i++) {
+        engine_prompt(prompt[i], sizeof prompt[i], i, 32);
+        rq.prompt = prompt[i];
+        if (!(r[i] = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+    }
+    for (i = 0; i < k; i++) {
+        do { if (mms_reply_next(r[i], -1, &ev) != MMS_OK) die("reply", mms_last_error()); } while (ev.finish == MMS_FINISH_NONE);
+        if (ev.finish != MMS_FINISH_LENGTH) fprintf(stderr, "batch: request %d ended early (finish %d) after %d tokens\n", i, ev.finish, ev.usage.completion_tokens);
+        tokens += ev.usage.completion_tokens - 1;
+        gen_ms += ev.usage.gen_ms / k;
+        mms_reply_free(r[i]);
+    }
+    mms_engine_free(e);
+    *n_tokens = tokens;
+    return gen_ms > 0.0 ? tokens * 1000.0 / gen_ms : 0.0;
+}
+
+/* A request generating, then one with a 2048-token prompt: the engine's steps (its own clock,
+   mms_engine_get_stats) while the first generates alone, and while the prompt goes in (n_batch
+   rows a step: the generating token and n_batch - 1 of the prompt's). */
+static void engine_prompt_steps(struct mms_mllama_model *m, const struct mms_vocab *v, int n_batch) {
+    struct mms_engine *e = bench_engine_new(m, v, 2, 4096, n_batch, 1);
+    struct mms_engine_stats s0, s1, s2;
+    struct mms_request rq;
+    struct mms_reply *a, *b;
+    struct mms_reply_event ev;
+    static char long_prompt[32768];
+    char prompt[512];
+    int64_t t0, t1;
+    int n_events = 0;
+    memset(&rq, 0, sizeof rq);
+    engine_prompt(prompt, sizeof prompt, 0, 32);
+    rq.prompt = prompt;
+    rq.max_tokens = 4096 - 64;
+    if (!(a = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+    do { if (mms_reply_next(a, -1, &ev) != MMS_OK) die("reply", mms_last_error()); } while (ev.len == 0 && ev.finish == MMS_FINISH_NONE);
+    mms_engine_get_stats(e, &s0);                 /* a generates alone */
+    while (n_events++ < 16 && ev.finish == MMS_FINISH_NONE) if (mms_reply_next(a, -1, &ev) != MMS_OK) die("reply", mms_last_error());
+    mms_engine_get_stats(e, &s1);
+    engine_prompt(long_prompt, sizeof long_prompt, 1, 2048);
+    rq.prompt = long_prompt;
+    rq.max_tokens = 1;
+    t0 = mms_time_us();
+    if (!(b = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+    do { if (mms_reply_next(b, -1, &ev) != MMS_OK) die("reply", mms_last_error()); } while (ev.finish == MMS_FINISH_NONE);
+    t1 = mms_time_us();
+    mms_engine_get_stats(e, &s2);
+    printf("engine, n_batch %d: steps while a request generates alone %.2f ms (mean of %lld); while a 2048-token prompt goes in beside it "
+           "(%.0f ms to its first token) %.2f ms (mean of %lld), longest %.2f ms\n", n_batch,
+           (s1.step_ms_total - s0.step_ms_total) / (double)(s1.steps - s0.steps), (long long)(s1.steps - s0.steps), (double)(t1 - t0) * 1e-3,
+           (s2.step_ms_total - s1.step_ms_total) / (double)(s2.steps - s1.steps), (long long)(s2.steps - s1.steps), s2.step_ms_max);
+    printf("BENCH name=engine_step_beside_prompt n_batch=%d plain_ms=%.2f prompt_tokens=2048 steps=%lld mean_ms=%.2f max_ms=%.2f prompt_ms=%.0f\n",
+           n_batch, (s1.step_ms_total - s0.step_ms_total) / (double)(s1.steps - s0.steps), (long long)(s2.steps - s1.steps),
+           (s2.step_ms_total - s1.step_ms_total) / (double)(s2.steps - s1.steps), s2.step_ms_max, (double)(t1 - t0) * 1e-3);
+    mms_reply_free(a);
+    mms_reply_free(b);
+    mms_engine_free(e);
+}
+
+/* Pictures through an engine whose store holds two: the store's bytes after each request against
+   its budget; the first picture again at the end (evicted: encoded again). */
+static void engine_store(struct mms_mllama_model *m, const struct mms_vocab *v) {
+    const int side = 1120, n = 5;             /* 4 tiles each */
+    struct mms_engine *e = bench_engine_new(m, v, 2, 256, 0, 1);
+    struct mms_engine_stats st;
+    struct mms_image_rgb pic;
+    struct mms_request rq;
+    struct mms_reply *r;
+    struct mms_reply_event ev;
+    uint8_t *rgb = (uint8_t *)malloc((size_t)side * side * 3);
+    size_t most = 0;
+    int i, j;
+    if (!rgb) die("out of memory", NULL);
+    memset(&rq, 0, sizeof rq);
+    rq.prompt = "<|image|>Describe it.";
+    rq.images = &pic;
+    rq.n_images = 1;
+    rq.max_tokens = 2;
+    pic.rgb = rgb;
+    pic.width = pic.height = side;
+    pic.stride = 0;
+    for (i = 0; i <= n; i++) {
+        const int k = i < n ? i : 0;
+        for (j = 0; j < side * side * 3; j++) rgb[j] = (uint8_t)((j * 2654435761u >> 24) + 37 * k);
+        if (!(r = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+        do { if (mms_reply_next(r, -1, &ev) != MMS_OK) die("reply", mms_last_error()); } while (ev.finish == MMS_FINISH_NONE);
+        mms_reply_free(r);
+        mms_engine_get_stats(e, &st);
+        if (st.image_store_bytes > most) most = st.image_store_bytes;
+        printf("engine: picture %d (%s): %s, to the first token %.0f ms; image store %.1f MiB of %.1f MiB, %lld encoded so far\n", k,
+               i < n ? "new" : "the first again", ev.usage.images_encoded ? "encoded" : "from the store", ev.usage.prompt_ms,
+               (double)st.image_store_bytes / 1048576.0, (double)st.image_store_budget / 1048576.0, (long long)st.images_encoded);
+    }
+    printf("BENCH name=engine_image_store pictures=%d budget_mib=%.1f most_mib=%.1f encoded=%lld\n", n, (double)st.image_store_budget / 1048576.0,
+           (double)most / 1048576.0, (long long)st.images_encoded);
+    free(rgb);
+    mms_engine_free(e);
+}
+
+static void bench_engine(const struct options *o, struct mms_mllama_model *m) {
+    struct mms_vocab *v = mms_vocab_load_file(o->bench_vocab);
+    const int n_gen = 32;
+    double one, eight;
+    int n1, n8;
+    if (!v) die("cannot load the vocabulary (--vocab, a Llama 3 tokenizer)", mms_last_error());
+    one = engine_aggregate(m, v, 1, n_gen, &n1);
+    eight = engine_aggregate(m, v, 8, n_gen, &n8);
+    printf("engine: 1 slot %.2f tokens/s (%d tokens), 8 slots %.2f tokens/s (%d tokens): x%.2f\n", one, n1, eight, n8, one > 0 ? eight / one : 0.0);
+    printf("BENCH name=engine_decode k1_tokens_per_s=%.2f k8_tokens_per_s=%.2f vs_k1=%.2f gen=%d text_layers=%d\n", one, eight, one > 0 ? eight / one : 0.0,
+           n_gen, o->bench_layers);
+    fflush(stdout);
+    engine_prompt_steps(m, v, 512);
+    fflush(stdout);
+    engine_prompt_steps(m, v, 64);
+    fflush(stdout);
+    engine_store(m, v);
+    mms_vocab_free(v);
+}
+
+/* --rounds N: the library's and the engine's aggregate decode at K = 1 and 8, taken in turn N
+   times, so that both see the same moments of a shared machine. */
+static void bench_rounds(const struct options *o, struct mms_mllama_model *m) {
+    const struct mms_mllama_hparams hp = *mms_mllama_model_get_hparams(m);
+    struct mms_vocab *v = mms_vocab_load_file(o->bench_vocab);
+    int r, n;
+    if (!v) die("cannot load the vocabulary (--vocab, a Llama 3 tokenizer)", mms_last_error());
+    for (r = 0; r < o->bench_rounds; r++) {
+        struct mms_mllama_context *ctx = library_context(m);
+        const double lib1 = 1000.0 / library_step_ms(o, ctx, &hp, 1, NULL), lib8 = 8000.0 / library_step_ms(o, ctx, &hp, 8, NULL);
+        double eng1, eng8;
+        mms_mllama_context_free(ctx);
+        eng1 = engine_aggregate(m, v, 1, 32, &n);
+        eng8 = engine_aggregate(m, v, 8, 32, &n);
+        printf("round %d: tokens/s library K=1 %.2f, K=8 %.2f (x%.2f); engine 1 slot %.2f, 8 slots %.2f (x%.2f); engine/library at 8: %.0f%%\n", r + 1,
+               lib1, lib8, lib8 / lib1, eng1, eng8, eng8 / eng1, 100.0 * eng8 / lib8);
+        printf("BENCH name=engine_vs_library round=%d lib_k1=%.2f lib_k8=%.2f eng_k1=%.2f eng_k8=%.2f eng_vs_lib_k8=%.3f\n", r + 1, lib1, lib8, eng1, eng8,
+               eng8 / lib8);
+        fflush(stdout);
+    }
+    mms_vocab_free(v);
+}
+
+static void bench(const struct options *o, mms_backend_t cpu) {
+    char path[160];
+    bool written;
+    struct mms_mllama_model *m = bench_model(o, cpu, path, sizeof path, &written);
+    if (o->bench_rounds) bench_rounds(o, m);
+    else {
+        bench_library(o, cpu, m, path);
+        if (o->bench_engine) bench_engine(o, m);
+    }
     mms_mllama_model_free(m);
     if (written && !o->bench_keep) {
         if (remove(path) == 0) fprintf(stderr, "batch: removed %s\n", path);

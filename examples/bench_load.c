@@ -109,6 +109,15 @@ static void stop_load(void) {
 
 /* -- the jobs -- */
 
+/* n tokens of sequence 0, the last row's logits wanted. */
+static enum mms_status decode(struct mms_mllama_context *c, const int32_t *tokens, int n) {
+    struct mms_mllama_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = tokens;
+    return mms_mllama_decode(c, &b);
+}
+
 struct caption_job {
     struct mms_mllama_model *model;
     struct mms_vocab        *vocab;
@@ -132,7 +141,7 @@ static void caption_setup(struct caption_job *j, mms_backend_t cpu) {
     lp.cpu = cpu;
     if (!(j->model = mms_mllama_model_load(&lp))) die("cannot load the demo model", mms_last_error());
     if (!(j->vocab = mms_vocab_load_file(lp.path))) die("cannot load its vocabulary", mms_last_error());
-    if (mms_chat_apply_template(&msg, 1, true, NULL, text, sizeof text) < 0) die("template", mms_last_error());
+    if (mms_mllama_chat_prompt(&msg, 1, true, NULL, text, sizeof text) < 0) die("prompt", mms_last_error());
     j->n_prompt = mms_tokenize(j->vocab, text, strlen(text), j->prompt, 256, false, true);
     if (j->n_prompt < 1 || j->n_prompt > 256) die("tokenize", mms_last_error());
 }
@@ -145,14 +154,14 @@ static double caption_run(struct caption_job *j) {
     int i;
     if (!c) die("context", mms_last_error());
     t0 = mms_time_us();
-    if (mms_mllama_add_image_rgb(c, j->rgb, j->w, j->h, 0) != MMS_OK) die("image", mms_last_error());
-    if (mms_mllama_decode(c, j->prompt, j->n_prompt, NULL) != MMS_OK) die("prompt", mms_last_error());
+    if (mms_mllama_seq_add_image_rgb(c, 0, j->rgb, j->w, j->h, 0) != MMS_OK) die("image", mms_last_error());
+    if (decode(c, j->prompt, j->n_prompt) != MMS_OK) die("prompt", mms_last_error());
     for (i = 0; i < 64; i++) {
         const float *l = mms_mllama_get_logits(c, 0);
         int32_t best = 0, k;
         for (k = 1; k < n_vocab; k++) if (l[k] > l[best]) best = k;
         if (mms_vocab_is_eog(j->vocab, best)) break;
-        if (mms_mllama_decode(c, &best, 1, NULL) != MMS_OK) die("decode", mms_last_error());
+        if (decode(c, &best, 1) != MMS_OK) die("decode", mms_last_error());
     }
     t0 = mms_time_us() - t0;
     mms_mllama_context_free(c);
@@ -196,9 +205,9 @@ static void big_setup(struct big_job *j, mms_backend_t cpu) {
 
 static double prefill_run(struct big_job *j) {
     int64_t t0;
-    mms_mllama_kv_clear(j->ctx);
+    mms_mllama_seq_clear(j->ctx, 0);
     t0 = mms_time_us();
-    if (mms_mllama_decode(j->ctx, j->tokens, N_PROMPT, NULL) != MMS_OK) die("prefill", mms_last_error());
+    if (decode(j->ctx, j->tokens, N_PROMPT) != MMS_OK) die("prefill", mms_last_error());
     return (double)(mms_time_us() - t0) / 1000.0;
 }
 
@@ -206,15 +215,15 @@ static double prefill_run(struct big_job *j) {
 static double decode_run(struct big_job *j) {
     double ms[N_DECODE];
     int g;
-    if (mms_mllama_get_n_past(j->ctx) < N_PROMPT - 1 || mms_mllama_get_n_past(j->ctx) + N_DECODE > N_PROMPT + 64) {
-        mms_mllama_kv_clear(j->ctx);
-        if (mms_mllama_decode(j->ctx, j->tokens, N_PROMPT - 1, NULL) != MMS_OK) die("prefill", mms_last_error());
+    if (mms_mllama_seq_get_n_past(j->ctx, 0) < N_PROMPT - 1) {
+        mms_mllama_seq_clear(j->ctx, 0);
+        if (decode(j->ctx, j->tokens, N_PROMPT - 1) != MMS_OK) die("prefill", mms_last_error());
     }
-    mms_mllama_kv_trim(j->ctx, N_PROMPT - 1);
+    mms_mllama_seq_trim(j->ctx, 0, N_PROMPT - 1);
     for (g = 0; g < N_DECODE; g++) {
         int32_t t = (int32_t)(1000 + g);
         int64_t t0 = mms_time_us();
-        if (mms_mllama_decode(j->ctx, &t, 1, NULL) != MMS_OK) die("decode", mms_last_error());
+        if (decode(j->ctx, &t, 1) != MMS_OK) die("decode", mms_last_error());
         ms[g] = (double)(mms_time_us() - t0) / 1000.0;
     }
     return median(ms, N_DECODE);

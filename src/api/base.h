@@ -13,7 +13,8 @@ enum mms_status {
     MMS_ERR_UNSUPPORTED  = -5,  /* not built in, or not supported by this backend */
     MMS_ERR_BACKEND      = -6,  /* a backend (driver, device) failed */
     MMS_ERR_STALE        = -7,  /* a tensor's memory was reused or freed since it was placed */
-    MMS_ERR_STATE        = -8   /* calls in the wrong order (e.g. compute before allocation) */
+    MMS_ERR_STATE        = -8,  /* calls in the wrong order (e.g. compute before allocation) */
+    MMS_ERR_BUSY         = -9   /* a queue is full: try again later */
 };
 
 MMS_API const char      *mms_status_string(enum mms_status status);

@@ -23,6 +23,7 @@ MMS_API const char *mms_status_string(enum mms_status status) {
         case MMS_ERR_BACKEND:     return "backend failure";
         case MMS_ERR_STALE:       return "stale tensor";
         case MMS_ERR_STATE:       return "wrong call order";
+        case MMS_ERR_BUSY:        return "busy";
     }
     return "unknown status";
 }
