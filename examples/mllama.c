@@ -344,6 +344,7 @@ static enum mms_status decode_tokens(struct chat *c, const int32_t *tokens, int 
    conversation), the pictures coming from the image store without a new encode. */
 static void chat_sync(struct chat *c, const int32_t *tokens, int n) {
     int keep = 0, i, n_shown = 0;
+    if (n < 1) die("the prompt has no tokens", NULL);
     for (i = 0; i < n; i++) n_shown += tokens[i] == c->image_token;
     if (n_shown > c->n_images) die("the prompt has more <|image|> tokens than images given", NULL);
     if (n_shown == mms_mllama_seq_get_n_images(c->ctx, 0))
