@@ -25,7 +25,7 @@ CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 # A test that runs example programs names them below (see test_cli), and its flags in FLAGS_NAME.
 TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
 SELF_CONTAINED_TESTS = test_platform test_backend test_lifetime test_gguf test_mllama test_mllama_seq test_engine test_tokenizer
-EXAMPLES = simple two_graphs bench mllama quantize
+EXAMPLES = simple two_graphs bench mllama quantize caption
 
 B = build
 
@@ -69,21 +69,25 @@ LINKED_TESTS = $(filter-out $(SELF_CONTAINED_TESTS),$(TESTS))
 TEST_DEPS    = mmsched.h tests/*.h tests/fuzz/*.c examples/reference_graphs.h
 LINK_IMPL    = -DMMSCHED_IMPL_INCLUDED
 
+# The library is compiled with stb_image.h included first, as a program that reads picture files
+# does (mms_image_load): what links it links Debian's libstb too (LINKED_LIBS).
+LIB_FLAGS   = -DMMSCHED_IMPLEMENTATION -include stb/stb_image.h
+LINKED_LIBS = -lstb $(LIBS)
 $(B)/lib/mmsched-normal.o: mmsched.h | $(B)/lib
-	$(CC) $(STD) $(WARN) $(OPT) -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
+	$(CC) $(STD) $(WARN) $(OPT) $(LIB_FLAGS) -x c -c $< -o $@
 $(B)/lib/mmsched-asan.o: mmsched.h | $(B)/lib
-	$(CC) $(STD) $(WARN) $(SAN) -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
+	$(CC) $(STD) $(WARN) $(SAN) $(LIB_FLAGS) -x c -c $< -o $@
 $(B)/lib/mmsched-tsan.o: mmsched.h | $(B)/lib
-	$(CC) $(STD) $(WARN) $(TSAN) -DMMSCHED_IMPLEMENTATION -x c -c $< -o $@
+	$(CC) $(STD) $(WARN) $(TSAN) $(LIB_FLAGS) -x c -c $< -o $@
 
 # The folder of the example programs a test runs ($(PROGRAMS)), set per build.
 $(B)/tests/%: PROGRAMS = $(B)
 $(B)/tests-asan/%: PROGRAMS = $(B)/asan
-FLAGS_test_cli      = -D_POSIX_C_SOURCE=200809L -DCLI='"$(PROGRAMS)/mllama"' -DBATCH='"$(PROGRAMS)/batch"'
+FLAGS_test_cli      = -D_POSIX_C_SOURCE=200809L -DCLI='"$(PROGRAMS)/mllama"' -DBATCH='"$(PROGRAMS)/batch"' -DCAPTION='"$(PROGRAMS)/caption"'
 FLAGS_test_examples = -D_POSIX_C_SOURCE=200809L -DEXAMPLES='"$(PROGRAMS)"'
 FLAGS_test_quantize = -DQUANTIZE='"$(PROGRAMS)/quantize"'
-$(B)/tests/test_cli:           $(B)/mllama $(B)/batch
-$(B)/tests-asan/test_cli:      $(B)/asan/mllama $(B)/asan/batch
+$(B)/tests/test_cli:           $(B)/mllama $(B)/batch $(B)/caption
+$(B)/tests-asan/test_cli:      $(B)/asan/mllama $(B)/asan/batch $(B)/asan/caption
 $(B)/tests/test_examples:      $(B)/simple $(B)/two_graphs $(B)/bench $(B)/bench_load
 $(B)/tests-asan/test_examples: $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench $(B)/asan/bench_load
 $(B)/tests/test_quantize:      $(B)/quantize
@@ -92,11 +96,11 @@ $(B)/tests-asan/test_quantize: $(B)/asan/quantize
 $(B)/tests/test_engine $(B)/tests-asan/test_engine $(B)/tests-tsan/test_engine: $(B)/mllama
 
 $(addprefix $(B)/tests/,$(LINKED_TESTS)): $(B)/tests/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-normal.o | $(B)/tests
-	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LIBS)
+	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
 $(addprefix $(B)/tests-asan/,$(LINKED_TESTS)): $(B)/tests-asan/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-asan.o | $(B)/tests-asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LIBS)
+	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LINKED_LIBS)
 $(addprefix $(B)/tests-tsan/,$(LINKED_TESTS)): $(B)/tests-tsan/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-tsan.o | $(B)/tests-tsan
-	$(CC) $(STD) $(WARN) $(TSAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-tsan.o -o $@ $(LIBS)
+	$(CC) $(STD) $(WARN) $(TSAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-tsan.o -o $@ $(LINKED_LIBS)
 $(addprefix $(B)/tests/,$(SELF_CONTAINED_TESTS)): $(B)/tests/%: tests/%.c $(TEST_DEPS) | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $< -o $@ $(LIBS)
 $(addprefix $(B)/tests-asan/,$(SELF_CONTAINED_TESTS)): $(B)/tests-asan/%: tests/%.c $(TEST_DEPS) | $(B)/tests-asan
@@ -106,7 +110,7 @@ $(addprefix $(B)/tests-tsan/,$(SELF_CONTAINED_TESTS)): $(B)/tests-tsan/%: tests/
 
 # The examples the sanitizer build of the tests runs, linked against the sanitizer build of the library.
 $(B)/asan/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-asan.o | $(B)/asan
-	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LIBS_$*) $(LIBS)
+	$(CC) $(STD) $(WARN) $(SAN) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LINKED_LIBS)
 
 # The compile checks: the header as strict C99 (gcc, clang), as C++, included twice, as two static
 # copies in one program, with parts left out. They go to CHECKS at CHECK_OPT: build/compile at -O2
@@ -132,7 +136,13 @@ $(CHECKS)/static: tests/compile/static_a.c tests/compile/static_b.c mmsched.h | 
 $(CHECKS)/no_mllama $(CHECKS)/no_text $(CHECKS)/no_gguf: $(CHECKS)/no_%: tests/compile/parts.c mmsched.h | $(CHECKS)
 	$(CC) $(STD) $(WARN) $(CHECK_OPT) -DMMS_NO_$(shell echo $* | tr a-z A-Z) $< -o $@ $(LIBS)
 
-compile-tests: $(addprefix $(CHECKS)/,c99_gcc c99_clang cpp twice static no_mllama no_text no_gguf)
+# The manual's struct initialisers, each compiled under the strict flags (tests/compile/manual_inits.sh).
+$(CHECKS)/manual_inits.c: src/api/manual.txt src/api/*.h tests/compile/manual_inits.sh | $(CHECKS)
+	tests/compile/manual_inits.sh $@
+$(CHECKS)/manual_inits: $(CHECKS)/manual_inits.c $(B)/lib/mmsched-normal.o
+	$(CC) $(STD) $(WARN) $(CHECK_OPT) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
+
+compile-tests: $(addprefix $(CHECKS)/,c99_gcc c99_clang cpp twice static no_mllama no_text no_gguf manual_inits)
 unit-tests: $(addprefix $(B)/tests/,$(TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
 tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS))
@@ -279,7 +289,7 @@ $(W)/run/%: $(W)/tests/%.exe | $(W)/run
 	@printf '#!/bin/sh\nWINEPREFIX=$(CURDIR)/$(W)/wineprefix WINEDEBUG=-all exec $(WINE) %s "$$@"\n' $< > $@ && chmod +x $@
 $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o | $(W)
 	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
-$(W)/mllama.exe $(W)/batch.exe: $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
+$(W)/mllama.exe $(W)/batch.exe $(W)/caption.exe: $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
 	$(WIN_CC) $(WIN_FLAGS) -isystem $(W)/include $< $(W)/windows_stdio.o $(W)/stb_image.o -o $@
 
 ARM_FLAGS = $(STD) $(WARN) -O2 -I.
@@ -300,7 +310,7 @@ $(A)/run/%-plain: $(A)/tests/% | $(A)/run
 	@printf '#!/bin/sh\nMMS_TEST_AUTO_KERNELS=neon MMS_TEST_KERNELS=neon exec $(QEMU_ARM) -cpu $(ARM_CPU_PLAIN) %s "$$@"\n' $< > $@ && chmod +x $@
 $(A)/%: examples/%.c mmsched.h examples/*.h | $(A)
 	$(ARM_CC) $(ARM_FLAGS) $< -o $@ $(LIBS)
-$(A)/mllama $(A)/batch: $(A)/%: examples/%.c mmsched.h examples/*.h $(A)/stb_image.o | $(A)
+$(A)/mllama $(A)/batch $(A)/caption: $(A)/%: examples/%.c mmsched.h examples/*.h $(A)/stb_image.o | $(A)
 	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L $< $(A)/stb_image.o -o $@ $(LIBS)
 
 windows: $(addprefix $(W)/tests/,$(addsuffix .exe,$(WIN_TESTS))) $(addprefix $(W)/run/,$(WIN_TESTS) $(addprefix skip-,$(WIN_LEFT_OUT))) \
@@ -322,15 +332,12 @@ test-arm64: arm64
 # Each example is one file that compiles the implementation in, as the manual says to use it
 # (cc -O2 examples/simple.c -o simple -lm -lpthread builds one alone); here they link the library
 # compiled once, as the tests do (the same code, one compile instead of one each).
-# The mllama program decodes images with stb_image from Debian's libstb-dev (so does batch).
+# Pictures are decoded with stb_image from Debian's libstb-dev (mms_image_load; see LIB_FLAGS).
 FLAGS_mllama = -D_POSIX_C_SOURCE=200809L
-LIBS_mllama  = -lstb
-LIBS_batch   = -lstb
 # bench_load (the thread count under competing load) is POSIX (fork): not among the cross-built EXAMPLES.
 FLAGS_bench_load = -D_POSIX_C_SOURCE=200809L
-LIBS_bench_load  = -lstb
 $(B)/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-normal.o | $(B)
-	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LIBS_$*) $(LIBS)
+	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
 
 examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load
 

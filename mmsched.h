@@ -732,10 +732,12 @@
        come from a seeded splitmix64, so a seed gives the same text on every machine.
 
    13. LLAMA 3.2 VISION (MLLAMA)
-       struct mms_mllama_load_params lp = { "model.gguf", NULL, cpu, NULL, 0, false, false };
+       struct mms_mllama_load_params lp = { .path = "model.gguf", .cpu = cpu };   // the rest zeroed: defaults
        struct mms_mllama_model *model = mms_mllama_model_load(&lp);
+       const struct mms_vocab *vocab = mms_mllama_model_get_vocab(model);      // its file's tokenizer
        struct mms_mllama_context *ctx = mms_mllama_context_new(model, NULL);   // reserves all graphs
        struct mms_mllama_image img;                                            // from RGB8 pixels
+       uint8_t *rgb = mms_image_load("photo.jpg", 0, &w, &h);                 // with stb_image.h included first
        mms_mllama_preprocess_image(&params_from_hparams, rgb, w, h, 0, &img);
        mms_mllama_seq_add_image(ctx, 0, &img);           // sequence 0's picture: encoded, kept in the store
        struct mms_mllama_batch b = { n, prompt_tokens, NULL, NULL };   // the prompt holds the <|image|> token
@@ -875,11 +877,11 @@
        reports the load and can stop it.
 
    14. THE SERVING ENGINE
-       struct mms_engine_params ep = { model, vocab };   // zeroed: 4 slots of 2048 tokens, n_batch 512
+       struct mms_engine_params ep = { .model = model };   // its file's vocabulary; 4 slots of 2048 tokens, n_batch 512
        struct mms_engine *engine = mms_engine_new(&ep);  // starts the engine thread
        struct mms_chat_message msg = { "user", "What is in this picture?", 1 };
        struct mms_image_rgb pic = { rgb, width, height, 0 };
-       struct mms_request rq = { &msg, 1, NULL, &pic, 1 };   // zeroed sampling: greedy
+       struct mms_request rq = { .messages = &msg, .n_messages = 1, .images = &pic, .n_images = 1 };   // greedy
        struct mms_reply *reply = mms_engine_submit(engine, &rq);   // any thread; NULL + MMS_ERR_BUSY when full
        struct mms_reply_event ev;
        do {
@@ -2332,6 +2334,20 @@ MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w,
    stride bytes apart (0: width * 4); rgb is width * height * 3 bytes. */
 MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int width, int height, size_t stride, uint8_t *rgb);
 
+/* Picture files (JPEG, PNG, BMP, GIF's first frame, what stb_image reads) as RGB8, transparent
+   pixels over white: there when the program includes stb_image.h before the implementation
+       #include <stb/stb_image.h>          (Debian's libstb-dev; link -lstb)
+       #define MMSCHED_IMPLEMENTATION
+       #include "mmsched.h"
+   and otherwise NULL with MMS_ERR_UNSUPPORTED saying so. The size is read from the header first:
+   a picture of more than max_pixels pixels (0: 50 million, about 350 MB while decoding) is refused
+   before it is decoded. mms_image_decode reads a file's bytes from memory (a picture sent over the
+   network). NULL + last error naming the file and what is wrong (no such file, a folder, not a
+   picture, too large, damaged). Free the pixels with mms_image_free. */
+MMS_API uint8_t *mms_image_load(const char *path, long max_pixels, int *width, int *height);
+MMS_API uint8_t *mms_image_decode(const void *data, size_t size, long max_pixels, int *width, int *height);
+MMS_API void     mms_image_free(const uint8_t *rgb);
+
 /* -- the model ----------------------------------------------------------------------------------------
    Loaded from Ollama's GGUF layouts: the single file (text and vision together) or the older pair
    of a text file and a vision projector file. Every hyper-parameter comes from the metadata, so a
@@ -2392,6 +2408,11 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* The vocabulary (tokenizer, chat template) the model's file carries, read with the weights: a
+   GGUF's tokenizer.ggml.* keys, a checkpoint folder's tokenizer.json. NULL when the file has none
+   (a model written with random weights); a tokenizer the file has but that does not load fails
+   the model's load. Owned by the model. */
+MMS_API const struct mms_vocab *mms_mllama_model_get_vocab(const struct mms_mllama_model *model);
 /* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
    keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
    converter orders them and marked so, the vision gates transformed, the tokenizer from
@@ -2643,7 +2664,7 @@ struct mms_reply_event {
 
 struct mms_engine_params {           /* zeroed: the defaults; negative values are refused */
     struct mms_mllama_model *model;  /* required; shared, read-only */
-    const struct mms_vocab  *vocab;  /* required; the model's vocabulary */
+    const struct mms_vocab  *vocab;  /* the model's vocabulary (NULL: the one its file carries, mms_mllama_model_get_vocab) */
     int    n_slots;                  /* requests decoded together (0: 4) */
     int    n_ctx;                    /* tokens per slot (0: 2048, at most the model's training context) */
     int    n_batch;                  /* most tokens a step decodes, all slots together (0: 512) */
@@ -17456,6 +17477,104 @@ MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int w, in
 }
 /* ==== end src/mllama/image.c ==== */
 
+/* ==== begin src/mllama/image_file.c ==== */
+/* >>mllama-image-file =============================================================================
+   Picture files as RGB8 through stb_image, when the program includes it before the implementation:
+   stb_image.h's include guard (STBI_INCLUDE_STB_IMAGE_H) turns this part on, and its functions come
+   from the program (Debian's libstb, or the program's own STB_IMAGE_IMPLEMENTATION). The size is
+   read from the header before anything is decoded; transparent pixels are laid over white, as the
+   processor's convert_to_rgb does. */
+
+#define MMS__IMAGE_MAX_PIXELS 50000000L
+
+#ifdef STBI_INCLUDE_STB_IMAGE_H
+
+/* Checks the header's size against max_pixels, decodes as RGBA and composites onto white. */
+static uint8_t *mms__image_rgb(const char *name, int w, int h, long max_pixels, stbi_uc *(*decode)(void *, int *, int *), void *src,
+                               int *width, int *height) {
+    stbi_uc *rgba;
+    uint8_t *rgb;
+    if (max_pixels <= 0) max_pixels = MMS__IMAGE_MAX_PIXELS;
+    if (w < 1 || h < 1 || (double)w * (double)h > (double)max_pixels) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "%s: %d x %d pixels is more than %ld, the most allowed", name, w, h, max_pixels);
+        return NULL;
+    }
+    if (!(rgba = decode(src, width, height))) {
+        mms_set_error(MMS_ERR_FORMAT, "%s: cannot decode the %d x %d picture, the file is damaged or cut short (stb_image: %s)", name, w, h,
+                      stbi_failure_reason());
+        return NULL;
+    }
+    if (*width != w || *height != h || !(rgb = (uint8_t *)MMS_MALLOC((size_t)w * (size_t)h * 3))) {
+        stbi_image_free(rgba);
+        mms_set_error(MMS_ERR_OOM, "%s: out of host memory for a %d x %d picture", name, w, h);
+        return NULL;
+    }
+    mms_image_rgba_over_white(rgba, w, h, 0, rgb);
+    stbi_image_free(rgba);
+    return rgb;
+}
+
+static stbi_uc *mms__image_decode_file(void *f, int *w, int *h) { int n; return stbi_load_from_file((FILE *)f, w, h, &n, 4); }
+
+struct mms__image_bytes { const stbi_uc *data; int size; };
+static stbi_uc *mms__image_decode_bytes(void *b, int *w, int *h) {
+    const struct mms__image_bytes *m = (const struct mms__image_bytes *)b;
+    int n;
+    return stbi_load_from_memory(m->data, m->size, w, h, &n, 4);
+}
+
+MMS_API uint8_t *mms_image_load(const char *path, long max_pixels, int *width, int *height) {
+    FILE *f;
+    uint8_t *rgb;
+    int w, h, n;
+    if (!path || !width || !height) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_image_load: path, width and height are required"); return NULL; }
+    if (mms__is_dir(path)) { mms_set_error(MMS_ERR_IO, "%s: is a directory, not a picture", path); return NULL; }
+    if (!(f = mms__fopen(path, "rb"))) { mms_set_error(MMS_ERR_IO, "%s: %s", path, strerror(errno)); return NULL; }
+    if (!stbi_info_from_file(f, &w, &h, &n)) {
+        fclose(f);
+        mms_set_error(MMS_ERR_FORMAT, "%s: not a picture this program reads (JPEG, PNG, BMP or GIF): %s", path, stbi_failure_reason());
+        return NULL;
+    }
+    rgb = mms__image_rgb(path, w, h, max_pixels, mms__image_decode_file, f, width, height);
+    fclose(f);
+    return rgb;
+}
+
+MMS_API uint8_t *mms_image_decode(const void *data, size_t size, long max_pixels, int *width, int *height) {
+    struct mms__image_bytes b;
+    int w, h, n;
+    if (!data || !width || !height) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_image_decode: data, width and height are required"); return NULL; }
+    if (size == 0 || size > INT_MAX) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_image_decode: %zu bytes is no picture stb_image reads", size); return NULL; }
+    b.data = (const stbi_uc *)data;
+    b.size = (int)size;
+    if (!stbi_info_from_memory(b.data, b.size, &w, &h, &n)) {
+        mms_set_error(MMS_ERR_FORMAT, "the bytes are not a picture this program reads (JPEG, PNG, BMP or GIF): %s", stbi_failure_reason());
+        return NULL;
+    }
+    return mms__image_rgb("the picture", w, h, max_pixels, mms__image_decode_bytes, &b, width, height);
+}
+
+#else
+
+MMS_API uint8_t *mms_image_load(const char *path, long max_pixels, int *width, int *height) {
+    MMS__UNUSED(max_pixels); MMS__UNUSED(width); MMS__UNUSED(height);
+    mms_set_error(MMS_ERR_UNSUPPORTED, "mms_image_load(%s): this program's mmsched.h implementation was compiled without stb_image: include "
+                  "<stb/stb_image.h> before it (and link -lstb)", path ? path : "NULL");
+    return NULL;
+}
+
+MMS_API uint8_t *mms_image_decode(const void *data, size_t size, long max_pixels, int *width, int *height) {
+    MMS__UNUSED(data); MMS__UNUSED(size); MMS__UNUSED(max_pixels); MMS__UNUSED(width); MMS__UNUSED(height);
+    mms_set_error(MMS_ERR_UNSUPPORTED, "mms_image_decode: this program's mmsched.h implementation was compiled without stb_image: include "
+                  "<stb/stb_image.h> before it (and link -lstb)");
+    return NULL;
+}
+
+#endif
+
+MMS_API void mms_image_free(const uint8_t *rgb) { MMS_FREE((void *)(uintptr_t)rgb); }
+/* ==== end src/mllama/image_file.c ==== */
+
 /* ==== begin src/mllama/model.c ==== */
 /* >>mllama-model ==================================================================================
    Loading Llama 3.2 Vision: hyper-parameters from GGUF metadata, weights by name with their shapes
@@ -17522,6 +17641,7 @@ struct mms_mllama_model {
     struct mms__hf            *hf;                       /* a checkpoint folder, or NULL */
     float                     *rope_freqs_data;          /* its llama3 divisors, computed from config.json */
     bool                       rope_neox;                /* self-attention q/k in Hugging Face's rotate-half order */
+    struct mms_vocab          *vocab;                    /* the file's tokenizer, or NULL when it has none */
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -17594,8 +17714,11 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
     MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources); MMS_FREE(m->rope_freqs_data);
     mms__hf_close(m->hf);
+    mms_vocab_free(m->vocab);
     MMS_FREE(m);
 }
+
+MMS_API const struct mms_vocab *mms_mllama_model_get_vocab(const struct mms_mllama_model *m) { return m ? m->vocab : NULL; }
 
 /* -- hyper-parameters -- */
 
@@ -18273,6 +18396,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         mms__mllama_text_weights(&L, p->n_gpu_layers);
         if (m->has_vision) mms__mllama_vision_weights(&L, false);
         if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
+        if (!(m->vocab = mms_vocab_load_file(p->path))) goto fail;
         goto place;
     }
     if (mms__is_dir(p->path)) {
@@ -18301,6 +18425,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
+    if (mms_gguf_find_key(m->files[0], "tokenizer.ggml.model") >= 0 && !(m->vocab = mms_vocab_load(m->files[0]))) goto fail;
 place:
     memset(&lp, 0, sizeof lp);
     lp.cb = p->progress;
@@ -21112,8 +21237,12 @@ MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params
     struct mms_engine *e;
     struct mms_engine_params p;
     int s;
-    if (!params || !params->model || !params->vocab) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: model and vocab are required"); return NULL; }
+    if (!params || !params->model) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: a model is required"); return NULL; }
     p = *params;
+    if (!p.vocab && !(p.vocab = mms_mllama_model_get_vocab(p.model))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: the model's file carries no vocabulary: give one (mms_vocab_load_file)");
+        return NULL;
+    }
     if (p.n_slots < 0 || p.n_ctx < 0 || p.n_batch < 0 || p.max_queue < 0 || p.max_images < 0) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: n_slots %d, n_ctx %d, n_batch %d, max_queue %d, max_images %d: each must be 0 (the "
                       "default) or positive", p.n_slots, p.n_ctx, p.n_batch, p.max_queue, p.max_images);

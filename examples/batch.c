@@ -10,9 +10,9 @@
    a picture of its own (4 tiles, encoded before the steps are timed), so the steps include the
    cross-attention layers, each sequence against its own picture's keys. */
 #define MMSCHED_IMPLEMENTATION
+#include <stb/stb_image.h>   /* first: the library's mms_image_load decodes with it */
 #include "../mmsched.h"
 #include "random_mllama.h"
-#include <stb/stb_image.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,20 +104,8 @@ static void parse(int argc, char **argv, struct options *o) {
 
 /* A picture file as RGB8 (transparent pixels over white), NULL with a message on failure. */
 static uint8_t *load_rgb(const char *path, int *w, int *h) {
-    int n;
-    uint8_t *rgba, *rgb;
-    if (!stbi_info(path, w, h, &n)) {
-        fprintf(stderr, "batch: %s: not a picture this program reads (JPEG, PNG, BMP or GIF): %s\n", path, stbi_failure_reason());
-        return NULL;
-    }
-    if ((double)*w * (double)*h > (double)MAX_PIXELS) {
-        fprintf(stderr, "batch: %s: %d x %d pixels is more than %ld, the most this program decodes\n", path, *w, *h, MAX_PIXELS);
-        return NULL;
-    }
-    if (!(rgba = stbi_load(path, w, h, &n, 4))) { fprintf(stderr, "batch: %s: cannot decode it (%s)\n", path, stbi_failure_reason()); return NULL; }
-    rgb = (uint8_t *)malloc((size_t)*w * (size_t)*h * 3);
-    if (rgb) mms_image_rgba_over_white(rgba, *w, *h, 0, rgb);
-    stbi_image_free(rgba);
+    uint8_t *rgb = mms_image_load(path, MAX_PIXELS, w, h);
+    if (!rgb) fprintf(stderr, "batch: %s\n", mms_last_error());
     return rgb;
 }
 
@@ -199,13 +187,13 @@ static void caption(const struct options *o, mms_backend_t cpu) {
             if (!(rgb = load_rgb(o->images[next], &w, &h))) { next++; n_failed++; s--; continue; }
             if (mms_mllama_seq_add_image_rgb(ctx, s, rgb, w, h, 0) != MMS_OK) {
                 fprintf(stderr, "batch: %s: %s\n", o->images[next], mms_last_error());
-                free(rgb);
+                mms_image_free(rgb);
                 next++;
                 n_failed++;
                 s--;
                 continue;
             }
-            free(rgb);
+            mms_image_free(rgb);
             slots[s].job = next++;
             slots[s].n_gen = 0;
             slots[s].len = 0;

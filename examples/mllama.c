@@ -10,9 +10,9 @@
    several pictures in one turn (mms_mllama_chat_prompt: a "Picture N." line for each). The answer streams to stdout, the timings by phase go to stderr. With -i the program
    keeps chatting: each line you type is a turn, "/image FILE" attaches a picture to your next
    turn, "/help" lists the commands. `--help` lists every option. */
+#include <stb/stb_image.h>   /* first: the library's mms_image_load decodes with it */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
-#include <stb/stb_image.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -225,47 +225,11 @@ static void parse_args(int argc, char **argv, struct options *o) {
         exit(2);
     }
     if (o->threads > mms_cpu_count())
-        fprintf(stderr, "mllama: warning: %d threads on %d cores; more threads than cores only slows the program down\n", o->threads,
+        fprintf(stderr, "mllama: warning: %d threads on %d cores: at most one per core works at a time, the others wait\n", o->threads,
                 mms_cpu_count());
 }
 
 /* -- images -- */
-
-/* An image file as RGB8, transparent pixels laid over white; NULL with the reason in why[] on failure.
-   The size is read from the header first, so a huge picture is refused before it is decoded. */
-static uint8_t *load_image(const char *path, long max_pixels, int *w, int *h, char *why, size_t why_size) {
-    struct stat st;
-    int n;
-    uint8_t *rgba, *rgb;
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(why, why_size, "%s: %s", path, strerror(errno)); return NULL; }
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        snprintf(why, why_size, "%s: is a directory, not an image", path);
-        return NULL;
-    }
-    if (!stbi_info_from_file(f, w, h, &n)) {
-        fclose(f);
-        snprintf(why, why_size, "%s: not a picture this program reads (JPEG, PNG, BMP or GIF): %s", path, stbi_failure_reason());
-        return NULL;
-    }
-    if ((double)*w * (double)*h > (double)max_pixels) {
-        fclose(f);
-        snprintf(why, why_size, "%s: %d x %d pixels is more than --max-pixels %ld", path, *w, *h, max_pixels);
-        return NULL;
-    }
-    rgba = stbi_load_from_file(f, w, h, &n, 4);
-    fclose(f);
-    if (!rgba) {
-        snprintf(why, why_size, "%s: cannot decode the %d x %d picture, the file is damaged or cut short (stb_image: %s)", path, *w, *h,
-                 stbi_failure_reason());
-        return NULL;
-    }
-    if (!(rgb = (uint8_t *)malloc((size_t)*w * (size_t)*h * 3))) die("out of memory for an image", path);
-    mms_image_rgba_over_white(rgba, *w, *h, 0, rgb);
-    stbi_image_free(rgba);
-    return rgb;
-}
 
 /* -- the conversation -- */
 
@@ -287,9 +251,12 @@ struct chat {
 /* Decodes and keeps an image for the conversation; false (the reason in why[]) if it cannot be read. */
 static bool chat_add_image(struct chat *c, const char *path, long max_pixels, char *why, size_t why_size) {
     struct image im;
-    if (!(im.rgb = load_image(path, max_pixels, &im.w, &im.h, why, why_size))) return false;   /* what is wrong with the file, first */
+    if (!(im.rgb = mms_image_load(path, max_pixels, &im.w, &im.h))) {   /* what is wrong with the file, first */
+        snprintf(why, why_size, "%s", mms_last_error());
+        return false;
+    }
     if (c->n_images >= c->max_images) {
-        free(im.rgb);
+        mms_image_free(im.rgb);
         snprintf(why, why_size, "this conversation holds at most %d images (--max-images; /clear starts a new one)", c->max_images);
         return false;
     }
@@ -313,7 +280,7 @@ static void chat_drop_last_message(struct chat *c) { free(c->texts[--c->n_msgs])
 static void chat_clear(struct chat *c) {
     int i;
     while (c->n_msgs > c->n_system) chat_drop_last_message(c);
-    for (i = 0; i < c->n_images; i++) free(c->images[i].rgb);
+    for (i = 0; i < c->n_images; i++) mms_image_free(c->images[i].rgb);
     c->n_images = 0;
     c->n_kv = 0;
     mms_mllama_seq_clear(c->ctx, 0);
@@ -622,7 +589,7 @@ int main(int argc, char **argv) {
     }
 
     for (i = 0; i < c.n_msgs; i++) free(c.texts[i]);
-    for (i = 0; i < c.n_images; i++) free(c.images[i].rgb);
+    for (i = 0; i < c.n_images; i++) mms_image_free(c.images[i].rgb);
     free(c.kv);
     mms_sampler_free(c.sampler);
     mms_vocab_free(c.vocab);

@@ -783,8 +783,12 @@ static void test_invalid_requests(void) {
     EXPECT(st.refused == 14 && st.requests == 0, "stats: %lld refused (want 14), %lld requests", (long long)st.refused, (long long)st.requests);
     mms_engine_free(e);
     memset(&ep, 0, sizeof ep);
-    EXPECT(mms_engine_new(&ep) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "model and vocab"), "no model: %s",
+    EXPECT(mms_engine_new(&ep) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "a model is required"), "no model: %s",
            mms_last_error());
+    EXPECT(mms_mllama_model_get_vocab(model) && mms_vocab_n_tokens(mms_mllama_model_get_vocab(model)) == mms_vocab_n_tokens(vocab) &&
+           !strcmp(mms_vocab_token_text(mms_mllama_model_get_vocab(model), mms_vocab_n_tokens(vocab) - 1),
+                   mms_vocab_token_text(vocab, mms_vocab_n_tokens(vocab) - 1)),
+           "the model does not carry the vocabulary its file has");
     ep.model = model;
     ep.vocab = vocab;
     ep.n_slots = -1;

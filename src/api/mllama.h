@@ -44,6 +44,20 @@ MMS_API enum mms_status mms_image_resize_bilinear(const uint8_t *src, int src_w,
    stride bytes apart (0: width * 4); rgb is width * height * 3 bytes. */
 MMS_API enum mms_status mms_image_rgba_over_white(const uint8_t *rgba, int width, int height, size_t stride, uint8_t *rgb);
 
+/* Picture files (JPEG, PNG, BMP, GIF's first frame, what stb_image reads) as RGB8, transparent
+   pixels over white: there when the program includes stb_image.h before the implementation
+       #include <stb/stb_image.h>          (Debian's libstb-dev; link -lstb)
+       #define MMSCHED_IMPLEMENTATION
+       #include "mmsched.h"
+   and otherwise NULL with MMS_ERR_UNSUPPORTED saying so. The size is read from the header first:
+   a picture of more than max_pixels pixels (0: 50 million, about 350 MB while decoding) is refused
+   before it is decoded. mms_image_decode reads a file's bytes from memory (a picture sent over the
+   network). NULL + last error naming the file and what is wrong (no such file, a folder, not a
+   picture, too large, damaged). Free the pixels with mms_image_free. */
+MMS_API uint8_t *mms_image_load(const char *path, long max_pixels, int *width, int *height);
+MMS_API uint8_t *mms_image_decode(const void *data, size_t size, long max_pixels, int *width, int *height);
+MMS_API void     mms_image_free(const uint8_t *rgb);
+
 /* -- the model ----------------------------------------------------------------------------------------
    Loaded from Ollama's GGUF layouts: the single file (text and vision together) or the older pair
    of a text file and a vision projector file. Every hyper-parameter comes from the metadata, so a
@@ -104,6 +118,11 @@ struct mms_mllama_model;
 MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_load_params *params);  /* NULL + last error */
 MMS_API void                     mms_mllama_model_free(struct mms_mllama_model *model);
 MMS_API const struct mms_mllama_hparams *mms_mllama_model_get_hparams(const struct mms_mllama_model *model);
+/* The vocabulary (tokenizer, chat template) the model's file carries, read with the weights: a
+   GGUF's tokenizer.ggml.* keys, a checkpoint folder's tokenizer.json. NULL when the file has none
+   (a model written with random weights); a tokenizer the file has but that does not load fails
+   the model's load. Owned by the model. */
+MMS_API const struct mms_vocab *mms_mllama_model_get_vocab(const struct mms_mllama_model *model);
 /* A Hugging Face checkpoint folder as a GGUF in memory, in the single-file layout with mmsched's
    keys (the matrices in the checkpoint's type, the small tensors f32, q/k rows as Ollama's
    converter orders them and marked so, the vision gates transformed, the tokenizer from

@@ -73,7 +73,7 @@ struct mms_reply_event {
 
 struct mms_engine_params {           /* zeroed: the defaults; negative values are refused */
     struct mms_mllama_model *model;  /* required; shared, read-only */
-    const struct mms_vocab  *vocab;  /* required; the model's vocabulary */
+    const struct mms_vocab  *vocab;  /* the model's vocabulary (NULL: the one its file carries, mms_mllama_model_get_vocab) */
     int    n_slots;                  /* requests decoded together (0: 4) */
     int    n_ctx;                    /* tokens per slot (0: 2048, at most the model's training context) */
     int    n_batch;                  /* most tokens a step decodes, all slots together (0: 512) */

@@ -63,6 +63,7 @@ struct mms_mllama_model {
     struct mms__hf            *hf;                       /* a checkpoint folder, or NULL */
     float                     *rope_freqs_data;          /* its llama3 divisors, computed from config.json */
     bool                       rope_neox;                /* self-attention q/k in Hugging Face's rotate-half order */
+    struct mms_vocab          *vocab;                    /* the file's tokenizer, or NULL when it has none */
 
     struct mms_tensor *token_embd, *output_norm, *output, *rope_freqs;
     struct mms__mllama_tlayer *layers;
@@ -135,8 +136,11 @@ MMS_API void mms_mllama_model_free(struct mms_mllama_model *m) {
     MMS_FREE(m->cross_layers); MMS_FREE(m->taps); MMS_FREE(m->is_cross);
     MMS_FREE(m->layers); MMS_FREE(m->vlayers); MMS_FREE(m->vglobal); MMS_FREE(m->sources); MMS_FREE(m->rope_freqs_data);
     mms__hf_close(m->hf);
+    mms_vocab_free(m->vocab);
     MMS_FREE(m);
 }
+
+MMS_API const struct mms_vocab *mms_mllama_model_get_vocab(const struct mms_mllama_model *m) { return m ? m->vocab : NULL; }
 
 /* -- hyper-parameters -- */
 
@@ -814,6 +818,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         mms__mllama_text_weights(&L, p->n_gpu_layers);
         if (m->has_vision) mms__mllama_vision_weights(&L, false);
         if (L.st != MMS_OK || (m->has_vision && mms__hf_check_all_used(m->hf) != MMS_OK)) goto fail;
+        if (!(m->vocab = mms_vocab_load_file(p->path))) goto fail;
         goto place;
     }
     if (mms__is_dir(p->path)) {
@@ -842,6 +847,7 @@ MMS_API struct mms_mllama_model *mms_mllama_model_load(const struct mms_mllama_l
         mms__mllama_vision_weights(&L, p->mmproj_path != NULL);
     }
     if (L.st != MMS_OK) goto fail;
+    if (mms_gguf_find_key(m->files[0], "tokenizer.ggml.model") >= 0 && !(m->vocab = mms_vocab_load(m->files[0]))) goto fail;
 place:
     memset(&lp, 0, sizeof lp);
     lp.cb = p->progress;

@@ -393,8 +393,12 @@ MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params
     struct mms_engine *e;
     struct mms_engine_params p;
     int s;
-    if (!params || !params->model || !params->vocab) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: model and vocab are required"); return NULL; }
+    if (!params || !params->model) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: a model is required"); return NULL; }
     p = *params;
+    if (!p.vocab && !(p.vocab = mms_mllama_model_get_vocab(p.model))) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: the model's file carries no vocabulary: give one (mms_vocab_load_file)");
+        return NULL;
+    }
     if (p.n_slots < 0 || p.n_ctx < 0 || p.n_batch < 0 || p.max_queue < 0 || p.max_images < 0) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: n_slots %d, n_ctx %d, n_batch %d, max_queue %d, max_images %d: each must be 0 (the "
                       "default) or positive", p.n_slots, p.n_ctx, p.n_batch, p.max_queue, p.max_images);
