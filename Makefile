@@ -16,7 +16,7 @@ NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
@@ -36,7 +36,7 @@ help:
 	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
 	@echo "make test-windows  the tests and examples built with MinGW-w64, the tests run under Wine"
 	@echo "make test-arm64    the tests and examples built for 64-bit ARM Linux, run under QEMU (every kernel set)"
-	@echo "make fuzz      fuzz the GGUF, JSON and safetensors readers with libFuzzer, FUZZ_SECONDS (60) each, seeded from tests/fuzz/corpus-*"
+	@echo "make fuzz      fuzz the GGUF, JSON and safetensors readers and the server's request parsing with libFuzzer, FUZZ_SECONDS (60) each, seeded from tests/fuzz/corpus-*"
 	@echo "make header    regenerate mmsched.h from src/"
 
 header:
@@ -71,6 +71,8 @@ $(B)/tests-asan/test_examples: tests/test_examples.c tests/*.h mmsched.h $(B)/as
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. -DEXAMPLES='"$(B)/asan"' $< -o $@ $(LIBS)
 $(B)/asan/simple $(B)/asan/two_graphs $(B)/asan/bench: $(B)/asan/%: examples/%.c mmsched.h examples/*.h | $(B)/asan
 	$(CC) $(STD) $(WARN) $(SAN) -I. $< -o $@ $(LIBS)
+# test_server tests mllama-server's parts (examples/server/*.h) and replays the HTTP fuzz corpus.
+$(B)/tests/test_server $(B)/tests-asan/test_server: examples/server/*.h tests/fuzz/fuzz_http.c
 # test_quantize runs the quantize program the same way.
 $(B)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(B)/quantize | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. -DQUANTIZE='"$(B)/quantize"' $< -o $@ $(LIBS)
@@ -312,12 +314,17 @@ $(B)/fuzz_json: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
 $(B)/fuzz_safetensors: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_SAFETENSORS -I. $< -o $@ -lm -lpthread
 
-# The GGUF, JSON and safetensors readers, FUZZ_SECONDS each; the corpora are replayed by test_gguf and test_formats.
-fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors
-	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
+$(B)/fuzz_http: tests/fuzz/fuzz_http.c examples/server/*.h mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_HTTP_MAIN -I. $< -o $@ -lm -lpthread
+
+# The GGUF, JSON and safetensors readers and mllama-server's request parsing, FUZZ_SECONDS each; the
+# corpora are replayed by test_gguf, test_formats and test_server.
+fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors $(B)/fuzz_http
+	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st $(B)/fuzz-http && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
 	$(B)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-corpus
 	$(B)/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-json tests/fuzz/corpus-json
 	$(B)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-st tests/fuzz/corpus-safetensors
+	$(B)/fuzz_http -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(B)/fuzz-http tests/fuzz/corpus-http
 
 clean:
 	rm -rf $(B)
