@@ -286,7 +286,20 @@ $(B)/mllama: examples/mllama.c mmsched.h | $(B)
 $(B)/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
 
+# mllama-server: POSIX sockets and threads; pictures decoded with stb_image like the mllama program.
+$(B)/mllama-server: examples/server.c examples/server/*.h mmsched.h | $(B)
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
+
 examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch
+
+# The server's tests in Python drive it with the official openai and ollama clients, pinned in
+# tests/requirements-server.txt and installed in a venv under build/ (a failed install fails the
+# build: CI must not skip them). Each test is a wrapper that runs its script with the venv's Python.
+SERVER_TESTS = server_test server_haproxy_test
+$(B)/venv/ok: tests/requirements-server.txt | $(B)
+	python3 -m venv $(B)/venv && $(B)/venv/bin/pip install -q -r $< && touch $@
+$(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_test.py $(B)/venv/ok $(B)/mllama-server $(B)/mllama | $(B)/tests
+	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/$*.py" "$$@"\n' > $@ && chmod +x $@
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf
