@@ -218,6 +218,7 @@ struct conn {
     char        *buf;          /* bytes read and not yet used (a request's head and body, or the next request) */
     size_t       len, cap;
     double       idle_since;   /* while the dispatcher holds it */
+    bool         linger;       /* an answer went out before the request's body was read */
     struct conn *next;
 };
 
@@ -284,7 +285,25 @@ static void on_signal(int sig) {
     errno = saved;
 }
 
+/* After an answer sent before the body was read (401, 413, 408...): stop writing, then read and drop
+   what the client still sends, for at most a second, so that closing does not reset the connection
+   before the client has read the answer. */
+static void linger_close(int fd) {
+    char junk[16384];
+    double end = now_s() + 1.0;
+    shutdown(fd, SHUT_WR);
+    while (now_s() < end) {
+        struct pollfd p;
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 100) <= 0) continue;
+        if (recv(fd, junk, sizeof junk, 0) <= 0) break;
+    }
+}
+
 static void conn_close(struct conn *c) {
+    if (c->linger) linger_close(c->fd);
     close(c->fd);
     free(c->buf);
     free(c);
@@ -832,6 +851,7 @@ static bool serve_one(struct conn *c) {
         }
     }
     if (head_len < 0) {
+        c->linger = true;
         send_error_msg(&r, false, he.status, "bad_request", he.message);
         return false;
     }
@@ -841,6 +861,7 @@ static bool serve_one(struct conn *c) {
     /* Before the body is read: a client that may not send one is told so and the connection closed. */
     if (S.opt.api_key && (!route || route->id != R_HEALTH) && !http_bearer_ok(&q, S.opt.api_key)) {
         r.keep_alive = false;
+        c->linger = true;
         send_error_msg(&r, route ? route->ollama : false, 401, "invalid_api_key", "a valid API key is required: 'Authorization: Bearer KEY'");
         return false;
     }
@@ -848,6 +869,7 @@ static bool serve_one(struct conn *c) {
         snprintf(msg, sizeof msg, "the request body has %lld bytes, more than this server's limit of %zu (--max-body)", (long long)q.content_length,
                  S.opt.max_body);
         r.keep_alive = false;
+        c->linger = true;
         send_error_msg(&r, route ? route->ollama : false, 413, "request_too_large", msg);
         return false;
     }
