@@ -9,14 +9,14 @@ WARN     = -Wall -Wextra -Werror -pedantic
 LIBS     = -lm -lpthread
 SAN      = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 TSAN     = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
-# Under ThreadSanitizer: the tests that share objects between threads (a model among contexts).
-TSAN_TESTS = test_mllama_seq
+# Under ThreadSanitizer: the tests that share objects between threads (a model among contexts, an engine among threads).
+TSAN_TESTS = test_mllama_seq test_engine
 CUDA_ARCHS ?= 80 90
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
-TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
 EXAMPLES = simple two_graphs bench mllama quantize
 
 B = build
@@ -59,6 +59,8 @@ $(B)/tests-asan/%: tests/%.c mmsched.h tests/*.h examples/reference_graphs.h | $
 $(B)/tests-tsan/%: tests/%.c mmsched.h tests/*.h | $(B)/tests-tsan
 	$(CC) $(STD) $(WARN) $(TSAN) -I. $< -o $@ $(LIBS)
 
+# test_engine compares the engine's answers with the mllama program's (the normal build).
+$(B)/tests/test_engine $(B)/tests-asan/test_engine $(B)/tests-tsan/test_engine: $(B)/mllama
 # test_cli runs the mllama program: the normal build, and under sanitizers a sanitized build.
 $(B)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(B)/mllama $(B)/batch | $(B)/tests
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. -DCLI='"$(B)/mllama"' -DBATCH='"$(B)/batch"' $< -o $@ $(LIBS)
@@ -202,7 +204,7 @@ W = $(B)/windows
 A = $(B)/arm64
 # Left out, each counted as skipped with its reason: on Windows the tests that run the example
 # programs through a POSIX shell (tests/run_program.h); on ARM test_examples, which runs bench.
-WIN_LEFT_OUT = test_cli test_quantize test_examples
+WIN_LEFT_OUT = test_cli test_quantize test_examples test_engine
 WIN_TESTS = $(filter-out $(WIN_LEFT_OUT),$(TESTS))
 ARM_LEFT_OUT = test_examples
 ARM_TESTS = $(filter-out $(ARM_LEFT_OUT),$(TESTS))
@@ -250,6 +252,8 @@ $(A)/qemu/%: $(A)/% | $(A)/qemu
 	@printf '#!/bin/sh\nexec $(QEMU_ARM) -cpu $(ARM_CPU_DOTPROD) %s "$$@"\n' $< > $@ && chmod +x $@
 $(A)/tests/test_cli: tests/test_cli.c tests/*.h mmsched.h $(A)/qemu/mllama $(A)/qemu/batch | $(A)/tests
 	$(ARM_CC) $(ARM_FLAGS) -D_POSIX_C_SOURCE=200809L -DCLI='"$(A)/qemu/mllama"' -DBATCH='"$(A)/qemu/batch"' $< -o $@ $(LIBS)
+$(A)/tests/test_engine: tests/test_engine.c tests/*.h mmsched.h $(A)/qemu/mllama | $(A)/tests
+	$(ARM_CC) $(ARM_FLAGS) -DCLI='"$(A)/qemu/mllama"' $< -o $@ $(LIBS)
 $(A)/tests/test_quantize: tests/test_quantize.c tests/*.h mmsched.h $(A)/qemu/quantize | $(A)/tests
 	$(ARM_CC) $(ARM_FLAGS) -DQUANTIZE='"$(A)/qemu/quantize"' $< -o $@ $(LIBS)
 $(A)/run/%: $(A)/tests/% | $(A)/run

@@ -142,8 +142,8 @@
          mllama model             owns its files and weight buffers, not its backends; free every
                                   context made from it first.
          mllama context           refers to its model (which must outlive it); owns its scheduler,
-                                  KV cache and encoded images. mms_mllama_get_logits' pointer is valid
-                                  until the next mms_mllama_decode, kv_clear or context free.
+                                  KV cache, picture slots and image store. mms_mllama_get_logits'
+                                  pointer is valid until the next mms_mllama_decode or context free.
          mllama image             owned by the caller (mms_mllama_image_free).
        Threads: the last error is per thread; the log callback, the registry of live buffers and the
        registry of tensors that kept tensors were computed from are shared and locked, so buffers may
@@ -158,7 +158,7 @@
          a loaded mllama model    read-only once loaded: any number of mllama contexts made from it
                                   may decode and encode images on as many threads at once, each
                                   context used by one thread at a time (each has its own scheduler,
-                                  KV cache, image cache and logits). On the CPU their graphs take turns
+                                  KV cache, image store and logits). On the CPU their graphs take turns
                                   on the backend; building, planning, masks and sampling run in
                                   parallel. Make and free contexts on any thread; free the model last.
                                   make test-tsan runs this under ThreadSanitizer.
@@ -710,8 +710,9 @@
        struct mms_mllama_context *ctx = mms_mllama_context_new(model, NULL);   // reserves all graphs
        struct mms_mllama_image img;                                            // from RGB8 pixels
        mms_mllama_preprocess_image(&params_from_hparams, rgb, w, h, 0, &img);
-       mms_mllama_add_image(ctx, &img);                  // encoded once, kept (persistent tensors)
-       mms_mllama_decode(ctx, prompt_tokens, n, NULL);   // the prompt holds the <|image|> token
+       mms_mllama_seq_add_image(ctx, 0, &img);           // sequence 0's picture: encoded, kept in the store
+       struct mms_mllama_batch b = { n, prompt_tokens, NULL, NULL };   // the prompt holds the <|image|> token
+       mms_mllama_decode(ctx, &b);
        logits = mms_mllama_get_logits(ctx, 0);           // then decode one sampled token at a time
 
        The numbers are those of transformers' MllamaForConditionalGeneration in float32 with eager
@@ -757,39 +758,76 @@
        from released (madvise, on Linux; on Windows they stay in the working set until the system
        trims it), so resident memory grows by the layout's extra bytes (Q4_K: 2.8%) rather than by a
        second copy; mms_mllama_memory.weights_repacked says how much. Load
-       parameter no_cpu_repack (CLI --no-repack) keeps them mapped. One scheduler runs everything; an image's
-       per-layer cross-attention keys and values are persistent tensors on their layers' backends,
-       cached by the pixels' hash. Memory for the worst-case graphs is reserved when the context is
-       made (mms_mllama_context_print_memory reports it per backend; a model that does not fit fails
-       then, naming what did not fit where and how many bytes it needed). What the 11B model takes on
-       the CPU (build/bench --full: every layer, random weights, text Q4_K_M, vision f16, 2048-token
-       context): a 7392 MiB file mapped, the KV cache 512 MiB (f32), compute 391 MiB, 400 MiB of
-       cross K/V per 4-tile image; peak resident 8748 MiB, 53 MiB above their sum. A decode token
-       reads 5891 MiB (the text weights, the used KV cache, the image's cross K/V), which bounds
-       decode by the memory bandwidth: on a 2-core Zen 3 2.0-2.9 tokens/s (README, Benchmarks).
+       parameter no_cpu_repack (CLI --no-repack) keeps them mapped. One scheduler runs everything.
+       Memory for the worst-case graphs is reserved when the context is made, with the KV cache and
+       the picture slots (mms_mllama_context_print_memory reports it per backend; a model that does
+       not fit fails then, naming what did not fit where and how many bytes it needed). What the 11B
+       model takes on the CPU (build/bench --full: every layer, random weights, text Q4_K_M, vision
+       f16, 2048-token context): a 7392 MiB file mapped, the KV cache 512 MiB (f32), compute 391
+       MiB, 400 MiB of cross K/V per 4-tile image; peak resident 8748 MiB, 53 MiB above their sum
+       (measured before pictures had slots of their own: see "The image store and picture slots"
+       below for what a picture costs now). A decode token reads 5891 MiB (the text weights, the
+       used KV cache, the image's cross K/V), which bounds decode by the memory bandwidth: on a
+       2-core Zen 3 2.0-2.9 tokens/s (README, Benchmarks).
 
-       Images and tokens: the k-th <|image|> token stands for the k-th image added; a text token
-       attends to the images of the last group of consecutive image tokens at or before it; tokens
-       before the first image token see a uniform mix and their MLP branch is zeroed (transformers'
-       rule). An image added after some tokens were decoded does not change those tokens (Ollama does
-       the same); transformers would compute them again with the image present, so for exact parity
-       clear the conversation and decode it again. mms_mllama_model_shapes_only
+       The image store and picture slots. A picture added to a sequence (mms_mllama_seq_add_image)
+       is looked up in the context's image store by its model input: a 64-bit FNV-1a hash of the used
+       tiles' pixels and the tile layout, then, on a hash match, the preprocessed pixels and the tile
+       layout compared in full, so two pictures are never taken for one (tests/test_mllama.c
+       test_image_store makes every hash equal and checks that each sequence still answers from its
+       own picture). A picture not found is encoded (vision encoder, projector, the keys and values of
+       every cross layer: one graph). The store keeps encoded pictures under the budget
+       image_store (bytes; default room for max_images * n_seq + 2 pictures at the model's tile
+       count): when a new picture needs room it evicts the least recently used pictures that no
+       sequence holds; when even that is not enough (every kept picture held) the picture is encoded
+       for its sequence and not kept. A kept picture costs its keys and values on each cross layer's
+       backend (at every tile slot: max_num_tiles * tokens per tile keys, whatever its tile count)
+       plus its used tiles' pixels on the host, for comparisons. Its keys and values are then copied
+       once into the sequence's own picture slot: each sequence has max_images slots, reserved when
+       the context is made, where its pictures lie side by side per head, so attention reads all of
+       a sequence's pictures in place and a decode step copies nothing (before, every step
+       concatenated the pictures' keys and values). The cost: n_seq * max_images pictures' keys and
+       values reserved, whether used or not, and a picture held by a sequence and kept by the store
+       is in memory twice. At the 11B shapes a picture's keys and values are 400 MiB on the CPU
+       (f32; 200 MiB in f16 on a CUDA backend): 4 sequences of 2 pictures reserve 3200 MiB of slots
+       on the CPU, and the default store may hold 10 pictures (4000 MiB, and 15 MiB of pixels each). mms_mllama_get_image_store
+       reports the store: bytes now, at its peak, its budget, pictures kept and held, and how many
+       were found, encoded, evicted and not kept; mms_mllama_get_memory gives the picture slots
+       (pictures) and the store (image_store, image_store_peak) per backend.
+
+       Images and tokens: the k-th <|image|> token of a sequence stands for the k-th picture added to
+       it; a text token attends to the images of the last group of consecutive image tokens at or
+       before it; tokens before the first image token see a uniform mix of all the sequence's
+       pictures and their MLP branch is zeroed (transformers' rule). An image added after some tokens
+       were decoded does not change those tokens (Ollama does the same); transformers would compute
+       them again with the image present, so for exact parity clear the sequence and decode it again,
+       as build/mllama and the serving engine do when a conversation gains a picture.
+       mms_mllama_seq_trim keeps a sequence's first n_keep tokens and all its pictures (the next
+       <|image|> decoded stands for the first picture whose token was trimmed);
+       mms_mllama_seq_clear forgets its tokens and pictures. mms_mllama_model_shapes_only
        gives a model with shapes and no weights, for planning: at the 11B shapes the 4-tile vision
        graph plans at about 470 MiB of float32 activations (the attention runs fused, so the
        16 x 6432 x 6432 scores are never stored, and its padding mask is two shared rows of 6432
        with a row index per token, not a 6432 x 6432 array).
 
-       mms_mllama_add_image_rgb preprocesses with the model's own parameters and adds in one call.
+       mms_mllama_seq_add_image_rgb preprocesses with the model's own parameters and adds in one call.
+       mms_mllama_chat_prompt renders a conversation (mms_chat_message: role, text, pictures) as the
+       prompt, with the layout for several pictures in one message: the first <|image|> before the
+       text, then a line "Picture N." for each picture, every further picture's <|image|> before its
+       line (consecutive <|image|> tokens would be seen by the same text, in no order; a text row
+       sees only the pictures of the last run of <|image|> tokens before it, so the answer sees the
+       last picture alone, and each picture's line, after the question, is where the question meets
+       that picture). build/mllama, build/batch and the serving engine use it, so they prompt alike.
 
        Several conversations: a context with n_seq sequences holds n_seq conversations (each its own
        n_ctx KV slots, tokens, positions and max_images images; every slot reserved at creation).
            mms_mllama_seq_add_image(ctx, 1, &img);
            struct mms_mllama_batch b = { n, tokens, seqs, NULL };  // rows of any sequences, any order
-           mms_mllama_decode_batch(ctx, &b);   // one graph; logits: the last row of each sequence, in batch order
+           mms_mllama_decode(ctx, &b);         // one graph; logits: the last row of each sequence, in batch order
            mms_mllama_seq_clear(ctx, 1);       // or mms_mllama_seq_trim(ctx, 1, n_keep)
        A batch's rows write their own sequence's slots and attend only to its tokens (the mask is -inf
        elsewhere) and its images (in the cross-attention layers the rows are gathered per sequence
-       with images and each group attends to its own images' keys only; rows of a sequence without
+       with images and each group attends to its own picture slots only; rows of a sequence without
        images join the first group with their cross layers gated to the identity), so each
        sequence's logits are those of the conversation alone (tests/test_mllama_seq.c: NMSE below
        1e-10, greedy tokens equal, for mixes of image-first, text-before-image, text-only and two-image
@@ -822,18 +860,17 @@
        prompt places each picture with <|image|>), -n, -c, --threads (a warning past the cores),
        --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
        --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
-       (mms_image_rgba_over_white, equal to PIL's alpha_composite). With several pictures in one
-       turn the first <|image|> comes before the prompt, and after it each picture gets a line
-       "Picture N.", every further picture its own <|image|> before its line (consecutive <|image|>
-       tokens would all be seen by the same text, in no order; a text row sees only the picture
-       whose <|image|> came last before it, so the answer sees the last picture alone, and each
-       picture's line, after the question, is where the question meets that picture). The answer
-       streams to stdout; timings by phase go to stderr. Errors (a missing or broken model, an
+       (mms_image_rgba_over_white, equal to PIL's alpha_composite). The prompt is the library's
+       (mms_mllama_chat_prompt, section 13): with several pictures in one turn the first <|image|>
+       comes before the prompt, and after it each picture gets a line "Picture N.", every further
+       picture its own <|image|> before its line. The answer streams to stdout; timings by phase go to stderr. Errors (a missing or broken model, an
        unreadable or oversized image, a prompt longer than the context, a failed write to stdout)
        print one line saying what and why and exit with status 1; bad options (out-of-range or
        non-finite numbers, a value given twice) exit with 2 and name the value. In a chat (/image FILE, /clear, /help, /quit) every turn
        renders the whole conversation, keeps the tokens the KV cache already holds and decodes only
-       the rest; images stay encoded; a failed /image or a full context ends only that step, with
+       the rest (a turn that adds a picture decodes the conversation again from its start, as a
+       fresh run would compute it: tokens before the first <|image|> see every picture); images stay
+       encoded in the image store; a failed /image or a full context ends only that step, with
        a warning or a hint.
 
        models/mllama-demo.gguf is a tiny mllama trained here on synthetic pictures of shapes
@@ -2259,35 +2296,54 @@ MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hparams, mms_backend_t cpu,
                                                               enum mms_type weight_type);
 
-/* -- the runtime ------------------------------------------------------------------------------------
-   One scheduler runs the vision encoder and the text model. An image added to the conversation is
-   encoded once: its per-layer cross-attention keys and values are persistent tensors on the
-   backends of their layers, kept in a cache keyed by the pixels' hash (adding the same image again
-   costs no encode). Tokens are decoded in batches at the next positions; the k-th <|image|> token
-   of the conversation stands for the k-th image added, and each text token attends to the images
-   of the most recent group of consecutive image tokens before it (transformers' rule; tokens
-   before the first image token see a uniform mix and their MLP branch is zeroed). Without any
-   image the cross layers are skipped. The worst-case graphs (an image at max tiles, a batch of
-   n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
-   made, so a model that does not fit fails then, saying how much memory it needed where.
+/* -- prompts --------------------------------------------------------------------------------------
+   A conversation as the prompt the runtime decodes: mms_chat_apply_template (section 12) with the
+   layout for several pictures in one message. A message of n > 1 pictures gets the first
+   <|image|> before its text (the template's), then after the text a line "Picture 1." and, for
+   every further picture k, "<|image|>Picture k." on a line of its own: a text row sees only the
+   pictures of the last run of <|image|> tokens before it, so each line is where the question
+   meets its picture, and consecutive <|image|> tokens would be seen together, in no order (the
+   answer itself sees the last picture alone). A message of one picture is as the template writes
+   it. build/mllama, build/batch and the serving engine prompt with it. Returns like
+   mms_chat_apply_template; MMS_ERR_INVALID_ARG also for "<|image|>" in a message's text (its
+   pictures are its n_images). Tokenize the result with parse_special, without add_bos. */
+MMS_API int mms_mllama_chat_prompt(const struct mms_chat_message *messages, int n_messages, bool add_generation_prompt,
+                                   const char *date, char *buf, size_t cap);
 
-   Sequences: a context holds n_seq conversations, each with its own tokens, positions, images
-   (and their cross-attention K/V) and n_ctx KV-cache slots of its own, all reserved at creation
-   (the worst case: n_batch rows over every sequence's slots with max_images images each).
-   mms_mllama_decode_batch takes tokens of any sequences in one batch (a prompt of one, single
+/* -- the runtime ------------------------------------------------------------------------------------
+   A context runs the vision encoder and the text model on one scheduler for n_seq sequences
+   (conversations), each with its own tokens, positions, pictures and n_ctx KV-cache slots. The
+   functions on a sequence are mms_mllama_seq_* and take its index (0..n_seq-1) after the context.
+   Everything is reserved when the context is made (the KV cache, max_images picture slots per
+   sequence, the worst-case graphs: a picture's encode, a batch of n_batch tokens over every
+   sequence's slots), so a model that does not fit fails then, saying how much memory it needed
+   where.
+
+   Pictures: mms_mllama_seq_add_image gives a sequence its next picture. Encoded pictures are
+   kept in the context's image store, found by their model input (the preprocessed pixels and the
+   tile layout: a hash, then the input itself compared, so two pictures are never confused), under
+   a budget of bytes: the least recently used pictures that no sequence holds are evicted, and a
+   picture that does not fit is encoded for its sequence and not kept. Adding a stored picture
+   costs no encode. The picture's cross-attention keys and values are then copied once into the
+   sequence's own picture slots, where every decode step reads all of its pictures in place.
+
+   Tokens: mms_mllama_decode takes a batch of tokens of any sequences (a prompt of one, single
    tokens of others, in any order; a sequence's tokens take its next positions in batch order) and
    runs them as one graph, so the weights are read once for all rows; each row attends only to its
-   own sequence's tokens and images, so a sequence's logits are those of the same conversation
-   run alone. The functions without seq act on sequence 0 (mms_mllama_kv_clear on all). The
-   image cache is the context's, shared by its sequences (one image in two sequences is encoded
-   once). */
+   own sequence's tokens and pictures, so a sequence's logits are those of the same conversation
+   run alone. The k-th <|image|> token of a sequence stands for its k-th picture; each text token
+   attends to the pictures of the most recent group of consecutive <|image|> tokens before it
+   (transformers' rule); tokens before the first <|image|> token see a uniform mix of all the
+   sequence's pictures and their MLP branch is zeroed. Without any picture the cross layers are
+   skipped. */
 
 struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
-    int n_ctx;           /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
-    int max_images;      /* images per sequence (0: 2) */
-    int image_cache;     /* encoded images kept, at least max_images * n_seq (0: max_images * n_seq + 2) */
-    int n_seq;           /* sequences (conversations), 1..4096 (0: 1) */
+    int    n_ctx;          /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
+    int    n_batch;        /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
+    int    max_images;     /* pictures per sequence (0: 2) */
+    int    n_seq;          /* sequences (conversations), 1..4096 (0: 1) */
+    size_t image_store;    /* bytes of encoded pictures the store keeps (0: room for max_images * n_seq + 2 pictures of the
+                              model's most tiles) */
 };
 
 struct mms_mllama_context;
@@ -2295,49 +2351,60 @@ struct mms_mllama_context;
 MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *model, const struct mms_mllama_context_params *params);
 MMS_API void                       mms_mllama_context_free(struct mms_mllama_context *ctx);
 MMS_API mms_backend_sched_t        mms_mllama_context_get_sched(struct mms_mllama_context *ctx);
-/* Compute memory per backend after the reservation, the KV cache, and the kept images. */
+/* Memory per backend after the reservation (KV cache, picture slots, compute) and the image store. */
 MMS_API void                       mms_mllama_context_print_memory(struct mms_mllama_context *ctx, FILE *out);
 
-/* Attach an image (preprocessed with the model's parameters) to the conversation. */
-MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image);
-/* The same from RGB8 pixels (rows stride bytes apart, 0: width * 3), preprocessed with the model's
-   tile size, tile count, mean and std. */
-MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *ctx, const uint8_t *rgb, int width, int height, size_t stride);
 /* The model's preprocessing parameters (for mms_mllama_preprocess_image). */
 MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struct mms_mllama_model *model);
 /* Run the vision encoder alone; copies out the encoder output ([v_output_dim, tokens, tiles]) and
    the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
 MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
                                                 float *vision_out, float *projected);
-/* Decode n tokens of sequence 0 at its next positions; want[i] asks for row i's logits (NULL: the last row). */
-MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const int32_t *tokens, int n_tokens, const bool *want);
-/* One batch of tokens of any sequences (at most n_batch). MMS_ERR_INVALID_ARG for a sequence out
+MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
+
+/* -- sequences --
+   add_image: the sequence's next picture (preprocessed with the model's parameters), from the
+   store or encoded. MMS_ERR_INVALID_ARG when it has max_images already. add_image_rgb: the same
+   from RGB8 pixels (rows stride bytes apart, 0: width * 3), preprocessed with the model's tile
+   size, tile count, mean and std.
+   clear: forget its tokens and pictures (the store keeps what it kept). trim: keep its first
+   n_keep tokens (0..n_past) and all its pictures; the next <|image|> token decoded stands for
+   the first picture whose token was trimmed. Both leave the other sequences alone.
+   A picture added after some of its tokens were decoded does not change them; a sequence whose
+   pictures change is decoded again from its first token for the numbers of a fresh run (tokens
+   before the first <|image|> see every picture). MMS_ERR_INVALID_ARG for a seq out of range. */
+MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *ctx, int seq, const struct mms_mllama_image *image);
+MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *ctx, int seq, const uint8_t *rgb, int width, int height, size_t stride);
+MMS_API int             mms_mllama_seq_get_n_past(const struct mms_mllama_context *ctx, int seq);     /* tokens decoded; 0 for a bad seq */
+MMS_API int             mms_mllama_seq_get_n_images(const struct mms_mllama_context *ctx, int seq);   /* pictures added */
+MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *ctx, int seq);
+MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *ctx, int seq, int n_keep);
+
+/* -- decoding --
+   One batch of tokens of any sequences (at most n_batch). MMS_ERR_INVALID_ARG for a sequence out
    of range or one whose tokens would pass n_ctx, MMS_ERR_STATE for more <|image|> tokens in a
-   sequence than images added to it; then no sequence changed. */
+   sequence than pictures added to it; then no sequence changed. One sequence's tokens:
+       struct mms_mllama_batch b = { n, tokens, NULL, NULL };   // all sequence 0
+       mms_mllama_decode(ctx, &b);
+       logits = mms_mllama_get_logits(ctx, 0);                   // its last row's */
 struct mms_mllama_batch {
     int            n_tokens;
     const int32_t *tokens;
     const int32_t *seq;          /* the sequence of each token (NULL: all sequence 0) */
-    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch) */
+    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch;
+                                    none: the batch only fills the KV cache, as a prompt's first chunks) */
 };
-MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
 MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);
 MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in batch order of those asked */
-MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
-/* Sequence seq (0..n_seq-1): its images, tokens decoded so far, forgetting it or keeping its first
-   n_keep tokens (its slots are reused; cached images stay). MMS_ERR_INVALID_ARG for a seq out of range. */
-MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *ctx, int seq, const struct mms_mllama_image *image);
-MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *ctx, int seq, const uint8_t *rgb, int width, int height, size_t stride);
-MMS_API int             mms_mllama_seq_get_n_past(const struct mms_mllama_context *ctx, int seq);
-MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *ctx, int seq);
-MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *ctx, int seq, int n_keep);
-MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
-/* Where the time and the memory went, since the context was made or the timings were reset.
+
+/* -- reports --
+   Where the time and the memory went, since the context was made or the timings were reset.
    Decode calls with one token per sequence count as generation, the others as prompt; per
    sequence, mms_mllama_seq_get_timings. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
-    double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
+    double preprocess_ms;                 /* mms_mllama_seq_add_image_rgb's preprocessing */
     int    n_preprocessed;
     double encode_ms, cross_kv_ms;        /* vision encoder + projector; then the cross K/V of each layer */
     int    n_encodes;
@@ -2348,19 +2415,32 @@ struct mms_mllama_timings {
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
 /* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
-   compute memory (planned at creation; grows only if a graph needs more) and the kept
-   cross-attention K/V of encoded images at their largest. MMS_ERR_INVALID_ARG for an i out of range. */
+   the sequences' picture slots (n_seq * max_images pictures' cross-attention keys and values, all
+   tiles), compute memory (planned at creation; grows only if a graph needs more) and the image
+   store's pictures (keys and values; the host also their pixels), now and at its largest.
+   MMS_ERR_INVALID_ARG for an i out of range. */
 struct mms_mllama_memory {
     char   name[32];
-    size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+    size_t weights, kv_cache, pictures, compute, image_store, image_store_peak;
+    size_t peak;               /* weights + kv_cache + pictures + compute + image_store_peak, bytes */
     size_t weights_repacked;   /* the part of weights copied into a CPU_REPACK buffer (the rest: mapped or own buffers) */
 };
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
+/* The image store on all backends: bytes held now and at most, its budget, the pictures it holds
+   (held: by some sequence, so not evicted), and since the context was made, pictures found in it,
+   encoded, evicted and encoded without being kept (no room under the budget). */
+struct mms_mllama_image_store {
+    size_t  budget, bytes, peak;
+    int     n_pictures, n_held;
+    int64_t n_found, n_encoded, n_evicted, n_not_kept;
+};
+MMS_API void mms_mllama_get_image_store(const struct mms_mllama_context *ctx, struct mms_mllama_image_store *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
 /* One sequence's share since it was last cleared (or the timings reset): its rows, and the time of
    the decode calls it took part in (a call's whole time counts for each of its sequences: the
    latency each saw; a call where the sequence had one row counts as generation). kv_cache: the
-   bytes of its own slots on all backends. MMS_ERR_INVALID_ARG for a seq out of range. */
+   bytes of its own KV slots and picture slots on all backends. MMS_ERR_INVALID_ARG for a seq out
+   of range. */
 struct mms_mllama_seq_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
@@ -2368,13 +2448,9 @@ struct mms_mllama_seq_timings {
     size_t kv_cache;
 };
 MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
-/* The timings as a few lines of text: each phase with its time and rate, memory per backend, and
-   with several sequences a line for each that decoded since it was cleared. */
+/* The timings as a few lines of text: each phase with its time and rate, memory per backend, the
+   image store, and with several sequences a line for each that decoded since it was cleared. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
-
-/* Forget every sequence (tokens and images; encoded images stay cached), or keep the first n_keep tokens of sequence 0. */
-MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
-MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);
 /* ==== end src/api/mllama.h ==== */
 
 /* ==== begin src/api/serve.h ==== */
@@ -2720,6 +2796,8 @@ static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c
 static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
 static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+/* Waits at most ms milliseconds; callers check their condition again (a wake-up may come early). */
+MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int ms) { SleepConditionVariableSRW(c, m, (DWORD)ms, 0); }
 
 static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
 static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
@@ -2756,6 +2834,17 @@ static void mms__cond_init(mms__cond *c)         { pthread_cond_init(c, NULL); }
 static void mms__cond_destroy(mms__cond *c)      { pthread_cond_destroy(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { pthread_cond_wait(c, m); }
 static void mms__cond_broadcast(mms__cond *c)    { pthread_cond_broadcast(c); }
+/* Waits at most ms milliseconds; callers check their condition again (a wake-up may come early).
+   The deadline is on the realtime clock, the condition variable's default. */
+MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int ms) {
+    struct timeval now;
+    struct timespec until;
+    gettimeofday(&now, NULL);
+    until.tv_sec = now.tv_sec + ms / 1000;
+    until.tv_nsec = (long)now.tv_usec * 1000 + (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) { until.tv_sec++; until.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(c, m, &until);
+}
 
 /* A process-wide mutex for the few global tables (live buffers, log settings). */
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -18474,7 +18563,7 @@ static void mms__mllama_vision_mask(const struct mms_mllama_hparams *hp, const i
    sequences, each row at its own position and cache slot) through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
-   rows asked; and the per-image cross-attention K/V, computed once and kept. */
+   rows asked; and the per-image cross-attention K/V. */
 
 struct mms__mllama_text_inputs {
     struct mms_tensor *tokens;       /* I32 [n] */
@@ -18488,7 +18577,7 @@ struct mms__mllama_text_inputs {
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
-    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted; NULL: none (the batch fills the KV cache) */
 };
 
 /* The rows of one sequence with images (and, in the first group, the rows of sequences without
@@ -18575,7 +18664,7 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
 
 /* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
    layers), read from slot kv_lo on; images' K/V per cross-attention group in in. Returns the
-   logits [vocab, n_out]. */
+   logits [vocab, n_out], or NULL without out_ids. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  int kv_lo, const struct mms__mllama_text_inputs *in) {
@@ -18587,6 +18676,7 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
         else if (in->n_groups > 0) x = mms__mllama_cross_layer(ctx, m, il, x, in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
+    if (!in->out_ids) return NULL;   /* the cache writes are in gf already; what comes after them is not needed */
     x = mms_get_rows(ctx, x, in->out_ids);
     x = mms_mul_mat(ctx, m->output, mms__rms(ctx, x, m->output_norm, hp->rms_eps));
     mms_set_output(x);
@@ -18601,53 +18691,182 @@ static enum mms_type mms__mllama_kv_type(const struct mms_mllama_model *m, int i
 }
 
 /* The keys (after k_norm) and values [HD, L, Hkv] of every cross layer for projected image states
-   [D, L], in the layer's K/V type, persistent and added to gf. Head-major, so that attention reads
-   each head's keys and values as one stream: interleaved by head ([HD, Hkv, L]), each decode step
-   read them 4 KB apart at the 11B shapes, at a third of the memory bandwidth. */
-static void mms__mllama_build_cross_kv(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
-                                       struct mms_tensor *states, struct mms_tensor **k_out, struct mms_tensor **v_out) {
+   [D, L] (NULL for the other layers), in f32; the caller stores them in the layer's K/V type.
+   Head-major, so that attention reads each head's keys and values as one stream: interleaved by
+   head ([HD, Hkv, L]), each decode step read them 4 KB apart at the 11B shapes, at a third of the
+   memory bandwidth. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
+                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const int64_t HD = hp->head_dim, L = states->ne[1];
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         const struct mms__mllama_tlayer *ly = &m->layers[il];
-        struct mms_tensor *k, *v;
+        k_out[il] = v_out[il] = NULL;
         if (!ly->cross) continue;
-        k = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
-        v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, states), HD, hp->n_head_kv, L);
-        k_out[il] = mms_cast(ctx, mms__heads(ctx, k), mms__mllama_kv_type(m, il));   /* [HD, L, Hkv]: the keys of */
-        v_out[il] = mms_cast(ctx, mms__heads(ctx, v), mms__mllama_kv_type(m, il));   /* a head side by side */
-        mms_format_name(k_out[il], "blk.%d.cross_k", il);
-        mms_format_name(v_out[il], "blk.%d.cross_v", il);
-        mms_set_persistent(k_out[il]);
-        mms_set_persistent(v_out[il]);
-        mms_build_forward_expand(gf, k_out[il]);
-        mms_build_forward_expand(gf, v_out[il]);
+        k_out[il] = mms__heads(ctx, mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps));
+        v_out[il] = mms__heads(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, states), HD, hp->n_head_kv, L));
     }
 }
 /* ==== end src/mllama/text.c ==== */
 
-/* ==== begin src/mllama/runtime.c ==== */
-/* >>mllama-runtime ================================================================================
-   Encoding images and decoding tokens on one scheduler, the sequences (conversations) of a context
-   with their KV-cache slots, the cache of encoded images and the cross-attention masks. */
+/* ==== begin src/mllama/image_store.c ==== */
+/* >>mllama-image-store ============================================================================
+   Encoded pictures kept by content for reuse: a picture's cross-attention keys and values (one
+   persistent tensor per cross layer, on its layer's backend) and a copy of its model input (the
+   pixels of its used tiles and its tile layout). A lookup hashes the model input and, on a hash
+   match, compares the input itself: equal hashes alone never make two pictures one. The store
+   keeps what fits in its budget of bytes, evicting the least recently used pictures that no
+   sequence holds; a picture that does not fit is encoded for its sequence and not kept. */
+
+struct mms__mllama_picture {             /* ctx NULL: a free entry */
+    uint64_t            hash;
+    float              *pixels;          /* the used tiles, [n_tiles][3][S][S] */
+    size_t              n_pixels;        /* floats in pixels */
+    int                 n_tiles, aspect_ratio_id;
+    struct mms_context *ctx;             /* its graph's tensors; the persistent K/V stay valid */
+    struct mms_tensor **k, **v;          /* per text layer, set for cross layers; one block, v after k */
+    size_t              bytes[2];        /* on backend 0 (the host: pixels, K/V of host layers) and 1 */
+    int64_t             last_use;
+    int                 n_users;         /* sequences holding it: not evicted while above 0 */
+};
+
+struct mms__mllama_store {
+    struct mms__mllama_picture *pics;
+    int                         cap;     /* entries: as many as the budget can hold */
+    size_t                      budget, bytes, peak, bytes_on[2], peak_on[2];
+    int64_t                     clock, n_hits, n_encodes, n_evicted, n_not_kept;
+};
+
+/* Tests set this to give every picture the same hash, so only the comparison of the model input
+   keeps pictures apart. */
+static bool mms__mllama_store_same_hash = false;
+
+static uint64_t mms__mllama_picture_hash(const struct mms_mllama_image *img) {
+    const size_t tile = (size_t)3 * (size_t)img->image_size * (size_t)img->image_size;
+    uint64_t h;
+    if (mms__mllama_store_same_hash) return 1;
+    h = mms__fnv1a64(img->pixels, sizeof(float) * tile * (size_t)img->n_tiles, MMS__FNV1A64_START);
+    h = mms__fnv1a64(&img->aspect_ratio_id, sizeof img->aspect_ratio_id, h);
+    return h ? h : 1;
+}
+
+/* The same model input: tile layout and the used tiles' pixels (the other tiles are zero in both). */
+static bool mms__mllama_picture_is(const struct mms__mllama_picture *p, const struct mms_mllama_image *img) {
+    const size_t tile = (size_t)3 * (size_t)img->image_size * (size_t)img->image_size;
+    return p->n_tiles == img->n_tiles && p->aspect_ratio_id == img->aspect_ratio_id && p->n_pixels == tile * (size_t)img->n_tiles &&
+           memcmp(p->pixels, img->pixels, sizeof(float) * p->n_pixels) == 0;
+}
+
+/* Two preprocessed images are the same model input (the serving engine's test for a slot's pictures). */
+static bool mms__mllama_image_same(const struct mms_mllama_image *a, const struct mms_mllama_image *b) {
+    const size_t n = (size_t)3 * (size_t)a->image_size * (size_t)a->image_size * (size_t)a->n_tiles;
+    return a->image_size == b->image_size && a->n_tiles == b->n_tiles && a->aspect_ratio_id == b->aspect_ratio_id &&
+           memcmp(a->pixels, b->pixels, sizeof(float) * n) == 0;
+}
+
+static void mms__mllama_store_drop(struct mms__mllama_store *st, mms_backend_sched_t sched, int n_layer, struct mms__mllama_picture *p) {
+    int il, b;
+    for (il = 0; il < n_layer && p->k; il++) {
+        if (p->k[il]) mms_backend_sched_release(sched, p->k[il]);
+        if (p->v[il]) mms_backend_sched_release(sched, p->v[il]);
+    }
+    for (b = 0; b < 2; b++) st->bytes_on[b] -= p->bytes[b];
+    st->bytes -= p->bytes[0] + p->bytes[1];
+    MMS_FREE(p->k);                      /* v is its second half */
+    MMS_FREE(p->pixels);
+    mms_free(p->ctx);
+    memset(p, 0, sizeof *p);
+}
+
+static void mms__mllama_store_free(struct mms__mllama_store *st, mms_backend_sched_t sched, int n_layer) {
+    int i;
+    for (i = 0; st->pics && i < st->cap; i++)
+        if (st->pics[i].ctx) mms__mllama_store_drop(st, sched, n_layer, &st->pics[i]);
+    MMS_FREE(st->pics);
+    st->pics = NULL;
+}
+
+/* The entry holding img's model input, or -1. */
+static int mms__mllama_store_find(struct mms__mllama_store *st, const struct mms_mllama_image *img, uint64_t hash) {
+    int i;
+    for (i = 0; i < st->cap; i++)
+        if (st->pics[i].ctx && st->pics[i].hash == hash && mms__mllama_picture_is(&st->pics[i], img)) {
+            st->pics[i].last_use = ++st->clock;
+            st->n_hits++;
+            return i;
+        }
+    return -1;
+}
+
+/* A free entry with room for `bytes` more, evicting the least recently used pictures no sequence
+   holds; -1 when they would not make room (then nothing is evicted). */
+static int mms__mllama_store_make_room(struct mms__mllama_store *st, mms_backend_sched_t sched, int n_layer, size_t bytes) {
+    size_t evictable = 0;
+    int i, free_at = -1;
+    for (i = 0; i < st->cap; i++) {
+        if (!st->pics[i].ctx) { if (free_at < 0) free_at = i; }
+        else if (st->pics[i].n_users == 0) evictable += st->pics[i].bytes[0] + st->pics[i].bytes[1];
+    }
+    if (bytes > st->budget || st->bytes - evictable + bytes > st->budget || (free_at < 0 && evictable == 0)) return -1;
+    while (st->bytes + bytes > st->budget || free_at < 0) {
+        int lru = -1;
+        for (i = 0; i < st->cap; i++)
+            if (st->pics[i].ctx && st->pics[i].n_users == 0 && (lru < 0 || st->pics[i].last_use < st->pics[lru].last_use)) lru = i;
+        if (lru < 0) return -1;   /* not reached: the sums above said there was room */
+        mms__mllama_store_drop(st, sched, n_layer, &st->pics[lru]);
+        st->n_evicted++;
+        if (free_at < 0) free_at = lru;
+    }
+    return free_at;
+}
+
+/* Records img's K/V (made in ctx) as entry i. Takes ctx, k and v; copies the pixels. */
+static enum mms_status mms__mllama_store_put(struct mms__mllama_store *st, int i, const struct mms_mllama_image *img, uint64_t hash,
+                                             struct mms_context *ctx, struct mms_tensor **k, struct mms_tensor **v, const size_t bytes[2]) {
+    struct mms__mllama_picture *p = &st->pics[i];
+    const size_t n = (size_t)3 * (size_t)img->image_size * (size_t)img->image_size * (size_t)img->n_tiles;
+    int b;
+    memset(p, 0, sizeof *p);
+    if (!(p->pixels = (float *)MMS_MALLOC(sizeof(float) * n))) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for the image store");
+    memcpy(p->pixels, img->pixels, sizeof(float) * n);
+    p->n_pixels = n;
+    p->hash = hash;
+    p->n_tiles = img->n_tiles;
+    p->aspect_ratio_id = img->aspect_ratio_id;
+    p->ctx = ctx;
+    p->k = k;
+    p->v = v;
+    p->bytes[0] = bytes[0] + sizeof(float) * n;
+    p->bytes[1] = bytes[1];
+    p->last_use = ++st->clock;
+    for (b = 0; b < 2; b++) {
+        st->bytes_on[b] += p->bytes[b];
+        if (st->bytes_on[b] > st->peak_on[b]) st->peak_on[b] = st->bytes_on[b];
+    }
+    st->bytes += p->bytes[0] + p->bytes[1];
+    if (st->bytes > st->peak) st->peak = st->bytes;
+    return MMS_OK;
+}
+/* ==== end src/mllama/image_store.c ==== */
+
+/* ==== begin src/mllama/context.c ==== */
+/* >>mllama-context ================================================================================
+   A context: the scheduler, the sequences (conversations) with their KV-cache slots and their
+   pictures' keys and values, the image store, and the graphs it runs (a picture's encode, a
+   decode batch), all reserved at their worst case when it is made. */
 
 #define MMS__MLLAMA_KV_STEP 256   /* attention spans grow in steps, so decode graphs repeat and reuse their plan */
 
-struct mms__mllama_image_entry {
-    uint64_t            hash;
-    int                 n_tiles;
-    struct mms_context *ctx;            /* its graph; the persistent tensors in it stay valid */
-    struct mms_tensor **k, **v;         /* per text layer, set for cross layers */
-    int64_t             last_use;
-};
-
-/* One conversation of a context; its KV-cache slots are [index * n_ctx, (index + 1) * n_ctx). */
+/* One conversation of a context. Its KV-cache slots are [index * n_ctx, (index + 1) * n_ctx); its
+   pictures' cross-attention keys and values lie side by side in its own block of the context's
+   picture memory (slot j of max_images for its j-th picture), so attention reads them in place. */
 struct mms__mllama_seq {
     int  n_past;
-    int *conv_images;            /* cache entries, in the order added (max_images) */
-    int  n_conv_images;
-    int *image_pos;              /* positions of the <|image|> tokens seen (max_images) */
+    int  n_images;               /* pictures attached, in slots 0..n_images-1 */
+    int *image_tiles;            /* each one's used tiles (max_images) */
+    int *image_entry;            /* each one's image store entry, -1 when the store did not keep it (max_images) */
+    int *image_pos;              /* positions of the <|image|> tokens decoded (max_images) */
     int  n_image_pos;
     struct mms_mllama_seq_timings t;   /* kv_cache filled in when asked */
 };
@@ -18658,21 +18877,18 @@ struct mms_mllama_context {
     mms_backend_sched_t              sched;
     struct mms_context              *cache_ctx[2];
     mms_backend_buffer_t             cache_buf[2];
-    struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones), n_seq * n_ctx slots */
+    struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones): [HD, Hkv, n_seq * n_ctx] */
+    struct mms_tensor              **cross_k, **cross_v;     /* per text layer (cross ones): [HD, max_images * T * N, Hkv, n_seq] */
     struct mms_context              *gctx;                   /* the current graph; reset before each */
     struct mms__mllama_seq          *seqs;                   /* n_seq */
-    int                             *seq_ints;               /* the sequences' image lists, one block */
-
-    struct mms__mllama_image_entry  *images;
-    int                              n_images;
-    int64_t                          clock;
+    int                             *seq_ints;               /* the sequences' picture lists, one block */
+    struct mms__mllama_store         store;
     int                              n_encodes;
 
     float                           *logits;
     int                              n_logits;
 
     struct mms_mllama_timings        t;                      /* memory filled in when asked */
-    size_t                           kept_peak[2];           /* per model backend (0 host, 1 offload) */
     struct mms__mllama_reserved {                            /* what each reserved graph planned, per backend */
         char   name[40];
         size_t planned[2], lower_bound[2];
@@ -18685,10 +18901,6 @@ MMS_API int mms_mllama_get_n_logits(const struct mms_mllama_context *c) { return
 MMS_API const float *mms_mllama_get_logits(const struct mms_mllama_context *c, int i) {
     return c && i >= 0 && i < c->n_logits ? c->logits + (size_t)i * (size_t)c->m->hp.n_vocab : NULL;
 }
-MMS_API int mms_mllama_get_n_past(const struct mms_mllama_context *c) { return mms_mllama_seq_get_n_past(c, 0); }
-MMS_API int mms_mllama_seq_get_n_past(const struct mms_mllama_context *c, int seq) {
-    return c && seq >= 0 && seq < c->p.n_seq ? c->seqs[seq].n_past : 0;
-}
 MMS_API int mms_mllama_get_n_encodes(const struct mms_mllama_context *c) { return c ? c->n_encodes : 0; }
 
 static struct mms_context *mms__mllama_fresh_graph_ctx(struct mms_mllama_context *c) {
@@ -18696,28 +18908,22 @@ static struct mms_context *mms__mllama_fresh_graph_ctx(struct mms_mllama_context
     return c->gctx;
 }
 
-static void mms__mllama_image_release(struct mms_mllama_context *c, struct mms__mllama_image_entry *e) {
-    int il;
-    for (il = 0; il < c->m->hp.n_layer && e->k; il++) {
-        if (e->k[il]) mms_backend_sched_release(c->sched, e->k[il]);
-        if (e->v[il]) mms_backend_sched_release(c->sched, e->v[il]);
-    }
-    MMS_FREE(e->k);
-    MMS_FREE(e->v);
-    mms_free(e->ctx);
-    memset(e, 0, sizeof *e);
+static int mms__mllama_n_devices(const struct mms_mllama_context *c) { return c->m->backends[1] == c->m->backends[0] ? 1 : 2; }
+
+static enum mms_status mms__mllama_check_seq(const struct mms_mllama_context *c, int seq, const char *who) {
+    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: context is NULL", who);
+    if (seq < 0 || seq >= c->p.n_seq) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: sequence %d, the context has 0..%d (n_seq)", who, seq, c->p.n_seq - 1);
+    return MMS_OK;
 }
 
-MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
-    int i;
-    if (!c) return;
-    for (i = 0; i < c->n_images; i++) mms__mllama_image_release(c, &c->images[i]);
-    mms_backend_sched_free(c->sched);
-    for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
-    mms_free(c->gctx);
-    MMS_FREE(c->k_cache); MMS_FREE(c->v_cache); MMS_FREE(c->seqs); MMS_FREE(c->seq_ints);
-    MMS_FREE(c->images); MMS_FREE(c->logits); MMS_FREE(c->reserved);
-    MMS_FREE(c);
+/* Keys per picture in the cross layers: every tile slot's tokens, padded tiles included. */
+static int64_t mms__mllama_picture_keys(const struct mms_mllama_hparams *hp) { return (int64_t)hp->v_max_tiles * hp->v_n_tokens; }
+
+/* Pictures first..first+n-1 of sequence seq in a cross layer's picture memory t: [HD, n * keys, Hkv]. */
+static struct mms_tensor *mms__mllama_picture_view(struct mms_context *ctx, const struct mms_mllama_context *c, struct mms_tensor *t, int seq,
+                                                   int first, int n) {
+    const int64_t keys = mms__mllama_picture_keys(&c->m->hp);
+    return mms_view_3d(ctx, t, t->ne[0], keys * n, t->ne[2], t->nb[1], t->nb[2], (size_t)seq * t->nb[3] + (size_t)(first * keys) * t->nb[1]);
 }
 
 /* -- graphs -- */
@@ -18728,11 +18934,14 @@ struct mms__mllama_vision_graph {
     struct mms_tensor *vision_out, *projected;
 };
 
-/* The image graph: encoder and projector, and (keep) every cross layer's K/V, persistent. */
-static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_context *ctx, bool keep,
+/* The vision graph: encoder and projector; with k set (seq >= 0), also every cross layer's keys
+   and values, written into picture slot `slot` of sequence seq and, when keep, into persistent
+   tensors k[il], v[il] for the image store. */
+static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_context *ctx, int seq, int slot, bool keep,
                                      struct mms_tensor **k, struct mms_tensor **v, struct mms__mllama_vision_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int64_t L = (int64_t)hp->v_n_tokens_padded * hp->v_max_tiles;
+    int il;
     out->in.pixels = mms_set_name(mms_new_tensor_4d(ctx, MMS_TYPE_F32, hp->v_image_size, hp->v_image_size, 3, hp->v_max_tiles), "pixels");
     out->in.aspect_id = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, 1), "aspect_ratio_id");
     out->in.mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F16, L, 2), "vision_mask");
@@ -18743,14 +18952,30 @@ static void mms__mllama_vision_graph(struct mms_mllama_context *c, struct mms_co
     mms_set_input(out->in.mask_rows);
     out->projected = mms__mllama_build_vision(ctx, c->m, &out->in, &out->vision_out);
     out->graph = mms_new_graph(ctx);
-    mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder");
-    if (keep) {
-        mms__mllama_build_cross_kv(ctx, out->graph, c->m, out->projected, k, v);
-    } else {
+    if (seq < 0) {
+        mms_graph_set_name(out->graph, "vision encoder");
         mms_set_output(out->vision_out);
         mms_set_output(out->projected);
         mms_build_forward_expand(out->graph, out->vision_out);
         mms_build_forward_expand(out->graph, out->projected);
+        return;
+    }
+    mms_graph_set_name(out->graph, keep ? "vision encoder + cross K/V" : "vision encoder + cross K/V, not kept");
+    mms__mllama_build_cross_kv(ctx, c->m, out->projected, k, v);
+    for (il = 0; il < hp->n_layer; il++) {
+        if (!k[il]) continue;
+        if (keep) {   /* in the layer's K/V type, as the sequence holds them */
+            k[il] = mms_cast(ctx, k[il], c->cross_k[il]->type);
+            v[il] = mms_cast(ctx, v[il], c->cross_v[il]->type);
+            mms_format_name(k[il], "blk.%d.cross_k", il);
+            mms_format_name(v[il], "blk.%d.cross_v", il);
+            mms_set_persistent(k[il]);
+            mms_set_persistent(v[il]);
+            mms_build_forward_expand(out->graph, k[il]);
+            mms_build_forward_expand(out->graph, v[il]);
+        }
+        mms_build_forward_expand(out->graph, mms_cpy(ctx, k[il], mms__mllama_picture_view(ctx, c, c->cross_k[il], seq, slot, 1)));
+        mms_build_forward_expand(out->graph, mms_cpy(ctx, v[il], mms__mllama_picture_view(ctx, c, c->cross_v[il], seq, slot, 1)));
     }
 }
 
@@ -18768,11 +18993,9 @@ struct mms__mllama_batch_plan {
     bool gate;
 };
 
-/* A cross-attention group of a batch: its rows and the kept K/V lists (per text layer) of its
-   n_img images. */
+/* A cross-attention group of a batch: its rows, and the sequence whose first n_img pictures they see. */
 struct mms__mllama_group_spec {
-    int n_rows, n_img;
-    struct mms_tensor ***k, ***v;
+    int n_rows, n_img, seq;
 };
 
 /* The decode graph of a batch; n_groups cross-attention groups (0: text only). */
@@ -18780,7 +19003,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
                                    const struct mms__mllama_group_spec *spec, int n_groups, struct mms__mllama_text_graph *out) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     const int n = bp->n, n_out = bp->n_out;
-    int il, j, g, first = 0;
+    int il, g, first = 0;
     out->n_kv = bp->n_kv;
     out->kv_lo = bp->kv_lo;
     memset(&out->in, 0, sizeof out->in);
@@ -18788,12 +19011,11 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     out->in.pos = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "positions");
     out->in.slots = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n), "kv_slots");
     out->in.kq_mask = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, out->n_kv, n), "kq_mask");
-    out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids");
+    if (n_out > 0) mms_set_input(out->in.out_ids = mms_set_name(mms_new_tensor_1d(ctx, MMS_TYPE_I32, n_out), "out_ids"));
     mms_set_input(out->in.tokens);
     mms_set_input(out->in.pos);
     mms_set_input(out->in.slots);
     mms_set_input(out->in.kq_mask);
-    mms_set_input(out->in.out_ids);
     if (n_groups > 0) {
         out->in.cross_rows = mms_set_name(mms_new_tensor_2d(ctx, MMS_TYPE_F32, 1, n), "cross_rows");
         mms_set_input(out->in.cross_rows);
@@ -18805,7 +19027,7 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
         out->in.groups = (struct mms__mllama_cross_group *)mms__ctx_alloc(ctx, sizeof *out->in.groups * (size_t)n_groups, MMS__OBJ_ALIGN);
         for (g = 0; out->in.groups && g < n_groups; g++) {
             struct mms__mllama_cross_group *gr = &out->in.groups[g];
-            const int64_t L = (int64_t)spec[g].n_img * hp->v_max_tiles * hp->v_n_tokens;
+            const int64_t L = (int64_t)spec[g].n_img * mms__mllama_picture_keys(hp);
             gr->first = first;
             gr->n = spec[g].n_rows;
             gr->n_img = spec[g].n_img;
@@ -18815,15 +19037,9 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
             gr->k = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *gr->k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
             if (!gr->k) break;
             gr->v = gr->k + hp->n_layer;
-            for (il = 0; il < hp->n_layer; il++) {
-                gr->k[il] = gr->v[il] = NULL;
-                if (!c->m->layers[il].cross) continue;
-                gr->k[il] = spec[g].k[0][il];
-                gr->v[il] = spec[g].v[0][il];
-                for (j = 1; j < spec[g].n_img; j++) {   /* keys in conversation order, as the mask lays them out */
-                    gr->k[il] = mms_concat(ctx, gr->k[il], spec[g].k[j][il], 1);
-                    gr->v[il] = mms_concat(ctx, gr->v[il], spec[g].v[j][il], 1);
-                }
+            for (il = 0; il < hp->n_layer; il++) {   /* the sequence's pictures in place, in conversation order */
+                gr->k[il] = c->cross_k[il] ? mms__mllama_picture_view(ctx, c, c->cross_k[il], spec[g].seq, 0, spec[g].n_img) : NULL;
+                gr->v[il] = c->cross_v[il] ? mms__mllama_picture_view(ctx, c, c->cross_v[il], spec[g].seq, 0, spec[g].n_img) : NULL;
             }
         }
         out->in.n_groups = out->in.groups && g == n_groups ? n_groups : 0;   /* else the context's error fails the graph */
@@ -18831,35 +19047,45 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     out->graph = mms_new_graph(ctx);
     mms_graph_set_name(out->graph, n == 1 ? "decode" : "prefill");
     out->logits = mms__mllama_build_text(ctx, out->graph, c->m, c->k_cache, c->v_cache, bp->kv_lo, &out->in);
-    mms_build_forward_expand(out->graph, out->logits);
+    if (out->logits) mms_build_forward_expand(out->graph, out->logits);   /* else the KV-cache writes are the graph */
 }
 
-/* -- creation: caches and the reservation of every graph -- */
+/* -- creation: the sequences' memory and the reservation of every graph -- */
 
-static enum mms_status mms__mllama_make_kv_cache(struct mms_mllama_context *c) {
+/* The KV cache (self-attention layers) and the sequences' picture memory (cross layers), on
+   their layers' backends, zeroed. */
+static enum mms_status mms__mllama_make_caches(struct mms_mllama_context *c) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
+    const int64_t slots = (int64_t)c->p.n_seq * c->p.n_ctx, keys = mms__mllama_picture_keys(hp) * c->p.max_images;
     int il, b;
-    c->k_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->k_cache * (size_t)hp->n_layer);
-    c->v_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->v_cache * (size_t)hp->n_layer);
-    if (!c->k_cache || !c->v_cache) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    c->k_cache = (struct mms_tensor **)MMS_MALLOC(sizeof *c->k_cache * (size_t)hp->n_layer * 4);
+    if (!c->k_cache) return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
+    memset(c->k_cache, 0, sizeof *c->k_cache * (size_t)hp->n_layer * 4);
+    c->v_cache = c->k_cache + hp->n_layer;
+    c->cross_k = c->v_cache + hp->n_layer;
+    c->cross_v = c->cross_k + hp->n_layer;
     for (b = 0; b < 2; b++) {
         struct mms_init_params ip = { 0, NULL, true };
         if (!(c->cache_ctx[b] = mms_init(ip))) return mms_last_status();
     }
     for (il = 0; il < hp->n_layer; il++) {
         struct mms_context *ctx = c->cache_ctx[c->m->layers[il].backend];
-        c->k_cache[il] = c->v_cache[il] = NULL;
-        if (c->m->layers[il].cross) continue;
-        const int64_t slots = (int64_t)c->p.n_seq * c->p.n_ctx;
-        c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
-        c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
+        const enum mms_type type = mms__mllama_kv_type(c->m, il);
+        if (!c->m->layers[il].cross) {
+            c->k_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, type, hp->head_dim, hp->n_head_kv, slots), "cache_k.%d", il);
+            c->v_cache[il] = mms_format_name(mms_new_tensor_3d(ctx, type, hp->head_dim, hp->n_head_kv, slots), "cache_v.%d", il);
+        } else if (c->m->has_vision) {
+            c->cross_k[il] = mms_format_name(mms_new_tensor_4d(ctx, type, hp->head_dim, keys, hp->n_head_kv, c->p.n_seq), "pictures_k.%d", il);
+            c->cross_v[il] = mms_format_name(mms_new_tensor_4d(ctx, type, hp->head_dim, keys, hp->n_head_kv, c->p.n_seq), "pictures_v.%d", il);
+        }
     }
     for (b = 0; b < 2; b++) {
         if (!mms_get_first_tensor(c->cache_ctx[b])) continue;
         c->cache_buf[b] = mms_backend_alloc_ctx_tensors(c->cache_ctx[b], c->m->backends[b]);
         if (!c->cache_buf[b])
-            return mms__error_context(mms_last_status(), "mllama: the KV cache for %d sequences of %d tokens does not fit on %s: %s",
-                                      c->p.n_seq, c->p.n_ctx, mms_backend_name(c->m->backends[b]), mms_last_error());
+            return mms__error_context(mms_last_status(), "mllama: the KV cache and picture memory for %d sequences of %d tokens and %d "
+                                      "pictures do not fit on %s: %s", c->p.n_seq, c->p.n_ctx, c->p.max_images,
+                                      mms_backend_name(c->m->backends[b]), mms_last_error());
         /* zeros: positions past the ones written are read (then masked); NaN garbage would poison them */
         mms_backend_buffer_clear(c->cache_buf[b], 0);
     }
@@ -18888,65 +19114,74 @@ static enum mms_status mms__mllama_reserve(struct mms_mllama_context *c, struct 
     return st;
 }
 
+/* The worst cases: a picture's encode (kept by the store or not) and a batch of n_batch rows over
+   every sequence's slots, as many sequences as a batch can hold each with max_images pictures. */
 static enum mms_status mms__mllama_reserve_all(struct mms_mllama_context *c) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
     struct mms__mllama_vision_graph vg;
     struct mms__mllama_text_graph tg;
-    struct mms_tensor ***k = NULL, ***v = NULL;
     struct mms__mllama_batch_plan bp;
     struct mms__mllama_group_spec *spec;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    const int n_groups = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) : 0, n_img = n_groups * c->p.max_images;
-    int j, il;
+    const int n_groups = c->m->has_vision ? MMS__MIN(c->p.n_seq, c->p.n_batch) : 0;
+    int j, keep;
 
-    if (c->m->has_vision) {
-        struct mms_tensor **k0, **v0;
+    for (keep = 0; c->m->has_vision && keep < 2; keep++) {
+        struct mms_tensor **k, **v;
         ctx = mms__mllama_fresh_graph_ctx(c);
-        k0 = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k0 * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k0) return mms_ctx_status(ctx);
-        v0 = k0 + hp->n_layer;
-        memset(k0, 0, sizeof *k0 * (size_t)hp->n_layer * 2);
-        mms__mllama_vision_graph(c, ctx, true, k0, v0, &vg);
+        k = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof *k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
+        if (!k) return mms_ctx_status(ctx);
+        v = k + hp->n_layer;
+        mms__mllama_vision_graph(c, ctx, 0, 0, keep == 1, k, v, &vg);
         if ((st = mms__mllama_reserve(c, vg.graph)) != MMS_OK) return st;
     }
-    /* stand-ins for the kept K/V of max_images images of as many sequences as a batch can hold:
-       placeholders pinned where their layers run */
     ctx = mms__mllama_fresh_graph_ctx(c);
-    k = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *k * (size_t)(n_img + 1) * 2, MMS__OBJ_ALIGN);
     spec = (struct mms__mllama_group_spec *)mms__ctx_alloc(ctx, sizeof *spec * (size_t)(n_groups + 1), MMS__OBJ_ALIGN);
-    if (!k || !spec) return mms_ctx_status(ctx);
-    v = k + n_img + 1;
-    for (j = 0; j < n_img; j++) {
-        k[j] = (struct mms_tensor **)mms__ctx_alloc(ctx, sizeof **k * (size_t)hp->n_layer * 2, MMS__OBJ_ALIGN);
-        if (!k[j]) return mms_ctx_status(ctx);
-        v[j] = k[j] + hp->n_layer;
-        for (il = 0; il < hp->n_layer; il++) {
-            const int64_t L = (int64_t)hp->v_max_tiles * hp->v_n_tokens;
-            k[j][il] = v[j][il] = NULL;
-            if (!c->m->layers[il].cross) continue;
-            k[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, L, hp->n_head_kv);   /* as */
-            v[j][il] = mms_new_tensor_3d(ctx, mms__mllama_kv_type(c->m, il), hp->head_dim, L, hp->n_head_kv);   /* build_cross_kv */
-            mms_set_persistent(k[j][il]);
-            mms_set_persistent(v[j][il]);
-            mms_backend_sched_set_tensor_backend(c->sched, k[j][il], c->m->backends[c->m->layers[il].backend]);
-            mms_backend_sched_set_tensor_backend(c->sched, v[j][il], c->m->backends[c->m->layers[il].backend]);
-        }
-    }
+    if (!spec) return mms_ctx_status(ctx);
     memset(&bp, 0, sizeof bp);                 /* the widest batch: every sequence's slots, every row's logits */
     bp.n = bp.n_out = c->p.n_batch;
     bp.n_kv = c->p.n_seq * c->p.n_ctx;
     bp.gate = c->p.n_seq > 1;
-    for (j = 0; j < n_groups; j++) {           /* every group with max_images images: the most mask and K/V */
+    for (j = 0; j < n_groups; j++) {           /* every group with max_images pictures: the most mask */
         spec[j].n_rows = j == 0 ? c->p.n_batch - (n_groups - 1) : 1;
         spec[j].n_img = c->p.max_images;
-        spec[j].k = k + j * c->p.max_images;
-        spec[j].v = v + j * c->p.max_images;
+        spec[j].seq = j;
     }
     mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
     st = mms__mllama_reserve(c, tg.graph);
-    mms_backend_sched_reset(c->sched);          /* drops the stand-ins' pins */
+    mms_backend_sched_reset(c->sched);
     return st;
+}
+
+/* Bytes of one kept picture at most: its keys and values in every cross layer, and the pixels of
+   max_num_tiles tiles. */
+static size_t mms__mllama_picture_bytes(const struct mms_mllama_context *c, int n_tiles) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
+    size_t bytes = sizeof(float) * 3 * (size_t)hp->v_image_size * (size_t)hp->v_image_size * (size_t)n_tiles;
+    int il;
+    for (il = 0; il < hp->n_layer; il++)
+        if (c->cross_k[il]) bytes += 2 * mms_type_size(c->cross_k[il]->type) * (size_t)(hp->head_dim * hp->n_head_kv * mms__mllama_picture_keys(hp));
+    return bytes;
+}
+
+/* Lowers the image store's budget to room for n pictures of the model's most tiles (the serving
+   engine's default, when it is given no budget). */
+static void mms__mllama_context_store_pictures(struct mms_mllama_context *c, int n) {
+    const size_t budget = mms__mllama_picture_bytes(c, c->m->hp.v_max_tiles) * (size_t)n;
+    if (c->m->has_vision && budget < c->store.budget) c->store.budget = c->p.image_store = budget;
+}
+
+MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
+    int i;
+    if (!c) return;
+    mms__mllama_store_free(&c->store, c->sched, c->m->hp.n_layer);
+    mms_backend_sched_free(c->sched);
+    for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
+    mms_free(c->gctx);
+    MMS_FREE(c->k_cache); MMS_FREE(c->seqs); MMS_FREE(c->seq_ints);
+    MMS_FREE(c->logits); MMS_FREE(c->reserved);
+    MMS_FREE(c);
 }
 
 MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *m, const struct mms_mllama_context_params *params) {
@@ -18960,11 +19195,9 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     memset(c, 0, sizeof *c);
     c->m = m;
     if (params) c->p = *params;
-    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.image_cache < 0 || c->p.n_seq < 0 || c->p.n_seq > 4096 ||
-        (c->p.image_cache > 0 && c->p.image_cache < MMS__MAX(c->p.max_images, 1) * MMS__MAX(c->p.n_seq, 1))) {
-        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, image_cache %d, n_seq %d: each must "
-                      "be 0 (the default) or positive, n_seq at most 4096 and image_cache at least max_images * n_seq", c->p.n_ctx,
-                      c->p.n_batch, c->p.max_images, c->p.image_cache, c->p.n_seq);
+    if (c->p.n_ctx < 0 || c->p.n_batch < 0 || c->p.max_images < 0 || c->p.n_seq < 0 || c->p.n_seq > 4096) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d, n_batch %d, max_images %d, n_seq %d: each must be 0 (the "
+                      "default) or positive, n_seq at most 4096", c->p.n_ctx, c->p.n_batch, c->p.max_images, c->p.n_seq);
         MMS_FREE(c);
         return NULL;
     }
@@ -18972,7 +19205,6 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     if (c->p.n_batch == 0) c->p.n_batch = 512;
     if (c->p.max_images == 0) c->p.max_images = 2;
     if (c->p.n_seq == 0) c->p.n_seq = 1;
-    if (c->p.image_cache == 0) c->p.image_cache = c->p.max_images * c->p.n_seq + 2;
     c->p.n_batch = MMS__MIN(c->p.n_batch, c->p.n_ctx * c->p.n_seq);   /* a batch holds at most every sequence's slots */
     if (c->p.n_ctx > m->hp.n_ctx_train) {
         mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_context_new: n_ctx %d is beyond the model's training context %d", c->p.n_ctx, m->hp.n_ctx_train);
@@ -18984,16 +19216,24 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     c->sched = mms_backend_sched_new(backends, NULL, m->backends[1] == m->backends[0] ? 1 : 2, false, false);
     c->gctx = mms_init(ip);
     c->seqs = (struct mms__mllama_seq *)MMS_MALLOC(sizeof *c->seqs * (size_t)c->p.n_seq);
-    c->seq_ints = (int *)MMS_MALLOC(sizeof(int) * 2 * (size_t)c->p.max_images * (size_t)c->p.n_seq);
-    c->images = (struct mms__mllama_image_entry *)MMS_MALLOC(sizeof *c->images * (size_t)c->p.image_cache);
-    if (!c->sched || !c->gctx || !c->seqs || !c->seq_ints || !c->images) goto fail;
-    memset(c->images, 0, sizeof *c->images * (size_t)c->p.image_cache);
+    c->seq_ints = (int *)MMS_MALLOC(sizeof(int) * 3 * (size_t)c->p.max_images * (size_t)c->p.n_seq);
+    if (!c->sched || !c->gctx || !c->seqs || !c->seq_ints) goto fail;
     for (i = 0; i < c->p.n_seq; i++) {
         memset(&c->seqs[i], 0, sizeof c->seqs[i]);
-        c->seqs[i].conv_images = c->seq_ints + (size_t)2 * (size_t)i * (size_t)c->p.max_images;
-        c->seqs[i].image_pos = c->seqs[i].conv_images + c->p.max_images;
+        c->seqs[i].image_tiles = c->seq_ints + (size_t)3 * (size_t)i * (size_t)c->p.max_images;
+        c->seqs[i].image_entry = c->seqs[i].image_tiles + c->p.max_images;
+        c->seqs[i].image_pos = c->seqs[i].image_entry + c->p.max_images;
     }
-    if (mms__mllama_make_kv_cache(c) != MMS_OK || mms__mllama_reserve_all(c) != MMS_OK) goto fail;
+    if (mms__mllama_make_caches(c) != MMS_OK) goto fail;
+    if (m->has_vision) {   /* the store: the budget given, or room for every sequence's pictures and two more */
+        const size_t most = mms__mllama_picture_bytes(c, m->hp.v_max_tiles), least = mms__mllama_picture_bytes(c, 1);
+        c->store.budget = c->p.image_store ? c->p.image_store : most * (size_t)(c->p.max_images * c->p.n_seq + 2);
+        c->store.cap = (int)MMS__MIN((size_t)1 << 20, c->store.budget / least + 1);
+        if (!(c->store.pics = (struct mms__mllama_picture *)MMS_MALLOC(sizeof *c->store.pics * (size_t)c->store.cap))) goto fail;
+        memset(c->store.pics, 0, sizeof *c->store.pics * (size_t)c->store.cap);
+    }
+    c->p.image_store = c->store.budget;
+    if (mms__mllama_reserve_all(c) != MMS_OK) goto fail;
     c->t.load_ms = (double)m->load_us / 1000.0;
     c->t.context_ms = (double)(mms_time_us() - t0) / 1000.0;
     return c;
@@ -19002,62 +19242,13 @@ fail:
     mms_mllama_context_free(c);
     return NULL;
 }
+/* ==== end src/mllama/context.c ==== */
 
-/* Bytes on backend b (0 cpu, 1 gpu): weights, KV cache, compute memory, kept images now. */
-/* repacked: the part of weights in CPU_REPACK buffers (backend 0, the CPU) */
-static void mms__mllama_memory(const struct mms_mllama_context *c, int b, size_t *weights, size_t *repacked, size_t *kv, size_t *compute, size_t *kept) {
-    mms_backend_t be = c->m->backends[b];
-    int i;
-    *weights = *repacked = 0;
-    *kv = c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) : 0;
-    for (i = 0; i < c->m->n_bufs; i++) {
-        const bool rp = mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_cpu_repack_buffer_type();
-        if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
-            (b == 0 && (rp || mms_backend_buffer_is_host(c->m->bufs[i])))) *weights += mms_backend_buffer_get_size(c->m->bufs[i]);
-        if (b == 0 && rp) *repacked += mms_backend_buffer_get_size(c->m->bufs[i]);
-    }
-    *compute = mms_backend_sched_get_buffer_size(c->sched, be);
-    *kept = mms_backend_sched_get_persistent_size(c->sched, be);
-}
-
-static int mms__mllama_n_devices(const struct mms_mllama_context *c) { return c->m->backends[1] == c->m->backends[0] ? 1 : 2; }
-
-static void mms__mllama_note_kept(struct mms_mllama_context *c) {
-    int b;
-    for (b = 0; b < mms__mllama_n_devices(c); b++) {
-        size_t kept = mms_backend_sched_get_persistent_size(c->sched, c->m->backends[b]);
-        if (kept > c->kept_peak[b]) c->kept_peak[b] = kept;
-    }
-}
-
-MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE *out) {
-    int b, i;
-    if (!out) out = stdout;
-    if (!c) return;
-    for (b = 0; b < mms__mllama_n_devices(c); b++) {
-        size_t weights, repacked, kv, compute, kept;
-        mms__mllama_memory(c, b, &weights, &repacked, &kv, &compute, &kept);
-        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, compute %.2f MiB, kept images %.2f MiB",
-                mms_backend_name(c->m->backends[b]), (double)weights / 1048576.0, (double)kv / 1048576.0, (double)compute / 1048576.0,
-                (double)kept / 1048576.0);
-        if (repacked) fprintf(out, " (weights repacked for the CPU kernels: %.2f MiB)", (double)repacked / 1048576.0);
-        fputc('\n', out);
-    }
-    for (i = 0; i < c->n_reserved; i++)
-        for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
-            fprintf(out, "mllama graph '%s' on %s: compute %zu bytes (%.2f MiB), lower bound %zu bytes (%.2f MiB)\n", c->reserved[i].name,
-                    mms_backend_name(mms_backend_sched_get_backend(c->sched, b)), c->reserved[i].planned[b],
-                    (double)c->reserved[i].planned[b] / 1048576.0, c->reserved[i].lower_bound[b], (double)c->reserved[i].lower_bound[b] / 1048576.0);
-}
-
-/* -- images -- */
-
-static uint64_t mms__mllama_image_hash(const struct mms_mllama_image *img) {
-    const size_t n = sizeof(float) * (size_t)img->max_num_tiles * 3 * (size_t)img->image_size * (size_t)img->image_size;
-    uint64_t h = mms__fnv1a64(img->pixels, n, MMS__FNV1A64_START);
-    h ^= (uint64_t)img->aspect_ratio_id * 0x9e3779b97f4a7c15ULL;
-    return h ? h : 1;
-}
+/* ==== begin src/mllama/encode.c ==== */
+/* >>mllama-encode =================================================================================
+   Pictures into sequences: a picture added to a sequence is found in the image store by its
+   model input, or encoded (vision encoder, projector, every cross layer's keys and values); its
+   keys and values are then copied once into the sequence's next picture slot. */
 
 static enum mms_status mms__mllama_check_image(struct mms_mllama_context *c, const struct mms_mllama_image *img, const char *who) {
     const struct mms_mllama_hparams *hp = &c->m->hp;
@@ -19094,7 +19285,7 @@ MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *c, co
     enum mms_status st;
     if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_encode_image: context is NULL");
     if ((st = mms__mllama_check_image(c, img, "mms_mllama_encode_image")) != MMS_OK) return st;
-    mms__mllama_vision_graph(c, mms__mllama_fresh_graph_ctx(c), false, NULL, NULL, &vg);
+    mms__mllama_vision_graph(c, mms__mllama_fresh_graph_ctx(c), -1, 0, false, NULL, NULL, &vg);
     if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) != MMS_OK ||
         (st = mms__mllama_set_vision_inputs(c, &vg, img)) != MMS_OK ||
         (st = mms_backend_sched_graph_compute(c->sched, vg.graph)) != MMS_OK) return st;
@@ -19121,87 +19312,107 @@ static bool mms__mllama_stamp_cb(struct mms_tensor *t, bool ask, void *ud) {
     return user_wants ? st->user_cb(t, false, st->user) : true;
 }
 
-/* The cache entry for img: found by hash, or encoded into a free (or the least recently used,
-   not in the conversation) slot. */
-static enum mms_status mms__mllama_encode_kept(struct mms_mllama_context *c, const struct mms_mllama_image *img, int *slot) {
-    const uint64_t hash = mms__mllama_image_hash(img);
-    struct mms__mllama_vision_graph vg;
-    struct mms__mllama_image_entry *e;
+/* Encodes img into picture slot `slot` of sequence seq; with entry >= 0 the store keeps it there
+   (the graph's context and K/V pass to the store). */
+static enum mms_status mms__mllama_encode_into(struct mms_mllama_context *c, const struct mms_mllama_image *img, uint64_t hash, int seq, int slot,
+                                               int entry) {
+    const struct mms_mllama_hparams *hp = &c->m->hp;
     struct mms_init_params ip = { 0, NULL, true };
+    struct mms__mllama_vision_graph vg;
+    struct mms__mllama_stamp stamp;
+    struct mms_context *ctx = entry >= 0 ? mms_init(ip) : mms__mllama_fresh_graph_ctx(c);
+    struct mms_tensor **k = (struct mms_tensor **)MMS_MALLOC(sizeof *k * (size_t)hp->n_layer * 2), **v;
     enum mms_status st;
-    int i, j, pick = -1;
-    for (i = 0; i < c->n_images; i++)
-        if (c->images[i].ctx && c->images[i].hash == hash) { *slot = i; c->images[i].last_use = ++c->clock; return MMS_OK; }
-    for (i = 0; i < c->p.image_cache && pick < 0; i++) if (!c->images[i].ctx) pick = i;
-    for (i = 0; i < c->p.image_cache && pick < 0; i++) {   /* evict the least recently used image not in use */
-        bool used = false;
-        int s;
-        for (s = 0; s < c->p.n_seq; s++)
-            for (j = 0; j < c->seqs[s].n_conv_images; j++) used |= c->seqs[s].conv_images[j] == i;
-        if (!used && (pick < 0 || c->images[i].last_use < c->images[pick].last_use)) pick = i;
+    bool allocated = false;
+    int64_t t0, t1;
+    size_t bytes[2] = { 0, 0 };
+    int il;
+    if (!ctx || !k) {
+        if (entry >= 0) mms_free(ctx);
+        MMS_FREE(k);
+        return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory");
     }
-    if (pick < 0) return mms_set_error(MMS_ERR_STATE, "mllama: the image cache (%d) is full of images in use by the sequences", c->p.image_cache);
-    e = &c->images[pick];
-    if (e->ctx) mms__mllama_image_release(c, e);
-    if (pick >= c->n_images) c->n_images = pick + 1;
-    e->ctx = mms_init(ip);
-    e->k = (struct mms_tensor **)MMS_MALLOC(sizeof *e->k * (size_t)c->m->hp.n_layer);
-    e->v = (struct mms_tensor **)MMS_MALLOC(sizeof *e->v * (size_t)c->m->hp.n_layer);
-    if (!e->ctx || !e->k || !e->v) { mms__mllama_image_release(c, e); return mms_set_error(MMS_ERR_OOM, "mllama: out of host memory"); }
-    memset(e->k, 0, sizeof *e->k * (size_t)c->m->hp.n_layer);
-    memset(e->v, 0, sizeof *e->v * (size_t)c->m->hp.n_layer);
-    mms__mllama_vision_graph(c, e->ctx, true, e->k, e->v, &vg);
-    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) == MMS_OK && (st = mms__mllama_set_vision_inputs(c, &vg, img)) == MMS_OK) {
-        struct mms__mllama_stamp stamp;
-        const int64_t t0 = mms_time_us();
+    v = k + hp->n_layer;
+    mms__mllama_vision_graph(c, ctx, seq, slot, entry >= 0, k, v, &vg);
+    if ((st = mms_backend_sched_alloc_graph(c->sched, vg.graph)) == MMS_OK) allocated = true;   /* kept K/V have their buffers */
+    if (st == MMS_OK && (st = mms__mllama_set_vision_inputs(c, &vg, img)) == MMS_OK) {
         stamp.mark = vg.projected;
         stamp.at = 0;
         mms__sched_get_eval_callback(c->sched, &stamp.user_cb, &stamp.user);
         mms_backend_sched_set_eval_callback(c->sched, mms__mllama_stamp_cb, &stamp);
+        t0 = mms_time_us();
         st = mms_backend_sched_graph_compute(c->sched, vg.graph);
+        t1 = mms_time_us();
         mms_backend_sched_set_eval_callback(c->sched, stamp.user_cb, stamp.user);
         if (st == MMS_OK) {
-            const int64_t t1 = mms_time_us(), mid = stamp.at ? stamp.at : t1;
-            c->t.encode_ms += (double)(mid - t0) / 1000.0;
-            c->t.cross_kv_ms += (double)(t1 - mid) / 1000.0;
+            c->t.encode_ms += (double)((stamp.at ? stamp.at : t1) - t0) / 1000.0;
+            c->t.cross_kv_ms += (double)(t1 - (stamp.at ? stamp.at : t1)) / 1000.0;
             c->t.n_encodes++;
+            c->n_encodes++;
+            c->store.n_encodes++;
         }
     }
-    if (st != MMS_OK) {
-        mms__mllama_image_release(c, e);
+    if (entry < 0) {
+        MMS_FREE(k);
         return st;
     }
-    mms__mllama_note_kept(c);
-    c->n_encodes++;
-    e->hash = hash;
-    e->n_tiles = img->n_tiles;
-    e->last_use = ++c->clock;
-    *slot = pick;
-    return MMS_OK;
+    if (st == MMS_OK) {
+        for (il = 0; il < hp->n_layer; il++)
+            if (k[il]) bytes[c->m->layers[il].backend] += mms_nbytes(k[il]) + mms_nbytes(v[il]);
+        if ((st = mms__mllama_store_put(&c->store, entry, img, hash, ctx, k, v, bytes)) == MMS_OK) return MMS_OK;
+    }
+    for (il = 0; allocated && il < hp->n_layer; il++) {   /* published by the allocation: held by the scheduler */
+        if (k[il]) mms_backend_sched_release(c->sched, k[il]);
+        if (v[il]) mms_backend_sched_release(c->sched, v[il]);
+    }
+    mms_free(ctx);
+    MMS_FREE(k);
+    return st;
 }
 
-static enum mms_status mms__mllama_check_seq(const struct mms_mllama_context *c, int seq, const char *who) {
-    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: context is NULL", who);
-    if (seq < 0 || seq >= c->p.n_seq) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: sequence %d, the context has 0..%d (n_seq)", who, seq, c->p.n_seq - 1);
-    return MMS_OK;
+/* Copies stored picture e into picture slot `slot` of sequence seq. */
+static enum mms_status mms__mllama_copy_picture(struct mms_mllama_context *c, const struct mms__mllama_picture *e, int seq, int slot) {
+    struct mms_context *ctx = mms__mllama_fresh_graph_ctx(c);
+    struct mms_cgraph *g = mms_new_graph(ctx);
+    enum mms_status st;
+    int il;
+    mms_graph_set_name(g, "picture from the image store");
+    for (il = 0; il < c->m->hp.n_layer; il++) {
+        if (!e->k[il]) continue;
+        mms_build_forward_expand(g, mms_cpy(ctx, e->k[il], mms__mllama_picture_view(ctx, c, c->cross_k[il], seq, slot, 1)));
+        mms_build_forward_expand(g, mms_cpy(ctx, e->v[il], mms__mllama_picture_view(ctx, c, c->cross_v[il], seq, slot, 1)));
+    }
+    st = mms_backend_sched_alloc_graph(c->sched, g);
+    if (st != MMS_OK) return st;
+    return mms_backend_sched_graph_compute(c->sched, g);
 }
 
 MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *c, int seq, const struct mms_mllama_image *img) {
     struct mms__mllama_seq *sq;
     enum mms_status st;
-    int slot = -1;
-    if ((st = mms__mllama_check_seq(c, seq, "mms_mllama_add_image")) != MMS_OK) return st;
-    if ((st = mms__mllama_check_image(c, img, "mms_mllama_add_image")) != MMS_OK) return st;
+    uint64_t hash;
+    int entry, slot;
+    if ((st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_add_image")) != MMS_OK) return st;
+    if ((st = mms__mllama_check_image(c, img, "mms_mllama_seq_add_image")) != MMS_OK) return st;
     sq = &c->seqs[seq];
-    if (sq->n_conv_images == c->p.max_images)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_add_image: sequence %d already has %d images (max_images)", seq, c->p.max_images);
-    if ((st = mms__mllama_encode_kept(c, img, &slot)) != MMS_OK) return st;
-    sq->conv_images[sq->n_conv_images++] = slot;
+    if (sq->n_images == c->p.max_images)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_seq_add_image: sequence %d already has %d images (max_images)", seq, c->p.max_images);
+    slot = sq->n_images;
+    hash = mms__mllama_picture_hash(img);
+    if ((entry = mms__mllama_store_find(&c->store, img, hash)) >= 0) {
+        st = mms__mllama_copy_picture(c, &c->store.pics[entry], seq, slot);
+    } else {
+        entry = mms__mllama_store_make_room(&c->store, c->sched, c->m->hp.n_layer, mms__mllama_picture_bytes(c, img->n_tiles));
+        if (entry < 0) c->store.n_not_kept++;
+        st = mms__mllama_encode_into(c, img, hash, seq, slot, entry);
+        if (st != MMS_OK) entry = -1;
+    }
+    if (st != MMS_OK) return st;
+    if (entry >= 0) c->store.pics[entry].n_users++;
+    sq->image_tiles[slot] = img->n_tiles;
+    sq->image_entry[slot] = entry;
+    sq->n_images++;
     return MMS_OK;
-}
-
-MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *c, const struct mms_mllama_image *img) {
-    return mms_mllama_seq_add_image(c, 0, img);
 }
 
 MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *c, int seq, const uint8_t *rgb, int w, int h, size_t stride) {
@@ -19209,8 +19420,8 @@ MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *
     struct mms_mllama_image img;
     enum mms_status st;
     int64_t t0 = mms_time_us();
-    if ((st = mms__mllama_check_seq(c, seq, "mms_mllama_add_image_rgb")) != MMS_OK) return st;
-    if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_mllama_add_image_rgb: the model was loaded without its vision tower");
+    if ((st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_add_image_rgb")) != MMS_OK) return st;
+    if (!c->m->has_vision) return mms_set_error(MMS_ERR_UNSUPPORTED, "mms_mllama_seq_add_image_rgb: the model was loaded without its vision tower");
     ip = mms_mllama_model_image_params(c->m);
     if ((st = mms_mllama_preprocess_image(&ip, rgb, w, h, stride, &img)) != MMS_OK) return st;
     c->t.preprocess_ms += (double)(mms_time_us() - t0) / 1000.0;
@@ -19219,12 +19430,14 @@ MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *
     mms_mllama_image_free(&img);
     return st;
 }
+/* ==== end src/mllama/encode.c ==== */
 
-MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *c, const uint8_t *rgb, int w, int h, size_t stride) {
-    return mms_mllama_seq_add_image_rgb(c, 0, rgb, w, h, stride);
-}
-
-/* -- decoding -- */
+/* ==== begin src/mllama/decode.c ==== */
+/* >>mllama-decode =================================================================================
+   Batches of tokens of any sequences as one graph: each row's position and cache slot, the
+   causal mask within its own sequence, the cross-attention masks (which of its sequence's
+   pictures a row sees) with the rows grouped per sequence; and a sequence's tokens: how many,
+   trimming and clearing them. */
 
 /* The cross-attention inputs of one row of sequence sq at position p. Keys are its group's n_img
    images, T tiles of N tokens each: sq's own, or (a row of a sequence without images, in the first
@@ -19243,11 +19456,11 @@ static void mms__mllama_cross_row(const struct mms_mllama_context *c, const stru
         last = j;
     }
     *rows = first >= 0 ? 1.0f : 0.0f;
-    *gate = sq->n_conv_images > 0 ? 1.0f : 0.0f;
+    *gate = sq->n_images > 0 ? 1.0f : 0.0f;
     for (j = 0; j < n_img; j++) {
-        const int n_tiles = sq->n_conv_images > 0 ? c->images[sq->conv_images[j]].n_tiles : 0;
+        const int n_tiles = sq->n_images > 0 ? sq->image_tiles[j] : 0;
         for (t = 0; t < T; t++) {
-            float v = sq->n_conv_images == 0 || first < 0 ? 0.0f : (j >= first && j <= last && t < n_tiles) ? 0.0f : -INFINITY;
+            float v = sq->n_images == 0 || first < 0 ? 0.0f : (j >= first && j <= last && t < n_tiles) ? 0.0f : -INFINITY;
             for (k = 0; k < N; k++) row[((size_t)j * T + t) * N + k] = v;
         }
     }
@@ -19305,9 +19518,9 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
         if (sq->n_past + w->seq_n[s] > c->p.n_ctx)
             return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: %d tokens after %d do not fit in the context of %d tokens (sequence %d)",
                                  w->seq_n[s], sq->n_past, c->p.n_ctx, s);
-        if (sq->n_image_pos + w->seq_images[s] > sq->n_conv_images)
+        if (sq->n_image_pos + w->seq_images[s] > sq->n_images)
             return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: %d <|image|> tokens in sequence %d but %d images added "
-                                 "(add each image with mms_mllama_add_image before its token)", sq->n_image_pos + w->seq_images[s], s, sq->n_conv_images);
+                                 "(add each image with mms_mllama_seq_add_image before its token)", sq->n_image_pos + w->seq_images[s], s, sq->n_images);
         if (lo < 0) lo = s * c->p.n_ctx;      /* attention reads the slots of the batch's sequences, each up to its step */
         hi = s * c->p.n_ctx + MMS__MIN(c->p.n_ctx, (sq->n_past + w->seq_n[s] + MMS__MLLAMA_KV_STEP - 1) / MMS__MLLAMA_KV_STEP * MMS__MLLAMA_KV_STEP);
     }
@@ -19319,7 +19532,6 @@ static enum mms_status mms__mllama_plan_batch(struct mms_mllama_context *c, cons
         for (j = i + 1; j < n && last; j++) last = (b->seq ? b->seq[j] : 0) != (b->seq ? b->seq[i] : 0);
         if (b->want ? b->want[i] : last) w->out_ids[bp->n_out++] = i;
     }
-    if (bp->n_out == 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: no row asks for logits");
     return MMS_OK;
 }
 
@@ -19359,7 +19571,7 @@ static enum mms_status mms__mllama_set_masks(struct mms_mllama_context *c, const
     return st;
 }
 
-MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, const struct mms_mllama_batch *b) {
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const struct mms_mllama_batch *b) {
     const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
     struct mms__mllama_batch_work w;
     struct mms__mllama_batch_plan bp;
@@ -19367,7 +19579,7 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
     struct mms__mllama_group_spec *spec = NULL;
     struct mms_context *ctx;
     enum mms_status st = MMS_OK;
-    int i, j, s, g, n, n_img = 0, n_groups = 0, n_text_only = 0;
+    int i, s, g, n, n_groups = 0, n_text_only = 0;
     bool gen = true;
     const int64_t t0 = mms_time_us();
     if (!c || !b || !b->tokens || b->n_tokens < 1)
@@ -19383,31 +19595,23 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
     }
     for (s = 0; s < c->p.n_seq; s++) {         /* a cross-attention group per sequence with images */
         if (!w.seq_n[s]) continue;
-        w.seq_group[s] = c->seqs[s].n_conv_images > 0 ? n_groups++ : 0;   /* sequences without: the first group */
-        n_img += c->seqs[s].n_conv_images;
-        n_text_only += c->seqs[s].n_conv_images == 0;
+        w.seq_group[s] = c->seqs[s].n_images > 0 ? n_groups++ : 0;   /* sequences without: the first group */
+        n_text_only += c->seqs[s].n_images == 0;
         gen &= w.seq_n[s] == 1;
     }
     bp.gate = n_groups > 0 && n_text_only > 0;
 
     ctx = mms__mllama_fresh_graph_ctx(c);
-    if (n_groups > 0) {                        /* the groups' images, and the rows in group order */
-        struct mms_tensor ***kl = (struct mms_tensor ***)mms__ctx_alloc(ctx, sizeof *kl * (size_t)n_img * 2, MMS__OBJ_ALIGN);
+    if (n_groups > 0) {                        /* the groups' sequences, and the rows in group order */
         int *at = (int *)mms__ctx_alloc(ctx, sizeof *at * (size_t)n_groups, MMS__OBJ_ALIGN), off = 0;
         spec = (struct mms__mllama_group_spec *)mms__ctx_alloc(ctx, sizeof *spec * (size_t)n_groups, MMS__OBJ_ALIGN);
-        if (!kl || !at || !spec) { st = mms_ctx_status(ctx); goto done; }
+        if (!at || !spec) { st = mms_ctx_status(ctx); goto done; }
         for (s = 0; s < c->p.n_seq; s++) {
-            const struct mms__mllama_seq *sq = &c->seqs[s];
-            if (!w.seq_n[s] || sq->n_conv_images == 0) continue;
+            if (!w.seq_n[s] || c->seqs[s].n_images == 0) continue;
             g = w.seq_group[s];
-            spec[g].n_img = sq->n_conv_images;
+            spec[g].n_img = c->seqs[s].n_images;
             spec[g].n_rows = 0;
-            spec[g].k = kl + off;
-            spec[g].v = kl + n_img + off;
-            for (j = 0; j < sq->n_conv_images; j++, off++) {
-                kl[off] = c->images[sq->conv_images[j]].k;
-                kl[n_img + off] = c->images[sq->conv_images[j]].v;
-            }
+            spec[g].seq = s;
         }
         for (i = 0; i < n; i++) spec[w.seq_group[b->seq ? b->seq[i] : 0]].n_rows++;
         for (g = 0, off = 0; g < n_groups; off += spec[g++].n_rows) at[g] = off;
@@ -19422,23 +19626,23 @@ MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *c, co
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK ||
+        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
         (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
     {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
         const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
         float *l = NULL;
         enum mms_status sy;
         st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
-        if (st == MMS_OK && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
+        if (st == MMS_OK && n_logits > 0 && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
             st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
         if (l) c->logits = l;
         /* into the context's own host memory, which outlives the synchronize below */
-        if (st == MMS_OK)
+        if (st == MMS_OK && n_logits > 0)
             st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
         sy = mms_backend_sched_synchronize(c->sched);
         if (st == MMS_OK) st = sy;
         if (st != MMS_OK) {
-            if (l) c->n_logits = 0;            /* overwritten, maybe shorter: the old rows are gone */
+            if (l || n_logits == 0) c->n_logits = 0;   /* overwritten, maybe shorter: the old rows are gone */
             goto done;
         }
         c->n_logits = bp.n_out;
@@ -19463,48 +19667,88 @@ done:
     return st;
 }
 
-MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const int32_t *tokens, int n, const bool *want) {
-    struct mms_mllama_batch b;
-    memset(&b, 0, sizeof b);
-    b.n_tokens = n;
-    b.tokens = tokens;
-    b.want = want;
-    return mms_mllama_decode_batch(c, &b);
+MMS_API int mms_mllama_seq_get_n_past(const struct mms_mllama_context *c, int seq) {
+    return c && seq >= 0 && seq < c->p.n_seq ? c->seqs[seq].n_past : 0;
+}
+
+MMS_API int mms_mllama_seq_get_n_images(const struct mms_mllama_context *c, int seq) {
+    return c && seq >= 0 && seq < c->p.n_seq ? c->seqs[seq].n_images : 0;
 }
 
 MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *c, int seq) {
+    struct mms__mllama_seq *sq;
     enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_clear");
+    int j;
     if (st != MMS_OK) return st;
-    c->seqs[seq].n_past = 0;
-    c->seqs[seq].n_image_pos = 0;
-    c->seqs[seq].n_conv_images = 0;
-    memset(&c->seqs[seq].t, 0, sizeof c->seqs[seq].t);
+    sq = &c->seqs[seq];
+    for (j = 0; j < sq->n_images; j++)         /* the store may evict them once no sequence holds them */
+        if (sq->image_entry[j] >= 0) c->store.pics[sq->image_entry[j]].n_users--;
+    sq->n_past = 0;
+    sq->n_image_pos = 0;
+    sq->n_images = 0;
+    memset(&sq->t, 0, sizeof sq->t);
     return MMS_OK;
-}
-
-MMS_API void mms_mllama_kv_clear(struct mms_mllama_context *c) {
-    int s;
-    if (!c) return;
-    for (s = 0; s < c->p.n_seq; s++) mms_mllama_seq_clear(c, s);
-    c->n_logits = 0;
 }
 
 MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *c, int seq, int n_keep) {
     struct mms__mllama_seq *sq;
-    enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_kv_trim");
+    enum mms_status st = mms__mllama_check_seq(c, seq, "mms_mllama_seq_trim");
     if (st != MMS_OK) return st;
     sq = &c->seqs[seq];
     if (n_keep < 0 || n_keep > sq->n_past)
-        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: n_keep must be in 0..%d for sequence %d", sq->n_past, seq);
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_seq_trim: n_keep must be in 0..%d for sequence %d", sq->n_past, seq);
     sq->n_past = n_keep;
-    while (sq->n_image_pos > 0 && sq->image_pos[sq->n_image_pos - 1] >= n_keep) sq->n_image_pos--;
-    if (sq->n_conv_images > sq->n_image_pos) sq->n_conv_images = sq->n_image_pos;   /* images whose token went */
+    while (sq->n_image_pos > 0 && sq->image_pos[sq->n_image_pos - 1] >= n_keep) sq->n_image_pos--;   /* its pictures stay */
     return MMS_OK;
 }
+/* ==== end src/mllama/decode.c ==== */
 
-MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *c, int n_keep) {
-    if (!c) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_kv_trim: context is NULL");
-    return mms_mllama_seq_trim(c, 0, n_keep);
+/* ==== begin src/mllama/report.c ==== */
+/* >>mllama-report ================================================================================
+   Where the time and the memory of a context went: timings by phase and per sequence, memory per
+   backend, the image store. */
+
+/* Bytes on backend b (0 cpu, 1 gpu) of the weights (repacked: the part in CPU_REPACK buffers,
+   on the CPU), the KV cache, the sequences' picture memory and the compute memory. */
+static void mms__mllama_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
+    mms_backend_t be = c->m->backends[b];
+    int i;
+    for (i = 0; i < c->m->n_bufs; i++) {
+        const bool rp = mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_cpu_repack_buffer_type();
+        if (mms_backend_buffer_get_type(c->m->bufs[i]) == mms_backend_get_default_buffer_type(be) ||
+            (b == 0 && (rp || mms_backend_buffer_is_host(c->m->bufs[i])))) out->weights += mms_backend_buffer_get_size(c->m->bufs[i]);
+        if (b == 0 && rp) out->weights_repacked += mms_backend_buffer_get_size(c->m->bufs[i]);
+    }
+    for (i = 0; i < c->m->hp.n_layer; i++) {
+        if (c->m->layers[i].backend != b) continue;
+        if (c->k_cache[i]) out->kv_cache += mms_nbytes(c->k_cache[i]) + mms_nbytes(c->v_cache[i]);
+        if (c->cross_k[i]) out->pictures += mms_nbytes(c->cross_k[i]) + mms_nbytes(c->cross_v[i]);
+    }
+    out->compute = mms_backend_sched_get_buffer_size(c->sched, be);
+    out->image_store = c->store.bytes_on[b];
+    out->image_store_peak = c->store.peak_on[b];
+    out->peak = out->weights + out->kv_cache + out->pictures + out->compute + out->image_store_peak;
+}
+
+MMS_API void mms_mllama_context_print_memory(struct mms_mllama_context *c, FILE *out) {
+    int b, i;
+    if (!out) out = stdout;
+    if (!c) return;
+    for (b = 0; b < mms__mllama_n_devices(c); b++) {
+        struct mms_mllama_memory m;
+        memset(&m, 0, sizeof m);
+        mms__mllama_memory(c, b, &m);
+        fprintf(out, "mllama memory on %s: weights %.2f MiB, KV cache %.2f MiB, pictures %.2f MiB, compute %.2f MiB, image store %.2f MiB",
+                mms_backend_name(c->m->backends[b]), (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
+                (double)m.pictures / 1048576.0, (double)m.compute / 1048576.0, (double)m.image_store / 1048576.0);
+        if (m.weights_repacked) fprintf(out, " (weights repacked for the CPU kernels: %.2f MiB)", (double)m.weights_repacked / 1048576.0);
+        fputc('\n', out);
+    }
+    for (i = 0; i < c->n_reserved; i++)
+        for (b = 0; b < mms_backend_sched_get_n_backends(c->sched); b++)
+            fprintf(out, "mllama graph '%s' on %s: compute %zu bytes (%.2f MiB), lower bound %zu bytes (%.2f MiB)\n", c->reserved[i].name,
+                    mms_backend_name(mms_backend_sched_get_backend(c->sched, b)), c->reserved[i].planned[b],
+                    (double)c->reserved[i].planned[b] / 1048576.0, c->reserved[i].lower_bound[b], (double)c->reserved[i].lower_bound[b] / 1048576.0);
 }
 
 /* -- timings -- */
@@ -19519,16 +19763,31 @@ MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *c, struct m
 }
 
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *c, int b, struct mms_mllama_memory *out) {
-    size_t kept;
     if (!c || !out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: context and output are required");
     if (b < 0 || b >= mms__mllama_n_devices(c))
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_get_memory: backend %d, the context has %d", b, mms__mllama_n_devices(c));
     memset(out, 0, sizeof *out);
     mms__copy_str(out->name, sizeof out->name, mms_backend_name(c->m->backends[b]));
-    mms__mllama_memory(c, b, &out->weights, &out->weights_repacked, &out->kv_cache, &out->compute, &kept);
-    out->kept_images_peak = kept > c->kept_peak[b] ? kept : c->kept_peak[b];
-    out->peak = out->weights + out->kv_cache + out->compute + out->kept_images_peak;
+    mms__mllama_memory(c, b, out);
     return MMS_OK;
+}
+
+MMS_API void mms_mllama_get_image_store(const struct mms_mllama_context *c, struct mms_mllama_image_store *out) {
+    int i;
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    out->budget = c->store.budget;
+    out->bytes = c->store.bytes;
+    out->peak = c->store.peak;
+    for (i = 0; i < c->store.cap; i++) {
+        out->n_pictures += c->store.pics[i].ctx != NULL;
+        out->n_held += c->store.pics[i].ctx && c->store.pics[i].n_users > 0;
+    }
+    out->n_found = c->store.n_hits;
+    out->n_encoded = c->store.n_encodes;
+    out->n_evicted = c->store.n_evicted;
+    out->n_not_kept = c->store.n_not_kept;
 }
 
 MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *c, int seq, struct mms_mllama_seq_timings *out) {
@@ -19538,7 +19797,7 @@ MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_conte
     if (!out) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_seq_get_timings: out is NULL");
     *out = c->seqs[seq].t;
     out->kv_cache = 0;
-    for (b = 0; b < 2; b++) out->kv_cache += c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) / (size_t)c->p.n_seq : 0;
+    for (b = 0; b < 2; b++) out->kv_cache += c->cache_buf[b] ? mms_backend_buffer_get_size(c->cache_buf[b]) / (size_t)c->p.n_seq : 0;   /* with its picture slots */
     return MMS_OK;
 }
 
@@ -19558,6 +19817,7 @@ static double mms__per_s(int n, double ms) { return ms > 0.0 ? (double)n * 1000.
 
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *out) {
     struct mms_mllama_timings t;
+    struct mms_mllama_image_store is;
     int b;
     if (!out) out = stdout;
     mms_mllama_get_timings(c, &t);
@@ -19571,10 +19831,15 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
     for (b = 0; b < t.n_backends; b++) {
         struct mms_mllama_memory m;
         if (mms_mllama_get_memory(c, b, &m) != MMS_OK) continue;
-        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + compute %.2f + kept images %.2f\n", m.name,
-                (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0,
-                (double)m.compute / 1048576.0, (double)m.kept_images_peak / 1048576.0);
+        fprintf(out, "memory %-6s peak %.2f MiB = weights %.2f + KV cache %.2f + pictures %.2f + compute %.2f + image store %.2f (at its peak)\n",
+                m.name, (double)m.peak / 1048576.0, (double)m.weights / 1048576.0, (double)m.kv_cache / 1048576.0, (double)m.pictures / 1048576.0,
+                (double)m.compute / 1048576.0, (double)m.image_store_peak / 1048576.0);
     }
+    mms_mllama_get_image_store(c, &is);
+    if (is.budget > 0)
+        fprintf(out, "image store   %.2f MiB of %.2f MiB (peak %.2f): %d pictures, %d held by sequences; %lld found, %lld encoded, "
+                "%lld evicted, %lld not kept\n", (double)is.bytes / 1048576.0, (double)is.budget / 1048576.0, (double)is.peak / 1048576.0,
+                is.n_pictures, is.n_held, (long long)is.n_found, (long long)is.n_encoded, (long long)is.n_evicted, (long long)is.n_not_kept);
     for (b = 0; t.n_seq > 1 && b < t.n_seq; b++) {
         struct mms_mllama_seq_timings st;
         if (mms_mllama_seq_get_timings(c, b, &st) != MMS_OK || st.n_calls == 0) continue;
@@ -19583,7 +19848,950 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
                 (double)st.kv_cache / 1048576.0);
     }
 }
-/* ==== end src/mllama/runtime.c ==== */
+
+/* ==== end src/mllama/report.c ==== */
+
+/* ==== begin src/mllama/prompt.c ==== */
+/* >>mllama-prompt =================================================================================
+   A conversation as this model's prompt: the chat template, with the layout for several pictures
+   in one message (the first <|image|> before the text, then a "Picture N." line per picture,
+   each further picture's <|image|> before its line). */
+
+static const char mms__mllama_image_mark[] = "<|image|>";
+
+/* The text of a message with n > 1 pictures: its text, then a line per picture. Free it. */
+static char *mms__mllama_pictures_text(const char *text, int n) {
+    const size_t cap = strlen(text) + 2 + (size_t)n * (sizeof mms__mllama_image_mark + 24);
+    char *s = (char *)MMS_MALLOC(cap);
+    size_t len;
+    int i;
+    if (!s) return NULL;
+    len = (size_t)snprintf(s, cap, "%s\n", text);
+    for (i = 0; i < n; i++) len += (size_t)snprintf(s + len, cap - len, "%sPicture %d.\n", i ? mms__mllama_image_mark : "", i + 1);
+    return s;
+}
+
+MMS_API int mms_mllama_chat_prompt(const struct mms_chat_message *messages, int n_messages, bool add_generation_prompt, const char *date,
+                                   char *buf, size_t cap) {
+    struct mms_chat_message *laid;
+    char **texts;
+    int i = 0, n;
+    if (!messages || n_messages < 1) return (int)mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_chat_prompt: no messages");
+    for (i = 0; i < n_messages; i++)
+        if (messages[i].text && strstr(messages[i].text, mms__mllama_image_mark))
+            return (int)mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_chat_prompt: message %d has %s in its text; a message's "
+                                      "pictures are its n_images, placed by the layout", i, mms__mllama_image_mark);
+    laid = (struct mms_chat_message *)MMS_MALLOC(sizeof *laid * (size_t)n_messages);
+    texts = (char **)MMS_MALLOC(sizeof *texts * (size_t)n_messages);
+    for (i = 0; laid && texts && i < n_messages; i++) {
+        laid[i] = messages[i];
+        texts[i] = NULL;
+        if (messages[i].n_images <= 1) continue;
+        if (!(texts[i] = mms__mllama_pictures_text(messages[i].text ? messages[i].text : "", messages[i].n_images))) break;
+        laid[i].text = texts[i];
+        laid[i].n_images = 1;          /* the template writes the first <|image|>; the lines carry the others */
+    }
+    if (i == n_messages) n = mms_chat_apply_template(laid, n_messages, add_generation_prompt, date, buf, cap);
+    else n = (int)mms_set_error(MMS_ERR_OOM, "mms_mllama_chat_prompt: out of host memory");
+    while (texts && i-- > 0) MMS_FREE(texts[i]);
+    MMS_FREE(laid);
+    MMS_FREE(texts);
+    return n;
+}
+/* ==== end src/mllama/prompt.c ==== */
+
+/* ==== begin src/serve/request.c ==== */
+/* >>serve-request =================================================================================
+   A request as the engine runs it: checked, copied and tokenized on the submitting thread (its
+   pictures preprocessed, its sampler made with the prompt in its history), then advanced by the
+   engine thread; and its text, held back while it could still be the start of a stop string. */
+
+enum mms__serve_phase {
+    MMS__SERVE_QUEUED,     /* waiting for a slot */
+    MMS__SERVE_PICTURES,   /* in a slot, its pictures being added (one per engine step) */
+    MMS__SERVE_PROMPT,     /* its prompt going in, a chunk per step */
+    MMS__SERVE_GEN,        /* a token per step */
+    MMS__SERVE_DONE
+};
+
+struct mms__serve_req {
+    int32_t                 *tokens;              /* the prompt */
+    int                      n_tokens;
+    struct mms_mllama_image *images;              /* preprocessed with the model's parameters */
+    uint64_t                *image_hash;          /* of each one's model input, compared before the pixels */
+    int                      n_images;
+    struct mms_sampler      *sampler;
+    int                      max_tokens;
+    char                   **stop;                /* copies; stop_len[i] bytes each */
+    size_t                  *stop_len;
+    int                      n_stop;
+    /* the engine thread's */
+    enum mms__serve_phase    phase;
+    int                      slot, n_attached, n_done, n_cached, n_gen, n_encoded;
+    int32_t                  last;                /* the token sampled last, decoded in the next step */
+    struct mms_detokenizer   detok;
+    char                    *text;                /* generated so far (after a stop string: cut before it) */
+    size_t                   len, cap, ready;     /* ready: the part no stop string can still claim */
+    size_t                   handed;              /* the part handed over to the reply */
+    int                      counted_gen, counted_encoded;   /* in the engine's counters so far */
+    enum mms_finish          finish;              /* set when it ends; handed over with the text */
+    enum mms_status          status;              /* MMS_FINISH_ERROR: what failed, and why */
+    char                     error[512];
+    int64_t                  t_submit, t_slot, t_first;
+};
+
+static void mms__serve_req_free(struct mms__serve_req *q) {
+    int i;
+    for (i = 0; q->images && i < q->n_images; i++) mms_mllama_image_free(&q->images[i]);
+    for (i = 0; q->stop && i < q->n_stop; i++) MMS_FREE(q->stop[i]);
+    MMS_FREE(q->tokens);
+    MMS_FREE(q->images);
+    MMS_FREE(q->image_hash);
+    MMS_FREE(q->stop);
+    MMS_FREE(q->stop_len);
+    MMS_FREE(q->text);
+    mms_sampler_free(q->sampler);
+    memset(q, 0, sizeof *q);
+}
+
+/* The prompt's text: the messages through mms_mllama_chat_prompt, or the raw prompt. */
+static char *mms__serve_prompt_text(const struct mms_request *r) {
+    char *text;
+    int n;
+    if (r->prompt) {
+        const size_t len = strlen(r->prompt);
+        if (!(text = (char *)MMS_MALLOC(len + 1))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
+        memcpy(text, r->prompt, len + 1);
+        return text;
+    }
+    if ((n = mms_mllama_chat_prompt(r->messages, r->n_messages, true, r->date, NULL, 0)) < 0) return NULL;
+    if (!(text = (char *)MMS_MALLOC((size_t)n + 1))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
+    mms_mllama_chat_prompt(r->messages, r->n_messages, true, r->date, text, (size_t)n + 1);
+    return text;
+}
+
+static bool mms__serve_utf8_valid(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        bool incomplete;
+        const int k = mms__tok_utf8_unit((const unsigned char *)s + i, n - i, &cp, &incomplete);
+        if (k <= 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+/* Checks r and fills q (everything copied): the prompt tokenized, the pictures preprocessed and
+   hashed, the sampler made with the prompt in its history. n_ctx: a slot's tokens. */
+static enum mms_status mms__serve_req_prepare(struct mms__serve_req *q, const struct mms_request *r, struct mms_mllama_model *model,
+                                              const struct mms_vocab *vocab, int n_ctx, int max_images) {
+    const struct mms_mllama_hparams *hp = mms_mllama_model_get_hparams(model);
+    const struct mms_mllama_image_params ip = mms_mllama_model_image_params(model);
+    char *text;
+    int i, n, shown = 0;
+    memset(q, 0, sizeof *q);
+    if (!r) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: request is NULL");
+    if (!r->messages == !r->prompt || (r->messages && r->n_messages < 1))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: a request has either messages (n_messages >= 1) or a prompt");
+    if (r->n_images < 0 || r->n_images > max_images || (r->n_images > 0 && !r->images))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: %d pictures; the engine takes 0..%d (max_images), given in images",
+                             r->n_images, max_images);
+    if (r->n_images > 0 && hp->v_n_layer == 0)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the request has pictures and the model has no vision tower");
+    if (r->max_tokens < 0 || r->n_stop < 0 || (r->n_stop > 0 && !r->stop))
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: max_tokens %d and n_stop %d must be 0 or more (stop given with n_stop)",
+                             r->max_tokens, r->n_stop);
+    for (i = 0; i < r->n_stop; i++)
+        if (!r->stop[i] || !r->stop[i][0] || !mms__serve_utf8_valid(r->stop[i], strlen(r->stop[i])))
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: stop string %d is %s", i,
+                                 !r->stop[i] ? "NULL" : !r->stop[i][0] ? "empty" : "not valid UTF-8");
+    for (i = 0; r->messages && i < r->n_messages; i++) {
+        if (r->messages[i].n_images < 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: message %d has %d pictures", i, r->messages[i].n_images);
+        shown += r->messages[i].n_images;
+    }
+    if (r->messages && shown != r->n_images)
+        return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the messages show %d pictures and the request gives %d", shown, r->n_images);
+    if (!(q->sampler = mms_sampler_new(&r->sampling)))
+        return mms__error_context(mms_last_status(), "mms_engine_submit: sampling: %s", mms_last_error());
+    if (!(text = mms__serve_prompt_text(r))) goto fail;
+    n = mms_tokenize(vocab, text, strlen(text), NULL, 0, r->prompt != NULL, true);
+    if (n >= 0 && !(q->tokens = (int32_t *)MMS_MALLOC(sizeof *q->tokens * (size_t)(n + 1)))) n = mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory");
+    if (n >= 0) n = mms_tokenize(vocab, text, strlen(text), q->tokens, n, r->prompt != NULL, true);
+    MMS_FREE(text);
+    if (n < 0) goto fail;
+    q->n_tokens = n;
+    for (i = 0, shown = 0; i < n; i++) shown += q->tokens[i] == hp->image_token_id;
+    if (n < 1 || shown != r->n_images) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the prompt has %d <|image|> marks for %d pictures%s", shown, r->n_images,
+                      n < 1 ? " and no tokens" : "");
+        goto fail;
+    }
+    if (n + 1 > n_ctx) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the prompt has %d tokens; a slot holds %d with the answer's first (n_ctx)", n, n_ctx);
+        goto fail;
+    }
+    for (i = 0; i < n; i++) mms_sampler_accept(q->sampler, q->tokens[i]);
+    q->n_images = r->n_images;
+    q->images = (struct mms_mllama_image *)MMS_MALLOC(sizeof *q->images * (size_t)(q->n_images + 1));
+    q->image_hash = (uint64_t *)MMS_MALLOC(sizeof *q->image_hash * (size_t)(q->n_images + 1));
+    if (!q->images || !q->image_hash) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); goto fail; }
+    memset(q->images, 0, sizeof *q->images * (size_t)(q->n_images + 1));
+    for (i = 0; i < q->n_images; i++) {
+        const struct mms_image_rgb *im = &r->images[i];
+        if (!im->rgb || im->width < 1 || im->height < 1 || (im->stride && im->stride < (size_t)im->width * 3)) {
+            mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: picture %d has no pixels (%d x %d, stride %zu)", i, im->width, im->height, im->stride);
+            goto fail;
+        }
+        if (mms_mllama_preprocess_image(&ip, im->rgb, im->width, im->height, im->stride, &q->images[i]) != MMS_OK) {
+            mms__error_context(mms_last_status(), "mms_engine_submit: picture %d: %s", i, mms_last_error());
+            goto fail;
+        }
+        q->image_hash[i] = mms__mllama_picture_hash(&q->images[i]);
+    }
+    q->n_stop = r->n_stop;
+    q->stop = (char **)MMS_MALLOC(sizeof *q->stop * (size_t)(q->n_stop + 1));
+    q->stop_len = (size_t *)MMS_MALLOC(sizeof *q->stop_len * (size_t)(q->n_stop + 1));
+    if (!q->stop || !q->stop_len) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); goto fail; }
+    memset(q->stop, 0, sizeof *q->stop * (size_t)(q->n_stop + 1));
+    for (i = 0; i < q->n_stop; i++) {
+        q->stop_len[i] = strlen(r->stop[i]);
+        if (!(q->stop[i] = (char *)MMS_MALLOC(q->stop_len[i] + 1))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); goto fail; }
+        memcpy(q->stop[i], r->stop[i], q->stop_len[i] + 1);
+    }
+    q->max_tokens = r->max_tokens;
+    q->slot = -1;
+    return MMS_OK;
+fail:                                   /* each way here set the error */
+    mms__serve_req_free(q);
+    return mms_last_status();
+}
+
+/* -- the generated text -- */
+
+static bool mms__serve_append(struct mms__serve_req *q, const char *s, size_t n) {
+    if (q->len + n + 1 > q->cap) {
+        size_t cap = q->cap ? q->cap : 256;
+        char *t;
+        while (q->len + n + 1 > cap) cap *= 2;
+        if (!(t = (char *)MMS_REALLOC(q->text, cap))) return false;
+        q->text = t;
+        q->cap = cap;
+    }
+    memcpy(q->text + q->len, s, n);
+    q->len += n;
+    q->text[q->len] = '\0';
+    return true;
+}
+
+static bool mms__serve_starts(const char *s, const char *with, size_t n) { return memcmp(s, with, n) == 0; }
+
+/* After new text: the first stop string found in what is not yet ready ends the text there (true);
+   else ready moves up to the text's end less its longest tail that some stop string starts with.
+   At the end (final) nothing is held back. */
+static bool mms__serve_scan_stops(struct mms__serve_req *q, bool final) {
+    size_t at, hold = 0;
+    int i;
+    for (at = q->ready; at < q->len; at++)          /* the earliest match; none can start in the ready part */
+        for (i = 0; i < q->n_stop; i++)
+            if (q->stop_len[i] <= q->len - at && mms__serve_starts(q->text + at, q->stop[i], q->stop_len[i])) {
+                q->len = q->ready = at;
+                q->text[at] = '\0';
+                return true;
+            }
+    for (i = 0; !final && i < q->n_stop; i++) {
+        size_t k = MMS__MIN(q->stop_len[i] - 1, q->len - q->ready);
+        for (; k > hold; k--)
+            if (mms__serve_starts(q->text + q->len - k, q->stop[i], k)) { hold = k; break; }
+    }
+    q->ready = q->len - hold;
+    return false;
+}
+/* ==== end src/serve/request.c ==== */
+
+/* ==== begin src/serve/reply.c ==== */
+/* >>serve-reply ===================================================================================
+   A reply: what the engine thread hands over (text as it comes, the end, the usage) and what the
+   reading thread takes, under the lock the engine shares with its replies. That lock (the hub)
+   lives as long as the engine or any of its replies, so a reply stays readable, and can be
+   cancelled or freed, after its engine is gone. */
+
+struct mms__serve_hub {
+    mms__mutex mu;
+    mms__cond  wake;                      /* the engine thread waits here for work */
+    int        refs;                      /* the engine and every reply not yet freed */
+};
+
+struct mms_reply {
+    struct mms__serve_hub *hub;
+    mms__cond              cond;          /* its reader waits here */
+    int                    refs;          /* the caller's until mms_reply_free, the engine's until it ends */
+    /* under hub->mu */
+    char                  *out;           /* text handed over and not yet read */
+    size_t                 out_len, out_cap;
+    enum mms_finish        finish;
+    enum mms_status        status;
+    char                   error[512];
+    struct mms_reply_usage usage;
+    bool                   cancel;        /* asked by the caller */
+    struct mms_reply      *next;          /* in the engine's queue */
+    /* the reader's */
+    char                  *ev_text;       /* the last event's text */
+    size_t                 ev_cap;
+    struct mms_reply_event last;
+    bool                   ended;         /* the last event was handed out */
+    /* made at submit, then the engine thread's */
+    struct mms__serve_req  q;
+};
+
+static struct mms__serve_hub *mms__serve_hub_new(void) {
+    struct mms__serve_hub *h = (struct mms__serve_hub *)MMS_MALLOC(sizeof *h);
+    if (!h) return NULL;
+    mms__mutex_init(&h->mu);
+    mms__cond_init(&h->wake);
+    h->refs = 1;
+    return h;
+}
+
+static void mms__serve_hub_destroy(struct mms__serve_hub *h) {
+    mms__cond_destroy(&h->wake);
+    mms__mutex_destroy(&h->mu);
+    MMS_FREE(h);
+}
+
+/* Drops a reference to r, under the hub's lock: the last one frees r and drops r's reference to
+   the hub. True when that was the hub's last: the caller unlocks, then destroys the hub. */
+static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
+    struct mms__serve_hub *h = r->hub;
+    if (--r->refs > 0) return false;
+    mms__serve_req_free(&r->q);
+    mms__cond_destroy(&r->cond);
+    MMS_FREE(r->out);
+    MMS_FREE(r->ev_text);
+    MMS_FREE(r);
+    return --h->refs == 0;
+}
+
+/* Hands text over to the reader (under the lock); false when out of memory. */
+static bool mms__serve_reply_put(struct mms_reply *r, const char *s, size_t n) {
+    if (r->out_len + n + 1 > r->out_cap) {
+        size_t cap = r->out_cap ? r->out_cap : 256;
+        char *t;
+        while (r->out_len + n + 1 > cap) cap *= 2;
+        if (!(t = (char *)MMS_REALLOC(r->out, cap))) return false;
+        r->out = t;
+        r->out_cap = cap;
+    }
+    memcpy(r->out + r->out_len, s, n);
+    r->out_len += n;
+    r->out[r->out_len] = '\0';
+    if (n) mms__cond_broadcast(&r->cond);
+    return true;
+}
+
+/* Ends r (under the lock): its finish, and for an error the status and the message. */
+static void mms__serve_reply_end(struct mms_reply *r, enum mms_finish finish, enum mms_status status, const char *error) {
+    if (r->finish != MMS_FINISH_NONE) return;
+    r->finish = finish;
+    r->status = finish == MMS_FINISH_ERROR ? status : MMS_OK;
+    mms__copy_str(r->error, sizeof r->error, finish == MMS_FINISH_ERROR && error ? error : "");
+    mms__cond_broadcast(&r->cond);
+}
+
+MMS_API enum mms_status mms_reply_next(struct mms_reply *r, int timeout_ms, struct mms_reply_event *ev) {
+    struct mms__serve_hub *h;
+    int64_t until;
+    if (!r || !ev) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_reply_next: reply and event are required");
+    if (r->ended) { *ev = r->last; return MMS_OK; }
+    h = r->hub;
+    until = mms_time_us() + (int64_t)timeout_ms * 1000;
+    mms__mutex_lock(&h->mu);
+    for (;;) {
+        int64_t left;
+        if (r->out_len > 0 || r->finish != MMS_FINISH_NONE) break;
+        if (timeout_ms < 0) { mms__cond_wait(&r->cond, &h->mu); continue; }
+        if ((left = until - mms_time_us()) <= 0) break;
+        mms__cond_wait_ms(&r->cond, &h->mu, (int)MMS__MIN(left / 1000 + 1, (int64_t)1 << 30));
+    }
+    if (r->out_len + 1 > r->ev_cap || !r->ev_text) {   /* the text moves to the reader's buffer: swap them */
+        char *t = r->ev_text;
+        const size_t cap = r->ev_cap;
+        r->ev_text = r->out;
+        r->ev_cap = r->out_cap;
+        r->out = t;
+        r->out_cap = cap;
+        if (!r->ev_text && (r->ev_text = (char *)MMS_MALLOC(1)) != NULL) r->ev_cap = 1;
+        if (!r->ev_text) { mms__mutex_unlock(&h->mu); return mms_set_error(MMS_ERR_OOM, "mms_reply_next: out of host memory"); }
+    } else if (r->out_len > 0) {
+        memcpy(r->ev_text, r->out, r->out_len);
+    }
+    r->ev_text[r->out_len] = '\0';
+    memset(ev, 0, sizeof *ev);
+    ev->text = r->ev_text;
+    ev->len = r->out_len;
+    r->out_len = 0;
+    ev->finish = r->finish;
+    ev->status = r->status;
+    ev->error = r->error;
+    ev->usage = r->usage;
+    if (r->finish != MMS_FINISH_NONE) { r->ended = true; r->last = *ev; }
+    mms__mutex_unlock(&h->mu);
+    return MMS_OK;
+}
+
+MMS_API void mms_reply_cancel(struct mms_reply *r) {
+    if (!r) return;
+    mms__mutex_lock(&r->hub->mu);
+    if (r->finish == MMS_FINISH_NONE && !r->cancel) {
+        r->cancel = true;
+        mms__cond_broadcast(&r->hub->wake);
+    }
+    mms__mutex_unlock(&r->hub->mu);
+}
+
+MMS_API void mms_reply_free(struct mms_reply *r) {
+    struct mms__serve_hub *h;
+    bool last;
+    if (!r) return;
+    h = r->hub;
+    mms__mutex_lock(&h->mu);
+    if (r->finish == MMS_FINISH_NONE && !r->cancel) {
+        r->cancel = true;
+        mms__cond_broadcast(&h->wake);
+    }
+    last = mms__serve_reply_unref_locked(r);
+    mms__mutex_unlock(&h->mu);
+    if (last) mms__serve_hub_destroy(h);
+}
+/* ==== end src/serve/reply.c ==== */
+
+/* ==== begin src/serve/engine.c ==== */
+/* >>serve-engine ==================================================================================
+   The engine thread and its slots: requests wait in a queue, take the idle slot (a sequence of the
+   engine's mllama context) that already holds the longest part of their prompt, have their
+   pictures added one per step, then advance together: each step decodes one token of every
+   generating request and prompt tokens of starting ones, n_batch tokens at most, as one batch. */
+
+struct mms__serve_slot {
+    struct mms_reply        *r;          /* running there, or NULL: idle */
+    int32_t                 *kv;         /* the tokens its sequence's KV cache holds, in order */
+    int                      n_kv;
+    struct mms_mllama_image *images;     /* the pictures its sequence holds (the request's, taken over) */
+    uint64_t                *image_hash;
+    int                      n_images;
+    int64_t                  last_use;
+};
+
+struct mms_engine {
+    struct mms__serve_hub     *hub;
+    struct mms_engine_params   p;
+    struct mms_mllama_context *ctx;
+    const struct mms_vocab    *vocab;
+    int                        n_vocab, n_ctx_train;
+    mms__thread                thread;
+    bool                       started;
+    /* the engine thread's */
+    struct mms__serve_slot    *slots;
+    int32_t                   *b_tokens, *b_seq;      /* a step's batch (n_batch) */
+    bool                      *b_want;
+    struct mms_reply         **b_order;               /* its starting requests (n_slots) and their tokens */
+    int                       *b_take;
+    int64_t                    clock;
+    /* under hub->mu */
+    struct mms_reply          *queue, *queue_tail;
+    int                        n_queued, n_running;
+    bool                       stop;
+    struct mms_engine_stats    stats;
+};
+
+static void mms__serve_slot_free(struct mms__serve_slot *s) {
+    int i;
+    for (i = 0; s->images && i < s->n_images; i++) mms_mllama_image_free(&s->images[i]);
+    MMS_FREE(s->images);
+    MMS_FREE(s->image_hash);
+    MMS_FREE(s->kv);
+}
+
+/* -- handing over -- */
+
+static void mms__serve_usage(const struct mms__serve_req *q, int64_t now, struct mms_reply_usage *u) {
+    const int64_t slot = q->t_slot ? q->t_slot : now, first = q->t_first ? q->t_first : now;
+    u->prompt_tokens = q->n_tokens;
+    u->cached_tokens = q->n_cached;
+    u->completion_tokens = q->n_gen;
+    u->images = q->n_images;
+    u->images_encoded = q->n_encoded;
+    u->queue_ms = (double)(slot - q->t_submit) / 1000.0;
+    u->prompt_ms = q->t_slot ? (double)(first - slot) / 1000.0 : 0.0;
+    u->gen_ms = q->t_first ? (double)(now - first) / 1000.0 : 0.0;
+}
+
+/* Hands r's ready text, usage and counters over (under the lock); when the request has ended,
+   ends the reply, lets the slot go (its KV cache stays for a request that comes back) and drops
+   the engine's reference. */
+static void mms__serve_publish_locked(struct mms_engine *e, struct mms_reply *r) {
+    struct mms__serve_req *q = &r->q;
+    const int64_t now = mms_time_us();
+    if (q->finish != MMS_FINISH_CANCELLED && q->ready > q->handed && !mms__serve_reply_put(r, q->text + q->handed, q->ready - q->handed)) {
+        q->finish = MMS_FINISH_ERROR;
+        q->status = MMS_ERR_OOM;
+        mms__copy_str(q->error, sizeof q->error, "mms_engine: out of host memory for the reply's text");
+    }
+    q->handed = q->ready;
+    e->stats.completion_tokens += q->n_gen - q->counted_gen;
+    e->stats.images_encoded += q->n_encoded - q->counted_encoded;
+    q->counted_gen = q->n_gen;
+    q->counted_encoded = q->n_encoded;
+    mms__serve_usage(q, now, &r->usage);
+    if (q->finish == MMS_FINISH_NONE) return;
+    mms__serve_reply_end(r, q->finish, q->status, q->error);
+    if (q->finish == MMS_FINISH_CANCELLED) e->stats.cancelled++;
+    else if (q->finish == MMS_FINISH_ERROR) e->stats.failed++;
+    else e->stats.finished++;
+    if (q->phase == MMS__SERVE_QUEUED) {
+        e->n_queued--;
+    } else {
+        e->n_running--;
+        e->slots[q->slot].r = NULL;
+        e->slots[q->slot].last_use = ++e->clock;
+    }
+    q->phase = MMS__SERVE_DONE;
+    mms__serve_reply_unref_locked(r);             /* never the hub's last: the engine holds one */
+}
+
+static void mms__serve_fail(struct mms__serve_req *q, enum mms_status status, const char *why) {
+    q->finish = MMS_FINISH_ERROR;
+    q->status = status;
+    mms__copy_str(q->error, sizeof q->error, why);
+}
+
+/* A slot whose sequence may be in any state after a failure: forgotten. */
+static void mms__serve_slot_reset(struct mms_engine *e, int s) {
+    struct mms__serve_slot *sl = &e->slots[s];
+    int i;
+    mms_mllama_seq_clear(e->ctx, s);
+    sl->n_kv = 0;
+    for (i = 0; i < sl->n_images; i++) mms_mllama_image_free(&sl->images[i]);
+    sl->n_images = 0;
+}
+
+/* -- taking a slot -- */
+
+static bool mms__serve_same_images(const struct mms__serve_slot *sl, const struct mms__serve_req *q) {
+    int i;
+    if (sl->n_images != q->n_images) return false;
+    for (i = 0; i < q->n_images; i++)
+        if (sl->image_hash[i] != q->image_hash[i] || !mms__mllama_image_same(&sl->images[i], &q->images[i])) return false;
+    return true;
+}
+
+/* The prompt tokens of q that slot sl's KV cache can give: the common prefix of their tokens when
+   the slot holds q's pictures, the same in the same order, else nothing (-1). Tokens before the
+   first <|image|> attend to every picture of their sequence, and every later token attends to
+   them, so a KV cache computed with other pictures, or none, differs from a fresh run's from its
+   first token on. Never the whole prompt: its last token is decoded again for the logits. */
+static int mms__serve_reusable(const struct mms__serve_slot *sl, const struct mms__serve_req *q) {
+    int k = 0;
+    if (!mms__serve_same_images(sl, q)) return -1;
+    while (k < sl->n_kv && k < q->n_tokens - 1 && sl->kv[k] == q->tokens[k]) k++;
+    return k;
+}
+
+/* Puts r in the idle slot that can give the most of its prompt (among equals, the least recently
+   used, so other conversations stay longer); false when no slot is idle. Under the lock. */
+static bool mms__serve_admit_locked(struct mms_engine *e, struct mms_reply *r) {
+    struct mms__serve_req *q = &r->q;
+    struct mms__serve_slot *sl;
+    int s, best = -1, best_k = -2, k, i;
+    for (s = 0; s < e->p.n_slots; s++) {
+        if (e->slots[s].r) continue;
+        k = mms__serve_reusable(&e->slots[s], q);
+        if (k > best_k || (k == best_k && e->slots[s].last_use < e->slots[best].last_use)) { best = s; best_k = k; }
+    }
+    if (best < 0) return false;
+    sl = &e->slots[best];
+    sl->r = r;
+    q->slot = best;
+    q->t_slot = mms_time_us();
+    e->n_queued--;
+    e->n_running++;
+    e->stats.prompt_tokens += q->n_tokens;
+    e->stats.images += q->n_images;
+    if (best_k >= 0) {                            /* its pictures are in place; trimming keeps them */
+        mms_mllama_seq_trim(e->ctx, best, best_k);
+        sl->n_kv = q->n_done = q->n_cached = best_k;
+        q->n_attached = q->n_images;
+        q->phase = MMS__SERVE_PROMPT;
+        e->stats.cached_tokens += best_k;
+        return true;
+    }
+    mms__serve_slot_reset(e, best);               /* the slot takes the request's pictures over */
+    for (i = 0; i < q->n_images; i++) {
+        sl->images[i] = q->images[i];
+        sl->image_hash[i] = q->image_hash[i];
+        memset(&q->images[i], 0, sizeof q->images[i]);
+    }
+    sl->n_images = q->n_images;
+    q->phase = q->n_images > 0 ? MMS__SERVE_PICTURES : MMS__SERVE_PROMPT;
+    return true;
+}
+
+/* -- the engine thread's work between the locks -- */
+
+/* Adds the next picture of the request that took its slot first among those waiting for one;
+   false if none waits. An encode is one graph: the bound on what a step waits for. */
+static bool mms__serve_add_picture(struct mms_engine *e) {
+    struct mms_reply *r = NULL;
+    struct mms__serve_req *q;
+    enum mms_status st;
+    int s, before;
+    for (s = 0; s < e->p.n_slots; s++) {
+        struct mms_reply *x = e->slots[s].r;
+        if (x && x->q.phase == MMS__SERVE_PICTURES && (!r || x->q.t_slot < r->q.t_slot)) r = x;
+    }
+    if (!r) return false;
+    q = &r->q;
+    before = mms_mllama_get_n_encodes(e->ctx);
+    if ((st = mms_mllama_seq_add_image(e->ctx, q->slot, &e->slots[q->slot].images[q->n_attached])) != MMS_OK) {
+        mms__serve_fail(q, st, mms_last_error());
+        mms__serve_slot_reset(e, q->slot);
+        return true;
+    }
+    q->n_encoded += mms_mllama_get_n_encodes(e->ctx) - before;
+    if (++q->n_attached == q->n_images) q->phase = MMS__SERVE_PROMPT;
+    return true;
+}
+
+/* One token sampled for q: the text it adds, and whether that ends the request. The CLI's order:
+   an end token ends it; else its text, then max_tokens and a full slot. */
+static void mms__serve_take_token(struct mms_engine *e, struct mms__serve_req *q, int32_t id) {
+    char piece[400];
+    bool flush = false;
+    int n;
+    q->n_gen++;
+    q->last = id;
+    if (q->t_first == 0) q->t_first = mms_time_us();
+    if (mms_vocab_is_eog(e->vocab, id)) {
+        q->finish = MMS_FINISH_STOP;
+        flush = true;
+    } else {
+        n = mms_detokenizer_push(e->vocab, &q->detok, id, piece, sizeof piece, false);
+        if (n > 0 && !mms__serve_append(q, piece, (size_t)n)) { mms__serve_fail(q, MMS_ERR_OOM, "mms_engine: out of host memory for the text"); return; }
+        if (mms__serve_scan_stops(q, false)) q->finish = MMS_FINISH_STOP;   /* the text ends before the stop string */
+        else if ((q->max_tokens > 0 && q->n_gen >= q->max_tokens) || mms_mllama_seq_get_n_past(e->ctx, q->slot) >= e->p.n_ctx) {
+            q->finish = MMS_FINISH_LENGTH;
+            flush = true;
+        }
+    }
+    if (flush) {                                  /* the last bytes, and nothing held back */
+        n = mms_detokenizer_flush(&q->detok, piece, sizeof piece);
+        if (n > 0 && !mms__serve_append(q, piece, (size_t)n)) { mms__serve_fail(q, MMS_ERR_OOM, "mms_engine: out of host memory for the text"); return; }
+        mms__serve_scan_stops(q, true);
+    }
+}
+
+/* One decode step: the last token of every generating request, then prompt tokens of starting
+   ones (those with the fewest left first) up to n_batch in all; then each row whose logits
+   were asked is sampled. Returns the step's milliseconds, or a negative number if there was
+   nothing to decode. */
+static double mms__serve_step(struct mms_engine *e) {
+    struct mms_mllama_batch b;
+    struct mms_reply **order = e->b_order;
+    int n = 0, s, i, row, n_prompt = 0, *take = e->b_take;
+    enum mms_status st;
+    int64_t t0;
+    for (s = 0; s < e->p.n_slots; s++) {
+        struct mms_reply *r = e->slots[s].r;
+        if (!r || r->q.phase != MMS__SERVE_GEN || r->q.finish != MMS_FINISH_NONE) continue;
+        e->b_tokens[n] = r->q.last;
+        e->b_seq[n] = s;
+        e->b_want[n++] = true;
+    }
+    for (;;) {                                    /* starting requests, the fewest tokens left first: a short prompt
+                                                     is not kept behind a long one, which takes what is left */
+        struct mms_reply *next = NULL;
+        for (s = 0; s < e->p.n_slots; s++) {
+            struct mms_reply *r = e->slots[s].r;
+            bool seen = false;
+            if (!r || r->q.phase != MMS__SERVE_PROMPT || r->q.finish != MMS_FINISH_NONE) continue;
+            for (i = 0; i < n_prompt; i++) seen |= order[i] == r;
+            if (!seen && (!next || r->q.n_tokens - r->q.n_done < next->q.n_tokens - next->q.n_done ||
+                          (r->q.n_tokens - r->q.n_done == next->q.n_tokens - next->q.n_done && r->q.t_slot < next->q.t_slot))) next = r;
+        }
+        if (!next || n == e->p.n_batch) break;
+        take[n_prompt] = MMS__MIN(e->p.n_batch - n, next->q.n_tokens - next->q.n_done);
+        for (i = 0; i < take[n_prompt]; i++) {
+            e->b_tokens[n] = next->q.tokens[next->q.n_done + i];
+            e->b_seq[n] = next->q.slot;
+            e->b_want[n++] = next->q.n_done + i == next->q.n_tokens - 1;
+        }
+        order[n_prompt++] = next;
+    }
+    if (n == 0) return -1.0;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = e->b_tokens;
+    b.seq = e->b_seq;
+    b.want = e->b_want;
+    t0 = mms_time_us();
+    st = mms_mllama_decode(e->ctx, &b);
+    if (st != MMS_OK) {                           /* every request in the batch fails; their slots are forgotten */
+        for (i = 0; i < n; i++) {
+            struct mms__serve_req *q = &e->slots[e->b_seq[i]].r->q;
+            if (q->finish == MMS_FINISH_NONE) mms__serve_fail(q, st, mms_last_error());
+            mms__serve_slot_reset(e, e->b_seq[i]);
+        }
+        return (double)(mms_time_us() - t0) / 1000.0;
+    }
+    for (i = 0; i < n_prompt; i++) {              /* the prompt chunks are in the KV cache */
+        struct mms__serve_req *q = &order[i]->q;
+        struct mms__serve_slot *sl = &e->slots[q->slot];
+        memcpy(sl->kv + sl->n_kv, q->tokens + q->n_done, sizeof *q->tokens * (size_t)take[i]);
+        sl->n_kv += take[i];
+        q->n_done += take[i];
+    }
+    for (i = 0, row = 0; i < n; i++) {
+        struct mms__serve_slot *sl = &e->slots[e->b_seq[i]];
+        struct mms__serve_req *q = &sl->r->q;
+        int32_t id;
+        if (q->phase == MMS__SERVE_GEN) sl->kv[sl->n_kv++] = e->b_tokens[i];   /* a generating row */
+        if (!e->b_want[i]) continue;
+        id = mms_sampler_sample(q->sampler, mms_mllama_get_logits(e->ctx, row++), e->n_vocab);
+        if (id < 0) { mms__serve_fail(q, mms_last_status(), mms_last_error()); continue; }
+        q->phase = MMS__SERVE_GEN;
+        mms__serve_take_token(e, q, id);
+    }
+    return (double)(mms_time_us() - t0) / 1000.0;
+}
+
+/* -- the engine thread -- */
+
+static void *mms__serve_main(void *arg) {
+    struct mms_engine *e = (struct mms_engine *)arg;
+    struct mms__serve_hub *h = e->hub;
+    int s;
+    mms__mutex_lock(&h->mu);
+    while (!e->stop) {
+        struct mms_reply **at = &e->queue, *r;
+        double ms;
+        for (s = 0; s < e->p.n_slots; s++)        /* cancelled: ended now, their slots free */
+            if ((r = e->slots[s].r) != NULL && r->cancel) {
+                r->q.finish = MMS_FINISH_CANCELLED;
+                mms__serve_publish_locked(e, r);
+            }
+        e->queue_tail = NULL;
+        while ((r = *at) != NULL) {               /* the queue in order: cancelled ones out, the first into idle slots */
+            if (r->cancel || (e->n_running < e->p.n_slots && mms__serve_admit_locked(e, r))) {
+                *at = r->next;
+                r->next = NULL;
+                if (r->cancel) { r->q.finish = MMS_FINISH_CANCELLED; mms__serve_publish_locked(e, r); }
+                continue;
+            }
+            e->queue_tail = r;
+            at = &r->next;
+        }
+        if (e->n_running == 0) { mms__cond_wait(&h->wake, &h->mu); continue; }
+        mms__mutex_unlock(&h->mu);
+        mms__serve_add_picture(e);                /* between steps: at most one encode */
+        ms = mms__serve_step(e);
+        mms__mutex_lock(&h->mu);
+        if (ms >= 0.0) {
+            e->stats.steps++;
+            e->stats.step_ms_total += ms;
+            if (ms > e->stats.step_ms_max) e->stats.step_ms_max = ms;
+        }
+        {
+            struct mms_mllama_image_store is;
+            mms_mllama_get_image_store(e->ctx, &is);
+            e->stats.image_store_bytes = is.bytes;
+        }
+        for (s = 0; s < e->p.n_slots; s++)
+            if ((r = e->slots[s].r) != NULL) mms__serve_publish_locked(e, r);
+    }
+    for (s = 0; s < e->p.n_slots; s++) {          /* freed: everything still running or waiting is cancelled */
+        struct mms_reply *r = e->slots[s].r;
+        if (r) { r->q.finish = MMS_FINISH_CANCELLED; mms__serve_publish_locked(e, r); }
+    }
+    while (e->queue) {
+        struct mms_reply *r = e->queue;
+        e->queue = r->next;
+        r->q.finish = MMS_FINISH_CANCELLED;
+        mms__serve_publish_locked(e, r);
+    }
+    e->queue_tail = NULL;
+    mms__mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* -- the public functions -- */
+
+MMS_API void mms_engine_free(struct mms_engine *e) {
+    struct mms__serve_hub *h;
+    bool last;
+    int s;
+    if (!e) return;
+    h = e->hub;
+    if (e->started) {
+        mms__mutex_lock(&h->mu);
+        e->stop = true;
+        mms__cond_broadcast(&h->wake);
+        mms__mutex_unlock(&h->mu);
+        mms__thread_join(e->thread);
+    }
+    mms_mllama_context_free(e->ctx);
+    for (s = 0; e->slots && s < e->p.n_slots; s++) mms__serve_slot_free(&e->slots[s]);
+    MMS_FREE(e->slots);
+    MMS_FREE(e->b_tokens);
+    MMS_FREE(e->b_seq);
+    MMS_FREE(e->b_want);
+    MMS_FREE(e->b_order);
+    MMS_FREE(e->b_take);
+    MMS_FREE(e);
+    if (!h) return;
+    mms__mutex_lock(&h->mu);
+    last = --h->refs == 0;
+    mms__mutex_unlock(&h->mu);
+    if (last) mms__serve_hub_destroy(h);
+}
+
+MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params) {
+    struct mms_mllama_context_params cp;
+    const struct mms_mllama_hparams *hp;
+    struct mms_engine *e;
+    struct mms_engine_params p;
+    int s;
+    if (!params || !params->model || !params->vocab) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: model and vocab are required"); return NULL; }
+    p = *params;
+    if (p.n_slots < 0 || p.n_ctx < 0 || p.n_batch < 0 || p.max_queue < 0 || p.max_images < 0) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: n_slots %d, n_ctx %d, n_batch %d, max_queue %d, max_images %d: each must be 0 (the "
+                      "default) or positive", p.n_slots, p.n_ctx, p.n_batch, p.max_queue, p.max_images);
+        return NULL;
+    }
+    hp = mms_mllama_model_get_hparams(p.model);
+    if (p.n_slots == 0) p.n_slots = 4;
+    if (p.n_ctx == 0) p.n_ctx = MMS__MIN(2048, hp->n_ctx_train);
+    if (p.n_batch == 0) p.n_batch = 512;
+    if (p.max_queue == 0) p.max_queue = 64;
+    if (p.max_images == 0) p.max_images = 4;
+    p.n_batch = MMS__MIN(p.n_batch, p.n_ctx * p.n_slots);   /* as the context does: a batch holds at most every slot */
+    if (p.n_slots > 4096 || p.n_batch < p.n_slots || p.n_batch > 4096) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: n_batch %d for %d slots: a step decodes a token of every slot, so n_batch must be "
+                      "at least n_slots (and both at most 4096)", p.n_batch, p.n_slots);
+        return NULL;
+    }
+    if (!(e = (struct mms_engine *)MMS_MALLOC(sizeof *e))) { mms_set_error(MMS_ERR_OOM, "mms_engine_new: out of host memory"); return NULL; }
+    memset(e, 0, sizeof *e);
+    e->p = p;
+    e->vocab = p.vocab;
+    e->n_vocab = hp->n_vocab;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = p.n_ctx;
+    cp.n_batch = p.n_batch;
+    cp.max_images = p.max_images;
+    cp.n_seq = p.n_slots;
+    cp.image_store = p.image_store;
+    e->hub = mms__serve_hub_new();
+    e->slots = (struct mms__serve_slot *)MMS_MALLOC(sizeof *e->slots * (size_t)p.n_slots);
+    e->b_tokens = (int32_t *)MMS_MALLOC(sizeof *e->b_tokens * (size_t)p.n_batch);
+    e->b_seq = (int32_t *)MMS_MALLOC(sizeof *e->b_seq * (size_t)p.n_batch);
+    e->b_want = (bool *)MMS_MALLOC(sizeof *e->b_want * (size_t)p.n_batch);
+    e->b_order = (struct mms_reply **)MMS_MALLOC(sizeof *e->b_order * (size_t)p.n_slots);
+    e->b_take = (int *)MMS_MALLOC(sizeof *e->b_take * (size_t)p.n_slots);
+    if (!e->hub || !e->slots || !e->b_tokens || !e->b_seq || !e->b_want || !e->b_order || !e->b_take) goto oom;
+    memset(e->slots, 0, sizeof *e->slots * (size_t)p.n_slots);
+    for (s = 0; s < p.n_slots; s++) {
+        struct mms__serve_slot *sl = &e->slots[s];
+        sl->kv = (int32_t *)MMS_MALLOC(sizeof *sl->kv * (size_t)p.n_ctx);
+        sl->images = (struct mms_mllama_image *)MMS_MALLOC(sizeof *sl->images * (size_t)p.max_images);
+        sl->image_hash = (uint64_t *)MMS_MALLOC(sizeof *sl->image_hash * (size_t)p.max_images);
+        if (!sl->kv || !sl->images || !sl->image_hash) goto oom;
+        memset(sl->images, 0, sizeof *sl->images * (size_t)p.max_images);
+    }
+    if (!(e->ctx = mms_mllama_context_new(p.model, &cp))) {
+        mms__error_context(mms_last_status(), "mms_engine_new: %s", mms_last_error());
+        mms_engine_free(e);
+        return NULL;
+    }
+    if (p.image_store == 0) mms__mllama_context_store_pictures(e->ctx, p.n_slots * p.max_images);
+    {
+        struct mms_mllama_image_store is;
+        mms_mllama_get_image_store(e->ctx, &is);
+        e->stats.image_store_budget = is.budget;
+        e->stats.n_slots = p.n_slots;
+    }
+    if (!mms__thread_create(&e->thread, mms__serve_main, e)) {
+        mms_set_error(MMS_ERR_BACKEND, "mms_engine_new: cannot start the engine thread");
+        mms_engine_free(e);
+        return NULL;
+    }
+    e->started = true;
+    return e;
+oom:
+    mms_set_error(MMS_ERR_OOM, "mms_engine_new: out of host memory");
+    mms_engine_free(e);
+    return NULL;
+}
+
+MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct mms_request *request) {
+    struct mms_reply *r;
+    struct mms__serve_hub *h;
+    enum mms_status st;
+    int64_t t0 = mms_time_us();
+    if (!e) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: engine is NULL"); return NULL; }
+    h = e->hub;
+    mms__mutex_lock(&h->mu);                      /* a full queue refuses before any work */
+    st = e->n_queued + e->n_running >= e->p.n_slots + e->p.max_queue ? MMS_ERR_BUSY : MMS_OK;
+    if (st != MMS_OK) e->stats.refused++;
+    mms__mutex_unlock(&h->mu);
+    if (st != MMS_OK) {
+        mms_set_error(MMS_ERR_BUSY, "mms_engine_submit: %d requests wait for a slot (max_queue); try again later", e->p.max_queue);
+        return NULL;
+    }
+    if (!(r = (struct mms_reply *)MMS_MALLOC(sizeof *r))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
+    memset(r, 0, sizeof *r);
+    if ((st = mms__serve_req_prepare(&r->q, request, e->p.model, e->vocab, e->p.n_ctx, e->p.max_images)) != MMS_OK) {
+        MMS_FREE(r);
+        mms__mutex_lock(&h->mu);
+        e->stats.refused++;
+        mms__mutex_unlock(&h->mu);
+        return NULL;
+    }
+    r->q.t_submit = t0;
+    r->hub = h;
+    r->refs = 2;                                  /* the caller's and the engine's */
+    mms__cond_init(&r->cond);
+    mms__mutex_lock(&h->mu);
+    if (e->n_queued + e->n_running >= e->p.n_slots + e->p.max_queue) {   /* filled up meanwhile */
+        e->stats.refused++;
+        mms__mutex_unlock(&h->mu);
+        mms__cond_destroy(&r->cond);
+        mms__serve_req_free(&r->q);
+        MMS_FREE(r);
+        mms_set_error(MMS_ERR_BUSY, "mms_engine_submit: %d requests wait for a slot (max_queue); try again later", e->p.max_queue);
+        return NULL;
+    }
+    h->refs++;
+    if (e->queue_tail) e->queue_tail->next = r;
+    else e->queue = r;
+    e->queue_tail = r;
+    e->n_queued++;
+    e->stats.requests++;
+    mms__cond_broadcast(&h->wake);
+    mms__mutex_unlock(&h->mu);
+    return r;
+}
+
+MMS_API void mms_engine_get_stats(struct mms_engine *e, struct mms_engine_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    mms__mutex_lock(&e->hub->mu);
+    *out = e->stats;
+    out->queued = e->n_queued;
+    out->busy_slots = e->n_running;
+    mms__mutex_unlock(&e->hub->mu);
+}
+/* ==== end src/serve/engine.c ==== */
 
 #endif
 
@@ -19592,6 +20800,18 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *c, FILE *
 /* ==== end src/base/end.c ==== */
 
 /*
+   REVISION HISTORY
+
+   next (API break, on purpose)
+       mllama: a sequence is first-class. One set of functions takes the sequence:
+       mms_mllama_seq_add_image(_rgb), mms_mllama_seq_get_n_past, mms_mllama_seq_get_n_images,
+       mms_mllama_seq_clear, mms_mllama_seq_trim (clear and trim both act on one sequence; trim keeps
+       the sequence's pictures), and mms_mllama_decode takes a batch (mms_mllama_decode_batch is
+       gone, and with it the sequence-0 variants mms_mllama_add_image(_rgb), mms_mllama_get_n_past,
+       mms_mllama_kv_clear, which cleared every sequence, and mms_mllama_kv_trim). The image cache
+       became an image store found by content under a byte budget (context parameter image_store
+       replaces image_cache); mms_mllama_memory reports pictures, image_store and image_store_peak
+       instead of kept_images_peak.
    LICENSE
 
    MIT License. Copyright (c) 2026 the mmsched authors.

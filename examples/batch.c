@@ -120,11 +120,11 @@ static void slot_text(struct slot *s, const struct mms_vocab *v, int32_t id) {
 
 static int32_t *prompt_tokens(const struct mms_vocab *v, const char *question, int *n) {
     struct mms_chat_message msg = { "user", question, 1 };
-    int len = mms_chat_apply_template(&msg, 1, true, NULL, NULL, 0), need;
+    int len = mms_mllama_chat_prompt(&msg, 1, true, NULL, NULL, 0), need;
     char *text;
     int32_t *ids;
     if (len < 0 || !(text = (char *)malloc((size_t)len + 1))) die("cannot render the chat template", mms_last_error());
-    mms_chat_apply_template(&msg, 1, true, NULL, text, (size_t)len + 1);
+    mms_mllama_chat_prompt(&msg, 1, true, NULL, text, (size_t)len + 1);
     need = mms_tokenize(v, text, (size_t)len, NULL, 0, false, true);
     if (need < 1 || !(ids = (int32_t *)malloc(sizeof *ids * (size_t)need))) die("cannot tokenize the prompt", mms_last_error());
     *n = mms_tokenize(v, text, (size_t)len, ids, need, false, true);
@@ -203,7 +203,7 @@ static void caption(const struct options *o, mms_backend_t cpu) {
         b.tokens = tokens;
         b.seq = seq;
         b.want = want;
-        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("decoding failed", mms_last_error());
+        if (mms_mllama_decode(ctx, &b) != MMS_OK) die("decoding failed", mms_last_error());
         for (i = 0; i < n; i++) {              /* logits rows come in batch order of the rows asked */
             struct slot *sl = &slots[seq[i]];
             int32_t id;
@@ -286,7 +286,7 @@ static void bench(const struct options *o, mms_backend_t cpu) {
         const int k = ks[ki];
         struct mms_mllama_batch b;
         double ms;
-        mms_mllama_kv_clear(ctx);
+        for (i = 0; i < max_k; i++) mms_mllama_seq_clear(ctx, i);
         memset(&b, 0, sizeof b);
         for (i = 0; i < k * n_prompt; i++) { seq[i] = i / n_prompt; tokens[i] = (int32_t)((i * 7919 + 13) % 128000); }
         for (i = 0; picture && i < k; i++) {   /* a picture of its own, the same for every K (the cache keeps it) */
@@ -297,13 +297,13 @@ static void bench(const struct options *o, mms_backend_t cpu) {
         b.n_tokens = k * n_prompt;
         b.tokens = tokens;
         b.seq = seq;
-        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("prefill failed", mms_last_error());
+        if (mms_mllama_decode(ctx, &b) != MMS_OK) die("prefill failed", mms_last_error());
         for (g = 0; g < o->bench_gen; g++) {   /* one token of every sequence per call */
             int64_t t0;
             for (i = 0; i < k; i++) { tokens[i] = (int32_t)(1000 + 31 * g + i); seq[i] = i; }
             b.n_tokens = k;
             t0 = mms_time_us();
-            if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) die("decode failed", mms_last_error());
+            if (mms_mllama_decode(ctx, &b) != MMS_OK) die("decode failed", mms_last_error());
             step_ms[g] = (double)(mms_time_us() - t0) * 1e-3;
         }
         qsort(step_ms, (size_t)o->bench_gen, sizeof step_ms[0], cmp_double);

@@ -584,7 +584,7 @@ static double peak_rss_mib(void) {
 
 /* What one decode token reads from memory: every text weight once (the embedding table one row;
    the cross layers' K/V projections run only when an image is added), the self-attention keys
-   and values of n_past positions and the cross K/V of the kept images. */
+   and values of n_past positions and the cross K/V of the picture. */
 static double decode_bytes_per_token(const char *path, const struct mms_mllama_memory *mem, int n_ctx, int n_past) {
     struct mms_gguf *gg = mms_gguf_open(path);
     struct mms_gguf_tensor_info ti;
@@ -597,10 +597,18 @@ static double decode_bytes_per_token(const char *path, const struct mms_mllama_m
         bytes += !strcmp(ti.name, "token_embd.weight") ? (double)ti.size / (double)ti.ne[1] : (double)ti.size;
     }
     mms_gguf_close(gg);
-    return bytes + (double)mem->kv_cache * n_past / n_ctx + (double)mem->kept_images_peak;
+    return bytes + (double)mem->kv_cache * n_past / n_ctx + (double)mem->pictures;   /* max_images 1: the picture read */
 }
 
 static bool read_through(float fraction, void *user_data) { (void)fraction; (void)user_data; return true; }
+
+static enum mms_status decode_tokens(struct mms_mllama_context *c, const int32_t *tokens, int n) {
+    struct mms_mllama_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = tokens;
+    return mms_mllama_decode(c, &b);
+}
 
 
 static void print_profile(mms_backend_t cpu, const char *what) {
@@ -671,7 +679,7 @@ static void bench_mllama(mms_backend_t cpu) {
     if (profile) mms_backend_cpu_set_profile(cpu, true);
     mms_mllama_reset_timings(c);
     t0 = mms_time_us();
-    if (mms_mllama_add_image(c, &img) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); mms_mllama_image_free(&img); goto done; }
+    if (mms_mllama_seq_add_image(c, 0, &img) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); mms_mllama_image_free(&img); goto done; }
     ms = (double)(mms_time_us() - t0) * 1e-3;
     mms_mllama_image_free(&img);
     mms_mllama_get_timings(c, &t);
@@ -687,7 +695,7 @@ static void bench_mllama(mms_backend_t cpu) {
     tokens = (int32_t *)malloc(sizeof *tokens * (size_t)n_prompt);
     for (i = 0; i < n_prompt; i++) tokens[i] = i == 0 ? hp.image_token_id : (int32_t)((i * 7919) % 128000);
     t0 = mms_time_us();
-    if (mms_mllama_decode(c, tokens, n_prompt, NULL) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+    if (decode_tokens(c, tokens, n_prompt) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
     ms = (double)(mms_time_us() - t0) * 1e-3;
     printf("%-44s %10.2f ms\n", "mllama prefill, 512 tokens", ms);
     if (mllama_full) printf("    %.1f tokens/s (all layers)\n", n_prompt / (ms * 1e-3));
@@ -698,7 +706,7 @@ static void bench_mllama(mms_backend_t cpu) {
     for (i = 0; i < n_gen; i++) {
         int32_t tok = (int32_t)(1000 + i);
         t0 = mms_time_us();
-        if (mms_mllama_decode(c, &tok, 1, NULL) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
+        if (decode_tokens(c, &tok, 1) != MMS_OK) { fprintf(stderr, "%s\n", mms_last_error()); goto done; }
         gen_ms[i] = (double)(mms_time_us() - t0) * 1e-3;
     }
     ms = median(gen_ms, n_gen);
@@ -711,15 +719,16 @@ static void bench_mllama(mms_backend_t cpu) {
            1000.0 / ms, n_text, bytes_tok / 1048576.0, peak_gbs, roof, roof > 0.0 ? 100.0 * 1000.0 / ms / roof : 0.0);
     printf("BENCH name=mllama_decode_1 median_ms=%.2f runs=%d text_layers=%d tokens_per_s=%.2f bytes_per_token=%.0f roofline_tokens_per_s=%.2f\n",
            ms, n_gen, n_text, 1000.0 / ms, bytes_tok, roof);
-    printf("%-44s %10.0f MiB (file %.0f + KV cache %.0f + compute %.0f + kept image %.0f = %.0f)%s\n", "mllama peak resident memory",
-           peak_rss_mib(), file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.compute / 1048576.0,
-           (double)mem.kept_images_peak / 1048576.0,
-           file_mib + (double)(mem.kv_cache + mem.compute + mem.kept_images_peak) / 1048576.0,
+    printf("%-44s %10.0f MiB (file %.0f + KV cache %.0f + picture slot %.0f + compute %.0f + image store %.0f = %.0f)%s\n",
+           "mllama peak resident memory", peak_rss_mib(), file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.pictures / 1048576.0,
+           (double)mem.compute / 1048576.0, (double)mem.image_store_peak / 1048576.0,
+           file_mib + (double)(mem.kv_cache + mem.pictures + mem.compute + mem.image_store_peak) / 1048576.0,
            wrote ? "\n    (this run wrote the model first: the peak includes the writer's copy; run again for the runtime's)" : "");
     if (mllama_no_repack) printf("    weights repacked for the CPU kernels: none (--no-repack)\n");
     else printf("    weights repacked for the CPU kernels: %.0f MiB (their mapped pages released)\n", (double)mem.weights_repacked / 1048576.0);
-    printf("BENCH name=mllama_memory peak_rss_mib=%.0f file_mib=%.0f kv_mib=%.0f compute_mib=%.0f kept_mib=%.0f\n", peak_rss_mib(),
-           file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.compute / 1048576.0, (double)mem.kept_images_peak / 1048576.0);
+    printf("BENCH name=mllama_memory peak_rss_mib=%.0f file_mib=%.0f kv_mib=%.0f pictures_mib=%.0f compute_mib=%.0f store_mib=%.0f\n",
+           peak_rss_mib(), file_mib, (double)mem.kv_cache / 1048576.0, (double)mem.pictures / 1048576.0, (double)mem.compute / 1048576.0,
+           (double)mem.image_store_peak / 1048576.0);
     print_profile(cpu, "decode profile");
     if (profile) mms_backend_cpu_set_profile(cpu, false);
 done:

@@ -249,6 +249,7 @@ static bool bench_mllama(mms_backend_t gpu, const char *weights, int n_text, int
     struct mms_mllama_context *c = NULL;
     struct mms_mllama_image_params ip;
     struct mms_mllama_timings t;
+    struct mms_mllama_batch b;
     mms_backend_t cpu = mms_backend_cpu_init();
     double enc[8], dec[256], ms;
     int32_t tokens[64];
@@ -289,10 +290,10 @@ static bool bench_mllama(mms_backend_t gpu, const char *weights, int n_text, int
         for (i = 0; i < 1120 * 1120 * 3; i++) rgb[i] = (uint8_t)((i * 7 + k * 131) ^ (i >> 11));
         memset(&img, 0, sizeof img);
         if (mms_mllama_preprocess_image(&ip, rgb, 1120, 1120, 0, &img) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
-        mms_mllama_kv_clear(c);
+        mms_mllama_seq_clear(c, 0);
         mms_mllama_reset_timings(c);
         t0 = mms_time_us();
-        if (mms_mllama_add_image(c, &img) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); mms_mllama_image_free(&img); goto done; }
+        if (mms_mllama_seq_add_image(c, 0, &img) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); mms_mllama_image_free(&img); goto done; }
         enc[k] = (double)(mms_time_us() - t0) * 1e-3;
         mms_mllama_get_timings(c, &t);
         printf("    image %d: %.2f ms (encoder + projector %.2f, cross K/V %.2f)\n", k, enc[k], t.encode_ms, t.cross_kv_ms);
@@ -301,13 +302,18 @@ static bool bench_mllama(mms_backend_t gpu, const char *weights, int n_text, int
     ms = median_of(enc, n_images);
     printf("BENCH mllama_%s_encode_4tiles ms=%.3f\n", weights, ms);
     for (i = 0; i < n_prompt; i++) tokens[i] = i == 0 ? hp.image_token_id : (int32_t)((i * 7919) % 128000);
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n_prompt;
+    b.tokens = tokens;
     t0 = mms_time_us();
-    if (mms_mllama_decode(c, tokens, n_prompt, NULL) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
+    if (mms_mllama_decode(c, &b) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
     printf("BENCH mllama_%s_prefill_%d ms=%.3f\n", weights, n_prompt, (double)(mms_time_us() - t0) * 1e-3);
     for (i = 0; i < n_decode; i++) {
         int32_t tok = (int32_t)(1000 + i);
+        b.n_tokens = 1;
+        b.tokens = &tok;
         t0 = mms_time_us();
-        if (mms_mllama_decode(c, &tok, 1, NULL) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
+        if (mms_mllama_decode(c, &b) != MMS_OK) { fprintf(stderr, "bench_cuda: %s\n", mms_last_error()); goto done; }
         dec[i] = (double)(mms_time_us() - t0) * 1e-3;
     }
     ms = median_of(dec, n_decode);

@@ -5,10 +5,8 @@
 
    Images are decoded with stb_image (JPEG, PNG, BMP, GIF's first frame; Debian's libstb-dev, linked
    with -lstb) and transparent pixels are laid over white, as the model's own processor does. The
-   prompt goes through the model's chat template unless --raw; with several pictures in one turn
-   the prompt is followed by a "Picture N." line for each, every picture after the first with its
-   <|image|> before its line (consecutive <|image|> tokens would all see every picture, in no
-   order). The answer streams to stdout, the timings by phase go to stderr. With -i the program
+   prompt goes through the model's chat template unless --raw, with the library's layout for
+   several pictures in one turn (mms_mllama_chat_prompt: a "Picture N." line for each). The answer streams to stdout, the timings by phase go to stderr. With -i the program
    keeps chatting: each line you type is a turn, "/image FILE" attaches a picture to your next
    turn, "/help" lists the commands. `--help` lists every option. */
 #define MMSCHED_IMPLEMENTATION
@@ -312,7 +310,7 @@ static void chat_clear(struct chat *c) {
     for (i = 0; i < c->n_images; i++) free(c->images[i].rgb);
     c->n_images = 0;
     c->n_kv = 0;
-    mms_mllama_kv_clear(c->ctx);
+    mms_mllama_seq_clear(c->ctx, 0);
     mms_sampler_reset(c->sampler);
 }
 
@@ -325,21 +323,37 @@ static int32_t *tokenize(const struct mms_vocab *v, const char *text, bool add_b
     return ids;
 }
 
-/* Brings the KV cache to hold `tokens`: keeps the common prefix, re-attaches the images whose
-   <|image|> tokens come after it (cached: no new encode), and decodes the rest in batches. */
+/* Decodes n tokens of the conversation (sequence 0) at its next positions. */
+static enum mms_status decode_tokens(struct chat *c, const int32_t *tokens, int n) {
+    struct mms_mllama_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = tokens;
+    return mms_mllama_decode(c->ctx, &b);
+}
+
+/* Brings the KV cache to hold `tokens` with the pictures they show: when those are the pictures
+   it was decoded with, it keeps the common prefix and decodes the rest; a new picture means
+   decoding from the start (tokens before the first <|image|> see every picture of the
+   conversation), the pictures coming from the image store without a new encode. */
 static void chat_sync(struct chat *c, const int32_t *tokens, int n) {
-    int keep = 0, i, kept_images = 0, total_images = 0;
-    while (keep < n && keep < c->n_kv && c->kv[keep] == tokens[keep]) keep++;
+    int keep = 0, i, n_shown = 0;
+    for (i = 0; i < n; i++) n_shown += tokens[i] == c->image_token;
+    if (n_shown > c->n_images) die("the prompt has more <|image|> tokens than images given", NULL);
+    if (n_shown == mms_mllama_seq_get_n_images(c->ctx, 0))
+        while (keep < n && keep < c->n_kv && c->kv[keep] == tokens[keep]) keep++;
     if (keep == n) keep = n - 1;   /* the last token is decoded again for its logits */
-    for (i = 0; i < n; i++) if (tokens[i] == c->image_token) { total_images++; if (i < keep) kept_images++; }
-    if (total_images > c->n_images) die("the prompt has more <|image|> tokens than images given", NULL);
-    if (mms_mllama_kv_trim(c->ctx, keep) != MMS_OK) die("cannot trim the KV cache", mms_last_error());
-    for (i = kept_images; i < total_images; i++)
-        if (mms_mllama_add_image_rgb(c->ctx, c->images[i].rgb, c->images[i].w, c->images[i].h, 0) != MMS_OK)
-            die("cannot encode the image", mms_last_error());
+    if (keep > 0) {
+        if (mms_mllama_seq_trim(c->ctx, 0, keep) != MMS_OK) die("cannot trim the KV cache", mms_last_error());
+    } else {
+        mms_mllama_seq_clear(c->ctx, 0);
+        for (i = 0; i < n_shown; i++)
+            if (mms_mllama_seq_add_image_rgb(c->ctx, 0, c->images[i].rgb, c->images[i].w, c->images[i].h, 0) != MMS_OK)
+                die("cannot encode the image", mms_last_error());
+    }
     for (i = keep; i < n; i += c->n_batch) {
         int len = n - i < c->n_batch ? n - i : c->n_batch;
-        if (mms_mllama_decode(c->ctx, tokens + i, len, NULL) != MMS_OK) die("decoding the prompt failed", mms_last_error());
+        if (decode_tokens(c, tokens + i, len) != MMS_OK) die("decoding the prompt failed", mms_last_error());
     }
     memcpy(c->kv, tokens, sizeof *tokens * (size_t)n);
     c->n_kv = n;
@@ -377,7 +391,7 @@ static char *chat_generate(struct chat *c, int n_predict, bool *full) {
             text_append(&text, &len, &cap, piece, (size_t)k);
         }
         if (c->n_kv == c->n_ctx) { *full = true; break; }
-        if (mms_mllama_decode(c->ctx, &id, 1, NULL) != MMS_OK) die("decoding failed", mms_last_error());
+        if (decode_tokens(c, &id, 1) != MMS_OK) die("decoding failed", mms_last_error());
         c->kv[c->n_kv++] = id;
     }
     k = mms_detokenizer_flush(&d, piece, sizeof piece);
@@ -391,49 +405,27 @@ static char *chat_generate(struct chat *c, int n_predict, bool *full) {
     return text;
 }
 
-/* The user's text as the template gets it: the template writes the first picture's <|image|>
-   before it. With several pictures the text goes on with a "Picture N." line for each, every further
-   picture's <|image|> before its line: each line reads the question while it sees its picture (a
-   text row sees only the picture whose <|image|> last came before it, so the answer sees the last
-   picture alone). Free the result. */
-static char *user_text(const char *text, int n_images, int *template_images) {
-    size_t cap = strlen(text) + 32 * (size_t)(n_images + 1), len;
-    char *s = (char *)malloc(cap);
-    int i;
-    if (!s) die("out of memory", NULL);
-    *template_images = n_images > 0 ? 1 : 0;
-    len = (size_t)snprintf(s, cap, "%s%s", text, n_images > 1 ? "\n" : "");
-    if (n_images > 1)
-        for (i = 0; i < n_images; i++)
-            len += (size_t)snprintf(s + len, cap - len, "%sPicture %d.\n", i ? IMAGE_MARK : "", i + 1);
-    return s;
-}
-
 enum turn_result { TURN_DONE, TURN_TOO_LONG };
 
 /* One user turn: the whole conversation through the template, the KV cache synced to it, the answer.
    A conversation that no longer fits the context is left as it was (TURN_TOO_LONG, message in why[]). */
 static enum turn_result chat_turn(struct chat *c, const struct options *o, const char *text, int n_images, char *why, size_t why_size) {
-    char *prompt, *answer, *utext;
+    char *prompt, *answer;
     int32_t *tokens;
-    int len, n, template_images = 0;
+    int len, n;
     bool full;
-    utext = o->raw ? strdup(text) : user_text(text, n_images, &template_images);
-    if (!utext) die("out of memory", NULL);
-    if (!chat_add_message(c, "user", utext, o->raw ? 0 : template_images)) {
-        free(utext);
+    if (!chat_add_message(c, "user", text, o->raw ? 0 : n_images)) {
         snprintf(why, why_size, "the conversation has %d messages, the most this program keeps", MAX_TURNS);
         return TURN_TOO_LONG;
     }
-    free(utext);
     if (o->raw) {
         prompt = strdup(text);
         if (!prompt) die("out of memory", NULL);
     } else {
-        len = mms_chat_apply_template(c->msgs, c->n_msgs, true, NULL, NULL, 0);
+        len = mms_mllama_chat_prompt(c->msgs, c->n_msgs, true, NULL, NULL, 0);
         if (len < 0) die("the chat template refused the conversation", mms_last_error());
         if (!(prompt = (char *)malloc((size_t)len + 1))) die("out of memory", NULL);
-        mms_chat_apply_template(c->msgs, c->n_msgs, true, NULL, prompt, (size_t)len + 1);
+        mms_mllama_chat_prompt(c->msgs, c->n_msgs, true, NULL, prompt, (size_t)len + 1);
     }
     tokens = tokenize(c->vocab, prompt, o->raw, &n);
     free(prompt);

@@ -46,15 +46,15 @@ TEST_FN int demo_compare(mms_backend_t cpu, mms_backend_t dev, int n_cases, int 
         if (!demo_case(ref, k, m[0], &img, prompt, &n_prompt)) { EXPECT(0, "demo case %d: %s", k, mms_last_error()); break; }
         for (i = 0; i < 2; i++) {
             bool ok;
-            mms_mllama_kv_clear(ctx[i]);
-            ok = mms_mllama_add_image(ctx[i], &img) == MMS_OK && mms_mllama_decode(ctx[i], prompt, n_prompt, NULL) == MMS_OK;
+            mms_mllama_seq_clear(ctx[i], 0);
+            ok = mms_mllama_seq_add_image(ctx[i], 0, &img) == MMS_OK && test_decode(ctx[i], prompt, n_prompt, NULL) == MMS_OK;
             while (ok && n_out[i] < max_new && n_out[i] < 16) {
                 const float *l = mms_mllama_get_logits(ctx[i], mms_mllama_get_n_logits(ctx[i]) - 1);
                 int32_t best = 0;
                 for (j = 1; j < n_vocab; j++) if (l[j] > l[best]) best = j;
                 out[i][n_out[i]++] = best;
                 if (i == 1 && token_hook) token_hook(0, user);
-                ok = mms_mllama_decode(ctx[i], &best, 1, NULL) == MMS_OK;
+                ok = test_decode(ctx[i], &best, 1, NULL) == MMS_OK;
                 if (i == 1 && token_hook) token_hook(1, user);
             }
             EXPECT(ok, "case %d on %s: %s", k, i ? mms_backend_name(dev) : "the CPU", mms_last_error());

@@ -15,4 +15,14 @@ static struct mms_mllama_model *test_load_mllama(mms_backend_t cpu, const char *
     return mms_mllama_model_load(&lp);
 }
 
+/* Decodes n tokens of sequence 0 at its next positions (want: as mms_mllama_batch's). */
+TEST_FN enum mms_status test_decode(struct mms_mllama_context *ctx, const int32_t *tokens, int n, const bool *want) {
+    struct mms_mllama_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = tokens;
+    b.want = want;
+    return mms_mllama_decode(ctx, &b);
+}
+
 #endif

@@ -162,17 +162,17 @@ static bool is_eos(int32_t id) {
    largest, as torch.argmax), until an eos id (kept) or max_new tokens. Returns the count, -1 on error. */
 static int greedy(struct mms_mllama_context *ctx, int n_vocab, const struct demo_case *c, int32_t *out) {
     int n = 0, j;
-    mms_mllama_kv_clear(ctx);
+    mms_mllama_seq_clear(ctx, 0);
     for (j = 0; j < c->n_images; j++)
-        if (mms_mllama_add_image(ctx, &c->images[j]) != MMS_OK) { EXPECT(0, "%s: add image: %s", c->name, mms_last_error()); return -1; }
-    if (mms_mllama_decode(ctx, c->prompt, c->n_prompt, NULL) != MMS_OK) { EXPECT(0, "%s: decode prompt: %s", c->name, mms_last_error()); return -1; }
+        if (mms_mllama_seq_add_image(ctx, 0, &c->images[j]) != MMS_OK) { EXPECT(0, "%s: add image: %s", c->name, mms_last_error()); return -1; }
+    if (test_decode(ctx, c->prompt, c->n_prompt, NULL) != MMS_OK) { EXPECT(0, "%s: decode prompt: %s", c->name, mms_last_error()); return -1; }
     while (n < max_new) {
         const float *l = mms_mllama_get_logits(ctx, mms_mllama_get_n_logits(ctx) - 1);
         int32_t best = 0, j;
         for (j = 1; j < n_vocab; j++) if (l[j] > l[best]) best = j;
         out[n++] = best;
         if (is_eos(best) || n == max_new) break;
-        if (mms_mllama_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "%s: decode: %s", c->name, mms_last_error()); return -1; }
+        if (test_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "%s: decode: %s", c->name, mms_last_error()); return -1; }
     }
     return n;
 }
@@ -303,7 +303,7 @@ static void test_sequences(void) {
         b.tokens = tokens;
         b.seq = seq;
         b.want = want;
-        if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
+        if (mms_mllama_decode(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
         for (i = 0; i < n; i++) {
             const float *l;
             int32_t best = 0, j;

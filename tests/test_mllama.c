@@ -182,11 +182,11 @@ static bool run_prompt(struct fixture *f, struct mms_mllama_context *ctx, int p,
     int32_t tokens[256], imgs[8];
     bool want[256] = { false };
     int64_t n = ref_i32s(f->ref, "prompt.%d.tokens", p, tokens, 256), n_img = ref_i32s(f->ref, "prompt.%d.images", p, imgs, 8), i;
-    mms_mllama_kv_clear(ctx);
+    mms_mllama_seq_clear(ctx, 0);
     for (i = 0; i < n_img; i++)
-        if (mms_mllama_add_image(ctx, &f->images[imgs[i]]) != MMS_OK) { EXPECT(0, "add image: %s", mms_last_error()); return false; }
+        if (mms_mllama_seq_add_image(ctx, 0, &f->images[imgs[i]]) != MMS_OK) { EXPECT(0, "add image: %s", mms_last_error()); return false; }
     for (i = 0; i < n; i++) want[i] = true;
-    if (mms_mllama_decode(ctx, tokens, (int)n, want) != MMS_OK) { EXPECT(0, "decode prompt %d: %s", p, mms_last_error()); return false; }
+    if (test_decode(ctx, tokens, (int)n, want) != MMS_OK) { EXPECT(0, "decode prompt %d: %s", p, mms_last_error()); return false; }
     for (i = 0; i < n; i++) memcpy(logits + i * hp->n_vocab, mms_mllama_get_logits(ctx, (int)i), sizeof(float) * (size_t)hp->n_vocab);
     *n_tokens = (int)n;
     for (i = 0; i < 16; i++) {                 /* greedy: the argmax of the last row, one token at a time */
@@ -194,7 +194,7 @@ static bool run_prompt(struct fixture *f, struct mms_mllama_context *ctx, int p,
         int32_t best = 0, j;
         for (j = 1; j < hp->n_vocab; j++) if (l[j] > l[best]) best = j;
         greedy[i] = best;
-        if (i < 15 && mms_mllama_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "decode: %s", mms_last_error()); return false; }
+        if (i < 15 && test_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "decode: %s", mms_last_error()); return false; }
     }
     return true;
 }
@@ -554,11 +554,11 @@ static void test_image_in_a_later_turn(void) {
         float *with = (float *)malloc(sizeof(float) * (size_t)hp->n_vocab), *without = (float *)malloc(sizeof(float) * (size_t)hp->n_vocab);
         turn2[0] = hp->image_token_id; turn2[1] = 55; turn2[2] = 61; turn2[3] = 70;
         for (i = 0; i < 2; i++) {
-            mms_mllama_kv_clear(f.ctx);
-            EXPECT(mms_mllama_decode(f.ctx, turn1, 6, NULL) == MMS_OK, "turn 1: %s", mms_last_error());
-            if (i == 0) EXPECT(mms_mllama_add_image(f.ctx, &f.images[1]) == MMS_OK, "add: %s", mms_last_error());
+            mms_mllama_seq_clear(f.ctx, 0);
+            EXPECT(test_decode(f.ctx, turn1, 6, NULL) == MMS_OK, "turn 1: %s", mms_last_error());
+            if (i == 0) EXPECT(mms_mllama_seq_add_image(f.ctx, 0, &f.images[1]) == MMS_OK, "add: %s", mms_last_error());
             else turn2[0] = 5;                      /* the same turn with a text token instead */
-            EXPECT(mms_mllama_decode(f.ctx, turn2, 4, NULL) == MMS_OK, "turn 2: %s", mms_last_error());
+            EXPECT(test_decode(f.ctx, turn2, 4, NULL) == MMS_OK, "turn 2: %s", mms_last_error());
             memcpy(i == 0 ? with : without, mms_mllama_get_logits(f.ctx, 0), sizeof(float) * (size_t)hp->n_vocab);
         }
         EXPECT(compare(with, without, hp->n_vocab).nmse > 1e-6, "the image in the later turn changed nothing");
@@ -579,7 +579,7 @@ static void test_too_big_fails_at_load(void) {
     c = m ? context(m) : NULL;
     EXPECT(c == NULL && mms_last_status() == MMS_ERR_OOM && strstr(mms_last_error(), "KV cache") && strstr(mms_last_error(), "TEST"),
            "the error should say what does not fit where: %s", mms_last_error());
-    lb->max_alloc = 100000;                           /* the KV cache fits; the vision graph does not */
+    lb->max_alloc = 250000;                           /* the KV cache and picture slots fit; the vision graph does not */
     c = m && !c ? context(m) : c;
     EXPECT(c == NULL && mms_last_status() == MMS_ERR_OOM && strstr(mms_last_error(), "vision encoder") && strstr(mms_last_error(), "TEST"),
            "the error should name the graph and the backend: %s", mms_last_error());
@@ -593,15 +593,172 @@ static void test_same_image_twice_is_encoded_once(void) {
     struct fixture f;
     if (fixture_open(&f, "tiny4")) {
         int before;
-        mms_mllama_kv_clear(f.ctx);
-        EXPECT(mms_mllama_add_image(f.ctx, &f.images[0]) == MMS_OK, "add: %s", mms_last_error());
+        mms_mllama_seq_clear(f.ctx, 0);
+        EXPECT(mms_mllama_seq_add_image(f.ctx, 0, &f.images[0]) == MMS_OK, "add: %s", mms_last_error());
         before = mms_mllama_get_n_encodes(f.ctx);
-        mms_mllama_kv_clear(f.ctx);
-        EXPECT(mms_mllama_add_image(f.ctx, &f.images[0]) == MMS_OK, "add again: %s", mms_last_error());
+        mms_mllama_seq_clear(f.ctx, 0);
+        EXPECT(mms_mllama_seq_add_image(f.ctx, 0, &f.images[0]) == MMS_OK, "add again: %s", mms_last_error());
         EXPECT(mms_mllama_get_n_encodes(f.ctx) == before, "the second add encoded again (%d encodes)", mms_mllama_get_n_encodes(f.ctx));
-        EXPECT(mms_mllama_add_image(f.ctx, &f.images[1]) == MMS_OK && mms_mllama_get_n_encodes(f.ctx) == before + 1, "a new image is encoded");
+        EXPECT(mms_mllama_seq_add_image(f.ctx, 0, &f.images[1]) == MMS_OK && mms_mllama_get_n_encodes(f.ctx) == before + 1, "a new image is encoded");
     }
     fixture_close(&f);
+}
+
+/* -- the image store -- */
+
+/* Picture k of a family of 40 x 30 pictures that differ only in their pixels (the same tiles). */
+static bool synthetic_picture(const struct mms_mllama_model *m, int k, struct mms_mllama_image *out) {
+    const struct mms_mllama_image_params ip = mms_mllama_model_image_params(m);
+    uint8_t rgb[40 * 30 * 3];
+    int i;
+    for (i = 0; i < (int)sizeof rgb; i++) rgb[i] = (uint8_t)((i * (7 + 2 * k) + 31 * k) ^ (i >> 5));
+    return mms_mllama_preprocess_image(&ip, rgb, 40, 30, 0, out) == MMS_OK;
+}
+
+/* Sequence seq of ctx from clear: its pictures, then a prompt with an <|image|> at positions 1
+   and 4 (as many as pictures); the last row's logits into out (n_vocab floats). */
+static bool store_logits(struct mms_mllama_context *ctx, const struct mms_mllama_hparams *hp, int seq, const struct mms_mllama_image *const *pics,
+                         int n_pics, float *out) {
+    int32_t tokens[8] = { 3, 20, 17, 40, 21, 9, 12, 5 }, seqs[8];
+    struct mms_mllama_batch b;
+    int i;
+    mms_mllama_seq_clear(ctx, seq);
+    for (i = 0; i < n_pics; i++) {
+        if (mms_mllama_seq_add_image(ctx, seq, pics[i]) != MMS_OK) { EXPECT(0, "sequence %d picture %d: %s", seq, i, mms_last_error()); return false; }
+        tokens[i == 0 ? 1 : 4] = hp->image_token_id;
+    }
+    for (i = 0; i < 8; i++) seqs[i] = seq;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = 8;
+    b.tokens = tokens;
+    b.seq = seqs;
+    if (mms_mllama_decode(ctx, &b) != MMS_OK) { EXPECT(0, "sequence %d: %s", seq, mms_last_error()); return false; }
+    memcpy(out, mms_mllama_get_logits(ctx, 0), sizeof(float) * (size_t)hp->n_vocab);
+    return true;
+}
+
+static struct mms_mllama_context *store_context(struct mms_mllama_model *m, size_t budget) {
+    struct mms_mllama_context_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 64;
+    cp.n_batch = 64;
+    cp.max_images = 2;
+    cp.n_seq = 2;
+    cp.image_store = budget;
+    return mms_mllama_context_new(m, &cp);
+}
+
+/* The store finds pictures by their model input: with every hash made equal (the test switch),
+   the comparison alone keeps two pictures apart, each sequence answering from its own picture
+   as a context of its own does; the same picture again is found, not encoded. Under a budget of
+   two pictures the least recently used picture no sequence holds is evicted, a held one never,
+   and a picture with no room is encoded for its sequence without being kept; the store's bytes
+   and peak stay within the budget and the answers stay those of a fresh context. */
+static void test_image_store(void) {
+    struct mms_mllama_model *m = load(FIX "tiny4.gguf", NULL, NULL, 0);
+    const struct mms_mllama_hparams *hp = m ? mms_mllama_model_get_hparams(m) : NULL;
+    struct mms_mllama_image pic[4];
+    const struct mms_mllama_image *one[1], *two[2];
+    struct mms_mllama_image_store is;
+    struct mms_mllama_memory mem;
+    struct mms_mllama_context *c;
+    float *want[5], *got;
+    size_t per_picture = 0;
+    int k;
+    EXPECT(m != NULL, "load: %s", mms_last_error());
+    if (!m) return;
+    memset(pic, 0, sizeof pic);
+    got = (float *)malloc(sizeof(float) * (size_t)hp->n_vocab);
+    for (k = 0; k < 5; k++) want[k] = (float *)malloc(sizeof(float) * (size_t)hp->n_vocab);
+    for (k = 0; k < 4; k++) EXPECT(synthetic_picture(m, k, &pic[k]), "picture %d: %s", k, mms_last_error());
+    for (k = 0; k < 5; k++) {               /* each alone in a fresh context; 4: pictures 0 and 3 together */
+        c = store_context(m, 0);
+        one[0] = &pic[k < 4 ? k : 0];
+        two[0] = &pic[0];
+        two[1] = &pic[3];
+        EXPECT(c && store_logits(c, hp, 0, k < 4 ? one : two, k < 4 ? 1 : 2, want[k]), "reference %d: %s", k, mms_last_error());
+        mms_mllama_get_image_store(c, &is);
+        if (k == 0) per_picture = is.bytes;
+        EXPECT(k == 4 || (is.bytes == per_picture && is.n_pictures == 1 && is.n_encoded == 1), "one picture: %zu bytes (%zu), %d pictures",
+               is.bytes, per_picture, is.n_pictures);
+        mms_mllama_context_free(c);
+    }
+    EXPECT(compare(want[1], want[0], hp->n_vocab).nmse > 1e-6, "pictures 0 and 1 give the same logits: the test cannot tell them apart");
+
+    mms__mllama_store_same_hash = true;     /* every hash equal */
+    c = store_context(m, 0);
+    one[0] = &pic[0];
+    EXPECT(c && store_logits(c, hp, 0, one, 1, got), "picture 0: %s", mms_last_error());
+    EXPECT(compare(got, want[0], hp->n_vocab).nmse <= 1e-12, "picture 0, hashes equal: nmse %.3g", compare(got, want[0], hp->n_vocab).nmse);
+    one[0] = &pic[1];
+    EXPECT(c && store_logits(c, hp, 1, one, 1, got), "picture 1: %s", mms_last_error());
+    EXPECT(compare(got, want[1], hp->n_vocab).nmse <= 1e-12, "picture 1 after picture 0 with the same hash: nmse %.3g against picture 1 alone "
+           "(%.3g against picture 0)", compare(got, want[1], hp->n_vocab).nmse, compare(got, want[0], hp->n_vocab).nmse);
+    one[0] = &pic[0];
+    EXPECT(c && store_logits(c, hp, 1, one, 1, got), "picture 0 again: %s", mms_last_error());
+    EXPECT(compare(got, want[0], hp->n_vocab).nmse <= 1e-12, "picture 0 from the store: nmse %.3g", compare(got, want[0], hp->n_vocab).nmse);
+    mms_mllama_get_image_store(c, &is);
+    EXPECT(is.n_encoded == 2 && is.n_found == 1 && is.n_pictures == 2, "hashes equal: %lld encoded (want 2), %lld found (want 1), %d pictures",
+           (long long)is.n_encoded, (long long)is.n_found, is.n_pictures);
+    mms_mllama_context_free(c);
+    mms__mllama_store_same_hash = false;
+
+    c = store_context(m, 2 * per_picture);  /* room for two pictures */
+    one[0] = &pic[0];
+    EXPECT(c && store_logits(c, hp, 0, one, 1, got), "budget: picture 0: %s", mms_last_error());
+    one[0] = &pic[1];
+    EXPECT(c && store_logits(c, hp, 0, one, 1, got), "budget: picture 1: %s", mms_last_error());   /* picture 0 let go */
+    mms_mllama_get_image_store(c, &is);
+    EXPECT(is.n_pictures == 2 && is.n_held == 1 && is.n_evicted == 0 && is.bytes == 2 * per_picture, "two pictures: %d kept, %d held, %lld evicted",
+           is.n_pictures, is.n_held, (long long)is.n_evicted);
+    one[0] = &pic[2];
+    EXPECT(c && store_logits(c, hp, 1, one, 1, got), "budget: picture 2: %s", mms_last_error());
+    EXPECT(compare(got, want[2], hp->n_vocab).nmse <= 1e-12, "picture 2: nmse %.3g", compare(got, want[2], hp->n_vocab).nmse);
+    mms_mllama_get_image_store(c, &is);     /* picture 0 (least recently used, held by none) went; 1 is held by sequence 0 */
+    EXPECT(is.n_pictures == 2 && is.n_held == 2 && is.n_evicted == 1 && is.n_encoded == 3 && is.bytes <= is.budget,
+           "third picture: %d kept, %d held, %lld evicted (want 1), %lld encoded, %zu of %zu bytes", is.n_pictures, is.n_held,
+           (long long)is.n_evicted, (long long)is.n_encoded, is.bytes, is.budget);
+    two[0] = &pic[0];
+    two[1] = &pic[3];
+    EXPECT(c && store_logits(c, hp, 1, two, 2, got), "budget: pictures 0 and 3: %s", mms_last_error());
+    EXPECT(compare(got, want[4], hp->n_vocab).nmse <= 1e-12, "pictures 0 and 3: nmse %.3g", compare(got, want[4], hp->n_vocab).nmse);
+    mms_mllama_get_image_store(c, &is);     /* clearing sequence 1 let picture 2 go: 0 evicts it; 3 finds 0 and 1 held and is not kept */
+    EXPECT(is.n_pictures == 2 && is.n_held == 2 && is.n_evicted == 2 && is.n_not_kept == 1 && is.n_encoded == 5 && is.peak <= is.budget,
+           "all held: %d kept, %d held, %lld evicted (want 2), %lld not kept (want 1), %lld encoded (want 5), peak %zu of %zu",
+           is.n_pictures, is.n_held, (long long)is.n_evicted, (long long)is.n_not_kept, (long long)is.n_encoded, is.peak, is.budget);
+    EXPECT(c && mms_mllama_get_memory(c, 0, &mem) == MMS_OK && mem.image_store == is.bytes && mem.image_store_peak == is.peak &&
+           mem.pictures > 0, "memory: store %zu (%zu), peak %zu (%zu)", mem.image_store, is.bytes, mem.image_store_peak, is.peak);
+    mms_mllama_context_free(c);
+    for (k = 0; k < 4; k++) mms_mllama_image_free(&pic[k]);
+    for (k = 0; k < 5; k++) free(want[k]);
+    free(got);
+    mms_mllama_model_free(m);
+}
+
+/* The prompt layout: one picture is the template's own rendering; several in one message get the
+   first <|image|> before the text and a "Picture N." line each, every further picture's <|image|>
+   before its line (the exact text written out here); "<|image|>" in a text is refused. The layout's
+   effect on answers is checked against transformers by test_cli (questions about two and three
+   pictures). */
+static void test_chat_prompt(void) {
+    struct mms_chat_message one[1] = { { "user", "What is it?", 1 } };
+    struct mms_chat_message conv[3] = { { "user", "Which is red?", 2 }, { "assistant", "The first.", 0 }, { "user", "And now?", 3 } };
+    const char *want = "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n<|image|>Which is red?\nPicture 1.\n<|image|>Picture 2.\n"
+                       "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nThe first.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+                       "<|image|>And now?\nPicture 1.\n<|image|>Picture 2.\n<|image|>Picture 3.\n<|eot_id|>"
+                       "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    char got[1024], tmpl[1024];
+    int n = mms_mllama_chat_prompt(conv, 3, true, NULL, got, sizeof got);
+    EXPECT(n == (int)strlen(want) && !strcmp(got, want), "layout (%d bytes):\n%s\nwant:\n%s", n, got, want);
+    EXPECT(mms_mllama_chat_prompt(conv, 3, true, NULL, NULL, 0) == n, "length without a buffer");
+    n = mms_mllama_chat_prompt(one, 1, true, "1 Jan 2026", got, sizeof got);
+    EXPECT(n > 0 && mms_chat_apply_template(one, 1, true, "1 Jan 2026", tmpl, sizeof tmpl) == n && !strcmp(got, tmpl),
+           "one picture is not the template's rendering:\n%s\n%s", got, tmpl);
+    one[0].text = "look: <|image|>";
+    test_capture_log();
+    EXPECT_ERROR(mms_mllama_chat_prompt(one, 1, true, NULL, got, sizeof got), MMS_ERR_INVALID_ARG, "message 0", "<|image|>");
+    EXPECT_ERROR(mms_mllama_chat_prompt(one, 0, true, NULL, got, sizeof got), MMS_ERR_INVALID_ARG, "no messages");
+    mms_log_set(NULL, NULL);
 }
 
 /* Load progress: fractions rise to 1 and returning false stops the load with MMS_ABORTED. */
@@ -650,16 +807,17 @@ static void test_timings(void) {
         EXPECT(t.load_ms > 0 && t.context_ms > 0 && t.n_encodes == 0 && t.n_prompt_tokens == 0 && t.n_gen_tokens == 0,
                "after a reset: load %g ms, context %g ms, %d encodes, %d + %d tokens", t.load_ms, t.context_ms, t.n_encodes,
                t.n_prompt_tokens, t.n_gen_tokens);
-        EXPECT(mms_mllama_add_image(f.ctx, &f.images[0]) == MMS_OK, "add: %s", mms_last_error());
-        EXPECT(mms_mllama_decode(f.ctx, prompt, 5, NULL) == MMS_OK, "prompt: %s", mms_last_error());
-        for (i = 0; i < 3; i++) EXPECT(mms_mllama_decode(f.ctx, &next, 1, NULL) == MMS_OK, "token %d: %s", i, mms_last_error());
+        EXPECT(mms_mllama_seq_add_image(f.ctx, 0, &f.images[0]) == MMS_OK, "add: %s", mms_last_error());
+        EXPECT(test_decode(f.ctx, prompt, 5, NULL) == MMS_OK, "prompt: %s", mms_last_error());
+        for (i = 0; i < 3; i++) EXPECT(test_decode(f.ctx, &next, 1, NULL) == MMS_OK, "token %d: %s", i, mms_last_error());
         mms_mllama_get_timings(f.ctx, &t);
         EXPECT(t.n_encodes == 1 && t.encode_ms > 0 && t.cross_kv_ms > 0, "encode: %d, %g ms + cross K/V %g ms", t.n_encodes, t.encode_ms, t.cross_kv_ms);
         EXPECT(t.n_prompt_tokens == 5 && t.prompt_ms > 0 && t.n_gen_tokens == 3 && t.gen_ms > 0, "tokens: prompt %d (%g ms), generation %d (%g ms)",
                t.n_prompt_tokens, t.prompt_ms, t.n_gen_tokens, t.gen_ms);
         struct mms_mllama_memory m;
         EXPECT(t.n_backends == 1 && mms_mllama_get_memory(f.ctx, 0, &m) == MMS_OK && !strcmp(m.name, "CPU") && m.weights > 0 &&
-               m.kv_cache > 0 && m.compute > 0 && m.kept_images_peak > 0 && m.peak == m.weights + m.kv_cache + m.compute + m.kept_images_peak,
+               m.kv_cache > 0 && m.pictures > 0 && m.compute > 0 && m.image_store > 0 && m.image_store_peak >= m.image_store &&
+               m.peak == m.weights + m.kv_cache + m.pictures + m.compute + m.image_store_peak,
                "memory: %d backends, %s", t.n_backends, m.name);
         EXPECT_ERROR(mms_mllama_get_memory(f.ctx, 1, &m), MMS_ERR_INVALID_ARG, "backend 1");
         if (tmp) {
@@ -695,17 +853,17 @@ static void test_errors(void) {
         int32_t toks[200];
         int i;
         for (i = 0; i < 200; i++) toks[i] = 1;
-        mms_mllama_kv_clear(f.ctx);
+        mms_mllama_seq_clear(f.ctx, 0);
         toks[3] = hp->image_token_id;
-        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 5, NULL), MMS_ERR_STATE, "<|image|>", "mms_mllama_add_image");
+        EXPECT_ERROR(test_decode(f.ctx, toks, 5, NULL), MMS_ERR_STATE, "<|image|>", "mms_mllama_seq_add_image");
         toks[3] = 1;
-        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 100, NULL), MMS_ERR_INVALID_ARG, "n_batch");
+        EXPECT_ERROR(test_decode(f.ctx, toks, 100, NULL), MMS_ERR_INVALID_ARG, "n_batch");
         toks[0] = hp->n_embd_rows;
-        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "outside the vocabulary");
+        EXPECT_ERROR(test_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "outside the vocabulary");
         toks[0] = 1;
-        for (i = 0; i < 2; i++) mms_mllama_decode(f.ctx, toks, 64, NULL);
-        EXPECT_ERROR(mms_mllama_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "do not fit in the context");
-        EXPECT(mms_mllama_kv_trim(f.ctx, 10) == MMS_OK && mms_mllama_get_n_past(f.ctx) == 10, "trim");
+        for (i = 0; i < 2; i++) test_decode(f.ctx, toks, 64, NULL);
+        EXPECT_ERROR(test_decode(f.ctx, toks, 1, NULL), MMS_ERR_INVALID_ARG, "do not fit in the context");
+        EXPECT(mms_mllama_seq_trim(f.ctx, 0, 10) == MMS_OK && mms_mllama_seq_get_n_past(f.ctx, 0) == 10, "trim");
         {   /* context parameters: zero is the default, negative is refused */
             struct mms_mllama_context_params cp;
             struct mms_mllama_context *c2;
@@ -715,10 +873,9 @@ static void test_errors(void) {
             EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG &&
                    strstr(mms_last_error(), "n_ctx -5"), "negative n_ctx: %s", mms_last_error());
             cp.n_ctx = 64;
-            cp.max_images = 3;
-            cp.image_cache = 2;
-            EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && strstr(mms_last_error(), "image_cache at least max_images"),
-                   "image cache below max_images: %s", mms_last_error());
+            cp.max_images = -3;
+            EXPECT(mms_mllama_context_new(f.model, &cp) == NULL && strstr(mms_last_error(), "max_images -3"),
+                   "negative max_images: %s", mms_last_error());
             memset(&cp, 0, sizeof cp);
             cp.n_ctx = 64;
             c2 = mms_mllama_context_new(f.model, &cp);
@@ -751,6 +908,8 @@ int main(void) {
     RUN(test_image_in_a_later_turn);
     RUN(test_too_big_fails_at_load);
     RUN(test_same_image_twice_is_encoded_once);
+    RUN(test_image_store);
+    RUN(test_chat_prompt);
     RUN(test_load_progress);
     RUN(test_timings);
     RUN(test_errors);

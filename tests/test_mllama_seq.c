@@ -67,17 +67,17 @@ static void run_conversation(struct mms_mllama_context *ctx, const struct prompt
     bool want[MAX_TOK];
     int i;
     r->status = MMS_OK;
-    mms_mllama_kv_clear(ctx);
+    mms_mllama_seq_clear(ctx, 0);
     for (i = 0; i < p->n_tokens; i++) want[i] = true;
-    for (i = 0; i < p->n_images && r->status == MMS_OK; i++) r->status = mms_mllama_add_image(ctx, &images[p->images[i]]);
-    if (r->status == MMS_OK) r->status = mms_mllama_decode(ctx, p->tokens, p->n_tokens, want);
+    for (i = 0; i < p->n_images && r->status == MMS_OK; i++) r->status = mms_mllama_seq_add_image(ctx, 0, &images[p->images[i]]);
+    if (r->status == MMS_OK) r->status = test_decode(ctx, p->tokens, p->n_tokens, want);
     for (i = 0; r->status == MMS_OK && i < p->n_tokens; i++)
         memcpy(r->logits + (size_t)i * (size_t)n_vocab, mms_mllama_get_logits(ctx, i), sizeof(float) * (size_t)n_vocab);
     for (i = 0; r->status == MMS_OK && i < N_GREEDY; i++) {
         const float *l = mms_mllama_get_logits(ctx, mms_mllama_get_n_logits(ctx) - 1);
         if (i > 0) memcpy(r->logits + (size_t)(p->n_tokens + i - 1) * (size_t)n_vocab, l, sizeof(float) * (size_t)n_vocab);
         r->greedy[i] = argmax(l);
-        if (i < N_GREEDY - 1) r->status = mms_mllama_decode(ctx, &r->greedy[i], 1, NULL);
+        if (i < N_GREEDY - 1) r->status = test_decode(ctx, &r->greedy[i], 1, NULL);
     }
     if (r->status != MMS_OK) snprintf(r->error, sizeof r->error, "%s", mms_last_error());
 }
@@ -260,7 +260,7 @@ static void test_sequences_equal_alone(void) {
             b.tokens = tokens;
             b.seq = seq;
             b.want = want;
-            if (mms_mllama_decode_batch(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
+            if (mms_mllama_decode(ctx, &b) != MMS_OK) { EXPECT(0, "step %d: %s", step, mms_last_error()); break; }
             EXPECT(mms_mllama_get_n_logits(ctx) == n, "step %d: %d logits rows for %d asked", step, mms_mllama_get_n_logits(ctx), n);
             for (i = 0; i < n && r < mms_mllama_get_n_logits(ctx); i++, r++) rows[seq[i]][n_rows[seq[i]]++] = mms_mllama_get_logits(ctx, r);
         }
@@ -328,7 +328,7 @@ static void test_sequence_errors(void) {
     b.n_tokens = 3;
     b.tokens = tokens;
     b.seq = seq;
-    EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "sequence 2"), "sequence out of range: %s", mms_last_error());
+    EXPECT(mms_mllama_decode(ctx, &b) == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "sequence 2"), "sequence out of range: %s", mms_last_error());
     EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 0 && mms_mllama_seq_get_n_past(ctx, 1) == 0, "a refused batch changed a sequence");
     img[0] = hp->image_token_id;
     img[1] = 5;
@@ -336,7 +336,7 @@ static void test_sequence_errors(void) {
     seq[1] = 1;
     b.n_tokens = 2;
     b.tokens = img;
-    EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_ERR_STATE && strstr(mms_last_error(), "sequence 0"), "image token without an image: %s", mms_last_error());
+    EXPECT(mms_mllama_decode(ctx, &b) == MMS_ERR_STATE && strstr(mms_last_error(), "sequence 0"), "image token without an image: %s", mms_last_error());
     EXPECT(mms_mllama_seq_get_n_past(ctx, 1) == 0, "a refused batch changed sequence 1");
     EXPECT(mms_mllama_seq_add_image(ctx, 2, &images[0]) == MMS_ERR_INVALID_ARG, "seq_add_image out of range");
     EXPECT(mms_mllama_seq_add_image(ctx, -1, &images[0]) == MMS_ERR_INVALID_ARG, "seq_add_image -1");
@@ -352,25 +352,22 @@ static void test_sequence_errors(void) {
         b.tokens = many;
         b.n_tokens = 64;
         seq[0] = 1;
-        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_OK, "64 tokens into sequence 0: %s", mms_last_error());
-        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_OK, "64 more: %s", mms_last_error());
+        EXPECT(mms_mllama_decode(ctx, &b) == MMS_OK, "64 tokens into sequence 0: %s", mms_last_error());
+        EXPECT(mms_mllama_decode(ctx, &b) == MMS_OK, "64 more: %s", mms_last_error());
         b.n_tokens = 1;
-        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "sequence 0"), "past n_ctx: %s", mms_last_error());
+        EXPECT(mms_mllama_decode(ctx, &b) == MMS_ERR_INVALID_ARG && strstr(mms_last_error(), "sequence 0"), "past n_ctx: %s", mms_last_error());
         b.seq = seq;
-        EXPECT(mms_mllama_decode_batch(ctx, &b) == MMS_OK && mms_mllama_seq_get_n_past(ctx, 1) == 1, "sequence 1 still has room: %s", mms_last_error());
-        EXPECT(mms_mllama_get_n_past(ctx) == 128, "sequence 0: n_past %d", mms_mllama_get_n_past(ctx));
-        mms_mllama_kv_clear(ctx);
-        EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 0 && mms_mllama_seq_get_n_past(ctx, 1) == 0, "kv_clear clears every sequence");
+        EXPECT(mms_mllama_decode(ctx, &b) == MMS_OK && mms_mllama_seq_get_n_past(ctx, 1) == 1, "sequence 1 still has room: %s", mms_last_error());
+        EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 128, "sequence 0: n_past %d", mms_mllama_seq_get_n_past(ctx, 0));
+        EXPECT(mms_mllama_seq_clear(ctx, 1) == MMS_OK, "clear: %s", mms_last_error());
+        EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 128 && mms_mllama_seq_get_n_past(ctx, 1) == 0, "seq_clear clears its sequence only");
+        EXPECT(mms_mllama_seq_trim(ctx, 0, 100) == MMS_OK, "trim: %s", mms_last_error());
+        EXPECT(mms_mllama_seq_get_n_past(ctx, 0) == 100 && mms_mllama_seq_get_n_past(ctx, 1) == 0, "seq_trim trims its sequence only");
     }
     mms_mllama_context_free(ctx);
     memset(&cp, 0, sizeof cp);
     cp.n_seq = -1;
     EXPECT(mms_mllama_context_new(model, &cp) == NULL && mms_last_status() == MMS_ERR_INVALID_ARG, "n_seq -1 refused");
-    cp.n_seq = 3;
-    cp.max_images = 2;
-    cp.image_cache = 5;
-    cp.n_ctx = 64;
-    EXPECT(mms_mllama_context_new(model, &cp) == NULL && strstr(mms_last_error(), "max_images * n_seq"), "image_cache below max_images * n_seq: %s", mms_last_error());
 }
 
 static bool read_reference(void) {

@@ -163,14 +163,14 @@ static bool run_model(const char *path, struct prompts *p, struct outputs *o) {
         bool want[256];
         int64_t n = ref_i32s(p->ref, "prompt.%d.tokens", q, tokens, 256), n_img = ref_i32s(p->ref, "prompt.%d.images", q, imgs, 8), i;
         int g;
-        mms_mllama_kv_clear(ctx);
+        mms_mllama_seq_clear(ctx, 0);
         for (i = 0; i < n_img; i++)
-            if (imgs[i] < 0 || imgs[i] >= p->n_images || mms_mllama_add_image(ctx, &p->images[imgs[i]]) != MMS_OK) {
+            if (imgs[i] < 0 || imgs[i] >= p->n_images || mms_mllama_seq_add_image(ctx, 0, &p->images[imgs[i]]) != MMS_OK) {
                 EXPECT(0, "%s prompt %d: add image: %s", path, q, mms_last_error());
                 break;
             }
         for (i = 0; i < n; i++) want[i] = true;
-        if (mms_mllama_decode(ctx, tokens, (int)n, want) != MMS_OK) { EXPECT(0, "%s prompt %d: %s", path, q, mms_last_error()); break; }
+        if (test_decode(ctx, tokens, (int)n, want) != MMS_OK) { EXPECT(0, "%s prompt %d: %s", path, q, mms_last_error()); break; }
         for (i = 0; i < n; i++, o->n_logits += hp->n_vocab)
             memcpy(o->logits + o->n_logits, mms_mllama_get_logits(ctx, (int)i), sizeof(float) * (size_t)hp->n_vocab);
         for (g = 0; g < 16; g++) {                  /* greedy: the argmax of the last row, one token at a time */
@@ -178,14 +178,14 @@ static bool run_model(const char *path, struct prompts *p, struct outputs *o) {
             int32_t best = 0, j;
             for (j = 1; j < hp->n_vocab; j++) if (l[j] > l[best]) best = j;
             o->greedy[q][g] = best;
-            if (g < 15 && mms_mllama_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "%s: decode: %s", path, mms_last_error()); break; }
+            if (g < 15 && test_decode(ctx, &best, 1, NULL) != MMS_OK) { EXPECT(0, "%s: decode: %s", path, mms_last_error()); break; }
         }
-        mms_mllama_kv_clear(ctx);                   /* teacher-forced along the reference's greedy tokens */
+        mms_mllama_seq_clear(ctx, 0);                   /* teacher-forced along the reference's greedy tokens */
         for (i = 0; i < n_img; i++)
-            if (imgs[i] >= 0 && imgs[i] < p->n_images) mms_mllama_add_image(ctx, &p->images[imgs[i]]);
+            if (imgs[i] >= 0 && imgs[i] < p->n_images) mms_mllama_seq_add_image(ctx, 0, &p->images[imgs[i]]);
         ref_i32s(p->ref, "prompt.%d.greedy", q, tokens + n, 16);
         for (i = 0; i < n + 15; i++) want[i] = i >= n - 1;
-        if (n + 15 > 64 || mms_mllama_decode(ctx, tokens, (int)n + 15, want) != MMS_OK) { EXPECT(0, "%s prompt %d forced: %s", path, q, mms_last_error()); break; }
+        if (n + 15 > 64 || test_decode(ctx, tokens, (int)n + 15, want) != MMS_OK) { EXPECT(0, "%s prompt %d forced: %s", path, q, mms_last_error()); break; }
         for (g = 0; g < 16; g++)
             memcpy(o->forced + ((size_t)q * 16 + (size_t)g) * (size_t)hp->n_vocab, mms_mllama_get_logits(ctx, g), sizeof(float) * (size_t)hp->n_vocab);
         o->n_prompts = q + 1;
@@ -606,9 +606,9 @@ static float *random_model_logits(const char *path, int *n_vocab) {
     for (i = 1; i < RQ_TOKENS; i++) tokens[i] = (i * 37) % nv;
     for (i = 0; i < RQ_TOKENS; i++) want[i] = true;
     out = (float *)malloc(sizeof(float) * (RQ_TOKENS + 1) * (size_t)nv);
-    ok = out && ctx && mms_mllama_add_image_rgb(ctx, rgb, 80, 60, 80 * 3) == MMS_OK && mms_mllama_decode(ctx, tokens, RQ_TOKENS, want) == MMS_OK;
+    ok = out && ctx && mms_mllama_seq_add_image_rgb(ctx, 0, rgb, 80, 60, 80 * 3) == MMS_OK && test_decode(ctx, tokens, RQ_TOKENS, want) == MMS_OK;
     for (i = 0; ok && i < RQ_TOKENS; i++) memcpy(out + (size_t)i * (size_t)nv, mms_mllama_get_logits(ctx, i), sizeof(float) * (size_t)nv);
-    ok = ok && mms_mllama_decode(ctx, &next, 1, NULL) == MMS_OK;
+    ok = ok && test_decode(ctx, &next, 1, NULL) == MMS_OK;
     if (ok) memcpy(out + (size_t)RQ_TOKENS * (size_t)nv, mms_mllama_get_logits(ctx, 0), sizeof(float) * (size_t)nv);
     else { free(out); out = NULL; }
     EXPECT(out != NULL, "%s: %s", path, mms_last_error());

@@ -119,35 +119,54 @@ MMS_API void mms_mllama_hparams_90b(struct mms_mllama_hparams *out);
 MMS_API struct mms_mllama_model *mms_mllama_model_shapes_only(const struct mms_mllama_hparams *hparams, mms_backend_t cpu,
                                                               enum mms_type weight_type);
 
-/* -- the runtime ------------------------------------------------------------------------------------
-   One scheduler runs the vision encoder and the text model. An image added to the conversation is
-   encoded once: its per-layer cross-attention keys and values are persistent tensors on the
-   backends of their layers, kept in a cache keyed by the pixels' hash (adding the same image again
-   costs no encode). Tokens are decoded in batches at the next positions; the k-th <|image|> token
-   of the conversation stands for the k-th image added, and each text token attends to the images
-   of the most recent group of consecutive image tokens before it (transformers' rule; tokens
-   before the first image token see a uniform mix and their MLP branch is zeroed). Without any
-   image the cross layers are skipped. The worst-case graphs (an image at max tiles, a batch of
-   n_batch tokens over n_ctx with max_images images, one token) are reserved when the context is
-   made, so a model that does not fit fails then, saying how much memory it needed where.
+/* -- prompts --------------------------------------------------------------------------------------
+   A conversation as the prompt the runtime decodes: mms_chat_apply_template (section 12) with the
+   layout for several pictures in one message. A message of n > 1 pictures gets the first
+   <|image|> before its text (the template's), then after the text a line "Picture 1." and, for
+   every further picture k, "<|image|>Picture k." on a line of its own: a text row sees only the
+   pictures of the last run of <|image|> tokens before it, so each line is where the question
+   meets its picture, and consecutive <|image|> tokens would be seen together, in no order (the
+   answer itself sees the last picture alone). A message of one picture is as the template writes
+   it. build/mllama, build/batch and the serving engine prompt with it. Returns like
+   mms_chat_apply_template; MMS_ERR_INVALID_ARG also for "<|image|>" in a message's text (its
+   pictures are its n_images). Tokenize the result with parse_special, without add_bos. */
+MMS_API int mms_mllama_chat_prompt(const struct mms_chat_message *messages, int n_messages, bool add_generation_prompt,
+                                   const char *date, char *buf, size_t cap);
 
-   Sequences: a context holds n_seq conversations, each with its own tokens, positions, images
-   (and their cross-attention K/V) and n_ctx KV-cache slots of its own, all reserved at creation
-   (the worst case: n_batch rows over every sequence's slots with max_images images each).
-   mms_mllama_decode_batch takes tokens of any sequences in one batch (a prompt of one, single
+/* -- the runtime ------------------------------------------------------------------------------------
+   A context runs the vision encoder and the text model on one scheduler for n_seq sequences
+   (conversations), each with its own tokens, positions, pictures and n_ctx KV-cache slots. The
+   functions on a sequence are mms_mllama_seq_* and take its index (0..n_seq-1) after the context.
+   Everything is reserved when the context is made (the KV cache, max_images picture slots per
+   sequence, the worst-case graphs: a picture's encode, a batch of n_batch tokens over every
+   sequence's slots), so a model that does not fit fails then, saying how much memory it needed
+   where.
+
+   Pictures: mms_mllama_seq_add_image gives a sequence its next picture. Encoded pictures are
+   kept in the context's image store, found by their model input (the preprocessed pixels and the
+   tile layout: a hash, then the input itself compared, so two pictures are never confused), under
+   a budget of bytes: the least recently used pictures that no sequence holds are evicted, and a
+   picture that does not fit is encoded for its sequence and not kept. Adding a stored picture
+   costs no encode. The picture's cross-attention keys and values are then copied once into the
+   sequence's own picture slots, where every decode step reads all of its pictures in place.
+
+   Tokens: mms_mllama_decode takes a batch of tokens of any sequences (a prompt of one, single
    tokens of others, in any order; a sequence's tokens take its next positions in batch order) and
    runs them as one graph, so the weights are read once for all rows; each row attends only to its
-   own sequence's tokens and images, so a sequence's logits are those of the same conversation
-   run alone. The functions without seq act on sequence 0 (mms_mllama_kv_clear on all). The
-   image cache is the context's, shared by its sequences (one image in two sequences is encoded
-   once). */
+   own sequence's tokens and pictures, so a sequence's logits are those of the same conversation
+   run alone. The k-th <|image|> token of a sequence stands for its k-th picture; each text token
+   attends to the pictures of the most recent group of consecutive <|image|> tokens before it
+   (transformers' rule); tokens before the first <|image|> token see a uniform mix of all the
+   sequence's pictures and their MLP branch is zeroed. Without any picture the cross layers are
+   skipped. */
 
 struct mms_mllama_context_params {   /* zeroed: the defaults; negative values are refused */
-    int n_ctx;           /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
-    int n_batch;         /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
-    int max_images;      /* images per sequence (0: 2) */
-    int image_cache;     /* encoded images kept, at least max_images * n_seq (0: max_images * n_seq + 2) */
-    int n_seq;           /* sequences (conversations), 1..4096 (0: 1) */
+    int    n_ctx;          /* tokens each sequence's KV cache holds (0: 2048, at most the training context) */
+    int    n_batch;        /* most tokens per decode call, all sequences together (0: 512; at most n_ctx * n_seq) */
+    int    max_images;     /* pictures per sequence (0: 2) */
+    int    n_seq;          /* sequences (conversations), 1..4096 (0: 1) */
+    size_t image_store;    /* bytes of encoded pictures the store keeps (0: room for max_images * n_seq + 2 pictures of the
+                              model's most tiles) */
 };
 
 struct mms_mllama_context;
@@ -155,49 +174,60 @@ struct mms_mllama_context;
 MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_model *model, const struct mms_mllama_context_params *params);
 MMS_API void                       mms_mllama_context_free(struct mms_mllama_context *ctx);
 MMS_API mms_backend_sched_t        mms_mllama_context_get_sched(struct mms_mllama_context *ctx);
-/* Compute memory per backend after the reservation, the KV cache, and the kept images. */
+/* Memory per backend after the reservation (KV cache, picture slots, compute) and the image store. */
 MMS_API void                       mms_mllama_context_print_memory(struct mms_mllama_context *ctx, FILE *out);
 
-/* Attach an image (preprocessed with the model's parameters) to the conversation. */
-MMS_API enum mms_status mms_mllama_add_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image);
-/* The same from RGB8 pixels (rows stride bytes apart, 0: width * 3), preprocessed with the model's
-   tile size, tile count, mean and std. */
-MMS_API enum mms_status mms_mllama_add_image_rgb(struct mms_mllama_context *ctx, const uint8_t *rgb, int width, int height, size_t stride);
 /* The model's preprocessing parameters (for mms_mllama_preprocess_image). */
 MMS_API struct mms_mllama_image_params mms_mllama_model_image_params(const struct mms_mllama_model *model);
 /* Run the vision encoder alone; copies out the encoder output ([v_output_dim, tokens, tiles]) and
    the projected states ([n_embd, tokens * tiles]) when the pointers are not NULL. */
 MMS_API enum mms_status mms_mllama_encode_image(struct mms_mllama_context *ctx, const struct mms_mllama_image *image,
                                                 float *vision_out, float *projected);
-/* Decode n tokens of sequence 0 at its next positions; want[i] asks for row i's logits (NULL: the last row). */
-MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const int32_t *tokens, int n_tokens, const bool *want);
-/* One batch of tokens of any sequences (at most n_batch). MMS_ERR_INVALID_ARG for a sequence out
+MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
+
+/* -- sequences --
+   add_image: the sequence's next picture (preprocessed with the model's parameters), from the
+   store or encoded. MMS_ERR_INVALID_ARG when it has max_images already. add_image_rgb: the same
+   from RGB8 pixels (rows stride bytes apart, 0: width * 3), preprocessed with the model's tile
+   size, tile count, mean and std.
+   clear: forget its tokens and pictures (the store keeps what it kept). trim: keep its first
+   n_keep tokens (0..n_past) and all its pictures; the next <|image|> token decoded stands for
+   the first picture whose token was trimmed. Both leave the other sequences alone.
+   A picture added after some of its tokens were decoded does not change them; a sequence whose
+   pictures change is decoded again from its first token for the numbers of a fresh run (tokens
+   before the first <|image|> see every picture). MMS_ERR_INVALID_ARG for a seq out of range. */
+MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *ctx, int seq, const struct mms_mllama_image *image);
+MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *ctx, int seq, const uint8_t *rgb, int width, int height, size_t stride);
+MMS_API int             mms_mllama_seq_get_n_past(const struct mms_mllama_context *ctx, int seq);     /* tokens decoded; 0 for a bad seq */
+MMS_API int             mms_mllama_seq_get_n_images(const struct mms_mllama_context *ctx, int seq);   /* pictures added */
+MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *ctx, int seq);
+MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *ctx, int seq, int n_keep);
+
+/* -- decoding --
+   One batch of tokens of any sequences (at most n_batch). MMS_ERR_INVALID_ARG for a sequence out
    of range or one whose tokens would pass n_ctx, MMS_ERR_STATE for more <|image|> tokens in a
-   sequence than images added to it; then no sequence changed. */
+   sequence than pictures added to it; then no sequence changed. One sequence's tokens:
+       struct mms_mllama_batch b = { n, tokens, NULL, NULL };   // all sequence 0
+       mms_mllama_decode(ctx, &b);
+       logits = mms_mllama_get_logits(ctx, 0);                   // its last row's */
 struct mms_mllama_batch {
     int            n_tokens;
     const int32_t *tokens;
     const int32_t *seq;          /* the sequence of each token (NULL: all sequence 0) */
-    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch) */
+    const bool    *want;         /* rows whose logits are wanted (NULL: the last row of each sequence in the batch;
+                                    none: the batch only fills the KV cache, as a prompt's first chunks) */
 };
-MMS_API enum mms_status mms_mllama_decode_batch(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
+MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *ctx, const struct mms_mllama_batch *batch);
 MMS_API int             mms_mllama_get_n_logits(const struct mms_mllama_context *ctx);
 MMS_API const float    *mms_mllama_get_logits(const struct mms_mllama_context *ctx, int i);   /* n_vocab floats, rows in batch order of those asked */
-MMS_API int             mms_mllama_get_n_past(const struct mms_mllama_context *ctx);
-/* Sequence seq (0..n_seq-1): its images, tokens decoded so far, forgetting it or keeping its first
-   n_keep tokens (its slots are reused; cached images stay). MMS_ERR_INVALID_ARG for a seq out of range. */
-MMS_API enum mms_status mms_mllama_seq_add_image(struct mms_mllama_context *ctx, int seq, const struct mms_mllama_image *image);
-MMS_API enum mms_status mms_mllama_seq_add_image_rgb(struct mms_mllama_context *ctx, int seq, const uint8_t *rgb, int width, int height, size_t stride);
-MMS_API int             mms_mllama_seq_get_n_past(const struct mms_mllama_context *ctx, int seq);
-MMS_API enum mms_status mms_mllama_seq_clear(struct mms_mllama_context *ctx, int seq);
-MMS_API enum mms_status mms_mllama_seq_trim(struct mms_mllama_context *ctx, int seq, int n_keep);
-MMS_API int             mms_mllama_get_n_encodes(const struct mms_mllama_context *ctx);      /* vision encodes run so far */
-/* Where the time and the memory went, since the context was made or the timings were reset.
+
+/* -- reports --
+   Where the time and the memory went, since the context was made or the timings were reset.
    Decode calls with one token per sequence count as generation, the others as prompt; per
    sequence, mms_mllama_seq_get_timings. */
 struct mms_mllama_timings {
     double load_ms, context_ms;           /* mms_mllama_model_load, mms_mllama_context_new */
-    double preprocess_ms;                 /* mms_mllama_add_image_rgb's preprocessing */
+    double preprocess_ms;                 /* mms_mllama_seq_add_image_rgb's preprocessing */
     int    n_preprocessed;
     double encode_ms, cross_kv_ms;        /* vision encoder + projector; then the cross K/V of each layer */
     int    n_encodes;
@@ -208,19 +238,32 @@ struct mms_mllama_timings {
 };
 MMS_API void mms_mllama_get_timings(const struct mms_mllama_context *ctx, struct mms_mllama_timings *out);
 /* Memory on backend i (0: the host, 1: the offload backend when there is one): weights, KV cache,
-   compute memory (planned at creation; grows only if a graph needs more) and the kept
-   cross-attention K/V of encoded images at their largest. MMS_ERR_INVALID_ARG for an i out of range. */
+   the sequences' picture slots (n_seq * max_images pictures' cross-attention keys and values, all
+   tiles), compute memory (planned at creation; grows only if a graph needs more) and the image
+   store's pictures (keys and values; the host also their pixels), now and at its largest.
+   MMS_ERR_INVALID_ARG for an i out of range. */
 struct mms_mllama_memory {
     char   name[32];
-    size_t weights, kv_cache, compute, kept_images_peak, peak;   /* peak: the sum of the four, bytes */
+    size_t weights, kv_cache, pictures, compute, image_store, image_store_peak;
+    size_t peak;               /* weights + kv_cache + pictures + compute + image_store_peak, bytes */
     size_t weights_repacked;   /* the part of weights copied into a CPU_REPACK buffer (the rest: mapped or own buffers) */
 };
 MMS_API enum mms_status mms_mllama_get_memory(const struct mms_mllama_context *ctx, int i, struct mms_mllama_memory *out);
+/* The image store on all backends: bytes held now and at most, its budget, the pictures it holds
+   (held: by some sequence, so not evicted), and since the context was made, pictures found in it,
+   encoded, evicted and encoded without being kept (no room under the budget). */
+struct mms_mllama_image_store {
+    size_t  budget, bytes, peak;
+    int     n_pictures, n_held;
+    int64_t n_found, n_encoded, n_evicted, n_not_kept;
+};
+MMS_API void mms_mllama_get_image_store(const struct mms_mllama_context *ctx, struct mms_mllama_image_store *out);
 MMS_API void mms_mllama_reset_timings(struct mms_mllama_context *ctx);   /* keeps load, context and memory */
 /* One sequence's share since it was last cleared (or the timings reset): its rows, and the time of
    the decode calls it took part in (a call's whole time counts for each of its sequences: the
    latency each saw; a call where the sequence had one row counts as generation). kv_cache: the
-   bytes of its own slots on all backends. MMS_ERR_INVALID_ARG for a seq out of range. */
+   bytes of its own KV slots and picture slots on all backends. MMS_ERR_INVALID_ARG for a seq out
+   of range. */
 struct mms_mllama_seq_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
@@ -228,10 +271,6 @@ struct mms_mllama_seq_timings {
     size_t kv_cache;
 };
 MMS_API enum mms_status mms_mllama_seq_get_timings(const struct mms_mllama_context *ctx, int seq, struct mms_mllama_seq_timings *out);
-/* The timings as a few lines of text: each phase with its time and rate, memory per backend, and
-   with several sequences a line for each that decoded since it was cleared. */
+/* The timings as a few lines of text: each phase with its time and rate, memory per backend, the
+   image store, and with several sequences a line for each that decoded since it was cleared. */
 MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE *out);
-
-/* Forget every sequence (tokens and images; encoded images stay cached), or keep the first n_keep tokens of sequence 0. */
-MMS_API void            mms_mllama_kv_clear(struct mms_mllama_context *ctx);
-MMS_API enum mms_status mms_mllama_kv_trim(struct mms_mllama_context *ctx, int n_keep);

@@ -95,6 +95,8 @@ static void mms__cond_init(mms__cond *c)         { InitializeConditionVariable(c
 static void mms__cond_destroy(mms__cond *c)      { MMS__UNUSED(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
 static void mms__cond_broadcast(mms__cond *c)    { WakeAllConditionVariable(c); }
+/* Waits at most ms milliseconds; callers check their condition again (a wake-up may come early). */
+MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int ms) { SleepConditionVariableSRW(c, m, (DWORD)ms, 0); }
 
 static SRWLOCK mms__global_mutex = SRWLOCK_INIT;
 static void mms__global_lock(void)   { AcquireSRWLockExclusive(&mms__global_mutex); }
@@ -131,6 +133,17 @@ static void mms__cond_init(mms__cond *c)         { pthread_cond_init(c, NULL); }
 static void mms__cond_destroy(mms__cond *c)      { pthread_cond_destroy(c); }
 static void mms__cond_wait(mms__cond *c, mms__mutex *m) { pthread_cond_wait(c, m); }
 static void mms__cond_broadcast(mms__cond *c)    { pthread_cond_broadcast(c); }
+/* Waits at most ms milliseconds; callers check their condition again (a wake-up may come early).
+   The deadline is on the realtime clock, the condition variable's default. */
+MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int ms) {
+    struct timeval now;
+    struct timespec until;
+    gettimeofday(&now, NULL);
+    until.tv_sec = now.tv_sec + ms / 1000;
+    until.tv_nsec = (long)now.tv_usec * 1000 + (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) { until.tv_sec++; until.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(c, m, &until);
+}
 
 /* A process-wide mutex for the few global tables (live buffers, log settings). */
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;

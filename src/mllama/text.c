@@ -3,7 +3,7 @@
    sequences, each row at its own position and cache slot) through
    self-attention layers (llama3 RoPE, grouped-query attention, a KV cache) and cross-attention
    layers (q/k RMS norms, tanh gates, HF's row mask on the MLP branch only), logits only for the
-   rows asked; and the per-image cross-attention K/V, computed once and kept. */
+   rows asked; and the per-image cross-attention K/V. */
 
 struct mms__mllama_text_inputs {
     struct mms_tensor *tokens;       /* I32 [n] */
@@ -17,7 +17,7 @@ struct mms__mllama_text_inputs {
     struct mms_tensor *cross_rows;   /* F32 [1, n]: 1 where the row sees some image, else 0 */
     struct mms_tensor *cross_gate;   /* F32 [1, n]: 0 for rows of a sequence without images (their cross layers
                                         are the identity), else 1; NULL when every row's sequence has images */
-    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted */
+    struct mms_tensor *out_ids;      /* I32 [n_out]: rows whose logits are wanted; NULL: none (the batch fills the KV cache) */
 };
 
 /* The rows of one sequence with images (and, in the first group, the rows of sequences without
@@ -104,7 +104,7 @@ static struct mms_tensor *mms__mllama_cross_layer(struct mms_context *ctx, const
 
 /* A batch of n tokens (positions and cache slots in in); caches per text layer (NULL for cross
    layers), read from slot kv_lo on; images' K/V per cross-attention group in in. Returns the
-   logits [vocab, n_out]. */
+   logits [vocab, n_out], or NULL without out_ids. */
 static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
                                                  struct mms_tensor *const *k_cache, struct mms_tensor *const *v_cache,
                                                  int kv_lo, const struct mms__mllama_text_inputs *in) {
@@ -116,6 +116,7 @@ static struct mms_tensor *mms__mllama_build_text(struct mms_context *ctx, struct
         else if (in->n_groups > 0) x = mms__mllama_cross_layer(ctx, m, il, x, in);
         /* no image in the conversation: cross layers are the identity (as in transformers) */
     }
+    if (!in->out_ids) return NULL;   /* the cache writes are in gf already; what comes after them is not needed */
     x = mms_get_rows(ctx, x, in->out_ids);
     x = mms_mul_mat(ctx, m->output, mms__rms(ctx, x, m->output_norm, hp->rms_eps));
     mms_set_output(x);
@@ -130,27 +131,20 @@ static enum mms_type mms__mllama_kv_type(const struct mms_mllama_model *m, int i
 }
 
 /* The keys (after k_norm) and values [HD, L, Hkv] of every cross layer for projected image states
-   [D, L], in the layer's K/V type, persistent and added to gf. Head-major, so that attention reads
-   each head's keys and values as one stream: interleaved by head ([HD, Hkv, L]), each decode step
-   read them 4 KB apart at the 11B shapes, at a third of the memory bandwidth. */
-static void mms__mllama_build_cross_kv(struct mms_context *ctx, struct mms_cgraph *gf, const struct mms_mllama_model *m,
-                                       struct mms_tensor *states, struct mms_tensor **k_out, struct mms_tensor **v_out) {
+   [D, L] (NULL for the other layers), in f32; the caller stores them in the layer's K/V type.
+   Head-major, so that attention reads each head's keys and values as one stream: interleaved by
+   head ([HD, Hkv, L]), each decode step read them 4 KB apart at the 11B shapes, at a third of the
+   memory bandwidth. */
+static void mms__mllama_build_cross_kv(struct mms_context *ctx, const struct mms_mllama_model *m, struct mms_tensor *states,
+                                       struct mms_tensor **k_out, struct mms_tensor **v_out) {
     const struct mms_mllama_hparams *hp = &m->hp;
     const int64_t HD = hp->head_dim, L = states->ne[1];
     int il;
     for (il = 0; il < hp->n_layer; il++) {
         const struct mms__mllama_tlayer *ly = &m->layers[il];
-        struct mms_tensor *k, *v;
+        k_out[il] = v_out[il] = NULL;
         if (!ly->cross) continue;
-        k = mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps);
-        v = mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, states), HD, hp->n_head_kv, L);
-        k_out[il] = mms_cast(ctx, mms__heads(ctx, k), mms__mllama_kv_type(m, il));   /* [HD, L, Hkv]: the keys of */
-        v_out[il] = mms_cast(ctx, mms__heads(ctx, v), mms__mllama_kv_type(m, il));   /* a head side by side */
-        mms_format_name(k_out[il], "blk.%d.cross_k", il);
-        mms_format_name(v_out[il], "blk.%d.cross_v", il);
-        mms_set_persistent(k_out[il]);
-        mms_set_persistent(v_out[il]);
-        mms_build_forward_expand(gf, k_out[il]);
-        mms_build_forward_expand(gf, v_out[il]);
+        k_out[il] = mms__heads(ctx, mms__rms(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wk, states), HD, hp->n_head_kv, L), ly->k_norm, hp->rms_eps));
+        v_out[il] = mms__heads(ctx, mms_reshape_3d(ctx, mms_mul_mat(ctx, ly->wv, states), HD, hp->n_head_kv, L));
     }
 }
