@@ -17,7 +17,10 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 
 TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
+# mllama-server's end-to-end tests: Python scripts (tests/NAME.py) run with the official clients, Linux only.
+SERVER_TESTS = server_test server_haproxy_test
 EXAMPLES = simple two_graphs bench mllama quantize
+PYTHON3 ?= python3
 
 B = build
 
@@ -105,7 +108,7 @@ $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf: $(B)/compile/n
 
 compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static \
                $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf
-unit-tests: $(addprefix $(B)/tests/,$(TESTS))
+unit-tests: $(addprefix $(B)/tests/,$(TESTS) $(SERVER_TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
 tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS))
 
@@ -241,6 +244,9 @@ $(W)/run/%: $(W)/tests/%.exe | $(W)/run
 	@printf '#!/bin/sh\nWINEPREFIX=$(CURDIR)/$(W)/wineprefix WINEDEBUG=-all exec $(WINE) %s "$$@"\n' $< > $@ && chmod +x $@
 $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o | $(W)
 	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
+# test_server: the Ollama answers' timestamps use clock_gettime, which MinGW-w64 has in winpthreads.
+$(W)/tests/test_server.exe: tests/test_server.c mmsched.h tests/*.h tests/fuzz/fuzz_http.c examples/server/*.h $(W)/windows_stdio.o | $(W)/tests
+	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
 $(W)/mllama.exe $(W)/batch.exe: $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
 	$(WIN_CC) $(WIN_FLAGS) -isystem $(W)/include $< $(W)/windows_stdio.o $(W)/stb_image.o -o $@
 
@@ -294,14 +300,13 @@ $(B)/batch: examples/batch.c mmsched.h examples/random_mllama.h | $(B)
 $(B)/mllama-server: examples/server.c examples/server/*.h mmsched.h | $(B)
 	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $< -o $@ -lstb $(LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/mllama-server
 
 # The server's tests in Python drive it with the official openai and ollama clients, pinned in
 # tests/requirements-server.txt and installed in a venv under build/ (a failed install fails the
 # build: CI must not skip them). Each test is a wrapper that runs its script with the venv's Python.
-SERVER_TESTS = server_test server_haproxy_test
 $(B)/venv/ok: tests/requirements-server.txt | $(B)
-	python3 -m venv $(B)/venv && $(B)/venv/bin/pip install -q -r $< && touch $@
+	$(PYTHON3) -m venv $(B)/venv && $(B)/venv/bin/pip install -q -r $< && touch $@
 $(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_test.py $(B)/venv/ok $(B)/mllama-server $(B)/mllama | $(B)/tests
 	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/$*.py" "$$@"\n' > $@ && chmod +x $@
 
