@@ -22,7 +22,8 @@
 struct options {
     const char *model, *prompt;
     int         k, n_predict, n_threads, bench_layers, bench_gen;
-    bool        bench, bench_images;
+    bool        bench, bench_images, bench_engine;
+    const char *bench_vocab;
     struct mms_sampler_params sampling;
     char      **images;
     int         n_images;
@@ -35,7 +36,7 @@ static void die(const char *what, const char *why) {
 
 static void usage(void) {
     fprintf(stderr, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
-                    "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N]\n"
+                    "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N] [--engine [--vocab FILE]]\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
                     "  -n N         most tokens per answer (default 64)\n", MAX_K);
@@ -60,6 +61,7 @@ static void parse(int argc, char **argv, struct options *o) {
     o->n_predict = 64;
     o->bench_layers = 5;
     o->bench_gen = 8;
+    o->bench_vocab = "tests/fixtures/text/tok-llama3.gguf";
     o->sampling = mms_sampler_default_params();
     o->images = (char **)calloc((size_t)argc, sizeof *o->images);
     if (!o->images) die("out of memory", NULL);
@@ -76,6 +78,8 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(a, "--threads") && more) o->n_threads = int_arg(argv[++i], "--threads", 1, 4096);
         else if (!strcmp(a, "--bench")) o->bench = true;
         else if (!strcmp(a, "--images")) o->bench_images = true;
+        else if (!strcmp(a, "--engine")) o->bench_engine = true;
+        else if (!strcmp(a, "--vocab") && more) o->bench_vocab = argv[++i];
         else if (!strcmp(a, "--text-layers") && more) o->bench_layers = int_arg(argv[++i], "--text-layers", 1, 40);
         else if (!strcmp(a, "--gen") && more) o->bench_gen = int_arg(argv[++i], "--gen", 1, 64);
         else if (a[0] == '-') usage();
@@ -248,36 +252,43 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void bench(const struct options *o, mms_backend_t cpu) {
-    static const int ks[] = { 1, 2, 4, 8 };
-    const int n_prompt = 32, max_k = 8;
+/* The random 11B-shaped model (written first if missing), its weights paged in. */
+static struct mms_mllama_model *bench_model(const struct options *o, mms_backend_t cpu, char *path, size_t path_size) {
     struct mms_mllama_hparams hp;
     struct mms_mllama_load_params lp;
-    struct mms_mllama_context_params cp;
     struct mms_mllama_model *m;
-    struct mms_mllama_context *ctx;
-    const int picture_side = 560;
-    uint8_t *picture = NULL;
-    int32_t tokens[8 * 32], seq[8 * 32];
-    double step_ms[64], base = 0;
-    char path[160];
     FILE *f;
-    size_t ki;
-    int i, g;
     mms_mllama_hparams_11b(&hp);
-    snprintf(path, sizeof path, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
+    snprintf(path, path_size, "build/bench-mllama-11b-t%d-v4+1.gguf", o->bench_layers);
     if ((f = fopen(path, "rb")) != NULL) fclose(f);
     else if (!write_mllama_gguf(path, &hp, o->bench_layers, 4, 1, false)) { remove(path); die("cannot write the random model", path); }
     memset(&lp, 0, sizeof lp);
     lp.path = path;
     lp.cpu = cpu;
     lp.progress = read_through;       /* page the mapped weights in now, not in the first step */
+    if (!(m = mms_mllama_model_load(&lp))) die("cannot load the random model", mms_last_error());
+    return m;
+}
+
+/* The library alone: K = 1, 2, 4, 8 sequences of one context, a decode call per step. */
+static void bench_library(const struct options *o, mms_backend_t cpu, struct mms_mllama_model *m, const char *path) {
+    static const int ks[] = { 1, 2, 4, 8 };
+    const int n_prompt = 32, max_k = 8;
+    const struct mms_mllama_hparams hp = *mms_mllama_model_get_hparams(m);
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_context *ctx;
+    const int picture_side = 560;
+    uint8_t *picture = NULL;
+    int32_t tokens[8 * 32], seq[8 * 32];
+    double step_ms[64], base = 0;
+    size_t ki;
+    int i, g;
     memset(&cp, 0, sizeof cp);
     cp.n_seq = max_k;
     cp.n_ctx = 256;
     cp.n_batch = max_k * n_prompt;
     cp.max_images = 1;
-    if (!(m = mms_mllama_model_load(&lp)) || !(ctx = mms_mllama_context_new(m, &cp))) die("cannot load the random model", mms_last_error());
+    if (!(ctx = mms_mllama_context_new(m, &cp))) die("cannot make the context", mms_last_error());
     printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers (%s), %d CPU threads; each sequence after a %d-token %s prompt\n",
            o->bench_layers, path, mms_backend_cpu_get_n_threads(cpu), n_prompt, o->bench_images ? "picture + text" : "text");
     if (o->bench_images && !(picture = (uint8_t *)malloc(picture_side * picture_side * 3))) die("out of memory", NULL);
@@ -289,7 +300,7 @@ static void bench(const struct options *o, mms_backend_t cpu) {
         for (i = 0; i < max_k; i++) mms_mllama_seq_clear(ctx, i);
         memset(&b, 0, sizeof b);
         for (i = 0; i < k * n_prompt; i++) { seq[i] = i / n_prompt; tokens[i] = (int32_t)((i * 7919 + 13) % 128000); }
-        for (i = 0; picture && i < k; i++) {   /* a picture of its own, the same for every K (the cache keeps it) */
+        for (i = 0; picture && i < k; i++) {   /* a picture of its own, the same for every K (the store keeps it) */
             picture[0] = (uint8_t)i;
             if (mms_mllama_seq_add_image_rgb(ctx, i, picture, picture_side, picture_side, picture_side * 3) != MMS_OK) die("image encode failed", mms_last_error());
             tokens[i * n_prompt] = hp.image_token_id;
@@ -317,6 +328,189 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     }
     free(picture);
     mms_mllama_context_free(ctx);
+}
+
+/* -- the same through the serving engine -- */
+
+/* A raw prompt of n tokens (BOS and n - 1 words) that differs from prompt k' != k from its second token. */
+static void engine_prompt(char *out, size_t cap, int k, int n) {
+    static const char *words[] = { " alpha", " bravo", " charlie", " delta", " echo", " foxtrot", " golf", " hotel" };
+    size_t len = (size_t)snprintf(out, cap, "%s", words[k % 8]);
+    int i;
+    for (i = 2; i < n; i++) len += (size_t)snprintf(out + len, cap - len, " the");
+}
+
+static struct mms_engine *bench_engine_new(struct mms_mllama_model *m, const struct mms_vocab *v, int n_slots, int n_ctx, int max_images) {
+    struct mms_engine_params ep;
+    struct mms_engine *e;
+    memset(&ep, 0, sizeof ep);
+    ep.model = m;
+    ep.vocab = v;
+    ep.n_slots = n_slots;
+    ep.n_ctx = n_ctx;
+    ep.max_images = max_images;
+    if (!(e = mms_engine_new(&ep))) die("cannot start the engine", mms_last_error());
+    return e;
+}
+
+/* K requests at once on K slots, n_gen tokens each: tokens generated per second once every
+   request generates (from the last one's first text to the end). */
+static double engine_aggregate(struct mms_mllama_model *m, const struct mms_vocab *v, int k, int n_gen, int *n_tokens) {
+    struct mms_engine *e = bench_engine_new(m, v, k, 256, 1);
+    struct mms_reply *r[8];
+    struct mms_reply_event ev;
+    struct mms_request rq;
+    char prompt[8][512];
+    int64_t all_started = 0, last_end = 0, started[8] = { 0 };
+    int i, done = 0, tokens = 0, tokens_at_start = 0;
+    memset(&rq, 0, sizeof rq);
+    rq.max_tokens = n_gen;
+    for (i = 0; i < k; i++) {
+        engine_prompt(prompt[i], sizeof prompt[i], i, 32);
+        rq.prompt = prompt[i];
+        if (!(r[i] = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+    }
+    while (done < k) {                        /* every reply polled; a token of text each step */
+        int n_started = 0;
+        for (i = 0; i < k; i++) {
+            if (!r[i]) continue;
+            if (mms_reply_next(r[i], 0, &ev) != MMS_OK) die("reply", mms_last_error());
+            if (ev.len > 0 && !started[i]) started[i] = mms_time_us();
+            if (ev.finish != MMS_FINISH_NONE) {
+                if (ev.finish != MMS_FINISH_LENGTH) fprintf(stderr, "batch: request %d ended early (finish %d) after %d tokens\n", i, ev.finish, ev.usage.completion_tokens);
+                tokens += ev.usage.completion_tokens;
+                last_end = mms_time_us();
+                mms_reply_free(r[i]);
+                r[i] = NULL;
+                done++;
+            }
+        }
+        for (i = 0; i < k; i++) n_started += started[i] != 0;
+        if (n_started == k && !all_started) { all_started = mms_time_us(); tokens_at_start = k; }
+        mms__thread_yield();
+    }
+    mms_engine_free(e);
+    *n_tokens = tokens - tokens_at_start;
+    return all_started && last_end > all_started ? (double)(tokens - tokens_at_start) * 1e6 / (double)(last_end - all_started) : 0.0;
+}
+
+static int cmp_int64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A request generating, then one with a 2048-token prompt: the first's time between tokens
+   before, and while the prompt goes in (n_batch 512 a step, the generating token included). */
+static void engine_prompt_steps(struct mms_mllama_model *m, const struct mms_vocab *v) {
+    struct mms_engine *e = bench_engine_new(m, v, 2, 4096, 1);
+    struct mms_request rq;
+    struct mms_reply *a, *b = NULL;
+    struct mms_reply_event ev;
+    static char long_prompt[32768];
+    char prompt[512];
+    int64_t gaps[512], during[64], last = 0, b_started = 0, b_first = 0;
+    int n_gaps = 0, n_during = 0;
+    memset(&rq, 0, sizeof rq);
+    engine_prompt(prompt, sizeof prompt, 0, 32);
+    rq.prompt = prompt;
+    rq.max_tokens = 160;
+    if (!(a = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+    engine_prompt(long_prompt, sizeof long_prompt, 1, 2048);
+    for (;;) {
+        const int64_t was = last;
+        if (mms_reply_next(a, -1, &ev) != MMS_OK) die("reply", mms_last_error());
+        last = mms_time_us();
+        if (was && !b && n_gaps < 512) gaps[n_gaps++] = last - was;          /* alone */
+        if (was && b && !b_first && n_during < 64) during[n_during++] = last - was;   /* beside the prompt */
+        if (ev.finish != MMS_FINISH_NONE) break;
+        if (!b && n_gaps == 24) {
+            rq.prompt = long_prompt;
+            rq.max_tokens = 1;
+            b_started = mms_time_us();
+            if (!(b = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+        }
+        if (b && !b_first && mms_reply_next(b, 0, &ev) == MMS_OK && (ev.len > 0 || ev.finish != MMS_FINISH_NONE)) b_first = mms_time_us();
+    }
+    if (b && !b_first) {
+        if (mms_reply_next(b, -1, &ev) != MMS_OK) die("reply", mms_last_error());
+        b_first = mms_time_us();
+    }
+    qsort(gaps, (size_t)n_gaps, sizeof gaps[0], cmp_int64);
+    qsort(during, (size_t)n_during, sizeof during[0], cmp_int64);
+    printf("engine: a generating request's time between tokens: alone %.2f ms (median of %d); while a 2048-token prompt goes in "
+           "(%.0f ms to its first token): %d steps, median %.2f ms, longest %.2f ms\n", n_gaps ? (double)gaps[n_gaps / 2] * 1e-3 : 0.0, n_gaps,
+           (double)(b_first - b_started) * 1e-3, n_during, n_during ? (double)during[n_during / 2] * 1e-3 : 0.0,
+           n_during ? (double)during[n_during - 1] * 1e-3 : 0.0);
+    printf("BENCH name=engine_step_beside_prompt plain_ms=%.2f prompt_tokens=2048 steps=%d median_ms=%.2f max_ms=%.2f prompt_ms=%.0f\n",
+           n_gaps ? (double)gaps[n_gaps / 2] * 1e-3 : 0.0, n_during, n_during ? (double)during[n_during / 2] * 1e-3 : 0.0,
+           n_during ? (double)during[n_during - 1] * 1e-3 : 0.0, (double)(b_first - b_started) * 1e-3);
+    mms_reply_free(a);
+    mms_reply_free(b);
+    mms_engine_free(e);
+}
+
+/* Pictures through an engine whose store holds two: the store's bytes after each request against
+   its budget; the first picture again at the end (evicted: encoded again). */
+static void engine_store(struct mms_mllama_model *m, const struct mms_vocab *v) {
+    const int side = 1120, n = 5;             /* 4 tiles each */
+    struct mms_engine *e = bench_engine_new(m, v, 2, 256, 1);
+    struct mms_engine_stats st;
+    struct mms_image_rgb pic;
+    struct mms_request rq;
+    struct mms_reply *r;
+    struct mms_reply_event ev;
+    uint8_t *rgb = (uint8_t *)malloc((size_t)side * side * 3);
+    size_t most = 0;
+    int i, j;
+    if (!rgb) die("out of memory", NULL);
+    memset(&rq, 0, sizeof rq);
+    rq.prompt = "<|image|>Describe it.";
+    rq.images = &pic;
+    rq.n_images = 1;
+    rq.max_tokens = 2;
+    pic.rgb = rgb;
+    pic.width = pic.height = side;
+    pic.stride = 0;
+    for (i = 0; i <= n; i++) {
+        const int k = i < n ? i : 0;
+        for (j = 0; j < side * side * 3; j++) rgb[j] = (uint8_t)((j * 2654435761u >> 24) + 37 * k);
+        if (!(r = mms_engine_submit(e, &rq))) die("submit", mms_last_error());
+        do { if (mms_reply_next(r, -1, &ev) != MMS_OK) die("reply", mms_last_error()); } while (ev.finish == MMS_FINISH_NONE);
+        mms_reply_free(r);
+        mms_engine_get_stats(e, &st);
+        if (st.image_store_bytes > most) most = st.image_store_bytes;
+        printf("engine: picture %d (%s): image store %.1f MiB of %.1f MiB, %lld encoded so far\n", k, i < n ? "new" : "the first again",
+               (double)st.image_store_bytes / 1048576.0, (double)st.image_store_budget / 1048576.0, (long long)st.images_encoded);
+    }
+    printf("BENCH name=engine_image_store pictures=%d budget_mib=%.1f most_mib=%.1f encoded=%lld\n", n, (double)st.image_store_budget / 1048576.0,
+           (double)most / 1048576.0, (long long)st.images_encoded);
+    free(rgb);
+    mms_engine_free(e);
+}
+
+static void bench_engine(const struct options *o, struct mms_mllama_model *m) {
+    struct mms_vocab *v = mms_vocab_load_file(o->bench_vocab);
+    const int n_gen = 32;
+    double one, eight;
+    int n1, n8;
+    if (!v) die("cannot load the vocabulary (--vocab, a Llama 3 tokenizer)", mms_last_error());
+    one = engine_aggregate(m, v, 1, n_gen, &n1);
+    eight = engine_aggregate(m, v, 8, n_gen, &n8);
+    printf("engine: 1 slot %.2f tokens/s (%d tokens), 8 slots %.2f tokens/s (%d tokens): x%.2f\n", one, n1, eight, n8, one > 0 ? eight / one : 0.0);
+    printf("BENCH name=engine_decode k1_tokens_per_s=%.2f k8_tokens_per_s=%.2f vs_k1=%.2f gen=%d text_layers=%d\n", one, eight, one > 0 ? eight / one : 0.0,
+           n_gen, o->bench_layers);
+    fflush(stdout);
+    engine_prompt_steps(m, v);
+    fflush(stdout);
+    engine_store(m, v);
+    mms_vocab_free(v);
+}
+
+static void bench(const struct options *o, mms_backend_t cpu) {
+    char path[160];
+    struct mms_mllama_model *m = bench_model(o, cpu, path, sizeof path);
+    bench_library(o, cpu, m, path);
+    if (o->bench_engine) bench_engine(o, m);
     mms_mllama_model_free(m);
 }
 

@@ -527,9 +527,22 @@ static void test_cancel(void) {
     mms_reply_free(a);
     mms_reply_free(q);
     EXPECT(wait_busy(e, 0), "b's slot is not let go");
+    if (n_convs > 38) {                           /* three pictures, cancelled at once (while they go in, or before): */
+        struct mms_chat_message m3[4];            /* the same request after it answers as alone */
+        struct mms_image_rgb i3[MAX_PICS];
+        struct mms_request r3;
+        struct mms_reply *x;
+        request_for(&convs[38], 0, &r3, m3, i3);
+        x = mms_engine_submit(e, &r3);
+        mms_reply_cancel(x);
+        if (x) { read_reply(x, 0, &g); mms_reply_free(x); }
+        EXPECT(x && g.finish == MMS_FINISH_CANCELLED, "three pictures cancelled: finish %d", g.finish);
+        EXPECT(ask(e, &r3, 0, &g) && !strcmp(g.text, convs[38].answers[0]), "three pictures after a cancel: '%s', alone '%s'", g.text,
+               convs[38].answers[0]);
+    }
     EXPECT(ask(e, &rq, 0, &g) && !strcmp(g.text, convs[6].answers[0]), "after the cancels: '%s'", g.text);
     mms_engine_get_stats(e, &st);
-    EXPECT(st.cancelled == 3 && st.finished == 2 && st.busy_slots == 0 && st.queued == 0, "stats: %lld cancelled (want 3), %lld finished, %d busy",
+    EXPECT(st.cancelled == 4 && st.finished == 3 && st.busy_slots == 0 && st.queued == 0, "stats: %lld cancelled (want 4), %lld finished, %d busy",
            (long long)st.cancelled, (long long)st.finished, st.busy_slots);
     mms_engine_free(e);
 }

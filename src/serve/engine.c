@@ -44,6 +44,16 @@ static void mms__serve_slot_free(struct mms__serve_slot *s) {
     MMS_FREE(s->kv);
 }
 
+/* A slot whose sequence may be in any state (a failure, pictures half added): forgotten. */
+static void mms__serve_slot_reset(struct mms_engine *e, int s) {
+    struct mms__serve_slot *sl = &e->slots[s];
+    int i;
+    mms_mllama_seq_clear(e->ctx, s);
+    sl->n_kv = 0;
+    for (i = 0; i < sl->n_images; i++) mms_mllama_image_free(&sl->images[i]);
+    sl->n_images = 0;
+}
+
 /* -- handing over -- */
 
 static void mms__serve_usage(const struct mms__serve_req *q, int64_t now, struct mms_reply_usage *u) {
@@ -83,6 +93,7 @@ static void mms__serve_publish_locked(struct mms_engine *e, struct mms_reply *r)
     if (q->phase == MMS__SERVE_QUEUED) {
         e->n_queued--;
     } else {
+        if (q->phase == MMS__SERVE_PICTURES) mms__serve_slot_reset(e, q->slot);   /* some of its pictures only */
         e->n_running--;
         e->slots[q->slot].r = NULL;
         e->slots[q->slot].last_use = ++e->clock;
@@ -95,16 +106,6 @@ static void mms__serve_fail(struct mms__serve_req *q, enum mms_status status, co
     q->finish = MMS_FINISH_ERROR;
     q->status = status;
     mms__copy_str(q->error, sizeof q->error, why);
-}
-
-/* A slot whose sequence may be in any state after a failure: forgotten. */
-static void mms__serve_slot_reset(struct mms_engine *e, int s) {
-    struct mms__serve_slot *sl = &e->slots[s];
-    int i;
-    mms_mllama_seq_clear(e->ctx, s);
-    sl->n_kv = 0;
-    for (i = 0; i < sl->n_images; i++) mms_mllama_image_free(&sl->images[i]);
-    sl->n_images = 0;
 }
 
 /* -- taking a slot -- */
@@ -400,6 +401,11 @@ MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params
         return NULL;
     }
     hp = mms_mllama_model_get_hparams(p.model);
+    if (mms_vocab_n_tokens(p.vocab) < hp->n_vocab) {
+        mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_new: the vocabulary has %d tokens and the model's logits %d: it is not the model's",
+                      (int)mms_vocab_n_tokens(p.vocab), hp->n_vocab);
+        return NULL;
+    }
     if (p.n_slots == 0) p.n_slots = 4;
     if (p.n_ctx == 0) p.n_ctx = MMS__MIN(2048, hp->n_ctx_train);
     if (p.n_batch == 0) p.n_batch = 512;
