@@ -307,7 +307,7 @@ examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/mllama-server
 # build: CI must not skip them). Each test is a wrapper that runs its script with the venv's Python.
 $(B)/venv/ok: tests/requirements-server.txt | $(B)
 	$(PYTHON3) -m venv $(B)/venv && $(B)/venv/bin/pip install -q -r $< && touch $@
-$(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_test.py $(B)/venv/ok $(B)/mllama-server $(B)/mllama | $(B)/tests
+$(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_test.py $(B)/venv/ok $(B)/mllama-server $(B)/mllama $(B)/quantize | $(B)/tests
 	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/$*.py" "$$@"\n' > $@ && chmod +x $@
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).

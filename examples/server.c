@@ -23,6 +23,8 @@
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
 #include <stb/stb_image.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1104,9 +1106,102 @@ static int open_listener(const char *host, int port, int *bound_port) {
     return fd;
 }
 
-/* The model's name, size, date and quantization for the listings. */
-static void describe_model(const struct options *o, const struct mms_mllama_model *model) {
+/* -- the model as the listings describe it -- */
+
+/* llama.cpp's numbers for general.file_type (its llama_ftype) and the names Ollama's listings give
+   them. A number not listed here is described by the type of most of the weights instead. To add
+   one: a row with llama.cpp's number and name. */
+static const struct { uint32_t id; const char *name; } FILE_TYPES[] = {
+    { 0, "F32" },     { 1, "F16" },     { 2, "Q4_0" },    { 3, "Q4_1" },    { 7, "Q8_0" },    { 8, "Q5_0" },
+    { 9, "Q5_1" },    { 10, "Q2_K" },   { 11, "Q3_K_S" }, { 12, "Q3_K_M" }, { 13, "Q3_K_L" }, { 14, "Q4_K_S" },
+    { 15, "Q4_K_M" }, { 16, "Q5_K_S" }, { 17, "Q5_K_M" }, { 18, "Q6_K" },   { 32, "BF16" },
+};
+
+/* The weights counted over the model's files: every tensor's elements, and the elements of the
+   matrices (two dimensions or more) by type, to name the type of most of them. */
+struct weights {
+    int64_t n_params;
+    struct { char name[16]; int64_t n; } types[16];
+    int     n_types;
+    const char *file_type;   /* general.file_type's name, when a file gives a known one */
+};
+
+static void weights_add(struct weights *w, const char *type, int64_t n, int n_dims) {
+    int i;
+    w->n_params += n;
+    if (n_dims < 2) return;   /* norms and biases are kept in F32 whatever the quantization */
+    for (i = 0; i < w->n_types && strcmp(w->types[i].name, type) != 0; i++) {}
+    if (i == w->n_types) {
+        if (w->n_types == (int)(sizeof w->types / sizeof w->types[0])) return;
+        snprintf(w->types[w->n_types++].name, sizeof w->types[0].name, "%s", type);
+    }
+    w->types[i].n += n;
+}
+
+static int64_t elements(const int64_t *ne, int n_dims) {
+    int64_t n = 1;
+    int d;
+    for (d = 0; d < n_dims; d++) n *= ne[d];
+    return n;
+}
+
+/* A GGUF file's tensors and general.file_type; false when it is not one mms_gguf_open reads. */
+static bool weights_from_gguf(struct weights *w, const char *path) {
+    struct mms_gguf *g = mms_gguf_open(path);
+    struct mms_gguf_tensor_info t;
+    uint32_t ft;
+    int64_t i;
+    size_t k;
+    if (!g) return false;
+    for (i = 0; i < mms_gguf_get_n_tensors(g); i++) {
+        char type[16];
+        const char *name;
+        if (mms_gguf_get_tensor(g, i, &t) != MMS_OK) continue;
+        name = t.type != MMS_TYPE_INVALID ? mms_type_name(t.type) : "";
+        for (k = 0; name[k] && k + 1 < sizeof type; k++) type[k] = (char)toupper((unsigned char)name[k]);
+        if (!name[0]) snprintf(type, sizeof type, "type %u", (unsigned)t.ggml_type);
+        else type[k] = '\0';
+        weights_add(w, type, elements(t.ne, t.n_dims), t.n_dims);
+    }
+    if (!w->file_type && mms_gguf_get_u32(g, "general.file_type", &ft) == MMS_OK)
+        for (k = 0; k < sizeof FILE_TYPES / sizeof FILE_TYPES[0]; k++)
+            if (FILE_TYPES[k].id == ft) w->file_type = FILE_TYPES[k].name;
+    mms_gguf_close(g);
+    return true;
+}
+
+/* A Hugging Face folder's *.safetensors files (their dtypes are the type names). */
+static void weights_from_folder(struct weights *w, const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        char path[4096];
+        struct mms_safetensors *st;
+        struct mms_safetensors_info t;
+        int64_t i;
+        if (n < 12 || strcmp(e->d_name + n - 12, ".safetensors") != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!(st = mms_safetensors_open(path))) continue;
+        for (i = 0; i < mms_safetensors_n_tensors(st); i++)
+            if (mms_safetensors_get(st, i, &t) == MMS_OK) weights_add(w, t.dtype, elements(t.shape, t.n_dims), t.n_dims);
+        mms_safetensors_close(st);
+    }
+    if (d) closedir(d);
+}
+
+/* Ollama's way of writing a count: "10.7B", "797.3K". */
+static void human_count(char *out, size_t cap, int64_t n) {
+    if (n >= 1000000000) snprintf(out, cap, "%.1fB", (double)n / 1e9);
+    else if (n >= 1000000) snprintf(out, cap, "%.1fM", (double)n / 1e6);
+    else if (n >= 1000) snprintf(out, cap, "%.1fK", (double)n / 1e3);
+    else snprintf(out, cap, "%lld", (long long)n);
+}
+
+/* The model's name, size, date, parameters and quantization for the listings, from its files. */
+static void describe_model(const struct options *o) {
     struct stat st;
+    struct weights w;
     const char *base = strrchr(o->model, '/');
     size_t n;
     uint64_t h = 1469598103934665603ull;
@@ -1114,7 +1209,7 @@ static void describe_model(const struct options *o, const struct mms_mllama_mode
     int64_t size = 0;
     time_t mtime = 0;
     struct tm tm;
-    (void)model;
+    int i, most = -1;
     base = base ? base + 1 : o->model;
     if (o->alias) snprintf(S.info_name, sizeof S.info_name, "%s", o->alias);
     else {
@@ -1131,12 +1226,21 @@ static void describe_model(const struct options *o, const struct mms_mllama_mode
     snprintf(S.info_digest, sizeof S.info_digest, "%016llx", (unsigned long long)h);
     gmtime_r(&mtime, &tm);
     strftime(S.info_modified, sizeof S.info_modified, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    memset(&w, 0, sizeof w);
+    if (!weights_from_gguf(&w, o->model)) weights_from_folder(&w, o->model);
+    if (o->mmproj) weights_from_gguf(&w, o->mmproj);
+    for (i = 0; i < w.n_types; i++)
+        if (most < 0 || w.types[i].n > w.types[most].n) most = i;
+    human_count(S.info_params, sizeof S.info_params, w.n_params);
+    snprintf(S.info_quant, sizeof S.info_quant, "%s", w.file_type ? w.file_type : most >= 0 ? w.types[most].name : "");
     S.info.name = S.info_name;
     S.info.modified_at = S.info_modified;
     S.info.size = size;
     S.info.digest = S.info_digest;
-    S.info.parameter_size = "";
-    S.info.quantization = "";
+    S.info.n_params = w.n_params;
+    S.info.parameter_size = S.info_params;
+    S.info.quantization = S.info_quant;
 }
 
 int main(int argc, char **argv) {
@@ -1205,7 +1309,7 @@ int main(int argc, char **argv) {
     ep.max_images = o->max_images;
     ep.image_store = o->image_store;
     if (!(S.engine = mms_engine_new(&ep))) die("cannot start the engine", mms_last_error());
-    describe_model(o, model);
+    describe_model(o);
     S.info.context_length = o->n_ctx ? o->n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
     S.api.model = S.info_name;
     S.api.max_images = o->max_images;

@@ -3,15 +3,18 @@
 the demo model; the official `openai` and `ollama` Python packages (pinned in
 tests/requirements-server.txt, installed in build/venv by `make build/venv/ok`) and raw sockets
 drive it. The expected answers come from build/mllama run on the same messages (greedy), not
-from the server.
+from the server; the expected parameter counts from llama.cpp's GGUF reader (the gguf package).
 
 Checks: non-streaming and streaming answers of both APIs equal build/mllama's, with one picture,
-two pictures and none; a returning conversation reuses its prefix (cached tokens reported) and
-answers as build/mllama's chat and a fresh server do; every bad request (malformed JSON, wrong
-types, unknown model, too many pictures, an undecodable or huge picture, an http URL, a body over
-the limit, a head over the limit, a slow client, bad auth) gets its status and error object and
-the server keeps serving; a client that disconnects cancels its request; SIGTERM finishes the
-request in flight and exits 0.
+two pictures in one message, a picture in each of two messages, and none; a returning
+conversation reuses its prefix (cached tokens reported; Ollama's prompt_eval_count is the whole
+prompt, as Ollama counts it) and answers as build/mllama's chat and a fresh server do; the
+listings give the parameters and quantization of a GGUF, a quantized GGUF, the two-file layout
+and a Hugging Face folder; every bad request (malformed JSON, wrong types, unknown model, too
+many pictures, an undecodable or huge picture, an http URL, a body over the limit, a head over
+the limit, a slow client, bad auth) gets its status and error object and the server keeps
+serving; a client that disconnects cancels its request; SIGTERM finishes the request in flight
+and exits 0.
 
 Run: build/venv/bin/python tests/server_test.py (make test runs it as build/tests/server_test).
 Prints PASS/FAIL/SKIP lines and "N passed, N failed, N skipped". Environment: MLLAMA_SERVER and
@@ -20,11 +23,13 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -32,6 +37,7 @@ import zlib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.environ.get("MLLAMA_SERVER", os.path.join(ROOT, "build", "mllama-server"))
 CLI = os.environ.get("MLLAMA_CLI", os.path.join(ROOT, "build", "mllama"))
+QUANTIZE = os.path.join(ROOT, "build", "quantize")
 MODEL = os.path.join(ROOT, "models", "mllama-demo.gguf")
 IMAGES = os.path.join(ROOT, "examples", "images")
 NAME = "mllama-demo"
@@ -56,6 +62,7 @@ def summary():
 
 
 try:
+    import gguf  # noqa: F401  (llama.cpp's GGUF reader: the parameter counts the listings must give)
     import ollama
     import openai
 except ImportError as e:
@@ -67,8 +74,8 @@ except ImportError as e:
 class Server:
     """build/mllama-server on a free loopback port (--port 0; the port is read from its first line)."""
 
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([SERVER, "-m", MODEL, "--port", "0", "-t", "1"] + list(args),
+    def __init__(self, *args, model=MODEL):
+        self.proc = subprocess.Popen([SERVER, "-m", model, "--port", "0", "-t", "1"] + list(args),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         line = self.proc.stderr.readline()
@@ -198,6 +205,7 @@ def main():
         if code != 0:
             print("FAIL server exit: status %s; log:\n%s" % (code, "".join(srv.log[-20:])))
             results["failed"] += 1
+    case(check_quantized_described)
     case(check_disconnect_cancels)
     case(check_api_key)
     case(check_sigterm_drains)
@@ -271,6 +279,9 @@ def run_cases(srv, expected):
         assert oc.chat.completions.create(**kw).choices[0].message.content == oc.chat.completions.create(**kw).choices[0].message.content
 
     def returning_conversation_reuses_prefix():
+        """Turn 2 resends turn 1: its prefix comes from the slot's KV cache (cached tokens), and the
+        answer is build/mllama's chat and a fresh server's. Ollama counts the whole prompt (its
+        runners count the prompt's inputs before the cache is looked up), as OpenAI's prompt_tokens."""
         q1, q2 = "Describe this image.", "What colour is the circle?"
         want = cli_chat(["/image " + os.path.join(IMAGES, "circle.png"), q1, q2])
         assert len(want) == 2, want
@@ -281,13 +292,34 @@ def run_cases(srv, expected):
         r2 = oc.chat.completions.create(model=NAME, messages=turn2, temperature=0)
         assert r2.choices[0].message.content == want[1], (r2.choices[0].message.content, want[1])
         cached = r2.usage.prompt_tokens_details.cached_tokens
-        assert cached >= r1.usage.prompt_tokens - 1, "turn 2 reused %d of turn 1's %d prompt tokens" % (cached, r1.usage.prompt_tokens)
+        assert r1.usage.prompt_tokens - 1 <= cached < r2.usage.prompt_tokens, \
+            "turn 2 reused %d of turn 1's %d prompt tokens" % (cached, r1.usage.prompt_tokens)
+        oturn2 = ollama_messages(q1, ["circle.png"]) + [{"role": "assistant", "content": want[0]}, {"role": "user", "content": q2}]
+        o2 = ol.chat(model=NAME, messages=oturn2, options={"temperature": 0})
+        assert o2.message.content == want[1] and o2.prompt_eval_count == r2.usage.prompt_tokens, (o2.message.content, o2.prompt_eval_count)
         fresh = Server("-np", "1")
         try:
             r3 = openai_client(fresh).chat.completions.create(model=NAME, messages=turn2, temperature=0)
+            assert r3.choices[0].message.content == want[1] and r3.usage.prompt_tokens_details.cached_tokens == 0, r3
+            assert r3.usage.prompt_tokens == r2.usage.prompt_tokens
+            # the same conversation again: all of it but the last prompt token from the cache
+            r4 = openai_client(fresh).chat.completions.create(model=NAME, messages=turn2, temperature=0)
+            assert r4.choices[0].message.content == want[1] and r4.usage.prompt_tokens_details.cached_tokens == r4.usage.prompt_tokens - 1, r4
+            assert metric(fresh, "mllama_cached_tokens_total") == r4.usage.prompt_tokens - 1
         finally:
             fresh.stop()
-        assert r3.choices[0].message.content == r2.choices[0].message.content and r3.usage.prompt_tokens_details.cached_tokens == 0
+
+    def pictures_in_two_messages():
+        """A conversation with a picture in each of two user turns: build/mllama's chat answer."""
+        q1, q2 = "Describe this image.", "Which picture shows a triangle?"
+        want = cli_chat(["/image " + os.path.join(IMAGES, "circle.png"), q1, "/image " + os.path.join(IMAGES, "triangle.jpg"), q2])
+        assert len(want) == 2, want
+        msgs = openai_messages(q1, ["circle.png"]) + [{"role": "assistant", "content": want[0]}] + openai_messages(q2, ["triangle.jpg"])
+        r = oc.chat.completions.create(model=NAME, messages=msgs, temperature=0)
+        assert r.choices[0].message.content == want[1], (r.choices[0].message.content, want[1])
+        omsgs = ollama_messages(q1, ["circle.png"]) + [{"role": "assistant", "content": want[0]}] + ollama_messages(q2, ["triangle.jpg"])
+        text = "".join(x.message.content for x in ol.chat(model=NAME, messages=omsgs, options={"temperature": 0}, stream=True))
+        assert text == want[1], (text, want[1])
 
     def listings():
         assert [m.id for m in oc.models.list().data] == [NAME]
@@ -299,6 +331,7 @@ def run_cases(srv, expected):
         st, _, body = srv.request("GET", "/metrics")
         text = body.decode()
         assert st == 200 and re.search(r"^mllama_requests_total \d+", text, re.M) and "mllama_image_store_budget_bytes" in text, text[:300]
+        check_weights_described(srv, *gguf_weights(MODEL))
 
     def bad_request(name, method, path, body, status, code=None, ollama_shape=False, headers=None):
         st, hdr, data = srv.request(method, path, body, headers)
@@ -368,9 +401,83 @@ def run_cases(srv, expected):
         assert srv.request("GET", "/health")[0] == 200
 
     for fn in (openai_equal_cli, openai_stream_equal_cli, ollama_chat_equal_cli, ollama_chat_stream_equal_cli, ollama_generate_equal_cli,
-               ollama_generate_raw, limits_and_stop, seeded_sampling_repeats, returning_conversation_reuses_prefix, listings, bad_requests,
-               slow_client_gets_408):
+               ollama_generate_raw, limits_and_stop, seeded_sampling_repeats, returning_conversation_reuses_prefix, pictures_in_two_messages,
+               listings, bad_requests, slow_client_gets_408):
         case(fn)
+
+
+def gguf_weights(path):
+    """A GGUF file's tensor elements and general.file_type's name, read with llama.cpp's own reader
+    (the gguf package), not the server's."""
+    r = gguf.GGUFReader(path)
+    n = sum(int(t.n_elements) for t in r.tensors)
+    f = r.fields.get("general.file_type")
+    name = None
+    if f is not None:
+        name = gguf.LlamaFileType(int(f.parts[f.data[0]][0])).name.replace("MOSTLY_", "").replace("ALL_", "")
+    return n, name
+
+
+def human_count(n):
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return "%.1f%s" % (n / div, unit)
+    return str(n)
+
+
+def safetensors_weights(folder):
+    """A Hugging Face folder's tensor elements and the dtype of most of its matrices, read from the
+    safetensors headers with Python's json."""
+    n, by_type = 0, {}
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".safetensors"):
+            continue
+        with open(os.path.join(folder, name), "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        for key, t in header.items():
+            if key == "__metadata__":
+                continue
+            k = 1
+            for d in t["shape"]:
+                k *= d
+            n += k
+            if len(t["shape"]) >= 2:
+                by_type[t["dtype"]] = by_type.get(t["dtype"], 0) + k
+    return n, max(by_type, key=by_type.get)
+
+
+def check_weights_described(srv, n, quant):
+    """/api/show and /api/tags give the parameters and the quantization of the files served."""
+    show = ollama.Client(host=srv.url).show(NAME)
+    assert show.modelinfo["general.parameter_count"] == n, (show.modelinfo, n)
+    assert show.details.parameter_size == human_count(n) and show.details.quantization_level == quant, (show.details, n, quant)
+    tags = ollama.Client(host=srv.url).list().models[0].details
+    assert tags.parameter_size == human_count(n) and tags.quantization_level == quant, tags
+
+
+def check_quantized_described():
+    """The listings' parameters and quantization for a Q8_0 copy of the demo model (build/quantize),
+    the two-file layout (both files counted) and a Hugging Face folder."""
+    tmp = tempfile.mkdtemp()
+    try:
+        q8 = os.path.join(tmp, NAME + ".gguf")
+        out = subprocess.run([QUANTIZE, MODEL, q8, "q8_0"], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert gguf_weights(q8) == (gguf_weights(MODEL)[0], "Q8_0"), gguf_weights(q8)
+        fixtures = os.path.join(ROOT, "tests", "fixtures")
+        text = os.path.join(fixtures, "demo", "mllama-demo-text.gguf")
+        proj = os.path.join(fixtures, "demo", "mllama-demo-proj.gguf")
+        folder = os.path.join(fixtures, "mllama", "gqa", "hf")
+        for args, (n, quant) in (([q8], gguf_weights(q8)),
+                                 ([text, "--mmproj", proj], (gguf_weights(text)[0] + gguf_weights(proj)[0], gguf_weights(text)[1])),
+                                 ([folder], safetensors_weights(folder))):
+            srv = Server("-a", NAME, *args[1:], model=args[0])
+            try:
+                check_weights_described(srv, n, quant)
+            finally:
+                assert srv.stop() == 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def metric(srv, name):

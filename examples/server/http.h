@@ -9,21 +9,9 @@
 #ifndef MLLAMA_SERVER_HTTP_H
 #define MLLAMA_SERVER_HTTP_H
 
+#include "part.h"
 
-/* The parts are headers of static functions; a program using some of them is not warned about the rest. */
-#ifndef SRV_FN
-#  if defined(__GNUC__) || defined(__clang__)
-#    define SRV_FN static __attribute__((unused))
-#  else
-#    define SRV_FN static
-#  endif
-#endif
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 
 #define HTTP_HEADERS_CAP 256   /* the most a request may have, whatever max_headers says */
 

@@ -8,23 +8,10 @@
 #ifndef MLLAMA_SERVER_JSON_WRITER_H
 #define MLLAMA_SERVER_JSON_WRITER_H
 
+#include "part.h"
 
-/* The parts are headers of static functions; a program using some of them is not warned about the rest. */
-#ifndef SRV_FN
-#  if defined(__GNUC__) || defined(__clang__)
-#    define SRV_FN static __attribute__((unused))
-#  else
-#    define SRV_FN static
-#  endif
-#endif
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 struct sbuf {
     char  *data;   /* NUL-terminated while not oom */

@@ -10,6 +10,9 @@
 #ifndef MLLAMA_SERVER_OLLAMA_H
 #define MLLAMA_SERVER_OLLAMA_H
 
+#include "request.h"
+#include <time.h>
+
 /* The Ollama API version /api/version reports: the newest whose requests and answers, for the
    endpoints served here, this server matches. */
 #define OLLAMA_API_VERSION "0.12.0"
@@ -120,17 +123,11 @@ SRV_FN bool ollama_parse_chat(struct api_request *r, const struct api_config *c,
     if (mms_json_type(j, msgs) != MMS_JSON_ARRAY) return api__wrong_type(e, j, msgs, "messages", "an array");
     if ((n = mms_json_len(j, msgs)) == 0) { r->load_only = true; return true; }
     for (i = 0; i < n; i++) {
-        int64_t m = mms_json_at(j, msgs, i);
-        const char *role = NULL, *known, *content = NULL;
+        int64_t m;
+        const char *known, *content = NULL;
         char param[48];
         int n_images;
-        snprintf(param, sizeof param, "messages[%lld]", (long long)i);
-        if (mms_json_type(j, m) != MMS_JSON_OBJECT) return api__wrong_type(e, j, m, param, "an object");
-        snprintf(param, sizeof param, "messages[%lld].role", (long long)i);
-        if (!api_get_str(j, m, "role", param, &role, e)) return false;
-        if (!role) return api_fail(e, 400, "invalid_value", param, "'%s' is required", param);
-        if (!(known = api_role(role, false)))
-            return api_fail(e, 400, "invalid_value", param, "'%s' is '%s'; it must be system, user, assistant or tool", param, role);
+        if (!api_message_at(j, msgs, i, false, &m, &known, e)) return false;
         snprintf(param, sizeof param, "messages[%lld].content", (long long)i);
         if (!api_get_str(j, m, "content", param, &content, e)) return false;
         snprintf(param, sizeof param, "messages[%lld].images", (long long)i);
@@ -213,40 +210,40 @@ SRV_FN void ollama__text(struct jw *w, enum api_kind kind, const char *text, siz
     }
 }
 
+/* What every answer line starts with: the model, the time, and the text (an object left open). */
+SRV_FN void ollama__begin_answer(struct jw *w, struct sbuf *b, enum api_kind kind, const char *model, const char *text, size_t len) {
+    char ts[48];
+    ollama_timestamp(ts, sizeof ts);
+    jw_init(w, b);
+    jw_object(w);
+    jw_kstr(w, "model", model);
+    jw_kstr(w, "created_at", ts);
+    ollama__text(w, kind, text, len);
+}
+
 /* A line of a streamed answer with some text. */
 SRV_FN void ollama_write_chunk(struct sbuf *b, enum api_kind kind, const char *model, const char *text, size_t len) {
     struct jw w;
-    char ts[48];
-    ollama_timestamp(ts, sizeof ts);
-    jw_init(&w, b);
-    jw_object(&w);
-    jw_kstr(&w, "model", model);
-    jw_kstr(&w, "created_at", ts);
-    ollama__text(&w, kind, text, len);
+    ollama__begin_answer(&w, b, kind, model, text, len);
     jw_kbool(&w, "done", false);
     jw_end_object(&w);
     sb_puts(b, "\n");
 }
 
 /* The last line (streaming: text "") or the whole answer: done_reason, counts and durations in ns.
-   usage NULL: the "load" answer. prompt_eval_count counts the prompt tokens decoded for this
-   request (cached ones are not evaluated again, as Ollama counts them). */
+   usage NULL: the "load" answer. prompt_eval_count is the whole prompt, cached tokens included,
+   as Ollama counts it (its runners count the prompt's inputs before the cache is looked up); the
+   cache shows in prompt_eval_duration, the time of the tokens decoded for this request. */
 SRV_FN void ollama_write_final(struct sbuf *b, enum api_kind kind, const char *model, const char *text, size_t len, const char *done_reason,
                                const struct mms_reply_usage *u, int64_t total_ns, bool newline) {
     struct jw w;
-    char ts[48];
-    ollama_timestamp(ts, sizeof ts);
-    jw_init(&w, b);
-    jw_object(&w);
-    jw_kstr(&w, "model", model);
-    jw_kstr(&w, "created_at", ts);
-    ollama__text(&w, kind, text, len);
+    ollama__begin_answer(&w, b, kind, model, text, len);
     jw_kstr(&w, "done_reason", done_reason);
     jw_kbool(&w, "done", true);
     if (u) {
         jw_kint(&w, "total_duration", total_ns);
         jw_kint(&w, "load_duration", 0);   /* the model stays loaded */
-        jw_kint(&w, "prompt_eval_count", (int64_t)u->prompt_tokens - u->cached_tokens);
+        jw_kint(&w, "prompt_eval_count", u->prompt_tokens);
         jw_kint(&w, "prompt_eval_duration", (int64_t)(u->prompt_ms * 1e6));
         jw_kint(&w, "eval_count", u->completion_tokens);
         jw_kint(&w, "eval_duration", (int64_t)(u->gen_ms * 1e6));
@@ -270,7 +267,8 @@ struct ollama_model_info {
     const char *modified_at;     /* RFC 3339 */
     int64_t     size;            /* bytes of the model's files */
     const char *digest;          /* hex */
-    const char *parameter_size;  /* "10.7B", "3.2M" */
+    int64_t     n_params;        /* every tensor's elements, the vision projector's included */
+    const char *parameter_size;  /* n_params as "10.7B", "3.2M" */
     const char *quantization;    /* "Q4_K_M", "F16", ... */
     int         context_length;  /* per slot */
 };
@@ -330,6 +328,7 @@ SRV_FN void ollama_write_show(struct sbuf *b, const struct ollama_model_info *m,
     jw_key(&w, "model_info");
     jw_object(&w);
     jw_kstr(&w, "general.architecture", "mllama");
+    jw_kint(&w, "general.parameter_count", m->n_params);
     jw_kint(&w, "mllama.context_length", m->context_length);
     jw_end_object(&w);
     jw_key(&w, "capabilities");

@@ -7,6 +7,8 @@
 #ifndef MLLAMA_SERVER_OPENAI_H
 #define MLLAMA_SERVER_OPENAI_H
 
+#include "request.h"
+
 /* A message's content: a string, an array of parts (text, image_url), or null. Text parts are
    joined by a line break; the message's pictures come before its text, as the template shows them. */
 SRV_FN bool openai__content(struct api_request *r, const struct api_config *c, int64_t msg, int index, const char *role,
@@ -115,16 +117,9 @@ SRV_FN bool openai_parse_chat(struct api_request *r, const struct api_config *c,
     if (mms_json_type(j, msgs) != MMS_JSON_ARRAY) return api__wrong_type(e, j, msgs, "messages", "an array");
     if ((n = mms_json_len(j, msgs)) == 0) return api_fail(e, 400, "invalid_value", "messages", "'messages' must have at least one message");
     for (i = 0; i < n; i++) {
-        int64_t m = mms_json_at(j, msgs, i);
-        const char *role = NULL, *known;
-        char param[48];
-        snprintf(param, sizeof param, "messages[%lld]", (long long)i);
-        if (mms_json_type(j, m) != MMS_JSON_OBJECT) return api__wrong_type(e, j, m, param, "an object");
-        snprintf(param, sizeof param, "messages[%lld].role", (long long)i);
-        if (!api_get_str(j, m, "role", param, &role, e)) return false;
-        if (!role) return api_fail(e, 400, "invalid_value", param, "'%s' is required", param);
-        if (!(known = api_role(role, true)))
-            return api_fail(e, 400, "invalid_value", param, "'%s' is '%s'; it must be system, developer, user, assistant or tool", param, role);
+        int64_t m;
+        const char *known;
+        if (!api_message_at(j, msgs, i, true, &m, &known, e)) return false;
         if (!openai__content(r, c, m, (int)i, known, e)) return false;
     }
     if (!api_get_bool(j, 0, "stream", "stream", &r->stream, e)) return false;

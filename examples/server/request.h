@@ -2,14 +2,12 @@
    a raw prompt, the pictures as encoded files, sampling, limits), the error they answer with, and
    the checked readers of JSON fields both use (a wrong type or range names the field). openai.h
    and ollama.h map their bodies onto it; server.c decodes the pictures and submits it. Needs
-   mmsched.h (the JSON reader and the engine's request types) and json_writer.h. */
+   mmsched.h (the JSON reader and the engine's request types) included before it. */
 #ifndef MLLAMA_SERVER_REQUEST_H
 #define MLLAMA_SERVER_REQUEST_H
 
-#include <ctype.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include "part.h"
+#include "json_writer.h"
 
 enum api_kind { API_OPENAI_CHAT = 1, API_OLLAMA_CHAT = 2, API_OLLAMA_GENERATE = 3 };
 
@@ -294,8 +292,8 @@ SRV_FN bool api_get_stop(struct api_request *r, const struct api_config *c, int6
     return true;
 }
 
-/* Whether a role names a message the template renders; the system role of OpenAI's newer models
-   ("developer") is a system message to this one. */
+/* The role the template renders for a message's role, or NULL; the system role of OpenAI's newer
+   models ("developer") is a system message to this one. */
 SRV_FN const char *api_role(const char *role, bool openai) {
     static const char *const roles[] = { "system", "user", "assistant", "tool" };
     size_t i;
@@ -303,6 +301,24 @@ SRV_FN const char *api_role(const char *role, bool openai) {
     for (i = 0; i < sizeof roles / sizeof roles[0]; i++)
         if (strcmp(role, roles[i]) == 0) return roles[i];
     return NULL;
+}
+
+/* Message i of the array msgs (both APIs): an object with a role the template renders. *msg gets
+   the message and *role that role. */
+SRV_FN bool api_message_at(const struct mms_json *j, int64_t msgs, int64_t i, bool openai, int64_t *msg, const char **role,
+                           struct api_error *e) {
+    const char *asked = NULL;
+    char param[48];
+    *msg = mms_json_at(j, msgs, i);
+    snprintf(param, sizeof param, "messages[%lld]", (long long)i);
+    if (mms_json_type(j, *msg) != MMS_JSON_OBJECT) return api__wrong_type(e, j, *msg, param, "an object");
+    snprintf(param, sizeof param, "messages[%lld].role", (long long)i);
+    if (!api_get_str(j, *msg, "role", param, &asked, e)) return false;
+    if (!asked) return api_fail(e, 400, "invalid_value", param, "'%s' is required", param);
+    if (!(*role = api_role(asked, openai)))
+        return api_fail(e, 400, "invalid_value", param, "'%s' is '%s'; it must be system, %suser, assistant or tool", param, asked,
+                        openai ? "developer, " : "");
+    return true;
 }
 
 #endif
