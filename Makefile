@@ -48,7 +48,7 @@ header:
 check-header:
 	@tools/amalgamate.sh --check
 
-$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/compile $(B)/cuda $(B)/asan:
+$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/compile $(B)/cuda $(B)/asan $(B)/tsan:
 	@mkdir -p $@
 
 # -- tests ------------------------------------------------------------------------------------------
@@ -109,8 +109,8 @@ $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf: $(B)/compile/n
 compile-tests: $(B)/compile/c99_gcc $(B)/compile/c99_clang $(B)/compile/cpp $(B)/compile/twice $(B)/compile/static \
                $(B)/compile/no_mllama $(B)/compile/no_text $(B)/compile/no_gguf
 unit-tests: $(addprefix $(B)/tests/,$(TESTS) $(SERVER_TESTS))
-asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
-tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS))
+asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS) server_test)
+tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS) server_test)
 
 # The scalar kernels are tested inside test_ops (it runs every case with both kernel sets).
 test: check-header compile-tests unit-tests asan-tests tsan-tests cuda-if-available
@@ -309,6 +309,14 @@ $(B)/venv/ok: tests/requirements-server.txt | $(B)
 	$(PYTHON3) -m venv $(B)/venv && $(B)/venv/bin/pip install -q -r $< && touch $@
 $(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_test.py $(B)/venv/ok $(B)/mllama-server $(B)/mllama $(B)/quantize | $(B)/tests
 	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/$*.py" "$$@"\n' > $@ && chmod +x $@
+# server_test again against the server built with ASan+UBSan (asan-tests) and with ThreadSanitizer
+# (tsan-tests): a report makes the server exit non-zero, which the test counts as a failure.
+$(B)/asan/mllama-server: examples/server.c examples/server/*.h mmsched.h | $(B)/asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $< -o $@ -lstb $(LIBS)
+$(B)/tsan/mllama-server: examples/server.c examples/server/*.h mmsched.h | $(B)/tsan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(TSAN) -I. $< -o $@ -lstb $(LIBS)
+$(B)/tests-asan/server_test $(B)/tests-tsan/server_test: $(B)/tests-%/server_test: tests/server_test.py $(B)/venv/ok $(B)/%/mllama-server $(B)/mllama $(B)/quantize | $(B)/tests-%
+	printf '#!/bin/sh\nMLLAMA_SERVER="$(CURDIR)/$(B)/$*/mllama-server" exec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/server_test.py" "$$@"\n' > $@ && chmod +x $@
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf

@@ -235,7 +235,7 @@ static struct {
     char               info_name[256], info_modified[40], info_digest[40], info_quant[32], info_params[32];
     int64_t            created;          /* when the model was loaded, unix seconds */
     int                listen_fd, wake[2];
-    volatile sig_atomic_t stop_signal;
+    int                stop_pipe[2];     /* SIGTERM writes a byte here; nobody reads it: readable means stop */
     int                state;            /* enum server_state, under lock */
     struct mms_engine *engine;
     pthread_mutex_t    lock;             /* state, the work queue, the given-back list, counters */
@@ -279,12 +279,24 @@ static void wake_dispatcher(void) {
     do r = write(S.wake[1], &b, 1); while (r < 0 && errno == EINTR);
 }
 
+/* The handler runs on whichever thread the signal finds: it only writes to pipes (a flag in memory
+   would be a data race with the threads that read it). */
 static void on_signal(int sig) {
     int saved = errno;
+    char b = 1;
+    ssize_t r = write(S.stop_pipe[1], &b, 1);
     (void)sig;
-    S.stop_signal = 1;
+    (void)r;
     wake_dispatcher();
     errno = saved;
+}
+
+static bool stop_requested(void) {
+    struct pollfd p;
+    p.fd = S.stop_pipe[0];
+    p.events = POLLIN;
+    p.revents = 0;
+    return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
 /* After an answer sent before the body was read (401, 413, 408...): stop writing, then read and drop
@@ -973,7 +985,7 @@ static void *dispatcher_main(void *arg) {
     for (;;) {
         int n_fds = 0, timeout_ms = 1000, r;
         double t = now_s();
-        if (S.stop_signal) break;
+        if (stop_requested()) break;
         if (cap < n_idle + 2) {
             cap = (n_idle + 2) * 2;
             idle = (struct conn **)realloc(idle, sizeof *idle * (size_t)cap);
@@ -989,7 +1001,7 @@ static void *dispatcher_main(void *arg) {
         }
         r = poll(fds, (nfds_t)n_fds, timeout_ms);
         if (r < 0 && errno != EINTR) die("poll failed", strerror(errno));
-        if (S.stop_signal) break;
+        if (stop_requested()) break;
         if (r > 0 && (fds[0].revents & POLLIN)) {
             char junk[64];
             struct conn *back;
@@ -1074,7 +1086,7 @@ static void log_warnings(enum mms_log_level level, const char *message, void *us
 static bool load_progress(float fraction, void *user) {
     (void)fraction;
     (void)user;
-    return !S.stop_signal;   /* SIGTERM while loading stops the load */
+    return !stop_requested();   /* SIGTERM while loading stops the load */
 }
 
 static int open_listener(const char *host, int port, int *bound_port) {
@@ -1263,9 +1275,11 @@ int main(int argc, char **argv) {
     pthread_mutex_init(&S.decode_lock, NULL);
     pthread_cond_init(&S.decode_free, NULL);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    if (pipe(S.wake) != 0) die("cannot make a pipe", strerror(errno));
-    fcntl(S.wake[0], F_SETFL, fcntl(S.wake[0], F_GETFL) | O_NONBLOCK);
-    fcntl(S.wake[1], F_SETFL, fcntl(S.wake[1], F_GETFL) | O_NONBLOCK);
+    if (pipe(S.wake) != 0 || pipe(S.stop_pipe) != 0) die("cannot make a pipe", strerror(errno));
+    for (i = 0; i < 2; i++) {
+        fcntl(S.wake[i], F_SETFL, fcntl(S.wake[i], F_GETFL) | O_NONBLOCK);
+        fcntl(S.stop_pipe[i], F_SETFL, fcntl(S.stop_pipe[i], F_GETFL) | O_NONBLOCK);
+    }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -1291,7 +1305,7 @@ int main(int argc, char **argv) {
     lp.cpu = cpu;
     lp.progress = load_progress;
     if (!(model = mms_mllama_model_load(&lp))) {
-        if (S.stop_signal) { fprintf(stderr, "mllama-server: stopped while loading\n"); return 0; }
+        if (stop_requested()) { fprintf(stderr, "mllama-server: stopped while loading\n"); return 0; }
         die("cannot load the model", mms_last_error());
     }
     if (!(vocab = mms_vocab_load_file(o->model))) die("cannot load the model's vocabulary", mms_last_error());
