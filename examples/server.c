@@ -980,7 +980,7 @@ static void set_socket_options(int fd) {
 static void *dispatcher_main(void *arg) {
     struct conn **idle = NULL;
     struct pollfd *fds = NULL;
-    int n_idle = 0, cap = 0, i;
+    int n_idle = 0, cap = 0, i, was;
     (void)arg;
     for (;;) {
         int n_fds = 0, timeout_ms = 1000, r;
@@ -1060,6 +1060,7 @@ static void *dispatcher_main(void *arg) {
     /* draining: no new connections; the idle ones are closed (a request in flight keeps its own) */
     close(S.listen_fd);
     pthread_mutex_lock(&S.lock);
+    was = S.state;
     S.state = STATE_DRAINING;
     S.dispatcher_done = true;
     while (S.returned) {
@@ -1073,6 +1074,11 @@ static void *dispatcher_main(void *arg) {
     for (i = 0; i < n_idle; i++) conn_close(idle[i]);
     free(idle);
     free(fds);
+    if (was != STATE_LOADING) {   /* the engine exists (it was made before the state became READY, under the lock) */
+        struct mms_engine_stats st;
+        mms_engine_get_stats(S.engine, &st);
+        fprintf(stderr, "mllama-server: stopping: no new connections; finishing the %d requests in flight\n", st.busy_slots + st.queued);
+    }
     return NULL;
 }
 
@@ -1338,7 +1344,6 @@ int main(int argc, char **argv) {
 
     /* Until SIGTERM: the dispatcher returns when it has stopped accepting. */
     pthread_join(dispatcher, NULL);
-    fprintf(stderr, "mllama-server: stopping: finishing the requests in flight\n");
     pthread_mutex_lock(&S.lock);
     S.workers_stop = true;
     pthread_cond_broadcast(&S.work_ready);

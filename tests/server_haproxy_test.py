@@ -7,13 +7,17 @@ other server (redispatch), and the servers finish their requests in flight when 
 
 Load: 6 client threads, each sending requests one after another through HAProxy (both APIs,
 streaming and not, with and without a picture) until 60 have been answered; after the 12th
-answer server A gets SIGTERM. Every answer must be a 200 with build/mllama's answer for that
-request; server A must exit 0 and server B must have answered after it stopped.
+answer a request with a long prompt goes straight to A (A takes prompts 2 tokens a step, so it
+stays in flight a while) and A gets SIGTERM once its /metrics shows it in a slot. Every answer
+must be a 200 with build/mllama's answer (the long one: B's answer to it); server A must exit 0
+having had at least one request in flight when it stopped accepting (its log says how many it
+finished), and server B must have answered after it stopped.
 
 Prints PASS/FAIL lines and "N passed, N failed, N skipped"; a missing haproxy is a failure (CI
 installs it)."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -62,13 +66,14 @@ backend servers
 
 
 def main():
+    import openai
     if not os.path.exists(HAPROXY):
         print("FAIL haproxy: not installed (apt-get install haproxy)")
         print("0 passed, 1 failed, 0 skipped")
         sys.exit(1)
     requests = [("Describe this image.", ["circle.png"]), ("What colour is the triangle?", ["triangle.jpg"]), ("Hello, who are you?", [])]
     expected = {(p, tuple(i)): st.cli(p, i) for p, i in requests}
-    a = st.Server("-np", "2")
+    a = st.Server("-np", "2", "-b", "2")   # prompts go in 2 tokens a step: A's requests last long enough to be stopped mid-way
     b = st.Server("-np", "2")
     front = free_port()
     tmp = tempfile.mkdtemp()
@@ -124,20 +129,51 @@ def main():
                     answered.append(time.time())
                     if not good:
                         failures.append((p, kind, got))
-                    if len(answered) == 12 and "t" not in stopped_at:
-                        stopped_at["t"] = time.time()
-                        a.proc.send_signal(signal.SIGTERM)
+                    if len(answered) == 12:
+                        twelve.set()
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+        long_prompt = "Read these numbers: " + " ".join(str(i) for i in range(400))
+        long_answer = {}
+
+        def stopper():
+            """After the 12th answer, a long prompt straight to A (it takes prompts 2 tokens a step,
+            so it is in flight for a while), and SIGTERM to A once its /metrics counts it in a slot."""
+            import http.client
+            twelve.wait(300)
+            before = st.metric(a, "mllama_prompt_tokens_total")
+            c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=120)
+            c.request("POST", "/v1/chat/completions", json.dumps({"model": st.NAME, "messages": st.openai_messages(long_prompt),
+                                                                  "temperature": 0, "max_tokens": 4}), {"Content-Type": "application/json"})
+            deadline = time.time() + 30
+            while time.time() < deadline and st.metric(a, "mllama_prompt_tokens_total") < before + 400:
+                time.sleep(0.002)
+            stopped_at["t"] = time.time()
+            a.proc.send_signal(signal.SIGTERM)
+            r = c.getresponse()
+            long_answer["a"] = (r.status, json.loads(r.read()))
+            c.close()
+
+        twelve = threading.Event()
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(6)] + [threading.Thread(target=stopper)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(300)
         code_a = a.proc.wait(60)
+        # the long request A finished while stopping, against the same request to B
+        want_long = openai.OpenAI(base_url=b.url + "/v1", api_key="x", max_retries=0).chat.completions.create(
+            model=st.NAME, messages=st.openai_messages(long_prompt), temperature=0, max_tokens=4)
+        status, got_long = long_answer.get("a", (0, {}))
+        if status != 200 or got_long["choices"][0]["message"]["content"] != want_long.choices[0].message.content or \
+                got_long["usage"]["prompt_tokens"] != want_long.usage.prompt_tokens:
+            failures.append(("the long request in flight on A", status, got_long, want_long.choices[0].message.content))
+        m = re.search(r"finishing the (\d+) requests in flight", "".join(a.log))
+        drained = int(m.group(1)) if m else -1
         after = sum(1 for t in answered if t > stopped_at.get("t", 1e18))
-        ok = not failures and code_a == 0 and after >= 30 and b.proc.poll() is None
-        print("%s two servers behind HAProxy, A stopped after 12 of %d answers: %d wrong or lost %s, A exited %s, %d answered after"
-              % ("PASS" if ok else "FAIL", len(answered), len(failures), failures[:3], code_a, after))
+        ok = not failures and code_a == 0 and drained >= 1 and after >= 30 and b.proc.poll() is None
+        print("%s two servers behind HAProxy, A stopped after 12 of %d answers: %d wrong or lost %s, A exited %s with %d requests "
+              "in flight to finish at SIGTERM, %d answered after" % ("PASS" if ok else "FAIL", len(answered), len(failures), failures[:3],
+                                                                        code_a, drained, after))
     finally:
         hap.terminate()
         hap.wait(10)
