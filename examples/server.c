@@ -50,7 +50,7 @@
 /* -- options -- */
 
 struct options {
-    const char *model, *mmproj, *host, *alias, *api_key;
+    const char *model, *mmproj, *vocab, *host, *alias, *api_key;
     int    port, n_slots, n_ctx, n_batch, threads, workers, max_queue, max_images, max_conns, max_headers, max_stop;
     long   max_pixels;
     size_t max_body, max_head, image_store;
@@ -64,6 +64,8 @@ static void usage(FILE *out) {
         "usage: mllama-server -m MODEL.gguf [options]     (options take '--name value' or '--name=value')\n"
         "  -m, --model FILE          the model (Ollama's single file, a Hugging Face folder, or the text part)\n"
         "      --mmproj FILE         the vision projector of the two-file layout\n"
+        "      --vocab FILE          the tokenizer from another GGUF file (for a model file without one, such as\n"
+        "                            build/batch --bench's random weights; tests/fixtures/text/tok-llama3.gguf)\n"
         "  -a, --alias NAME          the model's name in the APIs (the file's name without .gguf)\n"
         "      --host ADDR           the address to listen on (127.0.0.1; 0.0.0.0 for every interface)\n"
         "      --port N              the port (8080; 0: any free one, printed at start)\n"
@@ -177,6 +179,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
         if (FLAG("-h", "--help")) { usage(stdout); exit(0); }
         else if (FLAG("-m", "--model")) { NEED(); o->model = v; }
         else if (FLAG("--mmproj", "--mmproj")) { NEED(); o->mmproj = v; }
+        else if (FLAG("--vocab", "--vocab")) { NEED(); o->vocab = v; }
         else if (FLAG("-a", "--alias")) { NEED(); if (!*v) bad_usage(a, v, "a name"); o->alias = v; }
         else if (FLAG("--host", "--host")) { NEED(); o->host = v; }
         else if (FLAG("--port", "--port")) { NEED(); o->port = (int)parse_ll(a, v, 0, 65535); }
@@ -1314,7 +1317,7 @@ int main(int argc, char **argv) {
         if (stop_requested()) { fprintf(stderr, "mllama-server: stopped while loading\n"); return 0; }
         die("cannot load the model", mms_last_error());
     }
-    if (!(vocab = mms_vocab_load_file(o->model))) die("cannot load the model's vocabulary", mms_last_error());
+    if (!(vocab = mms_vocab_load_file(o->vocab ? o->vocab : o->model))) die("cannot load the model's vocabulary", mms_last_error());
     if (mms_vocab_chat_template(vocab)[0] && !mms_vocab_chat_template_is_builtin(vocab))
         fprintf(stderr, "mllama-server: warning: the model's chat template is not the Llama 3.2 Vision template the server renders; "
                         "prompts follow the built-in one\n");

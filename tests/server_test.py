@@ -74,7 +74,7 @@ except ImportError as e:
 class Server:
     """build/mllama-server on a free loopback port (--port 0; the port is read from its first line)."""
 
-    def __init__(self, *args, model=MODEL):
+    def __init__(self, *args, model=MODEL, ready_timeout=60):
         self.proc = subprocess.Popen([SERVER, "-m", model, "--port", "0", "-t", "1"] + list(args),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
@@ -87,7 +87,7 @@ class Server:
         self.port = int(m.group(1))
         self.url = "http://127.0.0.1:%d" % self.port
         threading.Thread(target=self._drain, daemon=True).start()
-        deadline = time.time() + 60
+        deadline = time.time() + ready_timeout
         while time.time() < deadline:
             if self.request("GET", "/health")[0] == 200:
                 return
@@ -491,8 +491,9 @@ def check_disconnect_cancels():
 
     One slot and 12 picture requests at once (the demo model answers in milliseconds, so the
     requests that leave are those still queued): 4 clients read their answers, 8 close their
-    connection right after sending."""
-    srv = Server("-np", "1")
+    connection right after sending. Then a client leaves while its long prompt is going into the
+    slot (2 tokens a step): the request is cancelled, not finished, and the slot is free again."""
+    srv = Server("-np", "1", "-b", "2")
     try:
         want = cli("Describe this image.", ["circle.png"])
         before = metric(srv, "mllama_requests_cancelled_total")
@@ -521,6 +522,20 @@ def check_disconnect_cancels():
         cancelled = metric(srv, "mllama_requests_cancelled_total") - before
         assert 1 <= cancelled <= 8, "cancelled %s" % cancelled
         assert metric(srv, "mllama_busy_slots") == 0 and metric(srv, "mllama_queue_length") == 0
+        # a client that leaves while its request is in the slot (a long prompt, taken 2 tokens a step)
+        before = {k: metric(srv, k) for k in ("mllama_prompt_tokens_total", "mllama_requests_cancelled_total", "mllama_requests_finished_total")}
+        long_body = json.dumps({"model": NAME, "stream": True, "messages": [{"role": "user", "content": " ".join(str(i) for i in range(400))}]})
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(long_body), long_body.encode()))
+        deadline = time.time() + 30
+        while time.time() < deadline and metric(srv, "mllama_prompt_tokens_total") < before["mllama_prompt_tokens_total"] + 400:
+            time.sleep(0.005)
+        assert metric(srv, "mllama_busy_slots") == 1
+        s.close()
+        while time.time() < deadline and metric(srv, "mllama_busy_slots") != 0:
+            time.sleep(0.005)
+        assert metric(srv, "mllama_requests_cancelled_total") == before["mllama_requests_cancelled_total"] + 1
+        assert metric(srv, "mllama_requests_finished_total") == before["mllama_requests_finished_total"]
         assert ollama.Client(host=srv.url).chat(model=NAME, messages=ollama_messages("Describe this image.", ["circle.png"]),
                                                 options={"temperature": 0}).message.content == want
     finally:
