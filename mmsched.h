@@ -888,9 +888,12 @@
        seed, stop), GET /v1/models; POST /api/chat and /api/generate (images as base64, NDJSON
        streaming unless "stream": false, options temperature/top_p/top_k/min_p/repeat_penalty/
        repeat_last_n/num_predict/seed/stop/num_ctx, "raw" for generate, done_reason, counts,
-       durations in ns; prompt_eval_count counts the prompt tokens decoded, not those reused),
-       POST /api/show, GET /api/tags, /api/ps, /api/version; GET /health (503 while loading and
-       while stopping), GET /metrics (Prometheus text: requests, tokens, queue, busy slots, step
+       durations in ns; prompt_eval_count is the whole prompt, cached tokens included, as Ollama's
+       own runners count it, and prompt_eval_duration the time of the part decoded), POST
+       /api/show, GET /api/tags, /api/ps (parameters, quantization and general.parameter_count read
+       from the model's files: every tensor's elements, the --mmproj file's too, general.file_type
+       by llama.cpp's numbers or else the type of most of the matrices; a Hugging Face folder's
+       safetensors), /api/version; GET /health (503 while loading and while stopping), GET /metrics (Prometheus text: requests, tokens, queue, busy slots, step
        times, image store bytes against its budget, HTTP responses by status). Errors use each
        API's shape: OpenAI's {"error": {message, type, param, code}}, Ollama's {"error": "..."}.
        What the model cannot do (tools, logprobs, n > 1, a response format or "format", thinking,
@@ -899,8 +902,9 @@
        generation_config), and no seed a fresh one; temperature 0 is greedy and answers exactly as
        build/mllama does.
 
-       Flags as llama-server's where they exist: -m, --mmproj, -a/--alias (the model's name in the
-       APIs; the file's name without .gguf), --host (127.0.0.1), --port (8080; 0 picks a free one
+       Flags as llama-server's where they exist: -m, --mmproj, --vocab (the tokenizer from another
+       GGUF, for a model file without one such as build/batch --bench's random weights), -a/--alias
+       (the model's name in the APIs; the file's name without .gguf), --host (127.0.0.1), --port (8080; 0 picks a free one
        and prints it), --api-key or --api-key-file (Bearer, both APIs, all endpoints but /health,
        compared in constant time), -np/--parallel (slots, 4), -c (tokens per slot), -b, -t,
        --threads-http (connection workers: slots + queue + 8). Limits: --max-queue (64; beyond,
@@ -913,8 +917,8 @@
        serves the connections one request at a time; a dispatcher keeps idle keep-alive
        connections, so they hold no worker. A client that disconnects, while waiting or while
        streaming, cancels its request and frees its slot. SIGTERM or SIGINT stops accepting (the
-       listening socket closes, /health answers 503), finishes every request already read, then
-       exits 0. Request heads are parsed strictly (CRLF line ends, no folded headers, digits-only
+       listening socket closes, /health answers 503; stderr says how many requests are in flight),
+       finishes every request already read, then exits 0. Request heads are parsed strictly (CRLF line ends, no folded headers, digits-only
        Content-Length, no Transfer-Encoding: 501); bodies with the strict JSON reader (section 11).
 
    15. DIFFERENCES FROM GGML, ON PURPOSE
