@@ -17,8 +17,9 @@
    once. SIGTERM (or SIGINT) closes the listening socket, answers new requests 503 and /health
    503, lets every request in flight finish, then exits 0.
 
-   The parts: server/http.h (request heads), server/json_writer.h, server/request.h (what both APIs
-   map to), server/openai.h, server/ollama.h. Pictures are decoded with stb_image (Debian's
+   The parts (each a header of static functions; server/part.h is what they share): server/http.h
+   (request heads), server/json_writer.h, server/request.h (what both APIs map to),
+   server/openai.h, server/ollama.h. Pictures are decoded with stb_image (Debian's
    libstb-dev) after their size is read from the header. */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
@@ -854,6 +855,7 @@ static bool serve_one(struct conn *c) {
     double deadline = now_s() + S.opt.request_timeout;
     int64_t head_len = 0;
     size_t total;
+    const char *head_buf;
     char msg[160];
     memset(&r, 0, sizeof r);
     r.c = c;
@@ -894,6 +896,7 @@ static bool serve_one(struct conn *c) {
         !send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25))
         return false;
     total = (size_t)head_len + (size_t)q.content_length;
+    head_buf = c->buf;
     while (c->len < total) {
         enum read_result rr;
         if (c->cap < total) {
@@ -910,6 +913,7 @@ static bool serve_one(struct conn *c) {
             return false;
         }
     }
+    if (c->buf != head_buf) http_parse_head(c->buf, c->len, &limits, &q, &he);   /* the body moved the buffer: q points into it again */
     if (!route) {
         struct api_error e;
         memset(&e, 0, sizeof e);

@@ -78,7 +78,7 @@ def metrics(srv):
 
 
 def server(args, *extra):
-    flags = ["-a", st.NAME, "-t", str(args.threads)] + (["--vocab", args.vocab] if args.vocab else []) + list(extra)
+    flags = ["-a", st.NAME, "-v", "-t", str(args.threads)] + (["--vocab", args.vocab] if args.vocab else []) + list(extra)
     return st.Server(*flags, model=args.model or st.MODEL, ready_timeout=1800)
 
 
@@ -193,7 +193,13 @@ def throughput(args):
         try:
             n_req = args.slots if slots > 1 else args.k1_requests
             res = [None] * n_req
-            one_request = lambda i: res.__setitem__(i, stream_times(srv.url, raw_prompt(i, 32), args.tokens, raw=True))  # noqa: E731
+            errors = []
+
+            def one_request(i):
+                try:
+                    res[i] = stream_times(srv.url, raw_prompt(i, 32), args.tokens, raw=True)
+                except Exception as e:  # noqa: BLE001 - a lost request is reported, with the server's log
+                    errors.append("request %d: %s: %s" % (i, type(e).__name__, e))
             t0 = time.time()
             threads = [threading.Thread(target=one_request, args=(i,)) for i in range(n_req)]
             for t in threads:
@@ -201,6 +207,9 @@ def throughput(args):
             for t in threads:
                 t.join()
             wall = time.time() - t0
+            if errors:
+                code = srv.stop()
+                raise SystemExit("%d slot(s): %s; the server exited with %s; its log:\n%s" % (slots, errors, code, "".join(srv.log[-40:])))
             short = [n for _, n, _ in res if n != args.tokens]
             if slots == 1:   # one after the other: each request's own rate, from its first text to its end
                 gen = sum(n - 1 for _, n, _ in res)

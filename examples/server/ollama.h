@@ -10,6 +10,7 @@
 #ifndef MLLAMA_SERVER_OLLAMA_H
 #define MLLAMA_SERVER_OLLAMA_H
 
+#include "json_writer.h"
 #include "request.h"
 #include <time.h>
 

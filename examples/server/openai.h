@@ -7,6 +7,7 @@
 #ifndef MLLAMA_SERVER_OPENAI_H
 #define MLLAMA_SERVER_OPENAI_H
 
+#include "json_writer.h"
 #include "request.h"
 
 /* A message's content: a string, an array of parts (text, image_url), or null. Text parts are

@@ -7,7 +7,6 @@
 #define MLLAMA_SERVER_REQUEST_H
 
 #include "part.h"
-#include "json_writer.h"
 
 enum api_kind { API_OPENAI_CHAT = 1, API_OLLAMA_CHAT = 2, API_OLLAMA_GENERATE = 3 };
 
