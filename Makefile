@@ -23,13 +23,17 @@ CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 # a test that uses internal mms__ names or configures the implementation itself (MMS_MALLOC)
 # compiles the implementation in (its own #define MMSCHED_IMPLEMENTATION, as the user's file does).
 # A test that runs example programs names them below (see test_cli), and its flags in FLAGS_NAME.
-TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
 SELF_CONTAINED_TESTS = test_platform test_backend test_lifetime test_gguf test_mllama test_mllama_seq test_engine test_tokenizer
 EXAMPLES = simple two_graphs bench mllama quantize caption
+# mllama-server's end-to-end tests: Python scripts (tests/NAME.py) that drive it with the official
+# openai and ollama clients (Linux only; make test-full and make test-server).
+SERVER_TESTS = server_test server_haproxy_test
+PYTHON3 ?= python3
 
 B = build
 
-.PHONY: all help header check-header test test-full test-tsan unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
+.PHONY: all help header check-header test test-full test-tsan test-server server-tests unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
         test-windows test-arm64 windows arm64
 
 all: examples
@@ -38,8 +42,9 @@ help:
 	@echo "make test      the quick suite: header check, compile checks at -O0 (C99 gcc and clang, C++,"
 	@echo "               twice, static, MMS_NO_*), every test built and run natively; ends with 'N passed, N failed, N skipped'"
 	@echo "               one test: make build/tests/test_text && build/tests/test_text; one case: MMS_TEST_CASE=part_of_its_name"
-	@echo "make test-full what CI runs: the same (compile checks at -O2), then every test again under ASan+UBSan, the TSan tests,"
+	@echo "make test-full what CI runs: the same (compile checks at -O2), mllama-server with the official clients, then every test again under ASan+UBSan, the TSan tests,"
 	@echo "               and with nvcc the CUDA targets and their tests (host emulation and the mock runtime)"
+	@echo "make test-server  mllama-server driven by the official openai and ollama clients and behind HAProxy (part of make test-full)"
 	@echo "make test-tsan the tests that share a model between threads, under ThreadSanitizer (part of make test-full)"
 	@echo "make examples  build examples/ into build/"
 	@echo "make demo      the main job: the bundled Llama 3.2 Vision demo model describes examples/images/"
@@ -47,7 +52,7 @@ help:
 	@echo "make cuda      build the CUDA backend and its tests with nvcc (CUDA_ARCHS='80 90')"
 	@echo "make test-windows  the tests and examples built with MinGW-w64, the tests run under Wine"
 	@echo "make test-arm64    the tests and examples built for 64-bit ARM Linux, run under QEMU (every kernel set)"
-	@echo "make fuzz      fuzz the GGUF, JSON and safetensors readers with libFuzzer, FUZZ_SECONDS (60) each, seeded from tests/fuzz/corpus-*"
+	@echo "make fuzz      fuzz the GGUF, JSON and safetensors readers and the server's request parsing with libFuzzer, FUZZ_SECONDS (60) each, seeded from tests/fuzz/corpus-*"
 	@echo "make header    regenerate mmsched.h from src/"
 
 header:
@@ -56,7 +61,7 @@ header:
 check-header:
 	@tools/amalgamate.sh --check
 
-$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/cuda $(B)/asan $(B)/lib:
+$(B) $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(B)/cuda $(B)/asan $(B)/tsan $(B)/lib:
 	@mkdir -p $@
 
 # -- tests ------------------------------------------------------------------------------------------
@@ -94,6 +99,8 @@ $(B)/tests/test_quantize:      $(B)/quantize
 $(B)/tests-asan/test_quantize: $(B)/asan/quantize
 # test_engine compares the engine's answers with the mllama program's (the normal build).
 $(B)/tests/test_engine $(B)/tests-asan/test_engine $(B)/tests-tsan/test_engine: $(B)/mllama
+# test_server tests mllama-server's parts (examples/server/*.h) and replays the HTTP fuzz corpus.
+$(B)/tests/test_server $(B)/tests-asan/test_server: examples/server/*.h
 
 $(addprefix $(B)/tests/,$(LINKED_TESTS)): $(B)/tests/%: tests/%.c $(TEST_DEPS) $(B)/lib/mmsched-normal.o | $(B)/tests
 	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
@@ -144,8 +151,9 @@ $(CHECKS)/manual_inits: $(CHECKS)/manual_inits.c $(B)/lib/mmsched-normal.o
 
 compile-tests: $(addprefix $(CHECKS)/,c99_gcc c99_clang cpp twice static no_mllama no_text no_gguf manual_inits)
 unit-tests: $(addprefix $(B)/tests/,$(TESTS))
-asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS))
-tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS))
+asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS) server_test)
+tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS) server_test)
+server-tests: $(addprefix $(B)/tests/,$(SERVER_TESTS))
 
 # make test and make test-full build on every core (JOBS; make -jN chooses the build's), then run
 # JOBS tests at a time (each test's output shown whole, in order). The scalar kernels are tested
@@ -158,8 +166,13 @@ test:
 	@tests/run.sh -j$(JOBS) $(B)/compile-O0 $(B)/tests
 
 test-full:
-	@$(MAKE) $(PARALLEL) check-header compile-tests unit-tests asan-tests tsan-tests cuda-if-available
+	@$(MAKE) $(PARALLEL) check-header compile-tests unit-tests server-tests asan-tests tsan-tests cuda-if-available
 	@tests/run.sh -j$(JOBS) $(B)/compile $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(wildcard $(B)/cuda/tests)
+
+# mllama-server driven by the official openai and ollama clients (part of make test-full; needs
+# python3-venv and the network once, for the venv).
+test-server: server-tests
+	@tests/run.sh $(addprefix $(B)/tests/,$(SERVER_TESTS))
 
 # ThreadSanitizer alone (a reported data race makes the test exit with status 66: a failure in run.sh).
 test-tsan: tsan-tests
@@ -289,6 +302,9 @@ $(W)/run/%: $(W)/tests/%.exe | $(W)/run
 	@printf '#!/bin/sh\nWINEPREFIX=$(CURDIR)/$(W)/wineprefix WINEDEBUG=-all exec $(WINE) %s "$$@"\n' $< > $@ && chmod +x $@
 $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o | $(W)
 	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
+# test_server: the Ollama answers' timestamps use clock_gettime, which MinGW-w64 has in winpthreads.
+$(W)/tests/test_server.exe: tests/test_server.c mmsched.h tests/*.h tests/fuzz/fuzz_http.c examples/server/*.h $(W)/windows_stdio.o | $(W)/tests
+	$(WIN_CC) $(WIN_FLAGS) $< $(W)/windows_stdio.o -o $@ -static -lpthread
 $(W)/mllama.exe $(W)/batch.exe $(W)/caption.exe: $(W)/%.exe: examples/%.c mmsched.h examples/*.h $(W)/windows_stdio.o $(W)/stb_image.o | $(W)/include/stb
 	$(WIN_CC) $(WIN_FLAGS) -isystem $(W)/include $< $(W)/windows_stdio.o $(W)/stb_image.o -o $@
 
@@ -339,7 +355,29 @@ FLAGS_bench_load = -D_POSIX_C_SOURCE=200809L
 $(B)/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-normal.o | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load $(B)/mllama-server
+
+# mllama-server: POSIX sockets and threads, linked like the other programs (the sanitizer builds
+# for server_test under asan-tests and tsan-tests).
+SERVER_SRC = examples/server.c examples/server/*.h mmsched.h
+$(B)/mllama-server: $(SERVER_SRC) $(B)/lib/mmsched-normal.o | $(B)
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -I. $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
+$(B)/asan/mllama-server: $(SERVER_SRC) $(B)/lib/mmsched-asan.o | $(B)/asan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(SAN) -I. $(LINK_IMPL) $< $(B)/lib/mmsched-asan.o -o $@ $(LINKED_LIBS)
+$(B)/tsan/mllama-server: $(SERVER_SRC) $(B)/lib/mmsched-tsan.o | $(B)/tsan
+	$(CC) $(STD) -D_POSIX_C_SOURCE=200809L $(WARN) $(TSAN) -I. $(LINK_IMPL) $< $(B)/lib/mmsched-tsan.o -o $@ $(LINKED_LIBS)
+
+# The server's tests in Python drive it with the official openai and ollama clients, pinned in
+# tests/requirements-server.txt and installed in a venv under build/ (a failed install fails the
+# build: CI must not skip them). Each test is a wrapper that runs its script with the venv's Python;
+# server_test runs again against the ASan+UBSan and the ThreadSanitizer builds of the server (a
+# report makes the server exit non-zero, which the test counts as a failure).
+$(B)/venv/ok: tests/requirements-server.txt | $(B)
+	$(PYTHON3) -m venv $(B)/venv && $(B)/venv/bin/pip install -q -r $< && touch $@
+$(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_test.py $(B)/venv/ok $(B)/mllama-server $(B)/mllama $(B)/quantize | $(B)/tests
+	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/$*.py" "$$@"\n' > $@ && chmod +x $@
+$(B)/tests-asan/server_test $(B)/tests-tsan/server_test: $(B)/tests-%/server_test: tests/server_test.py $(B)/venv/ok $(B)/%/mllama-server $(B)/mllama $(B)/quantize | $(B)/tests-%
+	printf '#!/bin/sh\nMLLAMA_SERVER="$(CURDIR)/$(B)/$*/mllama-server" exec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/server_test.py" "$$@"\n' > $@ && chmod +x $@
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf
@@ -367,12 +405,17 @@ $(B)/fuzz_json: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
 $(B)/fuzz_safetensors: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_SAFETENSORS -I. $< -o $@ -lm -lpthread
 
-# The GGUF, JSON and safetensors readers, FUZZ_SECONDS each; the corpora are replayed by test_gguf and test_formats.
-fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors
-	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
+$(B)/fuzz_http: tests/fuzz/fuzz_http.c examples/server/*.h mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_HTTP_MAIN -I. $< -o $@ -lm -lpthread
+
+# The GGUF, JSON and safetensors readers and mllama-server's request parsing, FUZZ_SECONDS each; the
+# corpora are replayed by test_gguf, test_formats and test_server.
+fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors $(B)/fuzz_http
+	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st $(B)/fuzz-http && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
 	$(B)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-corpus
 	$(B)/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-json tests/fuzz/corpus-json
 	$(B)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-st tests/fuzz/corpus-safetensors
+	$(B)/fuzz_http -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(B)/fuzz-http tests/fuzz/corpus-http
 
 clean:
 	rm -rf $(B)

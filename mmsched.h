@@ -75,7 +75,7 @@
        12. Text: tokenizer, chat template, sampling
        13. Llama 3.2 Vision (mllama)
        14. The serving engine
-       15. The mllama program
+       15. The programs: mllama and mllama-server
        16. Differences from ggml, on purpose
 
    EXAMPLE
@@ -959,7 +959,7 @@
        alone at K = 8 (build/batch --bench), taken in turn: 7.10, 6.99 and 7.69 tokens/s against
        7.67, 7.62 and 7.85: 92%, 92% and 98% (the engine also samples and detokenizes each row).
 
-   15. THE MLLAMA PROGRAM
+   15. THE PROGRAMS: MLLAMA AND MLLAMA-SERVER
        examples/mllama.c (`make examples` builds build/mllama; it links stb_image from Debian's
        libstb-dev) turns images and a prompt into text:
 
@@ -987,6 +987,51 @@
 
        models/mllama-demo.gguf is a tiny mllama trained here on synthetic pictures of shapes
        (tools/train_demo.py); `make demo` captions the pictures in examples/images/.
+
+       examples/server.c (build/mllama-server, `make examples`) serves the model to many clients
+       through OpenAI's and Ollama's chat APIs on the serving engine (section 14):
+
+           build/mllama-server -m models/mllama-demo.gguf --port 8080 -np 4 -c 2048
+
+       Endpoints: POST /v1/chat/completions (messages with string content or text and image_url
+       parts; pictures only as data: URLs, an http(s) URL is refused: the server fetches nothing;
+       stream as server-sent events, stream_options.include_usage, usage with
+       prompt_tokens_details.cached_tokens, max_tokens/max_completion_tokens, temperature, top_p,
+       seed, stop), GET /v1/models; POST /api/chat and /api/generate (images as base64, NDJSON
+       streaming unless "stream": false, options temperature/top_p/top_k/min_p/repeat_penalty/
+       repeat_last_n/num_predict/seed/stop/num_ctx, "raw" for generate, done_reason, counts,
+       durations in ns; prompt_eval_count is the whole prompt, cached tokens included, as Ollama's
+       own runners count it, and prompt_eval_duration the time of the part decoded), POST
+       /api/show, GET /api/tags, /api/ps (parameters, quantization and general.parameter_count read
+       from the model's files: every tensor's elements, the --mmproj file's too, general.file_type
+       by llama.cpp's numbers or else the type of most of the matrices; a Hugging Face folder's
+       safetensors), /api/version; GET /health (503 while loading and while stopping), GET /metrics (Prometheus text: requests, tokens, queue, busy slots, step
+       times, image store bytes against its budget, HTTP responses by status). Errors use each
+       API's shape: OpenAI's {"error": {message, type, param, code}}, Ollama's {"error": "..."}.
+       What the model cannot do (tools, logprobs, n > 1, a response format or "format", thinking,
+       a suffix, a template, a context) is refused with 400, never silently dropped. A request
+       that gives no temperature or top_p gets the server's (--temp 0.6, --top-p 0.9: the model's
+       generation_config), and no seed a fresh one; temperature 0 is greedy and answers exactly as
+       build/mllama does.
+
+       Flags as llama-server's where they exist: -m, --mmproj, --vocab (the tokenizer from another
+       GGUF, for a model file without one such as build/batch --bench's random weights), -a/--alias
+       (the model's name in the APIs; the file's name without .gguf), --host (127.0.0.1), --port (8080; 0 picks a free one
+       and prints it), --api-key or --api-key-file (Bearer, both APIs, all endpoints but /health,
+       compared in constant time), -np/--parallel (slots, 4), -c (tokens per slot), -b, -t,
+       --threads-http (connection workers: slots + queue + 8). Limits: --max-queue (64; beyond,
+       503 with Retry-After), --max-images (4 per request), --max-pixels (25 million, read from the
+       picture's header before decoding), --image-store MIB, --max-body (64 MiB; 413),
+       --max-header-bytes (16384; 431), --max-headers (64; 431), --max-conns (1024; beyond, 503 at
+       once), --max-stop (16), --request-timeout (30 s for a request's head and body together; 408:
+       a slow client cannot hold a worker), --keep-alive (15 s idle), --write-timeout (60 s: a client
+       that leaves its answer unread is dropped and its request cancelled). A fixed pool of workers
+       serves the connections one request at a time; a dispatcher keeps idle keep-alive
+       connections, so they hold no worker. A client that disconnects, while waiting or while
+       streaming, cancels its request and frees its slot. SIGTERM or SIGINT stops accepting (the
+       listening socket closes, /health answers 503; stderr says how many requests are in flight),
+       finishes every request already read, then exits 0. Request heads are parsed strictly (CRLF line ends, no folded headers, digits-only
+       Content-Length, no Transfer-Encoding: 501); bodies with the strict JSON reader (section 11).
 
    16. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:
