@@ -3,6 +3,7 @@
 renderer unlike the training one.
 
     python tools/eval_demo.py --out DIR [--cli build/mllama] [--model models/mllama-demo.gguf] [--seed N]
+    python tools/eval_demo.py --out DIR --limits                       # the model's limits alone
     python tools/eval_demo.py --slice tests/fixtures/demo/fresh        # the small set test_cli runs
 
 The training pictures (tools/train_demo.py) are Pillow polygons drawn at 2-4x and box-filtered, with
@@ -19,6 +20,15 @@ about two or three pictures, of two-turn chats, per aspect ratio and per size, t
 beside what an ideal observer names right (ideal_caption: what the pixels allow); and counts runaway
 answers (more than 40 words, or a word four or more times in a row) over every case, pictures outside
 the world (generated ones and any photos given with --photos) included. Needs numpy and Pillow only.
+
+The model's limits (--limits runs these alone; --n-long-chat, --n-large, --n-outside-kind add them
+to any run), on pictures 64..1000 pixels a side: chats of --long-chat-turns (6) turns, accuracy per
+turn and the broken answers (empty, runaway, a word no answer of the world has) and the others that
+are no answer of the world; captions of shapes of radius 0.14..0.20 of the shorter side beside the
+same scenes at the world's 0.08..0.12; and per kind of picture outside the world (value noise, text,
+a screenshot, a landscape, a line drawing, transparent parts, one shape filling the picture) how
+often the model says it cannot tell (demo_world.NOT_A_SCENE) or names shapes, with examples. Every
+case runs the program with -t (--threads, default 1).
 """
 
 import argparse
@@ -32,7 +42,7 @@ import sys
 import time
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -92,28 +102,62 @@ def coverage(shape, px, py, cx, cy, rx, ry, rot):
     return np.clip(0.5 - sd, 0.0, 1.0)
 
 
-def draw(rng, scene, size):
+def draw(rng, scene, size, radius=W.RADIUS):
     """A scene as RGB8 (H, W, 3), and its layout: what paint() and ideal_caption() need."""
+    layout = lay_out(rng, scene, size, radius)
+    return finish(rng, layout), layout
+
+
+def lay_out(rng, scene, size, radius=W.RADIUS):
+    """Where, how big, what colour: the scene's shapes at radius (fractions of the shorter side)."""
     Wd, Hd = size
     bg = np.array(W.BACKGROUNDS[scene["bg"]], np.float32) * rng.uniform(0.93, 1.07) + rng.uniform(-6, 6, 3)
     layout = dict(size=size, bg=bg, gradient=rng.uniform(-5, 5), shapes=[])
     short = min(Wd, Hd)
     for sh in scene["shapes"]:
         fg = np.array(W.COLOURS[sh["colour"]], np.float32) * rng.uniform(0.9, 1.1) + rng.uniform(-10, 10, 3)
-        r = rng.uniform(*W.RADIUS) * short
+        r = rng.uniform(*radius) * short
         st = math.exp(rng.uniform(-math.log(W.STRETCH), math.log(W.STRETCH)))
         row, col = sh["pos"]
         layout["shapes"].append(dict(shape=sh["shape"], fg=fg, rx=r * math.sqrt(st), ry=r / math.sqrt(st),
                                      cx=(W.GRID[col] + rng.uniform(-W.JITTER, W.JITTER)) * Wd,
                                      cy=(W.GRID[row] + rng.uniform(-W.JITTER, W.JITTER)) * Hd,
                                      rot=math.radians(rng.uniform(-W.ROTATE, W.ROTATE))))
+    return layout
+
+
+def finish(rng, layout):
+    """The painted layout with the renderer's noise: RGB8 (H, W, 3)."""
+    Wd, Hd = layout["size"]
     img = paint(layout)
     amp = rng.uniform(0, 10)
     img += rng.uniform(-amp, amp, (Hd, Wd, 1)).astype(np.float32)
     out = np.clip(np.rint(img), 0, 255).astype(np.uint8)
     salt = rng.random((Hd, Wd)) < 0.002
     out[salt] = rng.choice([0, 255], size=(int(salt.sum()), 1)).astype(np.uint8)
-    return out, layout
+    return out
+
+
+# How far a shape reaches from its centre, in its radius (the farthest vertex of shape_outline)
+REACH = {"circle": 1.0, "ring": 1.0, "square": 1.16, "diamond": 1.08, "triangle": 1.16, "cross": 1.05}
+
+
+def fit_inside(layout):
+    """Moves shapes that cross the picture's edge inward (still within their third: a reach is under
+    a third of the shorter side up to radius 0.25); False when two shapes then come closer than 2% of
+    the shorter side: world scenes never touch, so such a layout is drawn anew."""
+    Wd, Hd = layout["size"]
+    reach = [REACH[s["shape"]] * max(s["rx"], s["ry"]) for s in layout["shapes"]]
+    for s, e in zip(layout["shapes"], reach):
+        s["cx"] = min(max(s["cx"], e + 1), Wd - e - 1)
+        s["cy"] = min(max(s["cy"], e + 1), Hd - e - 1)
+    gap = 0.02 * min(Wd, Hd)
+    for i, a in enumerate(layout["shapes"]):
+        for j in range(i):
+            b = layout["shapes"][j]
+            if math.hypot(a["cx"] - b["cx"], a["cy"] - b["cy"]) < reach[i] + reach[j] + gap:
+                return False
+    return True
 
 
 def shape_box(s, size):
@@ -161,51 +205,194 @@ def ideal_caption(path, layout):
     return p_all
 
 
+# The kinds of picture outside the world draw_outside makes (extend both together)
+OUTSIDE_KINDS = ["photo", "text", "screen", "scenery", "drawing", "transparent", "filled"]
+
+
 def draw_outside(rng, size, kind):
-    """Pictures outside the world: value-noise 'photos', TrueType text, a window-like screenshot."""
+    """A picture outside the world -> (RGB8 or RGBA8 pixels, a note: the variant, or for "filled" the
+    caption the shape would have as a world scene). Kinds: value-noise 'photos', TrueType text lines
+    (a page or a text screenshot), a window-like screenshot of bars, a photo-like landscape, a line
+    drawing, a picture with transparent parts (RGBA), one shape of the world filling most of it."""
     Wd, Hd = size
     if kind == "photo":
-        acc = np.zeros((Hd, Wd, 3), np.float32)
-        for octave in range(4):
-            g = rng.uniform(0, 1, (2 ** (octave + 2), 2 ** (octave + 2), 3)).astype(np.float32)
-            layer = np.asarray(Image.fromarray((g * 255).astype(np.uint8), "RGB").resize((Wd, Hd), Image.BILINEAR), np.float32)
-            acc += layer / (2 ** octave)
+        acc = noise_layers(rng, size, 4)
         acc = acc / acc.max() * 255
-        return np.clip(acc + rng.normal(0, 3, acc.shape), 0, 255).astype(np.uint8)
+        return np.clip(acc + rng.normal(0, 3, acc.shape), 0, 255).astype(np.uint8), ""
+    if kind == "scenery":
+        return draw_scenery(rng, size), ""
+    if kind == "drawing":
+        return draw_sketch(rng, size), ""
+    if kind == "transparent":
+        return draw_transparent(rng, size)
+    if kind == "filled":
+        return draw_filled(rng, size)
     img = Image.new("RGB", (Wd, Hd), (250, 250, 248) if kind == "text" else (60, 63, 65))
     d = ImageDraw.Draw(img)
-    try:
-        font = ImageFont.truetype("DejaVuSans.ttf", max(8, Hd // 12))
-    except OSError:
-        font = ImageFont.load_default()
-    words = "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt".split()
     if kind == "screen":
         d.rectangle([0, 0, Wd, Hd // 10], fill=(200, 200, 205))
         for i in range(6):
             y = Hd // 8 + i * Hd // 8
             d.rectangle([Wd // 20, y, Wd // 20 + int(rng.uniform(0.3, 0.9) * Wd), y + Hd // 20], fill=(90, 140, 200))
-        return np.asarray(img, np.uint8)
+        return np.asarray(img, np.uint8), ""
+    write_lines(rng, d, size, (20, 20, 20))
+    return np.asarray(img, np.uint8), ""
+
+
+LOREM = "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt".split()
+
+
+def write_lines(rng, d, size, ink):
+    """Lines of seven Latin words down the whole picture, DejaVu Sans a twelfth of its height."""
+    Wd, Hd = size
+    try:
+        font = ImageFont.truetype("DejaVuSans.ttf", max(8, Hd // 12))
+    except OSError:
+        font = ImageFont.load_default()
     y = 2
     while y < Hd:
-        d.text((4, y), " ".join(rng.choice(words, 7)), fill=(20, 20, 20), font=font)
+        d.text((4, y), " ".join(rng.choice(LOREM, 7)), fill=ink, font=font)
         y += max(10, Hd // 9)
+
+
+def noise_layers(rng, size, octaves, channels=3):
+    """Value noise: random grids of 4, 8, 16... cells a side resized bilinearly to the picture, each
+    octave half the weight of the last; float (H, W, channels), 0..255 * (2 - 2^(1-octaves))."""
+    Wd, Hd = size
+    acc = np.zeros((Hd, Wd, channels), np.float32)
+    for octave in range(octaves):
+        g = rng.uniform(0, 1, (2 ** (octave + 2), 2 ** (octave + 2), channels)).astype(np.float32)
+        grid = Image.fromarray((g * 255).astype(np.uint8).squeeze(), "RGB" if channels == 3 else "L")
+        acc += np.asarray(grid.resize((Wd, Hd), Image.BILINEAR), np.float32).reshape(Hd, Wd, channels) / (2 ** octave)
+    return acc
+
+
+def unit_noise(rng, size, octaves):
+    """noise_layers of one channel scaled to 0..1: (H, W, 1)."""
+    return noise_layers(rng, size, octaves, 1) / (255 * (2 - 2 ** (1 - octaves)))
+
+
+def draw_scenery(rng, size):
+    """A photo-like landscape: a sky graded down to a wavy horizon with soft clouds, ground of some
+    earthy colour with fine texture, blurred dark bushes along the horizon, camera noise."""
+    Wd, Hd = size
+    yy = np.arange(Hd, dtype=np.float32)[:, None, None]
+    horizon = Hd * (rng.uniform(0.3, 0.65) + 0.08 * (unit_noise(rng, (Wd, 1), 3)[0] - 0.5))   # (W, 1)
+    top = np.array([70, 120, 200], np.float32) + rng.uniform(-20, 20, 3)
+    low = np.array([205, 215, 230], np.float32) + rng.uniform(-15, 15, 3)
+    t = np.clip(yy / np.maximum(horizon[None], 1), 0, 1)
+    sky = top * (1 - t) + low * t
+    sky += np.clip(unit_noise(rng, size, 5) - 0.5, 0, 1) * 1.6 * (250 - sky)                 # clouds
+    earth = [(70, 110, 45), (120, 100, 60), (95, 125, 60), (160, 140, 95)][int(rng.integers(4))]
+    ground = (np.array(earth, np.float32) + rng.uniform(-15, 15, 3)) * (0.45 + unit_noise(rng, size, 6))
+    img = Image.fromarray(np.clip(np.where(yy < horizon[None], sky, ground), 0, 255).astype(np.uint8), "RGB")
+    bushes = Image.new("L", size, 0)
+    d = ImageDraw.Draw(bushes)
+    for _ in range(int(rng.integers(2, 8))):
+        x = rng.uniform(0, Wd)
+        y = horizon[min(Wd - 1, int(x)), 0]
+        rx, ry = rng.uniform(0.03, 0.12) * Wd, rng.uniform(0.03, 0.1) * Hd
+        d.ellipse([x - rx, y - 1.6 * ry, x + rx, y + 0.4 * ry], fill=int(rng.integers(150, 256)))
+    bushes = bushes.filter(ImageFilter.GaussianBlur(max(1.0, min(Wd, Hd) / 60)))
+    dark = Image.new("RGB", size, tuple(int(v) for v in rng.integers(15, 60, 3)))
+    img = Image.composite(dark, img, bushes).filter(ImageFilter.GaussianBlur(0.6))
+    a = np.asarray(img, np.float32) + rng.normal(0, rng.uniform(1, 5), (Hd, Wd, 3))
+    return np.clip(np.rint(a), 0, 255).astype(np.uint8)
+
+
+def draw_sketch(rng, size):
+    """A line drawing in dark ink on paper: free curves, a house, outlined ellipses (thin rings),
+    waves, hatched patches; strokes about a hundredth of the shorter side."""
+    Wd, Hd = size
+    paper = tuple(int(v) for v in rng.integers(235, 256, 3))
+    img = Image.new("RGB", size, paper)
+    d = ImageDraw.Draw(img)
+    ink = tuple(int(v) for v in rng.integers(10, 70, 3))
+    w = max(1, int(round(min(Wd, Hd) / rng.uniform(60, 160))))
+    for _ in range(int(rng.integers(4, 10))):
+        x, y = rng.uniform(0.1, 0.9) * Wd, rng.uniform(0.1, 0.9) * Hd
+        sx, sy = rng.uniform(0.1, 0.35) * Wd, rng.uniform(0.1, 0.35) * Hd
+        k = int(rng.integers(5))
+        if k == 0:      # a free curve: a random walk
+            steps = rng.normal(0, 0.25, (int(rng.integers(6, 16)), 2)).cumsum(0)
+            d.line([(x + u * sx, y + v * sy) for u, v in steps], fill=ink, width=w, joint="curve")
+        elif k == 1:    # a house: walls, roof, door
+            d.rectangle([x - sx / 2, y - sy / 3, x + sx / 2, y + sy / 2], outline=ink, width=w)
+            d.line([(x - sx / 2, y - sy / 3), (x, y - sy), (x + sx / 2, y - sy / 3)], fill=ink, width=w)
+            d.rectangle([x - sx / 10, y + sy / 8, x + sx / 10, y + sy / 2], outline=ink, width=w)
+        elif k == 2:    # an outlined ellipse
+            d.ellipse([x - sx / 2, y - sy / 2, x + sx / 2, y + sy / 2], outline=ink, width=w)
+        elif k == 3:    # a wave
+            u = np.linspace(-1, 1, 40)
+            d.line([(x + a * sx, y + 0.3 * sy * math.sin(a * rng.uniform(4, 12))) for a in u], fill=ink, width=w)
+        else:           # hatching
+            for j in range(int(rng.integers(4, 10))):
+                o = j * sx / 8
+                d.line([(x + o, y), (x + o + sx / 4, y - sy / 3)], fill=ink, width=w)
     return np.asarray(img, np.uint8)
 
 
-def eval_size(rng):
-    """Aspect 1:4..4:1 log-uniform (one in six exactly 1:4 or 4:1), shorter side log-uniform from 16,
-    longer side at most 3000."""
+TRANSPARENT_VARIANTS = ["empty", "hole", "blob", "text"]
+
+
+def draw_transparent(rng, size):
+    """RGBA pixels, one of TRANSPARENT_VARIANTS: all transparent over random colours (white once
+    composited), a value-noise photo with a transparent hole, a soft colour blob on a transparent
+    background, black text on a transparent background; -> (RGBA8, variant)."""
+    Wd, Hd = size
+    variant = TRANSPARENT_VARIANTS[int(rng.integers(len(TRANSPARENT_VARIANTS)))]
+    rgba = np.zeros((Hd, Wd, 4), np.uint8)
+    if variant == "empty":
+        rgba[..., :3] = rng.integers(0, 256, (Hd, Wd, 3))
+    elif variant == "hole":
+        acc = noise_layers(rng, size, 4)
+        rgba[..., :3] = np.clip(acc / acc.max() * 255, 0, 255).astype(np.uint8)
+        rgba[..., 3] = 255
+        x0, y0 = int(rng.uniform(0, 0.5) * Wd), int(rng.uniform(0, 0.5) * Hd)
+        rgba[y0:y0 + int(rng.uniform(0.3, 0.5) * Hd), x0:x0 + int(rng.uniform(0.3, 0.5) * Wd)] = 0
+    elif variant == "blob":
+        acc = noise_layers(rng, size, 3)
+        rgba[..., :3] = np.clip(acc / acc.max() * 255, 0, 255).astype(np.uint8)
+        mask = Image.fromarray(((unit_noise(rng, size, 3)[..., 0] > 0.5) * 255).astype(np.uint8), "L")
+        rgba[..., 3] = np.asarray(mask.filter(ImageFilter.GaussianBlur(max(1.0, min(Wd, Hd) / 40))), np.uint8)
+    else:
+        img = Image.new("RGBA", size, (0, 0, 0, 0))
+        write_lines(rng, ImageDraw.Draw(img), size, (20, 20, 20, 255))
+        rgba = np.asarray(img, np.uint8)
+    return rgba, variant
+
+
+def draw_filled(rng, size):
+    """One shape of the world on a world background, centred, radius 0.36..0.46 of the shorter side
+    (shrunk to stay inside); -> (RGB8, the caption it would have as a world scene)."""
+    scene = W.random_scene(rng, 1)
+    scene["shapes"][0]["pos"] = (1, 1)
+    layout = lay_out(rng, scene, size, (0.36, 0.46))
+    s = layout["shapes"][0]
+    shrink = min(1.0, (min(size) / 2 - 2) / (REACH[s["shape"]] * max(s["rx"], s["ry"])))
+    s["rx"], s["ry"] = s["rx"] * shrink, s["ry"] * shrink
+    fit_inside(layout)
+    return finish(rng, layout), W.caption_of(scene)
+
+
+def eval_size(rng, smallest=16, longest=3000):
+    """Aspect 1:4..4:1 log-uniform (one in six exactly 1:4 or 4:1), shorter side log-uniform from
+    smallest, longer side at most longest."""
     u = rng.random()
     ar = 4.0 if u < 1 / 12 else 0.25 if u < 1 / 6 else math.exp(rng.uniform(-math.log(4), math.log(4)))
     long_over_short = max(ar, 1 / ar)
-    short = math.exp(rng.uniform(math.log(16), math.log(3000 / long_over_short)))
+    short = math.exp(rng.uniform(math.log(smallest), math.log(longest / long_over_short)))
     s, l_ = int(round(short)), int(round(short * long_over_short))
     return (l_, s) if ar >= 1 else (s, l_)
 
 
-def save(rng, rgb, path_base):
-    """PNG (two in five) or JPEG of quality 30..95; -> file name."""
-    img = Image.fromarray(rgb, "RGB")
+def save(rng, pixels, path_base):
+    """PNG (two in five, and every picture with alpha) or JPEG of quality 30..95; -> file name."""
+    if pixels.shape[2] == 4:
+        path = path_base + ".png"
+        Image.fromarray(pixels, "RGBA").save(path, compress_level=1)
+        return path
+    img = Image.fromarray(pixels, "RGB")
     if rng.random() < 0.4:
         path = path_base + ".png"
         img.save(path, compress_level=1)
@@ -240,7 +427,8 @@ def size_bucket(w, h):
     return SIZE_ORDER[-1]
 
 
-def make_cases(out, seed, n_caption, n_question, n_which, n_chat, n_outside, photos):
+def make_cases(out, seed, n_caption, n_question, n_which, n_chat, n_outside, photos, n_long_chat=0, long_turns=6,
+               n_large=0, n_outside_kind=0):
     rng = np.random.default_rng([seed, 1])
     cases = []
 
@@ -290,21 +478,105 @@ def make_cases(out, seed, n_caption, n_question, n_which, n_chat, n_outside, pho
     for i in range(n_outside):
         kind = ["photo", "text", "screen"][i % 3]
         size = eval_size(rng)
-        path = save(rng, draw_outside(rng, size, kind), os.path.join(out, f"outside-{i}"))
+        path = save(rng, draw_outside(rng, size, kind)[0], os.path.join(out, f"outside-{i}"))
         prompt = [W.CANONICAL_PROMPT, "What colour is the circle?", "How many shapes are there?"][i % 3]
         cases.append(dict(kind="outside", okind=kind, files=[path], turns=[prompt], expected=None, w=size[0], h=size[1]))
     for path in photos:
         with Image.open(path) as im:
             w, h = im.size
         cases.append(dict(kind="outside", okind="photo file", files=[path], turns=[W.CANONICAL_PROMPT], expected=None, w=w, h=h))
+    cases += long_chats(out, np.random.default_rng([seed, 2]), n_long_chat, long_turns)
+    cases += large_shapes(out, np.random.default_rng([seed, 3]), n_large)
+    cases += outside_kinds(out, np.random.default_rng([seed, 4]), n_outside_kind)
+    return cases
+
+
+# The limits' sets (long chats, large shapes, outside kinds) draw pictures 64..1000 pixels a side,
+# where the model captions about 98% of world pictures right: what fails there is the limit measured,
+# not the picture's size.
+LIMITS_SIZES = dict(smallest=64, longest=1000)
+
+
+def long_chats(out, rng, n, turns):
+    """Chats of `turns` turns: the first attaches a picture; each later one attaches a new picture
+    (half of them) or asks a follow-up about the last picture shown. A turn with a picture asks for a
+    caption or a question (half each, as training's single turns). Each turn's answer follows from the
+    scene of the last picture shown (a text row sees the last picture before it)."""
+    cases = []
+    for i in range(n):
+        files, asked, attach, expected, tkinds = [], [], [], [], []
+        scene = None
+        for t in range(turns):
+            if t == 0 or rng.random() < 0.5:
+                size = eval_size(rng, **LIMITS_SIZES)
+                scene = W.random_scene(rng)
+                files.append(save(rng, draw(rng, scene, size)[0], os.path.join(out, f"long-{i}-{t}")))
+                attach.append(1)
+                if rng.random() < 0.5:
+                    q, a, tk = W.CAPTION_PROMPTS[int(rng.integers(len(W.CAPTION_PROMPTS)))], W.caption_of(scene), "caption"
+                else:
+                    _, q, a = W.random_question(rng, scene)
+                    tk = "question"
+            else:
+                _, q, a = W.random_question(rng, scene)
+                attach.append(0)
+                tk = "follow-up"
+            asked.append(q)
+            expected.append(a)
+            tkinds.append(tk)
+        cases.append(dict(kind="long chat", files=files, turns=asked, attach=attach, expected=expected, turn_kinds=tkinds,
+                          w=size[0], h=size[1]))
+    return cases
+
+
+LARGE_RADIUS = (0.14, 0.20)
+
+
+def large_shapes(out, rng, n):
+    """n pairs of the same scene at the same picture size: shapes of radius LARGE_RADIUS of the shorter
+    side (kept inside the picture and apart: fit_inside; a scene that does not fit is drawn anew), and
+    of the world's W.RADIUS. One to three shapes, a third each; captions with the canonical prompt."""
+    cases = []
+    for i in range(n):
+        n_shapes = 1 + i % 3
+        while True:
+            size = eval_size(rng, **LIMITS_SIZES)
+            scene = W.random_scene(rng, n_shapes)
+            layout = lay_out(rng, scene, size, LARGE_RADIUS)
+            if fit_inside(layout):
+                break
+        biggest = max(math.sqrt(s["rx"] * s["ry"]) for s in layout["shapes"]) / min(size)     # the radius before stretching
+        for tag, pixels in (("large", finish(rng, layout)), ("in-world", draw(rng, scene, size)[0])):
+            path = save(rng, pixels, os.path.join(out, f"{tag}-{i}"))
+            cases.append(dict(kind=tag, files=[path], turns=[W.CANONICAL_PROMPT], expected=W.caption_of(scene), w=size[0],
+                              h=size[1], n_shapes=n_shapes, scene=scene, radius=round(biggest, 3), pair=i))
+    return cases
+
+
+def outside_kinds(out, rng, n_per_kind):
+    """n_per_kind pictures of each of OUTSIDE_KINDS: two in three asked for a caption (the caption
+    prompts in turn), one in three "How many shapes are there?" or "What colour is the circle?"."""
+    cases = []
+    questions = ["How many shapes are there?", "What colour is the circle?"]
+    for kind in OUTSIDE_KINDS:
+        for i in range(n_per_kind):
+            size = eval_size(rng, **LIMITS_SIZES)
+            if kind == "filled":    # most of the picture: at most 4:3
+                side = min(size)
+                size = (side, int(side * rng.uniform(1, 4 / 3)))[::1 if rng.random() < 0.5 else -1]
+            pixels, note = draw_outside(rng, size, kind)
+            path = save(rng, pixels, os.path.join(out, f"kind-{kind}-{i}"))
+            prompt = questions[(i // 3) % 2] if i % 3 == 2 else W.CAPTION_PROMPTS[(i - i // 3) % len(W.CAPTION_PROMPTS)]
+            cases.append(dict(kind="outside", okind=kind, note=note, by_kind=True, files=[path], turns=[prompt],
+                              expected=None, w=size[0], h=size[1]))
     return cases
 
 
 # ---------------------------------------------------------------------------------------------------
 # running and scoring
 
-def run_case(cli, model, c, timeout=120):
-    if c["kind"] == "chat":
+def run_case(cli, model, threads, c, timeout=120):
+    if "attach" in c:
         lines = []
         k = 0
         for t, n in zip(c["turns"], c["attach"]):
@@ -312,11 +584,11 @@ def run_case(cli, model, c, timeout=120):
                 lines.append(f"/image {c['files'][k]}")
                 k += 1
             lines.append(t)
-        p = subprocess.run([cli, "-m", model, "-i", "-q"], input="\n".join(lines) + "\n/quit\n", capture_output=True,
-                           text=True, timeout=timeout)
+        p = subprocess.run([cli, "-m", model, "-i", "-q", "-t", str(threads), "--max-images", str(max(2, len(c["files"])))],
+                           input="\n".join(lines) + "\n/quit\n", capture_output=True, text=True, timeout=timeout)
         answers = p.stdout.split("\n")[:-1]
     else:
-        args = [cli, "-m", model, "-q"]
+        args = [cli, "-m", model, "-q", "-t", str(threads)]
         for f in c["files"]:
             args += ["--image", f]
         p = subprocess.run(args + [c["turns"][0]], capture_output=True, text=True, timeout=timeout)
@@ -376,6 +648,58 @@ def caption_attributes(c, text):
                 background=bg == c["scene"]["bg"])
 
 
+WORD_RE = re.compile(r"\w+|[^\w\s]")
+ANSWERS = ({W.NOT_A_SCENE, W.NO_PICTURE, "none of them", "yes", "no"} | set(W.NUMBERS) | set(W.POSITIONS.values())
+           | set(W.COLOURS) | set(W.BACKGROUNDS) | {f"a {s}" for s in W.SHAPES} | {f"there is no {s}" for s in W.SHAPES}
+           | {f"there is no {c} shape" for c in W.COLOURS} | {f"the {o} one" for o in W.ORDINALS})
+ANSWER_WORDS = {w for t in ANSWERS | {"an", "and", "on", "background", ","} | set(W.SHAPES) for w in WORD_RE.findall(t)}
+BROKEN = ("empty", "runaway", "foreign words")
+
+
+def answer_form(text):
+    """An answer in the world's terms: "empty", "runaway", "foreign words" (a word or mark no answer
+    of the world has: BROKEN, these three), "not an answer" (the world's words, but neither one of its
+    answers nor a caption in its grammar), or "answer"."""
+    if not text.strip():
+        return "empty"
+    if runaway(text):
+        return "runaway"
+    if any(w not in ANSWER_WORDS for w in WORD_RE.findall(text)):
+        return "foreign words"
+    if text not in ANSWERS and parse_caption(text) is None:
+        return "not an answer"
+    return "answer"
+
+
+# Answers that claim a shape is there, to "How many shapes are there?" or "What colour is the circle?"
+CLAIMS = set(W.NUMBERS[1:]) | set(W.COLOURS) | set(W.BACKGROUNDS)
+OUTSIDE_REPLIES = ["cannot tell", "names shapes", "says none", "garbled"]
+
+
+def outside_reply(answers):
+    """What a one-turn answer about a picture outside the world does (OUTSIDE_REPLIES): "cannot tell"
+    (the world's W.NOT_A_SCENE), "names shapes" (a caption, a count from one, a colour for the
+    circle), "says none" (another answer of the world: "zero", "there is no circle"), "garbled"
+    (BROKEN, no answer of the world, or not one line)."""
+    if len(answers) != 1 or answer_form(answers[0]) != "answer":
+        return "garbled"
+    if answers[0] == W.NOT_A_SCENE:
+        return "cannot tell"
+    if answers[0] in CLAIMS or parse_caption(answers[0]) is not None:
+        return "names shapes"
+    return "says none"
+
+
+def filled_answer(caption, prompt):
+    """The answer a world scene of one shape (its caption given) gets to one of outside_kinds' prompts."""
+    colour, shape, _ = parse_caption(caption)[0][0]
+    if prompt == "How many shapes are there?":
+        return "one"
+    if prompt == "What colour is the circle?":
+        return colour if shape == "circle" else "there is no circle"
+    return caption
+
+
 def table(title, rows, header=("", "right", "cases", "%")):
     out = [f"\n### {title}\n", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, ok, n in rows:
@@ -417,10 +741,114 @@ def ideal_table(caps):
     return "\n".join(out)
 
 
+def pct(ok, n):
+    return f"{ok}/{n} ({100.0 * ok / n:.1f}%)" if n else "-"
+
+
+def long_chat_report(chats):
+    """Per turn: right answers, by what the turn asks, and the broken ones; then examples."""
+    n_turns = len(chats[0]["turns"])
+    kinds = ["caption", "question", "follow-up"]
+    out = [f"\n### Chats of {n_turns} turns, per turn ({len(chats)} chats)\n",
+           "| turn | right | caption (new picture) | question (new picture) | follow-up (no picture) | broken | "
+           "no answer of the world (broken included) |", "|---|---|---|---|---|---|---|"]
+    for t in range(n_turns):
+        ok = sum(c["turn_ok"][t] for c in chats)
+        by = [pct(sum(c["turn_ok"][t] for c in chats if c["turn_kinds"][t] == k),
+                  sum(c["turn_kinds"][t] == k for c in chats)) for k in kinds]
+        broken = sum(c["turn_form"][t] in BROKEN for c in chats)
+        odd = sum(c["turn_form"][t] != "answer" for c in chats)
+        out.append(f"| {t + 1} | {pct(ok, len(chats))} | {' | '.join(by)} | {broken} | {odd} |")
+    forms = [f for c in chats for f in c["turn_form"]]
+    out.append(f"\nAll {n_turns} turns right: {pct(sum(c['ok'] for c in chats), len(chats))}. Broken answers: "
+               + ", ".join(f"{k} {forms.count(k)}" for k in BROKEN) + f" of {len(forms)}; other answers outside the "
+               f"world's sentences: {forms.count('not an answer')}; chats whose output was not one line a turn or "
+               f"that exited non-zero: {forms.count('misaligned') // n_turns}.")
+    odd = [(c, t) for c in chats for t in range(n_turns) if c["turn_form"][t] not in ("answer", "misaligned")]
+    if odd:
+        out.append("\nSome of them (turn, what it asked, what it said, what was right):\n")
+        for c, t in odd[:10]:
+            out.append(f"- turn {t + 1} ({c['turn_kinds'][t]}) \"{c['turns'][t]}\": said \"{c['answers'][t]}\", "
+                       f"want \"{c['expected'][t]}\"")
+    return "\n".join(out)
+
+
+def large_report(cases):
+    """The same scenes and picture sizes with the world's shapes and with large ones, side by side."""
+    sets = {k: [c for c in cases if c["kind"] == k] for k in ("in-world", "large")}
+    head = (f"\n### Large shapes (radius {LARGE_RADIUS[0]}-{LARGE_RADIUS[1]} of the shorter side) beside the world's "
+            f"({W.RADIUS[0]}-{W.RADIUS[1]}): the same {len(sets['large'])} scenes at the same picture sizes, "
+            "\"Describe this image.\"\n")
+    out = [head, "| caption | in-world sizes | large shapes |", "|---|---|---|"]
+    rows = [("right word for word", lambda c: c["ok"])] + [
+        (f"{a} right" if a != "grammar" else "in the world's grammar", lambda c, a=a: c["attrs"][a])
+        for a in ("count", "shapes", "colours", "places", "background", "grammar")]
+    for name, f in rows:
+        out.append(f"| {name} | " + " | ".join(pct(sum(bool(f(c)) for c in cs), len(cs)) for cs in sets.values()) + " |")
+    for sign, word in ((1, "more"), (-1, "fewer")):
+        out.append(f"| names {word} shapes than drawn | " + " | ".join(
+            pct(sum(c["extra_shapes"] * sign > 0 for c in cs), len(cs)) for cs in sets.values()) + " |")
+    out += ["\n| shapes drawn | in-world: right / count right | large: right / count right |", "|---|---|---|"]
+    for n in sorted({c["n_shapes"] for c in sets["large"]}):
+        cols = []
+        for cs in sets.values():
+            g = [c for c in cs if c["n_shapes"] == n]
+            cols.append(f"{pct(sum(c['ok'] for c in g), len(g))} / {pct(sum(c['attrs']['count'] for c in g), len(g))}")
+        out.append(f"| {n} | {' | '.join(cols)} |")
+    out += ["\n| largest radius (large shapes) | right | count right |", "|---|---|---|"]
+    edges = np.linspace(LARGE_RADIUS[0], LARGE_RADIUS[1], 4)
+    for lo, hi in zip(edges, edges[1:]):
+        g = [c for c in sets["large"] if lo <= c["radius"] < hi or (hi == edges[-1] and c["radius"] == hi)]
+        out.append(f"| {lo:.2f}-{hi:.2f} | {pct(sum(c['ok'] for c in g), len(g))} | "
+                   f"{pct(sum(c['attrs']['count'] for c in g), len(g))} |")
+    wrong = [c for c in sets["large"] if not c["ok"]]
+    if wrong:
+        out.append("\nSome wrong captions of large shapes:\n")
+        for c in wrong[:6]:
+            out.append(f"- {c['w']}x{c['h']}: said \"{c['answers'][-1] if c['answers'] else ''}\", want \"{c['expected']}\"")
+    return "\n".join(out)
+
+
+def outside_kind_report(cases):
+    """Per kind of picture: how often the model says it cannot tell, names shapes, or breaks; examples."""
+    replies = OUTSIDE_REPLIES
+    out = [f"\n### Pictures outside the world, by kind ({len(cases)} pictures; \"cannot tell\" is \"{W.NOT_A_SCENE}\")\n",
+           "| kind | cases | " + " | ".join(replies) + " | cannot tell, caption prompts | cannot tell, questions |",
+           "|---|---|" + "---|" * (len(replies) + 2)]
+    for kind in OUTSIDE_KINDS:
+        g = [c for c in cases if c["okind"] == kind]
+        if not g:
+            continue
+        cap = [c for c in g if c["turns"][0] in W.CAPTION_PROMPTS]
+        qs = [c for c in g if c["turns"][0] not in W.CAPTION_PROMPTS]
+        out.append(f"| {kind} | {len(g)} | " + " | ".join(pct(sum(c["reply"] == r for c in g), len(g)) for r in replies)
+                   + f" | {pct(sum(c['reply'] == 'cannot tell' for c in cap), len(cap))} | "
+                   f"{pct(sum(c['reply'] == 'cannot tell' for c in qs), len(qs))} |")
+    tr = [c for c in cases if c["okind"] == "transparent"]
+    if tr:
+        out.append("\nTransparent pictures by variant (cannot tell): " + ", ".join(
+            f"{v} {pct(sum(c['reply'] == 'cannot tell' for c in tr if c['note'] == v), sum(c['note'] == v for c in tr))}"
+            for v in TRANSPARENT_VARIANTS) + ".")
+    fi = [c for c in cases if c["okind"] == "filled"]
+    if fi:
+        right = lambda g: pct(sum(c["answers"] == [filled_answer(c["note"], c["turns"][0])] for c in g), len(g))
+        out.append(f"\nOne shape filling most of the picture: the answer a world scene of that one shape in the center "
+                   f"would get {right(fi)} (caption prompts {right([c for c in fi if c['turns'][0] in W.CAPTION_PROMPTS])}).")
+    out.append("\nExamples (the first answers of each kind that are not \"cannot tell\", verbatim):\n")
+    for kind in OUTSIDE_KINDS:
+        g = [c for c in cases if c["okind"] == kind and c["reply"] != "cannot tell"]
+        if not g and any(c["okind"] == kind for c in cases):
+            out.append(f"- {kind}: every answer \"{W.NOT_A_SCENE}\"")
+        for c in g[:3]:
+            note = f" ({c['note']})" if c["note"] and kind == "transparent" else ""
+            out.append(f"- {kind}{note} {c['w']}x{c['h']} \"{c['turns'][0]}\" → \"{' / '.join(c['answers'])}\"")
+    return "\n".join(out)
+
+
 def report(cases, elapsed):
     lines = [f"# Demo model evaluation ({len(cases)} cases through the C program, {elapsed:.0f} s)"]
     summary = []
-    for kind in ("caption", "question", "which", "chat"):
+    for kind in ("caption", "question", "which", "chat", "long chat", "in-world", "large"):
         cs = [c for c in cases if c["kind"] == kind]
         if cs:
             ok = sum(c["ok"] for c in cs)
@@ -449,11 +877,20 @@ def report(cases, elapsed):
     wh = [c for c in cases if c["kind"] == "which"]
     if wh:
         lines.append(table("Which-picture questions", tally(wh, lambda c: f"{c['n_images']} pictures, {c['qkind']}")))
+    longs = [c for c in cases if c["kind"] == "long chat"]
+    if longs:
+        lines.append(long_chat_report(longs))
+    if any(c["kind"] == "large" for c in cases):
+        lines.append(large_report(cases))
+    by_kind = [c for c in outs if c.get("by_kind")]
+    if by_kind:
+        lines.append(outside_kind_report(by_kind))
+    outs = [c for c in outs if not c.get("by_kind")]
     if outs:
         lines.append("\n### Pictures outside the world (answers)\n")
         for c in outs:
             lines.append(f"- {c['okind']} {c['w']}x{c['h']} \"{c['turns'][0]}\" → \"{' / '.join(c['answers'])}\"")
-    wrong = [c for c in cases if c["kind"] != "outside" and not c["ok"]]
+    wrong = [c for c in cases if c["kind"] in ("caption", "question", "which", "chat") and not c["ok"]]
     if wrong:
         lines.append("\n### Wrong answers\n")
         for c in wrong[:80]:
@@ -465,21 +902,31 @@ def report(cases, elapsed):
 def evaluate(a):
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
-    cases = make_cases(a.out, a.seed, a.n_caption, a.n_question, a.n_which, a.n_chat, a.n_outside, a.photos)
+    cases = make_cases(a.out, a.seed, a.n_caption, a.n_question, a.n_which, a.n_chat, a.n_outside, a.photos,
+                       a.n_long_chat, a.long_chat_turns, a.n_large, a.n_outside_kind)
     print(f"drew {len(cases)} cases in {time.time() - t0:.0f} s", flush=True)
     t0 = time.time()
     for k, c in enumerate(cases):
-        c["status"], c["answers"], err = run_case(a.cli, a.model, c)
+        c["status"], c["answers"], err = run_case(a.cli, a.model, a.threads, c)
         last = c["answers"][-1] if c["answers"] else ""
         c["runaway"] = any(runaway(x) for x in c["answers"]) or (c["status"] == 0 and not c["answers"])
-        if c["kind"] == "chat":
+        if c["kind"] == "long chat":
+            aligned = c["status"] == 0 and len(c["answers"]) == len(c["turns"])
+            c["turn_ok"] = [aligned and x == e for x, e in zip(c["answers"], c["expected"])] if aligned else [False] * len(c["turns"])
+            c["turn_form"] = [answer_form(x) for x in c["answers"]] if aligned else ["misaligned"] * len(c["turns"])
+            c["ok"] = all(c["turn_ok"])
+        elif c["kind"] == "chat":
             c["ok"] = c["status"] == 0 and len(c["answers"]) == 2 and last == c["expected"]
         elif c["kind"] != "outside":
             c["ok"] = c["status"] == 0 and len(c["answers"]) == 1 and last == c["expected"]
         else:
             c["ok"] = c["status"] == 0 and not c["runaway"]
-        if c["kind"] == "caption":
+            c["reply"] = outside_reply(c["answers"]) if c["status"] == 0 else "garbled"
+        if c["kind"] in ("caption", "large", "in-world"):
             c["attrs"] = caption_attributes(c, last)
+            got = parse_caption(last)
+            c["extra_shapes"] = len(got[0]) - c["n_shapes"] if got else 0
+        if c["kind"] == "caption":
             c["ideal"] = ideal_caption(c["files"][0], c["layout"])
         if c["status"] != 0:
             print(f"case {k}: exit {c['status']}: {err.strip()[-300:]}", flush=True)
@@ -545,7 +992,24 @@ def main():
     ap.add_argument("--n-chat", type=int, default=60)
     ap.add_argument("--n-outside", type=int, default=30)
     ap.add_argument("--photos", nargs="*", default=[], help="real photos (not in the repository) to try as well")
+    ap.add_argument("--n-long-chat", type=int, default=0, help="chats of --long-chat-turns turns, scored per turn")
+    ap.add_argument("--long-chat-turns", type=int, default=6)
+    ap.add_argument("--n-large", type=int, default=0, help="scenes captioned with large shapes and with the world's")
+    ap.add_argument("--n-outside-kind", type=int, default=0, help="pictures of each kind outside the world")
+    ap.add_argument("--limits", action="store_true", help="only the model's limits: --n-long-chat 200 --n-large 300 "
+                    "--n-outside-kind 40 unless given, no other cases (a few minutes on one core)")
+    # one thread: the cases run one after another, and the program's default (every core) collapses on
+    # a machine that is busy with something else
+    ap.add_argument("--threads", type=int, default=1, help="the program's -t")
     a = ap.parse_args()
+    if a.limits:
+        given = {x.split("=")[0] for x in sys.argv[1:]}
+        for flag, n in (("--n-long-chat", 200), ("--n-large", 300), ("--n-outside-kind", 40)):
+            if flag not in given:
+                setattr(a, flag[2:].replace("-", "_"), n)
+        for flag in ("--n-caption", "--n-question", "--n-which", "--n-chat", "--n-outside"):
+            if flag not in given:
+                setattr(a, flag[2:].replace("-", "_"), 0)
     if a.slice:
         write_slice(a)
     elif a.out:
