@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1019,10 +1020,11 @@ static void *dispatcher_main(void *arg) {
             pthread_mutex_unlock(&S.lock);
             while (back) {   /* the idle list grows below; fds is rebuilt next round */
                 struct conn *next = back->next;
-                if (n_idle == cap) {
+                if (n_idle == cap) {   /* both lists keep cap entries: the next round polls every idle one */
                     cap *= 2;
                     idle = (struct conn **)realloc(idle, sizeof *idle * (size_t)cap);
-                    if (!idle) die("out of memory in the dispatcher", NULL);
+                    fds = (struct pollfd *)realloc(fds, sizeof *fds * (size_t)cap);
+                    if (!idle || !fds) die("out of memory in the dispatcher", NULL);
                 }
                 back->idle_since = now_s();
                 idle[n_idle++] = back;
