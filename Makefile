@@ -346,7 +346,7 @@ test-arm64: arm64
 # -- examples ---------------------------------------------------------------------------------------
 
 # Each example is one file that compiles the implementation in, as the manual says to use it
-# (cc -O2 examples/simple.c -o simple -lm -lpthread builds one alone); here they link the library
+# (cc -O2 -I. examples/simple.c -o simple -lm -lpthread builds one alone); here they link the library
 # compiled once, as the tests do (the same code, one compile instead of one each).
 # Pictures are decoded with stb_image from Debian's libstb-dev (mms_image_load; see LIB_FLAGS).
 FLAGS_mllama = -D_POSIX_C_SOURCE=200809L

@@ -460,7 +460,21 @@
        longer than 0.1 ms, and back-to-back graphs of a fraction of a millisecond then fell into a
        cycle of each thread waking the other late). build/bench measures a split node and a graph
        start ("threadpool"); build/bench_load times a caption, a 512-token prefill and a decode
-       step with the default and fixed thread counts while other processes keep the cores busy.
+       step with the default and fixed thread counts while other processes keep the cores busy
+       (on a 2-vCPU Zen 3 on 2026-12-07, 0, 1 and 2 busy
+       processes per core, the default against the best of 1 and 2 threads: a 512-token prefill and a
+       decode step at 11B shapes at most 1.25x and 1.18x, mostly 0.9-1.1x; the caption, 10-50 ms of
+       microsecond nodes, moves by up to 1.6x between two runs of the same setting under load, and
+       its ratio came out 0.76-1.59x; before this pool two threads took 13 s for it under that load.
+       The figures: docs/measurements.md in the repository).
+       For comparison, ggml's CPU backend hands every node to all its threads, with a barrier after
+       each node; built with OpenMP (llama.cpp's default), its waiting threads spin before they
+       sleep as libgomp's documentation gives it (GOMP_SPINCOUNT: 300,000 spins when
+       OMP_WAIT_POLICY is not set, 100 when there are more OpenMP threads than CPUs), and libgomp
+       counts only its own threads, so on a machine whose cores another program keeps busy every
+       node waits for the slowest thread's turn on a core. Here a node goes to the helpers only when
+       they have lately been there to take their parts, and the caller never waits for a part no
+       thread has started.
        Work is cut into pieces that depend on the shapes only (rows, or tiles handed out through an
        atomic counter so both cores stay busy on odd sizes like 1601), so results are bit-identical
        whatever the thread count.
@@ -797,7 +811,7 @@
        (measured before pictures had slots of their own: see "The image store and picture slots"
        below for what a picture costs now). A decode token reads 5891 MiB (the text weights, the
        used KV cache, the image's cross K/V), which bounds decode by the memory bandwidth: on a
-       2-core Zen 3 2.0-2.9 tokens/s (README, Benchmarks).
+       2-core Zen 3 2.0-2.9 tokens/s (docs/measurements.md).
 
        The image store and picture slots. A picture added to a sequence (mms_mllama_seq_add_image)
        is looked up in the context's image store by its model input: a 64-bit FNV-1a hash of the used
@@ -1032,6 +1046,14 @@
        listening socket closes, /health answers 503; stderr says how many requests are in flight),
        finishes every request already read, then exits 0. Request heads are parsed strictly (CRLF line ends, no folded headers, digits-only
        Content-Length, no Transfer-Encoding: 501); bodies with the strict JSON reader (section 11).
+
+       Measured with tools/server_load.py (docs/measurements.md says when, where and how): 64
+       clients of the official openai and ollama clients sending 192 mixed requests to 8 slots got
+       every answer equal to the same request run alone; at 11B shapes (5 text layers, f16, 2
+       threads) 8 slots generated 28.1 tokens/s against 7.0 with one (4.0x), as fast as the library
+       alone (build/batch --bench, 25.0-26.8 tokens/s at K = 8 in the same session); while a
+       2048-token prompt goes in, a generating client waits a median 7.7 s a token with -b 512 and
+       1.4 s with -b 64 (0.14 s alone).
 
    16. DIFFERENCES FROM GGML, ON PURPOSE
        Names are ggml's with mms_ for ggml_, so porting is mostly a rename. Where we differ:

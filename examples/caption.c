@@ -1,5 +1,5 @@
 /* caption.c - a picture described by Llama 3.2 Vision, in a page of C.
-   cc examples/caption.c -o caption -lstb -lm -lpthread && ./caption models/mllama-demo.gguf examples/images/circle.png */
+   cc -O2 -I. examples/caption.c -o caption -lstb -lm -lpthread && ./caption models/mllama-demo.gguf examples/images/circle.png */
 #include <stb/stb_image.h>              /* first: it gives the library mms_image_load (Debian's libstb-dev) */
 #define MMSCHED_IMPLEMENTATION
 #include "mmsched.h"
