@@ -454,7 +454,7 @@ static bool is_command(const char *line, const char *cmd) {
 }
 
 static void chat_loop(struct chat *c, const struct options *o, int pending, const char *model_path) {
-    char line[8192], why[512];
+    char line[8192], why[1024];
     fprintf(stderr, "mllama: chatting with %s. Type a message; /image FILE attaches a picture, /help lists the commands, /quit ends.\n",
             model_path);
     for (;;) {
@@ -529,7 +529,7 @@ int main(int argc, char **argv) {
     mms_backend_t cpu, gpu = NULL;
     struct stat st;
     int last_pct = -1, i;
-    char why[512];
+    char why[1024];
 
     parse_args(argc, argv, &o);
     mms_log_set(log_warnings, NULL);
