@@ -201,16 +201,20 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     return pool;
 }
 
-/* Whether a node of about cost_us (one thread's time) is worth splitting, from what splits cost
-   lately (the top comment). */
-static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) {
+/* Whether a node of about cost_us (one thread's time) is worth splitting at time now_us, from what
+   splits cost lately (the top comment). The clock is an argument so a test can say when it asks. */
+static bool mms__threadpool_worth_at(struct mms__threadpool *pool, double cost_us, int64_t now_us) {
     if (pool->n_threads == 1) return false;
-    if (mms_time_us() - pool->learnt_at > MMS__POOL_FORGET_US) {
+    if (now_us - pool->learnt_at > MMS__POOL_FORGET_US) {
         pool->cost_us *= 0.5f;
         pool->share = MMS__MAX(pool->share, 0.5f * (float)(pool->n_threads - 1) / (float)pool->n_threads);
-        pool->learnt_at = mms_time_us();
+        pool->learnt_at = now_us;
     }
     return cost_us * pool->share > pool->cost_us;
+}
+
+static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) {
+    return mms__threadpool_worth_at(pool, cost_us, mms_time_us());
 }
 
 /* Runs fn(arg, part, n_parts, worker) for every part, the caller taking parts as worker 0, and
