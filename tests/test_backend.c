@@ -165,33 +165,34 @@ static void test_results_do_not_depend_on_thread_count(void) {
 
 /* The pool's spin budget: twice the longest recent wake-up (a sleeper's time from the signal to
    running again), decaying by an eighth a wake-up, within [MMS__POOL_SPIN_MIN_US, MMS__POOL_SPIN_MAX_US].
-   Wake-ups are simulated by the signal's time; the clock runs on by a few microseconds meanwhile. */
+   Each wake-up is given its time (mms__threadpool_woke_at), so a test thread the OS leaves waiting
+   sees the same budgets. */
 static void test_threadpool_spin_budget_follows_wake_ups(void) {
     struct mms__threadpool *pool = mms__threadpool_new(2);
+    const int64_t t = mms_time_us();
     int32_t b;
     int i;
     EXPECT(pool != NULL, "pool");
     if (!pool) return;
     EXPECT(mms__atomic_load(&pool->spin_us) == MMS__POOL_SPIN_MIN_US, "starts at the minimum: %d", (int)mms__atomic_load(&pool->spin_us));
-    mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)(mms_time_us() - 300));   /* woke 300 us after the signal */
-    mms__threadpool_woke(pool);
+    mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)t);
+    mms__threadpool_woke_at(pool, t + 300);   /* woke 300 us after the signal */
     b = mms__atomic_load(&pool->spin_us);
-    EXPECT(b >= 600 && b < 700, "300 us to wake: budget %d, want 600 and a little", (int)b);
-    mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)(mms_time_us() - 50000));
-    mms__threadpool_woke(pool);
+    EXPECT(b == 600, "300 us to wake: budget %d, want 600", (int)b);
+    mms__threadpool_woke_at(pool, t + 50000);
     EXPECT(mms__atomic_load(&pool->spin_us) == MMS__POOL_SPIN_MAX_US, "50 ms to wake: budget %d, want the maximum",
            (int)mms__atomic_load(&pool->spin_us));
-    mms__threadpool_signalled(pool);   /* then quick wake-ups: an eighth less each */
-    mms__threadpool_woke(pool);
+    mms__threadpool_woke_at(pool, t + 2);      /* then quick wake-ups: an eighth less each */
     b = mms__atomic_load(&pool->spin_us);
     EXPECT(b == MMS__POOL_SPIN_MAX_US - MMS__POOL_SPIN_MAX_US / 8, "a quick wake-up after the maximum: budget %d", (int)b);
-    for (i = 0; i < 100; i++) { mms__threadpool_signalled(pool); mms__threadpool_woke(pool); }
+    for (i = 0; i < 100; i++) mms__threadpool_woke_at(pool, t + 2);
     b = mms__atomic_load(&pool->spin_us);
     EXPECT(b == MMS__POOL_SPIN_MIN_US, "after 100 quick wake-ups: budget %d, want the minimum", (int)b);
     mms__atomic_store(&pool->spin_us, 800);   /* a signal 'after' the wake-up (a clock that went back): as a quick one */
-    mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)(mms_time_us() + 1000000000));
-    mms__threadpool_woke(pool);
+    mms__threadpool_woke_at(pool, t - 1000);
     EXPECT(mms__atomic_load(&pool->spin_us) == 700, "negative wake-up: budget %d, want 700", (int)mms__atomic_load(&pool->spin_us));
+    mms__threadpool_signalled(pool);            /* the signal's time is the clock's */
+    EXPECT((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us) < 10000000u, "the signal's time is not the clock's");
     mms__threadpool_free(pool);
 }
 

@@ -69,14 +69,17 @@ static void mms__threadpool_signalled(struct mms__threadpool *pool) {
     mms__atomic_store(&pool->signal_us, (int32_t)(uint32_t)mms_time_us());
 }
 
-/* A sleeper is running again: the budget becomes twice its wake-up time where that is more, or
-   decays by an eighth toward it (a wake-up that seems to come before its signal counts as instant). */
-static void mms__threadpool_woke(struct mms__threadpool *pool) {
-    const int32_t since = (int32_t)((uint32_t)mms_time_us() - (uint32_t)mms__atomic_load(&pool->signal_us));
+/* A sleeper is running again at now_us: the budget becomes twice its wake-up time where that is
+   more, or decays by an eighth toward it (a wake-up that seems to come before its signal counts as
+   instant). The clock is an argument so a test can say when the wake-up came. */
+static void mms__threadpool_woke_at(struct mms__threadpool *pool, int64_t now_us) {
+    const int32_t since = (int32_t)((uint32_t)now_us - (uint32_t)mms__atomic_load(&pool->signal_us));
     const int32_t wake = MMS__MIN(MMS__MAX(since, 0), MMS__POOL_SPIN_MAX_US);   /* 2 * wake cannot overflow */
     const int32_t old = mms__atomic_load(&pool->spin_us), budget = MMS__MAX(2 * wake, old - old / 8);
     mms__atomic_store(&pool->spin_us, MMS__MIN(MMS__MAX(budget, MMS__POOL_SPIN_MIN_US), MMS__POOL_SPIN_MAX_US));
 }
+
+static void mms__threadpool_woke(struct mms__threadpool *pool) { mms__threadpool_woke_at(pool, mms_time_us()); }
 
 /* Looks at ready(pool, arg) until it is true (returns true) or the spin budget is spent (false):
    pure spinning first, then a yield of the core between looks. */
