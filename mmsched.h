@@ -6106,17 +6106,18 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
    busy machine a helper whose core went to another program is not waited for, it finds no part
    left when it runs again. The caller waits only for parts a helper took and has not finished.
    (A barrier of all threads, as this pool had before, made every node wait for the slowest
-   thread to be scheduled: with other programs running, graphs of many small nodes ran tens of
-   times slower with two threads than with one.)
+   thread to be scheduled: with other programs running, graphs of many small nodes ran far
+   slower with two threads than with one; manual section 9.)
 
    Waiting, for a helper between jobs and for the caller waiting for parts: spin a little, then
    yield the core between looks (a waiter on a shared core then lets the thread it waits for, or
    another program, run), then sleep on a condition variable. How long before sleeping: longer
-   than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms (the host must run the
-   vCPU); with a fixed 0.1 ms, two threads running back-to-back products fell into a cycle where
-   each woke the other late. So each sleeper measures its wake-up, from the signal to running
-   again, and the budget follows twice the longest seen lately, between MMS__POOL_SPIN_MIN_US and
-   MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds and keeps the minimum).
+   than a sleeper takes to wake. On a virtual machine that can be longer than MMS__POOL_SPIN_MIN_US
+   (the host must run the vCPU); with that budget fixed, two threads running back-to-back products
+   fell into a cycle where each woke the other late (docs/measurements.md). So each sleeper
+   measures its wake-up, from the signal to running again, and the budget follows twice the
+   longest seen lately, between MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine
+   wakes sooner than the minimum and keeps it).
 
    What the caller learns of each job decides which nodes are worth splitting
    (mms__threadpool_worth): the share of the parts the helpers took and the time the split cost
@@ -6368,8 +6369,8 @@ static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, v
 /* ==== begin src/backend/cpu/vec.c ==== */
 /* >>vec ===========================================================================================
    Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
-   FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
-   call only the dispatching names. */
+   FMA and F16C on x86-64, AVX-512 with VNNI and BF16 where it replaces an AVX2 body, NEON on 64-bit
+   ARM) chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
 
 /* A prefetch of the n bytes at ptr (gcc, clang; elsewhere nothing) for reads the hardware's
    prefetcher does not foresee; locality 3: into every cache level, 1: into L2 and beyond. Never
@@ -6937,9 +6938,9 @@ static MMS__AVX512_INLINE __m512 mms__unary16(enum mms_op op, __m512 x, __m512 s
     }
 }
 
-/* One loop per op, as mms__unary_f32_avx2; the last elements (under 16) go through AVX2's body. On
-   Zen 5 GELU (erf) runs 2x faster per element than on 8 lanes: its chain of dependent FMAs, div and
-   exp fills the scheduler with half the instructions. */
+/* One loop per op, as mms__unary_f32_avx2; the last elements (under 16) go through AVX2's body.
+   GELU (erf) gains most over 8 lanes (manual section 9): its chain of dependent FMAs, div and exp
+   fills the scheduler with half the instructions. */
 static MMS__AVX512_INLINE int64_t mms__unary_run_avx512(enum mms_op op, int64_t n, float *y, const float *x, __m512 vs) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, mms__unary16(op, _mm512_loadu_ps(x + i), vs));
@@ -6955,8 +6956,8 @@ static MMS__TARGET_AVX512 void mms__unary_f32_avx512(enum mms_op op, int64_t n, 
 }
 
 /* mms__exp_sum_f32_avx2 with 16 lanes: its two 8-lane sums are this register's halves, added in the
-   same order, so the same sum (flash attention's and softmax's exp, 1.3x faster in a 16x1601x80
-   flash attention). */
+   same order, so the same sum (flash attention's and softmax's exp; faster than 8 lanes,
+   docs/measurements.md at df71bc8). */
 static MMS__TARGET_AVX512 float mms__exp_sum_f32_avx512(int64_t n, float *y, const float *x, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 s = _mm512_setzero_ps();
@@ -7181,8 +7182,9 @@ static MMS__TARGET_AVX512 void mms__f32_to_bf16_pairs_avx512(int64_t n, const fl
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time).
    PREFETCH(i): f16's 4 rows take a quarter line each a step, which the hardware's prefetcher does not
-   follow (59-74% of a plain read from memory on Zen 5, 2 threads); prefetching the next 4 rows' bytes
-   in order, a line a step, one linear stream, gives 94-99%. f32 (86% without) is left as it was. */
+   follow (well below a plain read from memory); prefetching the next 4 rows' bytes in order, a line
+   a step, one linear stream, keeps up with the read (docs/measurements.md, F16 decode from memory).
+   f32 is left as it was. */
 #define MMS__DOT4_BODY(LOAD, CVT1, PREFETCH)                                                                       \
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                    \
     int64_t i = 0;                                                                                                 \
@@ -7251,18 +7253,16 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
    (_mm512_reduce_add_ps) and the K % 16 elements left one by one, the same way whatever the
    columns beside it, so a sequence gets the same bits in a batch as alone. R rows of weights are
    loaded and converted once for all the columns: 4 rows for up to 4 columns (4 streams keep the
-   memory busy: 2 give ~20% less bandwidth), 2 rows past that (2 conversions feed up to 16 FMAs,
+   memory busy where 2 do not), 2 rows past that (2 conversions feed up to 16 FMAs,
    within the 32 registers). Past 2 columns K is walked in chunks of MMS__GV_KC so that the
    columns' chunk (8 x 1 KB) stays in L1 while the rows of a block of MMS__GV_RB stream past, the
    lanes' sums kept in acc between chunks (storing them does not change their order); each row's
-   next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
-   and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). Up to
-   2 columns each row is walked whole: f32 prefetching each row MMS__GV_PF bytes ahead (one thread
-   on Zen 5: 31 GB/s at 512 bytes ahead, 40 at 2048, 37 at 4096), f16 the tile's next R rows' bytes
-   in order, as fast as these are read: f16 takes half a line of each of the R rows a step, which
-   neither the hardware's prefetcher nor a prefetch down each row kept up with (77-81% of a plain
-   read of the same bytes from memory, 2 threads on Zen 5, whatever the distance); one linear stream
-   gives 90-98%. */
+   next chunk is prefetched as its current one is read. The chunk size and the prefetch distances
+   below are the best measured (docs/measurements.md, the AVX-512 decode GEMV). Up to 2 columns each
+   row is walked whole: f32 prefetching each row MMS__GV_PF bytes ahead, f16 the tile's next R rows'
+   bytes in order, as fast as these are read: f16 takes half a line of each of the R rows a step,
+   which neither the hardware's prefetcher nor a prefetch down each row kept up with, whatever the
+   distance; one linear stream does (docs/measurements.md, F16 decode from memory). */
 MMS__AVX512_CODE_BEGIN
 #define MMS__GV_RB 16
 #define MMS__GV_KC 256
@@ -7270,7 +7270,7 @@ MMS__AVX512_CODE_BEGIN
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
 #define MMS__GV_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define MMS__GV_KEEP(v) MMS__KEEP_IN_REG(v)   /* one load of a column for all R rows, in a register: the
-                                                   compiler would fold a load into each FMA (~25% slower) */
+                                                   compiler would fold a load into each FMA (slower) */
 #define MMS__GV_DECL2(c)  __m512 s##c##0 = _mm512_loadu_ps(acc + 32 * c), s##c##1 = _mm512_loadu_ps(acc + 32 * c + 16);
 #define MMS__GV_STEP2(c)  { __m512 vy = _mm512_loadu_ps(y[c] + i); MMS__GV_KEEP(vy);                                            \
                             s##c##0 = _mm512_fmadd_ps(w0, vy, s##c##0); s##c##1 = _mm512_fmadd_ps(w1, vy, s##c##1); }
@@ -7284,7 +7284,7 @@ MMS__AVX512_CODE_BEGIN
                           _mm512_storeu_ps(acc + 64 * c + 32, s##c##2); _mm512_storeu_ps(acc + 64 * c + 48, s##c##3);
 #define MMS__GV_W2(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i);
 #define MMS__GV_W4(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i), w2 = LOAD(x[2] + i), w3 = LOAD(x[3] + i);
-/* Prefetching, chosen when the kernel is made (a test in the loop costs f32 ~10% from memory):
+/* Prefetching, chosen when the kernel is made (a test in the loop slows f32 from memory):
    MMS__GV_ROW_AHEAD each row MMS__GV_PF bytes ahead, MMS__GV_CHUNK_AHEAD each row's next chunk,
    MMS__GV_LINEAR the bytes at next in order, as many a step as the step reads (R * 16 elements: 1,
    2 or 4 lines), one linear stream */
@@ -8118,7 +8118,8 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 
 /* ==== begin src/backend/cpu/quant_dot.c ==== */
 /* >>cpu-quant-dot ==================================================================================
-   Decode products with quantized weights (AVX2, NEON): the activation row is quantized once to 8-bit
+   Products with quantized weights on integer kernels (AVX2, AVX-512 with VNNI, NEON with or without
+   sdot; the scalar set has none and dequantizes). Decode (row dots): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
@@ -8128,7 +8129,12 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    stream from memory once, as bytes, never widened to f32; decode is memory-bound when a core's
    dot runs faster than its share of the bandwidth, which per-block scalar work (scale unpacking,
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
-   1e-3 per block; the scalar kernel set keeps exact f32 activations. */
+   1e-3 per block; the scalar kernel set keeps exact f32 activations.
+   Prompt-size products (and decode on weights kept repacked) run on 8 weight rows side by side (the
+   repacked layouts and their 8 x 4 kernels below; AVX-512: two groups, 16 rows, in a zmm register,
+   and 4-row forms of the Q4_0 and Q4_K row dots). The AVX-512 bodies make the same integer sums and
+   float operations as AVX2's, so both sets give the same bits. The table at the end chooses the
+   kernels per weight type and kernel set. */
 
 /* The most columns (sequences of one decode step) a product takes through the decode kernels
    where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
@@ -8391,8 +8397,8 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
 }
 
 /* The single-row dots below stream a row of weights (decode on weights as they are, rows one after
-   another): each block prefetches the bytes 4 KB ahead, measured 10-17% faster from memory than the
-   hardware's prefetch alone (2 KB: 3-10%). */
+   another): each block prefetches the bytes 4 KB ahead, faster from memory than the hardware's
+   prefetch alone or 2 KB ahead (docs/measurements.md, the row dots' prefetch). */
 #define MMS__DOT_PREFETCH 4096
 
 /* acc + a Q8_0 block's products (q, its magnitudes uq, its scale d) with an activation block, the
@@ -8404,7 +8410,7 @@ static MMS__AVX2_INLINE __m256 mms__q8_0_block_fma(__m256i uq, __m256i q, float 
 
 /* Two accumulators, even blocks into the first: one FMA chain would wait on itself every block.
    (Written as two steps a loop: indexed by i & 1 they lived in memory, and the store-to-load
-   round trip made the loop 2x slower.) */
+   round trip made the loop far slower; docs/measurements.md, at 2b766ec.) */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -8496,8 +8502,9 @@ static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi
    sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
    against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
    dmin * sum(min * activations), takes one madd per super-block from the activations' sums.
-   One row at a time: 2 or 4 rows sharing each activation load measured 2x slower from memory (the
-   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves). */
+   One row at a time: 2 or 4 rows sharing each activation load were slower from memory (the
+   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves;
+   docs/measurements.md, the row dots' prefetch). */
 static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
@@ -8920,8 +8927,8 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_0x8_avx512(int64_t K, const void *wv
 
 /* Decode on the same layout: one activation row against ns <= 4 groups of 8 rows (w[j], out[j]),
    walked side by side. Each group is its own stream through memory: one core reading one stream
-   stays well below the bandwidth it gets from several (measured 1.6x faster from 4 than from 1,
-   and than the single-row dots), and one conversion and FMA per block serve 8 rows. */
+   stays well below the bandwidth it gets from several (4 streams are faster than 1 and than the
+   single-row dots: docs/measurements.md), and one conversion and FMA per block serve 8 rows. */
 static MMS__AVX2_INLINE void mms__gemv_q4_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -8938,7 +8945,7 @@ MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv[j] + b;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: measured 7-14% faster from memory */
+            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: faster from memory (docs/measurements.md) */
 MMS__UNROLL4
             for (k = 0; k < 4; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
@@ -8998,8 +9005,8 @@ static MMS__TARGET_AVX512 void mms__gemv_q8_0x8_avx512(int ns, int64_t K, const 
 /* Q8_0 prompt products on the 8-row layout, with VNNI only, against activations made unsigned
    (a + 128: mms__q8_act_unsigned; vpdpbusd multiplies unsigned by signed bytes) and 128 times
    each row's sum of weights taken off (one vpdpbusd per dword against ones, for all 4 columns).
-   (Without VNNI, sign, maddubs and madd per dword and column measured slower than dequantizing
-   into the f32 GEMM.) */
+   (Without VNNI, sign, maddubs and madd per dword and column were slower than dequantizing
+   into the f32 GEMM: manual section 9.) */
 static MMS__TARGET_AVX512 void mms__gemm_q8_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv;
     const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
@@ -9206,8 +9213,8 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    activation dword, twice the ymm form's. The integer sums and float operations of each row are
    those of the 8-row kernels, so a row gets the same bits either way. Q8_0 and Q6_K take 8
    columns a call (dot16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
-   twice the products, which measured 1.2x faster (Q6_K) and, with Q8_0's activations made
-   unsigned once per tile instead of by an xor per product, 1.7x (one thread, 4096x4096 x 512). */
+   twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
+   tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
 static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
@@ -9419,7 +9426,7 @@ MMS__UNROLL8
 /* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
    vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
    blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
-   (blocks are 18 bytes apart). Fewer instructions a block: 1.5x faster hot (3.5 -> 2.3 cycles). */
+   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
 static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -9458,8 +9465,8 @@ static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, c
    offset term (taken off by starting the sums at it, negated) and scales are made once for all
    rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
    their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
-   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Measured hot (weights in
-   cache) 1.4x faster; from memory as fast as the row dots (both at the read's rate). */
+   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
+   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
                                                          const struct mms__block_q8_act *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
@@ -9491,7 +9498,7 @@ static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const 
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
         }
         /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
-           interleaved short streams, the hardware's prefetch fell 3x behind */
+           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
         MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
     }
     for (p = 0; p < np; p++) {
@@ -9511,7 +9518,8 @@ static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *
 /* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
    2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
    broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
-   (vpdpwssd for its madd and add) and float operations per row, so the same bits. Hot 1.3x faster. */
+   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
+   row dots with the weights in cache (docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
                                                          const struct mms__block_q8_k *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -9565,8 +9573,8 @@ MMS__AVX512_CODE_END
 /* The Q4_K and Q6_K decode kernels below prefetch the next block of each group a share at each of
    the `steps` steps through a block (shares <= 128 bytes, 1-2 lines each; they cover the block).
    A whole block's lines at once (19 or 27 a group, two groups a call) was too many misses at once
-   for Zen 4: build/bench --filter 'q6_k 4096x4096 * 1 cold repacked' ran at 48-53% of the read
-   beside it, 85-93% spread out. */
+   for a core to keep, and read far below the bandwidth (docs/measurements.md, the prefetch spread
+   through the block). */
 #define MMS__PREFETCH_NEXT_SHARE(w, step, steps) \
     MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
 
@@ -9928,7 +9936,8 @@ typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t 
 /* The 4-column dot of a weight type for the kernel set in use and a product of N columns; NULL
    where there is none (the caller then runs the f32 GEMM on dequantized weights for prompt sizes).
    Q8_0's is for decode steps of up to 8 sequences only: for prompts the GEMM is faster (see above),
-   but dequantizing a whole tile for a few columns took 5x the 4-column dots' time. */
+   but dequantizing a whole tile for a few columns takes far longer than the 4-column dots
+   (docs/measurements.md). */
 static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) {
@@ -9965,7 +9974,7 @@ struct mms__q8_x8 {
     bool act_unsigned;    /* dot and dot16 take the activations' bytes plus 128 (mms__q8_act_unsigned) */
     int gemv_groups;      /* groups a gemv call takes at most, each a stream through memory: Q4_0 and
                              Q8_0 4, Q4_K and Q6_K (big blocks, unpacked out of order) 2, one zmm
-                             pair with AVX-512: measured 1.3x faster than 4 on both sets */
+                             pair with AVX-512: faster than 4 on both sets (docs/measurements.md) */
 };
 
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */

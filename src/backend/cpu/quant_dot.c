@@ -1,5 +1,6 @@
 /* >>cpu-quant-dot ==================================================================================
-   Decode products with quantized weights (AVX2, NEON): the activation row is quantized once to 8-bit
+   Products with quantized weights on integer kernels (AVX2, AVX-512 with VNNI, NEON with or without
+   sdot; the scalar set has none and dequantizes). Decode (row dots): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
@@ -9,7 +10,12 @@
    stream from memory once, as bytes, never widened to f32; decode is memory-bound when a core's
    dot runs faster than its share of the bandwidth, which per-block scalar work (scale unpacking,
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
-   1e-3 per block; the scalar kernel set keeps exact f32 activations. */
+   1e-3 per block; the scalar kernel set keeps exact f32 activations.
+   Prompt-size products (and decode on weights kept repacked) run on 8 weight rows side by side (the
+   repacked layouts and their 8 x 4 kernels below; AVX-512: two groups, 16 rows, in a zmm register,
+   and 4-row forms of the Q4_0 and Q4_K row dots). The AVX-512 bodies make the same integer sums and
+   float operations as AVX2's, so both sets give the same bits. The table at the end chooses the
+   kernels per weight type and kernel set. */
 
 /* The most columns (sequences of one decode step) a product takes through the decode kernels
    where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
@@ -272,8 +278,8 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
 }
 
 /* The single-row dots below stream a row of weights (decode on weights as they are, rows one after
-   another): each block prefetches the bytes 4 KB ahead, measured 10-17% faster from memory than the
-   hardware's prefetch alone (2 KB: 3-10%). */
+   another): each block prefetches the bytes 4 KB ahead, faster from memory than the hardware's
+   prefetch alone or 2 KB ahead (docs/measurements.md, the row dots' prefetch). */
 #define MMS__DOT_PREFETCH 4096
 
 /* acc + a Q8_0 block's products (q, its magnitudes uq, its scale d) with an activation block, the
@@ -285,7 +291,7 @@ static MMS__AVX2_INLINE __m256 mms__q8_0_block_fma(__m256i uq, __m256i q, float 
 
 /* Two accumulators, even blocks into the first: one FMA chain would wait on itself every block.
    (Written as two steps a loop: indexed by i & 1 they lived in memory, and the store-to-load
-   round trip made the loop 2x slower.) */
+   round trip made the loop far slower; docs/measurements.md, at 2b766ec.) */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -377,8 +383,9 @@ static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi
    sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
    against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
    dmin * sum(min * activations), takes one madd per super-block from the activations' sums.
-   One row at a time: 2 or 4 rows sharing each activation load measured 2x slower from memory (the
-   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves). */
+   One row at a time: 2 or 4 rows sharing each activation load were slower from memory (the
+   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves;
+   docs/measurements.md, the row dots' prefetch). */
 static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
@@ -801,8 +808,8 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_0x8_avx512(int64_t K, const void *wv
 
 /* Decode on the same layout: one activation row against ns <= 4 groups of 8 rows (w[j], out[j]),
    walked side by side. Each group is its own stream through memory: one core reading one stream
-   stays well below the bandwidth it gets from several (measured 1.6x faster from 4 than from 1,
-   and than the single-row dots), and one conversion and FMA per block serve 8 rows. */
+   stays well below the bandwidth it gets from several (4 streams are faster than 1 and than the
+   single-row dots: docs/measurements.md), and one conversion and FMA per block serve 8 rows. */
 static MMS__AVX2_INLINE void mms__gemv_q4_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -819,7 +826,7 @@ MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv[j] + b;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: measured 7-14% faster from memory */
+            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: faster from memory (docs/measurements.md) */
 MMS__UNROLL4
             for (k = 0; k < 4; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
@@ -879,8 +886,8 @@ static MMS__TARGET_AVX512 void mms__gemv_q8_0x8_avx512(int ns, int64_t K, const 
 /* Q8_0 prompt products on the 8-row layout, with VNNI only, against activations made unsigned
    (a + 128: mms__q8_act_unsigned; vpdpbusd multiplies unsigned by signed bytes) and 128 times
    each row's sum of weights taken off (one vpdpbusd per dword against ones, for all 4 columns).
-   (Without VNNI, sign, maddubs and madd per dword and column measured slower than dequantizing
-   into the f32 GEMM.) */
+   (Without VNNI, sign, maddubs and madd per dword and column were slower than dequantizing
+   into the f32 GEMM: manual section 9.) */
 static MMS__TARGET_AVX512 void mms__gemm_q8_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv;
     const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
@@ -1087,8 +1094,8 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    activation dword, twice the ymm form's. The integer sums and float operations of each row are
    those of the 8-row kernels, so a row gets the same bits either way. Q8_0 and Q6_K take 8
    columns a call (dot16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
-   twice the products, which measured 1.2x faster (Q6_K) and, with Q8_0's activations made
-   unsigned once per tile instead of by an xor per product, 1.7x (one thread, 4096x4096 x 512). */
+   twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
+   tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
 static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
@@ -1300,7 +1307,7 @@ MMS__UNROLL8
 /* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
    vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
    blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
-   (blocks are 18 bytes apart). Fewer instructions a block: 1.5x faster hot (3.5 -> 2.3 cycles). */
+   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
 static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -1339,8 +1346,8 @@ static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, c
    offset term (taken off by starting the sums at it, negated) and scales are made once for all
    rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
    their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
-   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Measured hot (weights in
-   cache) 1.4x faster; from memory as fast as the row dots (both at the read's rate). */
+   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
+   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
                                                          const struct mms__block_q8_act *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
@@ -1372,7 +1379,7 @@ static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const 
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
         }
         /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
-           interleaved short streams, the hardware's prefetch fell 3x behind */
+           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
         MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
     }
     for (p = 0; p < np; p++) {
@@ -1392,7 +1399,8 @@ static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *
 /* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
    2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
    broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
-   (vpdpwssd for its madd and add) and float operations per row, so the same bits. Hot 1.3x faster. */
+   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
+   row dots with the weights in cache (docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
                                                          const struct mms__block_q8_k *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -1446,8 +1454,8 @@ MMS__AVX512_CODE_END
 /* The Q4_K and Q6_K decode kernels below prefetch the next block of each group a share at each of
    the `steps` steps through a block (shares <= 128 bytes, 1-2 lines each; they cover the block).
    A whole block's lines at once (19 or 27 a group, two groups a call) was too many misses at once
-   for Zen 4: build/bench --filter 'q6_k 4096x4096 * 1 cold repacked' ran at 48-53% of the read
-   beside it, 85-93% spread out. */
+   for a core to keep, and read far below the bandwidth (docs/measurements.md, the prefetch spread
+   through the block). */
 #define MMS__PREFETCH_NEXT_SHARE(w, step, steps) \
     MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
 
@@ -1809,7 +1817,8 @@ typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t 
 /* The 4-column dot of a weight type for the kernel set in use and a product of N columns; NULL
    where there is none (the caller then runs the f32 GEMM on dequantized weights for prompt sizes).
    Q8_0's is for decode steps of up to 8 sequences only: for prompts the GEMM is faster (see above),
-   but dequantizing a whole tile for a few columns took 5x the 4-column dots' time. */
+   but dequantizing a whole tile for a few columns takes far longer than the 4-column dots
+   (docs/measurements.md). */
 static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
 #if MMS__HAVE_AVX2
     if (mms__avx2()) {
@@ -1846,7 +1855,7 @@ struct mms__q8_x8 {
     bool act_unsigned;    /* dot and dot16 take the activations' bytes plus 128 (mms__q8_act_unsigned) */
     int gemv_groups;      /* groups a gemv call takes at most, each a stream through memory: Q4_0 and
                              Q8_0 4, Q4_K and Q6_K (big blocks, unpacked out of order) 2, one zmm
-                             pair with AVX-512: measured 1.3x faster than 4 on both sets */
+                             pair with AVX-512: faster than 4 on both sets (docs/measurements.md) */
 };
 
 /* The repacked kernel prompt-size products with this weight type take; NULL: none. */
