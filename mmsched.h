@@ -8143,8 +8143,6 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
 
-static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
-
 /* Bytes of one activation row in the format the weight type's dot takes (the larger for scratch). */
 static size_t mms__q8_act_row_size(int64_t K) {
     return MMS__MAX((size_t)(K / 32) * sizeof(struct mms__block_q8_act), (size_t)(K / MMS__QK_K + 1) * sizeof(struct mms__block_q8_k));
@@ -8235,23 +8233,21 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
     return amax / 127.0f;
 }
 
-static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
+/* The activation rows of the dots (struct mms__quant_format's quantize_act): blocks of 32 for Q8_0
+   and Q4_0, of 256 for the K types. */
+static void mms__quantize_row_q8_act(const float *x, void *yv, int64_t K) {
+    struct mms__block_q8_act *y = (struct mms__block_q8_act *)yv;
     int64_t b;
     for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, y[b].sums);
 }
 
-static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
+static void mms__quantize_row_q8_k(const float *x, void *yv, int64_t K) {
+    struct mms__block_q8_k *y = (struct mms__block_q8_k *)yv;
     int64_t b;
     for (b = 0; b < K / MMS__QK_K; b++) y[b].d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y[b].qs, y[b].bsums);
 }
 
-/* The activation row in the format the weight type's dot takes. */
-static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
-    if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
-    else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
-}
-
-/* A Q8_0-format activation row (mms__quantize_row_act) as unsigned bytes, each value plus 128 (for
+/* A Q8_0-format activation row (mms__quantize_row_q8_act) as unsigned bytes, each value plus 128 (for
    kernels that multiply unsigned activations by the signed weights); the sums stay as they were. */
 static void mms__q8_act_unsigned(void *y, int64_t K) {
     struct mms__block_q8_act *b = (struct mms__block_q8_act *)y;
@@ -8585,7 +8581,7 @@ MMS__UNROLL4
 
 /* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
    not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
-   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS, see mms__q8_dot4_for). */
+   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS: its cards' dot4_max_n). */
 static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x[4];
@@ -9212,7 +9208,7 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    and 8..15 of out's 16 per column), so one vpdpbusd makes 64 products against one broadcast
    activation dword, twice the ymm form's. The integer sums and float operations of each row are
    those of the 8-row kernels, so a row gets the same bits either way. Q8_0 and Q6_K take 8
-   columns a call (dot16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
+   columns a call (tile16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
    twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
    tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
@@ -9894,152 +9890,181 @@ MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
 #undef MMS__NEON_Q8_DOTS
 #endif
 
-typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
+/* >>cpu-quant-cards ===============================================================================
+   Who multiplies a quantized weight type: its format (one row per type, whatever the kernel set)
+   and its kernel card (one row per type in each kernel set's table). ops_matmul and repack.c read
+   only these to choose a type's kernels. */
 
-/* The integer dot of a weight type for the kernel set in use; NULL where there is none (the
-   scalar set, other types): the caller then dequantizes and keeps exact f32 activations. */
-static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
-    static const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
-    const mms__q8_dot_fn *dots = NULL;
+typedef void (*mms__quantize_act_fn)(const float *x, void *y, int64_t K);
+typedef void (*mms__pack_fn)(const void *const *rows, int n, int64_t K, void *dst);
+typedef void (*mms__unpack_fn)(const void *src, int64_t K, void *const *rows);
+
+/* What a quantized type is to the integer kernels on every kernel set: the block length (of the
+   weights and of the activation blocks its dots take), the activation format (the quantizer that
+   writes it: blocks of 32 as struct mms__block_q8_act, or of 256 as struct mms__block_q8_k, within
+   mms__q8_act_row_size bytes a row), and the repacked layout of 8 rows side by side (repack.c):
+   group_block bytes per block of the 8 rows, the portable pack of n <= 8 rows (the others zero)
+   and unpack of 8.
+   To add a type: its row here (a layout of 8 rows, portable pack and unpack; a NULL pack keeps
+   its tensors as they are in CPU_REPACK buffers), then its card in every kernel set's table below
+   (NULL where a set has no such kernel), and its traits row (core/types.c). */
+struct mms__quant_format {
+    enum mms_type        type;
+    int64_t              block_len;
+    mms__quantize_act_fn quantize_act;
+    size_t               group_block;
+    mms__pack_fn         pack_rows;
+    mms__unpack_fn       unpack_rows;
+};
+
+static const struct mms__quant_format mms__quant_formats[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
+    /* Q4_K */ { MMS_TYPE_Q4_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
+    /* Q6_K */ { MMS_TYPE_Q6_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
+};
+
+/* The type's format; NULL: none (float types, types without integer kernels). */
+static const struct mms__quant_format *mms__quant_format_of(enum mms_type type) {
     int i;
-#if MMS__HAVE_AVX2
-    static const mms__q8_dot_fn avx2[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx2, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    static const mms__q8_dot_fn avx512[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx512, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    if (mms__avx2()) dots = mms__avx512() ? avx512 : avx2;
-#endif
-#if MMS__HAVE_NEON
-    static const mms__q8_dot_fn neon[4] = { mms__dot_q8_0_neon, mms__dot_q4_0_neon, mms__dot_q4_k_neon, mms__dot_q6_k_neon };
-    static const mms__q8_dot_fn dotprod[4] = { mms__dot_q8_0_dotprod, mms__dot_q4_0_dotprod, mms__dot_q4_k_dotprod, mms__dot_q6_k_dotprod };
-    if (mms__neon()) dots = mms__dotprod() ? dotprod : neon;
-#endif
-    for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
+    for (i = 0; i < (int)(sizeof mms__quant_formats / sizeof mms__quant_formats[0]); i++)
+        if (mms__quant_formats[i].type == type) return &mms__quant_formats[i];
     return NULL;
 }
 
+/* One weight row against one activation row (in the format's layout). */
+typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
 /* n <= 4 weight rows w_stride bytes apart against one activation row: out[r] = dot(w + r w_stride, x),
    each row's bits those of the type's row dot. */
 typedef void (*mms__q8_dot_rows_fn)(int64_t K, const void *w, size_t w_stride, int n, const void *x, float *out);
-
-/* The rows dot of a weight type for the kernel set in use; NULL where there is none (row dots then). */
-static mms__q8_dot_rows_fn mms__q8_dot_rows_for(enum mms_type type) {
-#if MMS__HAVE_AVX2
-    if (mms__avx512() && type == MMS_TYPE_Q4_0) return mms__dot_rows_q4_0_avx512;
-    if (mms__avx512() && type == MMS_TYPE_Q4_K) return mms__dot_rows_q4_k_avx512;
-#endif
-    MMS__UNUSED(type);
-    return NULL;
-}
-
 /* One weight row against 4 activation rows x_stride bytes apart: out[c] = dot(w, x + c x_stride). */
 typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t x_stride, float *out);
+/* One group of 8 repacked rows against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
+typedef void (*mms__tile_fn)(int64_t K, const void *w, const void *const x[4], float *out);
+/* Two groups (16 rows) against tile16_cols columns: out[16 c + r]. */
+typedef void (*mms__tile16_fn)(int64_t K, const void *w0, const void *w1, const void *const *x, float *out);
+/* One activation row against ns <= 4 groups of 8 repacked rows: out[j][r] = dot(row r of w[j], x). */
+typedef void (*mms__gemv_fn)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
 
-/* The 4-column dot of a weight type for the kernel set in use and a product of N columns; NULL
-   where there is none (the caller then runs the f32 GEMM on dequantized weights for prompt sizes).
-   Q8_0's is for decode steps of up to 8 sequences only: for prompts the GEMM is faster (see above),
-   but dequantizing a whole tile for a few columns takes far longer than the 4-column dots
-   (docs/measurements.md). */
-static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
+/* Any number of columns (dot4_max_n). */
+#define MMS__ANY_N INT64_MAX
+
+/* A weight type's kernel card for one kernel set: which integer kernels a product with these
+   weights takes, and from which column count each pays (ops_matmul's choice, in order):
+   - tile, tile16: prompt-size products (more than 4 columns, and at least tile_from_n; 0: all) on
+     tiles of 8 rows repacked side by side (by pack, the set's own of the format's bytes; NULL: the
+     format's pack_rows), 4 columns a call; tile16 (AVX-512) two groups at once against tile16_cols
+     columns. act_unsigned: both take the activations' bytes plus 128 (mms__q8_act_unsigned).
+     Prompts that neither tile nor dot4 takes dequantize into the f32 GEMM.
+   - gemv, gemv_groups: decode (1 to 4 columns) on weights kept repacked, one column against
+     gemv_groups groups of a tile walked side by side (each group a stream through memory: 4 for
+     the 32-blocks, 2 for the K types' big blocks, unpacked out of order, one zmm pair with
+     AVX-512: docs/measurements.md). NULL: such weights are unpacked a tile at a time.
+   - dot4: one row against 4 columns of weights as they are, for products of at most dot4_max_n
+     columns (Q8_0: decode steps of several sequences only; for prompts the GEMM is faster, but
+     dequantizing a whole tile for a few columns takes far longer than these dots:
+     docs/measurements.md).
+   - dot_rows, dot: the columns left, 4 rows a call or one; with dot NULL (the scalar set has no
+     table) the product dequantizes and keeps exact f32 activations.
+   To add a kernel set: its table here (one row per type it has kernels for, the others left out)
+   and its line in mms__quant_card_of. To add a type: a row in each table (see the formats above). */
+struct mms__quant_card {
+    enum mms_type       type;
+    mms__q8_dot_fn      dot;
+    mms__q8_dot_rows_fn dot_rows;
+    mms__q8_dot4_fn     dot4;
+    int64_t             dot4_max_n;
+    mms__pack_fn        pack;
+    mms__tile_fn        tile;
+    mms__tile16_fn      tile16;
+    int                 tile16_cols;
+    int64_t             tile_from_n;
+    bool                act_unsigned;
+    mms__gemv_fn        gemv;
+    int                 gemv_groups;
+};
+
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) {
-        switch (type) {
-            case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
-            case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
-            case MMS_TYPE_Q8_0: return N <= MMS__DECODE_MAX_COLS ? mms__dot4_q8_0_avx2 : NULL;
-            default: break;
-        }
-    }
+static const struct mms__quant_card mms__cards_avx2[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                    NULL,                     0, 0,                          false, mms__gemv_q8_0x8_avx2, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                       NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_0x8_avx2, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                       mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_kx8_avx2, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q6_kx8_avx2, 2 },
+};
+/* AVX2's bodies where the set has none of its own */
+static const struct mms__quant_card mms__cards_avx512[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 8, 0,                          false, mms__gemv_q4_0x8_avx512, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 8, 0,                          false, mms__gemv_q4_kx8_avx512, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 8, 0,                          false, mms__gemv_q6_kx8_avx512, 2 },
+};
 #endif
-    MMS__UNUSED(type);
-    MMS__UNUSED(N);
+#if MMS__HAVE_NEON
+/* row dots only: prompts dequantize, repacked weights are unpacked a tile at a time */
+static const struct mms__quant_card mms__cards_neon[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+};
+static const struct mms__quant_card mms__cards_neon_dotprod[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+};
+#endif
+
+static const struct mms__quant_card *mms__quant_card_in(const struct mms__quant_card *cards, int n, enum mms_type type) {
+    int i;
+    for (i = 0; i < n; i++) if (cards[i].type == type) return &cards[i];
     return NULL;
 }
 
-/* Products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the others zero) of
-   K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row r, x[c])
-   against 4 activation rows in the format of mms__quantize_row_act (NULL: prompts take the other
-   paths, as Q8_0's do: see ops_matmul); gemv one row against groups, for decode. */
-struct mms__q8_x8 {
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
-    void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
-    int64_t block_len;
-    size_t block_bytes;
-    /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
-    void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
-    /* AVX-512: 16 rows (groups w0 and w1) against dot16_cols (4 or 8) columns, out[16 c + r];
-       NULL: dot on each group */
-    void (*dot16)(int64_t K, const void *w0, const void *w1, const void *const *x, float *out);
-    int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
-                             whose columns keep the bits they get alone through the 4-column dots) */
-    int dot16_cols;
-    bool act_unsigned;    /* dot and dot16 take the activations' bytes plus 128 (mms__q8_act_unsigned) */
-    int gemv_groups;      /* groups a gemv call takes at most, each a stream through memory: Q4_0 and
-                             Q8_0 4, Q4_K and Q6_K (big blocks, unpacked out of order) 2, one zmm
-                             pair with AVX-512: faster than 4 on both sets (docs/measurements.md) */
-};
-
-/* The repacked kernel prompt-size products with this weight type take; NULL: none. */
-static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
+/* The card of a weight type in the kernel set in use; NULL: none (the scalar set, types without
+   integer kernels). */
+static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
+#define MMS__CARD_IN(table) mms__quant_card_in(table, (int)(sizeof table / sizeof table[0]), type)
+    switch (mms__kernels()) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0, 0, false, 2 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0, 8, false, 4 };
-    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0, 0, false, 2 };
-    static const struct mms__q8_x8 q6_k_vnni = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1, 8, true, 4 };
-    const bool vnni = mms__avx512();
-    if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
-    if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
-    if (mms__avx2() && type == MMS_TYPE_Q4_K) return vnni ? &q4_k_vnni : &q4_k;
-    if (mms__avx2() && type == MMS_TYPE_Q6_K) return vnni ? &q6_k_vnni : &q6_k;
+        case MMS_CPU_KERNELS_AVX2:         return MMS__CARD_IN(mms__cards_avx2);
+        case MMS_CPU_KERNELS_AVX512:       return MMS__CARD_IN(mms__cards_avx512);
 #endif
-    MMS__UNUSED(type);
-    return NULL;
+#if MMS__HAVE_NEON
+        case MMS_CPU_KERNELS_NEON:         return MMS__CARD_IN(mms__cards_neon);
+        case MMS_CPU_KERNELS_NEON_DOTPROD: return MMS__CARD_IN(mms__cards_neon_dotprod);
+#endif
+        default:                           return NULL;   /* the scalar set */
+    }
+#undef MMS__CARD_IN
 }
 /* ==== end src/backend/cpu/quant_dot.c ==== */
 
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
-   its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
-   call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
-   from the packed tiles and a decode step walks groups of 8 rows side by side (the gemv kernels,
-   Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for Q4_K and Q6_K: gemv_groups). The layout: groups of 8 rows, each group one packed block per block of
-   the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
-   the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
-   on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
-   prompts) unpack a tile of rows before using it. Only MUL_MAT may read such a tensor, as its
-   weights (src[0]); setting or reading it goes through the buffer (whole tensors), which converts. */
+   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
+   before its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
+   repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
+   by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
+   Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
+   in quant_dot): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
+   Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
+   scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
+   tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
+   a tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
+   setting or reading it goes through the buffer (whole tensors), which converts. */
 
 /* The buffer type's name, which also identifies it (declared here, defined with the type). */
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
-struct mms__repack_type {
-    enum mms_type type;
-    int64_t       block_len;    /* values per block of the type */
-    size_t        group_block;  /* bytes of 8 rows' blocks in the layout */
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);   /* n <= 8 rows, portable */
-    void (*unpack)(const void *src, int64_t K, void *const *rows);        /* 8 rows back */
-};
-
-static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
-    static const struct mms__repack_type types[4] = {
-        { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
-        { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
-        { MMS_TYPE_Q8_0, 32, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
-        { MMS_TYPE_Q6_K, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
-    };
-    int i;
-    for (i = 0; i < 4; i++) if (types[i].type == type) return &types[i];
-    return NULL;
-}
-
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0, Q4_K, Q6_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
+   they are): matrices of a type with a layout (Q4_0, Q4_K, Q6_K and Q8_0) of at least 8 rows,
+   contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
-    return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
+    const struct mms__quant_format *f = mms__quant_format_of(t->type);
+    return f && f->pack_rows && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
 
 /* t's data is in the repacked layout (a view of such a tensor is not: it cannot be read). */
@@ -10051,7 +10076,8 @@ static bool mms__is_repacked(const struct mms_tensor *t) {
 static int64_t mms__repack_tail(const struct mms_tensor *t) { return t->ne[1] / 8 * 8; }
 
 static size_t mms__repack_group_bytes(const struct mms_tensor *t) {
-    return (size_t)(t->ne[0] / mms__repack_type_of(t->type)->block_len) * mms__repack_type_of(t->type)->group_block;
+    const struct mms__quant_format *f = mms__quant_format_of(t->type);
+    return (size_t)(t->ne[0] / f->block_len) * f->group_block;
 }
 
 /* Bytes before the group of rows r..r + 7 (r < tail, a multiple of 8) or the kept row r (r >= tail). */
@@ -10075,23 +10101,20 @@ static void mms__repack_rows(const struct mms_tensor *t, int64_t r0, int64_t n, 
     for (; r < r0 + n && r < tail; r += 8) {
         void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (char *)dst + (size_t)(r - r0 + i) * rs;
-        mms__repack_type_of(t->type)->unpack(mms__repack_at(t, r), t->ne[0], rows);
+        mms__quant_format_of(t->type)->unpack_rows(mms__repack_at(t, r), t->ne[0], rows);
     }
     if (r < r0 + n) memcpy((char *)dst + (size_t)(r - r0) * rs, mms__repack_at(t, r), (size_t)(r0 + n - r) * rs);
 }
 
-/* The whole tensor from the file's layout (src) into t's memory, repacked (the AVX2 packs where
-   the CPU has them: the same bytes, faster). */
+/* The whole tensor from the file's layout (src) into t's memory, repacked (the kernel set's own
+   pack where its card has one: the same bytes, faster). */
 static void mms__repack_set(struct mms_tensor *t, const void *src) {
-    const struct mms__repack_type *rt = mms__repack_type_of(t->type);
+    const struct mms__quant_card *card = mms__quant_card_of(t->type);
+    const mms__pack_fn pack = card && card->pack ? card->pack : mms__quant_format_of(t->type)->pack_rows;
     const size_t rs = mms_row_size(t->type, t->ne[0]);
     const int64_t tail = mms__repack_tail(t);
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst) = rt->pack;
     int64_t r;
     int i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) pack = mms__q8_x8_for(t->type)->pack;
-#endif
     for (r = 0; r < tail; r += 8) {
         const void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (const char *)src + (size_t)(r + i) * rs;
@@ -10115,7 +10138,9 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
-   results do not depend on the thread count.
+   results do not depend on the thread count. Which integer kernels quantized weights take on the
+   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
@@ -10135,9 +10160,10 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks groups of the tile side by side (gemv_groups: 4 for Q4_0 and Q8_0, 2 for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose
-     8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
-     tile's rows are unpacked first.
+     that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
+     for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
+     faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
+     first.
    - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -10207,18 +10233,19 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
-    const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_dot = x8 && x8->dot && N > MMS__MM_GEMV_N && N >= x8->dot_from_n;
-    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
-    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
-    const bool act_unsigned = q8_x8 && q8_x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
+    const struct mms__quant_format *fmt = mms__quant_format_of(a->type);
+    const struct mms__quant_card *card = K % 32 == 0 ? mms__quant_card_of(a->type) : NULL;   /* the set's integer kernels */
+    const bool x8_dot = card && card->tile && N > MMS__MM_GEMV_N && N >= card->tile_from_n;
+    const bool x8_in_place = repacked && card && (N <= MMS__MM_GEMV_N ? card->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
+    const mms__q8_dot4_fn q8_dot4 = card && N <= card->dot4_max_n ? card->dot4 : NULL;
+    const struct mms__quant_card *x8 = x8_dot || x8_in_place ? card : NULL;   /* the 8-row kernels run */
+    const bool act_unsigned = x8 && x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
                                                                                                  tile does not pay below */
-    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
-                                                                             with integer kernels take those */
+    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !x8;   /* the f32 GEMM; quantized weights
+                                                                         with integer kernels take those */
     const bool bf16_gemm = gemm && a->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();   /* b rounded to bf16 */
     const int64_t mb = bf16_gemm ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
     const int64_t tiles_m = (M + mb - 1) / mb, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
@@ -10230,8 +10257,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
     uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
     float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
-    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
-    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? mms__q8_dot_rows_for(a->type) : NULL;
+    const mms__q8_dot_fn q8_dot = !gemm && card ? card->dot : NULL;   /* NULL: none for this set */
+    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? card->dot_rows : NULL;
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
@@ -10303,37 +10330,37 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
                 for (j = 0; q8_dot && j < nr; j++) {
-                    mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
+                    fmt->quantize_act(brows[j], bq8 + j * q8_row, K);
                     if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
                 }
                 cached = item / tiles_m;
             }
-            if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 8 of them take less than the f32 tile */
+            if (x8) {                          /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
+                const size_t group = (size_t)(K / fmt->block_len) * fmt->group_block;   /* 8 of them take less than the f32 tile */
                 const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
                 float res[16 * 8];
-                const int64_t step = q8_x8->dot16 ? 2 : 1;                      /* groups per kernel call */
-                const int64_t cols = q8_x8->dot16 ? q8_x8->dot16_cols : 4;     /* columns per step */
+                const int64_t step = x8->tile16 ? 2 : 1;                      /* groups per kernel call */
+                const int64_t cols = x8->tile16 ? x8->tile16_cols : 4;       /* columns per step */
                 int64_t g, r, j, c, c0;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
                     for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
                         rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
-                    q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
+                    x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }
                 if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, groups side by side */
-                    const int64_t stride = MMS__MM_MB / 8 / q8_x8->gemv_groups;
+                    const int64_t stride = MMS__MM_MB / 8 / x8->gemv_groups;
                     for (j = 0; j < nr; j++) {
                         for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
                             const void *w4[4];
                             float *o4[4];
                             int ns = 0;
                             for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
-                            q8_x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
+                            x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
                         }
                         for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
                     }
@@ -10345,8 +10372,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                         const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
                         const int64_t rows_g = two ? 16 : 8;
                         for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
-                            if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
-                            else q8_x8->dot(K, groups[g], xs + c0, res);
+                            if (two) x8->tile16(K, groups[g], groups[g + 1], xs, res);
+                            else x8->tile(K, groups[g], xs + c0, res);
                             for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
                                 for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
                         }

@@ -2,7 +2,9 @@
    MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
-   results do not depend on the thread count.
+   results do not depend on the thread count. Which integer kernels quantized weights take on the
+   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
@@ -22,9 +24,10 @@
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks groups of the tile side by side (gemv_groups: 4 for Q4_0 and Q8_0, 2 for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose
-     8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
-     tile's rows are unpacked first.
+     that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
+     for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
+     faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
+     first.
    - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -94,18 +97,19 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
     const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
-    const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_dot = x8 && x8->dot && N > MMS__MM_GEMV_N && N >= x8->dot_from_n;
-    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
-    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
-    const bool act_unsigned = q8_x8 && q8_x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
+    const struct mms__quant_format *fmt = mms__quant_format_of(a->type);
+    const struct mms__quant_card *card = K % 32 == 0 ? mms__quant_card_of(a->type) : NULL;   /* the set's integer kernels */
+    const bool x8_dot = card && card->tile && N > MMS__MM_GEMV_N && N >= card->tile_from_n;
+    const bool x8_in_place = repacked && card && (N <= MMS__MM_GEMV_N ? card->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
+    const mms__q8_dot4_fn q8_dot4 = card && N <= card->dot4_max_n ? card->dot4 : NULL;
+    const struct mms__quant_card *x8 = x8_dot || x8_in_place ? card : NULL;   /* the 8-row kernels run */
+    const bool act_unsigned = x8 && x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
                                                                                                  tile does not pay below */
-    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
-                                                                             with integer kernels take those */
+    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !x8;   /* the f32 GEMM; quantized weights
+                                                                         with integer kernels take those */
     const bool bf16_gemm = gemm && a->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();   /* b rounded to bf16 */
     const int64_t mb = bf16_gemm ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
     const int64_t tiles_m = (M + mb - 1) / mb, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
@@ -117,8 +121,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
     struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
     uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
     float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
-    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
-    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? mms__q8_dot_rows_for(a->type) : NULL;
+    const mms__q8_dot_fn q8_dot = !gemm && card ? card->dot : NULL;   /* NULL: none for this set */
+    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? card->dot_rows : NULL;
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
@@ -190,37 +194,37 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
                 for (j = 0; q8_dot && j < nr; j++) {
-                    mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
+                    fmt->quantize_act(brows[j], bq8 + j * q8_row, K);
                     if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
                 }
                 cached = item / tiles_m;
             }
-            if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 8 of them take less than the f32 tile */
+            if (x8) {                          /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
+                const size_t group = (size_t)(K / fmt->block_len) * fmt->group_block;   /* 8 of them take less than the f32 tile */
                 const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
                 float res[16 * 8];
-                const int64_t step = q8_x8->dot16 ? 2 : 1;                      /* groups per kernel call */
-                const int64_t cols = q8_x8->dot16 ? q8_x8->dot16_cols : 4;     /* columns per step */
+                const int64_t step = x8->tile16 ? 2 : 1;                      /* groups per kernel call */
+                const int64_t cols = x8->tile16 ? x8->tile16_cols : 4;       /* columns per step */
                 int64_t g, r, j, c, c0;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
                     for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
                         rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
-                    q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
+                    x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }
                 if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, groups side by side */
-                    const int64_t stride = MMS__MM_MB / 8 / q8_x8->gemv_groups;
+                    const int64_t stride = MMS__MM_MB / 8 / x8->gemv_groups;
                     for (j = 0; j < nr; j++) {
                         for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
                             const void *w4[4];
                             float *o4[4];
                             int ns = 0;
                             for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
-                            q8_x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
+                            x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
                         }
                         for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
                     }
@@ -232,8 +236,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                         const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
                         const int64_t rows_g = two ? 16 : 8;
                         for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
-                            if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
-                            else q8_x8->dot(K, groups[g], xs + c0, res);
+                            if (two) x8->tile16(K, groups[g], groups[g + 1], xs, res);
+                            else x8->tile(K, groups[g], xs + c0, res);
                             for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
                                 for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
                         }
