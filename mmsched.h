@@ -10141,6 +10141,8 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    results do not depend on the thread count. Which integer kernels quantized weights take on the
    kernel set in use, and from which column count, is their kernel card's (quant_dot:
    struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
+   mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
+   out its scratch; tests/test_mm_plan.c checks its choices on their own.
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
