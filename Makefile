@@ -23,8 +23,8 @@ CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 # a test that uses internal mms__ names or configures the implementation itself (MMS_MALLOC)
 # compiles the implementation in (its own #define MMSCHED_IMPLEMENTATION, as the user's file does).
 # A test that runs example programs names them below (see test_cli), and its flags in FLAGS_NAME.
-TESTS    = test_platform test_core test_backend test_lifetime test_ops test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
-SELF_CONTAINED_TESTS = test_platform test_backend test_lifetime test_gguf test_mllama test_mllama_seq test_engine test_tokenizer
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_mm_plan test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
+SELF_CONTAINED_TESTS = test_platform test_backend test_mm_plan test_lifetime test_gguf test_mllama test_mllama_seq test_engine test_tokenizer
 EXAMPLES = simple two_graphs bench mllama quantize caption
 # mllama-server's end-to-end tests: Python scripts (tests/NAME.py) that drive it with the official
 # openai and ollama clients (Linux only; make test-full and make test-server).

@@ -6106,17 +6106,18 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
    busy machine a helper whose core went to another program is not waited for, it finds no part
    left when it runs again. The caller waits only for parts a helper took and has not finished.
    (A barrier of all threads, as this pool had before, made every node wait for the slowest
-   thread to be scheduled: with other programs running, graphs of many small nodes ran tens of
-   times slower with two threads than with one.)
+   thread to be scheduled: with other programs running, graphs of many small nodes ran far
+   slower with two threads than with one; manual section 9.)
 
    Waiting, for a helper between jobs and for the caller waiting for parts: spin a little, then
    yield the core between looks (a waiter on a shared core then lets the thread it waits for, or
    another program, run), then sleep on a condition variable. How long before sleeping: longer
-   than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms (the host must run the
-   vCPU); with a fixed 0.1 ms, two threads running back-to-back products fell into a cycle where
-   each woke the other late. So each sleeper measures its wake-up, from the signal to running
-   again, and the budget follows twice the longest seen lately, between MMS__POOL_SPIN_MIN_US and
-   MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds and keeps the minimum).
+   than a sleeper takes to wake. On a virtual machine that can be longer than MMS__POOL_SPIN_MIN_US
+   (the host must run the vCPU); with that budget fixed, two threads running back-to-back products
+   fell into a cycle where each woke the other late (docs/measurements.md). So each sleeper
+   measures its wake-up, from the signal to running again, and the budget follows twice the
+   longest seen lately, between MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine
+   wakes sooner than the minimum and keeps it).
 
    What the caller learns of each job decides which nodes are worth splitting
    (mms__threadpool_worth): the share of the parts the helpers took and the time the split cost
@@ -6375,8 +6376,8 @@ static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, v
 /* ==== begin src/backend/cpu/vec.c ==== */
 /* >>vec ===========================================================================================
    Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
-   FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
-   call only the dispatching names. */
+   FMA and F16C on x86-64, AVX-512 with VNNI and BF16 where it replaces an AVX2 body, NEON on 64-bit
+   ARM) chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
 
 /* A prefetch of the n bytes at ptr (gcc, clang; elsewhere nothing) for reads the hardware's
    prefetcher does not foresee; locality 3: into every cache level, 1: into L2 and beyond. Never
@@ -6944,9 +6945,9 @@ static MMS__AVX512_INLINE __m512 mms__unary16(enum mms_op op, __m512 x, __m512 s
     }
 }
 
-/* One loop per op, as mms__unary_f32_avx2; the last elements (under 16) go through AVX2's body. On
-   Zen 5 GELU (erf) runs 2x faster per element than on 8 lanes: its chain of dependent FMAs, div and
-   exp fills the scheduler with half the instructions. */
+/* One loop per op, as mms__unary_f32_avx2; the last elements (under 16) go through AVX2's body.
+   GELU (erf) gains most over 8 lanes (manual section 9): its chain of dependent FMAs, div and exp
+   fills the scheduler with half the instructions. */
 static MMS__AVX512_INLINE int64_t mms__unary_run_avx512(enum mms_op op, int64_t n, float *y, const float *x, __m512 vs) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, mms__unary16(op, _mm512_loadu_ps(x + i), vs));
@@ -6962,8 +6963,8 @@ static MMS__TARGET_AVX512 void mms__unary_f32_avx512(enum mms_op op, int64_t n, 
 }
 
 /* mms__exp_sum_f32_avx2 with 16 lanes: its two 8-lane sums are this register's halves, added in the
-   same order, so the same sum (flash attention's and softmax's exp, 1.3x faster in a 16x1601x80
-   flash attention). */
+   same order, so the same sum (flash attention's and softmax's exp; faster than 8 lanes,
+   docs/measurements.md at df71bc8). */
 static MMS__TARGET_AVX512 float mms__exp_sum_f32_avx512(int64_t n, float *y, const float *x, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 s = _mm512_setzero_ps();
@@ -7188,8 +7189,9 @@ static MMS__TARGET_AVX512 void mms__f32_to_bf16_pairs_avx512(int64_t n, const fl
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time).
    PREFETCH(i): f16's 4 rows take a quarter line each a step, which the hardware's prefetcher does not
-   follow (59-74% of a plain read from memory on Zen 5, 2 threads); prefetching the next 4 rows' bytes
-   in order, a line a step, one linear stream, gives 94-99%. f32 (86% without) is left as it was. */
+   follow (well below a plain read from memory); prefetching the next 4 rows' bytes in order, a line
+   a step, one linear stream, keeps up with the read (docs/measurements.md, F16 decode from memory).
+   f32 is left as it was. */
 #define MMS__DOT4_BODY(LOAD, CVT1, PREFETCH)                                                                       \
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                    \
     int64_t i = 0;                                                                                                 \
@@ -7258,18 +7260,16 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
    (_mm512_reduce_add_ps) and the K % 16 elements left one by one, the same way whatever the
    columns beside it, so a sequence gets the same bits in a batch as alone. R rows of weights are
    loaded and converted once for all the columns: 4 rows for up to 4 columns (4 streams keep the
-   memory busy: 2 give ~20% less bandwidth), 2 rows past that (2 conversions feed up to 16 FMAs,
+   memory busy where 2 do not), 2 rows past that (2 conversions feed up to 16 FMAs,
    within the 32 registers). Past 2 columns K is walked in chunks of MMS__GV_KC so that the
    columns' chunk (8 x 1 KB) stays in L1 while the rows of a block of MMS__GV_RB stream past, the
    lanes' sums kept in acc between chunks (storing them does not change their order); each row's
-   next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
-   and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). Up to
-   2 columns each row is walked whole: f32 prefetching each row MMS__GV_PF bytes ahead (one thread
-   on Zen 5: 31 GB/s at 512 bytes ahead, 40 at 2048, 37 at 4096), f16 the tile's next R rows' bytes
-   in order, as fast as these are read: f16 takes half a line of each of the R rows a step, which
-   neither the hardware's prefetcher nor a prefetch down each row kept up with (77-81% of a plain
-   read of the same bytes from memory, 2 threads on Zen 5, whatever the distance); one linear stream
-   gives 90-98%. */
+   next chunk is prefetched as its current one is read. The chunk size and the prefetch distances
+   below are the best measured (docs/measurements.md, the AVX-512 decode GEMV). Up to 2 columns each
+   row is walked whole: f32 prefetching each row MMS__GV_PF bytes ahead, f16 the tile's next R rows'
+   bytes in order, as fast as these are read: f16 takes half a line of each of the R rows a step,
+   which neither the hardware's prefetcher nor a prefetch down each row kept up with, whatever the
+   distance; one linear stream does (docs/measurements.md, F16 decode from memory). */
 MMS__AVX512_CODE_BEGIN
 #define MMS__GV_RB 16
 #define MMS__GV_KC 256
@@ -7277,7 +7277,7 @@ MMS__AVX512_CODE_BEGIN
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
 #define MMS__GV_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define MMS__GV_KEEP(v) MMS__KEEP_IN_REG(v)   /* one load of a column for all R rows, in a register: the
-                                                   compiler would fold a load into each FMA (~25% slower) */
+                                                   compiler would fold a load into each FMA (slower) */
 #define MMS__GV_DECL2(c)  __m512 s##c##0 = _mm512_loadu_ps(acc + 32 * c), s##c##1 = _mm512_loadu_ps(acc + 32 * c + 16);
 #define MMS__GV_STEP2(c)  { __m512 vy = _mm512_loadu_ps(y[c] + i); MMS__GV_KEEP(vy);                                            \
                             s##c##0 = _mm512_fmadd_ps(w0, vy, s##c##0); s##c##1 = _mm512_fmadd_ps(w1, vy, s##c##1); }
@@ -7291,7 +7291,7 @@ MMS__AVX512_CODE_BEGIN
                           _mm512_storeu_ps(acc + 64 * c + 32, s##c##2); _mm512_storeu_ps(acc + 64 * c + 48, s##c##3);
 #define MMS__GV_W2(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i);
 #define MMS__GV_W4(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i), w2 = LOAD(x[2] + i), w3 = LOAD(x[3] + i);
-/* Prefetching, chosen when the kernel is made (a test in the loop costs f32 ~10% from memory):
+/* Prefetching, chosen when the kernel is made (a test in the loop slows f32 from memory):
    MMS__GV_ROW_AHEAD each row MMS__GV_PF bytes ahead, MMS__GV_CHUNK_AHEAD each row's next chunk,
    MMS__GV_LINEAR the bytes at next in order, as many a step as the step reads (R * 16 elements: 1,
    2 or 4 lines), one linear stream */
@@ -8125,7 +8125,8 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 
 /* ==== begin src/backend/cpu/quant_dot.c ==== */
 /* >>cpu-quant-dot ==================================================================================
-   Decode products with quantized weights (AVX2, NEON): the activation row is quantized once to 8-bit
+   Products with quantized weights on integer kernels (AVX2, AVX-512 with VNNI, NEON with or without
+   sdot; the scalar set has none and dequantizes). Decode (row dots): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
@@ -8135,7 +8136,12 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    stream from memory once, as bytes, never widened to f32; decode is memory-bound when a core's
    dot runs faster than its share of the bandwidth, which per-block scalar work (scale unpacking,
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
-   1e-3 per block; the scalar kernel set keeps exact f32 activations. */
+   1e-3 per block; the scalar kernel set keeps exact f32 activations.
+   Prompt-size products (and decode on weights kept repacked) run on 8 weight rows side by side (the
+   repacked layouts and their 8 x 4 kernels below; AVX-512: two groups, 16 rows, in a zmm register,
+   and 4-row forms of the Q4_0 and Q4_K row dots). The AVX-512 bodies make the same integer sums and
+   float operations as AVX2's, so both sets give the same bits. The table at the end chooses the
+   kernels per weight type and kernel set. */
 
 /* The most columns (sequences of one decode step) a product takes through the decode kernels
    where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
@@ -8143,8 +8149,6 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
-
-static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
 
 /* Bytes of one activation row in the format the weight type's dot takes (the larger for scratch). */
 static size_t mms__q8_act_row_size(int64_t K) {
@@ -8236,23 +8240,21 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
     return amax / 127.0f;
 }
 
-static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
+/* The activation rows of the dots (struct mms__quant_format's quantize_act): blocks of 32 for Q8_0
+   and Q4_0, of 256 for the K types. */
+static void mms__quantize_row_q8_act(const float *x, void *yv, int64_t K) {
+    struct mms__block_q8_act *y = (struct mms__block_q8_act *)yv;
     int64_t b;
     for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, y[b].sums);
 }
 
-static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
+static void mms__quantize_row_q8_k(const float *x, void *yv, int64_t K) {
+    struct mms__block_q8_k *y = (struct mms__block_q8_k *)yv;
     int64_t b;
     for (b = 0; b < K / MMS__QK_K; b++) y[b].d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y[b].qs, y[b].bsums);
 }
 
-/* The activation row in the format the weight type's dot takes. */
-static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
-    if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
-    else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
-}
-
-/* A Q8_0-format activation row (mms__quantize_row_act) as unsigned bytes, each value plus 128 (for
+/* A Q8_0-format activation row (mms__quantize_row_q8_act) as unsigned bytes, each value plus 128 (for
    kernels that multiply unsigned activations by the signed weights); the sums stay as they were. */
 static void mms__q8_act_unsigned(void *y, int64_t K) {
     struct mms__block_q8_act *b = (struct mms__block_q8_act *)y;
@@ -8398,8 +8400,8 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
 }
 
 /* The single-row dots below stream a row of weights (decode on weights as they are, rows one after
-   another): each block prefetches the bytes 4 KB ahead, measured 10-17% faster from memory than the
-   hardware's prefetch alone (2 KB: 3-10%). */
+   another): each block prefetches the bytes 4 KB ahead, faster from memory than the hardware's
+   prefetch alone or 2 KB ahead (docs/measurements.md, the row dots' prefetch). */
 #define MMS__DOT_PREFETCH 4096
 
 /* acc + a Q8_0 block's products (q, its magnitudes uq, its scale d) with an activation block, the
@@ -8411,7 +8413,7 @@ static MMS__AVX2_INLINE __m256 mms__q8_0_block_fma(__m256i uq, __m256i q, float 
 
 /* Two accumulators, even blocks into the first: one FMA chain would wait on itself every block.
    (Written as two steps a loop: indexed by i & 1 they lived in memory, and the store-to-load
-   round trip made the loop 2x slower.) */
+   round trip made the loop far slower; docs/measurements.md, at 2b766ec.) */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -8503,8 +8505,9 @@ static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi
    sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
    against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
    dmin * sum(min * activations), takes one madd per super-block from the activations' sums.
-   One row at a time: 2 or 4 rows sharing each activation load measured 2x slower from memory (the
-   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves). */
+   One row at a time: 2 or 4 rows sharing each activation load were slower from memory (the
+   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves;
+   docs/measurements.md, the row dots' prefetch). */
 static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
@@ -8585,7 +8588,7 @@ MMS__UNROLL4
 
 /* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
    not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
-   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS, see mms__q8_dot4_for). */
+   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS: its cards' dot4_max_n). */
 static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x[4];
@@ -8927,8 +8930,8 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_0x8_avx512(int64_t K, const void *wv
 
 /* Decode on the same layout: one activation row against ns <= 4 groups of 8 rows (w[j], out[j]),
    walked side by side. Each group is its own stream through memory: one core reading one stream
-   stays well below the bandwidth it gets from several (measured 1.6x faster from 4 than from 1,
-   and than the single-row dots), and one conversion and FMA per block serve 8 rows. */
+   stays well below the bandwidth it gets from several (4 streams are faster than 1 and than the
+   single-row dots: docs/measurements.md), and one conversion and FMA per block serve 8 rows. */
 static MMS__AVX2_INLINE void mms__gemv_q4_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -8945,7 +8948,7 @@ MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv[j] + b;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: measured 7-14% faster from memory */
+            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: faster from memory (docs/measurements.md) */
 MMS__UNROLL4
             for (k = 0; k < 4; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
@@ -9005,8 +9008,8 @@ static MMS__TARGET_AVX512 void mms__gemv_q8_0x8_avx512(int ns, int64_t K, const 
 /* Q8_0 prompt products on the 8-row layout, with VNNI only, against activations made unsigned
    (a + 128: mms__q8_act_unsigned; vpdpbusd multiplies unsigned by signed bytes) and 128 times
    each row's sum of weights taken off (one vpdpbusd per dword against ones, for all 4 columns).
-   (Without VNNI, sign, maddubs and madd per dword and column measured slower than dequantizing
-   into the f32 GEMM.) */
+   (Without VNNI, sign, maddubs and madd per dword and column were slower than dequantizing
+   into the f32 GEMM: manual section 9.) */
 static MMS__TARGET_AVX512 void mms__gemm_q8_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv;
     const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
@@ -9212,9 +9215,9 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    and 8..15 of out's 16 per column), so one vpdpbusd makes 64 products against one broadcast
    activation dword, twice the ymm form's. The integer sums and float operations of each row are
    those of the 8-row kernels, so a row gets the same bits either way. Q8_0 and Q6_K take 8
-   columns a call (dot16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
-   twice the products, which measured 1.2x faster (Q6_K) and, with Q8_0's activations made
-   unsigned once per tile instead of by an xor per product, 1.7x (one thread, 4096x4096 x 512). */
+   columns a call (tile16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
+   twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
+   tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
 static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
@@ -9426,7 +9429,7 @@ MMS__UNROLL8
 /* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
    vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
    blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
-   (blocks are 18 bytes apart). Fewer instructions a block: 1.5x faster hot (3.5 -> 2.3 cycles). */
+   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
 static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -9465,8 +9468,8 @@ static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, c
    offset term (taken off by starting the sums at it, negated) and scales are made once for all
    rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
    their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
-   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Measured hot (weights in
-   cache) 1.4x faster; from memory as fast as the row dots (both at the read's rate). */
+   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
+   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
                                                          const struct mms__block_q8_act *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
@@ -9498,7 +9501,7 @@ static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const 
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
         }
         /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
-           interleaved short streams, the hardware's prefetch fell 3x behind */
+           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
         MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
     }
     for (p = 0; p < np; p++) {
@@ -9518,7 +9521,8 @@ static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *
 /* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
    2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
    broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
-   (vpdpwssd for its madd and add) and float operations per row, so the same bits. Hot 1.3x faster. */
+   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
+   row dots with the weights in cache (docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
                                                          const struct mms__block_q8_k *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -9572,8 +9576,8 @@ MMS__AVX512_CODE_END
 /* The Q4_K and Q6_K decode kernels below prefetch the next block of each group a share at each of
    the `steps` steps through a block (shares <= 128 bytes, 1-2 lines each; they cover the block).
    A whole block's lines at once (19 or 27 a group, two groups a call) was too many misses at once
-   for Zen 4: build/bench --filter 'q6_k 4096x4096 * 1 cold repacked' ran at 48-53% of the read
-   beside it, 85-93% spread out. */
+   for a core to keep, and read far below the bandwidth (docs/measurements.md, the prefetch spread
+   through the block). */
 #define MMS__PREFETCH_NEXT_SHARE(w, step, steps) \
     MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
 
@@ -9893,151 +9897,181 @@ MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
 #undef MMS__NEON_Q8_DOTS
 #endif
 
-typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
+/* >>cpu-quant-cards ===============================================================================
+   Who multiplies a quantized weight type: its format (one row per type, whatever the kernel set)
+   and its kernel card (one row per type in each kernel set's table). ops_matmul and repack.c read
+   only these to choose a type's kernels. */
 
-/* The integer dot of a weight type for the kernel set in use; NULL where there is none (the
-   scalar set, other types): the caller then dequantizes and keeps exact f32 activations. */
-static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
-    static const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
-    const mms__q8_dot_fn *dots = NULL;
+typedef void (*mms__quantize_act_fn)(const float *x, void *y, int64_t K);
+typedef void (*mms__pack_fn)(const void *const *rows, int n, int64_t K, void *dst);
+typedef void (*mms__unpack_fn)(const void *src, int64_t K, void *const *rows);
+
+/* What a quantized type is to the integer kernels on every kernel set: the block length (of the
+   weights and of the activation blocks its dots take), the activation format (the quantizer that
+   writes it: blocks of 32 as struct mms__block_q8_act, or of 256 as struct mms__block_q8_k, within
+   mms__q8_act_row_size bytes a row), and the repacked layout of 8 rows side by side (repack.c):
+   group_block bytes per block of the 8 rows, the portable pack of n <= 8 rows (the others zero)
+   and unpack of 8.
+   To add a type: its row here (a layout of 8 rows, portable pack and unpack; a NULL pack keeps
+   its tensors as they are in CPU_REPACK buffers), then its card in every kernel set's table below
+   (NULL where a set has no such kernel), and its traits row (core/types.c). */
+struct mms__quant_format {
+    enum mms_type        type;
+    int64_t              block_len;
+    mms__quantize_act_fn quantize_act;
+    size_t               group_block;
+    mms__pack_fn         pack_rows;
+    mms__unpack_fn       unpack_rows;
+};
+
+static const struct mms__quant_format mms__quant_formats[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
+    /* Q4_K */ { MMS_TYPE_Q4_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
+    /* Q6_K */ { MMS_TYPE_Q6_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
+};
+
+/* The type's format; NULL: none (float types, types without integer kernels). */
+static const struct mms__quant_format *mms__quant_format_of(enum mms_type type) {
     int i;
-#if MMS__HAVE_AVX2
-    static const mms__q8_dot_fn avx2[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx2, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    static const mms__q8_dot_fn avx512[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx512, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    if (mms__avx2()) dots = mms__avx512() ? avx512 : avx2;
-#endif
-#if MMS__HAVE_NEON
-    static const mms__q8_dot_fn neon[4] = { mms__dot_q8_0_neon, mms__dot_q4_0_neon, mms__dot_q4_k_neon, mms__dot_q6_k_neon };
-    static const mms__q8_dot_fn dotprod[4] = { mms__dot_q8_0_dotprod, mms__dot_q4_0_dotprod, mms__dot_q4_k_dotprod, mms__dot_q6_k_dotprod };
-    if (mms__neon()) dots = mms__dotprod() ? dotprod : neon;
-#endif
-    for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
+    for (i = 0; i < (int)(sizeof mms__quant_formats / sizeof mms__quant_formats[0]); i++)
+        if (mms__quant_formats[i].type == type) return &mms__quant_formats[i];
     return NULL;
 }
 
+/* One weight row against one activation row (in the format's layout). */
+typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
 /* n <= 4 weight rows w_stride bytes apart against one activation row: out[r] = dot(w + r w_stride, x),
    each row's bits those of the type's row dot. */
 typedef void (*mms__q8_dot_rows_fn)(int64_t K, const void *w, size_t w_stride, int n, const void *x, float *out);
-
-/* The rows dot of a weight type for the kernel set in use; NULL where there is none (row dots then). */
-static mms__q8_dot_rows_fn mms__q8_dot_rows_for(enum mms_type type) {
-#if MMS__HAVE_AVX2
-    if (mms__avx512() && type == MMS_TYPE_Q4_0) return mms__dot_rows_q4_0_avx512;
-    if (mms__avx512() && type == MMS_TYPE_Q4_K) return mms__dot_rows_q4_k_avx512;
-#endif
-    MMS__UNUSED(type);
-    return NULL;
-}
-
 /* One weight row against 4 activation rows x_stride bytes apart: out[c] = dot(w, x + c x_stride). */
 typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t x_stride, float *out);
+/* One group of 8 repacked rows against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
+typedef void (*mms__tile_fn)(int64_t K, const void *w, const void *const x[4], float *out);
+/* Two groups (16 rows) against tile16_cols columns: out[16 c + r]. */
+typedef void (*mms__tile16_fn)(int64_t K, const void *w0, const void *w1, const void *const *x, float *out);
+/* One activation row against ns <= 4 groups of 8 repacked rows: out[j][r] = dot(row r of w[j], x). */
+typedef void (*mms__gemv_fn)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
 
-/* The 4-column dot of a weight type for the kernel set in use and a product of N columns; NULL
-   where there is none (the caller then runs the f32 GEMM on dequantized weights for prompt sizes).
-   Q8_0's is for decode steps of up to 8 sequences only: for prompts the GEMM is faster (see above),
-   but dequantizing a whole tile for a few columns took 5x the 4-column dots' time. */
-static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
+/* Any number of columns (dot4_max_n). */
+#define MMS__ANY_N INT64_MAX
+
+/* A weight type's kernel card for one kernel set: which integer kernels a product with these
+   weights takes, and from which column count each pays (ops_matmul's choice, in order):
+   - tile, tile16: prompt-size products (more than 4 columns, and at least tile_from_n; 0: all) on
+     tiles of 8 rows repacked side by side (by pack, the set's own of the format's bytes; NULL: the
+     format's pack_rows), 4 columns a call; tile16 (AVX-512) two groups at once against tile16_cols
+     columns. act_unsigned: both take the activations' bytes plus 128 (mms__q8_act_unsigned).
+     Prompts that neither tile nor dot4 takes dequantize into the f32 GEMM.
+   - gemv, gemv_groups: decode (1 to 4 columns) on weights kept repacked, one column against
+     gemv_groups groups of a tile walked side by side (each group a stream through memory: 4 for
+     the 32-blocks, 2 for the K types' big blocks, unpacked out of order, one zmm pair with
+     AVX-512: docs/measurements.md). NULL: such weights are unpacked a tile at a time.
+   - dot4: one row against 4 columns of weights as they are, for products of at most dot4_max_n
+     columns (Q8_0: decode steps of several sequences only; for prompts the GEMM is faster, but
+     dequantizing a whole tile for a few columns takes far longer than these dots:
+     docs/measurements.md).
+   - dot_rows, dot: the columns left, 4 rows a call or one; with dot NULL (the scalar set has no
+     table) the product dequantizes and keeps exact f32 activations.
+   To add a kernel set: its table here (one row per type it has kernels for, the others left out)
+   and its line in mms__quant_card_of. To add a type: a row in each table (see the formats above). */
+struct mms__quant_card {
+    enum mms_type       type;
+    mms__q8_dot_fn      dot;
+    mms__q8_dot_rows_fn dot_rows;
+    mms__q8_dot4_fn     dot4;
+    int64_t             dot4_max_n;
+    mms__pack_fn        pack;
+    mms__tile_fn        tile;
+    mms__tile16_fn      tile16;
+    int                 tile16_cols;
+    int64_t             tile_from_n;
+    bool                act_unsigned;
+    mms__gemv_fn        gemv;
+    int                 gemv_groups;
+};
+
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) {
-        switch (type) {
-            case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
-            case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
-            case MMS_TYPE_Q8_0: return N <= MMS__DECODE_MAX_COLS ? mms__dot4_q8_0_avx2 : NULL;
-            default: break;
-        }
-    }
+static const struct mms__quant_card mms__cards_avx2[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                    NULL,                     0, 0,                          false, mms__gemv_q8_0x8_avx2, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                       NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_0x8_avx2, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                       mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_kx8_avx2, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q6_kx8_avx2, 2 },
+};
+/* AVX2's bodies where the set has none of its own */
+static const struct mms__quant_card mms__cards_avx512[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 8, 0,                          false, mms__gemv_q4_0x8_avx512, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 8, 0,                          false, mms__gemv_q4_kx8_avx512, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 8, 0,                          false, mms__gemv_q6_kx8_avx512, 2 },
+};
 #endif
-    MMS__UNUSED(type);
-    MMS__UNUSED(N);
+#if MMS__HAVE_NEON
+/* row dots only: prompts dequantize, repacked weights are unpacked a tile at a time */
+static const struct mms__quant_card mms__cards_neon[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+};
+static const struct mms__quant_card mms__cards_neon_dotprod[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+};
+#endif
+
+static const struct mms__quant_card *mms__quant_card_in(const struct mms__quant_card *cards, int n, enum mms_type type) {
+    int i;
+    for (i = 0; i < n; i++) if (cards[i].type == type) return &cards[i];
     return NULL;
 }
 
-/* Products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the others zero) of
-   K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row r, x[c])
-   against 4 activation rows in the format of mms__quantize_row_act (NULL: prompts take the other
-   paths, as Q8_0's do: see ops_matmul); gemv one row against groups, for decode. */
-struct mms__q8_x8 {
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
-    void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
-    int64_t block_len;
-    size_t block_bytes;
-    /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
-    void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
-    /* AVX-512: 16 rows (groups w0 and w1) against dot16_cols (4 or 8) columns, out[16 c + r];
-       NULL: dot on each group */
-    void (*dot16)(int64_t K, const void *w0, const void *w1, const void *const *x, float *out);
-    int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
-                             whose columns keep the bits they get alone through the 4-column dots) */
-    int dot16_cols;
-    bool act_unsigned;    /* dot and dot16 take the activations' bytes plus 128 (mms__q8_act_unsigned) */
-    int gemv_groups;      /* groups a gemv call takes at most, each a stream through memory: Q4_0 and
-                             Q8_0 4, Q4_K and Q6_K (big blocks, unpacked out of order) 2, one zmm
-                             pair with AVX-512: measured 1.3x faster than 4 on both sets */
-};
-
-/* The repacked kernel prompt-size products with this weight type take; NULL: none. */
-static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
+/* The card of a weight type in the kernel set in use; NULL: none (the scalar set, types without
+   integer kernels). */
+static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
+#define MMS__CARD_IN(table) mms__quant_card_in(table, (int)(sizeof table / sizeof table[0]), type)
+    switch (mms__kernels()) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0, 0, false, 2 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0, 8, false, 4 };
-    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0, 0, false, 2 };
-    static const struct mms__q8_x8 q6_k_vnni = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1, 8, true, 4 };
-    const bool vnni = mms__avx512();
-    if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
-    if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
-    if (mms__avx2() && type == MMS_TYPE_Q4_K) return vnni ? &q4_k_vnni : &q4_k;
-    if (mms__avx2() && type == MMS_TYPE_Q6_K) return vnni ? &q6_k_vnni : &q6_k;
+        case MMS_CPU_KERNELS_AVX2:         return MMS__CARD_IN(mms__cards_avx2);
+        case MMS_CPU_KERNELS_AVX512:       return MMS__CARD_IN(mms__cards_avx512);
 #endif
-    MMS__UNUSED(type);
-    return NULL;
+#if MMS__HAVE_NEON
+        case MMS_CPU_KERNELS_NEON:         return MMS__CARD_IN(mms__cards_neon);
+        case MMS_CPU_KERNELS_NEON_DOTPROD: return MMS__CARD_IN(mms__cards_neon_dotprod);
+#endif
+        default:                           return NULL;   /* the scalar set */
+    }
+#undef MMS__CARD_IN
 }
 /* ==== end src/backend/cpu/quant_dot.c ==== */
 
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
-   its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
-   call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
-   from the packed tiles and a decode step walks groups of 8 rows side by side (the gemv kernels,
-   Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for Q4_K and Q6_K: gemv_groups). The layout: groups of 8 rows, each group one packed block per block of
-   the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
-   the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
-   on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
-   prompts) unpack a tile of rows before using it. Only MUL_MAT may read such a tensor, as its
-   weights (src[0]); setting or reading it goes through the buffer (whole tensors), which converts. */
+   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
+   before its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
+   repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
+   by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
+   Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
+   in quant_dot): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
+   Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
+   scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
+   tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
+   a tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
+   setting or reading it goes through the buffer (whole tensors), which converts. */
 
 /* The buffer type's name, which also identifies it (declared here, defined with the type). */
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
-struct mms__repack_type {
-    enum mms_type type;
-    int64_t       block_len;    /* values per block of the type */
-    size_t        group_block;  /* bytes of 8 rows' blocks in the layout */
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);   /* n <= 8 rows, portable */
-    void (*unpack)(const void *src, int64_t K, void *const *rows);        /* 8 rows back */
-};
-
-static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
-    static const struct mms__repack_type types[4] = {
-        { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
-        { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
-        { MMS_TYPE_Q8_0, 32, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
-        { MMS_TYPE_Q6_K, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
-    };
-    int i;
-    for (i = 0; i < 4; i++) if (types[i].type == type) return &types[i];
-    return NULL;
-}
-
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0, Q4_K, Q6_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
+   they are): matrices of a type with a layout (Q4_0, Q4_K, Q6_K and Q8_0) of at least 8 rows,
+   contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
-    return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
+    const struct mms__quant_format *f = mms__quant_format_of(t->type);
+    return f && f->pack_rows && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
 
 /* t's data is in the repacked layout (a view of such a tensor is not: it cannot be read). */
@@ -10049,7 +10083,8 @@ static bool mms__is_repacked(const struct mms_tensor *t) {
 static int64_t mms__repack_tail(const struct mms_tensor *t) { return t->ne[1] / 8 * 8; }
 
 static size_t mms__repack_group_bytes(const struct mms_tensor *t) {
-    return (size_t)(t->ne[0] / mms__repack_type_of(t->type)->block_len) * mms__repack_type_of(t->type)->group_block;
+    const struct mms__quant_format *f = mms__quant_format_of(t->type);
+    return (size_t)(t->ne[0] / f->block_len) * f->group_block;
 }
 
 /* Bytes before the group of rows r..r + 7 (r < tail, a multiple of 8) or the kept row r (r >= tail). */
@@ -10073,23 +10108,20 @@ static void mms__repack_rows(const struct mms_tensor *t, int64_t r0, int64_t n, 
     for (; r < r0 + n && r < tail; r += 8) {
         void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (char *)dst + (size_t)(r - r0 + i) * rs;
-        mms__repack_type_of(t->type)->unpack(mms__repack_at(t, r), t->ne[0], rows);
+        mms__quant_format_of(t->type)->unpack_rows(mms__repack_at(t, r), t->ne[0], rows);
     }
     if (r < r0 + n) memcpy((char *)dst + (size_t)(r - r0) * rs, mms__repack_at(t, r), (size_t)(r0 + n - r) * rs);
 }
 
-/* The whole tensor from the file's layout (src) into t's memory, repacked (the AVX2 packs where
-   the CPU has them: the same bytes, faster). */
+/* The whole tensor from the file's layout (src) into t's memory, repacked (the kernel set's own
+   pack where its card has one: the same bytes, faster). */
 static void mms__repack_set(struct mms_tensor *t, const void *src) {
-    const struct mms__repack_type *rt = mms__repack_type_of(t->type);
+    const struct mms__quant_card *card = mms__quant_card_of(t->type);
+    const mms__pack_fn pack = card && card->pack ? card->pack : mms__quant_format_of(t->type)->pack_rows;
     const size_t rs = mms_row_size(t->type, t->ne[0]);
     const int64_t tail = mms__repack_tail(t);
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst) = rt->pack;
     int64_t r;
     int i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) pack = mms__q8_x8_for(t->type)->pack;
-#endif
     for (r = 0; r < tail; r += 8) {
         const void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (const char *)src + (size_t)(r + i) * rs;
@@ -10113,7 +10145,11 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
-   results do not depend on the thread count.
+   results do not depend on the thread count. Which integer kernels quantized weights take on the
+   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
+   mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
+   out its scratch; tests/test_mm_plan.c checks its choices on their own.
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
@@ -10133,9 +10169,10 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks groups of the tile side by side (gemv_groups: 4 for Q4_0 and Q8_0, 2 for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose
-     8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
-     tile's rows are unpacked first.
+     that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
+     for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
+     faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
+     first.
    - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -10199,41 +10236,120 @@ static void mms__mm_pack(const struct mms_tensor *a, int64_t m0, int64_t mr, int
     }
 }
 
-static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+/* How mms__cpu_mul_mat computes a product, one strategy per product (the list at the top of this
+   file). To add one: a value here, its choice in mms__mm_plan_of, its branch in mms__cpu_mul_mat
+   and its cases in tests/test_mm_plan.c. */
+enum mms__mm_strategy {
+    MMS__MM_ZERO,          /* K = 0: the output is zeros */
+    MMS__MM_GEMM_F32,      /* a's tile packed as f32 panels (converted, dequantized or unpacked on the way), the f32 GEMM */
+    MMS__MM_GEMM_BF16,     /* b rounded to bf16 pairs against a's tile packed as bf16 panels (the set's bf16 GEMM) */
+    MMS__MM_QUANT_TILES,   /* the card's 8-row kernels on groups of 8 rows (packed per tile, or in place when
+                              repacked); decode on repacked weights: the card's GEMV */
+    MMS__MM_INT_DOTS,      /* the card's integer dots (4 columns, 4 rows or one) against 8-bit activations */
+    MMS__MM_FLOAT_DIRECT,  /* f16/f32 weights dotted straight from their rows */
+    MMS__MM_ROWS           /* both sides as f32 rows, one dot per output (the scalar set; what has no faster path) */
+};
+
+/* The plan of one product: its strategy, the kernels and tiles it takes, and its scratch (the
+   node's work buffer) as named offsets in bytes from its first 64-byte boundary. It depends on the
+   shapes, a's type and buffer, and the kernel set (card: the set's card for a's type or NULL,
+   simd: not the scalar set, gemm_bf16: the set has the bf16 GEMM), never on the thread count. */
+struct mms__mm_plan {
+    enum mms__mm_strategy            strategy;
+    const struct mms__quant_format  *fmt;            /* a's type's; NULL for the float types */
+    const struct mms__quant_card    *card;           /* the card whose kernels run (QUANT_TILES, INT_DOTS), else NULL */
+    mms__q8_dot4_fn                  dot4;           /* INT_DOTS: 4 columns at a time, or NULL */
+    bool                             repacked;       /* a is a CPU_REPACK tensor (repack.c) */
+    bool                             unpack;         /* ... whose tiles are unpacked first (no kernel reads them in place) */
+    bool                             gemv;           /* QUANT_TILES on up to MMS__MM_GEMV_N columns: one column against groups */
+    bool                             act_unsigned;   /* b's 8-bit rows + 128 (the card's tile kernels) */
+    bool                             along_b;        /* tiles walk along b first (a's packed tile reused), else along a */
+    int64_t                          mb, nb;         /* a tile: rows of a, rows of b */
+    int64_t                          tiles_m, tiles_n, n_items;
+    size_t                           q8_row;         /* bytes of one of b's rows in 8 bits */
+    size_t                           a_pack;         /* a's tile packed (f32 panels, groups of 8 rows) or as f32 rows */
+    size_t                           a_rows16;       /* 16 of a's rows converted for packing */
+    size_t                           b_rows;         /* b's tile as f32 rows */
+    size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row (GEMM_BF16: a strided row) */
+    size_t                           unpacked;       /* a repacked tile unpacked; or GEMM_BF16's b tile in bf16 pairs, */
+    size_t                           a_bf16;         /* then a's tile packed in bf16 pairs */
+    size_t                           scratch;        /* bytes the strategy uses from the start */
+};
+
+static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const struct mms_tensor *b,
+                                           const struct mms__quant_card *card, bool simd, bool gemm_bf16) {
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
-    const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_dot = x8 && x8->dot && N > MMS__MM_GEMV_N && N >= x8->dot_from_n;
-    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
-    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
-    const bool act_unsigned = q8_x8 && q8_x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
                                                                                                  tile does not pay below */
-    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
-                                                                             with integer kernels take those */
-    const bool bf16_gemm = gemm && a->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();   /* b rounded to bf16 */
-    const int64_t mb = bf16_gemm ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
-    const int64_t tiles_m = (M + mb - 1) / mb, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
-    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
-    float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
-    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
-    const size_t q8_row = mms__q8_act_row_size(K);
-    char *unpacked = (char *)MMS__ALIGN_UP((uintptr_t)(bq8 + MMS__MM_NB * q8_row), 64);   /* repacked a without its kernels: */
-    struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
-    uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
-    float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
-    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
-    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? mms__q8_dot_rows_for(a->type) : NULL;
+    const struct mms__quant_card *c = K % 32 == 0 ? card : NULL;   /* the set's integer kernels */
+    const bool tiles = c && c->tile && N > MMS__MM_GEMV_N && N >= c->tile_from_n;
+    const mms__q8_dot4_fn dot4 = c && N <= c->dot4_max_n ? c->dot4 : NULL;
+    struct mms__mm_plan p;
+    bool in_place;
+    memset(&p, 0, sizeof p);
+    p.fmt = mms__quant_format_of(a->type);
+    p.repacked = mms__is_repacked(a);
+    in_place = p.repacked && c && (N <= MMS__MM_GEMV_N ? c->gemv != NULL : tiles);   /* kernels read a's groups in place */
+    if (K == 0) p.strategy = MMS__MM_ZERO;
+    else if (tiles || in_place) p.strategy = MMS__MM_QUANT_TILES;   /* before the GEMM: integer kernels take those */
+    else if (simd && N > gemv_n && !dot4) p.strategy = a->type == MMS_TYPE_BF16 && gemm_bf16 ? MMS__MM_GEMM_BF16 : MMS__MM_GEMM_F32;
+    else if (c && c->dot) p.strategy = MMS__MM_INT_DOTS;
+    else if (simd && (f16_direct || f32_direct)) p.strategy = MMS__MM_FLOAT_DIRECT;
+    else p.strategy = MMS__MM_ROWS;
+    p.card = p.strategy == MMS__MM_QUANT_TILES || p.strategy == MMS__MM_INT_DOTS ? c : NULL;
+    p.dot4 = p.strategy == MMS__MM_INT_DOTS ? dot4 : NULL;
+    p.unpack = p.repacked && !in_place;
+    p.gemv = p.strategy == MMS__MM_QUANT_TILES && N <= MMS__MM_GEMV_N;
+    p.act_unsigned = p.strategy == MMS__MM_QUANT_TILES && c->act_unsigned && N > MMS__MM_GEMV_N;
+    p.along_b = p.strategy == MMS__MM_GEMM_F32 || p.strategy == MMS__MM_GEMM_BF16;
+    p.mb = p.strategy == MMS__MM_GEMM_BF16 ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
+    p.nb = MMS__MM_NB;
+    p.tiles_m = (M + p.mb - 1) / p.mb;
+    p.tiles_n = (N + p.nb - 1) / p.nb;
+    p.n_items = p.tiles_m * p.tiles_n * b->ne[2] * b->ne[3];
+    p.q8_row = mms__q8_act_row_size(K);
+    p.a_pack = 0;
+    p.a_rows16 = p.a_pack + (size_t)(MMS__MM_MB * K) * sizeof(float);
+    p.b_rows = p.a_rows16 + (size_t)(16 * K) * sizeof(float);
+    p.b_q8 = p.b_rows + (size_t)(MMS__MM_NB * K) * sizeof(float);
+    p.unpacked = MMS__ALIGN_UP(p.b_q8 + MMS__MM_NB * p.q8_row, 64);
+    p.a_bf16 = p.unpacked + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16) * sizeof(uint32_t);
+    p.scratch = p.strategy == MMS__MM_QUANT_TILES || p.strategy == MMS__MM_INT_DOTS ? p.unpacked : p.b_q8;
+    if (p.unpack) p.scratch = p.unpacked + (size_t)MMS__MM_MB * mms_row_size(a->type, K);
+    if (p.strategy == MMS__MM_GEMM_BF16) p.scratch = p.a_bf16 + (size_t)(MMS__MM_MB_BF16 * ((K + 1) / 2)) * sizeof(uint32_t);
+    return p;
+}
+
+static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const struct mms__mm_plan plan = mms__mm_plan_of(a, b, mms__quant_card_of(a->type), mms__simd(), mms__vec_has_gemm_bf16());
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
+    const bool repacked = plan.repacked;
+    const struct mms__quant_format *fmt = plan.fmt;
+    const bool gemm = plan.along_b, bf16_gemm = plan.strategy == MMS__MM_GEMM_BF16;
+    const struct mms__quant_card *x8 = plan.strategy == MMS__MM_QUANT_TILES ? plan.card : NULL;   /* the 8-row kernels run */
+    const mms__q8_dot_fn q8_dot = plan.card ? plan.card->dot : NULL;   /* b's rows in 8 bits for the card's kernels */
+    const mms__q8_dot4_fn q8_dot4 = plan.dot4;
+    const mms__q8_dot_rows_fn q8_dot_rows = plan.strategy == MMS__MM_INT_DOTS ? plan.card->dot_rows : NULL;
+    const bool act_unsigned = plan.act_unsigned;
+    const bool f16_direct = plan.strategy == MMS__MM_FLOAT_DIRECT && a->type == MMS_TYPE_F16;
+    const int64_t mb = plan.mb, tiles_m = plan.tiles_m, tiles_n = plan.tiles_n, n_items = plan.n_items;
+    char *const base = (char *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
+    float *abuf = (float *)(base + plan.a_pack), *rowbuf = (float *)(base + plan.a_rows16), *bbuf = (float *)(base + plan.b_rows);
+    char *bq8 = base + plan.b_q8;
+    const size_t q8_row = plan.q8_row;
+    char *unpacked = base + plan.unpacked;
+    struct mms_tensor a_tile;   /* a repacked tile's rows as they were */
+    uint32_t *b16 = (uint32_t *)(base + plan.unpacked);
+    float *pack16 = (float *)(base + plan.a_bf16);
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
-    if (K == 0) {            /* empty products are zero */
+    if (plan.strategy == MMS__MM_ZERO) {   /* empty products are zero */
         int64_t r, lo, hi;
         mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
         for (r = lo; r < hi; r++) {
@@ -10264,7 +10380,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
         A = a;
         am0 = m0;
-        if (repacked && !x8_in_place) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
+        if (plan.unpack) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
             if (!gemm || cached != akey) {
                 mms__repack_rows(a, m0, mr, unpacked);
                 a_tile = *a;
@@ -10301,37 +10417,37 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
                 for (j = 0; q8_dot && j < nr; j++) {
-                    mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
+                    fmt->quantize_act(brows[j], bq8 + j * q8_row, K);
                     if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
                 }
                 cached = item / tiles_m;
             }
-            if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 8 of them take less than the f32 tile */
+            if (x8) {                          /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
+                const size_t group = (size_t)(K / fmt->block_len) * fmt->group_block;   /* 8 of them take less than the f32 tile */
                 const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
                 float res[16 * 8];
-                const int64_t step = q8_x8->dot16 ? 2 : 1;                      /* groups per kernel call */
-                const int64_t cols = q8_x8->dot16 ? q8_x8->dot16_cols : 4;     /* columns per step */
+                const int64_t step = x8->tile16 ? 2 : 1;                      /* groups per kernel call */
+                const int64_t cols = x8->tile16 ? x8->tile16_cols : 4;       /* columns per step */
                 int64_t g, r, j, c, c0;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
                     for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
                         rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
-                    q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
+                    x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }
-                if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, groups side by side */
-                    const int64_t stride = MMS__MM_MB / 8 / q8_x8->gemv_groups;
+                if (plan.gemv) {               /* decode on repacked weights: one column, groups side by side */
+                    const int64_t stride = MMS__MM_MB / 8 / x8->gemv_groups;
                     for (j = 0; j < nr; j++) {
                         for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
                             const void *w4[4];
                             float *o4[4];
                             int ns = 0;
                             for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
-                            q8_x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
+                            x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
                         }
                         for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
                     }
@@ -10343,8 +10459,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                         const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
                         const int64_t rows_g = two ? 16 : 8;
                         for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
-                            if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
-                            else q8_x8->dot(K, groups[g], xs + c0, res);
+                            if (two) x8->tile16(K, groups[g], groups[g + 1], xs, res);
+                            else x8->tile(K, groups[g], xs + c0, res);
                             for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
                                 for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
                         }
@@ -10372,7 +10488,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                     }
                 continue;
             }
-            if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+            if (plan.strategy == MMS__MM_FLOAT_DIRECT) {   /* straight from the weights, 4 rows at a time */
                 const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
                 const char *a0 = mms__row_ptr(A, am0, i12 / r2, i13 / r3);
                 const int64_t lda = (int64_t)(a->nb[1] / es);

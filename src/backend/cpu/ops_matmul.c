@@ -2,7 +2,11 @@
    MUL_MAT: dst[n, m] = dot(a row m, b row n), both rows running along K = ne[0]. The work is cut
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
-   results do not depend on the thread count.
+   results do not depend on the thread count. Which integer kernels quantized weights take on the
+   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
+   mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
+   out its scratch; tests/test_mm_plan.c checks its choices on their own.
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
@@ -22,9 +26,10 @@
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
-     that walks groups of the tile side by side (gemv_groups: 4 for Q4_0 and Q8_0, 2 for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose
-     8-row kernel would be no faster than the GEMM there; AVX-512 has one past 8 columns) each
-     tile's rows are unpacked first.
+     that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
+     for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
+     faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
+     first.
    - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
@@ -88,41 +93,120 @@ static void mms__mm_pack(const struct mms_tensor *a, int64_t m0, int64_t mr, int
     }
 }
 
-static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+/* How mms__cpu_mul_mat computes a product, one strategy per product (the list at the top of this
+   file). To add one: a value here, its choice in mms__mm_plan_of, its branch in mms__cpu_mul_mat
+   and its cases in tests/test_mm_plan.c. */
+enum mms__mm_strategy {
+    MMS__MM_ZERO,          /* K = 0: the output is zeros */
+    MMS__MM_GEMM_F32,      /* a's tile packed as f32 panels (converted, dequantized or unpacked on the way), the f32 GEMM */
+    MMS__MM_GEMM_BF16,     /* b rounded to bf16 pairs against a's tile packed as bf16 panels (the set's bf16 GEMM) */
+    MMS__MM_QUANT_TILES,   /* the card's 8-row kernels on groups of 8 rows (packed per tile, or in place when
+                              repacked); decode on repacked weights: the card's GEMV */
+    MMS__MM_INT_DOTS,      /* the card's integer dots (4 columns, 4 rows or one) against 8-bit activations */
+    MMS__MM_FLOAT_DIRECT,  /* f16/f32 weights dotted straight from their rows */
+    MMS__MM_ROWS           /* both sides as f32 rows, one dot per output (the scalar set; what has no faster path) */
+};
+
+/* The plan of one product: its strategy, the kernels and tiles it takes, and its scratch (the
+   node's work buffer) as named offsets in bytes from its first 64-byte boundary. It depends on the
+   shapes, a's type and buffer, and the kernel set (card: the set's card for a's type or NULL,
+   simd: not the scalar set, gemm_bf16: the set has the bf16 GEMM), never on the thread count. */
+struct mms__mm_plan {
+    enum mms__mm_strategy            strategy;
+    const struct mms__quant_format  *fmt;            /* a's type's; NULL for the float types */
+    const struct mms__quant_card    *card;           /* the card whose kernels run (QUANT_TILES, INT_DOTS), else NULL */
+    mms__q8_dot4_fn                  dot4;           /* INT_DOTS: 4 columns at a time, or NULL */
+    bool                             repacked;       /* a is a CPU_REPACK tensor (repack.c) */
+    bool                             unpack;         /* ... whose tiles are unpacked first (no kernel reads them in place) */
+    bool                             gemv;           /* QUANT_TILES on up to MMS__MM_GEMV_N columns: one column against groups */
+    bool                             act_unsigned;   /* b's 8-bit rows + 128 (the card's tile kernels) */
+    bool                             along_b;        /* tiles walk along b first (a's packed tile reused), else along a */
+    int64_t                          mb, nb;         /* a tile: rows of a, rows of b */
+    int64_t                          tiles_m, tiles_n, n_items;
+    size_t                           q8_row;         /* bytes of one of b's rows in 8 bits */
+    size_t                           a_pack;         /* a's tile packed (f32 panels, groups of 8 rows) or as f32 rows */
+    size_t                           a_rows16;       /* 16 of a's rows converted for packing */
+    size_t                           b_rows;         /* b's tile as f32 rows */
+    size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row (GEMM_BF16: a strided row) */
+    size_t                           unpacked;       /* a repacked tile unpacked; or GEMM_BF16's b tile in bf16 pairs, */
+    size_t                           a_bf16;         /* then a's tile packed in bf16 pairs */
+    size_t                           scratch;        /* bytes the strategy uses from the start */
+};
+
+static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const struct mms_tensor *b,
+                                           const struct mms__quant_card *card, bool simd, bool gemm_bf16) {
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool repacked = mms__is_repacked(a);   /* a CPU_REPACK tensor (repack.c) */
-    const struct mms__q8_x8 *x8 = K % 32 == 0 ? mms__q8_x8_for(a->type) : NULL;
-    const bool x8_dot = x8 && x8->dot && N > MMS__MM_GEMV_N && N >= x8->dot_from_n;
-    const bool x8_in_place = repacked && x8 && (N <= MMS__MM_GEMV_N ? x8->gemv != NULL : x8_dot);   /* kernels read a's groups in place */
-    const mms__q8_dot4_fn q8_dot4 = K % 32 == 0 ? mms__q8_dot4_for(a->type, N) : NULL;
-    const struct mms__q8_x8 *q8_x8 = x8_dot || x8_in_place ? x8 : NULL;
-    const bool act_unsigned = q8_x8 && q8_x8->act_unsigned && N > MMS__MM_GEMV_N;   /* b's bytes + 128 for its kernels */
     const bool f16_direct = a->type == MMS_TYPE_F16 && a->nb[0] == sizeof(mms_fp16_t) && a->nb[1] % sizeof(mms_fp16_t) == 0;
     const bool f32_direct = a->type == MMS_TYPE_F32 && a->nb[0] == sizeof(float) && a->nb[1] % sizeof(float) == 0;
     const int64_t gemv_n = f16_direct || f32_direct ? MMS__DECODE_MAX_COLS : MMS__MM_GEMV_N;   /* f16/f32: packing a
                                                                                                  tile does not pay below */
-    const bool gemm = mms__simd() && N > gemv_n && !q8_dot4 && !q8_x8;   /* the f32 GEMM; quantized weights
-                                                                             with integer kernels take those */
-    const bool bf16_gemm = gemm && a->type == MMS_TYPE_BF16 && mms__vec_has_gemm_bf16();   /* b rounded to bf16 */
-    const int64_t mb = bf16_gemm ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
-    const int64_t tiles_m = (M + mb - 1) / mb, tiles_n = (N + MMS__MM_NB - 1) / MMS__MM_NB;
-    const int64_t n_items = tiles_m * tiles_n * b->ne[2] * b->ne[3];
-    float *abuf = (float *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64), *rowbuf = abuf + MMS__MM_MB * K, *bbuf = rowbuf + 16 * K;
-    char *bq8 = (char *)(bbuf + MMS__MM_NB * K);   /* the b rows in 8 bits (quantized a), q8_row bytes apart */
-    const size_t q8_row = mms__q8_act_row_size(K);
-    char *unpacked = (char *)MMS__ALIGN_UP((uintptr_t)(bq8 + MMS__MM_NB * q8_row), 64);   /* repacked a without its kernels: */
-    struct mms_tensor a_tile;                                                            /* the tile's rows as they were */
-    uint32_t *b16 = (uint32_t *)unpacked;   /* or, for bf16 a (never repacked), the b tile in bf16 pairs, */
-    float *pack16 = (float *)(b16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16));   /* then a's tile packed */
-    const mms__q8_dot_fn q8_dot = !gemm && K % 32 == 0 ? mms__q8_dot_for(a->type) : NULL;   /* NULL: none for this set */
-    const mms__q8_dot_rows_fn q8_dot_rows = q8_dot ? mms__q8_dot_rows_for(a->type) : NULL;
+    const struct mms__quant_card *c = K % 32 == 0 ? card : NULL;   /* the set's integer kernels */
+    const bool tiles = c && c->tile && N > MMS__MM_GEMV_N && N >= c->tile_from_n;
+    const mms__q8_dot4_fn dot4 = c && N <= c->dot4_max_n ? c->dot4 : NULL;
+    struct mms__mm_plan p;
+    bool in_place;
+    memset(&p, 0, sizeof p);
+    p.fmt = mms__quant_format_of(a->type);
+    p.repacked = mms__is_repacked(a);
+    in_place = p.repacked && c && (N <= MMS__MM_GEMV_N ? c->gemv != NULL : tiles);   /* kernels read a's groups in place */
+    if (K == 0) p.strategy = MMS__MM_ZERO;
+    else if (tiles || in_place) p.strategy = MMS__MM_QUANT_TILES;   /* before the GEMM: integer kernels take those */
+    else if (simd && N > gemv_n && !dot4) p.strategy = a->type == MMS_TYPE_BF16 && gemm_bf16 ? MMS__MM_GEMM_BF16 : MMS__MM_GEMM_F32;
+    else if (c && c->dot) p.strategy = MMS__MM_INT_DOTS;
+    else if (simd && (f16_direct || f32_direct)) p.strategy = MMS__MM_FLOAT_DIRECT;
+    else p.strategy = MMS__MM_ROWS;
+    p.card = p.strategy == MMS__MM_QUANT_TILES || p.strategy == MMS__MM_INT_DOTS ? c : NULL;
+    p.dot4 = p.strategy == MMS__MM_INT_DOTS ? dot4 : NULL;
+    p.unpack = p.repacked && !in_place;
+    p.gemv = p.strategy == MMS__MM_QUANT_TILES && N <= MMS__MM_GEMV_N;
+    p.act_unsigned = p.strategy == MMS__MM_QUANT_TILES && c->act_unsigned && N > MMS__MM_GEMV_N;
+    p.along_b = p.strategy == MMS__MM_GEMM_F32 || p.strategy == MMS__MM_GEMM_BF16;
+    p.mb = p.strategy == MMS__MM_GEMM_BF16 ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
+    p.nb = MMS__MM_NB;
+    p.tiles_m = (M + p.mb - 1) / p.mb;
+    p.tiles_n = (N + p.nb - 1) / p.nb;
+    p.n_items = p.tiles_m * p.tiles_n * b->ne[2] * b->ne[3];
+    p.q8_row = mms__q8_act_row_size(K);
+    p.a_pack = 0;
+    p.a_rows16 = p.a_pack + (size_t)(MMS__MM_MB * K) * sizeof(float);
+    p.b_rows = p.a_rows16 + (size_t)(16 * K) * sizeof(float);
+    p.b_q8 = p.b_rows + (size_t)(MMS__MM_NB * K) * sizeof(float);
+    p.unpacked = MMS__ALIGN_UP(p.b_q8 + MMS__MM_NB * p.q8_row, 64);
+    p.a_bf16 = p.unpacked + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16) * sizeof(uint32_t);
+    p.scratch = p.strategy == MMS__MM_QUANT_TILES || p.strategy == MMS__MM_INT_DOTS ? p.unpacked : p.b_q8;
+    if (p.unpack) p.scratch = p.unpacked + (size_t)MMS__MM_MB * mms_row_size(a->type, K);
+    if (p.strategy == MMS__MM_GEMM_BF16) p.scratch = p.a_bf16 + (size_t)(MMS__MM_MB_BF16 * ((K + 1) / 2)) * sizeof(uint32_t);
+    return p;
+}
+
+static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const struct mms__mm_plan plan = mms__mm_plan_of(a, b, mms__quant_card_of(a->type), mms__simd(), mms__vec_has_gemm_bf16());
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
+    const bool repacked = plan.repacked;
+    const struct mms__quant_format *fmt = plan.fmt;
+    const bool gemm = plan.along_b, bf16_gemm = plan.strategy == MMS__MM_GEMM_BF16;
+    const struct mms__quant_card *x8 = plan.strategy == MMS__MM_QUANT_TILES ? plan.card : NULL;   /* the 8-row kernels run */
+    const mms__q8_dot_fn q8_dot = plan.card ? plan.card->dot : NULL;   /* b's rows in 8 bits for the card's kernels */
+    const mms__q8_dot4_fn q8_dot4 = plan.dot4;
+    const mms__q8_dot_rows_fn q8_dot_rows = plan.strategy == MMS__MM_INT_DOTS ? plan.card->dot_rows : NULL;
+    const bool act_unsigned = plan.act_unsigned;
+    const bool f16_direct = plan.strategy == MMS__MM_FLOAT_DIRECT && a->type == MMS_TYPE_F16;
+    const int64_t mb = plan.mb, tiles_m = plan.tiles_m, tiles_n = plan.tiles_n, n_items = plan.n_items;
+    char *const base = (char *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
+    float *abuf = (float *)(base + plan.a_pack), *rowbuf = (float *)(base + plan.a_rows16), *bbuf = (float *)(base + plan.b_rows);
+    char *bq8 = base + plan.b_q8;
+    const size_t q8_row = plan.q8_row;
+    char *unpacked = base + plan.unpacked;
+    struct mms_tensor a_tile;   /* a repacked tile's rows as they were */
+    uint32_t *b16 = (uint32_t *)(base + plan.unpacked);
+    float *pack16 = (float *)(base + plan.a_bf16);
     const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
     int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
 
-    if (K == 0) {            /* empty products are zero */
+    if (plan.strategy == MMS__MM_ZERO) {   /* empty products are zero */
         int64_t r, lo, hi;
         mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
         for (r = lo; r < hi; r++) {
@@ -153,7 +237,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
         akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
         A = a;
         am0 = m0;
-        if (repacked && !x8_in_place) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
+        if (plan.unpack) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
             if (!gemm || cached != akey) {
                 mms__repack_rows(a, m0, mr, unpacked);
                 a_tile = *a;
@@ -190,37 +274,37 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                 int64_t j;
                 mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
                 for (j = 0; q8_dot && j < nr; j++) {
-                    mms__quantize_row_act(a->type, brows[j], bq8 + j * q8_row, K);
+                    fmt->quantize_act(brows[j], bq8 + j * q8_row, K);
                     if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
                 }
                 cached = item / tiles_m;
             }
-            if (q8_x8) {                       /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / q8_x8->block_len) * q8_x8->block_bytes;   /* 8 of them take less than the f32 tile */
+            if (x8) {                          /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
+                const size_t group = (size_t)(K / fmt->block_len) * fmt->group_block;   /* 8 of them take less than the f32 tile */
                 const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
                 const int64_t ng = (mr + 7) / 8;
                 const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
                 float res[16 * 8];
-                const int64_t step = q8_x8->dot16 ? 2 : 1;                      /* groups per kernel call */
-                const int64_t cols = q8_x8->dot16 ? q8_x8->dot16_cols : 4;     /* columns per step */
+                const int64_t step = x8->tile16 ? 2 : 1;                      /* groups per kernel call */
+                const int64_t cols = x8->tile16 ? x8->tile16_cols : 4;       /* columns per step */
                 int64_t g, r, j, c, c0;
                 for (g = 0; g < ng; g++) {
                     const int n = (int)MMS__MIN(8, mr - g * 8);
                     if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
                     for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
                         rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
-                    q8_x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
+                    x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
                     groups[g] = (char *)abuf + (size_t)g * group;
                 }
-                if (N <= MMS__MM_GEMV_N) {     /* decode on repacked weights: one column, groups side by side */
-                    const int64_t stride = MMS__MM_MB / 8 / q8_x8->gemv_groups;
+                if (plan.gemv) {               /* decode on repacked weights: one column, groups side by side */
+                    const int64_t stride = MMS__MM_MB / 8 / x8->gemv_groups;
                     for (j = 0; j < nr; j++) {
                         for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
                             const void *w4[4];
                             float *o4[4];
                             int ns = 0;
                             for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
-                            q8_x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
+                            x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
                         }
                         for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
                     }
@@ -232,8 +316,8 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                         const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
                         const int64_t rows_g = two ? 16 : 8;
                         for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
-                            if (two) q8_x8->dot16(K, groups[g], groups[g + 1], xs, res);
-                            else q8_x8->dot(K, groups[g], xs + c0, res);
+                            if (two) x8->tile16(K, groups[g], groups[g + 1], xs, res);
+                            else x8->tile(K, groups[g], xs + c0, res);
                             for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
                                 for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
                         }
@@ -261,7 +345,7 @@ static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_ten
                     }
                 continue;
             }
-            if (mms__simd() && (f16_direct || f32_direct)) {   /* straight from the weights, 4 rows at a time */
+            if (plan.strategy == MMS__MM_FLOAT_DIRECT) {   /* straight from the weights, 4 rows at a time */
                 const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
                 const char *a0 = mms__row_ptr(A, am0, i12 / r2, i13 / r3);
                 const int64_t lda = (int64_t)(a->nb[1] / es);

@@ -1,5 +1,6 @@
 /* >>cpu-quant-dot ==================================================================================
-   Decode products with quantized weights (AVX2, NEON): the activation row is quantized once to 8-bit
+   Products with quantized weights on integer kernels (AVX2, AVX-512 with VNNI, NEON with or without
+   sdot; the scalar set has none and dequantizes). Decode (row dots): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
    16 for the K types, whose sub-block scales then multiply in integers and leave one float FMA
    per 256 values), and each weight row is dotted against it in integers: _mm256_maddubs_epi16 multiplies
@@ -9,7 +10,12 @@
    stream from memory once, as bytes, never widened to f32; decode is memory-bound when a core's
    dot runs faster than its share of the bandwidth, which per-block scalar work (scale unpacking,
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
-   1e-3 per block; the scalar kernel set keeps exact f32 activations. */
+   1e-3 per block; the scalar kernel set keeps exact f32 activations.
+   Prompt-size products (and decode on weights kept repacked) run on 8 weight rows side by side (the
+   repacked layouts and their 8 x 4 kernels below; AVX-512: two groups, 16 rows, in a zmm register,
+   and 4-row forms of the Q4_0 and Q4_K row dots). The AVX-512 bodies make the same integer sums and
+   float operations as AVX2's, so both sets give the same bits. The table at the end chooses the
+   kernels per weight type and kernel set. */
 
 /* The most columns (sequences of one decode step) a product takes through the decode kernels
    where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
@@ -17,8 +23,6 @@
 
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
 struct mms__block_q8_k { float d; int16_t bsums[16]; int8_t qs[MMS__QK_K]; };   /* bsums[i]: qs[16i .. 16i + 15] */
-
-static bool mms__is_k_type(enum mms_type type) { return type == MMS_TYPE_Q4_K || type == MMS_TYPE_Q6_K; }
 
 /* Bytes of one activation row in the format the weight type's dot takes (the larger for scratch). */
 static size_t mms__q8_act_row_size(int64_t K) {
@@ -110,23 +114,21 @@ static float mms__quantize_block_8bit(const float *x, int n, int8_t *qs, int16_t
     return amax / 127.0f;
 }
 
-static void mms__quantize_row_q8_act(const float *x, struct mms__block_q8_act *y, int64_t K) {
+/* The activation rows of the dots (struct mms__quant_format's quantize_act): blocks of 32 for Q8_0
+   and Q4_0, of 256 for the K types. */
+static void mms__quantize_row_q8_act(const float *x, void *yv, int64_t K) {
+    struct mms__block_q8_act *y = (struct mms__block_q8_act *)yv;
     int64_t b;
     for (b = 0; b < K / 32; b++) y[b].d = mms__quantize_block_8bit(x + 32 * b, 32, y[b].qs, y[b].sums);
 }
 
-static void mms__quantize_row_q8_k(const float *x, struct mms__block_q8_k *y, int64_t K) {
+static void mms__quantize_row_q8_k(const float *x, void *yv, int64_t K) {
+    struct mms__block_q8_k *y = (struct mms__block_q8_k *)yv;
     int64_t b;
     for (b = 0; b < K / MMS__QK_K; b++) y[b].d = mms__quantize_block_8bit(x + MMS__QK_K * b, MMS__QK_K, y[b].qs, y[b].bsums);
 }
 
-/* The activation row in the format the weight type's dot takes. */
-static void mms__quantize_row_act(enum mms_type wtype, const float *x, void *y, int64_t K) {
-    if (mms__is_k_type(wtype)) mms__quantize_row_q8_k(x, (struct mms__block_q8_k *)y, K);
-    else mms__quantize_row_q8_act(x, (struct mms__block_q8_act *)y, K);
-}
-
-/* A Q8_0-format activation row (mms__quantize_row_act) as unsigned bytes, each value plus 128 (for
+/* A Q8_0-format activation row (mms__quantize_row_q8_act) as unsigned bytes, each value plus 128 (for
    kernels that multiply unsigned activations by the signed weights); the sums stay as they were. */
 static void mms__q8_act_unsigned(void *y, int64_t K) {
     struct mms__block_q8_act *b = (struct mms__block_q8_act *)y;
@@ -272,8 +274,8 @@ static MMS__AVX2_INLINE float mms__fp16_to_f32_f16c(mms_fp16_t h) {
 }
 
 /* The single-row dots below stream a row of weights (decode on weights as they are, rows one after
-   another): each block prefetches the bytes 4 KB ahead, measured 10-17% faster from memory than the
-   hardware's prefetch alone (2 KB: 3-10%). */
+   another): each block prefetches the bytes 4 KB ahead, faster from memory than the hardware's
+   prefetch alone or 2 KB ahead (docs/measurements.md, the row dots' prefetch). */
 #define MMS__DOT_PREFETCH 4096
 
 /* acc + a Q8_0 block's products (q, its magnitudes uq, its scale d) with an activation block, the
@@ -285,7 +287,7 @@ static MMS__AVX2_INLINE __m256 mms__q8_0_block_fma(__m256i uq, __m256i q, float 
 
 /* Two accumulators, even blocks into the first: one FMA chain would wait on itself every block.
    (Written as two steps a loop: indexed by i & 1 they lived in memory, and the store-to-load
-   round trip made the loop 2x slower.) */
+   round trip made the loop far slower; docs/measurements.md, at 2b766ec.) */
 static MMS__TARGET_AVX2 float mms__dot_q8_0_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -377,8 +379,9 @@ static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi
    sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
    against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
    dmin * sum(min * activations), takes one madd per super-block from the activations' sums.
-   One row at a time: 2 or 4 rows sharing each activation load measured 2x slower from memory (the
-   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves). */
+   One row at a time: 2 or 4 rows sharing each activation load were slower from memory (the
+   hardware's prefetch; the AVX-512 rows kernels prefetch the next rows themselves;
+   docs/measurements.md, the row dots' prefetch). */
 static MMS__TARGET_AVX2 float mms__dot_q4_k_avx2(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
@@ -459,7 +462,7 @@ MMS__UNROLL4
 
 /* Q8_0 as mms__dot_q8_0_avx2 (the same sums and accumulators per column, so a column's result does
    not depend on the columns beside it), the weights' magnitudes taken once for 4 columns: only
-   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS, see mms__q8_dot4_for). */
+   for decode steps of several sequences (N <= MMS__DECODE_MAX_COLS: its cards' dot4_max_n). */
 static MMS__TARGET_AVX2 void mms__dot4_q8_0_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;
     const struct mms__block_q8_act *x[4];
@@ -801,8 +804,8 @@ static MMS__TARGET_AVX512 void mms__gemm_q4_0x8_avx512(int64_t K, const void *wv
 
 /* Decode on the same layout: one activation row against ns <= 4 groups of 8 rows (w[j], out[j]),
    walked side by side. Each group is its own stream through memory: one core reading one stream
-   stays well below the bandwidth it gets from several (measured 1.6x faster from 4 than from 1,
-   and than the single-row dots), and one conversion and FMA per block serve 8 rows. */
+   stays well below the bandwidth it gets from several (4 streams are faster than 1 and than the
+   single-row dots: docs/measurements.md), and one conversion and FMA per block serve 8 rows. */
 static MMS__AVX2_INLINE void mms__gemv_q4_0x8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -819,7 +822,7 @@ MMS__UNROLL4
         for (j = 0; j < ns; j++) {
             const struct mms__q4_0x8 *w = (const struct mms__q4_0x8 *)wv[j] + b;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: measured 7-14% faster from memory */
+            MMS__PREFETCH(w + 8, sizeof *w, 3);   /* 8 blocks ahead: faster from memory (docs/measurements.md) */
 MMS__UNROLL4
             for (k = 0; k < 4; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[k]);
@@ -879,8 +882,8 @@ static MMS__TARGET_AVX512 void mms__gemv_q8_0x8_avx512(int ns, int64_t K, const 
 /* Q8_0 prompt products on the 8-row layout, with VNNI only, against activations made unsigned
    (a + 128: mms__q8_act_unsigned; vpdpbusd multiplies unsigned by signed bytes) and 128 times
    each row's sum of weights taken off (one vpdpbusd per dword against ones, for all 4 columns).
-   (Without VNNI, sign, maddubs and madd per dword and column measured slower than dequantizing
-   into the f32 GEMM.) */
+   (Without VNNI, sign, maddubs and madd per dword and column were slower than dequantizing
+   into the f32 GEMM: manual section 9.) */
 static MMS__TARGET_AVX512 void mms__gemm_q8_0x8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
     const struct mms__q8_0x8 *w = (const struct mms__q8_0x8 *)wv;
     const struct mms__block_q8_act *const x[4] = { (const struct mms__block_q8_act *)xv[0], (const struct mms__block_q8_act *)xv[1],
@@ -1086,9 +1089,9 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    and 8..15 of out's 16 per column), so one vpdpbusd makes 64 products against one broadcast
    activation dword, twice the ymm form's. The integer sums and float operations of each row are
    those of the 8-row kernels, so a row gets the same bits either way. Q8_0 and Q6_K take 8
-   columns a call (dot16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
-   twice the products, which measured 1.2x faster (Q6_K) and, with Q8_0's activations made
-   unsigned once per tile instead of by an xor per product, 1.7x (one thread, 4096x4096 x 512). */
+   columns a call (tile16_cols): their weights, 8.5 and 6.6 bits a value, come from L2 once for
+   twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
+   tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
 static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
@@ -1300,7 +1303,7 @@ MMS__UNROLL8
 /* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
    vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
    blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
-   (blocks are 18 bytes apart). Fewer instructions a block: 1.5x faster hot (3.5 -> 2.3 cycles). */
+   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
 static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
     const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
     const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
@@ -1339,8 +1342,8 @@ static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, c
    offset term (taken off by starting the sums at it, negated) and scales are made once for all
    rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
    their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
-   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Measured hot (weights in
-   cache) 1.4x faster; from memory as fast as the row dots (both at the read's rate). */
+   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
+   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
                                                          const struct mms__block_q8_act *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
@@ -1372,7 +1375,7 @@ static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const 
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
         }
         /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
-           interleaved short streams, the hardware's prefetch fell 3x behind */
+           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
         MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
     }
     for (p = 0; p < np; p++) {
@@ -1392,7 +1395,8 @@ static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *
 /* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
    2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
    broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
-   (vpdpwssd for its madd and add) and float operations per row, so the same bits. Hot 1.3x faster. */
+   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
+   row dots with the weights in cache (docs/measurements.md). */
 static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
                                                          const struct mms__block_q8_k *x, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -1446,8 +1450,8 @@ MMS__AVX512_CODE_END
 /* The Q4_K and Q6_K decode kernels below prefetch the next block of each group a share at each of
    the `steps` steps through a block (shares <= 128 bytes, 1-2 lines each; they cover the block).
    A whole block's lines at once (19 or 27 a group, two groups a call) was too many misses at once
-   for Zen 4: build/bench --filter 'q6_k 4096x4096 * 1 cold repacked' ran at 48-53% of the read
-   beside it, 85-93% spread out. */
+   for a core to keep, and read far below the bandwidth (docs/measurements.md, the prefetch spread
+   through the block). */
 #define MMS__PREFETCH_NEXT_SHARE(w, step, steps) \
     MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
 
@@ -1767,105 +1771,151 @@ MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
 #undef MMS__NEON_Q8_DOTS
 #endif
 
-typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
+/* >>cpu-quant-cards ===============================================================================
+   Who multiplies a quantized weight type: its format (one row per type, whatever the kernel set)
+   and its kernel card (one row per type in each kernel set's table). ops_matmul and repack.c read
+   only these to choose a type's kernels. */
 
-/* The integer dot of a weight type for the kernel set in use; NULL where there is none (the
-   scalar set, other types): the caller then dequantizes and keeps exact f32 activations. */
-static mms__q8_dot_fn mms__q8_dot_for(enum mms_type type) {
-    static const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
-    const mms__q8_dot_fn *dots = NULL;
+typedef void (*mms__quantize_act_fn)(const float *x, void *y, int64_t K);
+typedef void (*mms__pack_fn)(const void *const *rows, int n, int64_t K, void *dst);
+typedef void (*mms__unpack_fn)(const void *src, int64_t K, void *const *rows);
+
+/* What a quantized type is to the integer kernels on every kernel set: the block length (of the
+   weights and of the activation blocks its dots take), the activation format (the quantizer that
+   writes it: blocks of 32 as struct mms__block_q8_act, or of 256 as struct mms__block_q8_k, within
+   mms__q8_act_row_size bytes a row), and the repacked layout of 8 rows side by side (repack.c):
+   group_block bytes per block of the 8 rows, the portable pack of n <= 8 rows (the others zero)
+   and unpack of 8.
+   To add a type: its row here (a layout of 8 rows, portable pack and unpack; a NULL pack keeps
+   its tensors as they are in CPU_REPACK buffers), then its card in every kernel set's table below
+   (NULL where a set has no such kernel), and its traits row (core/types.c). */
+struct mms__quant_format {
+    enum mms_type        type;
+    int64_t              block_len;
+    mms__quantize_act_fn quantize_act;
+    size_t               group_block;
+    mms__pack_fn         pack_rows;
+    mms__unpack_fn       unpack_rows;
+};
+
+static const struct mms__quant_format mms__quant_formats[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
+    /* Q4_K */ { MMS_TYPE_Q4_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
+    /* Q6_K */ { MMS_TYPE_Q6_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
+};
+
+/* The type's format; NULL: none (float types, types without integer kernels). */
+static const struct mms__quant_format *mms__quant_format_of(enum mms_type type) {
     int i;
-#if MMS__HAVE_AVX2
-    static const mms__q8_dot_fn avx2[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx2, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    static const mms__q8_dot_fn avx512[4] = { mms__dot_q8_0_avx2, mms__dot_q4_0_avx512, mms__dot_q4_k_avx2, mms__dot_q6_k_avx2 };
-    if (mms__avx2()) dots = mms__avx512() ? avx512 : avx2;
-#endif
-#if MMS__HAVE_NEON
-    static const mms__q8_dot_fn neon[4] = { mms__dot_q8_0_neon, mms__dot_q4_0_neon, mms__dot_q4_k_neon, mms__dot_q6_k_neon };
-    static const mms__q8_dot_fn dotprod[4] = { mms__dot_q8_0_dotprod, mms__dot_q4_0_dotprod, mms__dot_q4_k_dotprod, mms__dot_q6_k_dotprod };
-    if (mms__neon()) dots = mms__dotprod() ? dotprod : neon;
-#endif
-    for (i = 0; dots && i < 4; i++) if (types[i] == type) return dots[i];
+    for (i = 0; i < (int)(sizeof mms__quant_formats / sizeof mms__quant_formats[0]); i++)
+        if (mms__quant_formats[i].type == type) return &mms__quant_formats[i];
     return NULL;
 }
 
+/* One weight row against one activation row (in the format's layout). */
+typedef float (*mms__q8_dot_fn)(int64_t K, const void *w, const void *x);
 /* n <= 4 weight rows w_stride bytes apart against one activation row: out[r] = dot(w + r w_stride, x),
    each row's bits those of the type's row dot. */
 typedef void (*mms__q8_dot_rows_fn)(int64_t K, const void *w, size_t w_stride, int n, const void *x, float *out);
-
-/* The rows dot of a weight type for the kernel set in use; NULL where there is none (row dots then). */
-static mms__q8_dot_rows_fn mms__q8_dot_rows_for(enum mms_type type) {
-#if MMS__HAVE_AVX2
-    if (mms__avx512() && type == MMS_TYPE_Q4_0) return mms__dot_rows_q4_0_avx512;
-    if (mms__avx512() && type == MMS_TYPE_Q4_K) return mms__dot_rows_q4_k_avx512;
-#endif
-    MMS__UNUSED(type);
-    return NULL;
-}
-
 /* One weight row against 4 activation rows x_stride bytes apart: out[c] = dot(w, x + c x_stride). */
 typedef void (*mms__q8_dot4_fn)(int64_t K, const void *w, const void *x, size_t x_stride, float *out);
+/* One group of 8 repacked rows against 4 activation rows: out[8 c + r] = dot(row r, x[c]). */
+typedef void (*mms__tile_fn)(int64_t K, const void *w, const void *const x[4], float *out);
+/* Two groups (16 rows) against tile16_cols columns: out[16 c + r]. */
+typedef void (*mms__tile16_fn)(int64_t K, const void *w0, const void *w1, const void *const *x, float *out);
+/* One activation row against ns <= 4 groups of 8 repacked rows: out[j][r] = dot(row r of w[j], x). */
+typedef void (*mms__gemv_fn)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
 
-/* The 4-column dot of a weight type for the kernel set in use and a product of N columns; NULL
-   where there is none (the caller then runs the f32 GEMM on dequantized weights for prompt sizes).
-   Q8_0's is for decode steps of up to 8 sequences only: for prompts the GEMM is faster (see above),
-   but dequantizing a whole tile for a few columns took 5x the 4-column dots' time. */
-static mms__q8_dot4_fn mms__q8_dot4_for(enum mms_type type, int64_t N) {
+/* Any number of columns (dot4_max_n). */
+#define MMS__ANY_N INT64_MAX
+
+/* A weight type's kernel card for one kernel set: which integer kernels a product with these
+   weights takes, and from which column count each pays (ops_matmul's choice, in order):
+   - tile, tile16: prompt-size products (more than 4 columns, and at least tile_from_n; 0: all) on
+     tiles of 8 rows repacked side by side (by pack, the set's own of the format's bytes; NULL: the
+     format's pack_rows), 4 columns a call; tile16 (AVX-512) two groups at once against tile16_cols
+     columns. act_unsigned: both take the activations' bytes plus 128 (mms__q8_act_unsigned).
+     Prompts that neither tile nor dot4 takes dequantize into the f32 GEMM.
+   - gemv, gemv_groups: decode (1 to 4 columns) on weights kept repacked, one column against
+     gemv_groups groups of a tile walked side by side (each group a stream through memory: 4 for
+     the 32-blocks, 2 for the K types' big blocks, unpacked out of order, one zmm pair with
+     AVX-512: docs/measurements.md). NULL: such weights are unpacked a tile at a time.
+   - dot4: one row against 4 columns of weights as they are, for products of at most dot4_max_n
+     columns (Q8_0: decode steps of several sequences only; for prompts the GEMM is faster, but
+     dequantizing a whole tile for a few columns takes far longer than these dots:
+     docs/measurements.md).
+   - dot_rows, dot: the columns left, 4 rows a call or one; with dot NULL (the scalar set has no
+     table) the product dequantizes and keeps exact f32 activations.
+   To add a kernel set: its table here (one row per type it has kernels for, the others left out)
+   and its line in mms__quant_card_of. To add a type: a row in each table (see the formats above). */
+struct mms__quant_card {
+    enum mms_type       type;
+    mms__q8_dot_fn      dot;
+    mms__q8_dot_rows_fn dot_rows;
+    mms__q8_dot4_fn     dot4;
+    int64_t             dot4_max_n;
+    mms__pack_fn        pack;
+    mms__tile_fn        tile;
+    mms__tile16_fn      tile16;
+    int                 tile16_cols;
+    int64_t             tile_from_n;
+    bool                act_unsigned;
+    mms__gemv_fn        gemv;
+    int                 gemv_groups;
+};
+
 #if MMS__HAVE_AVX2
-    if (mms__avx2()) {
-        switch (type) {
-            case MMS_TYPE_Q4_K: return mms__dot4_q4_k_avx2;
-            case MMS_TYPE_Q6_K: return mms__dot4_q6_k_avx2;
-            case MMS_TYPE_Q8_0: return N <= MMS__DECODE_MAX_COLS ? mms__dot4_q8_0_avx2 : NULL;
-            default: break;
-        }
-    }
+static const struct mms__quant_card mms__cards_avx2[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                    NULL,                     0, 0,                          false, mms__gemv_q8_0x8_avx2, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                       NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_0x8_avx2, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                       mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_kx8_avx2, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q6_kx8_avx2, 2 },
+};
+/* AVX2's bodies where the set has none of its own */
+static const struct mms__quant_card mms__cards_avx512[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 8, 0,                          false, mms__gemv_q4_0x8_avx512, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 8, 0,                          false, mms__gemv_q4_kx8_avx512, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 8, 0,                          false, mms__gemv_q6_kx8_avx512, 2 },
+};
 #endif
-    MMS__UNUSED(type);
-    MMS__UNUSED(N);
+#if MMS__HAVE_NEON
+/* row dots only: prompts dequantize, repacked weights are unpacked a tile at a time */
+static const struct mms__quant_card mms__cards_neon[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+};
+static const struct mms__quant_card mms__cards_neon_dotprod[] = {
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+};
+#endif
+
+static const struct mms__quant_card *mms__quant_card_in(const struct mms__quant_card *cards, int n, enum mms_type type) {
+    int i;
+    for (i = 0; i < n; i++) if (cards[i].type == type) return &cards[i];
     return NULL;
 }
 
-/* Products on repacked tiles of 8 weight rows: pack writes rows[0..n) (n <= 8, the others zero) of
-   K values as K / block_len blocks of block_bytes; dot makes out[8 c + r] = dot(row r, x[c])
-   against 4 activation rows in the format of mms__quantize_row_act (NULL: prompts take the other
-   paths, as Q8_0's do: see ops_matmul); gemv one row against groups, for decode. */
-struct mms__q8_x8 {
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);
-    void (*dot)(int64_t K, const void *w, const void *const x[4], float *out);
-    int64_t block_len;
-    size_t block_bytes;
-    /* one activation row against ns <= 4 groups (decode on weights kept repacked) */
-    void (*gemv)(int ns, int64_t K, const void *const w[4], const void *x, float *const out[4]);
-    /* AVX-512: 16 rows (groups w0 and w1) against dot16_cols (4 or 8) columns, out[16 c + r];
-       NULL: dot on each group */
-    void (*dot16)(int64_t K, const void *w0, const void *w1, const void *const *x, float *out);
-    int64_t dot_from_n;   /* the fewest columns dot takes (Q8_0: past a decode step of several sequences,
-                             whose columns keep the bits they get alone through the 4-column dots) */
-    int dot16_cols;
-    bool act_unsigned;    /* dot and dot16 take the activations' bytes plus 128 (mms__q8_act_unsigned) */
-    int gemv_groups;      /* groups a gemv call takes at most, each a stream through memory: Q4_0 and
-                             Q8_0 4, Q4_K and Q6_K (big blocks, unpacked out of order) 2, one zmm
-                             pair with AVX-512: measured 1.3x faster than 4 on both sets */
-};
-
-/* The repacked kernel prompt-size products with this weight type take; NULL: none. */
-static const struct mms__q8_x8 *mms__q8_x8_for(enum mms_type type) {
+/* The card of a weight type in the kernel set in use; NULL: none (the scalar set, types without
+   integer kernels). */
+static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
+#define MMS__CARD_IN(table) mms__quant_card_in(table, (int)(sizeof table / sizeof table[0]), type)
+    switch (mms__kernels()) {
 #if MMS__HAVE_AVX2
-    static const struct mms__q8_x8 q4_0 = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_k = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx2, NULL, 0, 0, false, 2 };
-    static const struct mms__q8_x8 q8_0 = { mms__pack_q8_0x8, NULL, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx2, NULL, 0, 0, false, 4 };
-    static const struct mms__q8_x8 q4_0_vnni = { mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, 32, sizeof(struct mms__q4_0x8), mms__gemv_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 0, 8, false, 4 };
-    static const struct mms__q8_x8 q4_k_vnni = { mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__gemv_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q6_k = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx2, NULL, 0, 0, false, 2 };
-    static const struct mms__q8_x8 q6_k_vnni = { mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__gemv_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 0, 8, false, 2 };
-    static const struct mms__q8_x8 q8_0_vnni = { mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, 32, sizeof(struct mms__q8_0x8), mms__gemv_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, MMS__DECODE_MAX_COLS + 1, 8, true, 4 };
-    const bool vnni = mms__avx512();
-    if (mms__avx2() && type == MMS_TYPE_Q4_0) return vnni ? &q4_0_vnni : &q4_0;
-    if (mms__avx2() && type == MMS_TYPE_Q8_0) return vnni ? &q8_0_vnni : &q8_0;
-    if (mms__avx2() && type == MMS_TYPE_Q4_K) return vnni ? &q4_k_vnni : &q4_k;
-    if (mms__avx2() && type == MMS_TYPE_Q6_K) return vnni ? &q6_k_vnni : &q6_k;
+        case MMS_CPU_KERNELS_AVX2:         return MMS__CARD_IN(mms__cards_avx2);
+        case MMS_CPU_KERNELS_AVX512:       return MMS__CARD_IN(mms__cards_avx512);
 #endif
-    MMS__UNUSED(type);
-    return NULL;
+#if MMS__HAVE_NEON
+        case MMS_CPU_KERNELS_NEON:         return MMS__CARD_IN(mms__cards_neon);
+        case MMS_CPU_KERNELS_NEON_DOTPROD: return MMS__CARD_IN(mms__cards_neon_dotprod);
+#endif
+        default:                           return NULL;   /* the scalar set */
+    }
+#undef MMS__CARD_IN
 }

@@ -1,43 +1,27 @@
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side before
-   its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per thread and tile of every
-   call; a decode step reads row by row, one stream per thread. Kept repacked, a product starts
-   from the packed tiles and a decode step walks groups of 8 rows side by side (the gemv kernels,
-   Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for Q4_K and Q6_K: gemv_groups). The layout: groups of 8 rows, each group one packed block per block of
-   the type (Q4_0, Q8_0, Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152,
-   the sub-block scales as bytes), then the rows past the last multiple of 8 as they were. It depends
-   on the tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0
-   prompts) unpack a tile of rows before using it. Only MUL_MAT may read such a tensor, as its
-   weights (src[0]); setting or reading it goes through the buffer (whole tensors), which converts. */
+   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
+   before its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
+   repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
+   by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
+   Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
+   in quant_dot): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
+   Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
+   scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
+   tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
+   a tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
+   setting or reading it goes through the buffer (whole tensors), which converts. */
 
 /* The buffer type's name, which also identifies it (declared here, defined with the type). */
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
-struct mms__repack_type {
-    enum mms_type type;
-    int64_t       block_len;    /* values per block of the type */
-    size_t        group_block;  /* bytes of 8 rows' blocks in the layout */
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst);   /* n <= 8 rows, portable */
-    void (*unpack)(const void *src, int64_t K, void *const *rows);        /* 8 rows back */
-};
-
-static const struct mms__repack_type *mms__repack_type_of(enum mms_type type) {
-    static const struct mms__repack_type types[4] = {
-        { MMS_TYPE_Q4_0, 32, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
-        { MMS_TYPE_Q4_K, MMS__QK_K, sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
-        { MMS_TYPE_Q8_0, 32, sizeof(struct mms__q8_0x8), mms__pack_q8_0x8_rows, mms__unpack_q8_0x8_rows },
-        { MMS_TYPE_Q6_K, MMS__QK_K, sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
-    };
-    int i;
-    for (i = 0; i < 4; i++) if (types[i].type == type) return &types[i];
-    return NULL;
-}
-
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): Q4_0, Q4_K, Q6_K and Q8_0 matrices of at least 8 rows, contiguous, one batch. */
+   they are): matrices of a type with a layout (Q4_0, Q4_K, Q6_K and Q8_0) of at least 8 rows,
+   contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
-    return mms__repack_type_of(t->type) && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
+    const struct mms__quant_format *f = mms__quant_format_of(t->type);
+    return f && f->pack_rows && t->ne[1] >= 8 && t->ne[2] == 1 && t->ne[3] == 1 && mms_is_contiguous(t);
 }
 
 /* t's data is in the repacked layout (a view of such a tensor is not: it cannot be read). */
@@ -49,7 +33,8 @@ static bool mms__is_repacked(const struct mms_tensor *t) {
 static int64_t mms__repack_tail(const struct mms_tensor *t) { return t->ne[1] / 8 * 8; }
 
 static size_t mms__repack_group_bytes(const struct mms_tensor *t) {
-    return (size_t)(t->ne[0] / mms__repack_type_of(t->type)->block_len) * mms__repack_type_of(t->type)->group_block;
+    const struct mms__quant_format *f = mms__quant_format_of(t->type);
+    return (size_t)(t->ne[0] / f->block_len) * f->group_block;
 }
 
 /* Bytes before the group of rows r..r + 7 (r < tail, a multiple of 8) or the kept row r (r >= tail). */
@@ -73,23 +58,20 @@ static void mms__repack_rows(const struct mms_tensor *t, int64_t r0, int64_t n, 
     for (; r < r0 + n && r < tail; r += 8) {
         void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (char *)dst + (size_t)(r - r0 + i) * rs;
-        mms__repack_type_of(t->type)->unpack(mms__repack_at(t, r), t->ne[0], rows);
+        mms__quant_format_of(t->type)->unpack_rows(mms__repack_at(t, r), t->ne[0], rows);
     }
     if (r < r0 + n) memcpy((char *)dst + (size_t)(r - r0) * rs, mms__repack_at(t, r), (size_t)(r0 + n - r) * rs);
 }
 
-/* The whole tensor from the file's layout (src) into t's memory, repacked (the AVX2 packs where
-   the CPU has them: the same bytes, faster). */
+/* The whole tensor from the file's layout (src) into t's memory, repacked (the kernel set's own
+   pack where its card has one: the same bytes, faster). */
 static void mms__repack_set(struct mms_tensor *t, const void *src) {
-    const struct mms__repack_type *rt = mms__repack_type_of(t->type);
+    const struct mms__quant_card *card = mms__quant_card_of(t->type);
+    const mms__pack_fn pack = card && card->pack ? card->pack : mms__quant_format_of(t->type)->pack_rows;
     const size_t rs = mms_row_size(t->type, t->ne[0]);
     const int64_t tail = mms__repack_tail(t);
-    void (*pack)(const void *const *rows, int n, int64_t K, void *dst) = rt->pack;
     int64_t r;
     int i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) pack = mms__q8_x8_for(t->type)->pack;
-#endif
     for (r = 0; r < tail; r += 8) {
         const void *rows[8];
         for (i = 0; i < 8; i++) rows[i] = (const char *)src + (size_t)(r + i) * rs;

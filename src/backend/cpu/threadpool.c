@@ -6,17 +6,18 @@
    busy machine a helper whose core went to another program is not waited for, it finds no part
    left when it runs again. The caller waits only for parts a helper took and has not finished.
    (A barrier of all threads, as this pool had before, made every node wait for the slowest
-   thread to be scheduled: with other programs running, graphs of many small nodes ran tens of
-   times slower with two threads than with one.)
+   thread to be scheduled: with other programs running, graphs of many small nodes ran far
+   slower with two threads than with one; manual section 9.)
 
    Waiting, for a helper between jobs and for the caller waiting for parts: spin a little, then
    yield the core between looks (a waiter on a shared core then lets the thread it waits for, or
    another program, run), then sleep on a condition variable. How long before sleeping: longer
-   than a sleeper takes to wake. On a virtual machine that is 0.1-1 ms (the host must run the
-   vCPU); with a fixed 0.1 ms, two threads running back-to-back products fell into a cycle where
-   each woke the other late. So each sleeper measures its wake-up, from the signal to running
-   again, and the budget follows twice the longest seen lately, between MMS__POOL_SPIN_MIN_US and
-   MMS__POOL_SPIN_MAX_US (a bare machine wakes in tens of microseconds and keeps the minimum).
+   than a sleeper takes to wake. On a virtual machine that can be longer than MMS__POOL_SPIN_MIN_US
+   (the host must run the vCPU); with that budget fixed, two threads running back-to-back products
+   fell into a cycle where each woke the other late (docs/measurements.md). So each sleeper
+   measures its wake-up, from the signal to running again, and the budget follows twice the
+   longest seen lately, between MMS__POOL_SPIN_MIN_US and MMS__POOL_SPIN_MAX_US (a bare machine
+   wakes sooner than the minimum and keeps it).
 
    What the caller learns of each job decides which nodes are worth splitting
    (mms__threadpool_worth): the share of the parts the helpers took and the time the split cost

@@ -1,7 +1,7 @@
 /* >>vec ===========================================================================================
    Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
-   FMA and F16C on x86-64, NEON on 64-bit ARM) chosen at run time (mms_cpu_set_kernels). Kernels
-   call only the dispatching names. */
+   FMA and F16C on x86-64, AVX-512 with VNNI and BF16 where it replaces an AVX2 body, NEON on 64-bit
+   ARM) chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
 
 /* A prefetch of the n bytes at ptr (gcc, clang; elsewhere nothing) for reads the hardware's
    prefetcher does not foresee; locality 3: into every cache level, 1: into L2 and beyond. Never
@@ -569,9 +569,9 @@ static MMS__AVX512_INLINE __m512 mms__unary16(enum mms_op op, __m512 x, __m512 s
     }
 }
 
-/* One loop per op, as mms__unary_f32_avx2; the last elements (under 16) go through AVX2's body. On
-   Zen 5 GELU (erf) runs 2x faster per element than on 8 lanes: its chain of dependent FMAs, div and
-   exp fills the scheduler with half the instructions. */
+/* One loop per op, as mms__unary_f32_avx2; the last elements (under 16) go through AVX2's body.
+   GELU (erf) gains most over 8 lanes (manual section 9): its chain of dependent FMAs, div and exp
+   fills the scheduler with half the instructions. */
 static MMS__AVX512_INLINE int64_t mms__unary_run_avx512(enum mms_op op, int64_t n, float *y, const float *x, __m512 vs) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, mms__unary16(op, _mm512_loadu_ps(x + i), vs));
@@ -587,8 +587,8 @@ static MMS__TARGET_AVX512 void mms__unary_f32_avx512(enum mms_op op, int64_t n, 
 }
 
 /* mms__exp_sum_f32_avx2 with 16 lanes: its two 8-lane sums are this register's halves, added in the
-   same order, so the same sum (flash attention's and softmax's exp, 1.3x faster in a 16x1601x80
-   flash attention). */
+   same order, so the same sum (flash attention's and softmax's exp; faster than 8 lanes,
+   docs/measurements.md at df71bc8). */
 static MMS__TARGET_AVX512 float mms__exp_sum_f32_avx512(int64_t n, float *y, const float *x, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 s = _mm512_setzero_ps();
@@ -813,8 +813,9 @@ static MMS__TARGET_AVX512 void mms__f32_to_bf16_pairs_avx512(int64_t n, const fl
 /* out[r] = dot(row r of x, y) for 4 rows ldx elements apart, f32 or f16: y is loaded once for the
    4 rows, and the weights stream as 4 sequential lines at once (faster than one row at a time).
    PREFETCH(i): f16's 4 rows take a quarter line each a step, which the hardware's prefetcher does not
-   follow (59-74% of a plain read from memory on Zen 5, 2 threads); prefetching the next 4 rows' bytes
-   in order, a line a step, one linear stream, gives 94-99%. f32 (86% without) is left as it was. */
+   follow (well below a plain read from memory); prefetching the next 4 rows' bytes in order, a line
+   a step, one linear stream, keeps up with the read (docs/measurements.md, F16 decode from memory).
+   f32 is left as it was. */
 #define MMS__DOT4_BODY(LOAD, CVT1, PREFETCH)                                                                       \
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                    \
     int64_t i = 0;                                                                                                 \
@@ -883,18 +884,16 @@ static MMS__TARGET_AVX2 void mms__dot2x4_f16_avx2(int64_t n, const mms_fp16_t *x
    (_mm512_reduce_add_ps) and the K % 16 elements left one by one, the same way whatever the
    columns beside it, so a sequence gets the same bits in a batch as alone. R rows of weights are
    loaded and converted once for all the columns: 4 rows for up to 4 columns (4 streams keep the
-   memory busy: 2 give ~20% less bandwidth), 2 rows past that (2 conversions feed up to 16 FMAs,
+   memory busy where 2 do not), 2 rows past that (2 conversions feed up to 16 FMAs,
    within the 32 registers). Past 2 columns K is walked in chunks of MMS__GV_KC so that the
    columns' chunk (8 x 1 KB) stays in L1 while the rows of a block of MMS__GV_RB stream past, the
    lanes' sums kept in acc between chunks (storing them does not change their order); each row's
-   next chunk is prefetched as its current one is read. Chunks of 256 measured best of 128..2048,
-   and a prefetch one chunk ahead better than two or four (build/batch --bench, 2-core Xeon). Up to
-   2 columns each row is walked whole: f32 prefetching each row MMS__GV_PF bytes ahead (one thread
-   on Zen 5: 31 GB/s at 512 bytes ahead, 40 at 2048, 37 at 4096), f16 the tile's next R rows' bytes
-   in order, as fast as these are read: f16 takes half a line of each of the R rows a step, which
-   neither the hardware's prefetcher nor a prefetch down each row kept up with (77-81% of a plain
-   read of the same bytes from memory, 2 threads on Zen 5, whatever the distance); one linear stream
-   gives 90-98%. */
+   next chunk is prefetched as its current one is read. The chunk size and the prefetch distances
+   below are the best measured (docs/measurements.md, the AVX-512 decode GEMV). Up to 2 columns each
+   row is walked whole: f32 prefetching each row MMS__GV_PF bytes ahead, f16 the tile's next R rows'
+   bytes in order, as fast as these are read: f16 takes half a line of each of the R rows a step,
+   which neither the hardware's prefetcher nor a prefetch down each row kept up with, whatever the
+   distance; one linear stream does (docs/measurements.md, F16 decode from memory). */
 MMS__AVX512_CODE_BEGIN
 #define MMS__GV_RB 16
 #define MMS__GV_KC 256
@@ -902,7 +901,7 @@ MMS__AVX512_CODE_BEGIN
 #define MMS__GV_LOAD_F32(p) _mm512_loadu_ps(p)
 #define MMS__GV_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define MMS__GV_KEEP(v) MMS__KEEP_IN_REG(v)   /* one load of a column for all R rows, in a register: the
-                                                   compiler would fold a load into each FMA (~25% slower) */
+                                                   compiler would fold a load into each FMA (slower) */
 #define MMS__GV_DECL2(c)  __m512 s##c##0 = _mm512_loadu_ps(acc + 32 * c), s##c##1 = _mm512_loadu_ps(acc + 32 * c + 16);
 #define MMS__GV_STEP2(c)  { __m512 vy = _mm512_loadu_ps(y[c] + i); MMS__GV_KEEP(vy);                                            \
                             s##c##0 = _mm512_fmadd_ps(w0, vy, s##c##0); s##c##1 = _mm512_fmadd_ps(w1, vy, s##c##1); }
@@ -916,7 +915,7 @@ MMS__AVX512_CODE_BEGIN
                           _mm512_storeu_ps(acc + 64 * c + 32, s##c##2); _mm512_storeu_ps(acc + 64 * c + 48, s##c##3);
 #define MMS__GV_W2(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i);
 #define MMS__GV_W4(LOAD) const __m512 w0 = LOAD(x[0] + i), w1 = LOAD(x[1] + i), w2 = LOAD(x[2] + i), w3 = LOAD(x[3] + i);
-/* Prefetching, chosen when the kernel is made (a test in the loop costs f32 ~10% from memory):
+/* Prefetching, chosen when the kernel is made (a test in the loop slows f32 from memory):
    MMS__GV_ROW_AHEAD each row MMS__GV_PF bytes ahead, MMS__GV_CHUNK_AHEAD each row's next chunk,
    MMS__GV_LINEAR the bytes at next in order, as many a step as the step reads (R * 16 elements: 1,
    2 or 4 lines), one linear stream */
