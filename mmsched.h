@@ -1048,7 +1048,10 @@
        is refused from its header, before decoding), -i for a chat, --system, --raw (no template; the
        prompt places each picture with <|image|>), -n, -c, --threads (a warning past the cores),
        --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
-       --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
+       --min-p, --repeat-penalty, --repeat-last-n, --seed, --json-schema FILE (the answer is compact
+       JSON valid against the schema, section 12; a schema with an unsupported keyword is an error
+       naming it and its path, exit 1) and --json (any JSON object); an answer cut by -n or a full
+       context before its JSON is complete gets a warning on stderr. Transparent pixels are laid over white
        (mms_image_rgba_over_white, equal to PIL's alpha_composite). The prompt is the library's
        (mms_mllama_chat_prompt, section 13): with several pictures in one turn the first <|image|>
        comes before the prompt, and after it each picture gets a line "Picture N.", every further
