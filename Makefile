@@ -356,7 +356,7 @@ FLAGS_bench_load = -D_POSIX_C_SOURCE=200809L
 $(B)/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-normal.o | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load $(B)/mllama-server
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load $(B)/bench_constrain $(B)/mllama-server
 
 # mllama-server: POSIX sockets and threads, linked like the other programs (the sanitizer builds
 # for server_test under asan-tests and tsan-tests).
