@@ -798,8 +798,12 @@
        read once into a byte trie; the allowed tokens of a state come from one depth-first walk of
        the trie with the state, where a child byte no stack can take prunes its whole subtree, and
        each step costs a bit test and a memoised closure per stack (a stack's successor after its
-       terminal does not depend on the byte). Masks are cached per state (256 per constraint), so a
-       state met again (inside a string, in a repeated object) costs a lookup. End tokens are
+       terminal does not depend on the byte); the sets a walk meets are interned with their successor
+       per byte (up to 64 MiB per constraint, then they start over), so a later walk through known
+       sets costs one array read per trie node. Masks are cached per state (256 per constraint), so
+       a state met again (inside a string, in a repeated object) costs a lookup; the first visit of a
+       state in a free string walks most of the trie, the worst case (docs/measurements.md has the
+       figures of build/bench_constrain). The trie is built per constraint (tokens sorted by bytes). End tokens are
        allowed exactly where the output is complete; control and unused tokens never. Every rule is
        checked to match some finite text, and all 256 byte tokens are in Llama 3's vocabulary, so no
        state is left without an allowed token (tests/test_constrain.c walks the corpus to check it).
@@ -17087,6 +17091,7 @@ MMS_API int mms_chat_apply_template(const struct mms_chat_message *msgs, int n, 
 #define MMS__G_MAX_ELEMS (1 << 24)     /* a grammar larger than this is refused (a bounded repetition gone wild) */
 #define MMS__G_MAX_REPEAT 100000
 #define MMS__MASK_CACHE 256            /* masks kept per constraint; past it the cache starts over */
+#define MMS__SET_NEXT_MAX (64u << 20)  /* bytes of memoised set successors per constraint; past it they start over */
 
 struct mms__i32vec {
     int32_t *v;
@@ -17775,7 +17780,14 @@ struct mms_constraint {
     int32_t                  *token_next;
     int32_t                  *eog;
     int                       n_eog;
-    struct mms__i32vec        walk;              /* state sets of the walk, by depth */
+    struct mms__i32vec        walk;              /* scratch of a step */
+    /* the state sets the walks meet, interned, with their successor by byte (memoised: the walk of
+       the next state that meets them again costs one array read per trie node) */
+    struct mms__i32vec        set_off, set_len, set_pool;
+    int32_t                 **set_next;          /* per set: 256 successors (-2 not known, -1 none), or NULL */
+    int                       cap_set_next;
+    struct mms__ptrmap        set_ids;           /* fnv of the members | 1, probing by 2 -> set + 1 */
+    size_t                    set_next_bytes;
     /* masks by state */
     struct mms__mask_entry    cache[MMS__MASK_CACHE];
     int                       n_cache;
@@ -17783,6 +17795,8 @@ struct mms_constraint {
     uint32_t                 *mask_out;          /* the mask handed out when not cached */
     bool                      oom;
 };
+
+static void mms__cs_sets_clear(struct mms_constraint *c);
 
 static int32_t mms__cs_node(struct mms_constraint *c, int32_t elem, int32_t parent) {
     uint64_t key = ((uint64_t)(uint32_t)(elem + 1) << 32) | (uint32_t)parent;
@@ -17894,13 +17908,26 @@ MMS_API void mms_constraint_reset(struct mms_constraint *c) {
     c->finished = false;
 }
 
+struct mms__token_bytes {
+    char   *bytes;
+    int     len;
+    int32_t id;
+};
+
+static int mms__token_bytes_cmp(const void *a, const void *b) {
+    const struct mms__token_bytes *x = (const struct mms__token_bytes *)a, *y = (const struct mms__token_bytes *)b;
+    const int n = x->len < y->len ? x->len : y->len, r = memcmp(x->bytes, y->bytes, (size_t)n);
+    return r ? r : x->len != y->len ? (x->len < y->len ? -1 : 1) : (x->id < y->id ? -1 : x->id > y->id);
+}
+
+/* Inserts a token's bytes; tokens come sorted by bytes, so each node's newest child is the only candidate. */
 static bool mms__cs_add_token(struct mms_constraint *c, int32_t id, const char *piece, int len) {
     int32_t node = 0;
     int i;
     for (i = 0; i < len; i++) {
         const unsigned char byte = (unsigned char)piece[i];
-        int32_t ch = c->trie[node].first_child;
-        while (ch >= 0 && c->trie[ch].byte != byte) ch = c->trie[ch].next_sibling;
+        int32_t ch = c->trie[node].first_child;   /* tokens come sorted: a child is the newest one or new */
+        if (ch >= 0 && c->trie[ch].byte != byte) ch = -1;
         if (ch < 0) {
             if (c->n_trie == c->cap_trie) {
                 int cap = c->cap_trie * 2;
@@ -17938,6 +17965,8 @@ MMS_API void mms_constraint_free(struct mms_constraint *c) {
     mms__i32vec_free(&c->state);
     mms__i32vec_free(&c->next);
     mms__i32vec_free(&c->walk);
+    mms__cs_sets_clear(c);
+    MMS_FREE(c->set_next);
     MMS_FREE(c->trie);
     MMS_FREE(c->token_next);
     MMS_FREE(c->eog);
@@ -17976,12 +18005,23 @@ MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *g, c
             c->trie[0].first_child = c->trie[0].next_sibling = c->trie[0].first_token = -1;
             c->trie[0].byte = 0;
             /* end tokens end the output; special and unused tokens stand for no text and never match */
+            struct mms__token_bytes *tb = (struct mms__token_bytes *)MMS_MALLOC(sizeof *tb * ((size_t)c->n_vocab + 1));
+            int n_tb = 0, k;
+            if (!tb) c->oom = true;
             for (id = 0; id < c->n_vocab && !c->oom; id++) {
                 if (mms_vocab_is_eog(vocab, id)) { c->eog[c->n_eog++] = id; continue; }
                 n = mms_token_to_piece(vocab, id, piece, (int)sizeof piece, false);
                 if (n <= 0 || n > (int)sizeof piece) continue;
-                if (!mms__cs_add_token(c, id, piece, n)) c->oom = true;
+                if (!(tb[n_tb].bytes = (char *)MMS_MALLOC((size_t)n))) { c->oom = true; break; }
+                memcpy(tb[n_tb].bytes, piece, (size_t)n);
+                tb[n_tb].len = n;
+                tb[n_tb++].id = id;
             }
+            if (!c->oom) qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
+            for (k = 0; k < n_tb && !c->oom; k++)
+                if (!mms__cs_add_token(c, tb[k].id, tb[k].bytes, tb[k].len)) c->oom = true;
+            for (k = 0; k < n_tb; k++) MMS_FREE(tb[k].bytes);
+            MMS_FREE(tb);
         }
     }
     if (c->oom) { mms_constraint_free(c); mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
@@ -18084,30 +18124,95 @@ MMS_API int mms_constraint_shortest_completion(const struct mms_constraint *c, c
     return len;
 }
 
-/* Marks every token under trie node whose bytes can follow the set (walk at off, n). */
-static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t off, int n, uint32_t *mask) {
-    uint32_t first[8];
-    int32_t ch;
-    int i, k;
-    memset(first, 0, sizeof first);
-    for (i = 0; i < n; i++) {   /* the bytes any stack can take: children outside them are pruned at once */
-        const int32_t u = c->walk.v[off + i];
-        if (u == 0) continue;
-        {
-            const uint32_t *cl = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
-            for (k = 0; k < 8; k++) first[k] |= cl[k];
-        }
+/* Forgets the interned sets (their memory past MMS__SET_NEXT_MAX; never during a walk). */
+static void mms__cs_sets_clear(struct mms_constraint *c) {
+    int i;
+    for (i = 0; i < c->set_off.n && i < c->cap_set_next; i++) MMS_FREE(c->set_next[i]);
+    if (c->set_next) memset(c->set_next, 0, sizeof *c->set_next * (size_t)c->cap_set_next);
+    mms__i32vec_free(&c->set_off);
+    mms__i32vec_free(&c->set_len);
+    mms__i32vec_free(&c->set_pool);
+    mms__ptrmap_free(&c->set_ids);
+    c->set_next_bytes = 0;
+}
+
+/* The id of a sorted set of stacks (interned on first sight); -1 when memory runs out. */
+static int32_t mms__cs_set_intern(struct mms_constraint *c, const int32_t *ids, int n) {
+    uint64_t h = mms__fnv1a64(ids, sizeof(int32_t) * (size_t)n, MMS__FNV1A64_START) | 1;
+    int32_t id;
+    bool found;
+    void *v;
+    for (;; h += 2) {
+        v = mms__ptrmap_get(&c->set_ids, h, &found);
+        if (!found) break;
+        id = (int32_t)((intptr_t)v - 1);
+        if (c->set_len.v[id] == n && !memcmp(c->set_pool.v + c->set_off.v[id], ids, sizeof(int32_t) * (size_t)n)) return id;
     }
+    id = c->set_off.n;
+    if (id == c->cap_set_next) {
+        int cap = c->cap_set_next ? c->cap_set_next * 2 : 256;
+        int32_t **p = (int32_t **)MMS_REALLOC(c->set_next, sizeof *p * (size_t)cap);
+        if (!p) { c->oom = true; return -1; }
+        memset(p + c->cap_set_next, 0, sizeof *p * (size_t)(cap - c->cap_set_next));
+        c->set_next = p;
+        c->cap_set_next = cap;
+    }
+    if (!mms__i32vec_push(&c->set_off, c->set_pool.n) || !mms__i32vec_push(&c->set_len, n) || !mms__i32vec_append(&c->set_pool, ids, n) ||
+        !mms__ptrmap_put(&c->set_ids, h, (void *)(intptr_t)(id + 1))) {
+        c->oom = true;
+        return -1;
+    }
+    return id;
+}
+
+static void mms__i32_sort(int32_t *v, int n) {
+    int i, j;
+    if (n > 32) { qsort(v, (size_t)n, sizeof *v, mms__i32_cmp); return; }
+    for (i = 1; i < n; i++) {
+        const int32_t x = v[i];
+        for (j = i; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. */
+static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) {
+    int32_t *next = c->set_next[sid], nid;
+    int i, k;
+    if (next && next[byte] != -2) return next[byte];
+    if (!next && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
+        uint32_t first[8];   /* the bytes some stack can take; the others lead nowhere */
+        memset(first, 0, sizeof first);
+        for (i = 0; i < c->set_len.v[sid]; i++) {
+            const int32_t u = c->set_pool.v[c->set_off.v[sid] + i];
+            if (u == 0) continue;
+            for (k = 0; k < 8; k++) first[k] |= c->g->classes[8 * (size_t)c->g->elems[c->node_elem.v[u]] + (size_t)k];
+        }
+        for (k = 0; k < 256; k++) next[k] = (first[k >> 5] >> (k & 31)) & 1u ? -2 : -1;
+        c->set_next[sid] = next;
+        c->set_next_bytes += 256 * sizeof(int32_t);
+        if (next[byte] != -2) return next[byte];
+    }
+    c->walk.n = 0;
+    mms__cs_step(c, &c->set_pool, c->set_off.v[sid], c->set_len.v[sid], byte, &c->walk);
+    if (c->walk.n == 0) nid = -1;
+    else {
+        mms__i32_sort(c->walk.v, c->walk.n);
+        nid = mms__cs_set_intern(c, c->walk.v, c->walk.n);
+    }
+    if (next && !c->oom) next[byte] = nid;
+    return nid;
+}
+
+/* Marks every token under trie node tnode whose bytes can follow set sid. */
+static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+    int32_t ch;
     for (ch = c->trie[tnode].first_child; ch >= 0 && !c->oom; ch = c->trie[ch].next_sibling) {
-        const unsigned char byte = c->trie[ch].byte;
-        const int32_t noff = c->walk.n;
+        const int32_t nid = mms__cs_set_step(c, sid, c->trie[ch].byte);
         int32_t t;
-        if (!((first[byte >> 5] >> (byte & 31)) & 1u)) continue;
-        mms__cs_step(c, &c->walk, off, n, byte, &c->walk);
-        if (c->walk.n == noff) continue;
+        if (nid < 0) continue;
         for (t = c->trie[ch].first_token; t >= 0; t = c->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (c->trie[ch].first_child >= 0) mms__cs_walk(c, ch, noff, c->walk.n - noff, mask);
-        c->walk.n = noff;
+        if (c->trie[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
     }
 }
 
@@ -18147,9 +18252,11 @@ MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
         }
     }
     memset(mask, 0, sizeof(uint32_t) * words);
-    c->walk.n = 0;
-    if (!mms__i32vec_append(&c->walk, c->state.v, c->state.n)) c->oom = true;
-    if (!c->oom) mms__cs_walk(c, 0, 0, c->state.n, mask);
+    if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
+    {
+        const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
+        if (!c->oom) mms__cs_walk(c, 0, sid, mask);
+    }
     if (mms_constraint_is_complete(c))
         for (i = 0; i < c->n_eog; i++) mask[c->eog[i] >> 5] |= 1u << (c->eog[i] & 31);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }

@@ -137,7 +137,10 @@ static uint64_t rng_next(uint64_t *s) {
    logits (a random-weight model's greedy answer). After `wander` tokens it heads for the end: the
    end token, else a closing byte, else the shortest allowed piece. Returns the document's length,
    or -1 when the walk broke a rule (reported). */
-static int walk(struct mms_constraint *c, const float *logits, int mode, uint64_t seed, int wander, char *doc, int cap, const char *name) {
+static int n_exact_checks;
+
+static int walk(struct mms_constraint *c, const struct mms_grammar *g, bool exact, const float *logits, int mode, uint64_t seed, int wander, char *doc,
+                int cap, const char *name) {
     const int32_t n_vocab = mms_vocab_n_tokens(vocab);
     int len = 0, step;
     mms_constraint_reset(c);
@@ -149,6 +152,21 @@ static int walk(struct mms_constraint *c, const float *logits, int mode, uint64_
         for (id = 0; id < n_vocab; id++)
             if (bit(mask, id)) { n_allowed++; if (mms_vocab_is_eog(vocab, id)) eog_allowed = 1; }
         if (n_allowed == 0) { EXPECT(n_allowed > 0, "%s: a dead state after \"%.*s\"", name, len, doc); return -1; }
+        if (exact && step % 8 == 3) {   /* the mask against the byte matcher, token by token */
+            struct mms_constraint *m = mms_constraint_new(g, NULL);
+            int n_wrong = 0;
+            mms_constraint_accept_bytes(m, doc, (size_t)len);
+            for (id = 0; id < n_vocab && m; id++) {
+                bool ok;
+                if (!piece_len[id] || mms_vocab_is_eog(vocab, id)) continue;
+                ok = mms_constraint_accept_bytes(m, pieces[id], (size_t)piece_len[id]) == MMS_OK;
+                if (ok) { mms_constraint_reset(m); mms_constraint_accept_bytes(m, doc, (size_t)len); }
+                if (ok != bit(mask, id) && n_wrong++ < 3) EXPECT(0, "%s: after \"%.*s\" token %d is %s by the mask but %s by the bytes", name, len, doc, (int)id,
+                                                            bit(mask, id) ? "allowed" : "refused", ok ? "taken" : "refused");
+            }
+            n_exact_checks++;
+            mms_constraint_free(m);
+        }
         if (eog_allowed != (int)mms_constraint_is_complete(c)) {
             EXPECT(0, "%s: the end token is %s where the output is %s", name, eog_allowed ? "allowed" : "refused", mms_constraint_is_complete(c) ? "complete" : "not complete");
             return -1;
@@ -207,7 +225,7 @@ static void test_vocab_walks(void) {
         for (w = 0; con && w < 6; w++) {
             int len;
             for (id = 0; id < n_vocab; id++) logits[id] = (float)(rng_next(&s) >> 40) / (float)(1 << 24);
-            len = walk(con, logits, w % 2, s + (uint64_t)w, w < 2 ? 8 : w < 4 ? 24 : 48, doc, (int)sizeof doc, name);
+            len = walk(con, g, w < 2, logits, w % 2, s + (uint64_t)w, w < 2 ? 8 : w < 4 ? 24 : 48, doc, (int)sizeof doc, name);
             if (len >= 0) {
                 struct mms_constraint *m = mms_constraint_new(g, NULL);
                 EXPECT(mms_constraint_accept_bytes(m, doc, (size_t)len) == MMS_OK && mms_constraint_is_complete(m), "%s: a fresh matcher reads %s", name, doc);
@@ -229,7 +247,8 @@ static void test_vocab_walks(void) {
         mms_constraint_free(con);
         mms_grammar_free(g);
     }
-    printf("    %d documents written by walks over %d tokens\n", n_docs, (int)n_vocab);
+    printf("    %d documents written by walks over %d tokens; %d masks equal to the byte matcher's verdicts token by token\n", n_docs, (int)n_vocab, n_exact_checks);
+    EXPECT(n_exact_checks > 100, "masks were checked");
     EXPECT(n_docs == 6 * (int)mms_json_len(corpus, cs), "every walk ended with a document");
     if (dump) fclose(dump);
     free(logits);
