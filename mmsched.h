@@ -711,7 +711,9 @@
        between integer widths when the value fits. mms_gguf_writer_* writes version 3 files.
        The checkpoint formats of Hugging Face have readers as strict: mms_json_parse (RFC 8259, no
        extensions; duplicate keys, nesting past 128, numbers past a double, invalid UTF-8 and lone
-       surrogates are errors with the line and column) and mms_safetensors_open (the header length,
+       surrogates are errors with the line and column; mms_json_write writes a value back as compact
+       text, byte for byte what Python's json.dumps(ensure_ascii=False, separators=(",", ":")) writes
+       for the documents of tests/test_constrain.c) and mms_safetensors_open (the header length,
        every entry's dtype, shape and offsets against the data, no overlap, no hole); both are fuzzed
        (tests/fuzz/fuzz_formats.c) and their hostile corpora replayed by tests/test_formats.c.
        mms_ollama_resolve finds a model in Ollama's store (what `ollama pull` downloaded) without
@@ -2205,6 +2207,12 @@ MMS_API bool        mms_json_num(const struct mms_json *json, int64_t v, double 
 /* An integral number of at most 2^53 in magnitude, which a double holds exactly (an integer
    literal beyond it is refused even when its double looks integral); false otherwise. */
 MMS_API bool        mms_json_int(const struct mms_json *json, int64_t v, int64_t *out);
+/* The compact JSON text of value v (no whitespace; strings escaped as Python's
+   json.dumps(ensure_ascii=False) does; numbers as the shortest text that reads back as the same
+   double), and of a string of len bytes: like snprintf, at most cap bytes with a NUL, returning
+   the whole length; -1 for a bad value or arguments. */
+MMS_API int64_t     mms_json_write(const struct mms_json *json, int64_t v, char *buf, size_t cap);
+MMS_API int64_t     mms_json_write_string(const char *s, size_t len, char *buf, size_t cap);
 
 /* >>api-safetensors --------------------------------------------------------------------------------
    safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's
@@ -15328,6 +15336,102 @@ MMS_API bool mms_json_int(const struct mms_json *j, int64_t v, int64_t *out) {
     if (out) *out = (int64_t)d;
     return true;
 }
+
+/* -- writing: compact text, as Python's json.dumps(ensure_ascii=False, separators=(",", ":")) -- */
+
+struct mms__json_out {
+    char  *buf;
+    size_t room, len;   /* room: bytes that may be written before the NUL */
+};
+
+static void mms__json_put(struct mms__json_out *o, const char *s, size_t n) {
+    if (o->len < o->room) memcpy(o->buf + o->len, s, n < o->room - o->len ? n : o->room - o->len);
+    o->len += n;
+}
+
+static void mms__json_put_string(struct mms__json_out *o, const char *s, size_t n) {
+    size_t i;
+    mms__json_put(o, "\"", 1);
+    for (i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t"
+                      : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
+        char u[8];
+        if (e) mms__json_put(o, e, 2);
+        else if (ch < 0x20) { snprintf(u, sizeof u, "\\u%04x", ch); mms__json_put(o, u, 6); }
+        else mms__json_put(o, s + i, 1);
+    }
+    mms__json_put(o, "\"", 1);
+}
+
+static void mms__json_put_value(const struct mms_json *j, int64_t v, struct mms__json_out *o) {
+    int64_t i, n, k;
+    size_t len;
+    const char *s;
+    double d;
+    char num[40];
+    switch (mms_json_type(j, v)) {
+    case MMS_JSON_NULL: mms__json_put(o, "null", 4); break;
+    case MMS_JSON_TRUE: mms__json_put(o, "true", 4); break;
+    case MMS_JSON_FALSE: mms__json_put(o, "false", 5); break;
+    case MMS_JSON_NUMBER:
+        if (mms_json_int(j, v, &k)) snprintf(num, sizeof num, "%lld", (long long)k);
+        else {
+            int p;
+            mms_json_num(j, v, &d);
+            for (p = 1; p <= 17; p++) {   /* the shortest text that reads back as the same double */
+                snprintf(num, sizeof num, "%.*g", p, d);
+                if (strtod(num, NULL) == d) break;
+            }
+        }
+        mms__json_put(o, num, strlen(num));
+        break;
+    case MMS_JSON_STRING: s = mms_json_str(j, v, &len); mms__json_put_string(o, s, len); break;
+    case MMS_JSON_ARRAY:
+        mms__json_put(o, "[", 1);
+        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) mms__json_put(o, ",", 1); mms__json_put_value(j, mms_json_at(j, v, i), o); }
+        mms__json_put(o, "]", 1);
+        break;
+    case MMS_JSON_OBJECT:
+        mms__json_put(o, "{", 1);
+        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
+            s = mms_json_key(j, v, i, &len);
+            if (i) mms__json_put(o, ",", 1);
+            mms__json_put_string(o, s, len);
+            mms__json_put(o, ":", 1);
+            mms__json_put_value(j, mms_json_at(j, v, i), o);
+        }
+        mms__json_put(o, "}", 1);
+        break;
+    default: break;
+    }
+}
+
+static void mms__json_out_end(struct mms__json_out *o, size_t cap) {
+    if (cap) o->buf[o->len < o->room ? o->len : o->room] = '\0';
+}
+
+MMS_API int64_t mms_json_write(const struct mms_json *j, int64_t v, char *buf, size_t cap) {
+    struct mms__json_out o;
+    if (mms_json_type(j, v) == MMS_JSON_NONE || (!buf && cap)) return -1;
+    o.buf = buf;
+    o.room = cap ? cap - 1 : 0;
+    o.len = 0;
+    mms__json_put_value(j, v, &o);
+    mms__json_out_end(&o, cap);
+    return (int64_t)o.len;
+}
+
+MMS_API int64_t mms_json_write_string(const char *s, size_t len, char *buf, size_t cap) {
+    struct mms__json_out o;
+    if ((!s && len) || (!buf && cap)) return -1;
+    o.buf = buf;
+    o.room = cap ? cap - 1 : 0;
+    o.len = 0;
+    mms__json_put_string(&o, s, len);
+    mms__json_out_end(&o, cap);
+    return (int64_t)o.len;
+}
 /* ==== end src/formats/json.c ==== */
 
 /* ==== begin src/formats/safetensors.c ==== */
@@ -18416,21 +18520,12 @@ static void mms__js_path_index(char *out, size_t cap, const char *path, int64_t 
 
 /* A string as Python's json.dumps(ensure_ascii=False) writes it. */
 static void mms__js_write_string(struct mms__strbuf *b, const char *s, size_t len) {
-    size_t i;
-    mms__sb_put(b, "\"", 1);
-    for (i = 0; i < len; i++) {
-        const unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') mms__sb_puts(b, "\\\"");
-        else if (ch == '\\') mms__sb_puts(b, "\\\\");
-        else if (ch == '\n') mms__sb_puts(b, "\\n");
-        else if (ch == '\r') mms__sb_puts(b, "\\r");
-        else if (ch == '\t') mms__sb_puts(b, "\\t");
-        else if (ch == '\b') mms__sb_puts(b, "\\b");
-        else if (ch == '\f') mms__sb_puts(b, "\\f");
-        else if (ch < 0x20) mms__sb_printf(b, "\\u%04x", ch);
-        else mms__sb_put(b, s + i, 1);
-    }
-    mms__sb_put(b, "\"", 1);
+    const int64_t n = mms_json_write_string(s, len, NULL, 0);
+    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
+    if (!t) { b->oom = true; return; }
+    mms_json_write_string(s, len, t, (size_t)n + 1);
+    mms__sb_put(b, t, (size_t)n);
+    MMS_FREE(t);
 }
 
 /* A property's key and its colon, as a literal of the notation. */
@@ -18443,49 +18538,14 @@ static void mms__js_key_literal(struct mms__strbuf *b, const char *key) {
     MMS_FREE(t.s);
 }
 
-/* The compact JSON text of v, as Python's json.dumps(ensure_ascii=False, separators=(",", ":")). */
+/* The compact JSON text of v. */
 static void mms__js_write_value(struct mms__strbuf *b, const struct mms_json *j, int64_t v) {
-    int64_t i, n;
-    size_t len;
-    const char *s;
-    double d;
-    switch (mms_json_type(j, v)) {
-    case MMS_JSON_NULL: mms__sb_puts(b, "null"); break;
-    case MMS_JSON_TRUE: mms__sb_puts(b, "true"); break;
-    case MMS_JSON_FALSE: mms__sb_puts(b, "false"); break;
-    case MMS_JSON_NUMBER: {
-        int64_t k;
-        if (mms_json_int(j, v, &k)) { mms__sb_printf(b, "%lld", (long long)k); break; }
-        mms_json_num(j, v, &d);
-        for (i = 1; i <= 17; i++) {   /* the shortest text that reads back as the same double */
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%.*g", (int)i, d);
-            if (strtod(tmp, NULL) == d || i == 17) { mms__sb_puts(b, tmp); break; }
-        }
-        break;
-    }
-    case MMS_JSON_STRING:
-        s = mms_json_str(j, v, &len);
-        mms__js_write_string(b, s, len);
-        break;
-    case MMS_JSON_ARRAY:
-        mms__sb_put(b, "[", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) mms__sb_put(b, ",", 1); mms__js_write_value(b, j, mms_json_at(j, v, i)); }
-        mms__sb_put(b, "]", 1);
-        break;
-    case MMS_JSON_OBJECT:
-        mms__sb_put(b, "{", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
-            const char *k = mms_json_key(j, v, i, &len);
-            if (i) mms__sb_put(b, ",", 1);
-            mms__js_write_string(b, k, len);
-            mms__sb_put(b, ":", 1);
-            mms__js_write_value(b, j, mms_json_at(j, v, i));
-        }
-        mms__sb_put(b, "}", 1);
-        break;
-    default: break;
-    }
+    const int64_t n = mms_json_write(j, v, NULL, 0);
+    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
+    if (!t) { b->oom = true; return; }
+    mms_json_write(j, v, t, (size_t)n + 1);
+    mms__sb_put(b, t, (size_t)n);
+    MMS_FREE(t);
 }
 
 /* -- the base rules every compiled schema may use -- */
@@ -18992,9 +19052,31 @@ static int mms__js_schema(struct mms__js *c, int64_t v, const char *path) {
     return mms__js_rule(c, m, n);
 }
 
+/* A property of an object being compiled: its rule (-2 any value, -1 none). */
+struct mms__js_prop {
+    const char *key;
+    int         rule;
+    bool        required;
+};
+
+static bool mms__js_prop_add(struct mms__js_prop **props, int *n, int *cap, const char *key, int rule) {
+    if (*n == *cap) {
+        int ncap = *cap ? *cap * 2 : 16;
+        struct mms__js_prop *p = (struct mms__js_prop *)MMS_REALLOC(*props, sizeof *p * (size_t)ncap);
+        if (!p) return false;
+        *props = p;
+        *cap = ncap;
+    }
+    (*props)[*n].key = key;
+    (*props)[*n].rule = rule;
+    (*props)[*n].required = false;
+    (*n)++;
+    return true;
+}
+
 /* The object part of a conjunction, into b. */
 static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, struct mms__strbuf *b) {
-    struct prop { const char *key; int rule; bool required; } *props = NULL;
+    struct mms__js_prop *props = NULL;
     int n_props = 0, cap_props = 0, i, k, q, addl = -2;   /* addl: -2 any value, -1 none, else a rule */
     int64_t v, len;
     const char *addl_path = NULL;
@@ -19046,17 +19128,7 @@ static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, s
             if (c->err[0]) goto done;
             r = never ? -1 : mms__js_rule(c, sm, sn);
             if (c->err[0]) goto done;
-            if (n_props == cap_props) {
-                struct prop *np;
-                cap_props = cap_props ? cap_props * 2 : 16;
-                np = (struct prop *)MMS_REALLOC(props, sizeof *np * (size_t)cap_props);
-                if (!np) { b->oom = true; goto done; }
-                props = np;
-            }
-            props[n_props].key = key;
-            props[n_props].rule = r;
-            props[n_props].required = false;
-            n_props++;
+            if (!mms__js_prop_add(&props, &n_props, &cap_props, key, r)) { b->oom = true; goto done; }
         }
     }
     /* required: a name without a property takes the additionalProperties schema */
@@ -19069,19 +19141,7 @@ static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, s
             const char *key = mms_json_str(c->j, mms_json_at(c->j, rq, k), &kl);
             if (!key) { mms__js_fail(c, m[i].path, "required", "an array of strings is required"); goto done; }
             for (q = 0; q < n_props; q++) if (!strcmp(props[q].key, key)) break;
-            if (q == n_props) {
-                if (n_props == cap_props) {
-                    struct prop *np;
-                    cap_props = cap_props ? cap_props * 2 : 16;
-                    np = (struct prop *)MMS_REALLOC(props, sizeof *np * (size_t)cap_props);
-                    if (!np) { b->oom = true; goto done; }
-                    props = np;
-                }
-                props[n_props].key = key;
-                props[n_props].rule = addl == -2 ? -2 : addl;
-                props[n_props].required = false;
-                n_props++;
-            }
+            if (q == n_props && !mms__js_prop_add(&props, &n_props, &cap_props, key, addl)) { b->oom = true; goto done; }
             if (props[q].rule == -1) { mms__js_fail(c, m[i].path, "required", "'%s' is required but its schema admits no value", key); goto done; }
             props[q].required = true;
         }

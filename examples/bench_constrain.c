@@ -54,57 +54,6 @@ static uint64_t rng_next(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* The compact text of a corpus value (the schema). */
-static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
-    if (*len + n + 1 > *cap) { *cap = (*len + n + 1) * 2; *buf = (char *)realloc(*buf, *cap); }
-    memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-}
-static void put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
-    size_t i;
-    put(buf, len, cap, "\"", 1);
-    for (i = 0; i < n; i++) {
-        char esc[8];
-        const unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') { esc[0] = '\\'; esc[1] = (char)ch; put(buf, len, cap, esc, 2); }
-        else if (ch < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", ch); put(buf, len, cap, esc, 6); }
-        else put(buf, len, cap, s + i, 1);
-    }
-    put(buf, len, cap, "\"", 1);
-}
-static void write_json(const struct mms_json *j, int64_t v, char **buf, size_t *len, size_t *cap) {
-    int64_t i, n;
-    size_t sl;
-    const char *s;
-    double d;
-    char tmp[64];
-    switch (mms_json_type(j, v)) {
-    case MMS_JSON_NULL: put(buf, len, cap, "null", 4); break;
-    case MMS_JSON_TRUE: put(buf, len, cap, "true", 4); break;
-    case MMS_JSON_FALSE: put(buf, len, cap, "false", 5); break;
-    case MMS_JSON_NUMBER: mms_json_num(j, v, &d); snprintf(tmp, sizeof tmp, "%.17g", d); put(buf, len, cap, tmp, strlen(tmp)); break;
-    case MMS_JSON_STRING: s = mms_json_str(j, v, &sl); put_string(buf, len, cap, s, sl); break;
-    case MMS_JSON_ARRAY:
-        put(buf, len, cap, "[", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) put(buf, len, cap, ",", 1); write_json(j, mms_json_at(j, v, i), buf, len, cap); }
-        put(buf, len, cap, "]", 1);
-        break;
-    case MMS_JSON_OBJECT:
-        put(buf, len, cap, "{", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
-            s = mms_json_key(j, v, i, &sl);
-            if (i) put(buf, len, cap, ",", 1);
-            put_string(buf, len, cap, s, sl);
-            put(buf, len, cap, ":", 1);
-            write_json(j, mms_json_at(j, v, i), buf, len, cap);
-        }
-        put(buf, len, cap, "}", 1);
-        break;
-    default: break;
-    }
-}
-
 int main(int argc, char **argv) {
     const char *vocab_path = NULL, *corpus_path = "tests/fixtures/text/json-schema-corpus.json";
     struct samples compile = { NULL, 0, 0 }, build = { NULL, 0, 0 }, token = { NULL, 0, 0 }, first = { NULL, 0, 0 };
@@ -145,17 +94,18 @@ int main(int argc, char **argv) {
     printf("bench_constrain: %s (%d tokens), %s (%lld schemas), %d walks each, one thread\n", vocab_path, (int)n_vocab, corpus_path,
            (long long)mms_json_len(corpus, cases), n_walks);
     for (c = 0; c < mms_json_len(corpus, cases); c++) {
-        char *schema = NULL;
-        size_t len = 0, cap = 0;
+        const int64_t sv = mms_json_get(corpus, mms_json_at(corpus, cases, c), "schema");
+        const int64_t len = mms_json_write(corpus, sv, NULL, 0);
+        char *schema = (char *)malloc((size_t)len + 1);
         struct mms_grammar *g = NULL;
         struct mms_constraint *con;
         double best = 1e30;
         int64_t t0;
-        write_json(corpus, mms_json_get(corpus, mms_json_at(corpus, cases, c), "schema"), &schema, &len, &cap);
+        mms_json_write(corpus, sv, schema, (size_t)len + 1);
         for (i = 0; i < 5; i++) {
             mms_grammar_free(g);
             t0 = mms_time_us();
-            g = mms_grammar_from_json_schema(schema, len);
+            g = mms_grammar_from_json_schema(schema, (size_t)len);
             if ((double)(mms_time_us() - t0) < best) best = (double)(mms_time_us() - t0);
         }
         free(schema);

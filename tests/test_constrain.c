@@ -20,67 +20,28 @@ static int   *piece_len;
 
 static bool bit(const uint32_t *mask, int32_t id) { return (mask[id >> 5] >> (id & 31)) & 1u; }
 
-/* The compact text of a corpus value (the schema), which mms_grammar_from_json_schema reads. */
-static void write_json(const struct mms_json *j, int64_t v, char **buf, size_t *len, size_t *cap);
-static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
-    if (*len + n + 1 > *cap) {
-        *cap = (*len + n + 1) * 2;
-        *buf = (char *)realloc(*buf, *cap);
-    }
-    memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = '\0';
+/* A value's compact JSON text (mms_json_write), malloc'ed. */
+static char *json_text(const struct mms_json *j, int64_t v, size_t *len) {
+    const int64_t n = mms_json_write(j, v, NULL, 0);
+    char *buf = (char *)malloc((size_t)n + 1);
+    mms_json_write(j, v, buf, (size_t)n + 1);
+    *len = (size_t)n;
+    return buf;
 }
-static void put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
-    size_t i;
-    put(buf, len, cap, "\"", 1);
-    for (i = 0; i < n; i++) {
-        char esc[8];
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') { esc[0] = '\\'; esc[1] = (char)ch; put(buf, len, cap, esc, 2); }
-        else if (ch < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", ch); put(buf, len, cap, esc, 6); }
-        else put(buf, len, cap, s + i, 1);
-    }
-    put(buf, len, cap, "\"", 1);
-}
-static void write_json(const struct mms_json *j, int64_t v, char **buf, size_t *len, size_t *cap) {
-    int64_t i, n;
-    size_t sl;
-    const char *s;
-    double d;
-    char tmp[64];
-    switch (mms_json_type(j, v)) {
-    case MMS_JSON_NULL: put(buf, len, cap, "null", 4); break;
-    case MMS_JSON_TRUE: put(buf, len, cap, "true", 4); break;
-    case MMS_JSON_FALSE: put(buf, len, cap, "false", 5); break;
-    case MMS_JSON_NUMBER: mms_json_num(j, v, &d); snprintf(tmp, sizeof tmp, "%.17g", d); put(buf, len, cap, tmp, strlen(tmp)); break;
-    case MMS_JSON_STRING: s = mms_json_str(j, v, &sl); put_string(buf, len, cap, s, sl); break;
-    case MMS_JSON_ARRAY:
-        put(buf, len, cap, "[", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) put(buf, len, cap, ",", 1); write_json(j, mms_json_at(j, v, i), buf, len, cap); }
-        put(buf, len, cap, "]", 1);
-        break;
-    case MMS_JSON_OBJECT:
-        put(buf, len, cap, "{", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
-            s = mms_json_key(j, v, i, &sl);
-            if (i) put(buf, len, cap, ",", 1);
-            put_string(buf, len, cap, s, sl);
-            put(buf, len, cap, ":", 1);
-            write_json(j, mms_json_at(j, v, i), buf, len, cap);
-        }
-        put(buf, len, cap, "}", 1);
-        break;
-    default: break;
-    }
+
+/* A string as a JSON string, malloc'ed. */
+static char *json_string(const char *s, size_t len) {
+    const int64_t n = mms_json_write_string(s, len, NULL, 0);
+    char *buf = (char *)malloc((size_t)n + 1);
+    mms_json_write_string(s, len, buf, (size_t)n + 1);
+    return buf;
 }
 
 static struct mms_grammar *case_grammar(int64_t c, const char **name) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0, nl;
+    size_t len = 0, nl;
     struct mms_grammar *g;
+    char *buf = json_text(corpus, mms_json_get(corpus, c, "schema"), &len);
     *name = mms_json_str(corpus, mms_json_get(corpus, c, "name"), &nl);
-    write_json(corpus, mms_json_get(corpus, c, "schema"), &buf, &len, &cap);
     g = mms_grammar_from_json_schema(buf, len);
     free(buf);
     return g;
@@ -124,6 +85,32 @@ static void test_corpus_verdicts(void) {
     printf("    %d documents agree with jsonschema (%d valid, %d invalid); %d valid ones outside the grammar's subset, none of them accepted wrongly\n",
            agree, n_valid, n_invalid, n_outside);
     EXPECT(n_valid > 500 && n_invalid > 300, "both kinds of document are there");
+}
+
+/* mms_json_write against Python's json.dumps: every corpus document, read and written again, is the
+   generator's text byte for byte. */
+static void test_json_write(void) {
+    int64_t cs = cases(), i, k;
+    int same = 0, n = 0;
+    for (i = 0; i < mms_json_len(corpus, cs); i++) {
+        const int64_t docs = mms_json_get(corpus, mms_json_at(corpus, cs, i), "docs");
+        for (k = 0; k < mms_json_len(corpus, docs); k++) {
+            size_t tl = 0, wl = 0;
+            const char *text = mms_json_str(corpus, mms_json_get(corpus, mms_json_at(corpus, docs, k), "text"), &tl);
+            struct mms_json *d = mms_json_parse(text, tl, "doc");
+            char *w;
+            if (!d) continue;   /* Python wrote it, our strict reader refuses it: duplicate keys, say */
+            w = json_text(d, 0, &wl);
+            EXPECT(wl == tl && !memcmp(w, text, tl), "wrote %s for %s", w, text);
+            same += wl == tl && !memcmp(w, text, tl);
+            n++;
+            free(w);
+            mms_json_free(d);
+        }
+    }
+    printf("    %d of %d documents written back as Python wrote them\n", same, n);
+    EXPECT(n > 1500, "the documents were read");
+    EXPECT(mms_json_write_string("a\"\x01", 3, NULL, 0) == 11 && mms_json_write(corpus, -1, NULL, 0) == -1, "lengths and a bad value");
 }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -232,15 +219,10 @@ static void test_vocab_walks(void) {
                 mms_constraint_free(m);
                 n_docs++;
                 if (dump) {
-                    char *line = NULL;
-                    size_t ll = 0, lc = 0;
-                    put(&line, &ll, &lc, "{\"case\":", 8);
-                    put_string(&line, &ll, &lc, name, strlen(name));
-                    put(&line, &ll, &lc, ",\"doc\":", 7);
-                    put_string(&line, &ll, &lc, doc, (size_t)len);
-                    put(&line, &ll, &lc, "}\n", 2);
-                    fwrite(line, 1, ll, dump);
-                    free(line);
+                    char *jn = json_string(name, strlen(name)), *jd = json_string(doc, (size_t)len);
+                    fprintf(dump, "{\"case\":%s,\"doc\":%s}\n", jn, jd);
+                    free(jn);
+                    free(jd);
                 }
             }
         }
@@ -499,6 +481,7 @@ int main(void) {
     RUN(test_api_edges);
     RUN(test_utf8_across_tokens);
     RUN(test_corpus_verdicts);
+    RUN(test_json_write);
     RUN(test_vocab_walks);
     RUN(test_sampler_constraint);
     if (vocab) {

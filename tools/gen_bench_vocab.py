@@ -16,19 +16,14 @@ import base64
 import sys
 import zipfile
 
+import os
+
 import gguf
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from byte_level import bytes_to_unicode  # noqa: E402
 
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
+
 
 
 def main():

@@ -85,21 +85,12 @@ static void mms__js_path_index(char *out, size_t cap, const char *path, int64_t 
 
 /* A string as Python's json.dumps(ensure_ascii=False) writes it. */
 static void mms__js_write_string(struct mms__strbuf *b, const char *s, size_t len) {
-    size_t i;
-    mms__sb_put(b, "\"", 1);
-    for (i = 0; i < len; i++) {
-        const unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') mms__sb_puts(b, "\\\"");
-        else if (ch == '\\') mms__sb_puts(b, "\\\\");
-        else if (ch == '\n') mms__sb_puts(b, "\\n");
-        else if (ch == '\r') mms__sb_puts(b, "\\r");
-        else if (ch == '\t') mms__sb_puts(b, "\\t");
-        else if (ch == '\b') mms__sb_puts(b, "\\b");
-        else if (ch == '\f') mms__sb_puts(b, "\\f");
-        else if (ch < 0x20) mms__sb_printf(b, "\\u%04x", ch);
-        else mms__sb_put(b, s + i, 1);
-    }
-    mms__sb_put(b, "\"", 1);
+    const int64_t n = mms_json_write_string(s, len, NULL, 0);
+    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
+    if (!t) { b->oom = true; return; }
+    mms_json_write_string(s, len, t, (size_t)n + 1);
+    mms__sb_put(b, t, (size_t)n);
+    MMS_FREE(t);
 }
 
 /* A property's key and its colon, as a literal of the notation. */
@@ -112,49 +103,14 @@ static void mms__js_key_literal(struct mms__strbuf *b, const char *key) {
     MMS_FREE(t.s);
 }
 
-/* The compact JSON text of v, as Python's json.dumps(ensure_ascii=False, separators=(",", ":")). */
+/* The compact JSON text of v. */
 static void mms__js_write_value(struct mms__strbuf *b, const struct mms_json *j, int64_t v) {
-    int64_t i, n;
-    size_t len;
-    const char *s;
-    double d;
-    switch (mms_json_type(j, v)) {
-    case MMS_JSON_NULL: mms__sb_puts(b, "null"); break;
-    case MMS_JSON_TRUE: mms__sb_puts(b, "true"); break;
-    case MMS_JSON_FALSE: mms__sb_puts(b, "false"); break;
-    case MMS_JSON_NUMBER: {
-        int64_t k;
-        if (mms_json_int(j, v, &k)) { mms__sb_printf(b, "%lld", (long long)k); break; }
-        mms_json_num(j, v, &d);
-        for (i = 1; i <= 17; i++) {   /* the shortest text that reads back as the same double */
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%.*g", (int)i, d);
-            if (strtod(tmp, NULL) == d || i == 17) { mms__sb_puts(b, tmp); break; }
-        }
-        break;
-    }
-    case MMS_JSON_STRING:
-        s = mms_json_str(j, v, &len);
-        mms__js_write_string(b, s, len);
-        break;
-    case MMS_JSON_ARRAY:
-        mms__sb_put(b, "[", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) mms__sb_put(b, ",", 1); mms__js_write_value(b, j, mms_json_at(j, v, i)); }
-        mms__sb_put(b, "]", 1);
-        break;
-    case MMS_JSON_OBJECT:
-        mms__sb_put(b, "{", 1);
-        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
-            const char *k = mms_json_key(j, v, i, &len);
-            if (i) mms__sb_put(b, ",", 1);
-            mms__js_write_string(b, k, len);
-            mms__sb_put(b, ":", 1);
-            mms__js_write_value(b, j, mms_json_at(j, v, i));
-        }
-        mms__sb_put(b, "}", 1);
-        break;
-    default: break;
-    }
+    const int64_t n = mms_json_write(j, v, NULL, 0);
+    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
+    if (!t) { b->oom = true; return; }
+    mms_json_write(j, v, t, (size_t)n + 1);
+    mms__sb_put(b, t, (size_t)n);
+    MMS_FREE(t);
 }
 
 /* -- the base rules every compiled schema may use -- */
@@ -661,9 +617,31 @@ static int mms__js_schema(struct mms__js *c, int64_t v, const char *path) {
     return mms__js_rule(c, m, n);
 }
 
+/* A property of an object being compiled: its rule (-2 any value, -1 none). */
+struct mms__js_prop {
+    const char *key;
+    int         rule;
+    bool        required;
+};
+
+static bool mms__js_prop_add(struct mms__js_prop **props, int *n, int *cap, const char *key, int rule) {
+    if (*n == *cap) {
+        int ncap = *cap ? *cap * 2 : 16;
+        struct mms__js_prop *p = (struct mms__js_prop *)MMS_REALLOC(*props, sizeof *p * (size_t)ncap);
+        if (!p) return false;
+        *props = p;
+        *cap = ncap;
+    }
+    (*props)[*n].key = key;
+    (*props)[*n].rule = rule;
+    (*props)[*n].required = false;
+    (*n)++;
+    return true;
+}
+
 /* The object part of a conjunction, into b. */
 static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, struct mms__strbuf *b) {
-    struct prop { const char *key; int rule; bool required; } *props = NULL;
+    struct mms__js_prop *props = NULL;
     int n_props = 0, cap_props = 0, i, k, q, addl = -2;   /* addl: -2 any value, -1 none, else a rule */
     int64_t v, len;
     const char *addl_path = NULL;
@@ -715,17 +693,7 @@ static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, s
             if (c->err[0]) goto done;
             r = never ? -1 : mms__js_rule(c, sm, sn);
             if (c->err[0]) goto done;
-            if (n_props == cap_props) {
-                struct prop *np;
-                cap_props = cap_props ? cap_props * 2 : 16;
-                np = (struct prop *)MMS_REALLOC(props, sizeof *np * (size_t)cap_props);
-                if (!np) { b->oom = true; goto done; }
-                props = np;
-            }
-            props[n_props].key = key;
-            props[n_props].rule = r;
-            props[n_props].required = false;
-            n_props++;
+            if (!mms__js_prop_add(&props, &n_props, &cap_props, key, r)) { b->oom = true; goto done; }
         }
     }
     /* required: a name without a property takes the additionalProperties schema */
@@ -738,19 +706,7 @@ static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, s
             const char *key = mms_json_str(c->j, mms_json_at(c->j, rq, k), &kl);
             if (!key) { mms__js_fail(c, m[i].path, "required", "an array of strings is required"); goto done; }
             for (q = 0; q < n_props; q++) if (!strcmp(props[q].key, key)) break;
-            if (q == n_props) {
-                if (n_props == cap_props) {
-                    struct prop *np;
-                    cap_props = cap_props ? cap_props * 2 : 16;
-                    np = (struct prop *)MMS_REALLOC(props, sizeof *np * (size_t)cap_props);
-                    if (!np) { b->oom = true; goto done; }
-                    props = np;
-                }
-                props[n_props].key = key;
-                props[n_props].rule = addl == -2 ? -2 : addl;
-                props[n_props].required = false;
-                n_props++;
-            }
+            if (q == n_props && !mms__js_prop_add(&props, &n_props, &cap_props, key, addl)) { b->oom = true; goto done; }
             if (props[q].rule == -1) { mms__js_fail(c, m[i].path, "required", "'%s' is required but its schema admits no value", key); goto done; }
             props[q].required = true;
         }
