@@ -7,6 +7,7 @@
    output is complete, and with MMS_CONSTRAIN_DUMP=FILE write their documents for
    tests/constrain_check.py, which validates them with jsonschema (make test-full). Plus the grammar
    notation, its errors, and the unsupported keywords' errors. */
+#define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
 
