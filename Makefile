@@ -23,7 +23,7 @@ CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
 # a test that uses internal mms__ names or configures the implementation itself (MMS_MALLOC)
 # compiles the implementation in (its own #define MMSCHED_IMPLEMENTATION, as the user's file does).
 # A test that runs example programs names them below (see test_cli), and its flags in FLAGS_NAME.
-TESTS    = test_platform test_core test_backend test_lifetime test_ops test_mm_plan test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_demo test_cli test_quant test_quantize test_examples test_server
+TESTS    = test_platform test_core test_backend test_lifetime test_ops test_mm_plan test_backend_ops test_alloc test_sched test_gguf test_formats test_image test_mllama test_mllama_seq test_engine test_tokenizer test_text test_constrain test_demo test_cli test_quant test_quantize test_examples test_server
 SELF_CONTAINED_TESTS = test_platform test_backend test_mm_plan test_lifetime test_gguf test_mllama test_mllama_seq test_engine test_tokenizer
 EXAMPLES = simple two_graphs bench mllama quantize caption
 # mllama-server's end-to-end tests: Python scripts (tests/NAME.py) that drive it with the official
@@ -33,7 +33,7 @@ PYTHON3 ?= python3
 
 B = build
 
-.PHONY: all help header check-header test test-full test-tsan test-server server-tests unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
+.PHONY: all help header check-header test test-full test-tsan test-server server-tests py-tests unit-tests asan-tests tsan-tests compile-tests cuda cuda-if-available examples demo bench fuzz clean \
         test-windows test-arm64 windows arm64
 
 all: examples
@@ -154,6 +154,7 @@ unit-tests: $(addprefix $(B)/tests/,$(TESTS))
 asan-tests: $(addprefix $(B)/tests-asan/,$(TESTS) server_test)
 tsan-tests: $(addprefix $(B)/tests-tsan/,$(TSAN_TESTS) server_test)
 server-tests: $(addprefix $(B)/tests/,$(SERVER_TESTS))
+py-tests: $(addprefix $(B)/tests/,$(PY_TESTS))
 
 # make test and make test-full build on every core (JOBS; make -jN chooses the build's), then run
 # JOBS tests at a time (each test's output shown whole, in order). The scalar kernels are tested
@@ -166,7 +167,7 @@ test:
 	@tests/run.sh -j$(JOBS) $(B)/compile-O0 $(B)/tests
 
 test-full:
-	@$(MAKE) $(PARALLEL) check-header compile-tests unit-tests server-tests asan-tests tsan-tests cuda-if-available
+	@$(MAKE) $(PARALLEL) check-header compile-tests unit-tests server-tests py-tests asan-tests tsan-tests cuda-if-available
 	@tests/run.sh -j$(JOBS) $(B)/compile $(B)/tests $(B)/tests-asan $(B)/tests-tsan $(wildcard $(B)/cuda/tests)
 
 # mllama-server driven by the official openai and ollama clients (part of make test-full; needs
@@ -355,7 +356,7 @@ FLAGS_bench_load = -D_POSIX_C_SOURCE=200809L
 $(B)/%: examples/%.c mmsched.h examples/*.h $(B)/lib/mmsched-normal.o | $(B)
 	$(CC) $(STD) $(WARN) $(OPT) -I. $(FLAGS_$*) $(LINK_IMPL) $< $(B)/lib/mmsched-normal.o -o $@ $(LINKED_LIBS)
 
-examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load $(B)/mllama-server
+examples: $(addprefix $(B)/,$(EXAMPLES)) $(B)/batch $(B)/bench_load $(B)/bench_constrain $(B)/mllama-server
 
 # mllama-server: POSIX sockets and threads, linked like the other programs (the sanitizer builds
 # for server_test under asan-tests and tsan-tests).
@@ -378,6 +379,12 @@ $(addprefix $(B)/tests/,$(SERVER_TESTS)): $(B)/tests/%: tests/%.py tests/server_
 	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/$*.py" "$$@"\n' > $@ && chmod +x $@
 $(B)/tests-asan/server_test $(B)/tests-tsan/server_test: $(B)/tests-%/server_test: tests/server_test.py $(B)/venv/ok $(B)/%/mllama-server $(B)/mllama $(B)/quantize | $(B)/tests-%
 	printf '#!/bin/sh\nMLLAMA_SERVER="$(CURDIR)/$(B)/$*/mllama-server" exec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/server_test.py" "$$@"\n' > $@ && chmod +x $@
+
+# Tests in Python on the same venv that check the library's outputs with someone else's code:
+# constrain_check validates the documents of test_constrain's constrained walks with jsonschema.
+PY_TESTS = constrain_check
+$(B)/tests/constrain_check: tests/constrain_check.py $(B)/venv/ok $(B)/tests/test_constrain | $(B)/tests
+	printf '#!/bin/sh\nexec "$(CURDIR)/$(B)/venv/bin/python" "$(CURDIR)/tests/constrain_check.py" "$(CURDIR)/$(B)/tests/test_constrain" "$$@"\n' > $@ && chmod +x $@
 
 # The main job: the bundled demo model describes the sample pictures (timings shown for the last).
 DEMO_MODEL  ?= models/mllama-demo.gguf
@@ -405,17 +412,21 @@ $(B)/fuzz_json: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
 $(B)/fuzz_safetensors: tests/fuzz/fuzz_formats.c mmsched.h | $(B)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_SAFETENSORS -I. $< -o $@ -lm -lpthread
 
+$(B)/fuzz_schema: tests/fuzz/fuzz_schema.c mmsched.h | $(B)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
+
 $(B)/fuzz_http: tests/fuzz/fuzz_http.c examples/server/*.h mmsched.h | $(B)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZ_HTTP_MAIN -I. $< -o $@ -lm -lpthread
 
 # The GGUF, JSON and safetensors readers and mllama-server's request parsing, FUZZ_SECONDS each; the
 # corpora are replayed by test_gguf, test_formats and test_server.
-fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors $(B)/fuzz_http
-	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st $(B)/fuzz-http && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
+fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors $(B)/fuzz_http $(B)/fuzz_schema
+	@mkdir -p $(B)/fuzz-corpus $(B)/fuzz-json $(B)/fuzz-st $(B)/fuzz-http $(B)/fuzz-schema && cp -r tests/fuzz/corpus-gguf/. $(B)/fuzz-corpus/
 	$(B)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-corpus
 	$(B)/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-json tests/fuzz/corpus-json
 	$(B)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-st tests/fuzz/corpus-safetensors
 	$(B)/fuzz_http -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(B)/fuzz-http tests/fuzz/corpus-http
+	$(B)/fuzz_schema -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/fuzz-schema tests/fuzz/corpus-schema
 
 clean:
 	rm -rf $(B)

@@ -711,7 +711,9 @@
        between integer widths when the value fits. mms_gguf_writer_* writes version 3 files.
        The checkpoint formats of Hugging Face have readers as strict: mms_json_parse (RFC 8259, no
        extensions; duplicate keys, nesting past 128, numbers past a double, invalid UTF-8 and lone
-       surrogates are errors with the line and column) and mms_safetensors_open (the header length,
+       surrogates are errors with the line and column; mms_json_write writes a value back as compact
+       text, byte for byte what Python's json.dumps(ensure_ascii=False, separators=(",", ":")) writes
+       for the documents of tests/test_constrain.c) and mms_safetensors_open (the header length,
        every entry's dtype, shape and offsets against the data, no overlap, no hole); both are fuzzed
        (tests/fuzz/fuzz_formats.c) and their hostile corpora replayed by tests/test_formats.c.
        mms_ollama_resolve finds a model in Ollama's store (what `ollama pull` downloaded) without
@@ -744,6 +746,73 @@
        caller write the prompt. The sampler follows transformers' order (repetition penalty, temperature, top-k,
        top-p, min-p) and its distributions equal transformers' logits processors to 1e-6; draws
        come from a seeded splitmix64, so a seed gives the same text on every machine.
+
+       Constrained output (JSON Schema, any JSON, a choice of strings, or a grammar of your own):
+
+           struct mms_grammar *g = mms_grammar_from_json_schema(schema, strlen(schema));
+           struct mms_constraint *c = mms_constraint_new(g, vocab);        // the vocabulary as a byte trie
+           const uint32_t *allowed = mms_constraint_allowed(c);            // a bit per token id
+           mms_constraint_accept(c, id);                                   // after each chosen token
+           mms_sampler_set_constraint(sampler, c);   // or: the sampler masks, draws and accepts by itself
+
+       The grammar notation: rules "name ::= expression" (the rule named root is the output; a rule
+       runs until the next "name ::="; # starts a comment). Expressions: "literal" (UTF-8; escapes
+       \" \\ \n \t \r \xHH \uXXXX \UXXXXXXXX, each a character), [class] of characters with ranges
+       and ^ for the complement (escapes as in literals, plus \] \- \^), . (any character), a rule's
+       name, ( group ), alternatives with |, and after an item * + ? {m} {m,} {m,n}. Matching is by
+       bytes of UTF-8: a class becomes alternatives of byte ranges, so a character cut between two
+       tokens is simply half matched. Refused, with the line and column: undefined or twice-defined
+       rules, a rule that matches no finite text, left recursion (a rule reaching itself before a
+       byte). Examples:
+
+           root ::= "yes" | "no"
+           root ::= "[" item ("," item)* "]"
+           item ::= [0-9]+ | "\"" [^"\\]* "\""
+           root ::= "Answer: " [A-D] "\n"
+
+       JSON Schema (2020-12) is compiled to that notation (mms_grammar_text shows the result) for
+       compact JSON: no whitespace, object keys in the schema's order, then the additional ones.
+       Supported: type (the seven, and lists), properties, required, additionalProperties (true by
+       default, false, or a schema; additional keys are written without escapes and never repeat a
+       listed name, which must then be printable ASCII), items, prefixItems, minItems/maxItems (up to
+       1000), enum and const (also together, as their common values), anyOf, oneOf (as a union: that
+       only one branch matches is not checked), allOf (its members apply together; one member's
+       additionalProperties beside another's properties is refused), local $ref (#, #/...,
+       recursive), minLength/maxLength (characters; up to 10000), pattern, format date, time,
+       date-time (RFC 3339 with valid days and leap years, "T" and "Z" upper case, an offset required
+       in time as in jsonschema), uuid, email (a conservative subset: [A-Za-z0-9_+.-] local part,
+       dotted domain), minimum/maximum/exclusiveMinimum/exclusiveMaximum for integers and, with
+       integral bounds, numbers (numbers with bounds are written without an exponent). pattern is
+       Python's re.search: unanchored unless ^ and $; the subset is literals, escapes, [classes],
+       ., groups (?:...) and (?P<name>...), |, * + ? {m,n} (lazy forms too); \d \w \s are ASCII-only
+       (a subset of Python's Unicode classes, so nothing invalid is written), lookaround, \b,
+       backreferences, flags and anchors elsewhere are refused. Annotations (title, description,
+       default, examples, $defs, ...) are ignored, unknown keywords too, as the standard says; every
+       other keyword (not, if/then/else, patternProperties, propertyNames, min/maxProperties,
+       dependent*, contains, uniqueItems: true, multipleOf, unevaluated*, $dynamicRef, remote $ref,
+       other formats, bounds with fractions on numbers, pattern with a length) is an
+       MMS_ERR_UNSUPPORTED error naming the keyword and its path ("minProperties at
+       #/properties/a/minProperties: not supported"), never dropped. mms_grammar_json(true) is
+       OpenAI's json_object (any object), mms_grammar_choice one of several raw strings.
+
+       How the cost is bounded: the constraint keeps a set of parse stacks, each interned as one
+       integer (a frame and its parent), so a state is a sorted set of integers. The vocabulary is
+       read once into a byte trie; the allowed tokens of a state come from one depth-first walk of
+       the trie with the state, where a child byte no stack can take prunes its whole subtree, and
+       each step costs a bit test and a memoised closure per stack (a stack's successor after its
+       terminal does not depend on the byte); the sets a walk meets are interned with their successor
+       per byte (up to 64 MiB per constraint, then they start over), so a later walk through known
+       sets costs one array read per trie node. Masks are cached per state (256 per constraint), so
+       a state met again (inside a string, in a repeated object) costs a lookup; the first visit of a
+       state in a free string walks most of the trie, the worst case (docs/measurements.md has the
+       figures of build/bench_constrain). The trie is built per constraint (tokens sorted by bytes). End tokens are
+       allowed exactly where the output is complete; control and unused tokens never. Every rule is
+       checked to match some finite text, and all 256 byte tokens are in Llama 3's vocabulary, so no
+       state is left without an allowed token (tests/test_constrain.c walks the corpus to check it).
+       mms_constraint_shortest_completion gives the bytes that close the output soonest.
+       tests/test_constrain.c checks the matcher against Python's jsonschema on a corpus of 55
+       schemas and 1678 documents (tools/gen_constrain_fixtures.py) and walks Llama 3's vocabulary;
+       tests/constrain_check.py validates the walks' documents with jsonschema (make test-full).
 
    13. LLAMA 3.2 VISION (MLLAMA)
        struct mms_mllama_load_params lp = { .path = "model.gguf", .cpu = cpu };   // the rest zeroed: defaults
@@ -985,7 +1054,10 @@
        is refused from its header, before decoding), -i for a chat, --system, --raw (no template; the
        prompt places each picture with <|image|>), -n, -c, --threads (a warning past the cores),
        --n-gpu-layers and --vision-gpu (a CUDA build), --sched-debug 1|2, --temp, --top-k, --top-p,
-       --min-p, --repeat-penalty, --repeat-last-n, --seed. Transparent pixels are laid over white
+       --min-p, --repeat-penalty, --repeat-last-n, --seed, --json-schema FILE (the answer is compact
+       JSON valid against the schema, section 12; a schema with an unsupported keyword is an error
+       naming it and its path, exit 1) and --json (any JSON object); an answer cut by -n or a full
+       context before its JSON is complete gets a warning on stderr. Transparent pixels are laid over white
        (mms_image_rgba_over_white, equal to PIL's alpha_composite). The prompt is the library's
        (mms_mllama_chat_prompt, section 13): with several pictures in one turn the first <|image|>
        comes before the prompt, and after it each picture gets a line "Picture N.", every further
@@ -2135,6 +2207,12 @@ MMS_API bool        mms_json_num(const struct mms_json *json, int64_t v, double 
 /* An integral number of at most 2^53 in magnitude, which a double holds exactly (an integer
    literal beyond it is refused even when its double looks integral); false otherwise. */
 MMS_API bool        mms_json_int(const struct mms_json *json, int64_t v, int64_t *out);
+/* The compact JSON text of value v (no whitespace; strings escaped as Python's
+   json.dumps(ensure_ascii=False) does; numbers as the shortest text that reads back as the same
+   double), and of a string of len bytes: like snprintf, at most cap bytes with a NUL, returning
+   the whole length; -1 for a bad value or arguments. */
+MMS_API int64_t     mms_json_write(const struct mms_json *json, int64_t v, char *buf, size_t cap);
+MMS_API int64_t     mms_json_write_string(const char *s, size_t len, char *buf, size_t cap);
 
 /* >>api-safetensors --------------------------------------------------------------------------------
    safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's
@@ -2348,6 +2426,70 @@ MMS_API int32_t             mms_sampler_sample(struct mms_sampler *sampler, cons
 /* The distribution the next draw would use (0 for the tokens filtered out; for greedy, 1 on the
    chosen token), without drawing; MMS_ERR_INVALID_ARG as above. */
 MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler, const float *logits, int n_vocab, float *probs);
+/* Constrained sampling (the constraint's section below): only the tokens it allows are candidates,
+   taken out before the penalty, temperature, top-k, top-p and min-p, so the filters see only
+   valid continuations; mms_sampler_sample then advances the constraint by the token it draws
+   (mms_sampler_accept does not: prompt tokens are not output). The sampler does not own it; NULL
+   removes it; mms_constraint_reset starts a new output. With one set, sample and probs fail with
+   MMS_ERR_STATE once it has ended (an end token was drawn). */
+struct mms_constraint;
+MMS_API void                mms_sampler_set_constraint(struct mms_sampler *sampler, struct mms_constraint *constraint);
+
+/* -- constrained output --------------------------------------------------------------------------
+   A grammar limits what the sampler may write: a JSON Schema (mms_grammar_from_json_schema), any
+   JSON (mms_grammar_json), one of several strings (mms_grammar_choice) or a grammar in the
+   library's notation (mms_grammar_parse; manual section 12 describes it, with examples). A
+   constraint matches a grammar against a vocabulary: it keeps the set of parse stacks after the
+   bytes written so far and says which tokens may come next (a token may span several terminals,
+   and a UTF-8 character may be cut across tokens); the end tokens only where the output is
+   complete. A grammar is immutable and may be shared between threads and constraints (it must
+   outlive them); a constraint belongs to one output at a time. */
+
+struct mms_grammar;
+
+/* The notation (root rule "root"); NULL + MMS_ERR_FORMAT naming the line, column and problem: a
+   syntax error, an undefined or twice-defined rule, a rule that matches no finite text, left
+   recursion. */
+MMS_API struct mms_grammar *mms_grammar_parse(const char *text, size_t len);
+/* Exactly one of the strings (raw bytes, not JSON-quoted); NULL + MMS_ERR_INVALID_ARG for none or an empty one. */
+MMS_API struct mms_grammar *mms_grammar_choice(const char *const *choices, int n);
+/* The grammar's text in the notation (what a schema compiled to). */
+MMS_API const char         *mms_grammar_text(const struct mms_grammar *grammar);
+MMS_API void                mms_grammar_free(struct mms_grammar *grammar);
+
+/* vocab: the model's, to choose tokens (NULL: bytes only, mms_constraint_accept_bytes). The vocabulary
+   is read into a byte trie here (end tokens aside; control and unused tokens, which stand for no
+   text, are never allowed). NULL + last error. */
+MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *grammar, const struct mms_vocab *vocab);
+MMS_API void                   mms_constraint_free(struct mms_constraint *constraint);
+/* Back to the start of an output. */
+MMS_API void                   mms_constraint_reset(struct mms_constraint *constraint);
+/* The tokens allowed next, a bit per token id (bit id % 32 of word id / 32): those whose bytes can
+   continue a valid output, and the end tokens (mms_vocab_is_eog) where the output is complete.
+   Valid until the next call on the constraint. NULL + MMS_ERR_STATE after an end token,
+   MMS_ERR_INVALID_ARG without a vocabulary. Masks are cached per state. */
+MMS_API const uint32_t        *mms_constraint_allowed(struct mms_constraint *constraint);
+/* Advances by a token (an end token ends the output). MMS_ERR_INVALID_ARG, the state unchanged,
+   for a token that is not allowed; MMS_ERR_STATE after the end. */
+MMS_API enum mms_status        mms_constraint_accept(struct mms_constraint *constraint, int32_t id);
+/* Advances by bytes; MMS_ERR_INVALID_ARG, the state unchanged, when they cannot continue a valid output. */
+MMS_API enum mms_status        mms_constraint_accept_bytes(struct mms_constraint *constraint, const char *bytes, size_t len);
+/* The bytes so far are a whole output (an end token may come); an end token was accepted. */
+MMS_API bool                   mms_constraint_is_complete(const struct mms_constraint *constraint);
+MMS_API bool                   mms_constraint_is_finished(const struct mms_constraint *constraint);
+
+/* JSON Schema (2020-12; manual section 12 lists what is supported) to a grammar for compact JSON
+   (no whitespace; object keys in the schema's order). NULL + last error: MMS_ERR_FORMAT for text
+   that is not JSON, MMS_ERR_UNSUPPORTED naming the keyword and its path in the schema for what
+   cannot be expressed (never silently dropped), or for a schema nothing validates against. */
+MMS_API struct mms_grammar *mms_grammar_from_json_schema(const char *schema, size_t len);
+/* Any JSON value, or (object_only: OpenAI's json_object) any JSON object; compact. */
+MMS_API struct mms_grammar *mms_grammar_json(bool object_only);
+/* A shortest byte string that completes the output from here (each terminal's lowest byte, each
+   rule's shortest alternative): for a caller that must stop, e.g. at a token limit, to write it and
+   then an end token. Writes at most cap bytes (no NUL) and returns the full length, or a negative
+   enum mms_status (MMS_ERR_STATE after the end). 0: the output is complete. */
+MMS_API int                    mms_constraint_shortest_completion(const struct mms_constraint *constraint, char *buf, int cap);
 /* ==== end src/api/text.h ==== */
 
 #endif
@@ -15317,6 +15459,102 @@ MMS_API bool mms_json_int(const struct mms_json *j, int64_t v, int64_t *out) {
     if (out) *out = (int64_t)d;
     return true;
 }
+
+/* -- writing: compact text, as Python's json.dumps(ensure_ascii=False, separators=(",", ":")) -- */
+
+struct mms__json_out {
+    char  *buf;
+    size_t room, len;   /* room: bytes that may be written before the NUL */
+};
+
+static void mms__json_put(struct mms__json_out *o, const char *s, size_t n) {
+    if (o->len < o->room) memcpy(o->buf + o->len, s, n < o->room - o->len ? n : o->room - o->len);
+    o->len += n;
+}
+
+static void mms__json_put_string(struct mms__json_out *o, const char *s, size_t n) {
+    size_t i;
+    mms__json_put(o, "\"", 1);
+    for (i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t"
+                      : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
+        char u[8];
+        if (e) mms__json_put(o, e, 2);
+        else if (ch < 0x20) { snprintf(u, sizeof u, "\\u%04x", ch); mms__json_put(o, u, 6); }
+        else mms__json_put(o, s + i, 1);
+    }
+    mms__json_put(o, "\"", 1);
+}
+
+static void mms__json_put_value(const struct mms_json *j, int64_t v, struct mms__json_out *o) {
+    int64_t i, n, k;
+    size_t len;
+    const char *s;
+    double d;
+    char num[40];
+    switch (mms_json_type(j, v)) {
+    case MMS_JSON_NULL: mms__json_put(o, "null", 4); break;
+    case MMS_JSON_TRUE: mms__json_put(o, "true", 4); break;
+    case MMS_JSON_FALSE: mms__json_put(o, "false", 5); break;
+    case MMS_JSON_NUMBER:
+        if (mms_json_int(j, v, &k)) snprintf(num, sizeof num, "%lld", (long long)k);
+        else {
+            int p;
+            mms_json_num(j, v, &d);
+            for (p = 1; p <= 17; p++) {   /* the shortest text that reads back as the same double */
+                snprintf(num, sizeof num, "%.*g", p, d);
+                if (strtod(num, NULL) == d) break;
+            }
+        }
+        mms__json_put(o, num, strlen(num));
+        break;
+    case MMS_JSON_STRING: s = mms_json_str(j, v, &len); mms__json_put_string(o, s, len); break;
+    case MMS_JSON_ARRAY:
+        mms__json_put(o, "[", 1);
+        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) mms__json_put(o, ",", 1); mms__json_put_value(j, mms_json_at(j, v, i), o); }
+        mms__json_put(o, "]", 1);
+        break;
+    case MMS_JSON_OBJECT:
+        mms__json_put(o, "{", 1);
+        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
+            s = mms_json_key(j, v, i, &len);
+            if (i) mms__json_put(o, ",", 1);
+            mms__json_put_string(o, s, len);
+            mms__json_put(o, ":", 1);
+            mms__json_put_value(j, mms_json_at(j, v, i), o);
+        }
+        mms__json_put(o, "}", 1);
+        break;
+    default: break;
+    }
+}
+
+static void mms__json_out_end(struct mms__json_out *o, size_t cap) {
+    if (cap) o->buf[o->len < o->room ? o->len : o->room] = '\0';
+}
+
+MMS_API int64_t mms_json_write(const struct mms_json *j, int64_t v, char *buf, size_t cap) {
+    struct mms__json_out o;
+    if (mms_json_type(j, v) == MMS_JSON_NONE || (!buf && cap)) return -1;
+    o.buf = buf;
+    o.room = cap ? cap - 1 : 0;
+    o.len = 0;
+    mms__json_put_value(j, v, &o);
+    mms__json_out_end(&o, cap);
+    return (int64_t)o.len;
+}
+
+MMS_API int64_t mms_json_write_string(const char *s, size_t len, char *buf, size_t cap) {
+    struct mms__json_out o;
+    if ((!s && len) || (!buf && cap)) return -1;
+    o.buf = buf;
+    o.room = cap ? cap - 1 : 0;
+    o.len = 0;
+    mms__json_put_string(&o, s, len);
+    mms__json_out_end(&o, cap);
+    return (int64_t)o.len;
+}
 /* ==== end src/formats/json.c ==== */
 
 /* ==== begin src/formats/safetensors.c ==== */
@@ -17059,6 +17297,2469 @@ MMS_API int mms_chat_apply_template(const struct mms_chat_message *msgs, int n, 
 }
 /* ==== end src/text/chat.c ==== */
 
+/* ==== begin src/text/constrain.c ==== */
+/* >>text-constrain ================================================================================
+   Constrained output: a grammar in our notation compiled to byte-level rules, and a matcher that
+   keeps the set of parse stacks after the bytes so far.
+   Grammar: rules of alternatives, each a sequence of elements ended by MMS__G_END; an element is a
+   terminal (a set of bytes, >= 0: its index in classes) or a rule reference (-(rule + 2)). Character
+   classes over code points become alternatives of UTF-8 byte-range sequences, so the matcher only
+   sees bytes and a character cut across tokens is just a stack in the middle of a sequence.
+   Matcher: a stack is an interned list of frames (a frame: the next element to match in its
+   sequence; the parent: where to go on when the sequence ends), so a stack is one int and a state
+   a sorted set of ints. Node 0 is the empty stack: a state holding it is complete. Per node, the
+   closure after its terminal (independent of the byte matched) is memoised, which makes the walk
+   over the vocabulary's byte trie one bit test and one array read per stack and trie node. */
+
+#define MMS__G_END (-1)
+#define MMS__G_REF(r) (-((r) + 2))
+#define MMS__G_IS_REF(x) ((x) <= -2)
+#define MMS__G_RULE(x) (-(x) - 2)
+#define MMS__G_MAX_ELEMS (1 << 24)     /* a grammar larger than this is refused (a bounded repetition gone wild) */
+#define MMS__G_MAX_REPEAT 100000
+#define MMS__MASK_CACHE 256            /* masks kept per constraint; past it the cache starts over */
+#define MMS__SET_NEXT_MAX (64u << 20)  /* bytes of memoised set successors per constraint; past it they start over */
+
+struct mms__i32vec {
+    int32_t *v;
+    int      n, cap;
+};
+
+static bool mms__i32vec_push(struct mms__i32vec *a, int32_t x) {
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 16;
+        int32_t *p = (int32_t *)MMS_REALLOC(a->v, sizeof *p * (size_t)cap);
+        if (!p) return false;
+        a->v = p;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return true;
+}
+
+static bool mms__i32vec_append(struct mms__i32vec *a, const int32_t *x, int n) {
+    int i;
+    for (i = 0; i < n; i++) if (!mms__i32vec_push(a, x[i])) return false;
+    return true;
+}
+
+static void mms__i32vec_free(struct mms__i32vec *a) {
+    MMS_FREE(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+struct mms_grammar {
+    char     *text;                /* the source, in our notation */
+    int32_t  *elems;               /* every alternative's elements, each ended by MMS__G_END; 0..1 is "root END" */
+    int32_t  *alt_first;           /* the first element of each alternative */
+    int32_t  *rule_alt;            /* rule r's alternatives: alt_first[rule_alt[r] .. rule_alt[r + 1]) */
+    uint32_t *classes;             /* 8 words (256 bits) per terminal */
+    int32_t  *rule_min;            /* the fewest bytes each rule matches */
+    int       n_elems, n_alts, n_rules, n_classes;
+};
+
+/* -- building ---------------------------------------------------------------------------------- */
+
+struct mms__gb_rule {
+    char              *name;       /* NULL for the rules the notation's groups and repetitions make */
+    struct mms__i32vec body;       /* alternatives, each ended by MMS__G_END */
+    bool               defined;
+    const char        *first_use;  /* where a named rule was first referenced (for the error) */
+};
+
+struct mms__gbuild {
+    struct mms__gb_rule *rules;
+    int                  n_rules, cap_rules;
+    struct mms__i32vec   classes;   /* 8 words each */
+    struct mms__ptrmap   class_ids; /* fnv of the 32 bytes -> index + 1 */
+    const char          *text, *end, *s;
+    long                 n_elems;
+    bool                 oom;
+    char                 err[256];
+};
+
+static void mms__gb_fail(struct mms__gbuild *b, const char *at, const char *fmt, ...) MMS_PRINTF(3, 4);
+static void mms__gb_fail(struct mms__gbuild *b, const char *at, const char *fmt, ...) {
+    va_list ap;
+    char msg[200];
+    int line = 1, col = 1;
+    const char *p;
+    if (b->err[0]) return;
+    for (p = b->text; at && p < at && p < b->end; p++) { if (*p == '\n') { line++; col = 1; } else col++; }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (at) snprintf(b->err, sizeof b->err, "line %d column %d: %s", line, col, msg);
+    else snprintf(b->err, sizeof b->err, "%s", msg);
+}
+
+static int mms__gb_new_rule(struct mms__gbuild *b, const char *name, size_t name_len) {
+    struct mms__gb_rule *r;
+    if (b->n_rules == b->cap_rules) {
+        int cap = b->cap_rules ? b->cap_rules * 2 : 64;
+        struct mms__gb_rule *p = (struct mms__gb_rule *)MMS_REALLOC(b->rules, sizeof *p * (size_t)cap);
+        if (!p) { b->oom = true; return 0; }
+        b->rules = p;
+        b->cap_rules = cap;
+    }
+    r = &b->rules[b->n_rules];
+    memset(r, 0, sizeof *r);
+    if (name) {
+        if (!(r->name = (char *)MMS_MALLOC(name_len + 1))) { b->oom = true; return 0; }
+        memcpy(r->name, name, name_len);
+        r->name[name_len] = '\0';
+    }
+    return b->n_rules++;
+}
+
+static int mms__gb_rule_named(struct mms__gbuild *b, const char *name, size_t len) {
+    int i;
+    for (i = 0; i < b->n_rules; i++)
+        if (b->rules[i].name && strlen(b->rules[i].name) == len && !memcmp(b->rules[i].name, name, len)) return i;
+    return mms__gb_new_rule(b, name, len);
+}
+
+/* A rule made of the given alternatives-with-ENDs; its reference. */
+static int32_t mms__gb_anon(struct mms__gbuild *b, const int32_t *body, int n) {
+    int r = mms__gb_new_rule(b, NULL, 0);
+    if (b->oom) return MMS__G_REF(0);
+    if (!mms__i32vec_append(&b->rules[r].body, body, n)) b->oom = true;
+    b->rules[r].defined = true;
+    b->n_elems += n;
+    return MMS__G_REF(r);
+}
+
+static int32_t mms__gb_class(struct mms__gbuild *b, const uint32_t bits[8]) {
+    uint64_t h = mms__fnv1a64(bits, 32, MMS__FNV1A64_START) | 1;
+    bool found;
+    void *v;
+    int i;
+    for (;; h += 2) {   /* probe on collision */
+        v = mms__ptrmap_get(&b->class_ids, h, &found);
+        if (!found) break;
+        if (!memcmp(&b->classes.v[((intptr_t)v - 1) * 8], bits, 32)) return (int32_t)((intptr_t)v - 1);
+    }
+    for (i = 0; i < 8; i++) if (!mms__i32vec_push(&b->classes, (int32_t)bits[i])) { b->oom = true; return 0; }
+    if (!mms__ptrmap_put(&b->class_ids, h, (void *)(intptr_t)(b->classes.n / 8))) b->oom = true;
+    return b->classes.n / 8 - 1;
+}
+
+static int32_t mms__gb_byte_range(struct mms__gbuild *b, unsigned lo, unsigned hi) {
+    uint32_t bits[8];
+    unsigned c;
+    memset(bits, 0, sizeof bits);
+    for (c = lo; c <= hi; c++) bits[c >> 5] |= 1u << (c & 31);
+    return mms__gb_class(b, bits);
+}
+
+/* -- code point classes as UTF-8 byte sequences -- */
+
+static int mms__utf8_encode(uint32_t cp, unsigned char *out) {
+    if (cp < 0x80) { out[0] = (unsigned char)cp; return 1; }
+    if (cp < 0x800) { out[0] = (unsigned char)(0xC0 | (cp >> 6)); out[1] = (unsigned char)(0x80 | (cp & 63)); return 2; }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | (cp >> 12)); out[1] = (unsigned char)(0x80 | ((cp >> 6) & 63));
+        out[2] = (unsigned char)(0x80 | (cp & 63));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | (cp >> 18)); out[1] = (unsigned char)(0x80 | ((cp >> 12) & 63));
+    out[2] = (unsigned char)(0x80 | ((cp >> 6) & 63)); out[3] = (unsigned char)(0x80 | (cp & 63));
+    return 4;
+}
+
+/* Appends to alts one alternative per run of code points [lo, hi] that share their UTF-8 length and
+   all but the ranges of each byte (the split of Rust's utf8-ranges, written anew). */
+static void mms__gb_utf8_range(struct mms__gbuild *b, struct mms__i32vec *alts, uint32_t lo, uint32_t hi) {
+    static const uint32_t limits[3] = { 0x7F, 0x7FF, 0xFFFF };
+    unsigned char el[4], eh[4];
+    int i, n;
+    if (lo > hi || b->oom) return;
+    for (i = 0; i < 3; i++)
+        if (lo <= limits[i] && hi > limits[i]) {
+            mms__gb_utf8_range(b, alts, lo, limits[i]);
+            mms__gb_utf8_range(b, alts, limits[i] + 1, hi);
+            return;
+        }
+    n = mms__utf8_encode(lo, el);
+    for (i = 1; i < n; i++) {
+        const uint32_t m = (1u << (6 * i)) - 1;
+        if ((lo & ~m) != (hi & ~m)) {
+            if ((lo & m) != 0) { mms__gb_utf8_range(b, alts, lo, lo | m); mms__gb_utf8_range(b, alts, (lo | m) + 1, hi); return; }
+            if ((hi & m) != m) { mms__gb_utf8_range(b, alts, lo, (hi & ~m) - 1); mms__gb_utf8_range(b, alts, hi & ~m, hi); return; }
+        }
+    }
+    mms__utf8_encode(hi, eh);
+    for (i = 0; i < n; i++) if (!mms__i32vec_push(alts, mms__gb_byte_range(b, el[i], eh[i]))) b->oom = true;
+    if (!mms__i32vec_push(alts, MMS__G_END)) b->oom = true;
+}
+
+/* One element matching any one code point of the sorted, merged ranges (pairs lo, hi). */
+static int32_t mms__gb_codepoints(struct mms__gbuild *b, const uint32_t *ranges, int n_ranges) {
+    struct mms__i32vec alts = { NULL, 0, 0 };
+    uint32_t ascii[8];
+    bool any_ascii = false;
+    int i, n_alt = 0;
+    int32_t out;
+    memset(ascii, 0, sizeof ascii);
+    for (i = 0; i < n_ranges; i++) {
+        uint32_t lo = ranges[2 * i], hi = ranges[2 * i + 1], c;
+        for (c = lo; c <= hi && c < 0x80; c++) { ascii[c >> 5] |= 1u << (c & 31); any_ascii = true; }
+        if (lo < 0x80) lo = 0x80;
+        if (hi > 0x10FFFF) hi = 0x10FFFF;
+        if (lo > hi) continue;
+        if (lo < 0xD800 && hi > 0xDFFF) {   /* no surrogates: they are not characters */
+            mms__gb_utf8_range(b, &alts, lo, 0xD7FF);
+            mms__gb_utf8_range(b, &alts, 0xE000, hi);
+        } else if (lo >= 0xD800 && hi <= 0xDFFF) {
+            continue;
+        } else {
+            if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
+            if (hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
+            mms__gb_utf8_range(b, &alts, lo, hi);
+        }
+    }
+    for (i = 0; i < alts.n; i++) n_alt += alts.v[i] == MMS__G_END;
+    if (any_ascii && n_alt == 0) { mms__i32vec_free(&alts); return mms__gb_class(b, ascii); }
+    if (any_ascii) {
+        int32_t t = mms__gb_class(b, ascii), end = MMS__G_END;
+        if (!mms__i32vec_push(&alts, t) || !mms__i32vec_push(&alts, end)) b->oom = true;
+    }
+    out = mms__gb_anon(b, alts.v, alts.n);   /* no alternatives at all: an empty class, caught as unproductive */
+    mms__i32vec_free(&alts);
+    return out;
+}
+
+/* -- the notation's parser -- */
+
+static void mms__gp_space(struct mms__gbuild *b) {
+    for (;;) {
+        while (b->s < b->end && (*b->s == ' ' || *b->s == '\t' || *b->s == '\n' || *b->s == '\r')) b->s++;
+        if (b->s < b->end && *b->s == '#') { while (b->s < b->end && *b->s != '\n') b->s++; continue; }
+        return;
+    }
+}
+
+static bool mms__gp_name_char(char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && ((c >= '0' && c <= '9') || c == '-'));
+}
+
+static size_t mms__gp_name_len(const struct mms__gbuild *b, const char *p) {
+    const char *q = p;
+    if (q >= b->end || !mms__gp_name_char(*q, true)) return 0;
+    while (q < b->end && mms__gp_name_char(*q, false)) q++;
+    return (size_t)(q - p);
+}
+
+/* Is p a rule's start, "name ::="? */
+static bool mms__gp_at_rule(const struct mms__gbuild *b, const char *p) {
+    size_t n = mms__gp_name_len(b, p);
+    if (!n) return false;
+    p += n;
+    while (p < b->end && (*p == ' ' || *p == '\t')) p++;
+    return b->end - p >= 3 && !memcmp(p, "::=", 3);
+}
+
+static int mms__gp_hex(struct mms__gbuild *b, int digits, uint32_t *out) {
+    int i;
+    *out = 0;
+    for (i = 0; i < digits; i++, b->s++) {
+        char c = b->s < b->end ? *b->s : 0;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) { mms__gb_fail(b, b->s, "expected %d hex digits", digits); return 0; }
+        *out = *out * 16 + (uint32_t)d;
+    }
+    return 1;
+}
+
+/* One character of a literal or class (escapes decoded) as a code point; raw UTF-8 bytes pass as
+   they are (a byte >= 0x80 gives itself with *raw set). */
+static uint32_t mms__gp_char(struct mms__gbuild *b, bool *raw) {
+    unsigned char c = (unsigned char)*b->s++;
+    uint32_t v = 0;
+    *raw = false;
+    if (c != '\\') { *raw = c >= 0x80; return c; }
+    if (b->s >= b->end) { mms__gb_fail(b, b->s, "a backslash at the end"); return 0; }
+    c = (unsigned char)*b->s++;
+    switch (c) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    case 'x': mms__gp_hex(b, 2, &v); return v;
+    case 'u': mms__gp_hex(b, 4, &v); break;
+    case 'U': mms__gp_hex(b, 8, &v); break;
+    case '\\': case '"': case ']': case '[': case '-': case '^': return c;
+    default: mms__gb_fail(b, b->s - 2, "unknown escape \\%c", c); return 0;
+    }
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) mms__gb_fail(b, b->s, "\\u%04X is not a character", (unsigned)v);
+    return v;
+}
+
+static int mms__cp_cmp(const void *a, const void *b) {
+    const uint32_t *x = (const uint32_t *)a, *y = (const uint32_t *)b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* [...] after the '[': ranges of code points, sorted, merged, complemented for ^. */
+static int32_t mms__gp_class(struct mms__gbuild *b) {
+    struct mms__i32vec r = { NULL, 0, 0 }, m = { NULL, 0, 0 };
+    bool negate = false, raw;
+    int i;
+    int32_t out;
+    if (b->s < b->end && *b->s == '^') { negate = true; b->s++; }
+    while (b->s < b->end && *b->s != ']' && !b->err[0]) {
+        uint32_t lo = mms__gp_char(b, &raw), hi;
+        if (raw) { mms__gb_fail(b, b->s - 1, "write a non-ASCII character in a class as \\uXXXX"); break; }
+        hi = lo;
+        if (b->s + 1 < b->end && *b->s == '-' && b->s[1] != ']') {
+            b->s++;
+            hi = mms__gp_char(b, &raw);
+            if (raw || hi < lo) { mms__gb_fail(b, b->s - 1, "a bad range in a class"); break; }
+        }
+        if (!mms__i32vec_push(&r, (int32_t)lo) || !mms__i32vec_push(&r, (int32_t)hi)) b->oom = true;
+    }
+    if (b->s >= b->end && !b->err[0]) mms__gb_fail(b, b->s, "a class without its ']'");
+    b->s++;
+    if (r.n) qsort(r.v, (size_t)r.n / 2, 2 * sizeof *r.v, mms__cp_cmp);
+    for (i = 0; i < r.n; i += 2) {   /* merge */
+        if (m.n && (uint32_t)r.v[i] <= (uint32_t)m.v[m.n - 1] + 1) {
+            if (r.v[i + 1] > m.v[m.n - 1]) m.v[m.n - 1] = r.v[i + 1];
+        } else if (!mms__i32vec_push(&m, r.v[i]) || !mms__i32vec_push(&m, r.v[i + 1])) b->oom = true;
+    }
+    if (negate) {
+        uint32_t next = 0;
+        r.n = 0;
+        for (i = 0; i < m.n; i += 2) {
+            if ((uint32_t)m.v[i] > next && (!mms__i32vec_push(&r, (int32_t)next) || !mms__i32vec_push(&r, m.v[i] - 1))) b->oom = true;
+            next = (uint32_t)m.v[i + 1] + 1;
+        }
+        if (next <= 0x10FFFF && (!mms__i32vec_push(&r, (int32_t)next) || !mms__i32vec_push(&r, 0x10FFFF))) b->oom = true;
+        out = mms__gb_codepoints(b, (const uint32_t *)r.v, r.n / 2);
+    } else {
+        out = mms__gb_codepoints(b, (const uint32_t *)m.v, m.n / 2);
+    }
+    mms__i32vec_free(&r);
+    mms__i32vec_free(&m);
+    return out;
+}
+
+static void mms__gp_alternatives(struct mms__gbuild *b, struct mms__i32vec *out);
+
+/* x repeated min..max times (max < 0: no bound) into out. */
+static void mms__gb_repeat(struct mms__gbuild *b, int32_t x, long min, long max, struct mms__i32vec *out) {
+    long i;
+    if ((max >= 0 && max > MMS__G_MAX_REPEAT) || min > MMS__G_MAX_REPEAT) { mms__gb_fail(b, b->s, "a repetition beyond %d", MMS__G_MAX_REPEAT); return; }
+    for (i = 0; i < min; i++) if (!mms__i32vec_push(out, x)) b->oom = true;
+    if (max < 0) {   /* R ::= x R | (empty) */
+        int r = mms__gb_new_rule(b, NULL, 0);
+        int32_t body[4];
+        if (b->oom) return;
+        body[0] = x; body[1] = MMS__G_REF(r); body[2] = MMS__G_END; body[3] = MMS__G_END;
+        if (!mms__i32vec_append(&b->rules[r].body, body, 4) || !mms__i32vec_push(out, MMS__G_REF(r))) b->oom = true;
+        b->rules[r].defined = true;
+    } else if (max > min) {   /* O1 ::= x | (empty); Ok ::= x O(k-1) | (empty) */
+        int32_t prev = 0, body[4];
+        for (i = 0; i < max - min && !b->oom; i++) {
+            int n = 0;
+            body[n++] = x;
+            if (i > 0) body[n++] = prev;
+            body[n++] = MMS__G_END;
+            body[n++] = MMS__G_END;
+            prev = mms__gb_anon(b, body, n);
+        }
+        if (!mms__i32vec_push(out, prev)) b->oom = true;
+    }
+    b->n_elems += min + 4 * (max > min ? max - min : 1);
+    if (b->n_elems > MMS__G_MAX_ELEMS) mms__gb_fail(b, b->s, "the grammar grows past %d elements", MMS__G_MAX_ELEMS);
+}
+
+static long mms__gp_number(struct mms__gbuild *b) {
+    long v = 0;
+    if (b->s >= b->end || *b->s < '0' || *b->s > '9') { mms__gb_fail(b, b->s, "expected a number"); return 0; }
+    while (b->s < b->end && *b->s >= '0' && *b->s <= '9') { if (v < 100000000L) v = v * 10 + (*b->s - '0'); b->s++; }
+    return v;
+}
+
+/* A sequence of items with their repetitions, into out (no END). */
+static void mms__gp_sequence(struct mms__gbuild *b, struct mms__i32vec *out) {
+    for (;;) {
+        struct mms__i32vec item = { NULL, 0, 0 };
+        const char *at;
+        bool raw;
+        mms__gp_space(b);
+        if (b->err[0] || b->oom || b->s >= b->end || *b->s == '|' || *b->s == ')' || mms__gp_at_rule(b, b->s)) return;
+        at = b->s;
+        if (*b->s == '"') {
+            b->s++;
+            while (b->s < b->end && *b->s != '"' && !b->err[0]) {
+                uint32_t c = mms__gp_char(b, &raw);
+                unsigned char enc[4];
+                int k, n = raw ? 1 : mms__utf8_encode(c, enc);
+                if (raw) enc[0] = (unsigned char)c;
+                for (k = 0; k < n; k++) if (!mms__i32vec_push(&item, mms__gb_byte_range(b, enc[k], enc[k]))) b->oom = true;
+            }
+            if (b->s >= b->end) mms__gb_fail(b, at, "a literal without its closing quote");
+            b->s++;
+        } else if (*b->s == '[') {
+            b->s++;
+            if (!mms__i32vec_push(&item, mms__gp_class(b))) b->oom = true;
+        } else if (*b->s == '.') {
+            static const uint32_t any[2] = { 0, 0x10FFFF };
+            b->s++;
+            if (!mms__i32vec_push(&item, mms__gb_codepoints(b, any, 1))) b->oom = true;
+        } else if (*b->s == '(') {
+            struct mms__i32vec body = { NULL, 0, 0 };
+            b->s++;
+            mms__gp_alternatives(b, &body);
+            mms__gp_space(b);
+            if (b->s >= b->end || *b->s != ')') mms__gb_fail(b, at, "a '(' without its ')'");
+            b->s++;
+            if (!mms__i32vec_push(&item, mms__gb_anon(b, body.v, body.n))) b->oom = true;
+            mms__i32vec_free(&body);
+        } else if (mms__gp_name_len(b, b->s)) {
+            size_t n = mms__gp_name_len(b, b->s);
+            int r = mms__gb_rule_named(b, b->s, n);
+            if (!b->oom && !b->rules[r].first_use) b->rules[r].first_use = b->s;
+            b->s += n;
+            if (!mms__i32vec_push(&item, MMS__G_REF(r))) b->oom = true;
+        } else {
+            mms__gb_fail(b, at, "unexpected '%c'", *b->s);
+            return;
+        }
+        while (!b->err[0] && !b->oom && b->s < b->end && (*b->s == '*' || *b->s == '+' || *b->s == '?' || *b->s == '{')) {
+            long min = 0, max = -1;
+            int32_t x;
+            char q = *b->s++;
+            if (q == '+') min = 1;
+            else if (q == '?') max = 1;
+            else if (q == '{') {
+                min = max = mms__gp_number(b);
+                if (b->s < b->end && *b->s == ',') {
+                    b->s++;
+                    max = b->s < b->end && *b->s == '}' ? -1 : mms__gp_number(b);
+                }
+                if (b->s >= b->end || *b->s != '}' || (max >= 0 && max < min)) { mms__gb_fail(b, at, "a bad {m,n}"); break; }
+                b->s++;
+            }
+            if (item.n == 1) x = item.v[0];
+            else {
+                if (!mms__i32vec_push(&item, MMS__G_END)) b->oom = true;
+                x = mms__gb_anon(b, item.v, item.n);
+            }
+            item.n = 0;
+            mms__gb_repeat(b, x, min, max, &item);
+        }
+        if (!mms__i32vec_append(out, item.v, item.n)) b->oom = true;
+        b->n_elems += item.n;
+        mms__i32vec_free(&item);
+    }
+}
+
+static void mms__gp_alternatives(struct mms__gbuild *b, struct mms__i32vec *out) {
+    for (;;) {
+        mms__gp_sequence(b, out);
+        if (!mms__i32vec_push(out, MMS__G_END)) b->oom = true;
+        mms__gp_space(b);
+        if (b->err[0] || b->oom || b->s >= b->end || *b->s != '|') return;
+        b->s++;
+    }
+}
+
+/* -- checks and flattening -- */
+
+/* Every rule referenced is defined; every rule derives some finite string (else a state could be
+   left with nothing to match); no rule reaches itself without consuming a byte (left recursion,
+   which the stack matcher cannot expand). */
+static void mms__gb_check(struct mms__gbuild *b, int root) {
+    bool *productive = (bool *)MMS_MALLOC((size_t)b->n_rules + 1), *nullable = (bool *)MMS_MALLOC((size_t)b->n_rules + 1);
+    int *color = (int *)MMS_MALLOC(sizeof(int) * ((size_t)b->n_rules + 1)), *stack = (int *)MMS_MALLOC(sizeof(int) * 2 * ((size_t)b->n_rules + 1));
+    int r, i, changed;
+    if (!productive || !nullable || !color || !stack) { b->oom = true; goto done; }
+    for (r = 0; r < b->n_rules; r++)
+        if (!b->rules[r].defined) {
+            mms__gb_fail(b, b->rules[r].first_use, "rule '%s' is used but not defined", b->rules[r].name ? b->rules[r].name : "?");
+            goto done;
+        }
+    memset(productive, 0, (size_t)b->n_rules);
+    memset(nullable, 0, (size_t)b->n_rules);
+    do {   /* least fixed points of "some alternative is all productive / all nullable" */
+        changed = 0;
+        for (r = 0; r < b->n_rules; r++) {
+            const struct mms__i32vec *body = &b->rules[r].body;
+            bool prod_alt = true, null_alt = true;
+            for (i = 0; i < body->n; i++) {
+                int32_t x = body->v[i];
+                if (x == MMS__G_END) {
+                    if (prod_alt && !productive[r]) { productive[r] = true; changed = 1; }
+                    if (null_alt && !nullable[r]) { nullable[r] = true; changed = 1; }
+                    prod_alt = null_alt = true;
+                } else if (MMS__G_IS_REF(x)) {
+                    prod_alt = prod_alt && productive[MMS__G_RULE(x)];
+                    null_alt = null_alt && nullable[MMS__G_RULE(x)];
+                } else {
+                    null_alt = false;
+                }
+            }
+        }
+    } while (changed);
+    for (r = 0; r < b->n_rules; r++)
+        if (!productive[r]) {
+            if (b->rules[r].name) mms__gb_fail(b, NULL, "rule '%s' matches no finite text", b->rules[r].name);
+            else mms__gb_fail(b, NULL, "a group or class matches no finite text (an empty class, or a repetition without an end)");
+            goto done;
+        }
+    /* left recursion: depth-first search over "r can begin with s" (s after a nullable prefix) */
+    memset(color, 0, sizeof(int) * (size_t)b->n_rules);
+    for (r = 0; r < b->n_rules && !b->err[0]; r++) {
+        int sp = 0;
+        if (color[r]) continue;
+        stack[sp++] = r; stack[sp++] = 0; color[r] = 1;
+        while (sp > 0 && !b->err[0]) {
+            int u = stack[sp - 2], pos = stack[sp - 1];
+            const struct mms__i32vec *body = &b->rules[u].body;
+            bool at_start = true;
+            int next = -1;
+            /* find the next left-corner reference of u at or after pos */
+            for (i = 0; i < body->n; i++) {
+                int32_t x = body->v[i];
+                if (x == MMS__G_END) { at_start = true; continue; }
+                if (!at_start) continue;
+                if (MMS__G_IS_REF(x) && i >= pos) { next = i; break; }
+                if (!(MMS__G_IS_REF(x) && nullable[MMS__G_RULE(x)])) at_start = false;
+            }
+            if (next < 0) { color[u] = 2; sp -= 2; continue; }
+            stack[sp - 1] = next + 1;
+            {
+                int v = MMS__G_RULE(body->v[next]);
+                if (color[v] == 1) mms__gb_fail(b, NULL, "rule '%s' is left-recursive (it can reach itself before matching a byte)", b->rules[v].name ? b->rules[v].name : b->rules[u].name ? b->rules[u].name : "(a group)");
+                else if (color[v] == 0) { color[v] = 1; stack[sp++] = v; stack[sp++] = 0; }
+            }
+        }
+    }
+    MMS__UNUSED(root);
+done:
+    MMS_FREE(productive);
+    MMS_FREE(nullable);
+    MMS_FREE(color);
+    MMS_FREE(stack);
+}
+
+static void mms__gbuild_free(struct mms__gbuild *b) {
+    int r;
+    for (r = 0; r < b->n_rules; r++) { MMS_FREE(b->rules[r].name); mms__i32vec_free(&b->rules[r].body); }
+    MMS_FREE(b->rules);
+    mms__i32vec_free(&b->classes);
+    mms__ptrmap_free(&b->class_ids);
+}
+
+MMS_API void mms_grammar_free(struct mms_grammar *g) {
+    if (!g) return;
+    MMS_FREE(g->text);
+    MMS_FREE(g->elems);
+    MMS_FREE(g->alt_first);
+    MMS_FREE(g->rule_alt);
+    MMS_FREE(g->classes);
+    MMS_FREE(g->rule_min);
+    MMS_FREE(g);
+}
+
+MMS_API const char *mms_grammar_text(const struct mms_grammar *g) { return g ? g->text : NULL; }
+
+#define MMS__G_UNKNOWN (1 << 29)
+
+/* The fewest bytes the rest of a sequence from element e matches (MMS__G_UNKNOWN while not known). */
+static int32_t mms__g_seq_min(const struct mms_grammar *g, int32_t e) {
+    int32_t sum = 0;
+    for (; g->elems[e] != MMS__G_END; e++) {
+        const int32_t x = g->elems[e], m = MMS__G_IS_REF(x) ? g->rule_min[MMS__G_RULE(x)] : 1;
+        if (m >= MMS__G_UNKNOWN) return MMS__G_UNKNOWN;
+        sum += m;
+    }
+    return sum;
+}
+
+MMS_API struct mms_grammar *mms_grammar_parse(const char *text, size_t len) {
+    struct mms__gbuild b;
+    struct mms_grammar *g = NULL;
+    int root = -1, r, i, e, a;
+    if (!text) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_grammar_parse: text is NULL"); return NULL; }
+    memset(&b, 0, sizeof b);
+    b.text = b.s = text;
+    b.end = text + len;
+    for (;;) {
+        size_t n;
+        mms__gp_space(&b);
+        if (b.s >= b.end || b.err[0] || b.oom) break;
+        if (!mms__gp_at_rule(&b, b.s)) { mms__gb_fail(&b, b.s, "expected a rule, NAME ::= ..."); break; }
+        n = mms__gp_name_len(&b, b.s);
+        r = mms__gb_rule_named(&b, b.s, n);
+        if (b.oom) break;
+        if (b.rules[r].defined) { mms__gb_fail(&b, b.s, "rule '%s' is defined twice", b.rules[r].name); break; }
+        b.rules[r].defined = true;
+        if (n == 4 && !memcmp(b.s, "root", 4)) root = r;
+        b.s += n;
+        while (*b.s != ':') b.s++;   /* mms__gp_at_rule saw spaces, then "::=" */
+        b.s += 3;
+        {
+            struct mms__i32vec body = { NULL, 0, 0 };
+            mms__gp_alternatives(&b, &body);
+            if (!b.oom) { b.rules[r].body = body; b.n_elems += body.n; } else mms__i32vec_free(&body);
+        }
+    }
+    if (!b.err[0] && !b.oom && root < 0) mms__gb_fail(&b, NULL, "no rule named root");
+    if (!b.err[0] && !b.oom) mms__gb_check(&b, root);
+    if (b.oom || b.err[0]) {
+        if (b.oom) mms_set_error(MMS_ERR_OOM, "mms_grammar_parse: out of host memory");
+        else mms_set_error(MMS_ERR_FORMAT, "grammar: %s", b.err);
+        mms__gbuild_free(&b);
+        return NULL;
+    }
+    /* flatten: elements 0..1 are "root END", the start every matcher begins from */
+    g = (struct mms_grammar *)MMS_MALLOC(sizeof *g);
+    if (g) {
+        memset(g, 0, sizeof *g);
+        g->n_elems = 2;
+        g->n_rules = b.n_rules;
+        for (r = 0; r < b.n_rules; r++) {
+            g->n_elems += b.rules[r].body.n;
+            for (i = 0; i < b.rules[r].body.n; i++) g->n_alts += b.rules[r].body.v[i] == MMS__G_END;
+        }
+        g->n_classes = b.classes.n / 8;
+        g->text = (char *)MMS_MALLOC(len + 1);
+        g->elems = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)g->n_elems);
+        g->alt_first = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)g->n_alts + 1));
+        g->rule_alt = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)g->n_rules + 1));
+        g->classes = (uint32_t *)MMS_MALLOC(32 * ((size_t)g->n_classes + 1));
+        if (!g->text || !g->elems || !g->alt_first || !g->rule_alt || !g->classes) { mms_grammar_free(g); g = NULL; }
+    }
+    if (!g) { mms_set_error(MMS_ERR_OOM, "mms_grammar_parse: out of host memory"); mms__gbuild_free(&b); return NULL; }
+    memcpy(g->text, text, len);
+    g->text[len] = '\0';
+    if (b.classes.n) memcpy(g->classes, b.classes.v, 32 * (size_t)g->n_classes);
+    g->elems[0] = MMS__G_REF(root);
+    g->elems[1] = MMS__G_END;
+    e = 2;
+    a = 0;
+    for (r = 0; r < b.n_rules; r++) {
+        const struct mms__i32vec *body = &b.rules[r].body;
+        bool start = true;
+        g->rule_alt[r] = a;
+        for (i = 0; i < body->n; i++) {
+            if (start) { g->alt_first[a++] = e; start = false; }
+            g->elems[e++] = body->v[i];
+            if (body->v[i] == MMS__G_END) start = true;
+        }
+    }
+    g->rule_alt[b.n_rules] = a;
+    mms__gbuild_free(&b);
+    if (!(g->rule_min = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)g->n_rules))) {
+        mms_grammar_free(g);
+        mms_set_error(MMS_ERR_OOM, "mms_grammar_parse: out of host memory");
+        return NULL;
+    }
+    {   /* fewest bytes per rule: a fixed point from "unknown" (every rule is productive, so all end finite) */
+        bool changed = true;
+        for (r = 0; r < g->n_rules; r++) g->rule_min[r] = MMS__G_UNKNOWN;
+        while (changed) {
+            changed = false;
+            for (r = 0; r < g->n_rules; r++)
+                for (a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
+                    int32_t len = mms__g_seq_min(g, g->alt_first[a]);
+                    if (len < g->rule_min[r]) { g->rule_min[r] = len; changed = true; }
+                }
+        }
+    }
+    return g;
+}
+
+/* -- the matcher ---------------------------------------------------------------------------------- */
+
+struct mms__trie_node {
+    int32_t first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
+    unsigned char byte;
+};
+
+struct mms__mask_entry {
+    int32_t  *ids;
+    int       n;
+    uint32_t *mask;
+};
+
+struct mms_constraint {
+    const struct mms_grammar *g;
+    const struct mms_vocab   *vocab;
+    int32_t                   n_vocab;
+    /* stacks: node i is (elem[i], parent[i]); node 0 the empty stack */
+    struct mms__i32vec        node_elem, node_parent;
+    struct mms__ptrmap        node_ids;          /* (elem + 1) << 32 | parent -> node + 1 */
+    struct mms__i32vec        after_off, after_len;   /* per node: its closure after its terminal (-1: not yet) */
+    struct mms__i32vec        pool;              /* the closures */
+    struct mms__i32vec        mark, cmark;       /* per node: the generation of a step / a closure that last saw it */
+    uint32_t                  gen, cgen;
+    struct mms__i32vec        work;
+    int32_t                   start_off, start_len;
+    /* the state */
+    struct mms__i32vec        state, next;
+    bool                      finished;
+    /* the vocabulary as a byte trie */
+    struct mms__trie_node    *trie;
+    int32_t                   n_trie, cap_trie;
+    int32_t                  *token_next;
+    int32_t                  *eog;
+    int                       n_eog;
+    struct mms__i32vec        walk;              /* scratch of a step */
+    /* the state sets the walks meet, interned, with their successor by byte (memoised: the walk of
+       the next state that meets them again costs one array read per trie node) */
+    struct mms__i32vec        set_off, set_len, set_pool;
+    int32_t                 **set_next;          /* per set: 256 successors (-2 not known, -1 none), or NULL */
+    int                       cap_set_next;
+    struct mms__ptrmap        set_ids;           /* fnv of the members | 1, probing by 2 -> set + 1 */
+    size_t                    set_next_bytes;
+    /* masks by state */
+    struct mms__mask_entry    cache[MMS__MASK_CACHE];
+    int                       n_cache;
+    struct mms__ptrmap        cache_ids;
+    uint32_t                 *mask_out;          /* the mask handed out when not cached */
+    bool                      oom;
+};
+
+static void mms__cs_sets_clear(struct mms_constraint *c);
+
+static int32_t mms__cs_node(struct mms_constraint *c, int32_t elem, int32_t parent) {
+    uint64_t key = ((uint64_t)(uint32_t)(elem + 1) << 32) | (uint32_t)parent;
+    bool found;
+    void *v = mms__ptrmap_get(&c->node_ids, key, &found);
+    int32_t id;
+    if (found) return (int32_t)((intptr_t)v - 1);
+    id = c->node_elem.n;
+    if (!mms__i32vec_push(&c->node_elem, elem) || !mms__i32vec_push(&c->node_parent, parent) || !mms__i32vec_push(&c->after_off, -1) ||
+        !mms__i32vec_push(&c->after_len, 0) || !mms__i32vec_push(&c->mark, 0) || !mms__i32vec_push(&c->cmark, 0) || !mms__ptrmap_put(&c->node_ids, key, (void *)(intptr_t)(id + 1))) {
+        c->oom = true;
+        return 0;
+    }
+    return id;
+}
+
+/* A fresh generation for marks (0 never: new nodes start at 0). */
+static uint32_t mms__cs_generation(struct mms_constraint *c, struct mms__i32vec *mark, uint32_t *gen) {
+    MMS__UNUSED(c);
+    if (++*gen == 0) {
+        memset(mark->v, 0, sizeof(int32_t) * (size_t)mark->n);
+        *gen = 1;
+    }
+    return *gen;
+}
+
+/* The stack whose top frame is at element e of a sequence, under parent: a finished sequence is its parent. */
+static int32_t mms__cs_push(struct mms_constraint *c, int32_t e, int32_t parent) {
+    return c->g->elems[e] == MMS__G_END ? parent : mms__cs_node(c, e, parent);
+}
+
+/* Expands node's rule references until every stack has a terminal (or is empty) on top; appends
+   those to the pool. Returns where they start; *n: how many. */
+static int32_t mms__cs_closure(struct mms_constraint *c, int32_t node, int *n) {
+    const int32_t off = c->pool.n;
+    const uint32_t gen = mms__cs_generation(c, &c->cmark, &c->cgen);
+    c->work.n = 0;
+    if (!mms__i32vec_push(&c->work, node)) c->oom = true;
+    c->cmark.v[node] = (int32_t)gen;
+    while (c->work.n > 0 && !c->oom) {
+        const int32_t u = c->work.v[--c->work.n];
+        int32_t x, cont, a;
+        if (u == 0 || (x = c->g->elems[c->node_elem.v[u]]) >= 0) {
+            if (!mms__i32vec_push(&c->pool, u)) c->oom = true;
+            continue;
+        }
+        cont = mms__cs_push(c, c->node_elem.v[u] + 1, c->node_parent.v[u]);
+        for (a = c->g->rule_alt[MMS__G_RULE(x)]; a < c->g->rule_alt[MMS__G_RULE(x) + 1] && !c->oom; a++) {
+            const int32_t v = mms__cs_push(c, c->g->alt_first[a], cont);
+            if (c->oom) break;
+            if ((uint32_t)c->cmark.v[v] != gen) {
+                c->cmark.v[v] = (int32_t)gen;
+                if (!mms__i32vec_push(&c->work, v)) c->oom = true;
+            }
+        }
+    }
+    *n = c->pool.n - off;
+    return off;
+}
+
+/* The closure after node's terminal (memoised per node). */
+static void mms__cs_after(struct mms_constraint *c, int32_t node, int32_t *off, int *n) {
+    if (c->after_off.v[node] < 0) {
+        int32_t next = mms__cs_push(c, c->node_elem.v[node] + 1, c->node_parent.v[node]);
+        int k = 0;
+        int32_t o = mms__cs_closure(c, next, &k);
+        c->after_off.v[node] = o;
+        c->after_len.v[node] = k;
+    }
+    *off = c->after_off.v[node];
+    *n = c->after_len.v[node];
+}
+
+static bool mms__cs_class_has(const struct mms_constraint *c, int32_t node, unsigned char byte) {
+    const uint32_t *cl = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[node]];
+    return (cl[byte >> 5] >> (byte & 31)) & 1u;
+}
+
+/* The stacks of set (in vec at off, n) after one byte, appended to out, each once. */
+static void mms__cs_step(struct mms_constraint *c, const struct mms__i32vec *from, int32_t off, int n, unsigned char byte, struct mms__i32vec *out) {
+    const uint32_t gen = mms__cs_generation(c, &c->mark, &c->gen);
+    int i, k;
+    for (i = 0; i < n && !c->oom; i++) {
+        const int32_t u = from->v[off + i];
+        int32_t ao;
+        int an;
+        if (u == 0 || !mms__cs_class_has(c, u, byte)) continue;
+        mms__cs_after(c, u, &ao, &an);
+        for (k = 0; k < an; k++) {
+            const int32_t v = c->pool.v[ao + k];
+            if ((uint32_t)c->mark.v[v] != gen) {
+                c->mark.v[v] = (int32_t)gen;
+                if (!mms__i32vec_push(out, v)) c->oom = true;
+            }
+        }
+    }
+}
+
+static int mms__i32_cmp(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+MMS_API void mms_constraint_reset(struct mms_constraint *c) {
+    if (!c) return;
+    c->state.n = 0;
+    if (!mms__i32vec_append(&c->state, c->pool.v + c->start_off, c->start_len)) c->oom = true;
+    qsort(c->state.v, (size_t)c->state.n, sizeof *c->state.v, mms__i32_cmp);
+    c->finished = false;
+}
+
+struct mms__token_bytes {
+    char   *bytes;
+    int     len;
+    int32_t id;
+};
+
+static int mms__token_bytes_cmp(const void *a, const void *b) {
+    const struct mms__token_bytes *x = (const struct mms__token_bytes *)a, *y = (const struct mms__token_bytes *)b;
+    const int n = x->len < y->len ? x->len : y->len, r = memcmp(x->bytes, y->bytes, (size_t)n);
+    return r ? r : x->len != y->len ? (x->len < y->len ? -1 : 1) : (x->id < y->id ? -1 : x->id > y->id);
+}
+
+/* Inserts a token's bytes; tokens come sorted by bytes, so each node's newest child is the only candidate. */
+static bool mms__cs_add_token(struct mms_constraint *c, int32_t id, const char *piece, int len) {
+    int32_t node = 0;
+    int i;
+    for (i = 0; i < len; i++) {
+        const unsigned char byte = (unsigned char)piece[i];
+        int32_t ch = c->trie[node].first_child;   /* tokens come sorted: a child is the newest one or new */
+        if (ch >= 0 && c->trie[ch].byte != byte) ch = -1;
+        if (ch < 0) {
+            if (c->n_trie == c->cap_trie) {
+                int cap = c->cap_trie * 2;
+                struct mms__trie_node *p = (struct mms__trie_node *)MMS_REALLOC(c->trie, sizeof *p * (size_t)cap);
+                if (!p) return false;
+                c->trie = p;
+                c->cap_trie = cap;
+            }
+            ch = c->n_trie++;
+            c->trie[ch].first_child = -1;
+            c->trie[ch].first_token = -1;
+            c->trie[ch].byte = byte;
+            c->trie[ch].next_sibling = c->trie[node].first_child;
+            c->trie[node].first_child = ch;
+        }
+        node = ch;
+    }
+    c->token_next[id] = c->trie[node].first_token;
+    c->trie[node].first_token = id;
+    return true;
+}
+
+MMS_API void mms_constraint_free(struct mms_constraint *c) {
+    int i;
+    if (!c) return;
+    mms__i32vec_free(&c->node_elem);
+    mms__i32vec_free(&c->node_parent);
+    mms__ptrmap_free(&c->node_ids);
+    mms__i32vec_free(&c->after_off);
+    mms__i32vec_free(&c->after_len);
+    mms__i32vec_free(&c->pool);
+    mms__i32vec_free(&c->mark);
+    mms__i32vec_free(&c->cmark);
+    mms__i32vec_free(&c->work);
+    mms__i32vec_free(&c->state);
+    mms__i32vec_free(&c->next);
+    mms__i32vec_free(&c->walk);
+    mms__cs_sets_clear(c);
+    MMS_FREE(c->set_next);
+    MMS_FREE(c->trie);
+    MMS_FREE(c->token_next);
+    MMS_FREE(c->eog);
+    for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
+    mms__ptrmap_free(&c->cache_ids);
+    MMS_FREE(c->mask_out);
+    MMS_FREE(c);
+}
+
+MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *g, const struct mms_vocab *vocab) {
+    struct mms_constraint *c;
+    int32_t id;
+    int n = 0;
+    if (!g) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_new: grammar is NULL"); return NULL; }
+    if (!(c = (struct mms_constraint *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
+    memset(c, 0, sizeof *c);
+    c->g = g;
+    c->vocab = vocab;
+    /* node 0: the empty stack */
+    if (!mms__i32vec_push(&c->node_elem, -1) || !mms__i32vec_push(&c->node_parent, -1) || !mms__i32vec_push(&c->after_off, -1) ||
+        !mms__i32vec_push(&c->after_len, 0) || !mms__i32vec_push(&c->mark, 0) || !mms__i32vec_push(&c->cmark, 0))
+        c->oom = true;
+    if (!c->oom) c->start_off = mms__cs_closure(c, mms__cs_node(c, 0, 0), &n);
+    c->start_len = n;
+    if (!c->oom && vocab) {
+        char piece[1024];
+        c->n_vocab = mms_vocab_n_tokens(vocab);
+        c->cap_trie = 1 << 16;
+        c->trie = (struct mms__trie_node *)MMS_MALLOC(sizeof *c->trie * (size_t)c->cap_trie);
+        c->token_next = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)c->n_vocab + 1));
+        c->eog = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)c->n_vocab + 1));
+        c->mask_out = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
+        if (!c->trie || !c->token_next || !c->eog || !c->mask_out) c->oom = true;
+        else {
+            c->n_trie = 1;
+            c->trie[0].first_child = c->trie[0].next_sibling = c->trie[0].first_token = -1;
+            c->trie[0].byte = 0;
+            /* end tokens end the output; special and unused tokens stand for no text and never match */
+            struct mms__token_bytes *tb = (struct mms__token_bytes *)MMS_MALLOC(sizeof *tb * ((size_t)c->n_vocab + 1));
+            int n_tb = 0, k;
+            if (!tb) c->oom = true;
+            for (id = 0; id < c->n_vocab && !c->oom; id++) {
+                if (mms_vocab_is_eog(vocab, id)) { c->eog[c->n_eog++] = id; continue; }
+                n = mms_token_to_piece(vocab, id, piece, (int)sizeof piece, false);
+                if (n <= 0 || n > (int)sizeof piece) continue;
+                if (!(tb[n_tb].bytes = (char *)MMS_MALLOC((size_t)n))) { c->oom = true; break; }
+                memcpy(tb[n_tb].bytes, piece, (size_t)n);
+                tb[n_tb].len = n;
+                tb[n_tb++].id = id;
+            }
+            if (!c->oom) qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
+            for (k = 0; k < n_tb && !c->oom; k++)
+                if (!mms__cs_add_token(c, tb[k].id, tb[k].bytes, tb[k].len)) c->oom = true;
+            for (k = 0; k < n_tb; k++) MMS_FREE(tb[k].bytes);
+            MMS_FREE(tb);
+        }
+    }
+    if (c->oom) { mms_constraint_free(c); mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
+    mms_constraint_reset(c);
+    return c;
+}
+
+MMS_API bool mms_constraint_is_complete(const struct mms_constraint *c) {
+    return c && (c->finished || (c->state.n > 0 && c->state.v[0] == 0));
+}
+
+MMS_API bool mms_constraint_is_finished(const struct mms_constraint *c) { return c && c->finished; }
+
+/* Feeds bytes: false (and the state unchanged) when they cannot continue a valid output. */
+static bool mms__cs_feed(struct mms_constraint *c, const char *bytes, size_t len) {
+    struct mms__i32vec cur = { NULL, 0, 0 };
+    size_t i;
+    bool ok = true;
+    if (!mms__i32vec_append(&cur, c->state.v, c->state.n)) c->oom = true;
+    for (i = 0; i < len && ok && !c->oom; i++) {
+        c->next.n = 0;
+        mms__cs_step(c, &cur, 0, cur.n, (unsigned char)bytes[i], &c->next);
+        if (c->next.n == 0) ok = false;
+        cur.n = 0;
+        if (!mms__i32vec_append(&cur, c->next.v, c->next.n)) c->oom = true;
+    }
+    if (ok && !c->oom) {
+        qsort(cur.v, (size_t)cur.n, sizeof *cur.v, mms__i32_cmp);
+        c->state.n = 0;
+        if (!mms__i32vec_append(&c->state, cur.v, cur.n)) c->oom = true;
+    }
+    mms__i32vec_free(&cur);
+    return ok && !c->oom;
+}
+
+MMS_API enum mms_status mms_constraint_accept_bytes(struct mms_constraint *c, const char *bytes, size_t len) {
+    if (!c || (!bytes && len)) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_accept_bytes: constraint and bytes are required");
+    if (c->finished) return mms_set_error(MMS_ERR_STATE, "mms_constraint_accept_bytes: the output has ended");
+    if (!mms__cs_feed(c, bytes, len))
+        return c->oom ? mms_set_error(MMS_ERR_OOM, "mms_constraint_accept_bytes: out of host memory")
+                      : mms__error_quiet(MMS_ERR_INVALID_ARG, "mms_constraint_accept_bytes: the bytes cannot continue the output");
+    return MMS_OK;
+}
+
+MMS_API enum mms_status mms_constraint_accept(struct mms_constraint *c, int32_t id) {
+    char piece[1024];
+    int i, n;
+    if (!c || !c->vocab) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_accept: a constraint made with a vocabulary is required");
+    if (id < 0 || id >= c->n_vocab) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_accept: token %d out of range", (int)id);
+    if (c->finished) return mms_set_error(MMS_ERR_STATE, "mms_constraint_accept: the output has ended");
+    for (i = 0; i < c->n_eog; i++)
+        if (c->eog[i] == id) {
+            if (!mms_constraint_is_complete(c)) return mms__error_quiet(MMS_ERR_INVALID_ARG, "mms_constraint_accept: the end token %d before the output is complete", (int)id);
+            c->finished = true;
+            return MMS_OK;
+        }
+    n = mms_token_to_piece(c->vocab, id, piece, (int)sizeof piece, false);
+    if (n <= 0 || n > (int)sizeof piece) return mms__error_quiet(MMS_ERR_INVALID_ARG, "mms_constraint_accept: token %d stands for no text the output can take", (int)id);
+    if (!mms__cs_feed(c, piece, (size_t)n))
+        return c->oom ? mms_set_error(MMS_ERR_OOM, "mms_constraint_accept: out of host memory")
+                      : mms__error_quiet(MMS_ERR_INVALID_ARG, "mms_constraint_accept: token %d cannot continue the output", (int)id);
+    return MMS_OK;
+}
+
+/* The fewest bytes that complete the output from a stack. */
+static int32_t mms__cs_cost(const struct mms_constraint *c, int32_t node) {
+    int32_t cost = 0;
+    for (; node != 0; node = c->node_parent.v[node]) cost += mms__g_seq_min(c->g, c->node_elem.v[node]);
+    return cost;
+}
+
+/* Appends a shortest text of the sequence from e (the lowest byte of each terminal, the shortest alternative of each rule). */
+static void mms__cs_shortest_seq(const struct mms_grammar *g, int32_t e, char *buf, int cap, int *len, int depth) {
+    for (; g->elems[e] != MMS__G_END && depth < 10000; e++) {
+        const int32_t x = g->elems[e];
+        if (MMS__G_IS_REF(x)) {
+            const int32_t r = MMS__G_RULE(x);
+            int32_t a, best = g->rule_alt[r];
+            for (a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) if (mms__g_seq_min(g, g->alt_first[a]) < mms__g_seq_min(g, g->alt_first[best])) best = a;
+            mms__cs_shortest_seq(g, g->alt_first[best], buf, cap, len, depth + 1);
+        } else {
+            int byte = 0;
+            while (byte < 255 && !((g->classes[8 * (size_t)x + (size_t)(byte >> 5)] >> (byte & 31)) & 1u)) byte++;
+            if (*len < cap) buf[*len] = (char)byte;
+            (*len)++;
+        }
+    }
+}
+
+MMS_API int mms_constraint_shortest_completion(const struct mms_constraint *c, char *buf, int cap) {
+    int32_t best = -1, best_cost = 0, node;
+    int i, len = 0;
+    if (!c || (!buf && cap > 0) || cap < 0) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_shortest_completion: constraint and buffer are required");
+    if (c->finished) return mms_set_error(MMS_ERR_STATE, "mms_constraint_shortest_completion: the output has ended");
+    for (i = 0; i < c->state.n; i++) {
+        const int32_t cost = mms__cs_cost(c, c->state.v[i]);
+        if (best < 0 || cost < best_cost) { best = c->state.v[i]; best_cost = cost; }
+    }
+    for (node = best; node > 0; node = c->node_parent.v[node]) mms__cs_shortest_seq(c->g, c->node_elem.v[node], buf, cap, &len, 0);
+    return len;
+}
+
+/* Forgets the interned sets (their memory past MMS__SET_NEXT_MAX; never during a walk). */
+static void mms__cs_sets_clear(struct mms_constraint *c) {
+    int i;
+    for (i = 0; i < c->set_off.n && i < c->cap_set_next; i++) MMS_FREE(c->set_next[i]);
+    if (c->set_next) memset(c->set_next, 0, sizeof *c->set_next * (size_t)c->cap_set_next);
+    mms__i32vec_free(&c->set_off);
+    mms__i32vec_free(&c->set_len);
+    mms__i32vec_free(&c->set_pool);
+    mms__ptrmap_free(&c->set_ids);
+    c->set_next_bytes = 0;
+}
+
+/* The id of a sorted set of stacks (interned on first sight); -1 when memory runs out. */
+static int32_t mms__cs_set_intern(struct mms_constraint *c, const int32_t *ids, int n) {
+    uint64_t h = mms__fnv1a64(ids, sizeof(int32_t) * (size_t)n, MMS__FNV1A64_START) | 1;
+    int32_t id;
+    bool found;
+    void *v;
+    for (;; h += 2) {
+        v = mms__ptrmap_get(&c->set_ids, h, &found);
+        if (!found) break;
+        id = (int32_t)((intptr_t)v - 1);
+        if (c->set_len.v[id] == n && !memcmp(c->set_pool.v + c->set_off.v[id], ids, sizeof(int32_t) * (size_t)n)) return id;
+    }
+    id = c->set_off.n;
+    if (id == c->cap_set_next) {
+        int cap = c->cap_set_next ? c->cap_set_next * 2 : 256;
+        int32_t **p = (int32_t **)MMS_REALLOC(c->set_next, sizeof *p * (size_t)cap);
+        if (!p) { c->oom = true; return -1; }
+        memset(p + c->cap_set_next, 0, sizeof *p * (size_t)(cap - c->cap_set_next));
+        c->set_next = p;
+        c->cap_set_next = cap;
+    }
+    if (!mms__i32vec_push(&c->set_off, c->set_pool.n) || !mms__i32vec_push(&c->set_len, n) || !mms__i32vec_append(&c->set_pool, ids, n) ||
+        !mms__ptrmap_put(&c->set_ids, h, (void *)(intptr_t)(id + 1))) {
+        c->oom = true;
+        return -1;
+    }
+    return id;
+}
+
+static void mms__i32_sort(int32_t *v, int n) {
+    int i, j;
+    if (n > 32) { qsort(v, (size_t)n, sizeof *v, mms__i32_cmp); return; }
+    for (i = 1; i < n; i++) {
+        const int32_t x = v[i];
+        for (j = i; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. */
+static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) {
+    int32_t *next = c->set_next[sid], nid;
+    int i, k;
+    if (next && next[byte] != -2) return next[byte];
+    if (!next && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
+        uint32_t first[8];   /* the bytes some stack can take; the others lead nowhere */
+        memset(first, 0, sizeof first);
+        for (i = 0; i < c->set_len.v[sid]; i++) {
+            const int32_t u = c->set_pool.v[c->set_off.v[sid] + i];
+            if (u == 0) continue;
+            for (k = 0; k < 8; k++) first[k] |= c->g->classes[8 * (size_t)c->g->elems[c->node_elem.v[u]] + (size_t)k];
+        }
+        for (k = 0; k < 256; k++) next[k] = (first[k >> 5] >> (k & 31)) & 1u ? -2 : -1;
+        c->set_next[sid] = next;
+        c->set_next_bytes += 256 * sizeof(int32_t);
+        if (next[byte] != -2) return next[byte];
+    }
+    c->walk.n = 0;
+    mms__cs_step(c, &c->set_pool, c->set_off.v[sid], c->set_len.v[sid], byte, &c->walk);
+    if (c->walk.n == 0) nid = -1;
+    else {
+        mms__i32_sort(c->walk.v, c->walk.n);
+        nid = mms__cs_set_intern(c, c->walk.v, c->walk.n);
+    }
+    if (next && !c->oom) next[byte] = nid;
+    return nid;
+}
+
+/* Marks every token under trie node tnode whose bytes can follow set sid. */
+static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+    int32_t ch;
+    for (ch = c->trie[tnode].first_child; ch >= 0 && !c->oom; ch = c->trie[ch].next_sibling) {
+        const int32_t nid = mms__cs_set_step(c, sid, c->trie[ch].byte);
+        int32_t t;
+        if (nid < 0) continue;
+        for (t = c->trie[ch].first_token; t >= 0; t = c->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
+        if (c->trie[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+    }
+}
+
+MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
+    const size_t words = c ? (size_t)c->n_vocab / 32 + 1 : 0;
+    uint64_t h;
+    uint32_t *mask;
+    void *v;
+    bool found;
+    int i;
+    if (!c || !c->vocab) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_allowed: a constraint made with a vocabulary is required"); return NULL; }
+    if (c->finished) { mms_set_error(MMS_ERR_STATE, "mms_constraint_allowed: the output has ended"); return NULL; }
+    h = mms__fnv1a64(c->state.v, sizeof(int32_t) * (size_t)c->state.n, MMS__FNV1A64_START) | 1;
+    v = mms__ptrmap_get(&c->cache_ids, h, &found);
+    if (found) {
+        const struct mms__mask_entry *e = &c->cache[(intptr_t)v - 1];
+        if (e->n == c->state.n && !memcmp(e->ids, c->state.v, sizeof(int32_t) * (size_t)e->n)) return e->mask;
+    }
+    if (c->n_cache == MMS__MASK_CACHE) {   /* full: start over (the states of one output rarely come back after this many) */
+        for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
+        c->n_cache = 0;
+        mms__ptrmap_free(&c->cache_ids);
+    }
+    mask = c->mask_out;
+    if (!found) {
+        struct mms__mask_entry *e = &c->cache[c->n_cache];
+        e->ids = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)c->state.n + 1));
+        e->mask = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * words);
+        if (e->ids && e->mask && mms__ptrmap_put(&c->cache_ids, h, (void *)(intptr_t)(c->n_cache + 1))) {
+            memcpy(e->ids, c->state.v, sizeof(int32_t) * (size_t)c->state.n);
+            e->n = c->state.n;
+            mask = e->mask;
+            c->n_cache++;
+        } else {
+            MMS_FREE(e->ids);
+            MMS_FREE(e->mask);
+        }
+    }
+    memset(mask, 0, sizeof(uint32_t) * words);
+    if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
+    {
+        const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
+        if (!c->oom) mms__cs_walk(c, 0, sid, mask);
+    }
+    if (mms_constraint_is_complete(c))
+        for (i = 0; i < c->n_eog; i++) mask[c->eog[i] >> 5] |= 1u << (c->eog[i] & 31);
+    if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
+    return mask;
+}
+
+/* -- grammars made for the caller ------------------------------------------------------------------ */
+
+struct mms__strbuf {
+    char  *s;
+    size_t n, cap;
+    bool   oom;
+};
+
+static void mms__sb_put(struct mms__strbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        char *p;
+        while (cap < b->n + n + 1) cap *= 2;
+        if (!(p = (char *)MMS_REALLOC(b->s, cap))) { b->oom = true; return; }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+static void mms__sb_puts(struct mms__strbuf *b, const char *s) { mms__sb_put(b, s, strlen(s)); }
+static void mms__sb_printf(struct mms__strbuf *b, const char *fmt, ...) MMS_PRINTF(2, 3);
+static void mms__sb_printf(struct mms__strbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0) mms__sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* s as a literal of the notation: "..." with \" and \\ escaped and control bytes as \xHH. */
+static void mms__sb_literal(struct mms__strbuf *b, const char *s, size_t n) {
+    size_t i;
+    mms__sb_put(b, "\"", 1);
+    for (i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') { mms__sb_put(b, "\\", 1); mms__sb_put(b, s + i, 1); }
+        else if (ch < 0x20 || ch == 0x7F) mms__sb_printf(b, "\\x%02X", ch);
+        else mms__sb_put(b, s + i, 1);
+    }
+    mms__sb_put(b, "\"", 1);
+}
+
+MMS_API struct mms_grammar *mms_grammar_choice(const char *const *choices, int n) {
+    struct mms__strbuf b = { NULL, 0, 0, false };
+    struct mms_grammar *g;
+    int i;
+    if (!choices || n < 1) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_grammar_choice: at least one choice is required"); return NULL; }
+    mms__sb_puts(&b, "root ::= ");
+    for (i = 0; i < n; i++) {
+        if (!choices[i] || !choices[i][0]) { MMS_FREE(b.s); mms_set_error(MMS_ERR_INVALID_ARG, "mms_grammar_choice: choice %d is NULL or empty", i); return NULL; }
+        if (i) mms__sb_puts(&b, " | ");
+        mms__sb_literal(&b, choices[i], strlen(choices[i]));
+    }
+    if (b.oom) { MMS_FREE(b.s); mms_set_error(MMS_ERR_OOM, "mms_grammar_choice: out of host memory"); return NULL; }
+    g = mms_grammar_parse(b.s, b.n);
+    MMS_FREE(b.s);
+    return g;
+}
+/* ==== end src/text/constrain.c ==== */
+
+/* ==== begin src/text/json_schema.c ==== */
+/* >>text-json-schema ==============================================================================
+   JSON Schema (2020-12) compiled to the grammar notation of text-constrain, for compact JSON.
+   A schema is compiled as a conjunction: the list of schema objects that apply together (allOf's
+   members and $ref's targets are flattened into it), so "properties beside anyOf" and "$ref with
+   siblings" mean what the standard says; each list becomes one rule, memoised by its members, which
+   is also what makes recursive $ref work. A keyword is compiled (mms__js_rule and the functions
+   per type), refused with an error naming it and its path (mms__js_unsupported), or else an
+   annotation or unknown, and ignored as the standard says. */
+
+/* Keywords a validator checks that this compiler does not express: an error, never dropped. To
+   support one, compile it in mms__js_rule and take it off this list. */
+static const char *const mms__js_unsupported[] = {
+    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
+    "multipleOf", "$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor", "additionalItems", NULL
+};
+
+#define MMS__JS_NULL 1
+#define MMS__JS_BOOL 2
+#define MMS__JS_OBJ  4
+#define MMS__JS_ARR  8
+#define MMS__JS_NUM  16   /* every number; "number" sets INT too */
+#define MMS__JS_INT  32
+#define MMS__JS_STR  64
+#define MMS__JS_ALL  127
+#define MMS__JS_MAX_MEMBERS 32
+#define MMS__JS_MAX_RULES 20000
+
+struct mms__js_member {
+    int64_t id;
+    bool    skip_anyof;   /* its anyOf/oneOf is being distributed by the caller */
+    char    path[192];
+};
+
+struct mms__js_memo {
+    int64_t ids[MMS__JS_MAX_MEMBERS];
+    int     n;
+    int     rule;         /* -1: the conjunction admits nothing */
+};
+
+struct mms__js {
+    const struct mms_json *j;
+    struct mms__strbuf     out;
+    struct mms__js_memo   *memo;
+    int                    n_memo, cap_memo, n_rules;
+    char                   err[400];
+};
+
+static void mms__js_fail(struct mms__js *c, const char *path, const char *keyword, const char *fmt, ...) MMS_PRINTF(4, 5);
+static void mms__js_fail(struct mms__js *c, const char *path, const char *keyword, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    if (c->err[0]) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, sizeof c->err, "%s at %s: %s", keyword, path, msg);
+}
+
+static bool mms__js_in(const char *const *list, const char *s) {
+    for (; *list; list++) if (!strcmp(*list, s)) return true;
+    return false;
+}
+
+/* A path one step further (JSON Pointer escapes for the key). */
+static void mms__js_path(char *out, size_t cap, const char *path, const char *key) {
+    size_t n;
+    snprintf(out, cap, "%s/", path);
+    n = strlen(out);
+    for (; *key && n + 3 < cap; key++) {
+        if (*key == '~') { out[n++] = '~'; out[n++] = '0'; }
+        else if (*key == '/') { out[n++] = '~'; out[n++] = '1'; }
+        else out[n++] = *key;
+    }
+    out[n] = '\0';
+}
+
+static void mms__js_path_index(char *out, size_t cap, const char *path, int64_t i) {
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)i);
+    mms__js_path(out, cap, path, num);
+}
+
+/* -- writing JSON values and keys as the notation's literals -- */
+
+/* A string as Python's json.dumps(ensure_ascii=False) writes it. */
+static void mms__js_write_string(struct mms__strbuf *b, const char *s, size_t len) {
+    const int64_t n = mms_json_write_string(s, len, NULL, 0);
+    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
+    if (!t) { b->oom = true; return; }
+    mms_json_write_string(s, len, t, (size_t)n + 1);
+    mms__sb_put(b, t, (size_t)n);
+    MMS_FREE(t);
+}
+
+/* A property's key and its colon, as a literal of the notation. */
+static void mms__js_key_literal(struct mms__strbuf *b, const char *key) {
+    struct mms__strbuf t = { NULL, 0, 0, false };
+    mms__js_write_string(&t, key, strlen(key));
+    mms__sb_put(&t, ":", 1);
+    if (t.oom) b->oom = true;
+    else mms__sb_literal(b, t.s, t.n);
+    MMS_FREE(t.s);
+}
+
+/* The compact JSON text of v. */
+static void mms__js_write_value(struct mms__strbuf *b, const struct mms_json *j, int64_t v) {
+    const int64_t n = mms_json_write(j, v, NULL, 0);
+    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
+    if (!t) { b->oom = true; return; }
+    mms_json_write(j, v, t, (size_t)n + 1);
+    mms__sb_put(b, t, (size_t)n);
+    MMS_FREE(t);
+}
+
+/* -- the base rules every compiled schema may use -- */
+
+static const char mms__js_base[] =
+    "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+    "object ::= \"{\" (string \":\" value (\",\" string \":\" value)*)? \"}\"\n"
+    "array ::= \"[\" (value (\",\" value)*)? \"]\"\n"
+    "string ::= \"\\\"\" char* \"\\\"\"\n"
+    "# one character of a string: unescaped, an escape, or a surrogate pair (a lone surrogate is no character)\n"
+    "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CefEF] hex hex hex | [dD] [0-7] hex hex))\n"
+    "       | \"\\\\u\" [dD] [89abAB] hex hex \"\\\\u\" [dD] [c-fC-F] hex hex\n"
+    "hex ::= [0-9a-fA-F]\n"
+    "integer ::= \"-\"? (\"0\" | [1-9] [0-9]*)\n"
+    "number ::= integer (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n"
+    "# an additional property's key: unescaped characters only\n"
+    "keychar ::= [^\"\\\\\\x00-\\x1F]\n"
+    "d2 ::= [0-9] [0-9]\n"
+    "year ::= \"000\" [1-9] | \"00\" [1-9] [0-9] | \"0\" [1-9] [0-9] [0-9] | [1-9] [0-9] [0-9] [0-9]\n"
+    "leapyear ::= [0-9] [0-9] (\"0\" [48] | [2468] [048] | [13579] [26]) | (\"0\" [48] | [2468] [048] | [13579] [26]) \"00\"\n"
+    "date ::= year \"-\" (\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])\n"
+    "       | year \"-\" (\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\")\n"
+    "       | year \"-02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]) | leapyear \"-02-29\"\n"
+    "time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]+)? (\"Z\" | [-+] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n"
+    "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n"
+    "email ::= [A-Za-z0-9_+-] ([A-Za-z0-9_+.-]* [A-Za-z0-9_+-])? \"@\" [A-Za-z0-9] ([A-Za-z0-9-]* [A-Za-z0-9])? (\".\" [A-Za-z0-9] ([A-Za-z0-9-]* [A-Za-z0-9])?)+\n";
+
+/* -- numbers -- */
+
+/* The decimal digits of non-negative integers in [lo, hi] (hi < 0: no bound), no leading zeros, as
+   one parenthesised expression. */
+static void mms__js_fixed_range(struct mms__strbuf *b, const char *lo, const char *hi, int n) {
+    int k = 0, i;
+    bool lo_zero = true, hi_nine = true;
+    if (n == 0) { mms__sb_puts(b, "\"\""); return; }
+    while (k < n && lo[k] == hi[k]) k++;
+    if (k == n) { mms__sb_literal(b, lo, (size_t)n); return; }
+    mms__sb_puts(b, "(");
+    if (k) { mms__sb_literal(b, lo, (size_t)k); mms__sb_puts(b, " "); }
+    for (i = k + 1; i < n; i++) { lo_zero = lo_zero && lo[i] == '0'; hi_nine = hi_nine && hi[i] == '9'; }
+    if (lo_zero && hi_nine) {
+        mms__sb_printf(b, "[%c-%c]", lo[k], hi[k]);
+        if (n - k - 1) mms__sb_printf(b, " [0-9]{%d}", n - k - 1);
+    } else {
+        char nines[24], zeros[24];
+        memset(nines, '9', sizeof nines);
+        memset(zeros, '0', sizeof zeros);
+        mms__sb_printf(b, "(\"%c\" ", lo[k]);
+        mms__js_fixed_range(b, lo + k + 1, nines, n - k - 1);
+        if (lo[k] + 1 <= hi[k] - 1) {
+            mms__sb_printf(b, " | [%c-%c]", lo[k] + 1, hi[k] - 1);
+            if (n - k - 1) mms__sb_printf(b, " [0-9]{%d}", n - k - 1);
+        }
+        mms__sb_printf(b, " | \"%c\" ", hi[k]);
+        mms__js_fixed_range(b, zeros, hi + k + 1, n - k - 1);
+        mms__sb_puts(b, ")");
+    }
+    mms__sb_puts(b, ")");
+}
+
+static void mms__js_uint_range(struct mms__strbuf *b, int64_t lo, int64_t hi) {
+    char slo[24], shi[24], a[24], z[24];
+    int nlo, nhi, len, first = 1;
+    nlo = snprintf(slo, sizeof slo, "%lld", (long long)lo);
+    nhi = hi < 0 ? nlo : snprintf(shi, sizeof shi, "%lld", (long long)hi);
+    mms__sb_puts(b, "(");
+    for (len = nlo; len <= nhi; len++) {
+        if (len == nlo) memcpy(a, slo, (size_t)len + 1);
+        else { memset(a, '0', (size_t)len); a[0] = '1'; a[len] = '\0'; }
+        if (hi >= 0 && len == nhi) memcpy(z, shi, (size_t)len + 1);
+        else { memset(z, '9', (size_t)len); z[len] = '\0'; }
+        if (!first) mms__sb_puts(b, " | ");
+        first = 0;
+        mms__js_fixed_range(b, a, z, len);
+    }
+    if (hi < 0) mms__sb_printf(b, " | [1-9] [0-9]{%d} [0-9]*", nlo);
+    mms__sb_puts(b, ")");
+}
+
+/* Integers in [lo, hi]; has_lo/has_hi false: no bound. */
+static void mms__js_int_range(struct mms__strbuf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi) {
+    bool any = false;
+    mms__sb_puts(b, "(");
+    if (!has_lo || lo < 0) {   /* the negative ones: "-" and magnitudes in [max(1, -hi), -lo] */
+        mms__sb_puts(b, "\"-\" ");
+        mms__js_uint_range(b, has_hi && hi < -1 ? -hi : 1, has_lo ? -lo : -1);
+        any = true;
+    }
+    if (!has_hi || hi >= 0) {
+        if (any) mms__sb_puts(b, " | ");
+        mms__js_uint_range(b, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
+    }
+    mms__sb_puts(b, ")");
+}
+
+/* Non-negative numbers without an exponent in [m, M] (M < 0: no bound), each end exclusive or not. */
+static void mms__js_nonneg_number(struct mms__strbuf *b, int64_t m, bool mex, int64_t M, bool Mex) {
+    const char *frac = "(\".\" [0-9]+)?";
+    bool any = false;
+    mms__sb_puts(b, "(");
+    if (mex) {   /* m itself only with a fraction that is not all zeros */
+        if (M < 0 || m < M) { mms__sb_printf(b, "\"%lld.\" [0-9]* [1-9] [0-9]*", (long long)m); any = true; }
+        m++;
+    }
+    if (M < 0 || m <= M - 1) {
+        if (any) mms__sb_puts(b, " | ");
+        mms__js_uint_range(b, m, M < 0 ? -1 : M - 1);
+        mms__sb_printf(b, " %s", frac);
+        any = true;
+    }
+    if (M >= 0 && !Mex && m <= M) {
+        if (any) mms__sb_puts(b, " | ");
+        mms__sb_printf(b, "\"%lld\" (\".\" \"0\"+)?", (long long)M);
+        any = true;
+    }
+    if (!any) mms__sb_puts(b, "\"\"");
+    mms__sb_puts(b, ")");
+}
+
+/* -- regular expressions (pattern) -- */
+
+struct mms__re {
+    struct mms__js *c;
+    const char     *s, *end, *path, *start;
+    struct mms__strbuf *b;
+};
+
+/* One code point as the JSON text of a string holds it, as a literal (canonical escapes). */
+static void mms__re_char(struct mms__strbuf *b, uint32_t cp) {
+    unsigned char enc[4];
+    char tmp[16];
+    int n;
+    if (cp == '"') { mms__sb_puts(b, "\"\\\\\\\"\""); return; }
+    if (cp == '\\') { mms__sb_puts(b, "\"\\\\\\\\\""); return; }
+    if (cp < 0x20) {
+        const char *e = cp == '\n' ? "\\\\n" : cp == '\r' ? "\\\\r" : cp == '\t' ? "\\\\t" : cp == '\b' ? "\\\\b" : cp == '\f' ? "\\\\f" : NULL;
+        if (e) mms__sb_printf(b, "\"%s\"", e);
+        else mms__sb_printf(b, "\"\\\\u%04x\"", (unsigned)cp);
+        return;
+    }
+    n = mms__utf8_encode(cp, enc);
+    memcpy(tmp, enc, (size_t)n);
+    mms__sb_literal(b, tmp, (size_t)n);
+}
+
+/* A set of code points (sorted, merged pairs) as one JSON string character: the plain ones as a
+   class, '"', '\' and control characters as their escapes. */
+static void mms__re_set(struct mms__strbuf *b, const uint32_t *r, int n) {
+    int i, alts = 0;
+    uint32_t c;
+    struct mms__strbuf cls = { NULL, 0, 0, false };
+    for (i = 0; i < n; i++) {
+        uint32_t lo = r[2 * i], hi = r[2 * i + 1];
+        for (c = lo; c <= hi && c < 0x20; c++) { mms__sb_puts(b, alts++ ? " | " : "("); mms__re_char(b, c); }
+        if (lo <= '"' && '"' <= hi) { mms__sb_puts(b, alts++ ? " | " : "("); mms__re_char(b, '"'); }
+        if (lo <= '\\' && '\\' <= hi) { mms__sb_puts(b, alts++ ? " | " : "("); mms__re_char(b, '\\'); }
+        if (lo < 0x20) lo = 0x20;
+        while (lo <= hi) {   /* the plain part, split around '"' and '\' */
+            uint32_t stop = hi;
+            if (lo <= '"' && '"' <= stop) stop = lo == '"' ? '"' : '"' - 1;
+            if (lo <= '\\' && '\\' <= stop) stop = lo == '\\' ? '\\' : '\\' - 1;
+            if (lo != '"' && lo != '\\') mms__sb_printf(&cls, "\\U%08X-\\U%08X", (unsigned)lo, (unsigned)stop);
+            if (stop == 0xFFFFFFFFu) break;
+            lo = stop + 1;
+        }
+    }
+    if (cls.n) { mms__sb_puts(b, alts++ ? " | [" : "(["); mms__sb_put(b, cls.s, cls.n); mms__sb_puts(b, "]"); }
+    if (cls.oom) b->oom = true;
+    MMS_FREE(cls.s);
+    mms__sb_puts(b, alts ? ")" : "[^\\x00-\\U0010FFFF]");   /* an empty set: matches nothing, caught as unproductive */
+}
+
+/* Adds the ranges of a class escape (\d \w \s, negated: only within ASCII, where Python's Unicode
+   classes agree with ours) to r. */
+static bool mms__re_class_escape(char e, struct mms__i32vec *r) {
+    static const char *const sets[3] = { "09", "09AZaz__", "\t\r  \x0b\x0c" };
+    const char *set = e == 'd' || e == 'D' ? sets[0] : e == 'w' || e == 'W' ? sets[1] : e == 's' || e == 'S' ? sets[2] : NULL;
+    int i;
+    if (!set) return false;
+    if (e >= 'a') {
+        for (i = 0; set[i]; i += 2) { mms__i32vec_push(r, set[i]); mms__i32vec_push(r, set[i + 1]); }
+    } else {
+        uint32_t c;
+        for (c = 0; c < 0x80; c++) {
+            bool in = false;
+            for (i = 0; set[i]; i += 2) in = in || ((uint32_t)(unsigned char)set[i] <= c && c <= (uint32_t)(unsigned char)set[i + 1]);
+            if (!in) { mms__i32vec_push(r, (int32_t)c); mms__i32vec_push(r, (int32_t)c); }
+        }
+    }
+    return true;
+}
+
+static void mms__re_fail(struct mms__re *re, const char *what) {
+    mms__js_fail(re->c, re->path, "pattern", "%s (at offset %d of the expression)", what, (int)(re->s - re->start));
+}
+
+/* The next code point of the expression (UTF-8). */
+static uint32_t mms__re_next(struct mms__re *re) {
+    const unsigned char *p = (const unsigned char *)re->s;
+    uint32_t cp = *p;
+    int n = cp < 0x80 ? 1 : cp < 0xE0 ? 2 : cp < 0xF0 ? 3 : 4, i;
+    if (n > 1) cp &= (uint32_t)(0x3F >> (n - 1));
+    for (i = 1; i < n && p + i < (const unsigned char *)re->end; i++) cp = (cp << 6) | (p[i] & 0x3F);
+    re->s += n;
+    return cp;
+}
+
+/* An escaped character after the backslash (not a class escape): its code point, or fails. */
+static uint32_t mms__re_escape(struct mms__re *re) {
+    char e = *re->s++;
+    uint32_t v = 0;
+    int i, digits = e == 'x' ? 2 : e == 'u' ? 4 : 0;
+    if (digits) {
+        for (i = 0; i < digits; i++) {
+            char h = re->s < re->end ? *re->s++ : 0;
+            int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (d < 0) { mms__re_fail(re, "a bad hex escape"); return 0; }
+            v = v * 16 + (uint32_t)d;
+        }
+        return v;
+    }
+    switch (e) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    case 'f': return '\f';
+    case 'v': return '\v';
+    default:
+        if (strchr(".*+?()[]{}|\\/-^$ \"'#&~,:;<>=!@%`_", e) && e) return (uint32_t)(unsigned char)e;
+    }
+    mms__re_fail(re, "an escape outside the supported subset (\\b, \\B, \\A, \\Z, backreferences and \\p are not supported)");
+    return 0;
+}
+
+static void mms__re_alt(struct mms__re *re);
+
+static void mms__re_class(struct mms__re *re) {
+    struct mms__i32vec r = { NULL, 0, 0 }, m = { NULL, 0, 0 };
+    bool negate = false, unicode_escape = false;
+    int i;
+    if (re->s < re->end && *re->s == '^') { negate = true; re->s++; }
+    if (re->s < re->end && *re->s == ']') { mms__i32vec_push(&r, ']'); mms__i32vec_push(&r, ']'); re->s++; }
+    while (re->s < re->end && *re->s != ']' && !re->c->err[0]) {
+        uint32_t lo, hi;
+        if (*re->s == '\\' && re->s + 1 < re->end && mms__re_class_escape(re->s[1], &r)) { unicode_escape = true; re->s += 2; continue; }
+        if (*re->s == '\\') { re->s++; lo = mms__re_escape(re); }
+        else if (*re->s == '[' ) { mms__re_fail(re, "a '[' inside a class (sets like [[:alpha:]] are not supported)"); break; }
+        else lo = mms__re_next(re);
+        hi = lo;
+        if (re->s + 1 < re->end && *re->s == '-' && re->s[1] != ']') {
+            re->s++;
+            if (*re->s == '\\') { re->s++; hi = mms__re_escape(re); } else hi = mms__re_next(re);
+            if (hi < lo) { mms__re_fail(re, "a range out of order"); break; }
+        }
+        mms__i32vec_push(&r, (int32_t)lo);
+        mms__i32vec_push(&r, (int32_t)hi);
+    }
+    if (re->s >= re->end && !re->c->err[0]) mms__re_fail(re, "a class without its ']'");
+    re->s++;
+    if (r.n) qsort(r.v, (size_t)r.n / 2, 2 * sizeof *r.v, mms__cp_cmp);
+    for (i = 0; i < r.n; i += 2) {
+        if (m.n && (uint32_t)r.v[i] <= (uint32_t)m.v[m.n - 1] + 1) { if (r.v[i + 1] > m.v[m.n - 1]) m.v[m.n - 1] = r.v[i + 1]; }
+        else { mms__i32vec_push(&m, r.v[i]); mms__i32vec_push(&m, r.v[i + 1]); }
+    }
+    if (negate) {   /* the complement; within ASCII when a Unicode-aware escape is inside (Python's \d is wider than ours) */
+        const uint32_t top = unicode_escape ? 0x7F : 0x10FFFF;
+        uint32_t next = 0;
+        r.n = 0;
+        for (i = 0; i < m.n && (uint32_t)m.v[i] <= top; i += 2) {
+            if ((uint32_t)m.v[i] > next) { mms__i32vec_push(&r, (int32_t)next); mms__i32vec_push(&r, m.v[i] - 1); }
+            next = (uint32_t)m.v[i + 1] + 1;
+        }
+        if (next <= top) { mms__i32vec_push(&r, (int32_t)next); mms__i32vec_push(&r, (int32_t)top); }
+        mms__re_set(re->b, (const uint32_t *)r.v, r.n / 2);
+    } else {
+        mms__re_set(re->b, (const uint32_t *)m.v, m.n / 2);
+    }
+    mms__i32vec_free(&r);
+    mms__i32vec_free(&m);
+}
+
+static void mms__re_atom(struct mms__re *re) {
+    char ch = *re->s;
+    if (ch == '(') {
+        re->s++;
+        if (re->s < re->end && *re->s == '?') {
+            if (re->end - re->s >= 2 && re->s[1] == ':') re->s += 2;
+            else if (re->end - re->s >= 3 && re->s[1] == 'P' && re->s[2] == '<') { while (re->s < re->end && *re->s != '>') re->s++; re->s++; }
+            else { mms__re_fail(re, "lookaround, flags and other (?...) groups are not supported"); return; }
+        }
+        mms__sb_puts(re->b, "(");
+        mms__re_alt(re);
+        mms__sb_puts(re->b, ")");
+        if (re->s >= re->end || *re->s != ')') { mms__re_fail(re, "a '(' without its ')'"); return; }
+        re->s++;
+    } else if (ch == '[') {
+        re->s++;
+        mms__re_class(re);
+    } else if (ch == '.') {   /* any character but a newline (Python's default) */
+        static const uint32_t any[4] = { 0, 9, 11, 0x10FFFF };
+        re->s++;
+        mms__re_set(re->b, any, 2);
+    } else if (ch == '\\') {
+        struct mms__i32vec r = { NULL, 0, 0 };
+        re->s++;
+        if (re->s < re->end && mms__re_class_escape(*re->s, &r)) {
+            re->s++;
+            qsort(r.v, (size_t)r.n / 2, 2 * sizeof *r.v, mms__cp_cmp);
+            mms__re_set(re->b, (const uint32_t *)r.v, r.n / 2);
+        } else {
+            mms__re_char(re->b, mms__re_escape(re));
+        }
+        mms__i32vec_free(&r);
+    } else if (ch == '^' || ch == '$') {
+        mms__re_fail(re, "'^' and '$' only at the start and the end of the whole expression");
+    } else if (ch == '*' || ch == '+' || ch == '?' || ch == '{' || ch == ')' || ch == '|') {
+        mms__re_fail(re, "a quantifier or ')' with nothing before it");
+    } else {
+        mms__re_char(re->b, mms__re_next(re));
+    }
+}
+
+static void mms__re_seq(struct mms__re *re) {
+    bool any = false;
+    while (re->s < re->end && *re->s != '|' && *re->s != ')' && !re->c->err[0]) {
+        if (any) mms__sb_puts(re->b, " ");
+        mms__sb_puts(re->b, "(");
+        mms__re_atom(re);
+        mms__sb_puts(re->b, ")");
+        any = true;
+        while (re->s < re->end && !re->c->err[0] && (*re->s == '*' || *re->s == '+' || *re->s == '?' || *re->s == '{')) {
+            if (*re->s == '{') {
+                const char *q = re->s + 1;
+                long m = 0, n;
+                if (q >= re->end || *q < '0' || *q > '9') { mms__re_fail(re, "a '{' that is no {m,n} (write \\{ for the character)"); return; }
+                while (q < re->end && *q >= '0' && *q <= '9') { if (m < 100000) m = m * 10 + (*q - '0'); q++; }
+                n = m;
+                if (q < re->end && *q == ',') {
+                    q++;
+                    if (q < re->end && *q == '}') n = -1;
+                    else for (n = 0; q < re->end && *q >= '0' && *q <= '9'; q++) if (n < 100000) n = n * 10 + (*q - '0');
+                }
+                if (q >= re->end || *q != '}' || (n >= 0 && n < m) || m > 1000 || n > 1000) { mms__re_fail(re, "a bad {m,n} (at most 1000)"); return; }
+                re->s = q + 1;
+                if (n < 0) mms__sb_printf(re->b, "{%ld,}", m); else mms__sb_printf(re->b, "{%ld,%ld}", m, n);
+            } else {
+                mms__sb_put(re->b, re->s, 1);
+                re->s++;
+            }
+            if (re->s < re->end && *re->s == '?') re->s++;   /* lazy: the same language */
+        }
+    }
+    if (!any) mms__sb_puts(re->b, "\"\"");
+}
+
+static void mms__re_alt(struct mms__re *re) {
+    mms__re_seq(re);
+    while (re->s < re->end && *re->s == '|' && !re->c->err[0]) {
+        re->s++;
+        mms__sb_puts(re->b, " | ");
+        mms__re_seq(re);
+    }
+}
+
+/* A JSON string's content matching pattern (Python's re.search: unanchored unless ^ and $). */
+static void mms__js_pattern(struct mms__js *c, struct mms__strbuf *b, const char *pattern, size_t len, const char *path) {
+    struct mms__re re;
+    bool start = len > 0 && pattern[0] == '^', end = false;
+    size_t i, bs = 0;
+    const char *p;
+    int depth = 0;
+    /* a final '$' that is not escaped */
+    if (len > 0 && pattern[len - 1] == '$') {
+        for (i = len - 1; i > 0 && pattern[i - 1] == '\\'; i--) bs++;
+        end = bs % 2 == 0;
+    }
+    re.c = c;
+    re.start = pattern;
+    re.s = pattern + (start ? 1 : 0);
+    re.end = pattern + len - (end ? 1 : 0);
+    re.path = path;
+    re.b = b;
+    for (p = re.s; p < re.end; p++) {   /* ^a|b$ anchors only one side of each branch: refused */
+        if (*p == '\\') { p++; continue; }
+        if (*p == '(') depth++;
+        if (*p == ')') depth--;
+        if (*p == '|' && depth == 0 && (start || end)) { mms__js_fail(c, path, "pattern", "anchors with a top-level '|' (write ^(a|b)$)"); return; }
+    }
+    mms__sb_puts(b, "(");
+    if (!start) mms__sb_puts(b, "char* ");
+    mms__sb_puts(b, "(");
+    mms__re_alt(&re);
+    mms__sb_puts(b, ")");
+    if (re.s < re.end && !c->err[0]) mms__re_fail(&re, "an unmatched ')'");
+    if (!end) mms__sb_puts(b, " char*");
+    mms__sb_puts(b, ")");
+}
+
+/* -- schemas -- */
+
+static int mms__js_rule(struct mms__js *c, struct mms__js_member *members, int n);
+
+/* Adds schema v (at path) to the conjunction: $ref and allOf are flattened; true is nothing; false
+   makes *never. */
+static void mms__js_add(struct mms__js *c, struct mms__js_member *m, int *n, int64_t v, const char *path, bool *never, int depth) {
+    int64_t r, k, len;
+    int i;
+    char sub[192];
+    if (c->err[0] || depth > 64) { if (depth > 64) mms__js_fail(c, path, "$ref", "references nest deeper than 64 without a schema between"); return; }
+    if (mms_json_type(c->j, v) == MMS_JSON_TRUE) return;
+    if (mms_json_type(c->j, v) == MMS_JSON_FALSE) { *never = true; return; }
+    if (mms_json_type(c->j, v) != MMS_JSON_OBJECT) { mms__js_fail(c, path, "schema", "a schema is an object or a boolean"); return; }
+    for (i = 0; i < *n; i++) if (m[i].id == v) return;
+    if (*n == MMS__JS_MAX_MEMBERS) { mms__js_fail(c, path, "allOf", "more than %d schemas apply together", MMS__JS_MAX_MEMBERS); return; }
+    m[*n].id = v;
+    m[*n].skip_anyof = false;
+    snprintf(m[*n].path, sizeof m[*n].path, "%s", path);
+    (*n)++;
+    if ((r = mms_json_get(c->j, v, "$ref")) >= 0) {
+        size_t rl;
+        const char *ref = mms_json_str(c->j, r, &rl);
+        int64_t t = 0;
+        char tok[256];
+        mms__js_path(sub, sizeof sub, path, "$ref");
+        if (!ref || ref[0] != '#' || (ref[1] && ref[1] != '/')) { mms__js_fail(c, sub, "$ref", "'%s': only local references (#, #/...) are supported", ref ? ref : "(not a string)"); return; }
+        for (ref++; *ref == '/' && t >= 0;) {   /* JSON Pointer: ~1 is '/', ~0 is '~', %XX a byte */
+            size_t tn = 0;
+            for (ref++; *ref && *ref != '/' && tn + 1 < sizeof tok; ref++) {
+                if (*ref == '~' && (ref[1] == '0' || ref[1] == '1')) { tok[tn++] = ref[1] == '0' ? '~' : '/'; ref++; }
+                else if (*ref == '%' && isxdigit((unsigned char)ref[1]) && isxdigit((unsigned char)ref[2])) {
+                    char hx[3] = { ref[1], ref[2], 0 };
+                    tok[tn++] = (char)strtol(hx, NULL, 16);
+                    ref += 2;
+                } else tok[tn++] = *ref;
+            }
+            tok[tn] = '\0';
+            if (mms_json_type(c->j, t) == MMS_JSON_ARRAY) t = mms_json_at(c->j, t, atol(tok));
+            else t = mms_json_get(c->j, t, tok);
+        }
+        if (t < 0) { mms__js_fail(c, sub, "$ref", "'%s' points at nothing in the schema", mms_json_str(c->j, r, &rl)); return; }
+        mms__js_add(c, m, n, t, mms_json_str(c->j, r, &rl), never, depth + 1);
+    }
+    if ((r = mms_json_get(c->j, v, "allOf")) >= 0) {
+        mms__js_path(sub, sizeof sub, path, "allOf");
+        if (mms_json_type(c->j, r) != MMS_JSON_ARRAY || mms_json_len(c->j, r) < 1) { mms__js_fail(c, sub, "allOf", "a non-empty array of schemas is required"); return; }
+        for (k = 0, len = mms_json_len(c->j, r); k < len; k++) {
+            char item[192];
+            mms__js_path_index(item, sizeof item, sub, k);
+            mms__js_add(c, m, n, mms_json_at(c->j, r, k), item, never, depth + 1);
+        }
+    }
+}
+
+static int mms__js_new_rule(struct mms__js *c) { return c->n_rules++; }
+
+/* The members' values of keyword (at most one member may have it: several are an error unless same). */
+static int64_t mms__js_one(struct mms__js *c, const struct mms__js_member *m, int n, const char *keyword, const char **path) {
+    int64_t found = -1, v;
+    int i;
+    for (i = 0; i < n; i++)
+        if ((v = mms_json_get(c->j, m[i].id, keyword)) >= 0) {
+            if (found >= 0) { mms__js_fail(c, m[i].path, keyword, "in several schemas of one allOf/$ref: not supported"); return -1; }
+            found = v;
+            if (path) *path = m[i].path;
+        }
+    return found;
+}
+
+/* A number keyword's bound, the tightest over the members; false when none has it. */
+static bool mms__js_bound(struct mms__js *c, const struct mms__js_member *m, int n, const char *keyword, bool lower, double *out) {
+    bool any = false;
+    int i;
+    for (i = 0; i < n; i++) {
+        int64_t v = mms_json_get(c->j, m[i].id, keyword);
+        double d;
+        if (v < 0) continue;
+        if (!mms_json_num(c->j, v, &d)) {
+            char p[192];
+            mms__js_path(p, sizeof p, m[i].path, keyword);
+            mms__js_fail(c, p, keyword, "a number is required (a boolean is draft 4's form)");
+            return false;
+        }
+        if (!any || (lower ? d > *out : d < *out)) *out = d;
+        any = true;
+    }
+    return any;
+}
+
+static void mms__js_rule_name(char *buf, size_t cap, int rule) { snprintf(buf, cap, "s%d", rule); }
+
+static void mms__js_ref(struct mms__strbuf *b, int rule) {
+    char name[24];
+    mms__js_rule_name(name, sizeof name, rule);
+    mms__sb_puts(b, name);
+}
+
+/* The rule of one schema value (a single-member conjunction), or -1 for "nothing". */
+static int mms__js_schema(struct mms__js *c, int64_t v, const char *path) {
+    struct mms__js_member m[MMS__JS_MAX_MEMBERS];
+    int n = 0;
+    bool never = false;
+    mms__js_add(c, m, &n, v, path, &never, 0);
+    if (c->err[0] || never) return -1;
+    return mms__js_rule(c, m, n);
+}
+
+/* A property of an object being compiled: its rule (-2 any value, -1 none). */
+struct mms__js_prop {
+    const char *key;
+    int         rule;
+    bool        required;
+};
+
+static bool mms__js_prop_add(struct mms__js_prop **props, int *n, int *cap, const char *key, int rule) {
+    if (*n == *cap) {
+        int ncap = *cap ? *cap * 2 : 16;
+        struct mms__js_prop *p = (struct mms__js_prop *)MMS_REALLOC(*props, sizeof *p * (size_t)ncap);
+        if (!p) return false;
+        *props = p;
+        *cap = ncap;
+    }
+    (*props)[*n].key = key;
+    (*props)[*n].rule = rule;
+    (*props)[*n].required = false;
+    (*n)++;
+    return true;
+}
+
+/* The object part of a conjunction, into b. */
+static void mms__js_object(struct mms__js *c, struct mms__js_member *m, int n, struct mms__strbuf *b) {
+    struct mms__js_prop *props = NULL;
+    int n_props = 0, cap_props = 0, i, k, q, addl = -2;   /* addl: -2 any value, -1 none, else a rule */
+    int64_t v, len;
+    const char *addl_path = NULL;
+    bool addl_set = false;
+    /* additionalProperties: at most one member may restrict it, and then every property named must be its own */
+    for (i = 0; i < n; i++) {
+        if ((v = mms_json_get(c->j, m[i].id, "additionalProperties")) < 0 || mms_json_type(c->j, v) == MMS_JSON_TRUE) continue;
+        if (addl_set) { mms__js_fail(c, m[i].path, "additionalProperties", "in several schemas of one allOf/$ref: not supported"); goto done; }
+        addl_set = true;
+        addl_path = m[i].path;
+        {
+            char p[192];
+            mms__js_path(p, sizeof p, m[i].path, "additionalProperties");
+            addl = mms__js_schema(c, v, p);
+        }
+        for (k = 0; k < n && !c->err[0]; k++) {
+            int64_t pr = mms_json_get(c->j, m[k].id, "properties"), mine = mms_json_get(c->j, m[i].id, "properties");
+            for (q = 0; k != i && pr >= 0 && q < mms_json_len(c->j, pr); q++) {
+                size_t kl;
+                const char *key = mms_json_key(c->j, pr, q, &kl);
+                if (mine < 0 || mms_json_get(c->j, mine, key) < 0)
+                    mms__js_fail(c, m[k].path, "additionalProperties", "property '%s' of another allOf branch meets the additionalProperties of %s: not supported", key, m[i].path);
+            }
+        }
+    }
+    if (c->err[0]) goto done;
+    /* properties, in the order the members list them */
+    for (i = 0; i < n; i++) {
+        int64_t pr = mms_json_get(c->j, m[i].id, "properties");
+        if (pr < 0) continue;
+        if (mms_json_type(c->j, pr) != MMS_JSON_OBJECT) { mms__js_fail(c, m[i].path, "properties", "an object is required"); goto done; }
+        for (k = 0, len = mms_json_len(c->j, pr); k < len; k++) {
+            size_t kl;
+            const char *key = mms_json_key(c->j, pr, k, &kl);
+            struct mms__js_member sm[MMS__JS_MAX_MEMBERS];
+            int sn = 0, r;
+            bool never = false;
+            for (q = 0; q < n_props; q++) if (!strcmp(props[q].key, key)) break;
+            if (q < n_props) continue;   /* already compiled with every member's schema for it */
+            for (q = i; q < n; q++) {
+                int64_t pq = mms_json_get(c->j, m[q].id, "properties"), s;
+                if (pq >= 0 && (s = mms_json_get(c->j, pq, key)) >= 0) {
+                    char p[192], p2[192];
+                    mms__js_path(p, sizeof p, m[q].path, "properties");
+                    mms__js_path(p2, sizeof p2, p, key);
+                    mms__js_add(c, sm, &sn, s, p2, &never, 0);
+                }
+            }
+            if (c->err[0]) goto done;
+            r = never ? -1 : mms__js_rule(c, sm, sn);
+            if (c->err[0]) goto done;
+            if (!mms__js_prop_add(&props, &n_props, &cap_props, key, r)) { b->oom = true; goto done; }
+        }
+    }
+    /* required: a name without a property takes the additionalProperties schema */
+    for (i = 0; i < n; i++) {
+        int64_t rq = mms_json_get(c->j, m[i].id, "required");
+        if (rq < 0) continue;
+        if (mms_json_type(c->j, rq) != MMS_JSON_ARRAY) { mms__js_fail(c, m[i].path, "required", "an array of strings is required"); goto done; }
+        for (k = 0, len = mms_json_len(c->j, rq); k < len; k++) {
+            size_t kl;
+            const char *key = mms_json_str(c->j, mms_json_at(c->j, rq, k), &kl);
+            if (!key) { mms__js_fail(c, m[i].path, "required", "an array of strings is required"); goto done; }
+            for (q = 0; q < n_props; q++) if (!strcmp(props[q].key, key)) break;
+            if (q == n_props && !mms__js_prop_add(&props, &n_props, &cap_props, key, addl)) { b->oom = true; goto done; }
+            if (props[q].rule == -1) { mms__js_fail(c, m[i].path, "required", "'%s' is required but its schema admits no value", key); goto done; }
+            props[q].required = true;
+        }
+    }
+    /* additional keys are written after the listed ones and may not repeat them: an ASCII trie of the names */
+    if (addl != -1)
+        for (q = 0; q < n_props; q++) {
+            const char *k2;
+            for (k2 = props[q].key; *k2; k2++)
+                if ((unsigned char)*k2 < 0x20 || (unsigned char)*k2 >= 0x7F || *k2 == '"' || *k2 == '\\' || k2 - props[q].key > 200) {
+                    mms__js_fail(c, addl_path ? addl_path : m[0].path, "additionalProperties", "property '%s' has a character other than printable ASCII: additional properties beside it are not supported (set additionalProperties to false)", props[q].key);
+                    goto done;
+                }
+        }
+    {
+        /* F = first pair, R(i) = ',' pairs after property i-1; a property may be skipped unless required */
+        int base = c->n_rules, addkey = -1, addpair = -1;
+        struct mms__strbuf rb = { NULL, 0, 0, false };
+        c->n_rules += n_props + 1;   /* s(base + i) = R(i), i in 0..n_props */
+        if (addl != -1) {
+            /* the key trie: one rule per prefix of a name */
+            struct mms__strbuf tb = { NULL, 0, 0, false };
+            char (*prefixes)[256] = NULL;
+            int n_pre = 0, cap_pre = 0, pi;
+            /* collect every prefix (with the empty one first) */
+            for (q = -1; q < n_props; q++) {
+                size_t L = q < 0 ? 0 : strlen(props[q].key), l;
+                for (l = q < 0 ? 0 : 1; l <= L && l < 255; l++) {
+                    for (pi = 0; pi < n_pre; pi++) if (strlen(prefixes[pi]) == l && !memcmp(prefixes[pi], props[q].key, l)) break;
+                    if (pi < n_pre) continue;
+                    if (n_pre == cap_pre) {
+                        char (*np)[256];
+                        cap_pre = cap_pre ? cap_pre * 2 : 16;
+                        np = (char (*)[256])MMS_REALLOC(prefixes, sizeof *np * (size_t)cap_pre);
+                        if (!np) { b->oom = true; MMS_FREE(prefixes); goto done; }
+                        prefixes = np;
+                    }
+                    memcpy(prefixes[n_pre], q < 0 ? "" : props[q].key, l);
+                    prefixes[n_pre][l] = '\0';
+                    n_pre++;
+                }
+            }
+            addkey = c->n_rules;
+            c->n_rules += n_pre;
+            addpair = c->n_rules++;
+            for (pi = 0; pi < n_pre; pi++) {
+                const size_t L = strlen(prefixes[pi]);
+                bool is_name = false, any = false;
+                char others[300];
+                size_t no = 0;
+                int pj;
+                for (q = 0; q < n_props; q++) is_name = is_name || !strcmp(props[q].key, prefixes[pi]);
+                mms__js_ref(&tb, addkey + pi);
+                mms__sb_puts(&tb, " ::= ");
+                if (!is_name) { mms__sb_puts(&tb, "\"\\\"\""); any = true; }
+                for (pj = 0; pj < n_pre; pj++) {   /* the children: one character longer */
+                    if (strlen(prefixes[pj]) != L + 1 || memcmp(prefixes[pj], prefixes[pi], L)) continue;
+                    if (any) mms__sb_puts(&tb, " | ");
+                    mms__sb_literal(&tb, prefixes[pj] + L, 1);
+                    mms__sb_puts(&tb, " ");
+                    mms__js_ref(&tb, addkey + pj);
+                    any = true;
+                    if (prefixes[pj][L] == ']' || prefixes[pj][L] == '^' || prefixes[pj][L] == '-') others[no++] = '\\';
+                    others[no++] = prefixes[pj][L];
+                }
+                others[no] = '\0';
+                if (any) mms__sb_puts(&tb, " | ");
+                mms__sb_printf(&tb, "[^\"\\\\\\x00-\\x1F%s] keychar* \"\\\"\"\n", others);
+            }
+            mms__js_ref(&tb, addpair);
+            mms__sb_puts(&tb, " ::= \"\\\"\" ");
+            mms__js_ref(&tb, addkey);
+            mms__sb_puts(&tb, " \":\" ");
+            if (addl == -2) mms__sb_puts(&tb, "value"); else mms__js_ref(&tb, addl);
+            mms__sb_puts(&tb, "\n");
+            if (tb.oom) b->oom = true; else mms__sb_put(&c->out, tb.s, tb.n);
+            MMS_FREE(tb.s);
+            MMS_FREE(prefixes);
+        }
+        for (i = 0; i <= n_props; i++) {   /* R(i) */
+            bool any = false;
+            mms__js_ref(&rb, base + i);
+            mms__sb_puts(&rb, " ::= ");
+            for (k = i; k < n_props; k++) {
+                if (props[k].rule == -1) continue;
+                if (any) mms__sb_puts(&rb, " | ");
+                mms__sb_puts(&rb, "\",\" ");
+                mms__js_key_literal(&rb, props[k].key);
+                mms__sb_puts(&rb, " ");
+                if (props[k].rule == -2) mms__sb_puts(&rb, "value"); else mms__js_ref(&rb, props[k].rule);
+                mms__sb_puts(&rb, " ");
+                mms__js_ref(&rb, base + k + 1);
+                any = true;
+                if (props[k].required) break;
+            }
+            if (k == n_props) {   /* every later one may be left out: the additional ones, or the end */
+                if (any) mms__sb_puts(&rb, " | ");
+                if (addl != -1) { mms__sb_puts(&rb, "(\",\" "); mms__js_ref(&rb, addpair); mms__sb_puts(&rb, ")*"); }
+                else mms__sb_puts(&rb, "\"\"");
+            }
+            mms__sb_puts(&rb, "\n");
+        }
+        if (rb.oom) b->oom = true; else mms__sb_put(&c->out, rb.s, rb.n);
+        MMS_FREE(rb.s);
+        /* the object: "{" then the first pair (R(0) without its comma) */
+        mms__sb_puts(b, "\"{\" (");
+        {
+            bool any = false;
+            for (k = 0; k < n_props; k++) {
+                if (props[k].rule == -1) continue;
+                if (any) mms__sb_puts(b, " | ");
+                mms__js_key_literal(b, props[k].key);
+                mms__sb_puts(b, " ");
+                if (props[k].rule == -2) mms__sb_puts(b, "value"); else mms__js_ref(b, props[k].rule);
+                mms__sb_puts(b, " ");
+                mms__js_ref(b, base + k + 1);
+                any = true;
+                if (props[k].required) break;
+            }
+            if (k == n_props) {
+                if (any) mms__sb_puts(b, " | ");
+                if (addl != -1) { mms__sb_puts(b, "("); mms__js_ref(b, addpair); mms__sb_puts(b, " (\",\" "); mms__js_ref(b, addpair); mms__sb_puts(b, ")*)?"); }
+                else mms__sb_puts(b, "\"\"");
+            }
+        }
+        mms__sb_puts(b, ") \"}\"");
+    }
+done:
+    MMS_FREE(props);
+}
+
+/* The array part of a conjunction, into b. */
+static void mms__js_array(struct mms__js *c, struct mms__js_member *m, int n, struct mms__strbuf *b) {
+    const char *ppath = NULL;
+    int64_t prefix = mms__js_one(c, m, n, "prefixItems", &ppath), items;
+    int n_prefix = 0, *prefix_rules = NULL, item_rule = -2, i, count;
+    double dmin = 0, dmax = -1;
+    long lmin, lmax;
+    struct mms__js_member im[MMS__JS_MAX_MEMBERS];
+    int in = 0;
+    bool never = false;
+    if (c->err[0]) return;
+    for (i = 0; i < n; i++)
+        if ((items = mms_json_get(c->j, m[i].id, "items")) >= 0) {
+            char p[192];
+            mms__js_path(p, sizeof p, m[i].path, "items");
+            if (mms_json_type(c->j, items) == MMS_JSON_ARRAY) { mms__js_fail(c, p, "items", "an array of schemas is draft 2019's tuple form: use prefixItems"); return; }
+            mms__js_add(c, im, &in, items, p, &never, 0);
+        }
+    if (c->err[0]) return;
+    item_rule = never ? -1 : in ? mms__js_rule(c, im, in) : -2;
+    if (prefix >= 0) {
+        if (mms_json_type(c->j, prefix) != MMS_JSON_ARRAY) { mms__js_fail(c, ppath, "prefixItems", "an array of schemas is required"); return; }
+        n_prefix = (int)mms_json_len(c->j, prefix);
+        if (!(prefix_rules = (int *)MMS_MALLOC(sizeof(int) * ((size_t)n_prefix + 1)))) { b->oom = true; return; }
+        for (i = 0; i < n_prefix; i++) {
+            char p[192], pp[192];
+            mms__js_path(pp, sizeof pp, ppath, "prefixItems");
+            mms__js_path_index(p, sizeof p, pp, i);
+            prefix_rules[i] = mms__js_schema(c, mms_json_at(c->j, prefix, i), p);
+        }
+    }
+    mms__js_bound(c, m, n, "minItems", true, &dmin);
+    if (!mms__js_bound(c, m, n, "maxItems", false, &dmax)) dmax = -1;
+    if (c->err[0]) goto done;
+    if (dmin > 1000 || dmax > 1000) { mms__js_fail(c, m[0].path, dmax > 1000 ? "maxItems" : "minItems", "more than 1000 items: not supported"); goto done; }
+    lmin = (long)ceil(dmin);
+    lmax = dmax < 0 ? -1 : (long)floor(dmax);
+    for (i = 0; i < n; i++) {
+        int64_t u = mms_json_get(c->j, m[i].id, "uniqueItems");
+        if (u >= 0 && mms_json_type(c->j, u) == MMS_JSON_TRUE) { mms__js_fail(c, m[i].path, "uniqueItems", "not supported"); goto done; }
+    }
+    /* the longest array the element schemas allow */
+    {
+        long cap = item_rule == -1 ? n_prefix : -1;
+        for (i = 0; i < n_prefix; i++) if (prefix_rules[i] == -1) { cap = i; break; }
+        if (cap >= 0 && (lmax < 0 || lmax > cap)) lmax = cap;
+    }
+    if (lmax >= 0 && lmin > lmax) { mms__js_fail(c, m[0].path, "minItems", "no array can satisfy minItems %ld with at most %ld items", lmin, lmax); goto done; }
+    /* positions 0 .. count-1 written out (the first lmin required), then a repetition when unbounded */
+    count = lmax >= 0 ? (int)lmax : (int)(lmin > n_prefix ? lmin : n_prefix);
+    mms__sb_puts(b, "\"[\" ");
+    for (i = 0; i < count; i++) {
+        const int r = i < n_prefix ? prefix_rules[i] : item_rule;
+        if (i >= lmin) mms__sb_puts(b, "(");
+        if (i) mms__sb_puts(b, "\",\" ");
+        if (r == -2) mms__sb_puts(b, "value"); else mms__js_ref(b, r);
+        mms__sb_puts(b, " ");
+    }
+    if (lmax < 0) {
+        if (count == 0) { mms__sb_puts(b, "("); if (item_rule == -2) mms__sb_puts(b, "value"); else mms__js_ref(b, item_rule); mms__sb_puts(b, " "); }
+        mms__sb_puts(b, "(\",\" ");
+        if (item_rule == -2) mms__sb_puts(b, "value"); else mms__js_ref(b, item_rule);
+        mms__sb_puts(b, ")* ");
+        if (count == 0) mms__sb_puts(b, ")? ");
+    }
+    for (i = count - 1; i >= 0; i--) if (i >= lmin) mms__sb_puts(b, ")? ");
+    mms__sb_puts(b, "\"]\"");
+done:
+    MMS_FREE(prefix_rules);
+}
+
+/* The string part of a conjunction, into b. */
+static void mms__js_string(struct mms__js *c, struct mms__js_member *m, int n, struct mms__strbuf *b) {
+    const char *ppath = NULL, *fpath = NULL;
+    int64_t pattern = mms__js_one(c, m, n, "pattern", &ppath), format = mms__js_one(c, m, n, "format", &fpath);
+    double dmin = 0, dmax = -1;
+    bool has_len;
+    if (c->err[0]) return;
+    has_len = mms__js_bound(c, m, n, "minLength", true, &dmin);   /* both read: each may set its bound */
+    if (mms__js_bound(c, m, n, "maxLength", false, &dmax)) has_len = true;
+    if (c->err[0]) return;
+    if (dmin > 10000 || dmax > 10000) { mms__js_fail(c, m[0].path, "maxLength", "lengths beyond 10000: not supported"); return; }
+    if (has_len && dmax >= 0 && ceil(dmin) > floor(dmax)) { mms__js_fail(c, m[0].path, "minLength", "greater than maxLength: no string satisfies both"); return; }
+    if ((pattern >= 0 || format >= 0) && has_len) {
+        mms__js_fail(c, pattern >= 0 ? ppath : fpath, pattern >= 0 ? "pattern" : "format", "together with minLength/maxLength: not supported");
+        return;
+    }
+    if (pattern >= 0 && format >= 0) { mms__js_fail(c, ppath, "pattern", "together with format: not supported"); return; }
+    mms__sb_puts(b, "\"\\\"\" ");
+    if (format >= 0) {
+        size_t fl;
+        const char *f = mms_json_str(c->j, format, &fl);
+        static const char *const formats[] = { "date", "time", "date-time", "uuid", "email", NULL };
+        if (!f || !mms__js_in(formats, f)) { mms__js_fail(c, fpath, "format", "'%s' is not supported (date, time, date-time, uuid, email are)", f ? f : "(not a string)"); return; }
+        mms__sb_puts(b, !strcmp(f, "date-time") ? "date \"T\" time" : f);
+    } else if (pattern >= 0) {
+        size_t pl;
+        const char *p = mms_json_str(c->j, pattern, &pl);
+        char path[192];
+        mms__js_path(path, sizeof path, ppath, "pattern");
+        if (!p) { mms__js_fail(c, path, "pattern", "a string is required"); return; }
+        mms__js_pattern(c, b, p, pl, path);
+    } else if (has_len) {
+        if (dmax >= 0) mms__sb_printf(b, "char{%ld,%ld}", (long)ceil(dmin), (long)floor(dmax));
+        else mms__sb_printf(b, "char{%ld,}", (long)ceil(dmin));
+    } else {
+        mms__sb_puts(b, "char*");
+    }
+    mms__sb_puts(b, " \"\\\"\"");
+}
+
+/* The number part (integers only when integer_only), into b. */
+static void mms__js_number(struct mms__js *c, struct mms__js_member *m, int n, bool integer_only, struct mms__strbuf *b) {
+    double lo = 0, hi = 0, xlo = 0, xhi = 0;
+    bool has_lo = mms__js_bound(c, m, n, "minimum", true, &lo), has_hi = mms__js_bound(c, m, n, "maximum", false, &hi);
+    bool has_xlo = mms__js_bound(c, m, n, "exclusiveMinimum", true, &xlo), has_xhi = mms__js_bound(c, m, n, "exclusiveMaximum", false, &xhi);
+    bool lo_ex = false, hi_ex = false;
+    const double lim = 9007199254740992.0;
+    if (c->err[0]) return;
+    if (has_xlo && (!has_lo || xlo >= lo)) { lo = xlo; has_lo = true; lo_ex = true; }
+    if (has_xhi && (!has_hi || xhi <= hi)) { hi = xhi; has_hi = true; hi_ex = true; }
+    if ((has_lo && fabs(lo) > lim) || (has_hi && fabs(hi) > lim)) { mms__js_fail(c, m[0].path, has_lo && fabs(lo) > lim ? "minimum" : "maximum", "a bound beyond 2^53: not supported"); return; }
+    if (integer_only) {
+        int64_t ilo = 0, ihi = 0;
+        if (has_lo) ilo = (int64_t)(lo_ex ? floor(lo) + 1 : ceil(lo));
+        if (has_hi) ihi = (int64_t)(hi_ex ? ceil(hi) - 1 : floor(hi));
+        if (has_lo && has_hi && ilo > ihi) { mms__js_fail(c, m[0].path, "minimum", "no integer lies between the bounds"); return; }
+        if (!has_lo && !has_hi) mms__sb_puts(b, "integer");
+        else mms__js_int_range(b, has_lo, ilo, has_hi, ihi);
+        return;
+    }
+    if (!has_lo && !has_hi) { mms__sb_puts(b, "number"); return; }
+    if ((has_lo && lo != floor(lo)) || (has_hi && hi != floor(hi))) {
+        mms__js_fail(c, m[0].path, has_lo && lo != floor(lo) ? (lo_ex ? "exclusiveMinimum" : "minimum") : (hi_ex ? "exclusiveMaximum" : "maximum"),
+                     "a bound with a fraction on a number: only integral bounds are supported (numbers with bounds are written without an exponent)");
+        return;
+    }
+    if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_ex || hi_ex)))) { mms__js_fail(c, m[0].path, "minimum", "no number lies between the bounds"); return; }
+    {
+        bool any = false;
+        mms__sb_puts(b, "(");
+        if (!has_lo || lo < 0) {   /* negatives: "-" and a magnitude in (max(0, -hi), -lo] */
+            const bool hi_pos = !has_hi || hi >= 0;
+            mms__sb_puts(b, "\"-\" ");
+            mms__js_nonneg_number(b, hi_pos ? 0 : (int64_t)-hi, hi_pos ? true : hi_ex, has_lo ? (int64_t)-lo : -1, lo_ex);
+            any = true;
+        }
+        if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) {
+            if (any) mms__sb_puts(b, " | ");
+            mms__js_nonneg_number(b, has_lo && lo >= 0 ? (int64_t)lo : 0, has_lo && lo >= 0 ? lo_ex : false, has_hi ? (int64_t)hi : -1, hi_ex);
+        }
+        mms__sb_puts(b, ")");
+    }
+}
+
+/* Compiles a conjunction to a rule; its number, or -1 when it admits nothing. */
+static int mms__js_rule(struct mms__js *c, struct mms__js_member *m, int n) {
+    struct mms__strbuf b = { NULL, 0, 0, false };
+    int rule, i, types = MMS__JS_ALL, anyof_at = -1, memo;
+    int64_t v, k, len;
+    bool any_alt = false;
+    if (c->err[0]) return -1;
+    if (c->n_rules > MMS__JS_MAX_RULES) { mms__js_fail(c, n ? m[0].path : "#", "schema", "compiles to more than %d rules", MMS__JS_MAX_RULES); return -1; }
+    /* memo: the same conjunction is the same rule (and a recursive $ref finds itself here) */
+    for (memo = 0; memo < c->n_memo; memo++) {
+        if (c->memo[memo].n != n) continue;
+        for (i = 0; i < n && c->memo[memo].ids[i] == (m[i].id * 2 + m[i].skip_anyof); i++) {}
+        if (i == n) return c->memo[memo].rule;
+    }
+    if (c->n_memo == c->cap_memo) {
+        int cap = c->cap_memo ? c->cap_memo * 2 : 64;
+        struct mms__js_memo *p = (struct mms__js_memo *)MMS_REALLOC(c->memo, sizeof *p * (size_t)cap);
+        if (!p) { c->out.oom = true; return -1; }
+        c->memo = p;
+        c->cap_memo = cap;
+    }
+    memo = c->n_memo++;
+    rule = mms__js_new_rule(c);
+    c->memo[memo].n = n;
+    c->memo[memo].rule = rule;
+    for (i = 0; i < n; i++) c->memo[memo].ids[i] = m[i].id * 2 + m[i].skip_anyof;
+    if (n == 0) { mms__sb_puts(&b, "value"); any_alt = true; goto emit; }   /* true, or {} */
+    /* every keyword is compiled, ignored as an annotation, or refused */
+    for (i = 0; i < n; i++)
+        for (k = 0, len = mms_json_len(c->j, m[i].id); k < len; k++) {
+            size_t kl;
+            const char *key = mms_json_key(c->j, m[i].id, k, &kl);
+            if (mms__js_in(mms__js_unsupported, key)) {
+                char p[192];
+                mms__js_path(p, sizeof p, m[i].path, key);
+                if (!strcmp(key, "uniqueItems")) continue;
+                mms__js_fail(c, p, key, "not supported");
+                return -1;
+            }
+        }
+    /* type */
+    for (i = 0; i < n; i++) {
+        int mine = 0;
+        if ((v = mms_json_get(c->j, m[i].id, "type")) < 0) continue;
+        for (k = 0, len = mms_json_type(c->j, v) == MMS_JSON_ARRAY ? mms_json_len(c->j, v) : 1; k < len; k++) {
+            size_t tl;
+            const char *t = mms_json_str(c->j, mms_json_type(c->j, v) == MMS_JSON_ARRAY ? mms_json_at(c->j, v, k) : v, &tl);
+            int bit = !t ? 0 : !strcmp(t, "null") ? MMS__JS_NULL : !strcmp(t, "boolean") ? MMS__JS_BOOL : !strcmp(t, "object") ? MMS__JS_OBJ
+                    : !strcmp(t, "array") ? MMS__JS_ARR : !strcmp(t, "number") ? MMS__JS_NUM | MMS__JS_INT : !strcmp(t, "integer") ? MMS__JS_INT
+                    : !strcmp(t, "string") ? MMS__JS_STR : 0;
+            if (!bit) { char p[192]; mms__js_path(p, sizeof p, m[i].path, "type"); mms__js_fail(c, p, "type", "'%s' is none of the seven types", t ? t : "(not a string)"); return -1; }
+            mine |= bit;
+        }
+        types &= mine;
+    }
+    /* anyOf/oneOf: distributed over the rest of the conjunction (oneOf as a union: its "only one" is not checked) */
+    for (i = 0; i < n && anyof_at < 0; i++)
+        if (!m[i].skip_anyof && (mms_json_get(c->j, m[i].id, "anyOf") >= 0 || mms_json_get(c->j, m[i].id, "oneOf") >= 0)) anyof_at = i;
+    if (anyof_at >= 0) {
+        const bool is_any = mms_json_get(c->j, m[anyof_at].id, "anyOf") >= 0;
+        const int64_t list = mms_json_get(c->j, m[anyof_at].id, is_any ? "anyOf" : "oneOf");
+        char p[192];
+        mms__js_path(p, sizeof p, m[anyof_at].path, is_any ? "anyOf" : "oneOf");
+        if (mms_json_get(c->j, m[anyof_at].id, "anyOf") >= 0 && mms_json_get(c->j, m[anyof_at].id, "oneOf") >= 0) { mms__js_fail(c, p, "oneOf", "beside anyOf in one schema: not supported"); return -1; }
+        if (mms_json_type(c->j, list) != MMS_JSON_ARRAY || mms_json_len(c->j, list) < 1) { mms__js_fail(c, p, is_any ? "anyOf" : "oneOf", "a non-empty array of schemas is required"); return -1; }
+        for (k = 0, len = mms_json_len(c->j, list); k < len && !c->err[0]; k++) {
+            struct mms__js_member bm[MMS__JS_MAX_MEMBERS];
+            int bn = n, r;
+            bool never = false;
+            char item[192];
+            memcpy(bm, m, sizeof *m * (size_t)n);
+            bm[anyof_at].skip_anyof = true;
+            mms__js_path_index(item, sizeof item, p, k);
+            mms__js_add(c, bm, &bn, mms_json_at(c->j, list, k), item, &never, 0);
+            if (never || c->err[0]) continue;
+            r = mms__js_rule(c, bm, bn);
+            if (r < 0) { if (c->err[0]) goto emit; continue; }
+            if (any_alt) mms__sb_puts(&b, " | ");
+            mms__js_ref(&b, r);
+            any_alt = true;
+        }
+        goto emit;
+    }
+    /* enum and const: the values every member's enum/const lists (compared as compact text), of the allowed types */
+    {
+        int64_t first = -1;
+        bool first_is_enum = false, has_other = false;
+        for (i = 0; i < n; i++) {
+            const int64_t en = mms_json_get(c->j, m[i].id, "enum"), cn = mms_json_get(c->j, m[i].id, "const");
+            if (en >= 0 && mms_json_type(c->j, en) != MMS_JSON_ARRAY) { char p[192]; mms__js_path(p, sizeof p, m[i].path, "enum"); mms__js_fail(c, p, "enum", "an array is required"); return -1; }
+            if (first < 0 && (en >= 0 || cn >= 0)) { first = en >= 0 ? en : cn; first_is_enum = en >= 0; }
+            else if (en >= 0 || cn >= 0) has_other = true;
+        }
+        if (first >= 0) {
+            static const char *const others[] = { "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
+                                                   "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL };
+            for (i = 0; i < n; i++)
+                for (k = 0, len = mms_json_len(c->j, m[i].id); k < len; k++) {
+                    size_t kl;
+                    const char *key = mms_json_key(c->j, m[i].id, k, &kl);
+                    if (mms__js_in(others, key)) { mms__js_fail(c, m[i].path, key, "beside enum/const: not supported"); return -1; }
+                }
+            for (k = 0, len = first_is_enum ? mms_json_len(c->j, first) : 1; k < len; k++) {
+                const int64_t x = first_is_enum ? mms_json_at(c->j, first, k) : first;
+                const enum mms_json_type t = mms_json_type(c->j, x);
+                int64_t iv;
+                int bit = t == MMS_JSON_NULL ? MMS__JS_NULL : t == MMS_JSON_TRUE || t == MMS_JSON_FALSE ? MMS__JS_BOOL : t == MMS_JSON_OBJECT ? MMS__JS_OBJ
+                        : t == MMS_JSON_ARRAY ? MMS__JS_ARR : t == MMS_JSON_STRING ? MMS__JS_STR : mms_json_int(c->j, x, &iv) ? MMS__JS_INT : MMS__JS_NUM;
+                bool everywhere = true;
+                struct mms__strbuf mine = { NULL, 0, 0, false };
+                if (!(types & bit)) continue;
+                mms__js_write_value(&mine, c->j, x);
+                for (i = 0; i < n && has_other && everywhere; i++) {   /* in every other member's enum/const too */
+                    const int64_t en = mms_json_get(c->j, m[i].id, "enum"), cn = mms_json_get(c->j, m[i].id, "const");
+                    int64_t q, qn;
+                    bool found = false;
+                    if ((en < 0 && cn < 0) || en == first || cn == first) continue;
+                    for (q = 0, qn = en >= 0 ? mms_json_len(c->j, en) : 1; q < qn && !found; q++) {
+                        struct mms__strbuf other = { NULL, 0, 0, false };
+                        mms__js_write_value(&other, c->j, en >= 0 ? mms_json_at(c->j, en, q) : cn);
+                        found = other.n == mine.n && (!mine.n || !memcmp(other.s, mine.s, mine.n));
+                        MMS_FREE(other.s);
+                    }
+                    everywhere = found;
+                }
+                if (everywhere) {
+                    if (any_alt) mms__sb_puts(&b, " | ");
+                    mms__sb_literal(&b, mine.s ? mine.s : "", mine.n);
+                    any_alt = true;
+                }
+                MMS_FREE(mine.s);
+            }
+            goto emit;
+        }
+    }
+    /* one alternative per type */
+    {
+        static const int order[6] = { MMS__JS_OBJ, MMS__JS_ARR, MMS__JS_STR, MMS__JS_NUM, MMS__JS_BOOL, MMS__JS_NULL };
+        int t;
+        for (t = 0; t < 6 && !c->err[0]; t++) {
+            const int bit = order[t];
+            struct mms__strbuf alt = { NULL, 0, 0, false };
+            if (bit == MMS__JS_NUM ? !(types & (MMS__JS_NUM | MMS__JS_INT)) : !(types & bit)) continue;
+            if (bit == MMS__JS_OBJ) mms__js_object(c, m, n, &alt);
+            else if (bit == MMS__JS_ARR) mms__js_array(c, m, n, &alt);
+            else if (bit == MMS__JS_STR) mms__js_string(c, m, n, &alt);
+            else if (bit == MMS__JS_NUM) mms__js_number(c, m, n, !(types & MMS__JS_NUM), &alt);
+            else if (bit == MMS__JS_BOOL) mms__sb_puts(&alt, "\"true\" | \"false\"");
+            else mms__sb_puts(&alt, "\"null\"");
+            if (!c->err[0] && alt.n) {
+                if (any_alt) mms__sb_puts(&b, " | ");
+                mms__sb_puts(&b, "(");
+                mms__sb_put(&b, alt.s, alt.n);
+                mms__sb_puts(&b, ")");
+                any_alt = true;
+            }
+            if (alt.oom) b.oom = true;
+            MMS_FREE(alt.s);
+        }
+    }
+emit:
+    if (c->err[0]) { MMS_FREE(b.s); return -1; }
+    if (!any_alt) {   /* nothing validates: the caller leaves the place out, or it is an error at the root */
+        c->memo[memo].rule = -1;
+        MMS_FREE(b.s);
+        return -1;
+    }
+    mms__js_ref(&c->out, rule);
+    mms__sb_puts(&c->out, " ::= ");
+    mms__sb_put(&c->out, b.s, b.n);
+    mms__sb_puts(&c->out, "\n");
+    if (b.oom) c->out.oom = true;
+    MMS_FREE(b.s);
+    return rule;
+}
+
+MMS_API struct mms_grammar *mms_grammar_from_json_schema(const char *schema, size_t len) {
+    struct mms__js c;
+    struct mms_grammar *g = NULL;
+    int root;
+    if (!schema) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_grammar_from_json_schema: schema is NULL"); return NULL; }
+    memset(&c, 0, sizeof c);
+    if (!(c.j = mms_json_parse(schema, len, "JSON schema"))) return NULL;
+    root = mms__js_schema(&c, 0, "#");
+    if (!c.err[0] && root < 0) snprintf(c.err, sizeof c.err, "schema at #: no JSON value validates against it");
+    if (c.err[0]) mms_set_error(MMS_ERR_UNSUPPORTED, "JSON schema: %s", c.err);
+    else if (c.out.oom) mms_set_error(MMS_ERR_OOM, "mms_grammar_from_json_schema: out of host memory");
+    else {
+        struct mms__strbuf text = { NULL, 0, 0, false };
+        mms__sb_printf(&text, "root ::= s%d\n", root);
+        mms__sb_put(&text, c.out.s, c.out.n);
+        mms__sb_puts(&text, mms__js_base);
+        if (text.oom) mms_set_error(MMS_ERR_OOM, "mms_grammar_from_json_schema: out of host memory");
+        else if (!(g = mms_grammar_parse(text.s, text.n)))
+            mms__error_context(mms_last_status(), "JSON schema: the compiled grammar was refused: %s", mms_last_error());
+        MMS_FREE(text.s);
+    }
+    MMS_FREE(c.out.s);
+    MMS_FREE(c.memo);
+    mms_json_free((struct mms_json *)c.j);
+    return g;
+}
+
+MMS_API struct mms_grammar *mms_grammar_json(bool object_only) {
+    static const char any[] = "{}", object[] = "{\"type\":\"object\"}";
+    return object_only ? mms_grammar_from_json_schema(object, sizeof object - 1) : mms_grammar_from_json_schema(any, sizeof any - 1);
+}
+/* ==== end src/text/json_schema.c ==== */
+
 /* ==== begin src/text/sampling.c ==== */
 /* >>text-sampling =================================================================================
    Sampling in transformers' order (repetition penalty, temperature, top-k, top-p, min-p, draw).
@@ -17075,6 +19776,7 @@ struct mms_sampler {
     int32_t                  *ids;
     double                   *vals;
     int                       cap;
+    struct mms_constraint    *constraint;    /* not owned; NULL: every token */
 };
 
 MMS_API struct mms_sampler_params mms_sampler_default_params(void) {
@@ -17182,9 +19884,11 @@ static void mms__sampler_sort(int32_t *ids, double *vals, int n) {
 }
 
 /* Runs the filters: on return ids[0..*n_keep) are the surviving tokens, best first, with their
-   probabilities in vals (they sum to 1). Greedy leaves one token with probability 1. */
+   probabilities in vals (they sum to 1). Greedy leaves one token with probability 1. allowed (NULL:
+   all; n_allowed bits) takes the tokens a constraint refuses out before anything else looks. */
 static enum mms_status mms__sampler_filter(const struct mms_sampler_params *p, const int32_t *history, int n_history,
-                                           const float *logits, int n_vocab, int32_t *ids, double *vals, int *n_keep) {
+                                           const float *logits, int n_vocab, const uint32_t *allowed, int n_allowed,
+                                           int32_t *ids, double *vals, int *n_keep) {
     double sum, cum, maxv;
     int i, n = n_vocab;
     for (i = 0; i < n_vocab; i++) {
@@ -17198,10 +19902,17 @@ static enum mms_status mms__sampler_filter(const struct mms_sampler_params *p, c
             if (t < 0 || t >= n_vocab || vals[t] != (double)logits[t]) continue;   /* changed already (or a fixed point) */
             vals[t] = logits[t] < 0.0f ? (double)(logits[t] * p->repeat_penalty) : (double)(logits[t] / p->repeat_penalty);
         }
+    if (allowed) {   /* the candidates keep their id order, so ties still go to the first */
+        int k = 0;
+        for (i = 0; i < n_vocab && i < n_allowed; i++)
+            if ((allowed[i >> 5] >> (i & 31)) & 1u) { ids[k] = ids[i]; vals[k] = vals[i]; k++; }
+        if (k == 0) return mms_set_error(MMS_ERR_STATE, "mms_sampler: the constraint allows none of the %d tokens", n_vocab);
+        n_vocab = n = k;
+    }
     if (p->temperature == 0.0f) {
         int best = 0;
         for (i = 1; i < n_vocab; i++) if (vals[i] > vals[best]) best = i;
-        ids[0] = best;
+        ids[0] = ids[best];
         vals[0] = 1.0;
         *n_keep = 1;
         return MMS_OK;
@@ -17240,7 +19951,8 @@ static enum mms_status mms__sampler_filter(const struct mms_sampler_params *p, c
 
 static enum mms_status mms__sampler_run(const struct mms_sampler *s, const float *logits, int n_vocab, int32_t **ids, double **vals,
                                         int *n_keep, const char *who) {
-    struct mms_sampler *m = (struct mms_sampler *)s;   /* scratch only */
+    struct mms_sampler *m = (struct mms_sampler *)s;   /* scratch only (and the constraint's mask cache) */
+    const uint32_t *allowed = NULL;
     if (!s || !logits || n_vocab < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: sampler, logits and n_vocab >= 1 are required", who);
     if (m->cap < n_vocab) {
         int32_t *ni = (int32_t *)MMS_REALLOC(m->ids, sizeof *ni * (size_t)n_vocab);
@@ -17253,8 +19965,10 @@ static enum mms_status mms__sampler_run(const struct mms_sampler *s, const float
     }
     *ids = m->ids;
     *vals = m->vals;
+    if (s->constraint && !(allowed = mms_constraint_allowed(s->constraint))) return mms__error_context(mms_last_status(), "%s: %s", who, mms_last_error());
     /* the ring's order does not matter: the penalty sees a set */
-    return mms__sampler_filter(&s->p, s->history, s->n_history, logits, n_vocab, m->ids, m->vals, n_keep);
+    return mms__sampler_filter(&s->p, s->history, s->n_history, logits, n_vocab, allowed, s->constraint ? s->constraint->n_vocab : 0,
+                               m->ids, m->vals, n_keep);
 }
 
 MMS_API enum mms_status mms_sampler_probs(const struct mms_sampler *s, const float *logits, int n_vocab, float *probs) {
@@ -17282,8 +19996,13 @@ MMS_API int32_t mms_sampler_sample(struct mms_sampler *s, const float *logits, i
             if (u < cum) { id = ids[i]; break; }
         }
     }
+    if (s->constraint && mms_constraint_accept(s->constraint, id) != MMS_OK) return -1;
     mms_sampler_accept(s, id);
     return id;
+}
+
+MMS_API void mms_sampler_set_constraint(struct mms_sampler *s, struct mms_constraint *constraint) {
+    if (s) s->constraint = constraint;
 }
 /* ==== end src/text/sampling.c ==== */
 

@@ -27,10 +27,10 @@
 static const char IMAGE_MARK[] = "<|image|>";
 
 struct options {
-    const char *model, *mmproj, *prompt, *system, *images[MAX_IMAGES];
+    const char *model, *mmproj, *prompt, *system, *images[MAX_IMAGES], *json_schema;
     int         n_images, n_predict, n_ctx, threads, n_gpu_layers, sched_debug, max_images;
     long        max_pixels;
-    bool        vision_gpu, raw, interactive, quiet, no_repack;
+    bool        vision_gpu, raw, interactive, quiet, no_repack, json;
     struct mms_sampler_params sampling;
 };
 
@@ -63,6 +63,9 @@ static void usage(FILE *out) {
         "      --repeat-penalty R  penalise tokens already in the conversation (1: off)\n"
         "      --repeat-last-n N   how far back the penalty looks (0: everything)\n"
         "  -s, --seed N            the sampler's seed (0)\n"
+        "      --json-schema FILE  answer with compact JSON valid against the JSON Schema in FILE (manual section 12\n"
+        "                          says which keywords are supported; others are refused, never dropped)\n"
+        "      --json              answer with a JSON object (any)\n"
         "  -q, --quiet             no timings\n", DEFAULT_MAX_PIXELS);
 }
 
@@ -203,6 +206,8 @@ static void parse_args(int argc, char **argv, struct options *o) {
         else if (FLAG("--repeat-penalty", "--repeat-penalty")) { NEED(); o->sampling.repeat_penalty = parse_float(a, v, 0.0, true, HUGE_VAL); }
         else if (FLAG("--repeat-last-n", "--repeat-last-n")) { NEED(); o->sampling.repeat_last_n = parse_int(a, v, 0, 1 << 30); }
         else if (FLAG("-s", "--seed")) { NEED(); o->sampling.seed = parse_seed(a, v); }
+        else if (FLAG("--json-schema", "--json-schema")) { NEED(); set_once(&o->json_schema, "--json-schema", v); }
+        else if (FLAG("--json", "--json")) SWITCH(json);
         else bad_usage("unknown option '%s'%s", a, "");
 #undef FLAG
 #undef NEED
@@ -212,6 +217,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
     if (!o->prompt && !o->interactive) { fprintf(stderr, "mllama: a prompt is required (-p TEXT, or as the last argument), or -i to chat\n"); exit(2); }
     if (o->prompt && !o->prompt[strspn(o->prompt, " \t\r\n")]) { fprintf(stderr, "mllama: the prompt is empty; ask something (-p TEXT), or -i to chat\n"); exit(2); }
     if (o->raw && o->interactive) { fprintf(stderr, "mllama: --raw and -i do not go together\n"); exit(2); }
+    if (o->json && o->json_schema) { fprintf(stderr, "mllama: --json and --json-schema do not go together\n"); exit(2); }
     if (o->prompt && o->raw && count_marks(o->prompt) != o->n_images) {
         fprintf(stderr, "mllama: with --raw the prompt places each picture with %s: it has %d for %d --image\n", IMAGE_MARK,
                 count_marks(o->prompt), o->n_images);
@@ -237,6 +243,7 @@ struct chat {
     struct mms_mllama_context *ctx;
     struct mms_vocab          *vocab;
     struct mms_sampler        *sampler;
+    struct mms_constraint     *constraint;        /* --json-schema, --json: each answer starts it anew */
     int                        n_ctx, n_batch, n_vocab, n_ctx_train, max_images;
     int32_t                    image_token;
     int32_t                   *kv;                /* the tokens in the KV cache, in order */
@@ -285,6 +292,30 @@ static void chat_clear(struct chat *c) {
     c->n_kv = 0;
     mms_mllama_seq_clear(c->ctx, 0);
     mms_sampler_reset(c->sampler);
+}
+
+/* A whole file (NUL-terminated; *n its length), or NULL. */
+static char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0;
+    *n = 0;
+    if (!f) return NULL;
+    for (;;) {
+        size_t got;
+        if (*n + 4096 + 1 > cap) {
+            char *b = (char *)realloc(buf, cap = (*n + 4096 + 1) * 2);
+            if (!b) { free(buf); fclose(f); return NULL; }
+            buf = b;
+        }
+        got = fread(buf + *n, 1, cap - *n - 1, f);
+        *n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) { free(buf); fclose(f); return NULL; }
+    fclose(f);
+    buf[*n] = '\0';
+    return buf;
 }
 
 static int32_t *tokenize(const struct mms_vocab *v, const char *text, bool add_bos, int *n) {
@@ -353,6 +384,7 @@ static char *chat_generate(struct chat *c, int n_predict, bool *full) {
     if (!text) die("out of memory", NULL);
     memset(&d, 0, sizeof d);
     *full = false;
+    if (c->constraint) mms_constraint_reset(c->constraint);
     for (i = 0; i < n_predict; i++) {
         const float *logits = mms_mllama_get_logits(c->ctx, mms_mllama_get_n_logits(c->ctx) - 1);
         int32_t id = mms_sampler_sample(c->sampler, logits, c->n_vocab);
@@ -376,6 +408,8 @@ static char *chat_generate(struct chat *c, int n_predict, bool *full) {
     out_write("\n", 1);
     out_flush();
     text[len] = '\0';
+    if (c->constraint && !mms_constraint_is_finished(c->constraint))
+        fprintf(stderr, "mllama: warning: the answer stopped (-n %d or a full context) before its JSON was complete\n", n_predict);
     return text;
 }
 
@@ -529,6 +563,7 @@ int main(int argc, char **argv) {
     mms_backend_t cpu, gpu = NULL;
     struct stat st;
     int last_pct = -1, i;
+    struct mms_grammar *grammar = NULL;
     char why[1024];
 
     parse_args(argc, argv, &o);
@@ -573,6 +608,19 @@ int main(int argc, char **argv) {
     c.n_batch = 512 < c.n_ctx ? 512 : c.n_ctx;
     if (!(c.kv = (int32_t *)malloc(sizeof *c.kv * (size_t)c.n_ctx))) die("out of memory", NULL);
     if (!(c.sampler = mms_sampler_new(&o.sampling))) die("bad sampling options", mms_last_error());
+    if (o.json_schema || o.json) {
+        if (o.json) grammar = mms_grammar_json(true);
+        else {
+            size_t n_schema = 0;
+            char *schema = read_file(o.json_schema, &n_schema);
+            if (!schema) die("cannot read --json-schema", o.json_schema);
+            grammar = mms_grammar_from_json_schema(schema, n_schema);
+            free(schema);
+        }
+        if (!grammar) die("cannot use the JSON schema", mms_last_error());
+        if (!(c.constraint = mms_constraint_new(grammar, c.vocab))) die("cannot constrain the answer", mms_last_error());
+        mms_sampler_set_constraint(c.sampler, c.constraint);
+    }
     if (o.system) chat_add_message(&c, "system", o.system, 0);
     c.n_system = c.n_msgs;
 
@@ -592,6 +640,8 @@ int main(int argc, char **argv) {
     for (i = 0; i < c.n_images; i++) mms_image_free(c.images[i].rgb);
     free(c.kv);
     mms_sampler_free(c.sampler);
+    mms_constraint_free(c.constraint);
+    mms_grammar_free(grammar);
     mms_vocab_free(c.vocab);
     mms_mllama_context_free(c.ctx);
     mms_mllama_model_free(model);

@@ -621,6 +621,56 @@ static void test_demo_sched_debug(void) {
     run_free(&r);
 }
 
+/* --json-schema and --json: the demo model's answers (greedy and sampled, several pictures) are read
+   whole by the schema's own matcher and by the strict JSON reader; schema errors and option clashes
+   are refused. What the answers mean is not asked: the demo model never saw JSON. */
+static void test_json_schema(void) {
+    static const char schema[] = "{\"type\":\"object\",\"properties\":{\"shape\":{\"enum\":[\"circle\",\"square\",\"triangle\"]},"
+                                 "\"colour\":{\"enum\":[\"red\",\"green\",\"blue\"]},\"count\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}},"
+                                 "\"required\":[\"shape\",\"colour\",\"count\"],\"additionalProperties\":false}";
+    static const char unsupported[] = "{\"type\":\"object\",\"minProperties\":1}";
+    static const char *const pictures[] = { "circle.png", "triangle.jpg", "three-shapes.png" };
+    static const char *const sampling[] = { "", "--temp 0.8 --seed 5", "--temp 1.5 --top-k 50 --seed 9" };
+    struct mms_grammar *g = mms_grammar_from_json_schema(schema, sizeof schema - 1);
+    char path[128], bad[128], args[512];
+    size_t k;
+    struct run r;
+    snprintf(path, sizeof path, "%s/schema.json", tmpdir);
+    test_write_file(path, schema, sizeof schema - 1);
+    for (k = 0; g && k < 3; k++) {
+        struct mms_constraint *c = mms_constraint_new(g, NULL);
+        struct mms_json *j;
+        size_t n;
+        snprintf(args, sizeof args, "-m " DEMO " --image examples/images/%s --json-schema %s %s -q 'What is in the picture?'", pictures[k], path, sampling[k]);
+        r = run_cli(args, NULL);
+        n = strlen(r.out);
+        if (n && r.out[n - 1] == '\n') n--;
+        EXPECT(r.status == 0 && mms_constraint_accept_bytes(c, r.out, n) == MMS_OK && mms_constraint_is_complete(c), "%s: status %d, said '%s'\n%s", args, r.status, r.out, r.err);
+        EXPECT((j = mms_json_parse(r.out, n, "answer")) != NULL, "%s: not JSON: %s", r.out, mms_last_error());
+        mms_json_free(j);
+        mms_constraint_free(c);
+        run_free(&r);
+    }
+    mms_grammar_free(g);
+    r = run_cli("-m " DEMO " --image examples/images/circle.png --json -q -n 400 'Describe.'", NULL);
+    EXPECT(r.status == 0 && r.out[0] == '{', "--json: status %d, said '%s'\n%s", r.status, r.out, r.err);
+    EXPECT(strstr(r.err, "before its JSON was complete") || (strlen(r.out) >= 2 && r.out[strlen(r.out) - 2] == '}'), "--json: an object or the warning:\n%s", r.err);
+    run_free(&r);
+    snprintf(bad, sizeof bad, "%s/unsupported.json", tmpdir);
+    test_write_file(bad, unsupported, strlen(unsupported));
+    snprintf(args, sizeof args, "-m " DEMO " --json-schema %s hi", bad);
+    r = run_cli(args, NULL);
+    EXPECT_FAILS(r, 1, "minProperties at #/minProperties: not supported");
+    run_free(&r);
+    r = run_cli("-m " DEMO " --json-schema /nonexistent/schema.json hi", NULL);
+    EXPECT_FAILS(r, 1, "cannot read --json-schema");
+    run_free(&r);
+    snprintf(args, sizeof args, "-m " DEMO " --json --json-schema %s hi", path);
+    r = run_cli(args, NULL);
+    EXPECT_FAILS(r, 2, "do not go together");
+    run_free(&r);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mms-cli-XXXXXX");
     if (!mkdtemp(tmpdir)) { printf("cannot make a temporary folder\n"); return 1; }
@@ -640,6 +690,7 @@ int main(void) {
     RUN(test_chat_context_and_clear);
     RUN(test_demo_sched_debug);
     RUN(test_fresh_pictures);
+    RUN(test_json_schema);
     {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -67,6 +67,7 @@ OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "text")
 DEMO_MODEL = os.path.join(ROOT, "models", "mllama-demo.gguf")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from convert_hf_to_gguf import add_tokenizer_kv, ARCH  # noqa: E402
+from byte_level import bytes_to_unicode  # noqa: E402
 
 PAT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 NAMED_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
@@ -219,16 +220,6 @@ class HF:
 BYTE_ENCODER = None
 
 
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
 
 
 def utf8_units(b):

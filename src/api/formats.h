@@ -36,6 +36,12 @@ MMS_API bool        mms_json_num(const struct mms_json *json, int64_t v, double 
 /* An integral number of at most 2^53 in magnitude, which a double holds exactly (an integer
    literal beyond it is refused even when its double looks integral); false otherwise. */
 MMS_API bool        mms_json_int(const struct mms_json *json, int64_t v, int64_t *out);
+/* The compact JSON text of value v (no whitespace; strings escaped as Python's
+   json.dumps(ensure_ascii=False) does; numbers as the shortest text that reads back as the same
+   double), and of a string of len bytes: like snprintf, at most cap bytes with a NUL, returning
+   the whole length; -1 for a bad value or arguments. */
+MMS_API int64_t     mms_json_write(const struct mms_json *json, int64_t v, char *buf, size_t cap);
+MMS_API int64_t     mms_json_write_string(const char *s, size_t len, char *buf, size_t cap);
 
 /* >>api-safetensors --------------------------------------------------------------------------------
    safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's

@@ -146,3 +146,67 @@ MMS_API int32_t             mms_sampler_sample(struct mms_sampler *sampler, cons
 /* The distribution the next draw would use (0 for the tokens filtered out; for greedy, 1 on the
    chosen token), without drawing; MMS_ERR_INVALID_ARG as above. */
 MMS_API enum mms_status     mms_sampler_probs(const struct mms_sampler *sampler, const float *logits, int n_vocab, float *probs);
+/* Constrained sampling (the constraint's section below): only the tokens it allows are candidates,
+   taken out before the penalty, temperature, top-k, top-p and min-p, so the filters see only
+   valid continuations; mms_sampler_sample then advances the constraint by the token it draws
+   (mms_sampler_accept does not: prompt tokens are not output). The sampler does not own it; NULL
+   removes it; mms_constraint_reset starts a new output. With one set, sample and probs fail with
+   MMS_ERR_STATE once it has ended (an end token was drawn). */
+struct mms_constraint;
+MMS_API void                mms_sampler_set_constraint(struct mms_sampler *sampler, struct mms_constraint *constraint);
+
+/* -- constrained output --------------------------------------------------------------------------
+   A grammar limits what the sampler may write: a JSON Schema (mms_grammar_from_json_schema), any
+   JSON (mms_grammar_json), one of several strings (mms_grammar_choice) or a grammar in the
+   library's notation (mms_grammar_parse; manual section 12 describes it, with examples). A
+   constraint matches a grammar against a vocabulary: it keeps the set of parse stacks after the
+   bytes written so far and says which tokens may come next (a token may span several terminals,
+   and a UTF-8 character may be cut across tokens); the end tokens only where the output is
+   complete. A grammar is immutable and may be shared between threads and constraints (it must
+   outlive them); a constraint belongs to one output at a time. */
+
+struct mms_grammar;
+
+/* The notation (root rule "root"); NULL + MMS_ERR_FORMAT naming the line, column and problem: a
+   syntax error, an undefined or twice-defined rule, a rule that matches no finite text, left
+   recursion. */
+MMS_API struct mms_grammar *mms_grammar_parse(const char *text, size_t len);
+/* Exactly one of the strings (raw bytes, not JSON-quoted); NULL + MMS_ERR_INVALID_ARG for none or an empty one. */
+MMS_API struct mms_grammar *mms_grammar_choice(const char *const *choices, int n);
+/* The grammar's text in the notation (what a schema compiled to). */
+MMS_API const char         *mms_grammar_text(const struct mms_grammar *grammar);
+MMS_API void                mms_grammar_free(struct mms_grammar *grammar);
+
+/* vocab: the model's, to choose tokens (NULL: bytes only, mms_constraint_accept_bytes). The vocabulary
+   is read into a byte trie here (end tokens aside; control and unused tokens, which stand for no
+   text, are never allowed). NULL + last error. */
+MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *grammar, const struct mms_vocab *vocab);
+MMS_API void                   mms_constraint_free(struct mms_constraint *constraint);
+/* Back to the start of an output. */
+MMS_API void                   mms_constraint_reset(struct mms_constraint *constraint);
+/* The tokens allowed next, a bit per token id (bit id % 32 of word id / 32): those whose bytes can
+   continue a valid output, and the end tokens (mms_vocab_is_eog) where the output is complete.
+   Valid until the next call on the constraint. NULL + MMS_ERR_STATE after an end token,
+   MMS_ERR_INVALID_ARG without a vocabulary. Masks are cached per state. */
+MMS_API const uint32_t        *mms_constraint_allowed(struct mms_constraint *constraint);
+/* Advances by a token (an end token ends the output). MMS_ERR_INVALID_ARG, the state unchanged,
+   for a token that is not allowed; MMS_ERR_STATE after the end. */
+MMS_API enum mms_status        mms_constraint_accept(struct mms_constraint *constraint, int32_t id);
+/* Advances by bytes; MMS_ERR_INVALID_ARG, the state unchanged, when they cannot continue a valid output. */
+MMS_API enum mms_status        mms_constraint_accept_bytes(struct mms_constraint *constraint, const char *bytes, size_t len);
+/* The bytes so far are a whole output (an end token may come); an end token was accepted. */
+MMS_API bool                   mms_constraint_is_complete(const struct mms_constraint *constraint);
+MMS_API bool                   mms_constraint_is_finished(const struct mms_constraint *constraint);
+
+/* JSON Schema (2020-12; manual section 12 lists what is supported) to a grammar for compact JSON
+   (no whitespace; object keys in the schema's order). NULL + last error: MMS_ERR_FORMAT for text
+   that is not JSON, MMS_ERR_UNSUPPORTED naming the keyword and its path in the schema for what
+   cannot be expressed (never silently dropped), or for a schema nothing validates against. */
+MMS_API struct mms_grammar *mms_grammar_from_json_schema(const char *schema, size_t len);
+/* Any JSON value, or (object_only: OpenAI's json_object) any JSON object; compact. */
+MMS_API struct mms_grammar *mms_grammar_json(bool object_only);
+/* A shortest byte string that completes the output from here (each terminal's lowest byte, each
+   rule's shortest alternative): for a caller that must stop, e.g. at a token limit, to write it and
+   then an end token. Writes at most cap bytes (no NUL) and returns the full length, or a negative
+   enum mms_status (MMS_ERR_STATE after the end). 0: the output is complete. */
+MMS_API int                    mms_constraint_shortest_completion(const struct mms_constraint *constraint, char *buf, int cap);

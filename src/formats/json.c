@@ -498,3 +498,99 @@ MMS_API bool mms_json_int(const struct mms_json *j, int64_t v, int64_t *out) {
     if (out) *out = (int64_t)d;
     return true;
 }
+
+/* -- writing: compact text, as Python's json.dumps(ensure_ascii=False, separators=(",", ":")) -- */
+
+struct mms__json_out {
+    char  *buf;
+    size_t room, len;   /* room: bytes that may be written before the NUL */
+};
+
+static void mms__json_put(struct mms__json_out *o, const char *s, size_t n) {
+    if (o->len < o->room) memcpy(o->buf + o->len, s, n < o->room - o->len ? n : o->room - o->len);
+    o->len += n;
+}
+
+static void mms__json_put_string(struct mms__json_out *o, const char *s, size_t n) {
+    size_t i;
+    mms__json_put(o, "\"", 1);
+    for (i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t"
+                      : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
+        char u[8];
+        if (e) mms__json_put(o, e, 2);
+        else if (ch < 0x20) { snprintf(u, sizeof u, "\\u%04x", ch); mms__json_put(o, u, 6); }
+        else mms__json_put(o, s + i, 1);
+    }
+    mms__json_put(o, "\"", 1);
+}
+
+static void mms__json_put_value(const struct mms_json *j, int64_t v, struct mms__json_out *o) {
+    int64_t i, n, k;
+    size_t len;
+    const char *s;
+    double d;
+    char num[40];
+    switch (mms_json_type(j, v)) {
+    case MMS_JSON_NULL: mms__json_put(o, "null", 4); break;
+    case MMS_JSON_TRUE: mms__json_put(o, "true", 4); break;
+    case MMS_JSON_FALSE: mms__json_put(o, "false", 5); break;
+    case MMS_JSON_NUMBER:
+        if (mms_json_int(j, v, &k)) snprintf(num, sizeof num, "%lld", (long long)k);
+        else {
+            int p;
+            mms_json_num(j, v, &d);
+            for (p = 1; p <= 17; p++) {   /* the shortest text that reads back as the same double */
+                snprintf(num, sizeof num, "%.*g", p, d);
+                if (strtod(num, NULL) == d) break;
+            }
+        }
+        mms__json_put(o, num, strlen(num));
+        break;
+    case MMS_JSON_STRING: s = mms_json_str(j, v, &len); mms__json_put_string(o, s, len); break;
+    case MMS_JSON_ARRAY:
+        mms__json_put(o, "[", 1);
+        for (i = 0, n = mms_json_len(j, v); i < n; i++) { if (i) mms__json_put(o, ",", 1); mms__json_put_value(j, mms_json_at(j, v, i), o); }
+        mms__json_put(o, "]", 1);
+        break;
+    case MMS_JSON_OBJECT:
+        mms__json_put(o, "{", 1);
+        for (i = 0, n = mms_json_len(j, v); i < n; i++) {
+            s = mms_json_key(j, v, i, &len);
+            if (i) mms__json_put(o, ",", 1);
+            mms__json_put_string(o, s, len);
+            mms__json_put(o, ":", 1);
+            mms__json_put_value(j, mms_json_at(j, v, i), o);
+        }
+        mms__json_put(o, "}", 1);
+        break;
+    default: break;
+    }
+}
+
+static void mms__json_out_end(struct mms__json_out *o, size_t cap) {
+    if (cap) o->buf[o->len < o->room ? o->len : o->room] = '\0';
+}
+
+MMS_API int64_t mms_json_write(const struct mms_json *j, int64_t v, char *buf, size_t cap) {
+    struct mms__json_out o;
+    if (mms_json_type(j, v) == MMS_JSON_NONE || (!buf && cap)) return -1;
+    o.buf = buf;
+    o.room = cap ? cap - 1 : 0;
+    o.len = 0;
+    mms__json_put_value(j, v, &o);
+    mms__json_out_end(&o, cap);
+    return (int64_t)o.len;
+}
+
+MMS_API int64_t mms_json_write_string(const char *s, size_t len, char *buf, size_t cap) {
+    struct mms__json_out o;
+    if ((!s && len) || (!buf && cap)) return -1;
+    o.buf = buf;
+    o.room = cap ? cap - 1 : 0;
+    o.len = 0;
+    mms__json_put_string(&o, s, len);
+    mms__json_out_end(&o, cap);
+    return (int64_t)o.len;
+}

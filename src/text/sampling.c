@@ -13,6 +13,7 @@ struct mms_sampler {
     int32_t                  *ids;
     double                   *vals;
     int                       cap;
+    struct mms_constraint    *constraint;    /* not owned; NULL: every token */
 };
 
 MMS_API struct mms_sampler_params mms_sampler_default_params(void) {
@@ -120,9 +121,11 @@ static void mms__sampler_sort(int32_t *ids, double *vals, int n) {
 }
 
 /* Runs the filters: on return ids[0..*n_keep) are the surviving tokens, best first, with their
-   probabilities in vals (they sum to 1). Greedy leaves one token with probability 1. */
+   probabilities in vals (they sum to 1). Greedy leaves one token with probability 1. allowed (NULL:
+   all; n_allowed bits) takes the tokens a constraint refuses out before anything else looks. */
 static enum mms_status mms__sampler_filter(const struct mms_sampler_params *p, const int32_t *history, int n_history,
-                                           const float *logits, int n_vocab, int32_t *ids, double *vals, int *n_keep) {
+                                           const float *logits, int n_vocab, const uint32_t *allowed, int n_allowed,
+                                           int32_t *ids, double *vals, int *n_keep) {
     double sum, cum, maxv;
     int i, n = n_vocab;
     for (i = 0; i < n_vocab; i++) {
@@ -136,10 +139,17 @@ static enum mms_status mms__sampler_filter(const struct mms_sampler_params *p, c
             if (t < 0 || t >= n_vocab || vals[t] != (double)logits[t]) continue;   /* changed already (or a fixed point) */
             vals[t] = logits[t] < 0.0f ? (double)(logits[t] * p->repeat_penalty) : (double)(logits[t] / p->repeat_penalty);
         }
+    if (allowed) {   /* the candidates keep their id order, so ties still go to the first */
+        int k = 0;
+        for (i = 0; i < n_vocab && i < n_allowed; i++)
+            if ((allowed[i >> 5] >> (i & 31)) & 1u) { ids[k] = ids[i]; vals[k] = vals[i]; k++; }
+        if (k == 0) return mms_set_error(MMS_ERR_STATE, "mms_sampler: the constraint allows none of the %d tokens", n_vocab);
+        n_vocab = n = k;
+    }
     if (p->temperature == 0.0f) {
         int best = 0;
         for (i = 1; i < n_vocab; i++) if (vals[i] > vals[best]) best = i;
-        ids[0] = best;
+        ids[0] = ids[best];
         vals[0] = 1.0;
         *n_keep = 1;
         return MMS_OK;
@@ -178,7 +188,8 @@ static enum mms_status mms__sampler_filter(const struct mms_sampler_params *p, c
 
 static enum mms_status mms__sampler_run(const struct mms_sampler *s, const float *logits, int n_vocab, int32_t **ids, double **vals,
                                         int *n_keep, const char *who) {
-    struct mms_sampler *m = (struct mms_sampler *)s;   /* scratch only */
+    struct mms_sampler *m = (struct mms_sampler *)s;   /* scratch only (and the constraint's mask cache) */
+    const uint32_t *allowed = NULL;
     if (!s || !logits || n_vocab < 1) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: sampler, logits and n_vocab >= 1 are required", who);
     if (m->cap < n_vocab) {
         int32_t *ni = (int32_t *)MMS_REALLOC(m->ids, sizeof *ni * (size_t)n_vocab);
@@ -191,8 +202,10 @@ static enum mms_status mms__sampler_run(const struct mms_sampler *s, const float
     }
     *ids = m->ids;
     *vals = m->vals;
+    if (s->constraint && !(allowed = mms_constraint_allowed(s->constraint))) return mms__error_context(mms_last_status(), "%s: %s", who, mms_last_error());
     /* the ring's order does not matter: the penalty sees a set */
-    return mms__sampler_filter(&s->p, s->history, s->n_history, logits, n_vocab, m->ids, m->vals, n_keep);
+    return mms__sampler_filter(&s->p, s->history, s->n_history, logits, n_vocab, allowed, s->constraint ? s->constraint->n_vocab : 0,
+                               m->ids, m->vals, n_keep);
 }
 
 MMS_API enum mms_status mms_sampler_probs(const struct mms_sampler *s, const float *logits, int n_vocab, float *probs) {
@@ -220,6 +233,11 @@ MMS_API int32_t mms_sampler_sample(struct mms_sampler *s, const float *logits, i
             if (u < cum) { id = ids[i]; break; }
         }
     }
+    if (s->constraint && mms_constraint_accept(s->constraint, id) != MMS_OK) return -1;
     mms_sampler_accept(s, id);
     return id;
+}
+
+MMS_API void mms_sampler_set_constraint(struct mms_sampler *s, struct mms_constraint *constraint) {
+    if (s) s->constraint = constraint;
 }
