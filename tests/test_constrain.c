@@ -423,8 +423,26 @@ static void test_unsupported_keywords(void) {
         { "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum", "#" },
         { "{\"type\":\"object\",\"properties\":{\"a\":false},\"required\":[\"a\"]}", "required", "#" },
         { "false", "schema", "#" },
+        { "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}", "oneOf", "#/oneOf" },
+        { "{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "oneOf", "#/oneOf" },
+        { "{\"oneOf\":[{\"const\":1},{\"const\":1.0}]}", "oneOf", "#/oneOf" },
+        { "{\"oneOf\":[{\"type\":[\"object\",\"string\"],\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":[\"k\"]},"
+          "{\"properties\":{\"k\":{\"const\":\"b\"}},\"required\":[\"k\"]}]}", "oneOf", "#/oneOf" },
+        { "{\"type\":\"object\",\"properties\":{\"v\":{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"b\",\"c\"]}]}}}", "oneOf", "#/properties/v/oneOf" },
+    };
+    /* oneOf whose branches cannot both hold compiles: by type, by const/enum, by a required discriminator */
+    static const char *const disjoint[] = {
+        "{\"oneOf\":[{\"type\":\"string\"},{\"type\":[\"integer\",\"null\"]}]}",
+        "{\"oneOf\":[{\"enum\":[\"a\",true]},{\"enum\":[\"b\",false,null]}]}",
+        "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":[\"k\"]},"
+        "{\"properties\":{\"k\":{\"const\":\"b\"},\"n\":{}},\"required\":[\"n\",\"k\"]}]}",
     };
     size_t i;
+    for (i = 0; i < sizeof disjoint / sizeof disjoint[0]; i++) {
+        struct mms_grammar *g = mms_grammar_from_json_schema(disjoint[i], strlen(disjoint[i]));
+        EXPECT(g != NULL, "%s: %s", disjoint[i], mms_last_error());
+        mms_grammar_free(g);
+    }
     for (i = 0; i < sizeof cases_ / sizeof cases_[0]; i++) {
         char want[256];
         struct mms_grammar *g = mms_grammar_from_json_schema(cases_[i].schema, strlen(cases_[i].schema));

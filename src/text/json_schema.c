@@ -113,6 +113,83 @@ static void mms__js_write_value(struct mms__strbuf *b, const struct mms_json *j,
     MMS_FREE(t);
 }
 
+/* The types a schema's "type" keyword allows, as MMS__JS_ bits (MMS__JS_ALL without one); *bad names
+   a type that is none of the seven. */
+static int mms__js_type_bits(const struct mms_json *j, int64_t schema, const char **bad) {
+    const int64_t v = mms_json_get(j, schema, "type");
+    const bool list = v >= 0 && mms_json_type(j, v) == MMS_JSON_ARRAY;
+    int64_t k, len;
+    int bits = 0;
+    *bad = NULL;
+    if (v < 0) return MMS__JS_ALL;
+    for (k = 0, len = list ? mms_json_len(j, v) : 1; k < len; k++) {
+        size_t tl;
+        const char *t = mms_json_str(j, list ? mms_json_at(j, v, k) : v, &tl);
+        const int bit = !t ? 0 : !strcmp(t, "null") ? MMS__JS_NULL : !strcmp(t, "boolean") ? MMS__JS_BOOL : !strcmp(t, "object") ? MMS__JS_OBJ
+                      : !strcmp(t, "array") ? MMS__JS_ARR : !strcmp(t, "number") ? MMS__JS_NUM | MMS__JS_INT : !strcmp(t, "integer") ? MMS__JS_INT
+                      : !strcmp(t, "string") ? MMS__JS_STR : 0;
+        if (!bit) { *bad = t ? t : "(not a string)"; return 0; }
+        bits |= bit;
+    }
+    return bits;
+}
+
+/* Whether the values two schemas' const/enum allow share none. Only strings, booleans and null are
+   compared (numbers such as 1 and 1.0 are equal in JSON Schema though their text differs): any other
+   value, or a schema without const/enum, proves nothing. */
+static bool mms__js_values_disjoint(const struct mms_json *j, int64_t a, int64_t b) {
+    const int64_t ea = mms_json_get(j, a, "enum"), eb = mms_json_get(j, b, "enum");
+    const int64_t la = ea >= 0 ? ea : mms_json_get(j, a, "const"), lb = eb >= 0 ? eb : mms_json_get(j, b, "const");
+    int64_t x, y, nx, ny;
+    if (la < 0 || lb < 0 || (ea >= 0 && mms_json_type(j, ea) != MMS_JSON_ARRAY) || (eb >= 0 && mms_json_type(j, eb) != MMS_JSON_ARRAY)) return false;
+    for (x = 0, nx = ea >= 0 ? mms_json_len(j, ea) : 1; x < nx; x++)
+        for (y = 0, ny = eb >= 0 ? mms_json_len(j, eb) : 1; y < ny; y++) {
+            const int64_t u = ea >= 0 ? mms_json_at(j, ea, x) : la, w = eb >= 0 ? mms_json_at(j, eb, y) : lb;
+            const enum mms_json_type tu = mms_json_type(j, u), tw = mms_json_type(j, w);
+            size_t nu = 0, nw = 0;
+            const char *su, *sw;
+            if (tu != MMS_JSON_STRING && tu != MMS_JSON_TRUE && tu != MMS_JSON_FALSE && tu != MMS_JSON_NULL) return false;
+            if (tw != MMS_JSON_STRING && tw != MMS_JSON_TRUE && tw != MMS_JSON_FALSE && tw != MMS_JSON_NULL) return false;
+            if (tu != tw) continue;
+            if (tu != MMS_JSON_STRING) return false;
+            su = mms_json_str(j, u, &nu);
+            sw = mms_json_str(j, w, &nw);
+            if (nu == nw && !memcmp(su, sw, nu)) return false;
+        }
+    return true;
+}
+
+/* Whether no value can satisfy both schemas, as their own keywords show (a $ref or a conjunction is
+   not looked into: it proves nothing): types that do not meet, const/enum values that do not meet,
+   or objects only, with a property both require whose const/enum values do not meet. */
+static bool mms__js_disjoint(const struct mms_json *j, int64_t a, int64_t b) {
+    const char *bad;
+    const int common = mms__js_type_bits(j, a, &bad) & mms__js_type_bits(j, b, &bad);
+    const int64_t ra = mms_json_get(j, a, "required"), rb = mms_json_get(j, b, "required");
+    const int64_t pa = mms_json_get(j, a, "properties"), pb = mms_json_get(j, b, "properties");
+    int64_t k, len;
+    if (mms_json_type(j, a) != MMS_JSON_OBJECT || mms_json_type(j, b) != MMS_JSON_OBJECT) return false;
+    if (common == 0 || mms__js_values_disjoint(j, a, b)) return true;
+    if (common != MMS__JS_OBJ || ra < 0 || rb < 0 || pa < 0 || pb < 0 || mms_json_type(j, ra) != MMS_JSON_ARRAY) return false;
+    for (k = 0, len = mms_json_len(j, ra); k < len; k++) {
+        size_t kn;
+        const char *key = mms_json_str(j, mms_json_at(j, ra, k), &kn);
+        int64_t r, rn, va, vb;
+        bool in_b = false;
+        if (!key || mms_json_type(j, rb) != MMS_JSON_ARRAY || mms_json_type(j, pa) != MMS_JSON_OBJECT || mms_json_type(j, pb) != MMS_JSON_OBJECT) continue;
+        for (r = 0, rn = mms_json_len(j, rb); r < rn && !in_b; r++) {
+            size_t n2;
+            const char *k2 = mms_json_str(j, mms_json_at(j, rb, r), &n2);
+            in_b = k2 && n2 == kn && !memcmp(k2, key, kn);
+        }
+        if (!in_b || memchr(key, '\0', kn)) continue;
+        va = mms_json_get(j, pa, key);
+        vb = mms_json_get(j, pb, key);
+        if (va >= 0 && vb >= 0 && mms_json_type(j, va) == MMS_JSON_OBJECT && mms_json_type(j, vb) == MMS_JSON_OBJECT && mms__js_values_disjoint(j, va, vb)) return true;
+    }
+    return false;
+}
+
 /* -- the base rules every compiled schema may use -- */
 
 static const char mms__js_base[] =
@@ -997,7 +1074,7 @@ static void mms__js_number(struct mms__js *c, struct mms__js_member *m, int n, b
 static int mms__js_rule(struct mms__js *c, struct mms__js_member *m, int n) {
     struct mms__strbuf b = { NULL, 0, 0, false };
     int rule, i, types = MMS__JS_ALL, anyof_at = -1, memo;
-    int64_t v, k, len;
+    int64_t k, len;
     bool any_alt = false;
     if (c->err[0]) return -1;
     if (c->n_rules > MMS__JS_MAX_RULES) { mms__js_fail(c, n ? m[0].path : "#", "schema", "compiles to more than %d rules", MMS__JS_MAX_RULES); return -1; }
@@ -1035,20 +1112,12 @@ static int mms__js_rule(struct mms__js *c, struct mms__js_member *m, int n) {
         }
     /* type */
     for (i = 0; i < n; i++) {
-        int mine = 0;
-        if ((v = mms_json_get(c->j, m[i].id, "type")) < 0) continue;
-        for (k = 0, len = mms_json_type(c->j, v) == MMS_JSON_ARRAY ? mms_json_len(c->j, v) : 1; k < len; k++) {
-            size_t tl;
-            const char *t = mms_json_str(c->j, mms_json_type(c->j, v) == MMS_JSON_ARRAY ? mms_json_at(c->j, v, k) : v, &tl);
-            int bit = !t ? 0 : !strcmp(t, "null") ? MMS__JS_NULL : !strcmp(t, "boolean") ? MMS__JS_BOOL : !strcmp(t, "object") ? MMS__JS_OBJ
-                    : !strcmp(t, "array") ? MMS__JS_ARR : !strcmp(t, "number") ? MMS__JS_NUM | MMS__JS_INT : !strcmp(t, "integer") ? MMS__JS_INT
-                    : !strcmp(t, "string") ? MMS__JS_STR : 0;
-            if (!bit) { char p[192]; mms__js_path(p, sizeof p, m[i].path, "type"); mms__js_fail(c, p, "type", "'%s' is none of the seven types", t ? t : "(not a string)"); return -1; }
-            mine |= bit;
-        }
+        const char *bad = NULL;
+        const int mine = mms__js_type_bits(c->j, m[i].id, &bad);
+        if (bad) { char p[192]; mms__js_path(p, sizeof p, m[i].path, "type"); mms__js_fail(c, p, "type", "'%s' is none of the seven types", bad); return -1; }
         types &= mine;
     }
-    /* anyOf/oneOf: distributed over the rest of the conjunction (oneOf as a union: its "only one" is not checked) */
+    /* anyOf/oneOf: distributed over the rest of the conjunction (oneOf only where its branches are disjoint: then a union) */
     for (i = 0; i < n && anyof_at < 0; i++)
         if (!m[i].skip_anyof && (mms_json_get(c->j, m[i].id, "anyOf") >= 0 || mms_json_get(c->j, m[i].id, "oneOf") >= 0)) anyof_at = i;
     if (anyof_at >= 0) {
@@ -1058,6 +1127,16 @@ static int mms__js_rule(struct mms__js *c, struct mms__js_member *m, int n) {
         mms__js_path(p, sizeof p, m[anyof_at].path, is_any ? "anyOf" : "oneOf");
         if (mms_json_get(c->j, m[anyof_at].id, "anyOf") >= 0 && mms_json_get(c->j, m[anyof_at].id, "oneOf") >= 0) { mms__js_fail(c, p, "oneOf", "beside anyOf in one schema: not supported"); return -1; }
         if (mms_json_type(c->j, list) != MMS_JSON_ARRAY || mms_json_len(c->j, list) < 1) { mms__js_fail(c, p, is_any ? "anyOf" : "oneOf", "a non-empty array of schemas is required"); return -1; }
+        for (k = 0, len = mms_json_len(c->j, list); !is_any && k < len; k++) {   /* "only one": branches that cannot both hold */
+            int64_t other;
+            for (other = k + 1; other < len; other++)
+                if (!mms__js_disjoint(c->j, mms_json_at(c->j, list, k), mms_json_at(c->j, list, other))) {
+                    mms__js_fail(c, p, "oneOf", "branches %lld and %lld may both hold for one value, and generating only what one of them "
+                                 "allows is not supported (they must differ in type, const/enum, or a required property's const/enum; "
+                                 "anyOf allows both)", (long long)k, (long long)other);
+                    return -1;
+                }
+        }
         for (k = 0, len = mms_json_len(c->j, list); k < len && !c->err[0]; k++) {
             struct mms__js_member bm[MMS__JS_MAX_MEMBERS];
             int bn = n, r;
