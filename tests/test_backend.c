@@ -255,6 +255,9 @@ static void test_threadpool_splits_what_pays(void) {
     pool->share = 0.5f;
     EXPECT(!mms__threadpool_worth_at(pool, 800.0, pool->learnt_at), "a 0.8 ms node split at 0.5 ms a split");
     EXPECT(mms__threadpool_worth_at(pool, 5000.0, pool->learnt_at), "a 5 ms node not split at 0.5 ms a split");
+    pool->cost_us = 0.0f;                          /* splits too quick for the clock: they still cost a microsecond */
+    EXPECT(!mms__threadpool_worth_at(pool, 1.5, pool->learnt_at), "a 1.5 us node split at a split's least cost");
+    EXPECT(mms__threadpool_worth_at(pool, 4.0, pool->learnt_at), "a 4 us node not split at a split's least cost");
     mms__threadpool_free(pool);
 }
 

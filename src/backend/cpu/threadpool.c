@@ -34,6 +34,7 @@
 #define MMS__POOL_PARTS_BITS   24       /* the claim word: epoch << 24 | parts left */
 #define MMS__POOL_FORGET_US    20000    /* the learnt split cost halves after this long without a split */
 #define MMS__POOL_LEARN        0.125f   /* weight of the newest job in the running averages */
+#define MMS__POOL_SPLIT_MIN_US 1.0f     /* a split costs at least this: the clock's tick hides less, and handing out is never free */
 
 typedef void (*mms__pool_fn)(void *arg, int part, int n_parts, int worker);
 
@@ -154,6 +155,8 @@ static void *mms__threadpool_helper(void *p) {
         }
         if (mms__atomic_load(&pool->stop)) break;
         seen = mms__claim_epoch(mms__atomic_load64(&pool->claim));
+        /* a test's hold is read after the job it covers: has_work may have looked before it was set */
+        if (mms__atomic_load(&pool->test_hold_helpers)) continue;
         while ((part = mms__threadpool_claim(pool, seen)) >= 0) {
             pool->fn(pool->arg, part, pool->n_parts, ha->worker);
             mms__threadpool_part_done(pool);
@@ -214,7 +217,7 @@ static bool mms__threadpool_worth_at(struct mms__threadpool *pool, double cost_u
         pool->share = MMS__MAX(pool->share, 0.5f * (float)(pool->n_threads - 1) / (float)pool->n_threads);
         pool->learnt_at = now_us;
     }
-    return cost_us * pool->share > pool->cost_us;
+    return cost_us * pool->share > MMS__MAX(pool->cost_us, MMS__POOL_SPLIT_MIN_US);
 }
 
 static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) {
