@@ -18504,17 +18504,24 @@ struct mms__strbuf {
     bool   oom;
 };
 
-static void mms__sb_put(struct mms__strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
+/* Room for n more bytes and a NUL: where they go, or NULL (oom set). */
+static char *mms__sb_room(struct mms__strbuf *b, size_t n) {
+    if (b->oom) return NULL;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         char *p;
         while (cap < b->n + n + 1) cap *= 2;
-        if (!(p = (char *)MMS_REALLOC(b->s, cap))) { b->oom = true; return; }
+        if (!(p = (char *)MMS_REALLOC(b->s, cap))) { b->oom = true; return NULL; }
         b->s = p;
         b->cap = cap;
     }
-    memcpy(b->s + b->n, s, n);
+    return b->s + b->n;
+}
+
+static void mms__sb_put(struct mms__strbuf *b, const char *s, size_t n) {
+    char *at = mms__sb_room(b, n);
+    if (!at) return;
+    memcpy(at, s, n);
     b->n += n;
     b->s[b->n] = '\0';
 }
@@ -18647,14 +18654,12 @@ static void mms__js_path_index(char *out, size_t cap, const char *path, int64_t 
 
 /* -- writing JSON values and keys as the notation's literals -- */
 
-/* A string as Python's json.dumps(ensure_ascii=False) writes it. */
+/* A string as Python's json.dumps(ensure_ascii=False) writes it, straight into b. */
 static void mms__js_write_string(struct mms__strbuf *b, const char *s, size_t len) {
     const int64_t n = mms_json_write_string(s, len, NULL, 0);
-    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
-    if (!t) { b->oom = true; return; }
-    mms_json_write_string(s, len, t, (size_t)n + 1);
-    mms__sb_put(b, t, (size_t)n);
-    MMS_FREE(t);
+    char *at = n >= 0 ? mms__sb_room(b, (size_t)n) : NULL;
+    if (at) b->n += (size_t)mms_json_write_string(s, len, at, (size_t)n + 1);
+    else b->oom = true;
 }
 
 /* A property's key and its colon, as a literal of the notation. */
@@ -18667,14 +18672,12 @@ static void mms__js_key_literal(struct mms__strbuf *b, const char *key) {
     MMS_FREE(t.s);
 }
 
-/* The compact JSON text of v. */
+/* The compact JSON text of v, straight into b. */
 static void mms__js_write_value(struct mms__strbuf *b, const struct mms_json *j, int64_t v) {
     const int64_t n = mms_json_write(j, v, NULL, 0);
-    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
-    if (!t) { b->oom = true; return; }
-    mms_json_write(j, v, t, (size_t)n + 1);
-    mms__sb_put(b, t, (size_t)n);
-    MMS_FREE(t);
+    char *at = n >= 0 ? mms__sb_room(b, (size_t)n) : NULL;
+    if (at) b->n += (size_t)mms_json_write(j, v, at, (size_t)n + 1);
+    else b->oom = true;
 }
 
 /* The types a schema's "type" keyword allows, as MMS__JS_ bits (MMS__JS_ALL without one); *bad names

@@ -1198,17 +1198,24 @@ struct mms__strbuf {
     bool   oom;
 };
 
-static void mms__sb_put(struct mms__strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
+/* Room for n more bytes and a NUL: where they go, or NULL (oom set). */
+static char *mms__sb_room(struct mms__strbuf *b, size_t n) {
+    if (b->oom) return NULL;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         char *p;
         while (cap < b->n + n + 1) cap *= 2;
-        if (!(p = (char *)MMS_REALLOC(b->s, cap))) { b->oom = true; return; }
+        if (!(p = (char *)MMS_REALLOC(b->s, cap))) { b->oom = true; return NULL; }
         b->s = p;
         b->cap = cap;
     }
-    memcpy(b->s + b->n, s, n);
+    return b->s + b->n;
+}
+
+static void mms__sb_put(struct mms__strbuf *b, const char *s, size_t n) {
+    char *at = mms__sb_room(b, n);
+    if (!at) return;
+    memcpy(at, s, n);
     b->n += n;
     b->s[b->n] = '\0';
 }

@@ -83,14 +83,12 @@ static void mms__js_path_index(char *out, size_t cap, const char *path, int64_t 
 
 /* -- writing JSON values and keys as the notation's literals -- */
 
-/* A string as Python's json.dumps(ensure_ascii=False) writes it. */
+/* A string as Python's json.dumps(ensure_ascii=False) writes it, straight into b. */
 static void mms__js_write_string(struct mms__strbuf *b, const char *s, size_t len) {
     const int64_t n = mms_json_write_string(s, len, NULL, 0);
-    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
-    if (!t) { b->oom = true; return; }
-    mms_json_write_string(s, len, t, (size_t)n + 1);
-    mms__sb_put(b, t, (size_t)n);
-    MMS_FREE(t);
+    char *at = n >= 0 ? mms__sb_room(b, (size_t)n) : NULL;
+    if (at) b->n += (size_t)mms_json_write_string(s, len, at, (size_t)n + 1);
+    else b->oom = true;
 }
 
 /* A property's key and its colon, as a literal of the notation. */
@@ -103,14 +101,12 @@ static void mms__js_key_literal(struct mms__strbuf *b, const char *key) {
     MMS_FREE(t.s);
 }
 
-/* The compact JSON text of v. */
+/* The compact JSON text of v, straight into b. */
 static void mms__js_write_value(struct mms__strbuf *b, const struct mms_json *j, int64_t v) {
     const int64_t n = mms_json_write(j, v, NULL, 0);
-    char *t = n >= 0 ? (char *)MMS_MALLOC((size_t)n + 1) : NULL;
-    if (!t) { b->oom = true; return; }
-    mms_json_write(j, v, t, (size_t)n + 1);
-    mms__sb_put(b, t, (size_t)n);
-    MMS_FREE(t);
+    char *at = n >= 0 ? mms__sb_room(b, (size_t)n) : NULL;
+    if (at) b->n += (size_t)mms_json_write(j, v, at, (size_t)n + 1);
+    else b->oom = true;
 }
 
 /* The types a schema's "type" keyword allows, as MMS__JS_ bits (MMS__JS_ALL without one); *bad names
