@@ -2460,9 +2460,10 @@ MMS_API struct mms_grammar *mms_grammar_choice(const char *const *choices, int n
 MMS_API const char         *mms_grammar_text(const struct mms_grammar *grammar);
 MMS_API void                mms_grammar_free(struct mms_grammar *grammar);
 
-/* vocab: the model's, to choose tokens (NULL: bytes only, mms_constraint_accept_bytes). The vocabulary
-   is read into a byte trie here (end tokens aside; control and unused tokens, which stand for no
-   text, are never allowed). NULL + last error. */
+/* vocab: the model's, to choose tokens (NULL: bytes only, mms_constraint_accept_bytes). The first
+   constraint made with a vocabulary reads it into a byte trie that the vocabulary keeps and every
+   later constraint, on any thread, shares: only the first pays for it (end tokens aside; control
+   and unused tokens, which stand for no text, are never allowed). NULL + last error. */
 MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *grammar, const struct mms_vocab *vocab);
 MMS_API void                   mms_constraint_free(struct mms_constraint *constraint);
 /* Back to the start of an output. */
@@ -16250,7 +16251,12 @@ struct mms_vocab {
     int            n_eog;
     char          *chat_template;          /* the file's, or NULL */
     bool           chat_template_builtin;  /* byte for byte the template mms_chat_apply_template renders */
+    struct mms__token_trie *trie;          /* built on first use (mms__vocab_trie), under trie_lock */
+    mms__mutex     trie_lock;
 };
+
+struct mms__token_trie;
+static void mms__token_trie_free(struct mms__token_trie *t);
 
 static size_t mms__tok_hash(const void *p, size_t n) {
     const unsigned char *s = (const unsigned char *)p;
@@ -16293,6 +16299,8 @@ MMS_API void mms_vocab_free(struct mms_vocab *v) {
     MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
     MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
     MMS_FREE(v->special); MMS_FREE(v->eog); MMS_FREE(v->chat_template);
+    mms__token_trie_free(v->trie);
+    mms__mutex_destroy(&v->trie_lock);
     MMS_FREE(v);
 }
 
@@ -16603,6 +16611,7 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     v = (struct mms_vocab *)MMS_MALLOC(sizeof *v);
     if (!v) { mms__vocab_oom(); return NULL; }
     memset(v, 0, sizeof *v);
+    mms__mutex_init(&v->trie_lock);
     v->bos = v->eos = -1;
     if (mms__vocab_build(v, gguf) != MMS_OK || mms__vocab_chat_template(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
     return v;
@@ -17174,6 +17183,120 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
     buf[t.n] = '\0';
     *d = next;
     return (int)t.n;
+}
+
+/* -- the vocabulary by bytes ---------------------------------------------------------------------
+   The constraint matcher (constrain.c) walks every token's bytes at once, as a trie. The trie
+   depends on the vocabulary only, so it is built once, on first use, and shared read-only by every
+   constraint and thread after: a constraint then costs its grammar's states, not the vocabulary. */
+
+struct mms__trie_node {
+    int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
+    unsigned char byte;
+};
+
+struct mms__token_trie {
+    struct mms__trie_node *node;      /* node 0 is the root (no bytes) */
+    int32_t                n_node, cap_node;
+    int32_t               *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t               *eog;          /* the end tokens, kept out of the trie: they end the output */
+    int                    n_eog;
+    int32_t                n_vocab;
+};
+
+static void mms__token_trie_free(struct mms__token_trie *t) {
+    if (!t) return;
+    MMS_FREE(t->node);
+    MMS_FREE(t->token_next);
+    MMS_FREE(t->eog);
+    MMS_FREE(t);
+}
+
+struct mms__token_bytes {
+    const unsigned char *bytes;
+    size_t               len;
+    int32_t              id;
+};
+
+static int mms__token_bytes_cmp(const void *a, const void *b) {
+    const struct mms__token_bytes *x = (const struct mms__token_bytes *)a, *y = (const struct mms__token_bytes *)b;
+    const size_t n = x->len < y->len ? x->len : y->len;
+    const int r = memcmp(x->bytes, y->bytes, n);
+    return r ? r : x->len != y->len ? (x->len < y->len ? -1 : 1) : (x->id < y->id ? -1 : x->id > y->id);
+}
+
+/* Inserts a token's bytes; tokens come sorted by bytes, so each node's newest child is the only candidate. */
+static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__token_bytes *tb) {
+    int32_t node = 0;
+    size_t i;
+    for (i = 0; i < tb->len; i++) {
+        int32_t ch = t->node[node].first_child;
+        if (ch >= 0 && t->node[ch].byte != tb->bytes[i]) ch = -1;
+        if (ch < 0) {
+            if (t->n_node == t->cap_node) {
+                struct mms__trie_node *p = (struct mms__trie_node *)MMS_REALLOC(t->node, sizeof *p * (size_t)t->cap_node * 2);
+                if (!p) return false;
+                t->node = p;
+                t->cap_node *= 2;
+            }
+            ch = t->n_node++;
+            t->node[ch].first_child = t->node[ch].first_token = -1;
+            t->node[ch].byte = tb->bytes[i];
+            t->node[ch].next_sibling = t->node[node].first_child;
+            t->node[node].first_child = ch;
+        }
+        node = ch;
+    }
+    t->token_next[tb->id] = t->node[node].first_token;
+    t->node[node].first_token = tb->id;
+    return true;
+}
+
+/* Control and unknown tokens stand for no text: they are in neither the trie nor the end tokens. */
+static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) {
+    struct mms__token_trie *t = (struct mms__token_trie *)MMS_MALLOC(sizeof *t);
+    struct mms__token_bytes *tb = (struct mms__token_bytes *)mms__vocab_alloc((size_t)v->n_tokens, sizeof *tb);
+    int32_t id, n_tb = 0, k;
+    bool ok = t && tb;
+    if (t) {
+        memset(t, 0, sizeof *t);
+        t->n_vocab = v->n_tokens;
+        t->cap_node = 1 << 16;
+        t->node = (struct mms__trie_node *)MMS_MALLOC(sizeof *t->node * (size_t)t->cap_node);
+        t->token_next = (int32_t *)mms__vocab_alloc((size_t)v->n_tokens, sizeof(int32_t));
+        t->eog = (int32_t *)mms__vocab_alloc((size_t)v->n_tokens, sizeof(int32_t));
+        ok = ok && t->node && t->token_next && t->eog;
+    }
+    if (ok) {
+        t->n_node = 1;
+        t->node[0].first_child = t->node[0].next_sibling = t->node[0].first_token = -1;
+        t->node[0].byte = 0;
+        for (id = 0; id < v->n_tokens; id++) {
+            size_t len = 0;
+            const unsigned char *p = mms__tok_piece(v, id, false, &len);
+            if (mms_vocab_is_eog(v, id)) { t->eog[t->n_eog++] = id; continue; }
+            if (len == 0) continue;
+            tb[n_tb].bytes = p;
+            tb[n_tb].len = len;
+            tb[n_tb++].id = id;
+        }
+        qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
+        for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
+    }
+    MMS_FREE(tb);
+    if (!ok) { mms__token_trie_free(t); return NULL; }
+    return t;
+}
+
+/* The vocabulary's trie, built by the first caller; NULL when out of memory. */
+static const struct mms__token_trie *mms__vocab_trie(const struct mms_vocab *v) {
+    struct mms_vocab *w = (struct mms_vocab *)v;   /* a cache: the vocabulary's meaning does not change */
+    const struct mms__token_trie *t;
+    mms__mutex_lock(&w->trie_lock);
+    if (!w->trie) w->trie = mms__token_trie_build(v);
+    t = w->trie;
+    mms__mutex_unlock(&w->trie_lock);
+    return t;
 }
 /* ==== end src/text/tokenizer.c ==== */
 
@@ -17980,11 +18103,6 @@ MMS_API struct mms_grammar *mms_grammar_parse(const char *text, size_t len) {
 
 /* -- the matcher ---------------------------------------------------------------------------------- */
 
-struct mms__trie_node {
-    int32_t first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
-    unsigned char byte;
-};
-
 struct mms__mask_entry {
     int32_t  *ids;
     int       n;
@@ -18007,12 +18125,7 @@ struct mms_constraint {
     /* the state */
     struct mms__i32vec        state, next;
     bool                      finished;
-    /* the vocabulary as a byte trie */
-    struct mms__trie_node    *trie;
-    int32_t                   n_trie, cap_trie;
-    int32_t                  *token_next;
-    int32_t                  *eog;
-    int                       n_eog;
+    const struct mms__token_trie *trie;          /* the vocabulary's, shared (tokenizer.c) */
     struct mms__i32vec        walk;              /* scratch of a step */
     /* the state sets the walks meet, interned, with their successor by byte (memoised: the walk of
        the next state that meets them again costs one array read per trie node) */
@@ -18141,48 +18254,6 @@ MMS_API void mms_constraint_reset(struct mms_constraint *c) {
     c->finished = false;
 }
 
-struct mms__token_bytes {
-    char   *bytes;
-    int     len;
-    int32_t id;
-};
-
-static int mms__token_bytes_cmp(const void *a, const void *b) {
-    const struct mms__token_bytes *x = (const struct mms__token_bytes *)a, *y = (const struct mms__token_bytes *)b;
-    const int n = x->len < y->len ? x->len : y->len, r = memcmp(x->bytes, y->bytes, (size_t)n);
-    return r ? r : x->len != y->len ? (x->len < y->len ? -1 : 1) : (x->id < y->id ? -1 : x->id > y->id);
-}
-
-/* Inserts a token's bytes; tokens come sorted by bytes, so each node's newest child is the only candidate. */
-static bool mms__cs_add_token(struct mms_constraint *c, int32_t id, const char *piece, int len) {
-    int32_t node = 0;
-    int i;
-    for (i = 0; i < len; i++) {
-        const unsigned char byte = (unsigned char)piece[i];
-        int32_t ch = c->trie[node].first_child;   /* tokens come sorted: a child is the newest one or new */
-        if (ch >= 0 && c->trie[ch].byte != byte) ch = -1;
-        if (ch < 0) {
-            if (c->n_trie == c->cap_trie) {
-                int cap = c->cap_trie * 2;
-                struct mms__trie_node *p = (struct mms__trie_node *)MMS_REALLOC(c->trie, sizeof *p * (size_t)cap);
-                if (!p) return false;
-                c->trie = p;
-                c->cap_trie = cap;
-            }
-            ch = c->n_trie++;
-            c->trie[ch].first_child = -1;
-            c->trie[ch].first_token = -1;
-            c->trie[ch].byte = byte;
-            c->trie[ch].next_sibling = c->trie[node].first_child;
-            c->trie[node].first_child = ch;
-        }
-        node = ch;
-    }
-    c->token_next[id] = c->trie[node].first_token;
-    c->trie[node].first_token = id;
-    return true;
-}
-
 MMS_API void mms_constraint_free(struct mms_constraint *c) {
     int i;
     if (!c) return;
@@ -18200,9 +18271,6 @@ MMS_API void mms_constraint_free(struct mms_constraint *c) {
     mms__i32vec_free(&c->walk);
     mms__cs_sets_clear(c);
     MMS_FREE(c->set_next);
-    MMS_FREE(c->trie);
-    MMS_FREE(c->token_next);
-    MMS_FREE(c->eog);
     for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
     mms__ptrmap_free(&c->cache_ids);
     MMS_FREE(c->mask_out);
@@ -18211,7 +18279,6 @@ MMS_API void mms_constraint_free(struct mms_constraint *c) {
 
 MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *g, const struct mms_vocab *vocab) {
     struct mms_constraint *c;
-    int32_t id;
     int n = 0;
     if (!g) { mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_new: grammar is NULL"); return NULL; }
     if (!(c = (struct mms_constraint *)MMS_MALLOC(sizeof *c))) { mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
@@ -18225,37 +18292,10 @@ MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *g, c
     if (!c->oom) c->start_off = mms__cs_closure(c, mms__cs_node(c, 0, 0), &n);
     c->start_len = n;
     if (!c->oom && vocab) {
-        char piece[1024];
         c->n_vocab = mms_vocab_n_tokens(vocab);
-        c->cap_trie = 1 << 16;
-        c->trie = (struct mms__trie_node *)MMS_MALLOC(sizeof *c->trie * (size_t)c->cap_trie);
-        c->token_next = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)c->n_vocab + 1));
-        c->eog = (int32_t *)MMS_MALLOC(sizeof(int32_t) * ((size_t)c->n_vocab + 1));
+        c->trie = mms__vocab_trie(vocab);
         c->mask_out = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
-        if (!c->trie || !c->token_next || !c->eog || !c->mask_out) c->oom = true;
-        else {
-            c->n_trie = 1;
-            c->trie[0].first_child = c->trie[0].next_sibling = c->trie[0].first_token = -1;
-            c->trie[0].byte = 0;
-            /* end tokens end the output; special and unused tokens stand for no text and never match */
-            struct mms__token_bytes *tb = (struct mms__token_bytes *)MMS_MALLOC(sizeof *tb * ((size_t)c->n_vocab + 1));
-            int n_tb = 0, k;
-            if (!tb) c->oom = true;
-            for (id = 0; id < c->n_vocab && !c->oom; id++) {
-                if (mms_vocab_is_eog(vocab, id)) { c->eog[c->n_eog++] = id; continue; }
-                n = mms_token_to_piece(vocab, id, piece, (int)sizeof piece, false);
-                if (n <= 0 || n > (int)sizeof piece) continue;
-                if (!(tb[n_tb].bytes = (char *)MMS_MALLOC((size_t)n))) { c->oom = true; break; }
-                memcpy(tb[n_tb].bytes, piece, (size_t)n);
-                tb[n_tb].len = n;
-                tb[n_tb++].id = id;
-            }
-            if (!c->oom) qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
-            for (k = 0; k < n_tb && !c->oom; k++)
-                if (!mms__cs_add_token(c, tb[k].id, tb[k].bytes, tb[k].len)) c->oom = true;
-            for (k = 0; k < n_tb; k++) MMS_FREE(tb[k].bytes);
-            MMS_FREE(tb);
-        }
+        if (!c->trie || !c->mask_out) c->oom = true;
     }
     if (c->oom) { mms_constraint_free(c); mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
     mms_constraint_reset(c);
@@ -18305,8 +18345,8 @@ MMS_API enum mms_status mms_constraint_accept(struct mms_constraint *c, int32_t 
     if (!c || !c->vocab) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_accept: a constraint made with a vocabulary is required");
     if (id < 0 || id >= c->n_vocab) return mms_set_error(MMS_ERR_INVALID_ARG, "mms_constraint_accept: token %d out of range", (int)id);
     if (c->finished) return mms_set_error(MMS_ERR_STATE, "mms_constraint_accept: the output has ended");
-    for (i = 0; i < c->n_eog; i++)
-        if (c->eog[i] == id) {
+    for (i = 0; i < c->trie->n_eog; i++)
+        if (c->trie->eog[i] == id) {
             if (!mms_constraint_is_complete(c)) return mms__error_quiet(MMS_ERR_INVALID_ARG, "mms_constraint_accept: the end token %d before the output is complete", (int)id);
             c->finished = true;
             return MMS_OK;
@@ -18440,12 +18480,13 @@ static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned 
 /* Marks every token under trie node tnode whose bytes can follow set sid. */
 static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
     int32_t ch;
-    for (ch = c->trie[tnode].first_child; ch >= 0 && !c->oom; ch = c->trie[ch].next_sibling) {
-        const int32_t nid = mms__cs_set_step(c, sid, c->trie[ch].byte);
+    const struct mms__trie_node *node = c->trie->node;
+    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+        const int32_t nid = mms__cs_set_step(c, sid, node[ch].byte);
         int32_t t;
         if (nid < 0) continue;
-        for (t = c->trie[ch].first_token; t >= 0; t = c->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (c->trie[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
+        if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
     }
 }
 
@@ -18491,7 +18532,7 @@ MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
         if (!c->oom) mms__cs_walk(c, 0, sid, mask);
     }
     if (mms_constraint_is_complete(c))
-        for (i = 0; i < c->n_eog; i++) mask[c->eog[i] >> 5] |= 1u << (c->eog[i] & 31);
+        for (i = 0; i < c->trie->n_eog; i++) mask[c->trie->eog[i] >> 5] |= 1u << (c->trie->eog[i] & 31);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
     return mask;
 }

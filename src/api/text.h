@@ -177,9 +177,10 @@ MMS_API struct mms_grammar *mms_grammar_choice(const char *const *choices, int n
 MMS_API const char         *mms_grammar_text(const struct mms_grammar *grammar);
 MMS_API void                mms_grammar_free(struct mms_grammar *grammar);
 
-/* vocab: the model's, to choose tokens (NULL: bytes only, mms_constraint_accept_bytes). The vocabulary
-   is read into a byte trie here (end tokens aside; control and unused tokens, which stand for no
-   text, are never allowed). NULL + last error. */
+/* vocab: the model's, to choose tokens (NULL: bytes only, mms_constraint_accept_bytes). The first
+   constraint made with a vocabulary reads it into a byte trie that the vocabulary keeps and every
+   later constraint, on any thread, shares: only the first pays for it (end tokens aside; control
+   and unused tokens, which stand for no text, are never allowed). NULL + last error. */
 MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *grammar, const struct mms_vocab *vocab);
 MMS_API void                   mms_constraint_free(struct mms_constraint *constraint);
 /* Back to the start of an output. */

@@ -84,7 +84,12 @@ struct mms_vocab {
     int            n_eog;
     char          *chat_template;          /* the file's, or NULL */
     bool           chat_template_builtin;  /* byte for byte the template mms_chat_apply_template renders */
+    struct mms__token_trie *trie;          /* built on first use (mms__vocab_trie), under trie_lock */
+    mms__mutex     trie_lock;
 };
+
+struct mms__token_trie;
+static void mms__token_trie_free(struct mms__token_trie *t);
 
 static size_t mms__tok_hash(const void *p, size_t n) {
     const unsigned char *s = (const unsigned char *)p;
@@ -127,6 +132,8 @@ MMS_API void mms_vocab_free(struct mms_vocab *v) {
     MMS_FREE(v->text); MMS_FREE(v->text_off); MMS_FREE(v->type); MMS_FREE(v->piece); MMS_FREE(v->piece_off);
     MMS_FREE(v->map); MMS_FREE(v->pair_key); MMS_FREE(v->pair_rank); MMS_FREE(v->pair_id);
     MMS_FREE(v->special); MMS_FREE(v->eog); MMS_FREE(v->chat_template);
+    mms__token_trie_free(v->trie);
+    mms__mutex_destroy(&v->trie_lock);
     MMS_FREE(v);
 }
 
@@ -437,6 +444,7 @@ MMS_API struct mms_vocab *mms_vocab_load(const struct mms_gguf *gguf) {
     v = (struct mms_vocab *)MMS_MALLOC(sizeof *v);
     if (!v) { mms__vocab_oom(); return NULL; }
     memset(v, 0, sizeof *v);
+    mms__mutex_init(&v->trie_lock);
     v->bos = v->eos = -1;
     if (mms__vocab_build(v, gguf) != MMS_OK || mms__vocab_chat_template(v, gguf) != MMS_OK) { mms_vocab_free(v); return NULL; }
     return v;
@@ -1008,4 +1016,118 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
     buf[t.n] = '\0';
     *d = next;
     return (int)t.n;
+}
+
+/* -- the vocabulary by bytes ---------------------------------------------------------------------
+   The constraint matcher (constrain.c) walks every token's bytes at once, as a trie. The trie
+   depends on the vocabulary only, so it is built once, on first use, and shared read-only by every
+   constraint and thread after: a constraint then costs its grammar's states, not the vocabulary. */
+
+struct mms__trie_node {
+    int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
+    unsigned char byte;
+};
+
+struct mms__token_trie {
+    struct mms__trie_node *node;      /* node 0 is the root (no bytes) */
+    int32_t                n_node, cap_node;
+    int32_t               *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t               *eog;          /* the end tokens, kept out of the trie: they end the output */
+    int                    n_eog;
+    int32_t                n_vocab;
+};
+
+static void mms__token_trie_free(struct mms__token_trie *t) {
+    if (!t) return;
+    MMS_FREE(t->node);
+    MMS_FREE(t->token_next);
+    MMS_FREE(t->eog);
+    MMS_FREE(t);
+}
+
+struct mms__token_bytes {
+    const unsigned char *bytes;
+    size_t               len;
+    int32_t              id;
+};
+
+static int mms__token_bytes_cmp(const void *a, const void *b) {
+    const struct mms__token_bytes *x = (const struct mms__token_bytes *)a, *y = (const struct mms__token_bytes *)b;
+    const size_t n = x->len < y->len ? x->len : y->len;
+    const int r = memcmp(x->bytes, y->bytes, n);
+    return r ? r : x->len != y->len ? (x->len < y->len ? -1 : 1) : (x->id < y->id ? -1 : x->id > y->id);
+}
+
+/* Inserts a token's bytes; tokens come sorted by bytes, so each node's newest child is the only candidate. */
+static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__token_bytes *tb) {
+    int32_t node = 0;
+    size_t i;
+    for (i = 0; i < tb->len; i++) {
+        int32_t ch = t->node[node].first_child;
+        if (ch >= 0 && t->node[ch].byte != tb->bytes[i]) ch = -1;
+        if (ch < 0) {
+            if (t->n_node == t->cap_node) {
+                struct mms__trie_node *p = (struct mms__trie_node *)MMS_REALLOC(t->node, sizeof *p * (size_t)t->cap_node * 2);
+                if (!p) return false;
+                t->node = p;
+                t->cap_node *= 2;
+            }
+            ch = t->n_node++;
+            t->node[ch].first_child = t->node[ch].first_token = -1;
+            t->node[ch].byte = tb->bytes[i];
+            t->node[ch].next_sibling = t->node[node].first_child;
+            t->node[node].first_child = ch;
+        }
+        node = ch;
+    }
+    t->token_next[tb->id] = t->node[node].first_token;
+    t->node[node].first_token = tb->id;
+    return true;
+}
+
+/* Control and unknown tokens stand for no text: they are in neither the trie nor the end tokens. */
+static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) {
+    struct mms__token_trie *t = (struct mms__token_trie *)MMS_MALLOC(sizeof *t);
+    struct mms__token_bytes *tb = (struct mms__token_bytes *)mms__vocab_alloc((size_t)v->n_tokens, sizeof *tb);
+    int32_t id, n_tb = 0, k;
+    bool ok = t && tb;
+    if (t) {
+        memset(t, 0, sizeof *t);
+        t->n_vocab = v->n_tokens;
+        t->cap_node = 1 << 16;
+        t->node = (struct mms__trie_node *)MMS_MALLOC(sizeof *t->node * (size_t)t->cap_node);
+        t->token_next = (int32_t *)mms__vocab_alloc((size_t)v->n_tokens, sizeof(int32_t));
+        t->eog = (int32_t *)mms__vocab_alloc((size_t)v->n_tokens, sizeof(int32_t));
+        ok = ok && t->node && t->token_next && t->eog;
+    }
+    if (ok) {
+        t->n_node = 1;
+        t->node[0].first_child = t->node[0].next_sibling = t->node[0].first_token = -1;
+        t->node[0].byte = 0;
+        for (id = 0; id < v->n_tokens; id++) {
+            size_t len = 0;
+            const unsigned char *p = mms__tok_piece(v, id, false, &len);
+            if (mms_vocab_is_eog(v, id)) { t->eog[t->n_eog++] = id; continue; }
+            if (len == 0) continue;
+            tb[n_tb].bytes = p;
+            tb[n_tb].len = len;
+            tb[n_tb++].id = id;
+        }
+        qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
+        for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
+    }
+    MMS_FREE(tb);
+    if (!ok) { mms__token_trie_free(t); return NULL; }
+    return t;
+}
+
+/* The vocabulary's trie, built by the first caller; NULL when out of memory. */
+static const struct mms__token_trie *mms__vocab_trie(const struct mms_vocab *v) {
+    struct mms_vocab *w = (struct mms_vocab *)v;   /* a cache: the vocabulary's meaning does not change */
+    const struct mms__token_trie *t;
+    mms__mutex_lock(&w->trie_lock);
+    if (!w->trie) w->trie = mms__token_trie_build(v);
+    t = w->trie;
+    mms__mutex_unlock(&w->trie_lock);
+    return t;
 }
