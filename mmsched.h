@@ -1086,9 +1086,10 @@
        parts; pictures only as data: URLs, an http(s) URL is refused: the server fetches nothing;
        stream as server-sent events, stream_options.include_usage, usage with
        prompt_tokens_details.cached_tokens, max_tokens/max_completion_tokens, temperature, top_p,
-       seed, stop), GET /v1/models; POST /api/chat and /api/generate (images as base64, NDJSON
-       streaming unless "stream": false, options temperature/top_p/top_k/min_p/repeat_penalty/
-       repeat_last_n/num_predict/seed/stop/num_ctx, "raw" for generate, done_reason, counts,
+       seed, stop, response_format), GET /v1/models; POST /api/chat and /api/generate (images as
+       base64, NDJSON streaming unless "stream": false, options temperature/top_p/top_k/min_p/
+       repeat_penalty/repeat_last_n/num_predict/seed/stop/num_ctx, "raw" for generate, "format",
+       done_reason, counts,
        durations in ns; prompt_eval_count is the whole prompt, cached tokens included, as Ollama's
        own runners count it, and prompt_eval_duration the time of the part decoded), POST
        /api/show, GET /api/tags, /api/ps (parameters, quantization and general.parameter_count read
@@ -1097,8 +1098,16 @@
        safetensors), /api/version; GET /health (503 while loading and while stopping), GET /metrics (Prometheus text: requests, tokens, queue, busy slots, step
        times, image store bytes against its budget, HTTP responses by status). Errors use each
        API's shape: OpenAI's {"error": {message, type, param, code}}, Ollama's {"error": "..."}.
-       What the model cannot do (tools, logprobs, n > 1, a response format or "format", thinking,
-       a suffix, a template, a context) is refused with 400, never silently dropped. A request
+       Structured output (section 12's constraint engine, through the engine's request grammar):
+       OpenAI's response_format {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
+       and Ollama's "format" with a schema make the answer compact JSON valid against the schema;
+       {"type": "json_object"} and "format": "json" any JSON object. The schema is followed whether
+       strict is true or false; one this server cannot follow (an unsupported keyword, a schema
+       nothing satisfies) is refused with 400 (code invalid_schema, param the schema's field) naming
+       the keyword and its path, never followed loosely. An answer cut by max_tokens or a full
+       slot ends with finish_reason/done_reason "length" and is not a whole document.
+       What the model cannot do (tools, logprobs, n > 1, thinking, a suffix, a template, a
+       context) is refused with 400, never silently dropped. A request
        that gives no temperature or top_p gets the server's (--temp 0.6, --top-p 0.9: the model's
        generation_config), and no seed a fresh one; temperature 0 is greedy and answers exactly as
        build/mllama does.
@@ -2817,6 +2826,12 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE
    are kept in an image store by content, under a memory budget: a lookup compares the picture's
    pixels, never a hash alone, so one request can never be answered from another's picture.
 
+   A request with a grammar (structured output, e.g. a JSON Schema) samples only tokens that keep
+   its answer valid, and the end token only where the answer is complete; max_tokens or a full slot
+   can still cut it short (finish MMS_FINISH_LENGTH: the text is then not a whole answer), and stop
+   strings apply as to any answer. The constraint is made on the submitting thread (the first one
+   for a vocabulary also reads it into a byte trie, which every later one shares).
+
    Threads: every function may be called from any thread; one reply is read by one thread at a time.
    The model and the vocabulary are shared, read-only, and must outlive the engine. */
 
@@ -2845,6 +2860,8 @@ struct mms_request {                 /* zeroed: nothing; messages or prompt is r
     const char *const             *stop;            /* stop strings: the text ends before the first one found */
     int                            n_stop;
     const char                    *date;            /* the template's "Today Date" (NULL: as mms_chat_apply_template) */
+    const struct mms_grammar      *grammar;         /* the answer follows it (mms_grammar_from_json_schema, _json...;
+                                                       NULL: free text); copied, so it may be freed on return */
 };
 
 enum mms_finish {
@@ -23524,7 +23541,8 @@ MMS_API int mms_mllama_chat_prompt(const struct mms_chat_message *messages, int 
 /* ==== begin src/serve/request.c ==== */
 /* >>serve-request =================================================================================
    A request as the engine runs it: checked, copied and tokenized on the submitting thread (its
-   pictures preprocessed, its sampler made with the prompt in its history), then advanced by the
+   pictures preprocessed, its sampler made with the prompt in its history and its grammar's
+   constraint, so the engine thread never builds one), then advanced by the
    engine thread; and its text, held back while it could still be the start of a stop string. */
 
 enum mms__serve_phase {
@@ -23542,6 +23560,8 @@ struct mms__serve_req {
     uint64_t                *image_hash;          /* of each one's model input, compared before the pixels */
     int                      n_images;
     struct mms_sampler      *sampler;
+    struct mms_grammar      *grammar;             /* a copy of the request's (NULL: free text) */
+    struct mms_constraint   *constraint;          /* the sampler's, over the grammar */
     int                      max_tokens;
     char                   **stop;                /* copies; stop_len[i] bytes each */
     size_t                  *stop_len;
@@ -23572,6 +23592,8 @@ static void mms__serve_req_free(struct mms__serve_req *q) {
     MMS_FREE(q->stop_len);
     MMS_FREE(q->text);
     mms_sampler_free(q->sampler);
+    mms_constraint_free(q->constraint);
+    mms_grammar_free(q->grammar);
     memset(q, 0, sizeof *q);
 }
 
@@ -23635,6 +23657,14 @@ static enum mms_status mms__serve_req_prepare(struct mms__serve_req *q, const st
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the messages show %d pictures and the request gives %d", shown, r->n_images);
     if (!(q->sampler = mms_sampler_new(&r->sampling)))
         return mms__error_context(mms_last_status(), "mms_engine_submit: sampling: %s", mms_last_error());
+    if (r->grammar) {                   /* copied through its text: the caller may free it on return */
+        const char *gt = mms_grammar_text(r->grammar);
+        if (!(q->grammar = mms_grammar_parse(gt, strlen(gt))) || !(q->constraint = mms_constraint_new(q->grammar, vocab))) {
+            mms__error_context(mms_last_status(), "mms_engine_submit: grammar: %s", mms_last_error());
+            goto fail;
+        }
+        mms_sampler_set_constraint(q->sampler, q->constraint);
+    }
     if (!(text = mms__serve_prompt_text(r))) goto fail;
     n = mms_tokenize(vocab, text, strlen(text), NULL, 0, r->prompt != NULL, true);
     if (n >= 0 && !(q->tokens = (int32_t *)MMS_MALLOC(sizeof *q->tokens * (size_t)(n + 1)))) n = mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory");

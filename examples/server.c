@@ -557,6 +557,7 @@ static void generate(struct reply_ctx *rc, const struct http_request *hreq, stru
     req.max_tokens = ar->max_tokens;
     req.stop = ar->stop;
     req.n_stop = ar->n_stop;
+    req.grammar = ar->grammar;
     reply = e.status ? NULL : mms_engine_submit(S.engine, &req);
     for (i = 0; i < ar->n_pictures; i++) free((void *)images[i].rgb);
     free(images);

@@ -6,7 +6,10 @@ drive it. The expected answers come from build/mllama run on the same messages (
 from the server; the expected parameter counts from llama.cpp's GGUF reader (the gguf package).
 
 Checks: non-streaming and streaming answers of both APIs equal build/mllama's, with one picture,
-two pictures in one message, a picture in each of two messages, and none; a returning
+two pictures in one message, a picture in each of two messages, and none; structured answers
+(OpenAI response_format json_schema through the client's own parse() with a pydantic model,
+json_object; Ollama format with a schema and "json") validate with jsonschema and equal
+build/mllama --json-schema's, and schemas the server cannot follow get 400 naming why; a returning
 conversation reuses its prefix (cached tokens reported; Ollama's prompt_eval_count is the whole
 prompt, as Ollama counts it) and answers as build/mllama's chat and a fresh server do; the
 listings give the parameters and quantization of a GGUF, a quantized GGUF, the two-file layout
@@ -63,8 +66,10 @@ def summary():
 
 try:
     import gguf  # noqa: F401  (llama.cpp's GGUF reader: the parameter counts the listings must give)
+    import jsonschema  # someone else's validator for the structured answers
     import ollama
     import openai
+    import pydantic  # the models the official clients turn into JSON Schemas and parse answers with
 except ImportError as e:
     print("FAIL the official clients: %s (make build/venv/ok installs tests/requirements-server.txt)" % e)
     results["failed"] += 1
@@ -134,9 +139,9 @@ def data_url(name):
     return "data:image/png;base64," + b64(name)
 
 
-def cli(prompt, images=(), system=None):
+def cli(prompt, images=(), system=None, extra=()):
     """build/mllama's greedy answer."""
-    args = [CLI, "-m", MODEL, "-q", "-t", "1"]
+    args = [CLI, "-m", MODEL, "-q", "-t", "1"] + list(extra)
     for i in images:
         args += ["--image", os.path.join(IMAGES, i)]
     if system:
@@ -179,6 +184,34 @@ def ollama_messages(text, images=()):
     if images:
         m["images"] = [b64(i) for i in images]
     return [m]
+
+
+# Structured output: what the official clients send for these models (the openai package's strict
+# schema, with $defs/$ref for the enum; pydantic's own for Ollama).
+if "pydantic" in globals():
+    class Colour(str, __import__("enum").Enum):
+        red = "red"
+        green = "green"
+        blue = "blue"
+        yellow = "yellow"
+
+    class ShapeAnswer(pydantic.BaseModel):
+        shape: __import__("typing").Literal["circle", "square", "triangle", "star"]
+        colour: Colour
+        position: __import__("typing").Literal["left", "right", "top", "bottom", "centre"]
+
+CAPTION_SCHEMA = {"type": "object", "properties": {"caption": {"type": "string", "maxLength": 40}, "count": {"type": "integer", "minimum": 1,
+                  "maximum": 3}}, "required": ["caption", "count"], "additionalProperties": False}
+
+
+def cli_json(prompt, images, schema):
+    """build/mllama --json-schema: the CLI's greedy structured answer, the server's reference."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(schema, f)
+    try:
+        return cli(prompt, images, extra=["--json-schema", f.name])
+    finally:
+        os.unlink(f.name)
 
 
 # The requests the answers are compared on: (prompt, pictures)
@@ -422,9 +455,109 @@ def run_cases(srv, expected):
                 s.close()
         assert srv.request("GET", "/health")[0] == 200
 
+
+    def openai_json_schema():
+        # the official client's own path: a pydantic model in, its strict schema sent, the answer parsed
+        # and validated back into the model by the client (pydantic), and by jsonschema here
+        msgs = openai_messages("Describe this image.", ["circle.png"])
+        r = oc.chat.completions.parse(model=NAME, messages=msgs, temperature=0, response_format=ShapeAnswer)
+        got = r.choices[0].message
+        assert r.choices[0].finish_reason == "stop" and isinstance(got.parsed, ShapeAnswer), r
+        from openai.lib._pydantic import to_strict_json_schema
+        schema = to_strict_json_schema(ShapeAnswer)
+        assert "$defs" in schema, schema   # the enum travels by $ref, as the client writes it
+        jsonschema.validate(json.loads(got.content), schema)
+        assert got.content == cli_json("Describe this image.", ["circle.png"], schema), (got.content, "the CLI's answer differs")
+        # a plain schema with bounds, streamed: the chunks join into the CLI's answer
+        rf = {"type": "json_schema", "json_schema": {"name": "caption", "schema": CAPTION_SCHEMA, "strict": True}}
+        chunks = list(oc.chat.completions.create(model=NAME, messages=msgs, temperature=0, stream=True, response_format=rf))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        jsonschema.validate(json.loads(text), CAPTION_SCHEMA)
+        assert text == cli_json("Describe this image.", ["circle.png"], CAPTION_SCHEMA), text
+        # strict false is followed all the same
+        rf["json_schema"]["strict"] = False
+        r = oc.chat.completions.create(model=NAME, messages=msgs, temperature=0, response_format=rf)
+        assert r.choices[0].message.content == text
+
+    def openai_json_object():
+        # any JSON object: sampled (greedy never closes the demo model's first key), so several seeds;
+        # every finished answer is a JSON object, a cut one at least starts as one
+        msgs = openai_messages("Describe this image.", ["circle.png"])
+        finished = 0
+        for seed in range(1, 9):
+            r = oc.chat.completions.create(model=NAME, messages=msgs, temperature=1.5, seed=seed, max_tokens=60,
+                                           response_format={"type": "json_object"})
+            text = r.choices[0].message.content
+            if r.choices[0].finish_reason == "stop":
+                assert isinstance(json.loads(text), dict), text
+                finished += 1
+            else:
+                assert r.choices[0].finish_reason == "length" and text.startswith("{"), (r.choices[0].finish_reason, text)
+        assert finished > 0, "no seed of 8 finished a JSON object"
+
+    def ollama_format():
+        schema = ShapeAnswer.model_json_schema()
+        for fn in ("chat", "generate"):
+            if fn == "chat":
+                r = ol.chat(model=NAME, messages=ollama_messages("Describe this image.", ["triangle.jpg"]), format=schema,
+                            options={"temperature": 0})
+                text = r.message.content
+            else:
+                r = ol.generate(model=NAME, prompt="Describe this image.", images=[b64("triangle.jpg")], format=schema,
+                                options={"temperature": 0})
+                text = r.response
+            assert r.done_reason == "stop", r
+            jsonschema.validate(json.loads(text), schema)
+            ShapeAnswer.model_validate_json(text)
+            assert text == cli_json("Describe this image.", ["triangle.jpg"], schema), (fn, text)
+        finished = 0
+        for seed in range(1, 9):
+            r = ol.chat(model=NAME, messages=ollama_messages("Describe this image.", ["circle.png"]), format="json",
+                        options={"temperature": 1.5, "seed": seed, "num_predict": 60})
+            if r.done_reason == "stop":
+                assert isinstance(json.loads(r.message.content), dict), r.message.content
+                finished += 1
+            else:
+                assert r.message.content.startswith("{"), r.message.content
+        assert finished > 0, "no seed of 8 finished a JSON object"
+
+    def structured_bad_requests():
+        hello = [{"role": "user", "content": "hi"}]
+        chat = "/v1/chat/completions"
+
+        def rf(schema, **kw):
+            return {"type": "json_schema", "json_schema": dict({"name": "x", "schema": schema}, **kw)}
+        for name, body, code, words in (
+                ("unsupported keyword", {"response_format": rf({"type": "object", "patternProperties": {"^a": {}}})}, "invalid_schema",
+                 "patternProperties"),
+                ("schema not an object", {"response_format": rf([1])}, "invalid_type", "schema"),
+                ("no schema", {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "invalid_value", "schema"),
+                ("no name", {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}}, "invalid_value", "name"),
+                ("bad name", {"response_format": {"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}}}, "invalid_value", "name"),
+                ("unknown type", {"response_format": {"type": "yaml"}}, "invalid_value", "yaml"),
+                ("strict not a boolean", {"response_format": rf({"type": "object"}, strict="yes")}, "invalid_type", "strict"),
+                ("a schema nothing satisfies", {"response_format": rf({"type": "integer", "minimum": 5, "maximum": 2})}, "invalid_schema", "")):
+            st, _, data = srv.request("POST", chat, dict({"model": NAME, "messages": hello}, **body))
+            err = json.loads(data)["error"]
+            assert st == 400 and err["code"] == code and words in err["message"], (name, st, err)
+            assert err["param"].startswith("response_format"), (name, err)
+        for name, fmt, words in (("unknown format", "yaml", "yaml"), ("unsupported keyword", {"type": "object", "not": {}}, "not"),
+                                 ("wrong type", 5, "format")):
+            for path, body in (("/api/chat", {"messages": hello}), ("/api/generate", {"prompt": "hi"})):
+                st, _, data = srv.request("POST", path, dict({"model": NAME, "format": fmt}, **body))
+                err = json.loads(data)["error"]
+                assert st == 400 and isinstance(err, str) and words in err, (name, path, st, err)
+        try:
+            oc.chat.completions.create(model=NAME, messages=hello, response_format=rf({"type": "string", "format": "ipv4"}))
+            raise AssertionError("no error")
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and "format" in e.body["message"], e.body
+        assert srv.request("GET", "/health")[0] == 200
+
     for fn in (openai_equal_cli, openai_stream_equal_cli, ollama_chat_equal_cli, ollama_chat_stream_equal_cli, ollama_generate_equal_cli,
                ollama_generate_raw, limits_and_stop, seeded_sampling_repeats, returning_conversation_reuses_prefix, pictures_in_two_messages,
-               listings, bad_requests, slow_client_gets_408, many_idle_connections):
+               listings, bad_requests, openai_json_schema, openai_json_object, ollama_format, structured_bad_requests,
+               slow_client_gets_408, many_idle_connections):
         case(fn)
 
 

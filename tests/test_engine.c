@@ -11,7 +11,8 @@
    prefix reuse (a returning conversation reuses its slot's KV cache and answers as a fresh
    engine does; one that adds a picture reuses nothing); the image store's comparison (every
    hash forced equal) and its budget; stop strings split across tokens; max_tokens; invalid
-   requests. Built also under ThreadSanitizer (make test-tsan). */
+   requests; constrained requests (a JSON Schema) from several threads, each as the same
+   constraint alone. Built also under ThreadSanitizer (make test-tsan). */
 #define _POSIX_C_SOURCE 200809L
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
@@ -147,13 +148,15 @@ struct alone {
 };
 
 /* One request run alone on a context of its own: prompt, pictures, then the CLI's loop (an end
-   token stops; the text; max_tokens or a full context stops; the token decoded). */
+   token stops; the text; max_tokens or a full context stops; the token decoded); its grammar
+   constrains the sampler as build/mllama --json-schema does. */
 static struct mms_mllama_context *alone_ctx;   /* one sequence, cleared for each run */
 
 static bool run_alone(const struct mms_request *rq, struct alone *out) {
     struct mms_mllama_context_params cp;
     struct mms_mllama_context *ctx;
     struct mms_sampler *smp = NULL;
+    struct mms_constraint *con = NULL;
     struct mms_detokenizer d;
     struct mms_mllama_batch b;
     char prompt[4096], piece[400];
@@ -177,6 +180,8 @@ static bool run_alone(const struct mms_request *rq, struct alone *out) {
     b.n_tokens = out->n_prompt;
     b.tokens = out->tokens;
     if (mms_mllama_decode(ctx, &b) != MMS_OK || !(smp = mms_sampler_new(&rq->sampling))) goto done;
+    if (rq->grammar && !(con = mms_constraint_new(rq->grammar, vocab))) goto done;
+    mms_sampler_set_constraint(smp, con);
     for (i = 0; i < out->n_prompt; i++) mms_sampler_accept(smp, out->tokens[i]);
     memset(&d, 0, sizeof d);
     out->finish = MMS_FINISH_LENGTH;
@@ -197,6 +202,7 @@ static bool run_alone(const struct mms_request *rq, struct alone *out) {
     ok = true;
 done:
     mms_sampler_free(smp);
+    mms_constraint_free(con);
     return ok;
 }
 
@@ -388,6 +394,107 @@ static void test_sampling(void) {
         EXPECT(!strcmp(g.text, a.text) && g.usage.completion_tokens == a.n_gen, "seed %d: engine '%s' (%d tokens), alone '%s' (%d)", seed, g.text,
                g.usage.completion_tokens, a.text, a.n_gen);
     }
+    mms_engine_free(e);
+}
+
+/* -- structured output -- */
+
+#define STRUCTURED_SCHEMA "{\"type\":\"object\",\"properties\":{\"caption\":{\"type\":\"string\",\"maxLength\":30}," \
+                          "\"count\":{\"enum\":[1,2,3]}},\"required\":[\"caption\",\"count\"],\"additionalProperties\":false}"
+#define STRUCTURED_PER_THREAD 3
+
+struct structured_worker {
+    mms__thread        thread;
+    struct mms_engine *e;
+    int                id;
+    struct got         got[STRUCTURED_PER_THREAD];
+    bool               submitted[STRUCTURED_PER_THREAD];
+};
+
+static int structured_case(int id, int j) { return (id + 4 * j) % n_convs; }
+
+/* Each request makes its grammar and frees it as soon as it is submitted (the engine keeps a copy). */
+static void *structured_main(void *arg) {
+    struct structured_worker *w = (struct structured_worker *)arg;
+    int j;
+    for (j = 0; j < STRUCTURED_PER_THREAD; j++) {
+        struct mms_chat_message msgs[4];
+        struct mms_image_rgb imgs[MAX_PICS];
+        struct mms_request rq;
+        struct mms_grammar *g = mms_grammar_from_json_schema(STRUCTURED_SCHEMA, strlen(STRUCTURED_SCHEMA));
+        struct mms_reply *r;
+        request_for(&convs[structured_case(w->id, j)], 0, &rq, msgs, imgs);
+        rq.grammar = g;
+        rq.max_tokens = 64;
+        r = g ? mms_engine_submit(w->e, &rq) : NULL;
+        mms_grammar_free(g);
+        if (!(w->submitted[j] = r != NULL)) { mms__copy_str(w->got[j].error, sizeof w->got[j].error, mms_last_error()); continue; }
+        read_reply(r, j % 3, &w->got[j]);
+        mms_reply_free(r);
+    }
+    return NULL;
+}
+
+/* The answer is a whole output of the grammar (bytes fed to a fresh matcher). */
+static bool grammar_complete(const struct mms_grammar *g, const char *text) {
+    struct mms_constraint *m = mms_constraint_new(g, NULL);
+    const bool ok = m && mms_constraint_accept_bytes(m, text, strlen(text)) == MMS_OK && mms_constraint_is_complete(m);
+    mms_constraint_free(m);
+    return ok;
+}
+
+/* Constrained requests from four threads at once, made while the model's vocabulary has no trie
+   yet (they race to build it; make test-tsan): each answer equals the same request run alone with
+   the same constraint and is a whole output of the schema; a sampled one too; max_tokens cuts one
+   short (finish LENGTH, not a whole output). */
+static void test_structured(void) {
+    enum { N_THREADS = 4 };
+    static struct structured_worker w[N_THREADS];
+    struct mms_engine *e = engine_new(2, 64, 0);
+    struct mms_grammar *g = mms_grammar_from_json_schema(STRUCTURED_SCHEMA, strlen(STRUCTURED_SCHEMA));
+    struct mms_chat_message msgs[4];
+    struct mms_image_rgb imgs[MAX_PICS];
+    struct mms_request rq;
+    struct alone a;
+    struct got got;
+    int t, j, n_equal = 0;
+    if (!e || !g) { EXPECT(0, "engine and grammar: %s", mms_last_error()); mms_engine_free(e); mms_grammar_free(g); return; }
+    memset(w, 0, sizeof w);
+    for (t = 0; t < N_THREADS; t++) {
+        w[t].e = e;
+        w[t].id = t;
+        EXPECT(mms__thread_create(&w[t].thread, structured_main, &w[t]), "thread %d", t);
+    }
+    for (t = 0; t < N_THREADS; t++) mms__thread_join(w[t].thread);
+    for (t = 0; t < N_THREADS; t++)
+        for (j = 0; j < STRUCTURED_PER_THREAD; j++) {
+            const int k = structured_case(t, j);
+            const struct got *gt = &w[t].got[j];
+            request_for(&convs[k], 0, &rq, msgs, imgs);
+            rq.grammar = g;
+            rq.max_tokens = 64;
+            EXPECT(w[t].submitted[j] && !gt->read_error, "case %d: not submitted: %s", k, gt->error);
+            EXPECT(run_alone(&rq, &a), "alone: %s", mms_last_error());
+            EXPECT(gt->finish == a.finish && !strcmp(gt->text, a.text), "case %d (%s, thread %d): engine '%s' (finish %d: %s), alone '%s' (finish %d)",
+                   k, convs[k].kind, t, gt->text, gt->finish, gt->error, a.text, a.finish);
+            EXPECT(gt->finish != MMS_FINISH_STOP || grammar_complete(g, gt->text), "case %d: '%s' is not a whole output of the schema", k, gt->text);
+            n_equal += gt->finish == MMS_FINISH_STOP && !strcmp(gt->text, a.text);
+        }
+    EXPECT(n_equal > 0, "no constrained answer finished");
+    request_for(&convs[0], 0, &rq, msgs, imgs);
+    rq.grammar = g;
+    rq.max_tokens = 64;
+    rq.sampling.temperature = 1.5f;
+    rq.sampling.seed = 5;
+    EXPECT(ask(e, &rq, 0, &got) && run_alone(&rq, &a), "sampled: %s", got.error);
+    EXPECT(got.finish == a.finish && !strcmp(got.text, a.text), "sampled: engine '%s', alone '%s'", got.text, a.text);
+    rq.max_tokens = 4;
+    EXPECT(ask(e, &rq, 0, &got), "cut: %s", got.error);
+    EXPECT(got.finish == MMS_FINISH_LENGTH && got.usage.completion_tokens == 4 && !grammar_complete(g, got.text), "max_tokens 4: finish %d, '%s'",
+           got.finish, got.text);
+    printf("    %d threads x %d constrained requests on 2 slots: %d finished answers equal alone, e.g. %s\n", N_THREADS, STRUCTURED_PER_THREAD,
+           n_equal, w[0].got[0].text);
+    mms_grammar_free(g);
     mms_engine_free(e);
 }
 
@@ -823,6 +930,7 @@ int main(void) {
     TIMED(test_alone_equals_transformers);
     TIMED(test_threads);
     TIMED(test_sampling);
+    TIMED(test_structured);
     TIMED(test_equals_the_program);
     TIMED(test_cancel);
     TIMED(test_queue_full_and_free);

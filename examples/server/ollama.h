@@ -3,8 +3,9 @@
    the last one "done": true with done_reason, the counts and the durations in nanoseconds; errors
    as {"error": "..."}), plus the model listings (/api/tags, /api/show, /api/ps, /api/version).
    A request with no messages (chat) or no prompt and no pictures (generate) is Ollama's "load
-   the model" request, answered at once with done_reason "load". Requests for what this model
-   cannot do (tools, thinking, a structured format, a suffix, a template, a context) are refused
+   the model" request, answered at once with done_reason "load". "format" ("json": any JSON object,
+   or a JSON Schema) constrains the answer. Requests for what this model cannot do (tools,
+   thinking, a schema it cannot follow, a suffix, a template, a context) are refused
    with 400 rather than silently ignored; options this server has no use for are ignored, as
    Ollama ignores unknown ones. */
 #ifndef MLLAMA_SERVER_OLLAMA_H
@@ -43,6 +44,25 @@ SRV_FN bool ollama__images(struct api_request *r, const struct api_config *c, in
 }
 
 /* "options": Ollama's model parameters; those the sampler has are used, the rest ignored. */
+/* "format": "json" (any JSON object, as Ollama's json grammar), a JSON Schema object, or ""/null
+   for free text. */
+SRV_FN bool ollama__format(struct api_request *r, struct api_error *e) {
+    const struct mms_json *j = r->json;
+    const int64_t v = mms_json_get(j, 0, "format");
+    const char *s;
+    switch (mms_json_type(j, v)) {
+    case MMS_JSON_NONE:
+    case MMS_JSON_NULL: return true;
+    case MMS_JSON_OBJECT: return api_set_format(r, v, "format", e);
+    case MMS_JSON_STRING:
+        s = mms_json_str(j, v, NULL);
+        if (!s[0]) return true;
+        if (strcmp(s, "json") == 0) return api_set_format(r, -1, "format", e);
+        return api_fail(e, 400, "invalid_value", "format", "invalid format: '%s' (\"json\" or a JSON Schema object)", s);
+    default: return api__wrong_type(e, j, v, "format", "\"json\" or a JSON Schema object");
+    }
+}
+
 SRV_FN bool ollama__options(struct api_request *r, struct api_error *e) {
     const struct mms_json *j = r->json;
     int64_t o = mms_json_get(j, 0, "options"), x = 0;
@@ -83,7 +103,6 @@ SRV_FN bool ollama__options(struct api_request *r, struct api_error *e) {
 SRV_FN bool ollama__common(struct api_request *r, const struct api_config *c, struct api_error *e) {
     const struct mms_json *j = r->json;
     int64_t v;
-    const char *s = NULL;
     bool think = false;
     if (!api_get_str(j, 0, "model", "model", &r->model, e)) return false;
     if (!r->model || !r->model[0]) return api_fail(e, 400, "invalid_value", "model", "model is required");
@@ -93,9 +112,7 @@ SRV_FN bool ollama__common(struct api_request *r, const struct api_config *c, st
     if (!api_get_bool(j, 0, "stream", "stream", &r->stream, e)) return false;
     if (!ollama__options(r, e)) return false;
     if (!api_get_stop(r, c, mms_json_get(j, 0, "options"), "options.stop", e)) return false;
-    if ((v = mms_json_get(j, 0, "format")) >= 0 && mms_json_type(j, v) != MMS_JSON_NULL &&
-        !(mms_json_type(j, v) == MMS_JSON_STRING && (s = mms_json_str(j, v, NULL)) && !s[0]))
-        return api_fail(e, 400, "unsupported_parameter", "format", "structured output ('format') is not supported by this server yet");
+    if (!ollama__format(r, e)) return false;
     if ((v = mms_json_get(j, 0, "think")) >= 0 && mms_json_type(j, v) == MMS_JSON_STRING)
         return api_fail(e, 400, "unsupported_parameter", "think", "'%s' does not support thinking", r->model);
     if (!api_get_bool(j, 0, "think", "think", &think, e)) return false;

@@ -2,8 +2,9 @@
    an api_request, and the answers written as the official client parses them (a completion, or
    server-sent chunks ending with "data: [DONE]"; errors as {"error": {message, type, param,
    code}}). Fields this model has no use for are ignored as OpenAI's compatible servers do;
-   fields that ask for something it cannot do (tools, logprobs, n > 1, a response format other
-   than text, audio) are refused with 400 rather than silently dropped. */
+   fields that ask for something it cannot do (tools, logprobs, n > 1, audio, a schema it cannot
+   follow) are refused with 400 rather than silently dropped. response_format (json_object,
+   json_schema) constrains the answer with the library's constraint engine. */
 #ifndef MLLAMA_SERVER_OPENAI_H
 #define MLLAMA_SERVER_OPENAI_H
 
@@ -77,7 +78,6 @@ SRV_FN bool openai__refuse_unsupported(const struct mms_json *j, struct api_erro
     int64_t v;
     int64_t n = 1;
     bool logprobs = false;
-    const char *fmt = NULL;
     if ((v = mms_json_get(j, 0, "tools")) >= 0 && mms_json_type(j, v) != MMS_JSON_NULL &&
         !(mms_json_type(j, v) == MMS_JSON_ARRAY && mms_json_len(j, v) == 0))
         return api_fail(e, 400, "unsupported_parameter", "tools", "tools are not supported by this server");
@@ -89,13 +89,46 @@ SRV_FN bool openai__refuse_unsupported(const struct mms_json *j, struct api_erro
     if (n != 1) return api_fail(e, 400, "unsupported_parameter", "n", "this server makes one choice per request (n = 1)");
     if ((v = mms_json_get(j, 0, "audio")) >= 0 && mms_json_type(j, v) != MMS_JSON_NULL)
         return api_fail(e, 400, "unsupported_parameter", "audio", "audio is not supported by this server");
-    if ((v = mms_json_get(j, 0, "response_format")) >= 0 && mms_json_type(j, v) != MMS_JSON_NULL) {
-        if (mms_json_type(j, v) != MMS_JSON_OBJECT) return api__wrong_type(e, j, v, "response_format", "an object");
-        if (!api_get_str(j, v, "type", "response_format.type", &fmt, e)) return false;
-        if (!fmt || strcmp(fmt, "text") != 0)
-            return api_fail(e, 400, "unsupported_parameter", "response_format", "only the response format 'text' is supported by this server");
-    }
     return true;
+}
+
+/* response_format: {"type": "text"}, {"type": "json_object"} (any JSON object) or {"type":
+   "json_schema", "json_schema": {"name", "schema", "strict", "description"}}. The answer follows
+   the schema whether strict is true or not: a schema this server cannot follow is refused, never
+   followed loosely. */
+SRV_FN bool openai__response_format(struct api_request *r, struct api_error *e) {
+    const struct mms_json *j = r->json;
+    const int64_t v = mms_json_get(j, 0, "response_format");
+    int64_t js, schema;
+    const char *type = NULL, *name = NULL;
+    bool strict = false;
+    size_t i;
+    if (v < 0 || mms_json_type(j, v) == MMS_JSON_NULL) return true;
+    if (mms_json_type(j, v) != MMS_JSON_OBJECT) return api__wrong_type(e, j, v, "response_format", "an object");
+    if (!api_get_str(j, v, "type", "response_format.type", &type, e)) return false;
+    if (!type) return api_fail(e, 400, "invalid_value", "response_format.type", "'response_format.type' is required");
+    if (strcmp(type, "text") == 0) return true;
+    if (strcmp(type, "json_object") == 0) return api_set_format(r, -1, "response_format", e);
+    if (strcmp(type, "json_schema") != 0)
+        return api_fail(e, 400, "invalid_value", "response_format.type",
+                        "'response_format.type' must be 'text', 'json_object' or 'json_schema', not '%s'", type);
+    js = mms_json_get(j, v, "json_schema");
+    if (js < 0) return api_fail(e, 400, "invalid_value", "response_format.json_schema", "'response_format.json_schema' is required");
+    if (mms_json_type(j, js) != MMS_JSON_OBJECT) return api__wrong_type(e, j, js, "response_format.json_schema", "an object");
+    if (!api_get_str(j, js, "name", "response_format.json_schema.name", &name, e)) return false;
+    if (!name) return api_fail(e, 400, "invalid_value", "response_format.json_schema.name", "'response_format.json_schema.name' is required");
+    for (i = 0; name[i]; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') break;
+    if (name[i] || i == 0 || i > 64)
+        return api_fail(e, 400, "invalid_value", "response_format.json_schema.name",
+                        "'response_format.json_schema.name' must be 1 to 64 letters, digits, '_' or '-'");
+    if (!api_get_bool(j, js, "strict", "response_format.json_schema.strict", &strict, e)) return false;
+    schema = mms_json_get(j, js, "schema");
+    if (schema < 0 || mms_json_type(j, schema) == MMS_JSON_NULL)
+        return api_fail(e, 400, "invalid_value", "response_format.json_schema.schema", "'response_format.json_schema.schema' is required by this server");
+    if (mms_json_type(j, schema) != MMS_JSON_OBJECT && mms_json_type(j, schema) != MMS_JSON_TRUE)
+        return api__wrong_type(e, j, schema, "response_format.json_schema.schema", "an object");
+    return api_set_format(r, schema, "response_format.json_schema.schema", e);
 }
 
 /* Maps a chat completions body onto r (zeroed by the caller). */
@@ -140,7 +173,7 @@ SRV_FN bool openai_parse_chat(struct api_request *r, const struct api_config *c,
     seed_set = mms_json_type(j, mms_json_get(j, 0, "seed")) == MMS_JSON_NUMBER;
     if (seed_set) r->sampling.seed = (uint64_t)seed;
     if (!api_get_stop(r, c, 0, "stop", e)) return false;
-    return openai__refuse_unsupported(j, e);
+    return openai__refuse_unsupported(j, e) && openai__response_format(r, e);
 }
 
 /* -- answers -- */

@@ -10,6 +10,7 @@
 #  define SRV_FN static
 #endif
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>

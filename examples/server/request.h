@@ -38,6 +38,7 @@ struct api_request {
     int                      n_stop;
     bool                     stream, include_usage;
     bool                     load_only;    /* Ollama's "load the model" request: nothing to generate */
+    struct mms_grammar      *grammar;      /* the answer's format (structured output), or NULL: free text */
     char                   **owned;        /* strings made here (joined text parts) */
     int                      n_owned;
 };
@@ -73,6 +74,7 @@ SRV_FN void api_request_free(struct api_request *r) {
     free(r->owned);
     free(r->messages);
     free((void *)r->stop);
+    mms_grammar_free(r->grammar);
     mms_json_free(r->json);
     memset(r, 0, sizeof *r);
 }
@@ -266,6 +268,24 @@ SRV_FN bool api_add_message(struct api_request *r, const char *role, const char 
     m[r->n_messages].n_images = n_images;
     r->n_messages++;
     return true;
+}
+
+/* Structured output: the answer follows the JSON Schema at v (object_only ignored), or with v < 0
+   is any JSON object (OpenAI's json_object, Ollama's "json"). A schema the library cannot follow
+   fails naming the keyword and its place in the schema, never silently loosened. */
+SRV_FN bool api_set_format(struct api_request *r, int64_t v, const char *param, struct api_error *e) {
+    if (v < 0) r->grammar = mms_grammar_json(true);
+    else {
+        const int64_t n = mms_json_write(r->json, v, NULL, 0);
+        char *text = n >= 0 ? (char *)malloc((size_t)n + 1) : NULL;
+        if (!text) return api_fail(e, 500, NULL, NULL, "out of memory");
+        mms_json_write(r->json, v, text, (size_t)n + 1);
+        r->grammar = mms_grammar_from_json_schema(text, (size_t)n);
+        free(text);
+    }
+    if (r->grammar) return true;
+    if (mms_last_status() == MMS_ERR_OOM) return api_fail(e, 500, NULL, NULL, "out of memory");
+    return api_fail(e, 400, "invalid_schema", param, "this server cannot follow the schema in '%s': %s", param, mms_last_error());
 }
 
 /* "stop": a string or an array of strings (each non-empty). */

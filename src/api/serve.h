@@ -13,6 +13,12 @@
    are kept in an image store by content, under a memory budget: a lookup compares the picture's
    pixels, never a hash alone, so one request can never be answered from another's picture.
 
+   A request with a grammar (structured output, e.g. a JSON Schema) samples only tokens that keep
+   its answer valid, and the end token only where the answer is complete; max_tokens or a full slot
+   can still cut it short (finish MMS_FINISH_LENGTH: the text is then not a whole answer), and stop
+   strings apply as to any answer. The constraint is made on the submitting thread (the first one
+   for a vocabulary also reads it into a byte trie, which every later one shares).
+
    Threads: every function may be called from any thread; one reply is read by one thread at a time.
    The model and the vocabulary are shared, read-only, and must outlive the engine. */
 
@@ -41,6 +47,8 @@ struct mms_request {                 /* zeroed: nothing; messages or prompt is r
     const char *const             *stop;            /* stop strings: the text ends before the first one found */
     int                            n_stop;
     const char                    *date;            /* the template's "Today Date" (NULL: as mms_chat_apply_template) */
+    const struct mms_grammar      *grammar;         /* the answer follows it (mms_grammar_from_json_schema, _json...;
+                                                       NULL: free text); copied, so it may be freed on return */
 };
 
 enum mms_finish {

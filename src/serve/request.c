@@ -1,6 +1,7 @@
 /* >>serve-request =================================================================================
    A request as the engine runs it: checked, copied and tokenized on the submitting thread (its
-   pictures preprocessed, its sampler made with the prompt in its history), then advanced by the
+   pictures preprocessed, its sampler made with the prompt in its history and its grammar's
+   constraint, so the engine thread never builds one), then advanced by the
    engine thread; and its text, held back while it could still be the start of a stop string. */
 
 enum mms__serve_phase {
@@ -18,6 +19,8 @@ struct mms__serve_req {
     uint64_t                *image_hash;          /* of each one's model input, compared before the pixels */
     int                      n_images;
     struct mms_sampler      *sampler;
+    struct mms_grammar      *grammar;             /* a copy of the request's (NULL: free text) */
+    struct mms_constraint   *constraint;          /* the sampler's, over the grammar */
     int                      max_tokens;
     char                   **stop;                /* copies; stop_len[i] bytes each */
     size_t                  *stop_len;
@@ -48,6 +51,8 @@ static void mms__serve_req_free(struct mms__serve_req *q) {
     MMS_FREE(q->stop_len);
     MMS_FREE(q->text);
     mms_sampler_free(q->sampler);
+    mms_constraint_free(q->constraint);
+    mms_grammar_free(q->grammar);
     memset(q, 0, sizeof *q);
 }
 
@@ -111,6 +116,14 @@ static enum mms_status mms__serve_req_prepare(struct mms__serve_req *q, const st
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the messages show %d pictures and the request gives %d", shown, r->n_images);
     if (!(q->sampler = mms_sampler_new(&r->sampling)))
         return mms__error_context(mms_last_status(), "mms_engine_submit: sampling: %s", mms_last_error());
+    if (r->grammar) {                   /* copied through its text: the caller may free it on return */
+        const char *gt = mms_grammar_text(r->grammar);
+        if (!(q->grammar = mms_grammar_parse(gt, strlen(gt))) || !(q->constraint = mms_constraint_new(q->grammar, vocab))) {
+            mms__error_context(mms_last_status(), "mms_engine_submit: grammar: %s", mms_last_error());
+            goto fail;
+        }
+        mms_sampler_set_constraint(q->sampler, q->constraint);
+    }
     if (!(text = mms__serve_prompt_text(r))) goto fail;
     n = mms_tokenize(vocab, text, strlen(text), NULL, 0, r->prompt != NULL, true);
     if (n >= 0 && !(q->tokens = (int32_t *)MMS_MALLOC(sizeof *q->tokens * (size_t)(n + 1)))) n = mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory");
