@@ -1,9 +1,11 @@
 /* batch - many pictures captioned at once: K sequences (conversations) of one mllama context,
    advanced together by one decode call per step, so the weights are read once per step for all
-   of them; each sequence has its own sampler. A picture's caption is printed when it is done, with
-   its timings, and its sequence takes the next picture; progress goes to stderr.
+   of them; each sequence has its own sampler (and with --json-schema FILE or --json its own
+   constraint over one grammar: every answer compact JSON). A picture's caption is printed when it
+   is done, with its timings, and its sequence takes the next picture; progress goes to stderr.
      build/batch -m models/mllama-demo.gguf -K 4 examples/images/circle.png examples/images/ring-wide.png ...
      build/batch -m model.gguf -K 8 -p "What is in this image?" -n 64 --temp 0.6 --seed 1 a.jpg b.jpg c.jpg
+     build/batch -m model.gguf -K 8 --json-schema receipt.json -p "Read this receipt." -n 256 r1.jpg r2.jpg
    --bench: aggregate decode speed for K = 1, 2, 4, 8 sequences at Llama 3.2 11B Vision shapes with
    random weights (the file build/bench --mllama writes: 5 of the 40 text layers; written here if
    it is missing, and then removed at the end unless --keep), each sequence after a 32-token text prompt; with --images each prompt starts with
@@ -21,9 +23,9 @@
 #define MAX_PIXELS 50000000L   /* as build/mllama's default --max-pixels: ~350 MB while decoding */
 
 struct options {
-    const char *model, *prompt;
+    const char *model, *prompt, *json_schema;
     int         k, n_predict, n_threads, bench_layers, bench_gen;
-    bool        bench, bench_images, bench_keep, bench_engine;
+    bool        json, bench, bench_images, bench_keep, bench_engine;
     int         bench_rounds;
     const char *bench_vocab;
     struct mms_sampler_params sampling;
@@ -37,13 +39,16 @@ static void die(const char *what, const char *why) {
 }
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N] IMAGE...\n"
+    fprintf(out, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]\n"
+                    "             [--json-schema FILE | --json] IMAGE...\n"
                     "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N] [--keep]\n"
                     "                    [--engine [--vocab FILE]] [--rounds N]\n"
                     "  -m MODEL     a GGUF, a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
                     "  -n N         most tokens per answer (default 64)\n"
+                    "  --json-schema FILE  every answer compact JSON valid against the JSON Schema in FILE (the manual's\n"
+                    "               section 12 lists what is supported); --json: any JSON object\n"
                     "  --bench      decode speed at 11B shapes; writes a random model of several GB to build/ first and\n"
                     "               removes it at the end (--keep keeps it for the next run)\n"
                     "  --engine     the same through the serving engine (src/api/serve.h), with a prompt taken in meanwhile\n"
@@ -84,6 +89,8 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(a, "--seed") && more) o->sampling.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--threads") && more) o->n_threads = int_arg(argv[++i], "--threads", 1, 4096);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
+        else if (!strcmp(a, "--json-schema") && more) o->json_schema = argv[++i];
+        else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--bench")) o->bench = true;
         else if (!strcmp(a, "--keep")) o->bench_keep = true;
         else if (!strcmp(a, "--images")) o->bench_images = true;
@@ -98,6 +105,7 @@ static void parse(int argc, char **argv, struct options *o) {
     if (o->bench) return;
     if (!o->model) { fprintf(stderr, "batch: a model is required (-m FILE)\n"); usage(stderr); exit(2); }
     if (o->n_images == 0) { fprintf(stderr, "batch: no pictures given (IMAGE... after the options)\n"); exit(2); }
+    if (o->json && o->json_schema) { fprintf(stderr, "batch: --json and --json-schema do not go together\n"); exit(2); }
 }
 
 /* -- captioning -- */
@@ -109,11 +117,31 @@ static uint8_t *load_rgb(const char *path, int *w, int *h) {
     return rgb;
 }
 
+/* --json-schema FILE or --json: the grammar every answer follows; NULL: free text. */
+static struct mms_grammar *answer_grammar(const struct options *o) {
+    struct mms_grammar *g;
+    struct mms_json *j;
+    int64_t n;
+    char *text;
+    if (o->json) return mms_grammar_json(true);
+    if (!o->json_schema) return NULL;
+    if (!(j = mms_json_parse_file(o->json_schema))) die("cannot read --json-schema", mms_last_error());
+    n = mms_json_write(j, 0, NULL, 0);
+    if (n < 0 || !(text = (char *)malloc((size_t)n + 1))) die("cannot read --json-schema", mms_last_error());
+    mms_json_write(j, 0, text, (size_t)n + 1);
+    g = mms_grammar_from_json_schema(text, (size_t)n);
+    free(text);
+    mms_json_free(j);
+    if (!g) die("cannot use the JSON schema", mms_last_error());
+    return g;
+}
+
 struct slot {                      /* one sequence of the context */
     int                    job;    /* the picture it captions, -1: idle */
     int32_t                last;   /* its last sampled token, fed in the next step */
     int                    n_gen;
     struct mms_sampler    *sampler;
+    struct mms_constraint *constraint;   /* --json-schema, --json: started anew with each picture */
     struct mms_detokenizer detok;
     char                   text[4096];
     size_t                 len;
@@ -146,6 +174,7 @@ static void caption(const struct options *o, mms_backend_t cpu) {
     struct mms_mllama_model *m;
     struct mms_mllama_context *ctx;
     struct mms_vocab *vocab;
+    struct mms_grammar *grammar = answer_grammar(o);
     struct slot slots[MAX_K];
     int32_t *prompt, *tokens, *seq;
     bool *want;
@@ -174,6 +203,8 @@ static void caption(const struct options *o, mms_backend_t cpu) {
         memset(&slots[s], 0, sizeof slots[s]);
         slots[s].job = -1;
         if (!(slots[s].sampler = mms_sampler_new(&o->sampling))) die("bad sampling options", mms_last_error());
+        if (grammar && !(slots[s].constraint = mms_constraint_new(grammar, vocab))) die("cannot constrain the answers", mms_last_error());
+        mms_sampler_set_constraint(slots[s].sampler, slots[s].constraint);
     }
     while (n_done + n_failed < o->n_images) {
         struct mms_mllama_batch b;
@@ -200,6 +231,7 @@ static void caption(const struct options *o, mms_backend_t cpu) {
             slots[s].text[0] = '\0';
             memset(&slots[s].detok, 0, sizeof slots[s].detok);
             mms_sampler_reset(slots[s].sampler);
+            mms_constraint_reset(slots[s].constraint);
             for (i = 0; i < n_prompt; i++) {
                 mms_sampler_accept(slots[s].sampler, prompt[i]);
                 tokens[n] = prompt[i]; seq[n] = s; want[n] = i == n_prompt - 1; n++;
@@ -227,6 +259,8 @@ static void caption(const struct options *o, mms_backend_t cpu) {
                 if (nr > 0 && sl->len + (size_t)nr < sizeof sl->text) { memcpy(sl->text + sl->len, rest, (size_t)nr); sl->text[sl->len += (size_t)nr] = '\0'; }
                 mms_mllama_seq_get_timings(ctx, seq[i], &t);
                 printf("%s: %s\n", o->images[sl->job], sl->text);
+                if (sl->constraint && !mms_constraint_is_complete(sl->constraint))
+                    fprintf(stderr, "batch: %s: the answer was cut by -n before its JSON was complete\n", o->images[sl->job]);
                 fprintf(stderr, "[%d/%d] %s: sequence %d, prompt %d tokens %.0f ms, %d tokens in %.0f ms (%.2f tokens/s as it saw them)\n",
                         n_done + n_failed + 1, o->n_images, o->images[sl->job], seq[i], t.n_prompt_tokens, t.prompt_ms, t.n_gen_tokens,
                         t.gen_ms, t.gen_ms > 0 ? t.n_gen_tokens * 1000.0 / t.gen_ms : 0.0);
@@ -239,7 +273,8 @@ static void caption(const struct options *o, mms_backend_t cpu) {
     }
     fprintf(stderr, "%d pictures captioned (%d failed) with %d at once in %.2f s\n", n_done, n_failed, k, (double)(mms_time_us() - t0) * 1e-6);
     mms_mllama_print_timings(ctx, stderr);
-    for (s = 0; s < k; s++) mms_sampler_free(slots[s].sampler);
+    for (s = 0; s < k; s++) { mms_sampler_free(slots[s].sampler); mms_constraint_free(slots[s].constraint); }
+    mms_grammar_free(grammar);
     free(tokens); free(seq); free(want); free(prompt);
     mms_vocab_free(vocab);
     mms_mllama_context_free(ctx);

@@ -623,7 +623,7 @@ static void test_demo_sched_debug(void) {
 
 /* --json-schema and --json: the demo model's answers (greedy and sampled, several pictures) are read
    whole by the schema's own matcher and by the strict JSON reader; schema errors and option clashes
-   are refused. What the answers mean is not asked: the demo model never saw JSON. */
+   are refused; build/batch's answers are build/mllama's. What the answers mean is not asked: the demo model never saw JSON. */
 static void test_json_schema(void) {
     static const char schema[] = "{\"type\":\"object\",\"properties\":{\"shape\":{\"enum\":[\"circle\",\"square\",\"triangle\"]},"
                                  "\"colour\":{\"enum\":[\"red\",\"green\",\"blue\"]},\"count\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}},"
@@ -669,6 +669,37 @@ static void test_json_schema(void) {
     r = run_cli(args, NULL);
     EXPECT_FAILS(r, 2, "do not go together");
     run_free(&r);
+#ifdef BATCH
+    {   /* build/batch: two sequences for three pictures (a constraint starts anew on a reused one),
+           each answer build/mllama --json-schema's for its picture */
+        char want[3][512];
+        for (k = 0; k < 3; k++) {
+            snprintf(args, sizeof args, "-m " DEMO " --image examples/images/%s --json-schema %s -q 'What is in the picture?'", pictures[k], path);
+            r = run_cli(args, NULL);
+            snprintf(want[k], sizeof want[k], "examples/images/%s: %s", pictures[k], r.out);
+            EXPECT(r.status == 0, "%s: status %d\n%s", args, r.status, r.err);
+            run_free(&r);
+        }
+        snprintf(args, sizeof args, "-m " DEMO " -K 2 --json-schema %s -p 'What is in the picture?' examples/images/%s examples/images/%s examples/images/%s",
+                 path, pictures[0], pictures[1], pictures[2]);
+        r = test_run_program(BATCH, args, NULL, tmpdir);
+        for (k = 0; k < 3; k++)
+            EXPECT(r.status == 0 && strstr(r.out, want[k]), "batch --json-schema: status %d, no line '%s' in:\n%s%s", r.status, want[k], r.out, r.err);
+        run_free(&r);
+        r = test_run_program(BATCH, "-m " DEMO " --json -n 3 examples/images/circle.png", NULL, tmpdir);
+        EXPECT(r.status == 0 && strstr(r.out, "circle.png: {") && strstr(r.err, "cut by -n before its JSON was complete"), "batch --json -n 3: %d\n%s%s",
+               r.status, r.out, r.err);
+        run_free(&r);
+        snprintf(args, sizeof args, "-m " DEMO " --json-schema %s examples/images/circle.png", bad);
+        r = test_run_program(BATCH, args, NULL, tmpdir);
+        EXPECT_FAILS(r, 1, "minProperties at #/minProperties: not supported");
+        run_free(&r);
+        snprintf(args, sizeof args, "-m " DEMO " --json --json-schema %s examples/images/circle.png", path);
+        r = test_run_program(BATCH, args, NULL, tmpdir);
+        EXPECT_FAILS(r, 2, "do not go together");
+        run_free(&r);
+    }
+#endif
 }
 
 int main(void) {
