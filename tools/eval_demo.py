@@ -5,6 +5,7 @@ renderer unlike the training one.
     python tools/eval_demo.py --out DIR [--cli build/mllama] [--model models/mllama-demo.gguf] [--seed N]
     python tools/eval_demo.py --out DIR --limits                       # the model's limits alone
     python tools/eval_demo.py --slice tests/fixtures/demo/fresh        # the small set test_cli runs
+    python tools/eval_demo.py --out DIR --json [--n-json N] [--n-json-multi M] [--batch build/batch]
 
 The training pictures (tools/train_demo.py) are Pillow polygons drawn at 2-4x and box-filtered, with
 Gaussian noise and some JPEG. These are signed-distance shapes covered with a one-pixel linear ramp at
@@ -19,7 +20,15 @@ attribute: count, shapes, colours, places, background), of question answers per 
 about two or three pictures, of two-turn chats, per aspect ratio and per size, the captions per size
 beside what an ideal observer names right (ideal_caption: what the pixels allow); and counts runaway
 answers (more than 40 words, or a word four or more times in a row) over every case, pictures outside
-the world (generated ones and any photos given with --photos) included. Needs numpy and Pillow only.
+the world (generated ones and any photos given with --photos) included. Needs numpy and Pillow only
+(--json: jsonschema too).
+
+--json asks N fresh scenes of one shape (and M of two or three) through `build/batch` for the caption
+and for JSON under each of JSON_VARIANTS' schemas, whose enums are the world's words; every JSON
+answer must parse and validate with Python's jsonschema (the failures are listed and make the exit
+status 1). It writes DIR/json-report.md and DIR/json-results.json: per field (shape, colour,
+position) how often the JSON is right beside the same field read from the caption. The model was
+trained on captions only and never saw JSON.
 
 The model's limits (--limits runs these alone; --n-long-chat, --n-large, --n-outside-kind add them
 to any run), on pictures 64..1000 pixels a side: chats of --long-chat-turns (6) turns, accuracy per
@@ -943,6 +952,192 @@ def evaluate(a):
     print(text)
 
 
+# ---------------------------------------------------------------------------------------------------
+# structured output (--json): the same pictures answered as a caption and as JSON under a schema whose
+# enums are the world's words; the model was trained on captions only and has never seen JSON
+
+# The JSON answer's fields and their values: the world's own words (a place as the caption says it)
+JSON_VALUES = {"shape": list(W.SHAPES), "colour": list(W.COLOURS), "position": list(W.POSITIONS.values())}
+FIELDS_PROMPT = "Give the shape, its colour and its position."
+
+
+def demo_schema(order):
+    """A JSON Schema (2020-12) for one shape: every field required, its values an enum of the world's
+    words; the engine writes the properties in this order."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "properties": {k: {"enum": JSON_VALUES[k]} for k in order}, "required": list(order),
+            "additionalProperties": False}
+
+
+def caption_pattern():
+    """The world's caption grammar (one to three shapes) as a JSON Schema pattern."""
+    one = "an? (%s) (%s) (%s)" % ("|".join(W.COLOURS), "|".join(W.SHAPES), "|".join(W.POSITIONS.values()))
+    return "^%s((, %s)? and %s)? on an? (%s) background$" % (one, one, one, "|".join(W.BACKGROUNDS))
+
+
+# The JSON variants asked of every picture: name -> (file name, schema, prompt). The objects are the
+# issue's order and the caption's order (colour before shape, as "a red circle" says), each with the
+# caption's prompt and with one that names the fields; "caption string" is the caption itself as one
+# JSON string in the world's grammar: what the constraint alone costs a model that writes captions.
+SHAPE_FIRST = ("schema-shape-colour-position.json", demo_schema(["shape", "colour", "position"]))
+COLOUR_FIRST = ("schema-colour-shape-position.json", demo_schema(["colour", "shape", "position"]))
+CAPTION_STRING = ("schema-caption-string.json", {"type": "string", "pattern": caption_pattern()})
+JSON_VARIANTS = {
+    "shape, colour, position": (*SHAPE_FIRST, W.CANONICAL_PROMPT),
+    "shape, colour, position; fields named": (*SHAPE_FIRST, FIELDS_PROMPT),
+    "colour, shape, position": (*COLOUR_FIRST, W.CANONICAL_PROMPT),
+    "colour, shape, position; fields named": (*COLOUR_FIRST, FIELDS_PROMPT),
+    "caption string": (*CAPTION_STRING, W.CANONICAL_PROMPT),
+}
+
+
+def run_batch(a, files, prompt, schema_path=None):
+    """build/batch over the files with one prompt -> {file: answer}; a picture it did not answer is absent."""
+    args = [a.batch, "-m", a.model, "-K", "8", "--threads", str(a.threads), "-p", prompt]
+    if schema_path:
+        args += ["--json-schema", schema_path]
+    p = subprocess.run(args + files, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        print(f"batch exited {p.returncode}: {p.stderr.strip()[-500:]}", flush=True)
+    out, ours = {}, set(files)
+    for line in p.stdout.split("\n"):     # "PATH: ANSWER", in the order they finish; our paths hold no ": "
+        path, _, answer = line.partition(": ")
+        if path in ours:
+            out[path] = answer
+    return out
+
+
+def json_scene_cases(out, seed, n_one, n_multi):
+    """n_one fresh scenes of one shape and n_multi of two or three, at eval_size's sizes."""
+    rng = np.random.default_rng([seed, 5])
+    cases = []
+    for i in range(n_one + n_multi):
+        size = eval_size(rng)
+        scene = W.random_scene(rng, 1 if i < n_one else 2 + i % 2)
+        path = save(rng, draw(rng, scene, size)[0], os.path.join(out, f"json-{i}"))
+        want = [dict(shape=s["shape"], colour=s["colour"], position=W.POSITIONS[s["pos"]]) for s in W.sort_shapes(scene["shapes"])]
+        cases.append(dict(files=[path], w=size[0], h=size[1], scene=scene, n_shapes=len(want), want=want))
+    return cases
+
+
+def json_scores(answer, want):
+    """Per field, for a parsed JSON answer: right for the first shape in reading order ("first") and for
+    some shape of the picture ("any"); "one shape": all three fields those of one shape of the picture."""
+    s = {f"{k} first": answer.get(k) == want[0][k] for k in JSON_VALUES}
+    s.update({f"{k} any": any(answer.get(k) == w[k] for w in want) for k in JSON_VALUES})
+    s["all first"] = all(s[f"{k} first"] for k in JSON_VALUES)
+    s["one shape"] = any(all(answer.get(k) == w[k] for k in JSON_VALUES) for w in want)
+    return s
+
+
+def caption_scores(c, text):
+    """The same fields read from the plain caption. One shape: the existing scoring (caption_attributes:
+    the caption must name one shape, and that shape's word right). Several: the caption's first phrase
+    against the first shape in reading order."""
+    want = c["want"]
+    if len(want) == 1:
+        attrs = caption_attributes(c, text)
+        s = {"shape first": attrs["shapes"], "colour first": attrs["colours"], "position first": attrs["places"]}
+    else:
+        got = parse_caption(text)
+        first = dict(zip(("colour", "shape", "position"), got[0][0])) if got else {}
+        s = {f"{k} first": first.get(k) == want[0][k] for k in JSON_VALUES}
+    s["all first"] = all(s[f"{k} first"] for k in JSON_VALUES)
+    return s
+
+
+def json_evaluate(a):
+    """--json: the captions and every JSON_VARIANTS answer over the same fresh pictures."""
+    import jsonschema
+    os.makedirs(a.out, exist_ok=True)
+    t0 = time.time()
+    cases = json_scene_cases(a.out, a.seed, a.n_json, a.n_json_multi)
+    files = [c["files"][0] for c in cases]
+    print(f"drew {len(cases)} pictures in {time.time() - t0:.0f} s", flush=True)
+    t0 = time.time()
+    captions = run_batch(a, files, W.CANONICAL_PROMPT)
+    answers = {}
+    for name, (file, schema, prompt) in JSON_VARIANTS.items():
+        path = os.path.join(a.out, file)
+        with open(path, "w") as f:
+            json.dump(schema, f, indent=1)
+        answers[name] = run_batch(a, files, prompt, path)
+    elapsed = time.time() - t0
+    failures = []
+    for c in cases:
+        f = c["files"][0]
+        c["caption"] = captions.get(f)
+        c["caption_scores"] = caption_scores(c, c["caption"] or "")
+        c["json"] = {}
+        for name, (_, schema, _) in JSON_VARIANTS.items():
+            text = answers[name].get(f)
+            try:
+                doc = json.loads(text)
+                jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
+            except (TypeError, ValueError, jsonschema.ValidationError) as e:
+                failures.append(f"{name}: {f}: {text!r}: {str(e).splitlines()[0]}")
+                c["json"][name] = dict(text=text, scores=None)
+                continue
+            scores = caption_scores(c, doc) if isinstance(doc, str) else json_scores(doc, c["want"])
+            c["json"][name] = dict(text=text, scores=scores)
+    text = json_report(a, cases, failures, elapsed)
+    with open(os.path.join(a.out, "json-report.md"), "w") as f:
+        f.write(text)
+    for c in cases:
+        c.pop("scene", None)
+    with open(os.path.join(a.out, "json-results.json"), "w") as f:
+        json.dump(dict(seed=a.seed, variants={k: dict(schema=v[0], prompt=v[2]) for k, v in JSON_VARIANTS.items()},
+                       cases=cases, failures=failures), f, indent=1)
+    print(text)
+    return 1 if failures else 0
+
+
+def json_report(a, cases, failures, elapsed):
+    names = list(JSON_VARIANTS)
+    given = sum(c["json"][k]["text"] is not None for c in cases for k in names)
+    lines = [f"# The demo model's JSON answers ({len(cases)} pictures, seed {a.seed}; the caption and {len(names)} JSON "
+             f"variants through build/batch, {elapsed:.0f} s)",
+             f"\nJSON answers: {given} of {len(cases) * len(names)} given; {len(failures)} did not parse or validate "
+             "(json.loads, then jsonschema's Draft202012Validator against the schema asked for)."]
+    lines += [f"- {x}" for x in failures[:20]]
+    fields = list(JSON_VALUES) + ["all"]
+    chance = [1 / len(JSON_VALUES[k]) for k in JSON_VALUES]
+    groups = [("one shape, every size", lambda c: c["n_shapes"] == 1),
+              ("one shape, shorter side 64 pixels or more", lambda c: c["n_shapes"] == 1 and min(c["w"], c["h"]) >= 64)]
+    if any(c["n_shapes"] > 1 for c in cases):
+        groups.append(("two or three shapes, the first in reading order", lambda c: c["n_shapes"] > 1))
+    right = lambda cs, key, k: sum(bool(c["json"][key]["scores"] and c["json"][key]["scores"][f"{k} first"]) for c in cs)
+    for title, keep in groups:
+        cs = [c for c in cases if keep(c)]
+        lines += [f"\n### {title} ({len(cs)} pictures): right per field\n",
+                  "| answer | " + " | ".join(fields) + " |", "|---|" + "---|" * len(fields)]
+        lines.append("| caption | " + " | ".join(pct(sum(c["caption_scores"][f"{k} first"] for c in cs), len(cs))
+                                                for k in fields) + " |")
+        for key in names:
+            lines.append(f"| JSON, {key} | " + " | ".join(pct(right(cs, key, k), len(cs)) for k in fields) + " |")
+        if title.startswith("one shape"):
+            lines.append("| a uniform guess | " + " | ".join(f"{100 * p:.1f}%" for p in chance + [math.prod(chance)]) + " |")
+    multi = [c for c in cases if c["n_shapes"] > 1]
+    objects = [k for k in names if JSON_VARIANTS[k][1]["type"] == "object"]
+    if multi:
+        lines += [f"\n### two or three shapes ({len(multi)} pictures): the JSON field names some shape of the picture\n",
+                  "| answer | shape | colour | position | all three of one shape |", "|---|---|---|---|---|"]
+        for key in objects:
+            sc = [c["json"][key]["scores"] or {} for c in multi]
+            lines.append(f"| JSON, {key} | " + " | ".join(pct(sum(bool(s.get(f"{k} any")) for s in sc), len(sc))
+                                                         for k in JSON_VALUES) + f" | {pct(sum(bool(s.get('one shape')) for s in sc), len(sc))} |")
+    lines.append(f"\nPrompts: \"{W.CANONICAL_PROMPT}\" (the caption, and each variant unless \"fields named\": "
+                 f"\"{FIELDS_PROMPT}\"). A field of the caption: with one shape, the existing caption scoring (the "
+                 "caption must name one shape, with the right word); with several, its first phrase against the first "
+                 "shape in reading order. The schemas are written beside the pictures: "
+                 + ", ".join(sorted({v[0] for v in JSON_VARIANTS.values()})) + ".")
+    lines.append("\nThe first answers (picture, size, what is there, caption, then each JSON variant):\n")
+    for c in cases[:6]:
+        lines.append(f"- {os.path.basename(c['files'][0])} {c['w']}x{c['h']} {json.dumps(c['want'][0])}: \"{c['caption']}\"; "
+                     + "; ".join(f"{k}: {c['json'][k]['text']}" for k in names))
+    return "\n".join(lines) + "\n"
+
+
 SLICE_SIDE = 240
 
 
@@ -998,6 +1193,11 @@ def main():
     ap.add_argument("--n-outside-kind", type=int, default=0, help="pictures of each kind outside the world")
     ap.add_argument("--limits", action="store_true", help="only the model's limits: --n-long-chat 200 --n-large 300 "
                     "--n-outside-kind 40 unless given, no other cases (a few minutes on one core)")
+    ap.add_argument("--json", action="store_true", help="only the JSON answers beside the captions, through --batch: "
+                    "json-report.md, json-results.json")
+    ap.add_argument("--n-json", type=int, default=300, help="--json: scenes of one shape")
+    ap.add_argument("--n-json-multi", type=int, default=0, help="--json: scenes of two or three shapes as well")
+    ap.add_argument("--batch", default=os.path.join(ROOT, "build", "batch"))
     # one thread: the cases run one after another, and the program's default (every core) collapses on
     # a machine that is busy with something else
     ap.add_argument("--threads", type=int, default=1, help="the program's -t")
@@ -1012,6 +1212,8 @@ def main():
                 setattr(a, flag[2:].replace("-", "_"), 0)
     if a.slice:
         write_slice(a)
+    elif a.json and a.out:
+        sys.exit(json_evaluate(a))
     elif a.out:
         evaluate(a)
     else:
