@@ -6,6 +6,8 @@
      build/batch -m models/mllama-demo.gguf -K 4 examples/images/circle.png examples/images/ring-wide.png ...
      build/batch -m model.gguf -K 8 -p "What is in this image?" -n 64 --temp 0.6 --seed 1 a.jpg b.jpg c.jpg
      build/batch -m model.gguf -K 8 --json-schema receipt.json -p "Read this receipt." -n 256 r1.jpg r2.jpg
+   --bench --json (or --json-schema FILE) --vocab FILE: decode steps with greedy sampling, plain and
+   constrained, in turn: what a constraint adds to a step at these shapes.
    --bench: aggregate decode speed for K = 1, 2, 4, 8 sequences at Llama 3.2 11B Vision shapes with
    random weights (the file build/bench --mllama writes: 5 of the 40 text layers; written here if
    it is missing, and then removed at the end unless --keep), each sequence after a 32-token text prompt; with --images each prompt starts with
@@ -42,7 +44,7 @@ static void usage(FILE *out) {
     fprintf(out, "usage: batch -m MODEL [-K N] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]\n"
                     "             [--json-schema FILE | --json] IMAGE...\n"
                     "       batch --bench [--images] [--text-layers N] [--gen N] [--threads N] [--keep]\n"
-                    "                    [--engine [--vocab FILE]] [--rounds N]\n"
+                    "                    [--engine [--vocab FILE]] [--rounds N] [--json | --json-schema FILE (with --vocab)]\n"
                     "  -m MODEL     a GGUF, a Hugging Face folder, or ollama:NAME[:TAG] from Ollama's store\n"
                     "  -K N         pictures captioned at once (sequences of one context, 1..%d; default 4)\n"
                     "  -p PROMPT    the question asked of every picture (default \"Describe this image.\")\n"
@@ -52,7 +54,8 @@ static void usage(FILE *out) {
                     "  --bench      decode speed at 11B shapes; writes a random model of several GB to build/ first and\n"
                     "               removes it at the end (--keep keeps it for the next run)\n"
                     "  --engine     the same through the serving engine (src/api/serve.h), with a prompt taken in meanwhile\n"
-                    "  --rounds N   the library and the engine at K = 1 and 8, alternated N times\n", MAX_K);
+                    "  --rounds N   the library and the engine at K = 1 and 8, alternated N times\n"
+                    "  --bench --json / --json-schema FILE: decode with greedy sampling, plain and constrained, in turn\n", MAX_K);
 }
 
 static int int_arg(const char *s, const char *name, int lo, int hi) {
@@ -316,8 +319,11 @@ static struct mms_mllama_model *bench_model(const struct options *o, mms_backend
 }
 
 /* The library alone: k sequences of ctx (8 of them, 256 tokens each) after a 32-token prompt each
-   (with picture, a picture each first), then --gen steps of one token each; the median step, ms. */
-static double library_step_ms(const struct options *o, struct mms_mllama_context *ctx, const struct mms_mllama_hparams *hp, int k, uint8_t *picture) {
+   (with picture, a picture each first), then --gen steps of one token each; the median step, ms.
+   samplers (NULL: fixed tokens): each step's tokens are drawn by them, within the timed step, from
+   the logits (a constrained one that ends its output starts a new one). */
+static double library_step_ms(const struct options *o, struct mms_mllama_context *ctx, const struct mms_mllama_hparams *hp, int k, uint8_t *picture,
+                              struct mms_sampler *const *samplers, struct mms_constraint *const *constraints, double *sample_ms) {
     const int n_prompt = 32, picture_side = 560;
     int32_t tokens[8 * 32], seq[8 * 32];
     double step_ms[64];
@@ -335,13 +341,23 @@ static double library_step_ms(const struct options *o, struct mms_mllama_context
     b.tokens = tokens;
     b.seq = seq;
     if (mms_mllama_decode(ctx, &b) != MMS_OK) die("prefill failed", mms_last_error());
+    for (i = 0; constraints && i < k; i++) mms_constraint_reset(constraints[i]);
+    for (i = 0; i < k; i++) { tokens[i] = (int32_t)(1000 + i); seq[i] = i; }
+    if (sample_ms) *sample_ms = 0.0;
     for (g = 0; g < o->bench_gen; g++) {   /* one token of every sequence per call */
-        int64_t t0;
-        for (i = 0; i < k; i++) { tokens[i] = (int32_t)(1000 + 31 * g + i); seq[i] = i; }
+        const int64_t t0 = mms_time_us();
+        int64_t t1;
         b.n_tokens = k;
-        t0 = mms_time_us();
         if (mms_mllama_decode(ctx, &b) != MMS_OK) die("decode failed", mms_last_error());
+        t1 = mms_time_us();
+        for (i = 0; i < k; i++) {
+            if (!samplers) { tokens[i] = (int32_t)(1000 + 31 * (g + 1) + i); continue; }
+            tokens[i] = mms_sampler_sample(samplers[i], mms_mllama_get_logits(ctx, i), hp->n_vocab);
+            if (tokens[i] < 0) die("sampling failed", mms_last_error());
+            if (constraints && mms_constraint_is_finished(constraints[i])) { mms_constraint_reset(constraints[i]); tokens[i] = 1000 + i; }
+        }
         step_ms[g] = (double)(mms_time_us() - t0) * 1e-3;
+        if (sample_ms) *sample_ms += (double)(mms_time_us() - t1) * 1e-3 / o->bench_gen;
     }
     qsort(step_ms, (size_t)o->bench_gen, sizeof step_ms[0], cmp_double);
     return step_ms[o->bench_gen / 2];
@@ -375,7 +391,7 @@ static void bench_library(const struct options *o, mms_backend_t cpu, struct mms
     for (i = 0; picture && i < picture_side * picture_side * 3; i++) picture[i] = (uint8_t)(i * 2654435761u >> 24);
     for (ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         const int k = ks[ki];
-        const double ms = library_step_ms(o, ctx, &hp, k, picture);
+        const double ms = library_step_ms(o, ctx, &hp, k, picture, NULL, NULL, NULL);
         if (k == 1) base = 1000.0 / ms;
         printf("K=%d  step %8.2f ms (median of %d)  aggregate %7.2f tokens/s  x%.2f of K=1\n", k, ms, o->bench_gen, k * 1000.0 / ms,
                base > 0 ? k * 1000.0 / ms / base : 0.0);
@@ -544,6 +560,59 @@ static void bench_engine(const struct options *o, struct mms_mllama_model *m) {
     mms_vocab_free(v);
 }
 
+/* --json or --json-schema FILE (with --vocab): every step's tokens drawn by greedy samplers, plain
+   and constrained, in turn --rounds times (3 unless given) at K = 1 and 8: what a constraint adds
+   to a decode step at these shapes (fewer layers than the real model: a larger share than there). */
+static void bench_constrained(const struct options *o, mms_backend_t cpu, struct mms_mllama_model *m) {
+    enum { MAX_ROUNDS = 100 };
+    static const int ks[] = { 1, 8 };
+    const struct mms_mllama_hparams hp = *mms_mllama_model_get_hparams(m);
+    const int rounds = o->bench_rounds ? o->bench_rounds : 3;
+    struct mms_vocab *v = mms_vocab_load_file(o->bench_vocab);
+    struct mms_grammar *g = answer_grammar(o);
+    struct mms_mllama_context *ctx = library_context(m);
+    struct mms_sampler *plain[8], *constrained[8];
+    struct mms_constraint *con[8];
+    struct mms_sampler_params greedy;
+    size_t ki;
+    int i, r;
+    if (!v) die("cannot load the vocabulary (--vocab, a Llama 3 tokenizer)", mms_last_error());
+    memset(&greedy, 0, sizeof greedy);
+    for (i = 0; i < 8; i++) {
+        if (!(plain[i] = mms_sampler_new(&greedy)) || !(constrained[i] = mms_sampler_new(&greedy)) || !(con[i] = mms_constraint_new(g, v)))
+            die("cannot make the samplers", mms_last_error());
+        mms_sampler_set_constraint(constrained[i], con[i]);
+    }
+    printf("Llama 3.2 11B Vision shapes, random f16 weights, %d of 40 text layers, %d CPU threads: decode steps with greedy sampling, "
+           "plain and constrained (%s), %d rounds in turn, %d steps each\n", o->bench_layers, mms_backend_cpu_get_n_threads(cpu), o->json ? "--json" : o->json_schema,
+           rounds, o->bench_gen);
+    for (ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        double ms_plain[MAX_ROUNDS], ms_con[MAX_ROUNDS], sp[MAX_ROUNDS], sc[MAX_ROUNDS];
+        const int mid = rounds / 2;
+        for (r = 0; r < rounds; r++) {
+            ms_plain[r] = library_step_ms(o, ctx, &hp, ks[ki], NULL, plain, NULL, &sp[r]);
+            ms_con[r] = library_step_ms(o, ctx, &hp, ks[ki], NULL, constrained, con, &sc[r]);
+        }
+        qsort(ms_plain, (size_t)rounds, sizeof ms_plain[0], cmp_double);
+        qsort(ms_con, (size_t)rounds, sizeof ms_con[0], cmp_double);
+        qsort(sp, (size_t)rounds, sizeof sp[0], cmp_double);
+        qsort(sc, (size_t)rounds, sizeof sc[0], cmp_double);
+        /* the sampling part is timed on its own too: the step's decode part is the same work in
+           both, so the difference of the sampling parts is what the constraint costs a step */
+        printf("K=%d  step plain %8.2f ms, constrained %8.2f ms (%.3f); sampling per step plain %.3f ms, constrained %.3f ms: "
+               "+%.3f ms, %.2f%% of the plain step (medians of %d rounds)\n", ks[ki], ms_plain[mid], ms_con[mid], ms_con[mid] / ms_plain[mid], sp[mid],
+               sc[mid], sc[mid] - sp[mid], 100.0 * (sc[mid] - sp[mid]) / ms_plain[mid], rounds);
+        printf("BENCH name=mllama_decode_constrained k=%d plain_ms=%.2f constrained_ms=%.2f ratio=%.3f sample_plain_ms=%.3f sample_constrained_ms=%.3f "
+               "added_pct=%.2f rounds=%d gen=%d text_layers=%d\n", ks[ki], ms_plain[mid], ms_con[mid], ms_con[mid] / ms_plain[mid], sp[mid], sc[mid],
+               100.0 * (sc[mid] - sp[mid]) / ms_plain[mid], rounds, o->bench_gen, o->bench_layers);
+        fflush(stdout);
+    }
+    for (i = 0; i < 8; i++) { mms_sampler_free(plain[i]); mms_sampler_free(constrained[i]); mms_constraint_free(con[i]); }
+    mms_mllama_context_free(ctx);
+    mms_grammar_free(g);
+    mms_vocab_free(v);
+}
+
 /* --rounds N: the library's and the engine's aggregate decode at K = 1 and 8, taken in turn N
    times, so that both see the same moments of a shared machine. */
 static void bench_rounds(const struct options *o, struct mms_mllama_model *m) {
@@ -553,7 +622,7 @@ static void bench_rounds(const struct options *o, struct mms_mllama_model *m) {
     if (!v) die("cannot load the vocabulary (--vocab, a Llama 3 tokenizer)", mms_last_error());
     for (r = 0; r < o->bench_rounds; r++) {
         struct mms_mllama_context *ctx = library_context(m);
-        const double lib1 = 1000.0 / library_step_ms(o, ctx, &hp, 1, NULL), lib8 = 8000.0 / library_step_ms(o, ctx, &hp, 8, NULL);
+        const double lib1 = 1000.0 / library_step_ms(o, ctx, &hp, 1, NULL, NULL, NULL, NULL), lib8 = 8000.0 / library_step_ms(o, ctx, &hp, 8, NULL, NULL, NULL, NULL);
         double eng1, eng8;
         mms_mllama_context_free(ctx);
         eng1 = engine_aggregate(m, v, 1, 32, &n);
@@ -571,7 +640,8 @@ static void bench(const struct options *o, mms_backend_t cpu) {
     char path[160];
     bool written;
     struct mms_mllama_model *m = bench_model(o, cpu, path, sizeof path, &written);
-    if (o->bench_rounds) bench_rounds(o, m);
+    if (o->json || o->json_schema) bench_constrained(o, cpu, m);
+    else if (o->bench_rounds) bench_rounds(o, m);
     else {
         bench_library(o, cpu, m, path);
         if (o->bench_engine) bench_engine(o, m);
