@@ -1096,7 +1096,7 @@
        from the model's files: every tensor's elements, the --mmproj file's too, general.file_type
        by llama.cpp's numbers or else the type of most of the matrices; a Hugging Face folder's
        safetensors), /api/version; GET /health (503 while loading and while stopping), GET /metrics (Prometheus text: requests, tokens, queue, busy slots, step
-       times, image store bytes against its budget, HTTP responses by status). Errors use each
+       times, image store bytes against its budget, constraints reused, HTTP responses by status). Errors use each
        API's shape: OpenAI's {"error": {message, type, param, code}}, Ollama's {"error": "..."}.
        Structured output (section 12's constraint engine, through the engine's request grammar):
        OpenAI's response_format {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
@@ -2830,7 +2830,9 @@ MMS_API void mms_mllama_print_timings(const struct mms_mllama_context *ctx, FILE
    its answer valid, and the end token only where the answer is complete; max_tokens or a full slot
    can still cut it short (finish MMS_FINISH_LENGTH: the text is then not a whole answer), and stop
    strings apply as to any answer. The constraint is made on the submitting thread (the first one
-   for a vocabulary also reads it into a byte trie, which every later one shares).
+   for a vocabulary also reads it into a byte trie, which every later one shares); when a request
+   ends, its constraint is kept (one per slot, at most 8) for the next request of the same grammar,
+   which then meets the masks of the states it shares already computed.
 
    Threads: every function may be called from any thread; one reply is read by one thread at a time.
    The model and the vocabulary are shared, read-only, and must outlive the engine. */
@@ -2908,6 +2910,7 @@ struct mms_engine_stats {
     int64_t requests, refused, finished, cancelled, failed;   /* submitted (accepted), refused (busy or invalid), ended */
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     int64_t images, images_encoded;
+    int64_t constraints_reused;       /* constrained requests that took an ended one's constraint (its masks cached) */
     int64_t steps;
     double  step_ms_total, step_ms_max;   /* the engine thread's decode steps */
     int     queued, busy_slots, n_slots;
@@ -23541,8 +23544,8 @@ MMS_API int mms_mllama_chat_prompt(const struct mms_chat_message *messages, int 
 /* ==== begin src/serve/request.c ==== */
 /* >>serve-request =================================================================================
    A request as the engine runs it: checked, copied and tokenized on the submitting thread (its
-   pictures preprocessed, its sampler made with the prompt in its history and its grammar's
-   constraint, so the engine thread never builds one), then advanced by the
+   pictures preprocessed, its sampler made with the prompt in its history; its grammar's constraint
+   taken from the pool below or made, so the engine thread never builds one), then advanced by the
    engine thread; and its text, held back while it could still be the start of a stop string. */
 
 enum mms__serve_phase {
@@ -23561,7 +23564,8 @@ struct mms__serve_req {
     int                      n_images;
     struct mms_sampler      *sampler;
     struct mms_grammar      *grammar;             /* a copy of the request's (NULL: free text) */
-    struct mms_constraint   *constraint;          /* the sampler's, over the grammar */
+    struct mms_constraint   *constraint;          /* the sampler's, over the grammar; back to the pool at the end */
+    bool                     constraint_reused;   /* taken from the pool */
     int                      max_tokens;
     char                   **stop;                /* copies; stop_len[i] bytes each */
     size_t                  *stop_len;
@@ -23595,6 +23599,63 @@ static void mms__serve_req_free(struct mms__serve_req *q) {
     mms_constraint_free(q->constraint);
     mms_grammar_free(q->grammar);
     memset(q, 0, sizeof *q);
+}
+
+/* -- constraints kept for the next request of the same grammar --
+   A server's clients tend to send one schema again and again. A constraint caches the masks of the
+   states it met, so one taken back from an ended request answers those states at once, where a new
+   one walks the vocabulary again. The pool keeps up to cap idle (grammar, constraint) pairs keyed
+   by the grammar's text and drops the one unused longest; it lives in the hub, under its lock. A
+   constraint is reset when taken: nothing of one answer reaches another but the cached masks,
+   which depend on the grammar and the vocabulary alone. */
+
+struct mms__serve_idle_constraint {
+    struct mms_grammar    *grammar;
+    struct mms_constraint *constraint;
+    int64_t                last_use;
+};
+
+struct mms__serve_pool {
+    struct mms__serve_idle_constraint *idle;
+    int                                n, cap;
+    int64_t                            clock;
+};
+
+/* Takes the idle pair whose grammar's text is text, or returns false. */
+static bool mms__serve_pool_take(struct mms__serve_pool *p, const char *text, struct mms_grammar **g, struct mms_constraint **c) {
+    int i;
+    for (i = 0; i < p->n; i++)
+        if (!strcmp(mms_grammar_text(p->idle[i].grammar), text)) {
+            *g = p->idle[i].grammar;
+            *c = p->idle[i].constraint;
+            p->idle[i] = p->idle[--p->n];
+            mms_constraint_reset(*c);
+            return true;
+        }
+    return false;
+}
+
+/* Keeps the pair (or frees it when the pool has no room: cap 0, or out of memory). */
+static void mms__serve_pool_put(struct mms__serve_pool *p, struct mms_grammar *g, struct mms_constraint *c) {
+    int i, oldest = 0;
+    if (p->cap > 0 && !p->idle && (p->idle = (struct mms__serve_idle_constraint *)MMS_MALLOC(sizeof *p->idle * (size_t)p->cap)) == NULL) p->cap = 0;
+    if (p->cap == 0 || c->oom) { mms_constraint_free(c); mms_grammar_free(g); return; }
+    if (p->n == p->cap) {                        /* full: the one unused longest goes */
+        for (i = 1; i < p->n; i++) if (p->idle[i].last_use < p->idle[oldest].last_use) oldest = i;
+        mms_constraint_free(p->idle[oldest].constraint);
+        mms_grammar_free(p->idle[oldest].grammar);
+        p->idle[oldest] = p->idle[--p->n];
+    }
+    p->idle[p->n].grammar = g;
+    p->idle[p->n].constraint = c;
+    p->idle[p->n++].last_use = ++p->clock;
+}
+
+static void mms__serve_pool_free(struct mms__serve_pool *p) {
+    int i;
+    for (i = 0; i < p->n; i++) { mms_constraint_free(p->idle[i].constraint); mms_grammar_free(p->idle[i].grammar); }
+    MMS_FREE(p->idle);
+    memset(p, 0, sizeof *p);
 }
 
 /* The prompt's text: the messages through mms_mllama_chat_prompt, or the raw prompt. */
@@ -23657,14 +23718,6 @@ static enum mms_status mms__serve_req_prepare(struct mms__serve_req *q, const st
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the messages show %d pictures and the request gives %d", shown, r->n_images);
     if (!(q->sampler = mms_sampler_new(&r->sampling)))
         return mms__error_context(mms_last_status(), "mms_engine_submit: sampling: %s", mms_last_error());
-    if (r->grammar) {                   /* copied through its text: the caller may free it on return */
-        const char *gt = mms_grammar_text(r->grammar);
-        if (!(q->grammar = mms_grammar_parse(gt, strlen(gt))) || !(q->constraint = mms_constraint_new(q->grammar, vocab))) {
-            mms__error_context(mms_last_status(), "mms_engine_submit: grammar: %s", mms_last_error());
-            goto fail;
-        }
-        mms_sampler_set_constraint(q->sampler, q->constraint);
-    }
     if (!(text = mms__serve_prompt_text(r))) goto fail;
     n = mms_tokenize(vocab, text, strlen(text), NULL, 0, r->prompt != NULL, true);
     if (n >= 0 && !(q->tokens = (int32_t *)MMS_MALLOC(sizeof *q->tokens * (size_t)(n + 1)))) n = mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory");
@@ -23771,9 +23824,10 @@ static bool mms__serve_scan_stops(struct mms__serve_req *q, bool final) {
    cancelled or freed, after its engine is gone. */
 
 struct mms__serve_hub {
-    mms__mutex mu;
-    mms__cond  wake;                      /* the engine thread waits here for work */
-    int        refs;                      /* the engine and every reply not yet freed */
+    mms__mutex             mu;
+    mms__cond              wake;          /* the engine thread waits here for work */
+    int                    refs;          /* the engine and every reply not yet freed */
+    struct mms__serve_pool constraints;   /* of ended requests, for the next of their grammar */
 };
 
 struct mms_reply {
@@ -23798,9 +23852,11 @@ struct mms_reply {
     struct mms__serve_req  q;
 };
 
-static struct mms__serve_hub *mms__serve_hub_new(void) {
+static struct mms__serve_hub *mms__serve_hub_new(int pool_cap) {
     struct mms__serve_hub *h = (struct mms__serve_hub *)MMS_MALLOC(sizeof *h);
     if (!h) return NULL;
+    memset(h, 0, sizeof *h);
+    h->constraints.cap = pool_cap;
     mms__mutex_init(&h->mu);
     mms__cond_init(&h->wake);
     h->refs = 1;
@@ -23808,6 +23864,7 @@ static struct mms__serve_hub *mms__serve_hub_new(void) {
 }
 
 static void mms__serve_hub_destroy(struct mms__serve_hub *h) {
+    mms__serve_pool_free(&h->constraints);
     mms__cond_destroy(&h->wake);
     mms__mutex_destroy(&h->mu);
     MMS_FREE(h);
@@ -23818,6 +23875,12 @@ static void mms__serve_hub_destroy(struct mms__serve_hub *h) {
 static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
     struct mms__serve_hub *h = r->hub;
     if (--r->refs > 0) return false;
+    if (r->q.constraint) {                        /* kept for the next request of its grammar */
+        mms_sampler_set_constraint(r->q.sampler, NULL);
+        mms__serve_pool_put(&h->constraints, r->q.grammar, r->q.constraint);
+        r->q.grammar = NULL;
+        r->q.constraint = NULL;
+    }
     mms__serve_req_free(&r->q);
     mms__cond_destroy(&r->cond);
     MMS_FREE(r->out);
@@ -23915,6 +23978,10 @@ MMS_API void mms_reply_free(struct mms_reply *r) {
    engine's mllama context) that already holds the longest part of their prompt, have their
    pictures added one per step, then advance together: each step decodes one token of every
    generating request and prompt tokens of starting ones, n_batch tokens at most, as one batch. */
+
+/* Idle constraints the engine keeps for later requests of their grammar: one per slot, at most
+   this many (a constraint's caches may grow to tens of MB: see MMS__SET_NEXT_MAX). */
+#define MMS__SERVE_POOL_MAX 8
 
 struct mms__serve_slot {
     struct mms_reply        *r;          /* running there, or NULL: idle */
@@ -24344,7 +24411,7 @@ MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params
     cp.max_images = p.max_images;
     cp.n_seq = p.n_slots;
     cp.image_store = p.image_store;
-    e->hub = mms__serve_hub_new();
+    e->hub = mms__serve_hub_new(MMS__MIN(p.n_slots, MMS__SERVE_POOL_MAX));
     e->slots = (struct mms__serve_slot *)MMS_MALLOC(sizeof *e->slots * (size_t)p.n_slots);
     e->b_tokens = (int32_t *)MMS_MALLOC(sizeof *e->b_tokens * (size_t)p.n_batch);
     e->b_seq = (int32_t *)MMS_MALLOC(sizeof *e->b_seq * (size_t)p.n_batch);
@@ -24386,6 +24453,19 @@ oom:
     return NULL;
 }
 
+/* The request's constraint: an idle one of its grammar from the hub's pool (its masks cached), or a
+   new one over a copy of the grammar (the caller may free the request's on return). */
+static enum mms_status mms__serve_constrain(struct mms_engine *e, struct mms__serve_req *q, const struct mms_grammar *g) {
+    const char *text = mms_grammar_text(g);
+    mms__mutex_lock(&e->hub->mu);
+    q->constraint_reused = mms__serve_pool_take(&e->hub->constraints, text, &q->grammar, &q->constraint);
+    mms__mutex_unlock(&e->hub->mu);
+    if (!q->constraint_reused && (!(q->grammar = mms_grammar_parse(text, strlen(text))) || !(q->constraint = mms_constraint_new(q->grammar, e->vocab))))
+        return mms__error_context(mms_last_status(), "mms_engine_submit: grammar: %s", mms_last_error());
+    mms_sampler_set_constraint(q->sampler, q->constraint);
+    return MMS_OK;
+}
+
 MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct mms_request *request) {
     struct mms_reply *r;
     struct mms__serve_hub *h;
@@ -24403,7 +24483,9 @@ MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct m
     }
     if (!(r = (struct mms_reply *)MMS_MALLOC(sizeof *r))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
     memset(r, 0, sizeof *r);
-    if ((st = mms__serve_req_prepare(&r->q, request, e->p.model, e->vocab, e->p.n_ctx, e->p.max_images)) != MMS_OK) {
+    if ((st = mms__serve_req_prepare(&r->q, request, e->p.model, e->vocab, e->p.n_ctx, e->p.max_images)) != MMS_OK ||
+        (request->grammar && (st = mms__serve_constrain(e, &r->q, request->grammar)) != MMS_OK)) {
+        mms__serve_req_free(&r->q);
         MMS_FREE(r);
         mms__mutex_lock(&h->mu);
         e->stats.refused++;
@@ -24425,6 +24507,7 @@ MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct m
         return NULL;
     }
     h->refs++;
+    e->stats.constraints_reused += r->q.constraint_reused;
     if (e->queue_tail) e->queue_tail->next = r;
     else e->queue = r;
     e->queue_tail = r;

@@ -676,6 +676,8 @@ static void handle_metrics(struct reply_ctx *r) {
     metric(&b, "mllama_completion_tokens_total", "counter", "Generated tokens", (double)st.completion_tokens);
     metric(&b, "mllama_images_total", "counter", "Pictures in requests", (double)st.images);
     metric(&b, "mllama_images_encoded_total", "counter", "Pictures run through the vision encoder", (double)st.images_encoded);
+    metric(&b, "mllama_constraints_reused_total", "counter", "Structured requests that reused an ended request's constraint",
+           (double)st.constraints_reused);
     metric(&b, "mllama_steps_total", "counter", "Engine decode steps", (double)st.steps);
     metric(&b, "mllama_step_seconds_total", "counter", "Time in engine decode steps", st.step_ms_total / 1e3);
     metric(&b, "mllama_step_seconds_max", "gauge", "The longest engine decode step", st.step_ms_max / 1e3);

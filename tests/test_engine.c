@@ -446,7 +446,8 @@ static bool grammar_complete(const struct mms_grammar *g, const char *text) {
 /* Constrained requests from four threads at once, made while the model's vocabulary has no trie
    yet (they race to build it; make test-tsan): each answer equals the same request run alone with
    the same constraint and is a whole output of the schema; a sampled one too; max_tokens cuts one
-   short (finish LENGTH, not a whole output). */
+   short (finish LENGTH, not a whole output); a request takes an ended one's constraint of the same
+   grammar (counted in the stats) and answers as alone. */
 static void test_structured(void) {
     enum { N_THREADS = 4 };
     static struct structured_worker w[N_THREADS];
@@ -457,6 +458,7 @@ static void test_structured(void) {
     struct mms_request rq;
     struct alone a;
     struct got got;
+    struct mms_engine_stats st0, st1;
     int t, j, n_equal = 0;
     if (!e || !g) { EXPECT(0, "engine and grammar: %s", mms_last_error()); mms_engine_free(e); mms_grammar_free(g); return; }
     memset(w, 0, sizeof w);
@@ -481,6 +483,9 @@ static void test_structured(void) {
             n_equal += gt->finish == MMS_FINISH_STOP && !strcmp(gt->text, a.text);
         }
     EXPECT(n_equal > 0, "no constrained answer finished");
+    mms_engine_get_stats(e, &st0);
+    EXPECT(st0.constraints_reused > 0 && st0.constraints_reused < N_THREADS * STRUCTURED_PER_THREAD, "%lld of %d requests took an ended one's constraint",
+           (long long)st0.constraints_reused, N_THREADS * STRUCTURED_PER_THREAD);
     request_for(&convs[0], 0, &rq, msgs, imgs);
     rq.grammar = g;
     rq.max_tokens = 64;
@@ -492,6 +497,26 @@ static void test_structured(void) {
     EXPECT(ask(e, &rq, 0, &got), "cut: %s", got.error);
     EXPECT(got.finish == MMS_FINISH_LENGTH && got.usage.completion_tokens == 4 && !grammar_complete(g, got.text), "max_tokens 4: finish %d, '%s'",
            got.finish, got.text);
+    mms_engine_get_stats(e, &st1);
+    EXPECT(st1.constraints_reused == st0.constraints_reused + 2, "one request after another of one grammar: %lld reused, want %lld",
+           (long long)st1.constraints_reused, (long long)st0.constraints_reused + 2);
+    {   /* another grammar makes its own; the first grammar's answer, from a constraint that served
+           others, is still the one alone */
+        struct mms_grammar *other = mms_grammar_json(true);
+        request_for(&convs[1], 0, &rq, msgs, imgs);
+        rq.grammar = other;
+        rq.max_tokens = 8;
+        EXPECT(ask(e, &rq, 0, &got), "another grammar: %s", got.error);
+        mms_grammar_free(other);
+        request_for(&convs[4], 0, &rq, msgs, imgs);
+        rq.grammar = g;
+        rq.max_tokens = 64;
+        EXPECT(ask(e, &rq, 0, &got) && run_alone(&rq, &a), "again: %s", got.error);
+        EXPECT(got.finish == a.finish && !strcmp(got.text, a.text), "a reused constraint: engine '%s', alone '%s'", got.text, a.text);
+        mms_engine_get_stats(e, &st0);
+        EXPECT(st0.constraints_reused == st1.constraints_reused + 1, "%lld reused, want %lld", (long long)st0.constraints_reused,
+               (long long)st1.constraints_reused + 1);
+    }
     printf("    %d threads x %d constrained requests on 2 slots: %d finished answers equal alone, e.g. %s\n", N_THREADS, STRUCTURED_PER_THREAD,
            n_equal, w[0].got[0].text);
     mms_grammar_free(g);

@@ -17,7 +17,9 @@
    its answer valid, and the end token only where the answer is complete; max_tokens or a full slot
    can still cut it short (finish MMS_FINISH_LENGTH: the text is then not a whole answer), and stop
    strings apply as to any answer. The constraint is made on the submitting thread (the first one
-   for a vocabulary also reads it into a byte trie, which every later one shares).
+   for a vocabulary also reads it into a byte trie, which every later one shares); when a request
+   ends, its constraint is kept (one per slot, at most 8) for the next request of the same grammar,
+   which then meets the masks of the states it shares already computed.
 
    Threads: every function may be called from any thread; one reply is read by one thread at a time.
    The model and the vocabulary are shared, read-only, and must outlive the engine. */
@@ -95,6 +97,7 @@ struct mms_engine_stats {
     int64_t requests, refused, finished, cancelled, failed;   /* submitted (accepted), refused (busy or invalid), ended */
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     int64_t images, images_encoded;
+    int64_t constraints_reused;       /* constrained requests that took an ended one's constraint (its masks cached) */
     int64_t steps;
     double  step_ms_total, step_ms_max;   /* the engine thread's decode steps */
     int     queued, busy_slots, n_slots;

@@ -4,6 +4,10 @@
    pictures added one per step, then advance together: each step decodes one token of every
    generating request and prompt tokens of starting ones, n_batch tokens at most, as one batch. */
 
+/* Idle constraints the engine keeps for later requests of their grammar: one per slot, at most
+   this many (a constraint's caches may grow to tens of MB: see MMS__SET_NEXT_MAX). */
+#define MMS__SERVE_POOL_MAX 8
+
 struct mms__serve_slot {
     struct mms_reply        *r;          /* running there, or NULL: idle */
     int32_t                 *kv;         /* the tokens its sequence's KV cache holds, in order */
@@ -432,7 +436,7 @@ MMS_API struct mms_engine *mms_engine_new(const struct mms_engine_params *params
     cp.max_images = p.max_images;
     cp.n_seq = p.n_slots;
     cp.image_store = p.image_store;
-    e->hub = mms__serve_hub_new();
+    e->hub = mms__serve_hub_new(MMS__MIN(p.n_slots, MMS__SERVE_POOL_MAX));
     e->slots = (struct mms__serve_slot *)MMS_MALLOC(sizeof *e->slots * (size_t)p.n_slots);
     e->b_tokens = (int32_t *)MMS_MALLOC(sizeof *e->b_tokens * (size_t)p.n_batch);
     e->b_seq = (int32_t *)MMS_MALLOC(sizeof *e->b_seq * (size_t)p.n_batch);
@@ -474,6 +478,19 @@ oom:
     return NULL;
 }
 
+/* The request's constraint: an idle one of its grammar from the hub's pool (its masks cached), or a
+   new one over a copy of the grammar (the caller may free the request's on return). */
+static enum mms_status mms__serve_constrain(struct mms_engine *e, struct mms__serve_req *q, const struct mms_grammar *g) {
+    const char *text = mms_grammar_text(g);
+    mms__mutex_lock(&e->hub->mu);
+    q->constraint_reused = mms__serve_pool_take(&e->hub->constraints, text, &q->grammar, &q->constraint);
+    mms__mutex_unlock(&e->hub->mu);
+    if (!q->constraint_reused && (!(q->grammar = mms_grammar_parse(text, strlen(text))) || !(q->constraint = mms_constraint_new(q->grammar, e->vocab))))
+        return mms__error_context(mms_last_status(), "mms_engine_submit: grammar: %s", mms_last_error());
+    mms_sampler_set_constraint(q->sampler, q->constraint);
+    return MMS_OK;
+}
+
 MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct mms_request *request) {
     struct mms_reply *r;
     struct mms__serve_hub *h;
@@ -491,7 +508,9 @@ MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct m
     }
     if (!(r = (struct mms_reply *)MMS_MALLOC(sizeof *r))) { mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory"); return NULL; }
     memset(r, 0, sizeof *r);
-    if ((st = mms__serve_req_prepare(&r->q, request, e->p.model, e->vocab, e->p.n_ctx, e->p.max_images)) != MMS_OK) {
+    if ((st = mms__serve_req_prepare(&r->q, request, e->p.model, e->vocab, e->p.n_ctx, e->p.max_images)) != MMS_OK ||
+        (request->grammar && (st = mms__serve_constrain(e, &r->q, request->grammar)) != MMS_OK)) {
+        mms__serve_req_free(&r->q);
         MMS_FREE(r);
         mms__mutex_lock(&h->mu);
         e->stats.refused++;
@@ -513,6 +532,7 @@ MMS_API struct mms_reply *mms_engine_submit(struct mms_engine *e, const struct m
         return NULL;
     }
     h->refs++;
+    e->stats.constraints_reused += r->q.constraint_reused;
     if (e->queue_tail) e->queue_tail->next = r;
     else e->queue = r;
     e->queue_tail = r;

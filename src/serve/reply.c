@@ -5,9 +5,10 @@
    cancelled or freed, after its engine is gone. */
 
 struct mms__serve_hub {
-    mms__mutex mu;
-    mms__cond  wake;                      /* the engine thread waits here for work */
-    int        refs;                      /* the engine and every reply not yet freed */
+    mms__mutex             mu;
+    mms__cond              wake;          /* the engine thread waits here for work */
+    int                    refs;          /* the engine and every reply not yet freed */
+    struct mms__serve_pool constraints;   /* of ended requests, for the next of their grammar */
 };
 
 struct mms_reply {
@@ -32,9 +33,11 @@ struct mms_reply {
     struct mms__serve_req  q;
 };
 
-static struct mms__serve_hub *mms__serve_hub_new(void) {
+static struct mms__serve_hub *mms__serve_hub_new(int pool_cap) {
     struct mms__serve_hub *h = (struct mms__serve_hub *)MMS_MALLOC(sizeof *h);
     if (!h) return NULL;
+    memset(h, 0, sizeof *h);
+    h->constraints.cap = pool_cap;
     mms__mutex_init(&h->mu);
     mms__cond_init(&h->wake);
     h->refs = 1;
@@ -42,6 +45,7 @@ static struct mms__serve_hub *mms__serve_hub_new(void) {
 }
 
 static void mms__serve_hub_destroy(struct mms__serve_hub *h) {
+    mms__serve_pool_free(&h->constraints);
     mms__cond_destroy(&h->wake);
     mms__mutex_destroy(&h->mu);
     MMS_FREE(h);
@@ -52,6 +56,12 @@ static void mms__serve_hub_destroy(struct mms__serve_hub *h) {
 static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
     struct mms__serve_hub *h = r->hub;
     if (--r->refs > 0) return false;
+    if (r->q.constraint) {                        /* kept for the next request of its grammar */
+        mms_sampler_set_constraint(r->q.sampler, NULL);
+        mms__serve_pool_put(&h->constraints, r->q.grammar, r->q.constraint);
+        r->q.grammar = NULL;
+        r->q.constraint = NULL;
+    }
     mms__serve_req_free(&r->q);
     mms__cond_destroy(&r->cond);
     MMS_FREE(r->out);

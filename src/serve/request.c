@@ -1,7 +1,7 @@
 /* >>serve-request =================================================================================
    A request as the engine runs it: checked, copied and tokenized on the submitting thread (its
-   pictures preprocessed, its sampler made with the prompt in its history and its grammar's
-   constraint, so the engine thread never builds one), then advanced by the
+   pictures preprocessed, its sampler made with the prompt in its history; its grammar's constraint
+   taken from the pool below or made, so the engine thread never builds one), then advanced by the
    engine thread; and its text, held back while it could still be the start of a stop string. */
 
 enum mms__serve_phase {
@@ -20,7 +20,8 @@ struct mms__serve_req {
     int                      n_images;
     struct mms_sampler      *sampler;
     struct mms_grammar      *grammar;             /* a copy of the request's (NULL: free text) */
-    struct mms_constraint   *constraint;          /* the sampler's, over the grammar */
+    struct mms_constraint   *constraint;          /* the sampler's, over the grammar; back to the pool at the end */
+    bool                     constraint_reused;   /* taken from the pool */
     int                      max_tokens;
     char                   **stop;                /* copies; stop_len[i] bytes each */
     size_t                  *stop_len;
@@ -54,6 +55,63 @@ static void mms__serve_req_free(struct mms__serve_req *q) {
     mms_constraint_free(q->constraint);
     mms_grammar_free(q->grammar);
     memset(q, 0, sizeof *q);
+}
+
+/* -- constraints kept for the next request of the same grammar --
+   A server's clients tend to send one schema again and again. A constraint caches the masks of the
+   states it met, so one taken back from an ended request answers those states at once, where a new
+   one walks the vocabulary again. The pool keeps up to cap idle (grammar, constraint) pairs keyed
+   by the grammar's text and drops the one unused longest; it lives in the hub, under its lock. A
+   constraint is reset when taken: nothing of one answer reaches another but the cached masks,
+   which depend on the grammar and the vocabulary alone. */
+
+struct mms__serve_idle_constraint {
+    struct mms_grammar    *grammar;
+    struct mms_constraint *constraint;
+    int64_t                last_use;
+};
+
+struct mms__serve_pool {
+    struct mms__serve_idle_constraint *idle;
+    int                                n, cap;
+    int64_t                            clock;
+};
+
+/* Takes the idle pair whose grammar's text is text, or returns false. */
+static bool mms__serve_pool_take(struct mms__serve_pool *p, const char *text, struct mms_grammar **g, struct mms_constraint **c) {
+    int i;
+    for (i = 0; i < p->n; i++)
+        if (!strcmp(mms_grammar_text(p->idle[i].grammar), text)) {
+            *g = p->idle[i].grammar;
+            *c = p->idle[i].constraint;
+            p->idle[i] = p->idle[--p->n];
+            mms_constraint_reset(*c);
+            return true;
+        }
+    return false;
+}
+
+/* Keeps the pair (or frees it when the pool has no room: cap 0, or out of memory). */
+static void mms__serve_pool_put(struct mms__serve_pool *p, struct mms_grammar *g, struct mms_constraint *c) {
+    int i, oldest = 0;
+    if (p->cap > 0 && !p->idle && (p->idle = (struct mms__serve_idle_constraint *)MMS_MALLOC(sizeof *p->idle * (size_t)p->cap)) == NULL) p->cap = 0;
+    if (p->cap == 0 || c->oom) { mms_constraint_free(c); mms_grammar_free(g); return; }
+    if (p->n == p->cap) {                        /* full: the one unused longest goes */
+        for (i = 1; i < p->n; i++) if (p->idle[i].last_use < p->idle[oldest].last_use) oldest = i;
+        mms_constraint_free(p->idle[oldest].constraint);
+        mms_grammar_free(p->idle[oldest].grammar);
+        p->idle[oldest] = p->idle[--p->n];
+    }
+    p->idle[p->n].grammar = g;
+    p->idle[p->n].constraint = c;
+    p->idle[p->n++].last_use = ++p->clock;
+}
+
+static void mms__serve_pool_free(struct mms__serve_pool *p) {
+    int i;
+    for (i = 0; i < p->n; i++) { mms_constraint_free(p->idle[i].constraint); mms_grammar_free(p->idle[i].grammar); }
+    MMS_FREE(p->idle);
+    memset(p, 0, sizeof *p);
 }
 
 /* The prompt's text: the messages through mms_mllama_chat_prompt, or the raw prompt. */
@@ -116,14 +174,6 @@ static enum mms_status mms__serve_req_prepare(struct mms__serve_req *q, const st
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_engine_submit: the messages show %d pictures and the request gives %d", shown, r->n_images);
     if (!(q->sampler = mms_sampler_new(&r->sampling)))
         return mms__error_context(mms_last_status(), "mms_engine_submit: sampling: %s", mms_last_error());
-    if (r->grammar) {                   /* copied through its text: the caller may free it on return */
-        const char *gt = mms_grammar_text(r->grammar);
-        if (!(q->grammar = mms_grammar_parse(gt, strlen(gt))) || !(q->constraint = mms_constraint_new(q->grammar, vocab))) {
-            mms__error_context(mms_last_status(), "mms_engine_submit: grammar: %s", mms_last_error());
-            goto fail;
-        }
-        mms_sampler_set_constraint(q->sampler, q->constraint);
-    }
     if (!(text = mms__serve_prompt_text(r))) goto fail;
     n = mms_tokenize(vocab, text, strlen(text), NULL, 0, r->prompt != NULL, true);
     if (n >= 0 && !(q->tokens = (int32_t *)MMS_MALLOC(sizeof *q->tokens * (size_t)(n + 1)))) n = mms_set_error(MMS_ERR_OOM, "mms_engine_submit: out of host memory");
