@@ -8271,8 +8271,8 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 }
 /* ==== end src/backend/cpu/ops_elementwise.c ==== */
 
-/* ==== begin src/backend/cpu/quant_dot.c ==== */
-/* >>cpu-quant-dot ==================================================================================
+/* ==== begin src/backend/cpu/quant/activations.c ==== */
+/* >>cpu-quant ======================================================================================
    Products with quantized weights on integer kernels (AVX2, AVX-512 with VNNI, NEON with or without
    sdot; the scalar set has none and dequantizes). Decode (row dots): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
@@ -8286,13 +8286,17 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations.
    Prompt-size products (and decode on weights kept repacked) run on 8 weight rows side by side (the
-   repacked layouts and their 8 x 4 kernels below; AVX-512: two groups, 16 rows, in a zmm register,
+   repacked layouts and their 8 x 4 kernels of tiles.c; AVX-512: two groups, 16 rows, in a zmm register,
    and 4-row forms of the Q4_0 and Q4_K row dots). The AVX-512 bodies make the same integer sums and
-   float operations as AVX2's, so both sets give the same bits. The table at the end chooses the
-   kernels per weight type and kernel set. */
+   float operations as AVX2's, so both sets give the same bits. The tables of cards.c choose the
+   kernels per weight type and kernel set.
+   The folder's rooms, each on what the ones before it define: activations.c (the activation rows
+   in 8 bits), row_dots.c (weight rows as they are: AVX2, then AVX-512), tiles.c (the layouts of 8
+   rows side by side and their kernels: AVX2 and AVX-512), neon.c (the NEON sets' row dots) and
+   cards.c (the formats and kernel cards that choose among all of these). */
 
 /* The most columns (sequences of one decode step) a product takes through the decode kernels
-   where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
+   where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (row_dots.c). */
 #define MMS__DECODE_MAX_COLS 8
 
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
@@ -8411,97 +8415,13 @@ static void mms__q8_act_unsigned(void *y, int64_t K) {
     for (i = 0; i < K / 32; i++)
         for (k = 0; k < 32; k++) b[i].qs[k] = (int8_t)(uint8_t)((uint8_t)b[i].qs[k] ^ 0x80u);
 }
+/* ==== end src/backend/cpu/quant/activations.c ==== */
 
-/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
-   qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
-   blocks, permuted, so weights can be kept in this layout (the CPU_REPACK buffer type). Q8_0 the
-   same way with its 32 bytes of values (see mms__gemv_q8_0x8_avx2): 272 bytes. */
-struct mms__q4_0x8 { mms_fp16_t d[8]; uint32_t qs[4][8]; };
-struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
-
-/* Both layouts for a block of an f16 scale and nq dwords (Q4_0: 4, Q8_0: 8): rows[0..n) (n <= 8;
-   the others zero) of K values into K / 32 packed blocks, and the inverse for 8 rows. */
-static void mms__pack_scale_dwords_x8(const void *const *rows, int n, int64_t K, int nq, void *dstv) {
-    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
-    uint8_t *dst = (uint8_t *)dstv;
-    int64_t b;
-    int r, k;
-    for (b = 0; b < K / 32; b++, dst += 8 * raw)
-        for (r = 0; r < 8; r++) {
-            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * raw : NULL;
-            for (k = -1; k < nq; k++) {   /* k = -1: the scale */
-                uint8_t *to = k < 0 ? dst + sizeof(mms_fp16_t) * (size_t)r : dst + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r);
-                const size_t len = k < 0 ? sizeof(mms_fp16_t) : 4;
-                if (src) memcpy(to, k < 0 ? src : src + sizeof(mms_fp16_t) + 4 * (size_t)k, len);
-                else memset(to, 0, len);
-            }
-        }
-}
-
-static void mms__unpack_scale_dwords_x8(const void *srcv, int64_t K, int nq, void *const *rows) {
-    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
-    const uint8_t *src = (const uint8_t *)srcv;
-    int64_t b;
-    int r, k;
-    for (b = 0; b < K / 32; b++, src += 8 * raw)
-        for (r = 0; r < 8; r++) {
-            uint8_t *dst = (uint8_t *)rows[r] + (size_t)b * raw;
-            memcpy(dst, src + sizeof(mms_fp16_t) * (size_t)r, sizeof(mms_fp16_t));
-            for (k = 0; k < nq; k++) memcpy(dst + sizeof(mms_fp16_t) + 4 * (size_t)k, src + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r), 4);
-        }
-}
-
-static void mms__pack_q4_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 4, dst); }
-static void mms__unpack_q4_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 4, rows); }
-static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 8, dst); }
-static void mms__unpack_q8_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 8, rows); }
-
-#if MMS__HAVE_AVX2
-/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
-static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
-    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
-    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
-    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
-    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
-    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
-    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
-    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
-    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
-}
-
-/* 8 rows' blocks at a time (the layouts of mms__pack_scale_dwords_x8): dwords transposed 4 rows by
-   4 at a time (the packs run once per thread and tile: block by block in scalar code they cost a
-   third of the kernels' time). */
-static MMS__TARGET_AVX2 void mms__pack_scale_dwords_x8_avx2(const void *const *rows, int64_t K, int nq, void *dstv) {
-    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
-    uint8_t *dst = (uint8_t *)dstv;
-    int64_t b;
-    int r, h;
-    for (b = 0; b < K / 32; b++, dst += 8 * raw) {
-        const uint8_t *src[8];
-        uint32_t *qs = (uint32_t *)(void *)(dst + 8 * sizeof(mms_fp16_t));
-        for (r = 0; r < 8; r++) {
-            src[r] = (const uint8_t *)rows[r] + (size_t)b * raw;
-            memcpy(dst + sizeof(mms_fp16_t) * (size_t)r, src[r], sizeof(mms_fp16_t));
-            src[r] += sizeof(mms_fp16_t);
-        }
-        for (h = 0; h < nq / 4; h++) {   /* dwords 4h..4h + 3 */
-            mms__transpose_dwords4(src, qs + 32 * h);
-            mms__transpose_dwords4(src + 4, qs + 32 * h + 4);
-            for (r = 0; r < 8; r++) src[r] += 16;
-        }
-    }
-}
-
-static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 4, dst);
-    else mms__pack_q4_0x8_rows(rows, n, K, dst);
-}
-static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 8, dst);
-    else mms__pack_q8_0x8_rows(rows, n, K, dst);
-}
-#endif
+/* ==== begin src/backend/cpu/quant/row_dots.c ==== */
+/* >>cpu-quant-row-dots =============================================================================
+   One weight row as it is stored against one activation row (decode), or against 4 of them, and
+   AVX-512's 4-row forms: the AVX2 bodies first, then AVX-512's, which make the same integer sums
+   and float operations (the same bits). */
 
 #if MMS__HAVE_AVX2
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
@@ -8510,7 +8430,7 @@ static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
 }
 
 /* The byte products u * s (u unsigned, s signed) added into acc per int32 lane: row r's 4 products
-   of a dword (the 8-row kernels below). With VNNI (the AVX-512 set) one vpdpbusd adds them to the
+   of a dword (the 8-row kernels of tiles.c). With VNNI (the AVX-512 set) one vpdpbusd adds them to the
    lane's int32. Without, maddubs adds them to its two int16 halves, which the caller keeps in range
    and mms__u8s8_widen sums. One body serves both sets, so the instruction is written as assembly: an
    AVX2 function cannot hold the AVX-512 intrinsic (in it, this branch is never taken). */
@@ -8728,7 +8648,7 @@ MMS__UNROLL4
 
 
 /* -- one weight row against 4 activation rows (weights as they are: the K types at 4 columns,
-   Q8_0 at up to 8; prompt sizes take the 8-row kernels below) --
+   Q8_0 at up to 8; prompt sizes take the 8-row kernels of tiles.c) --
    The weight row's unpacking (nibbles, scales) is done once for 4 columns of activations, which
    stay in L1 while the rows of a weight tile stream past from L2; the sub-block scales multiply in
    integers, so the float work is one conversion and FMA per 256 values and column. The products
@@ -8840,6 +8760,260 @@ MMS__UNROLL4
     }
 MMS__UNROLL4
     for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+}
+
+/* -- AVX-512 -- */
+MMS__AVX512_CODE_BEGIN
+/* Two 32-byte loads as one zmm register (lo in its low half). */
+static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
+   vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
+   blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
+   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
+static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
+    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);   /* b[i + k].d: word 9 k */
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const int64_t nb = K / 32;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i + 4 <= nb; i += 4) {
+        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[i].qs)), lo, hi, dot, off;
+        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
+        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
+        const __m128 dw = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, _mm512_loadu_si512(b + i))));
+        const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d))));
+        __m512 f;
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 2].qs), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 3].qs), 3);
+        lo = _mm512_and_si512(q, m4);
+        hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+        off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi);
+        f = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, off));
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc);
+        acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)), acc);
+        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 4 * sizeof *b, 3);
+    }
+    return mms__dot_q4_0_from_avx2(nb, b, x, i, acc);
+}
+
+/* Q4_0 decode, n <= 4 rows w_stride bytes apart against one activation row: each pair of rows in
+   one zmm register, row 2p in lanes 0..7, 2p + 1 in 8..15, so the activations' regrouping, their
+   offset term (taken off by starting the sums at it, negated) and scales are made once for all
+   rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
+   their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
+   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
+   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
+static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
+                                                         const struct mms__block_q8_act *x, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
+    const __m512i qs_words = _mm512_set_epi16(35, 34, 33, 32, 31, 30, 29, 28, 26, 25, 24, 23, 22, 21, 20, 19,
+                                              17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);   /* block k: words 9 k + 1 .. 9 k + 8 */
+    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);   /* the d of 4 blocks of two rows */
+    const __m512i first = _mm512_set_epi32(5, 5, 5, 5, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0);   /* blocks 0, 1 of each row */
+    const __m512i second = _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 3, 3, 3, 3, 2, 2, 2, 2);  /* blocks 2, 3 */
+    const int64_t nb = K / 32;
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t i;
+    int p;
+    for (i = 0; i + 4 <= nb; i += 4) {
+        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
+        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
+        const __m512i neg_off = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi));
+        const __m128 xd = _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d);
+        const __m256 xd2 = _mm256_set_m128(xd, xd);
+        for (p = 0; p < np; p++) {
+            const struct mms__block_q4_0 *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
+            const __m512i z0 = _mm512_loadu_si512(b0), z1 = _mm512_loadu_si512(b1);   /* 64 of each row's 72 bytes */
+            const __m512i q0 = _mm512_permutex2var_epi16(z0, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b0 + 64))));
+            const __m512i q1 = _mm512_permutex2var_epi16(z1, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b1 + 64))));
+            const __m512i s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q0, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), ahi);
+            const __m512i s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q1, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), ahi);
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, d_words, z1))), xd2);
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0x44)), _mm512_permutexvar_ps(first, _mm512_castps256_ps512(d)), acc[p]);
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
+        }
+        /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
+           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
+        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
+    }
+    for (p = 0; p < np; p++) {
+        out[2 * p] = mms__dot_q4_0_from_avx2(nb, b[2 * p], x, i, _mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = mms__dot_q4_0_from_avx2(nb, b[2 * p + 1], x, i, _mm512_extractf32x8_ps(acc[p], 1));
+    }
+}
+static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
+    const struct mms__block_q4_0 *b[4];
+    int r;
+    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_0 *)((const char *)w + (size_t)r * w_stride);
+    if (n >= 4) mms__dot_rows_q4_0_body(2, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);   /* constant pairs: acc kept in registers */
+    else if (n >= 2) mms__dot_rows_q4_0_body(1, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);
+    if (n & 1) out[n - 1] = mms__dot_q4_0_avx512(K, b[n - 1], xv);
+}
+
+/* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
+   2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
+   broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
+   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
+   row dots with the weights in cache (docs/measurements.md). */
+static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
+                                                         const struct mms__block_q8_k *x, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i d_lanes = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);   /* d of row 2p, of 2p + 1 */
+    const __m256i dmin_lanes = _mm256_set_epi32(3, 3, 3, 3, 1, 1, 1, 1);
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    __m256 acc_min[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+    int64_t i;
+    int p, j;
+    for (i = 0; i < K / MMS__QK_K; i++, x++) {
+        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
+        const __m256i bsums2 = _mm256_set_m128i(bsums, bsums);
+        const __m128 xd = _mm_set1_ps(x->d);
+        __m512i xq[8];   /* chunk j's 32 activations for the low nibbles, then the high ones, in both halves */
+        for (j = 0; j < 8; j++) xq[j] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j)));
+        for (p = 0; p < np; p++) {
+            const struct mms__block_q4_k *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
+            const __m256i sm0 = mms__q4_k_scales_mins(b0->scales), sm1 = mms__q4_k_scales_mins(b1->scales);
+            const __m512i sc = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sm0), _mm512_castsi256_si512(sm1), 0x00);
+            const __m128 d = _mm_mul_ps(_mm_movelh_ps(mms__fp16x2_to_f32(&b0->d), mms__fp16x2_to_f32(&b1->d)), xd);   /* d, dmin of each */
+            __m512i sumi = _mm512_setzero_si512();
+MMS__UNROLL4
+            for (j = 0; j < 4; j++) {
+                const __m512i q = mms__pair256(b0->qs + 32 * j, b1->qs + 32 * j);
+                const short lo = (short)((4 * j + 1) << 8 | 4 * j), hi = (short)((4 * j + 3) << 8 | (4 * j + 2));   /* words 2j, 2j + 1 */
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(q, m4), xq[2 * j]), _mm512_shuffle_epi8(sc, _mm512_set1_epi16(lo)));
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), xq[2 * j + 1]),
+                                           _mm512_shuffle_epi8(sc, _mm512_set1_epi16(hi)));
+            }
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_permutexvar_ps(d_lanes, _mm512_castps128_ps512(d)), acc[p]);
+            acc_min[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_permute2x128_si256(sm0, sm1, 0x31), bsums2)),
+                                         _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), dmin_lanes), acc_min[p]);
+        }
+        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * sizeof *b[0], 3);   /* see the Q4_0 kernel */
+    }
+    for (p = 0; p < np; p++) {
+        out[2 * p] = mms__hsum256(_mm256_sub_ps(_mm512_castps512_ps256(acc[p]), _mm256_set_m128(_mm_setzero_ps(), _mm256_castps256_ps128(acc_min[p]))));
+        out[2 * p + 1] = mms__hsum256(_mm256_sub_ps(_mm512_extractf32x8_ps(acc[p], 1), _mm256_set_m128(_mm_setzero_ps(), _mm256_extractf128_ps(acc_min[p], 1))));
+    }
+}
+static MMS__TARGET_AVX512 void mms__dot_rows_q4_k_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
+    const struct mms__block_q4_k *b[4];
+    int r;
+    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_k *)((const char *)w + (size_t)r * w_stride);
+    if (n >= 4) mms__dot_rows_q4_k_body(2, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
+    else if (n >= 2) mms__dot_rows_q4_k_body(1, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
+    if (n & 1) out[n - 1] = mms__dot_q4_k_avx2(K, b[n - 1], xv);
+}
+MMS__AVX512_CODE_END
+#endif
+/* ==== end src/backend/cpu/quant/row_dots.c ==== */
+
+/* ==== begin src/backend/cpu/quant/tiles.c ==== */
+/* >>cpu-quant-tiles ================================================================================
+   The layouts of 8 weight rows side by side (one block of each row, permuted; CPU_REPACK buffers
+   keep weights this way, repack.c) with their portable and AVX2 packs, then the kernels that read
+   them: 8 rows against 4 columns (prompts; AVX2, and AVX-512 with VNNI from the same bodies),
+   AVX-512's 16 rows in one register, and one column against groups side by side (decode on
+   repacked weights). */
+
+/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
+   qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
+   blocks, permuted, so weights can be kept in this layout (the CPU_REPACK buffer type). Q8_0 the
+   same way with its 32 bytes of values (see mms__gemv_q8_0x8_avx2): 272 bytes. */
+struct mms__q4_0x8 { mms_fp16_t d[8]; uint32_t qs[4][8]; };
+struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
+
+/* Both layouts for a block of an f16 scale and nq dwords (Q4_0: 4, Q8_0: 8): rows[0..n) (n <= 8;
+   the others zero) of K values into K / 32 packed blocks, and the inverse for 8 rows. */
+static void mms__pack_scale_dwords_x8(const void *const *rows, int n, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, dst += 8 * raw)
+        for (r = 0; r < 8; r++) {
+            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * raw : NULL;
+            for (k = -1; k < nq; k++) {   /* k = -1: the scale */
+                uint8_t *to = k < 0 ? dst + sizeof(mms_fp16_t) * (size_t)r : dst + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r);
+                const size_t len = k < 0 ? sizeof(mms_fp16_t) : 4;
+                if (src) memcpy(to, k < 0 ? src : src + sizeof(mms_fp16_t) + 4 * (size_t)k, len);
+                else memset(to, 0, len);
+            }
+        }
+}
+
+static void mms__unpack_scale_dwords_x8(const void *srcv, int64_t K, int nq, void *const *rows) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    const uint8_t *src = (const uint8_t *)srcv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, src += 8 * raw)
+        for (r = 0; r < 8; r++) {
+            uint8_t *dst = (uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst, src + sizeof(mms_fp16_t) * (size_t)r, sizeof(mms_fp16_t));
+            for (k = 0; k < nq; k++) memcpy(dst + sizeof(mms_fp16_t) + 4 * (size_t)k, src + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r), 4);
+        }
+}
+
+static void mms__pack_q4_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 4, dst); }
+static void mms__unpack_q4_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 4, rows); }
+static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 8, dst); }
+static void mms__unpack_q8_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 8, rows); }
+
+#if MMS__HAVE_AVX2
+/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
+static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
+    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
+    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
+    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
+}
+
+/* 8 rows' blocks at a time (the layouts of mms__pack_scale_dwords_x8): dwords transposed 4 rows by
+   4 at a time (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
+static MMS__TARGET_AVX2 void mms__pack_scale_dwords_x8_avx2(const void *const *rows, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
+    int64_t b;
+    int r, h;
+    for (b = 0; b < K / 32; b++, dst += 8 * raw) {
+        const uint8_t *src[8];
+        uint32_t *qs = (uint32_t *)(void *)(dst + 8 * sizeof(mms_fp16_t));
+        for (r = 0; r < 8; r++) {
+            src[r] = (const uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst + sizeof(mms_fp16_t) * (size_t)r, src[r], sizeof(mms_fp16_t));
+            src[r] += sizeof(mms_fp16_t);
+        }
+        for (h = 0; h < nq / 4; h++) {   /* dwords 4h..4h + 3 */
+            mms__transpose_dwords4(src, qs + 32 * h);
+            mms__transpose_dwords4(src + 4, qs + 32 * h + 4);
+            for (r = 0; r < 8; r++) src[r] += 16;
+        }
+    }
+}
+
+static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 4, dst);
+    else mms__pack_q4_0x8_rows(rows, n, K, dst);
+}
+static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 8, dst);
+    else mms__pack_q8_0x8_rows(rows, n, K, dst);
 }
 #endif
 
@@ -9367,9 +9541,6 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
    tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
-static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
-}
 /* 16 rows' bytes (8 from each group) as int32 lanes */
 static MMS__TARGET_AVX512 __m512i mms__bytes16_u32(const uint8_t *lo, const uint8_t *hi) {
     return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)lo), _mm_loadl_epi64((const __m128i *)hi)));
@@ -9572,152 +9743,6 @@ MMS__UNROLL8
     }
 MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
-}
-
-/* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
-   vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
-   blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
-   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
-static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
-    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
-    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
-    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);   /* b[i + k].d: word 9 k */
-    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const int64_t nb = K / 32;
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i;
-    for (i = 0; i + 4 <= nb; i += 4) {
-        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[i].qs)), lo, hi, dot, off;
-        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
-        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
-        const __m128 dw = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, _mm512_loadu_si512(b + i))));
-        const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d))));
-        __m512 f;
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 2].qs), 2);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 3].qs), 3);
-        lo = _mm512_and_si512(q, m4);
-        hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
-        off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi);
-        f = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, off));
-        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc);
-        acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)), acc);
-        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 4 * sizeof *b, 3);
-    }
-    return mms__dot_q4_0_from_avx2(nb, b, x, i, acc);
-}
-
-/* Q4_0 decode, n <= 4 rows w_stride bytes apart against one activation row: each pair of rows in
-   one zmm register, row 2p in lanes 0..7, 2p + 1 in 8..15, so the activations' regrouping, their
-   offset term (taken off by starting the sums at it, negated) and scales are made once for all
-   rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
-   their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
-   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
-   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
-static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
-                                                         const struct mms__block_q8_act *x, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
-    const __m512i qs_words = _mm512_set_epi16(35, 34, 33, 32, 31, 30, 29, 28, 26, 25, 24, 23, 22, 21, 20, 19,
-                                              17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);   /* block k: words 9 k + 1 .. 9 k + 8 */
-    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);   /* the d of 4 blocks of two rows */
-    const __m512i first = _mm512_set_epi32(5, 5, 5, 5, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0);   /* blocks 0, 1 of each row */
-    const __m512i second = _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 3, 3, 3, 3, 2, 2, 2, 2);  /* blocks 2, 3 */
-    const int64_t nb = K / 32;
-    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
-    int64_t i;
-    int p;
-    for (i = 0; i + 4 <= nb; i += 4) {
-        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
-        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
-        const __m512i neg_off = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi));
-        const __m128 xd = _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d);
-        const __m256 xd2 = _mm256_set_m128(xd, xd);
-        for (p = 0; p < np; p++) {
-            const struct mms__block_q4_0 *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
-            const __m512i z0 = _mm512_loadu_si512(b0), z1 = _mm512_loadu_si512(b1);   /* 64 of each row's 72 bytes */
-            const __m512i q0 = _mm512_permutex2var_epi16(z0, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b0 + 64))));
-            const __m512i q1 = _mm512_permutex2var_epi16(z1, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b1 + 64))));
-            const __m512i s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q0, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), ahi);
-            const __m512i s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q1, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), ahi);
-            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, d_words, z1))), xd2);
-            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0x44)), _mm512_permutexvar_ps(first, _mm512_castps256_ps512(d)), acc[p]);
-            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
-        }
-        /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
-           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
-        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
-    }
-    for (p = 0; p < np; p++) {
-        out[2 * p] = mms__dot_q4_0_from_avx2(nb, b[2 * p], x, i, _mm512_castps512_ps256(acc[p]));
-        out[2 * p + 1] = mms__dot_q4_0_from_avx2(nb, b[2 * p + 1], x, i, _mm512_extractf32x8_ps(acc[p], 1));
-    }
-}
-static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
-    const struct mms__block_q4_0 *b[4];
-    int r;
-    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_0 *)((const char *)w + (size_t)r * w_stride);
-    if (n >= 4) mms__dot_rows_q4_0_body(2, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);   /* constant pairs: acc kept in registers */
-    else if (n >= 2) mms__dot_rows_q4_0_body(1, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);
-    if (n & 1) out[n - 1] = mms__dot_q4_0_avx512(K, b[n - 1], xv);
-}
-
-/* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
-   2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
-   broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
-   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
-   row dots with the weights in cache (docs/measurements.md). */
-static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
-                                                         const struct mms__block_q8_k *x, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i d_lanes = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);   /* d of row 2p, of 2p + 1 */
-    const __m256i dmin_lanes = _mm256_set_epi32(3, 3, 3, 3, 1, 1, 1, 1);
-    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
-    __m256 acc_min[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
-    int64_t i;
-    int p, j;
-    for (i = 0; i < K / MMS__QK_K; i++, x++) {
-        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
-        const __m256i bsums2 = _mm256_set_m128i(bsums, bsums);
-        const __m128 xd = _mm_set1_ps(x->d);
-        __m512i xq[8];   /* chunk j's 32 activations for the low nibbles, then the high ones, in both halves */
-        for (j = 0; j < 8; j++) xq[j] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j)));
-        for (p = 0; p < np; p++) {
-            const struct mms__block_q4_k *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
-            const __m256i sm0 = mms__q4_k_scales_mins(b0->scales), sm1 = mms__q4_k_scales_mins(b1->scales);
-            const __m512i sc = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sm0), _mm512_castsi256_si512(sm1), 0x00);
-            const __m128 d = _mm_mul_ps(_mm_movelh_ps(mms__fp16x2_to_f32(&b0->d), mms__fp16x2_to_f32(&b1->d)), xd);   /* d, dmin of each */
-            __m512i sumi = _mm512_setzero_si512();
-MMS__UNROLL4
-            for (j = 0; j < 4; j++) {
-                const __m512i q = mms__pair256(b0->qs + 32 * j, b1->qs + 32 * j);
-                const short lo = (short)((4 * j + 1) << 8 | 4 * j), hi = (short)((4 * j + 3) << 8 | (4 * j + 2));   /* words 2j, 2j + 1 */
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(q, m4), xq[2 * j]), _mm512_shuffle_epi8(sc, _mm512_set1_epi16(lo)));
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), xq[2 * j + 1]),
-                                           _mm512_shuffle_epi8(sc, _mm512_set1_epi16(hi)));
-            }
-            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_permutexvar_ps(d_lanes, _mm512_castps128_ps512(d)), acc[p]);
-            acc_min[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_permute2x128_si256(sm0, sm1, 0x31), bsums2)),
-                                         _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), dmin_lanes), acc_min[p]);
-        }
-        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * sizeof *b[0], 3);   /* see the Q4_0 kernel */
-    }
-    for (p = 0; p < np; p++) {
-        out[2 * p] = mms__hsum256(_mm256_sub_ps(_mm512_castps512_ps256(acc[p]), _mm256_set_m128(_mm_setzero_ps(), _mm256_castps256_ps128(acc_min[p]))));
-        out[2 * p + 1] = mms__hsum256(_mm256_sub_ps(_mm512_extractf32x8_ps(acc[p], 1), _mm256_set_m128(_mm_setzero_ps(), _mm256_extractf128_ps(acc_min[p], 1))));
-    }
-}
-static MMS__TARGET_AVX512 void mms__dot_rows_q4_k_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
-    const struct mms__block_q4_k *b[4];
-    int r;
-    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_k *)((const char *)w + (size_t)r * w_stride);
-    if (n >= 4) mms__dot_rows_q4_k_body(2, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
-    else if (n >= 2) mms__dot_rows_q4_k_body(1, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
-    if (n & 1) out[n - 1] = mms__dot_q4_k_avx2(K, b[n - 1], xv);
 }
 MMS__AVX512_CODE_END
 
@@ -9929,6 +9954,12 @@ MMS__UNROLL4
 }
 MMS__AVX512_CODE_END
 #endif
+/* ==== end src/backend/cpu/quant/tiles.c ==== */
+
+/* ==== begin src/backend/cpu/quant/neon.c ==== */
+/* >>cpu-quant-neon =================================================================================
+   The NEON and NEON dotprod sets' row dots (the sets have no tile kernels: their prompts dequantize
+   into the f32 GEMM, their repacked weights are unpacked a tile at a time). */
 
 #if MMS__HAVE_NEON
 /* The NEON dots: the weights unpacked to signed bytes (Q4_0's - 8 and Q6_K's - 32 applied in
@@ -10044,7 +10075,9 @@ MMS__NEON_Q8_DOTS(neon, , mms__dot_s8_neon)
 MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
 #undef MMS__NEON_Q8_DOTS
 #endif
+/* ==== end src/backend/cpu/quant/neon.c ==== */
 
+/* ==== begin src/backend/cpu/quant/cards.c ==== */
 /* >>cpu-quant-cards ===============================================================================
    Who multiplies a quantized weight type: its format (one row per type, whatever the kernel set)
    and its kernel card (one row per type in each kernel set's table). ops_matmul and repack.c read
@@ -10193,18 +10226,18 @@ static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
     }
 #undef MMS__CARD_IN
 }
-/* ==== end src/backend/cpu/quant_dot.c ==== */
+/* ==== end src/backend/cpu/quant/cards.c ==== */
 
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
    prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
-   before its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
    thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
    repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
    by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
    Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
-   in quant_dot): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
+   in quant/cards.c): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
    Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
    scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
    tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
@@ -10294,7 +10327,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count. Which integer kernels quantized weights take on the
-   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   kernel set in use, and from which column count, is their kernel card's (quant/cards.c:
    struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
    mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
    out its scratch; tests/test_mm_plan.c checks its choices on their own. mms__cpu_mul_mat is the
@@ -10309,13 +10342,13 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      straight from the rows (SIMD: 4 rows of weights against one column at a time, or on AVX2 2 rows
      against 4 columns, on AVX-512 4 rows against up to 4 columns or 2 rows against up to 8, f16
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
-     it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
+     it; quantized weights against 8-bit activations, see quant/row_dots.c), so the weights stream from
      memory exactly once.
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
-     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form

@@ -3,7 +3,7 @@
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count. Which integer kernels quantized weights take on the
-   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   kernel set in use, and from which column count, is their kernel card's (quant/cards.c:
    struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
    mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
    out its scratch; tests/test_mm_plan.c checks its choices on their own. mms__cpu_mul_mat is the
@@ -18,13 +18,13 @@
      straight from the rows (SIMD: 4 rows of weights against one column at a time, or on AVX2 2 rows
      against 4 columns, on AVX-512 4 rows against up to 4 columns or 2 rows against up to 8, f16
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
-     it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
+     it; quantized weights against 8-bit activations, see quant/row_dots.c), so the weights stream from
      memory exactly once.
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
-     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
