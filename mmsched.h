@@ -8156,6 +8156,30 @@ struct mms__compute_params {
     struct mms__compute_state *state;
 };
 
+/* The rows of a tensor that part p takes (mms__split of them), one at a time:
+       struct mms__part_rows rows = mms__part_rows_of(p, t);
+       while (mms__next_row(&rows, &i1, &i2, &i3)) ...   (the row's number in rows.r) */
+struct mms__part_rows {
+    const int64_t *ne;
+    int64_t        r, end;
+};
+
+static struct mms__part_rows mms__part_rows_of(const struct mms__compute_params *p, const struct mms_tensor *t) {
+    struct mms__part_rows rows;
+    int64_t lo;
+    mms__split(mms_nrows(t), p->ith, p->nth, &lo, &rows.end);
+    rows.ne = t->ne;
+    rows.r = lo - 1;
+    return rows;
+}
+
+/* The next row's indices; false past the part's last. */
+static bool mms__next_row(struct mms__part_rows *rows, int64_t *i1, int64_t *i2, int64_t *i3) {
+    if (rows->r + 1 >= rows->end) return false;
+    mms__unravel_row(rows->ne, ++rows->r, i1, i2, i3);
+    return true;
+}
+
 /* A kernel that meets bad data (an index out of range) reports it; the graph stops after the node. */
 static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
 static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) {
@@ -8190,13 +8214,11 @@ static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tens
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t ne0 = dst->ne[0], nb0 = b->ne[0];
     float *abuf = p->wdata, *bbuf = abuf + ne0, *obuf = bbuf + ne0;
-    int64_t r, lo, hi, k;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t k, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x, *y;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         y = mms__load_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3], bbuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
@@ -8211,13 +8233,11 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
     const enum mms_op op = dst->op;
     const float s = op == MMS_OP_SCALE ? mms_get_op_params_f32(dst, 0) : 0.0f;
     float *abuf = p->wdata, *obuf = abuf + ne0;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         mms__vec_unary_f32(op, ne0, out, x, s);
@@ -8230,13 +8250,12 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
 static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(a->type);
-    int64_t lo, hi, r, i;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t lo, hi, i, a1, a2, a3;
     if (a->ne[0] == dst->ne[0]) {          /* rows line up one to one */
-        mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-        for (r = lo; r < hi; r++) {
-            int64_t a1, a2, a3, d1, d2, d3;
-            mms__unravel_row(a->ne, r, &a1, &a2, &a3);
-            mms__unravel_row(dst->ne, r, &d1, &d2, &d3);
+        while (mms__next_row(&part, &a1, &a2, &a3)) {
+            int64_t d1, d2, d3;
+            mms__unravel_row(dst->ne, part.r, &d1, &d2, &d3);
             if (a->type == dst->type) {
                 const char *s = mms__row_ptr(a, a1, a2, a3);
                 char *d = mms__row_ptr(dst, d1, d2, d3);
@@ -10761,15 +10780,11 @@ static void mms__mm_rows_dots(struct mms__mm_tile *t) {
     mms__mm_dots_f32(t->K, arows, t->mr, t->brows, t->nr, t->out, t->ldo);
 }
 
-/* ZERO: an empty product (K = 0) is zeros, the rows split among the threads. */
+/* ZERO: an empty product (K = 0) is zeros, the part's rows of them. */
 static void mms__mm_zero(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
-        memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)dst->ne[0] * sizeof(float));
-    }
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)dst->ne[0] * sizeof(float));
 }
 
 static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
@@ -10797,14 +10812,12 @@ static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor
     const int64_t n = dst->ne[0];
     const float eps = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out, scale;
         double sum, sq, mean = 0.0;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         if (dst->op == MMS_OP_NORM) {           /* the mean first, then squares around it */
@@ -10820,13 +10833,11 @@ static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor
 
 static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         double sum = 0.0;
-        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, p->wdata);
         for (i = 0; i < a->ne[0]; i++) sum += x[i];
         *(float *)mms__row_ptr(dst, i1, i2, i3) = (float)sum;
@@ -10835,16 +10846,15 @@ static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_te
 
 static void mms__cpu_argmax(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3, best = 0;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
+        int64_t best = 0;
         const float *x;
-        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, p->wdata);
         for (i = 1; i < a->ne[0]; i++)
             if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;   /* NaN never wins */
-        ((int32_t *)dst->data)[r] = (int32_t)best;
+        ((int32_t *)dst->data)[part.r] = (int32_t)best;
     }
 }
 /* ==== end src/backend/cpu/ops_norm.c ==== */
@@ -10878,13 +10888,11 @@ static void mms__cpu_soft_max(const struct mms__compute_params *p, struct mms_te
     const int64_t n = dst->ne[0];
     const float scale = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n, *mbuf = obuf + n;
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out, max;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         mms__vec_axpb_f32(n, out, x, scale, mask ? mms__mask_span(mask, mms__mask_row(mask, i1, i2, i3), 0, n, mbuf) : NULL);
@@ -10906,19 +10914,17 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
     const float attn_factor = mms_get_op_params_f32(dst, 6);
     const int64_t n = dst->ne[0], half = n_dims / 2;
     float *abuf = p->wdata, *obuf = abuf + n, *inv_freq = obuf + n, *cs = inv_freq + half, *sn = cs + half;
-    int64_t r, lo, hi, i, cached_token = -1;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i, cached_token = -1, i1, i2, i3;
 
     for (i = 0; i < half; i++) {
         double f = (double)freq_scale * pow((double)freq_base, -2.0 * (double)i / (double)n_dims);
         if (ff) f /= (double)mms__get_f32(ff, i, 0, 0, 0);
         inv_freq[i] = (float)f;
     }
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         if (i2 != cached_token) {            /* angles depend on the token only: share them across heads */
             int32_t position;
             memcpy(&position, (const char *)pos->data + i2 * (int64_t)pos->nb[0], sizeof position);
@@ -11178,12 +11184,10 @@ static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tens
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int dim = mms_get_op_params_i32(dst, 0);
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t idx[4], k;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t idx[4], k;
+    while (mms__next_row(&part, &idx[1], &idx[2], &idx[3])) {
         char *d;
-        mms__unravel_row(dst->ne, r, &idx[1], &idx[2], &idx[3]);
         d = mms__row_ptr(dst, idx[1], idx[2], idx[3]);
         if (dim == 0) {
             mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, idx[1], idx[2], idx[3]), a->nb[0], a->ne[0], ts);
@@ -11200,12 +11204,10 @@ static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tens
 static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         char *d;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         d = mms__row_ptr(dst, i1, i2, i3);
         if (i1 < a->ne[1] && i2 < a->ne[2] && i3 < a->ne[3]) {
             mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, i1, i2, i3), a->nb[0], a->ne[0], ts);
@@ -11218,12 +11220,10 @@ static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor 
 
 static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         int32_t row;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         memcpy(&row, mms__row_ptr(b, i2, i3, 0) + i1 * (int64_t)b->nb[0], sizeof row);
         if (row < 0 || row >= a->ne[1]) {
             mms__compute_fail(p, MMS_ERR_INVALID_ARG, "GET_ROWS %s: index %d at position %lld is outside 0..%lld of %s",
@@ -11240,12 +11240,10 @@ static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_te
 /* Row rows[i] of dst (a view of a) from row i of b, for every (ne2, ne3). */
 static void mms__cpu_set_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *b = dst->src[0], *rows = dst->src[1];
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(b), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, b);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         int32_t row;
-        mms__unravel_row(b->ne, r, &i1, &i2, &i3);
         memcpy(&row, (const char *)rows->data + i1 * (int64_t)rows->nb[0], sizeof row);
         if (row < 0 || row >= dst->ne[1]) {
             mms__compute_fail(p, MMS_ERR_INVALID_ARG, "SET_ROWS %s: index %d at position %lld is outside 0..%lld",
@@ -11266,12 +11264,11 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
     const bool is_2D = mms_get_op_params_i32(dst, 6) != 0;
     const int64_t KW = kern->ne[0], KH = is_2D ? kern->ne[1] : 1, IC = is_2D ? kern->ne[2] : kern->ne[1];
     float *obuf = p->wdata;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t ox, oy, n, ic, ky, kx;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t ox, oy, n;
+    while (mms__next_row(&part, &ox, &oy, &n)) {
+        int64_t ic, ky, kx;
         float *out, *o;
-        mms__unravel_row(dst->ne, r, &ox, &oy, &n);
         if (!is_2D) { n = oy; oy = 0; }
         out = mms__out_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, obuf);
         o = out;
@@ -11293,13 +11290,11 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
 static void mms__cpu_repeat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi, k;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t k, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         char *d;
         const char *s;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         d = mms__row_ptr(dst, i1, i2, i3);
         s = mms__row_ptr(a, i1 % a->ne[1], i2 % a->ne[2], i3 % a->ne[3]);
         for (k = 0; k < dst->ne[0]; k += a->ne[0])

@@ -437,15 +437,11 @@ static void mms__mm_rows_dots(struct mms__mm_tile *t) {
     mms__mm_dots_f32(t->K, arows, t->mr, t->brows, t->nr, t->out, t->ldo);
 }
 
-/* ZERO: an empty product (K = 0) is zeros, the rows split among the threads. */
+/* ZERO: an empty product (K = 0) is zeros, the part's rows of them. */
 static void mms__mm_zero(const struct mms__compute_params *p, struct mms_tensor *dst) {
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
-        memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)dst->ne[0] * sizeof(float));
-    }
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)dst->ne[0] * sizeof(float));
 }
 
 static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
