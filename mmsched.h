@@ -8177,6 +8177,30 @@ struct mms__compute_params {
     struct mms__compute_state *state;
 };
 
+/* The rows of a tensor that part p takes (mms__split of them), one at a time:
+       struct mms__part_rows rows = mms__part_rows_of(p, t);
+       while (mms__next_row(&rows, &i1, &i2, &i3)) ...   (the row's number in rows.r) */
+struct mms__part_rows {
+    const int64_t *ne;
+    int64_t        r, end;
+};
+
+static struct mms__part_rows mms__part_rows_of(const struct mms__compute_params *p, const struct mms_tensor *t) {
+    struct mms__part_rows rows;
+    int64_t lo;
+    mms__split(mms_nrows(t), p->ith, p->nth, &lo, &rows.end);
+    rows.ne = t->ne;
+    rows.r = lo - 1;
+    return rows;
+}
+
+/* The next row's indices; false past the part's last. */
+static bool mms__next_row(struct mms__part_rows *rows, int64_t *i1, int64_t *i2, int64_t *i3) {
+    if (rows->r + 1 >= rows->end) return false;
+    mms__unravel_row(rows->ne, ++rows->r, i1, i2, i3);
+    return true;
+}
+
 /* A kernel that meets bad data (an index out of range) reports it; the graph stops after the node. */
 static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
 static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) {
@@ -8211,13 +8235,11 @@ static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tens
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t ne0 = dst->ne[0], nb0 = b->ne[0];
     float *abuf = p->wdata, *bbuf = abuf + ne0, *obuf = bbuf + ne0;
-    int64_t r, lo, hi, k;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t k, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x, *y;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         y = mms__load_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3], bbuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
@@ -8232,13 +8254,11 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
     const enum mms_op op = dst->op;
     const float s = op == MMS_OP_SCALE ? mms_get_op_params_f32(dst, 0) : 0.0f;
     float *abuf = p->wdata, *obuf = abuf + ne0;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         mms__vec_unary_f32(op, ne0, out, x, s);
@@ -8251,13 +8271,12 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
 static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(a->type);
-    int64_t lo, hi, r, i;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t lo, hi, i, a1, a2, a3;
     if (a->ne[0] == dst->ne[0]) {          /* rows line up one to one */
-        mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-        for (r = lo; r < hi; r++) {
-            int64_t a1, a2, a3, d1, d2, d3;
-            mms__unravel_row(a->ne, r, &a1, &a2, &a3);
-            mms__unravel_row(dst->ne, r, &d1, &d2, &d3);
+        while (mms__next_row(&part, &a1, &a2, &a3)) {
+            int64_t d1, d2, d3;
+            mms__unravel_row(dst->ne, part.r, &d1, &d2, &d3);
             if (a->type == dst->type) {
                 const char *s = mms__row_ptr(a, a1, a2, a3);
                 char *d = mms__row_ptr(dst, d1, d2, d3);
@@ -8292,8 +8311,8 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
 }
 /* ==== end src/backend/cpu/ops_elementwise.c ==== */
 
-/* ==== begin src/backend/cpu/quant_dot.c ==== */
-/* >>cpu-quant-dot ==================================================================================
+/* ==== begin src/backend/cpu/quant/activations.c ==== */
+/* >>cpu-quant ======================================================================================
    Products with quantized weights on integer kernels (AVX2, AVX-512 with VNNI, NEON with or without
    sdot; the scalar set has none and dequantizes). Decode (row dots): the activation row is quantized once to 8-bit
    blocks (of 32 with an f32 scale for Q8_0 and Q4_0; of 256 with one scale and the sums of each
@@ -8307,13 +8326,17 @@ static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor
    f16 conversions) easily prevents. The activations' 8-bit rounding adds a relative error of about
    1e-3 per block; the scalar kernel set keeps exact f32 activations.
    Prompt-size products (and decode on weights kept repacked) run on 8 weight rows side by side (the
-   repacked layouts and their 8 x 4 kernels below; AVX-512: two groups, 16 rows, in a zmm register,
+   repacked layouts and their 8 x 4 kernels of tiles.c; AVX-512: two groups, 16 rows, in a zmm register,
    and 4-row forms of the Q4_0 and Q4_K row dots). The AVX-512 bodies make the same integer sums and
-   float operations as AVX2's, so both sets give the same bits. The table at the end chooses the
-   kernels per weight type and kernel set. */
+   float operations as AVX2's, so both sets give the same bits. The tables of cards.c choose the
+   kernels per weight type and kernel set.
+   The folder's rooms, each on what the ones before it define: activations.c (the activation rows
+   in 8 bits), row_dots.c (weight rows as they are: AVX2, then AVX-512), tiles.c (the layouts of 8
+   rows side by side and their kernels: AVX2 and AVX-512), neon.c (the NEON sets' row dots) and
+   cards.c (the formats and kernel cards that choose among all of these). */
 
 /* The most columns (sequences of one decode step) a product takes through the decode kernels
-   where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (below). */
+   where they have a several-column form: f16/f32 weights (ops_matmul) and Q8_0 (row_dots.c). */
 #define MMS__DECODE_MAX_COLS 8
 
 struct mms__block_q8_act { float d; int16_t sums[2]; int8_t qs[32]; };   /* sums[i]: qs[16i .. 16i + 15] */
@@ -8432,97 +8455,13 @@ static void mms__q8_act_unsigned(void *y, int64_t K) {
     for (i = 0; i < K / 32; i++)
         for (k = 0; k < 32; k++) b[i].qs[k] = (int8_t)(uint8_t)((uint8_t)b[i].qs[k] ^ 0x80u);
 }
+/* ==== end src/backend/cpu/quant/activations.c ==== */
 
-/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
-   qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
-   blocks, permuted, so weights can be kept in this layout (the CPU_REPACK buffer type). Q8_0 the
-   same way with its 32 bytes of values (see mms__gemv_q8_0x8_avx2): 272 bytes. */
-struct mms__q4_0x8 { mms_fp16_t d[8]; uint32_t qs[4][8]; };
-struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
-
-/* Both layouts for a block of an f16 scale and nq dwords (Q4_0: 4, Q8_0: 8): rows[0..n) (n <= 8;
-   the others zero) of K values into K / 32 packed blocks, and the inverse for 8 rows. */
-static void mms__pack_scale_dwords_x8(const void *const *rows, int n, int64_t K, int nq, void *dstv) {
-    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
-    uint8_t *dst = (uint8_t *)dstv;
-    int64_t b;
-    int r, k;
-    for (b = 0; b < K / 32; b++, dst += 8 * raw)
-        for (r = 0; r < 8; r++) {
-            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * raw : NULL;
-            for (k = -1; k < nq; k++) {   /* k = -1: the scale */
-                uint8_t *to = k < 0 ? dst + sizeof(mms_fp16_t) * (size_t)r : dst + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r);
-                const size_t len = k < 0 ? sizeof(mms_fp16_t) : 4;
-                if (src) memcpy(to, k < 0 ? src : src + sizeof(mms_fp16_t) + 4 * (size_t)k, len);
-                else memset(to, 0, len);
-            }
-        }
-}
-
-static void mms__unpack_scale_dwords_x8(const void *srcv, int64_t K, int nq, void *const *rows) {
-    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
-    const uint8_t *src = (const uint8_t *)srcv;
-    int64_t b;
-    int r, k;
-    for (b = 0; b < K / 32; b++, src += 8 * raw)
-        for (r = 0; r < 8; r++) {
-            uint8_t *dst = (uint8_t *)rows[r] + (size_t)b * raw;
-            memcpy(dst, src + sizeof(mms_fp16_t) * (size_t)r, sizeof(mms_fp16_t));
-            for (k = 0; k < nq; k++) memcpy(dst + sizeof(mms_fp16_t) + 4 * (size_t)k, src + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r), 4);
-        }
-}
-
-static void mms__pack_q4_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 4, dst); }
-static void mms__unpack_q4_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 4, rows); }
-static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 8, dst); }
-static void mms__unpack_q8_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 8, rows); }
-
-#if MMS__HAVE_AVX2
-/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
-static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
-    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
-    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
-    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
-    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
-    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
-    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
-    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
-    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
-}
-
-/* 8 rows' blocks at a time (the layouts of mms__pack_scale_dwords_x8): dwords transposed 4 rows by
-   4 at a time (the packs run once per thread and tile: block by block in scalar code they cost a
-   third of the kernels' time). */
-static MMS__TARGET_AVX2 void mms__pack_scale_dwords_x8_avx2(const void *const *rows, int64_t K, int nq, void *dstv) {
-    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
-    uint8_t *dst = (uint8_t *)dstv;
-    int64_t b;
-    int r, h;
-    for (b = 0; b < K / 32; b++, dst += 8 * raw) {
-        const uint8_t *src[8];
-        uint32_t *qs = (uint32_t *)(void *)(dst + 8 * sizeof(mms_fp16_t));
-        for (r = 0; r < 8; r++) {
-            src[r] = (const uint8_t *)rows[r] + (size_t)b * raw;
-            memcpy(dst + sizeof(mms_fp16_t) * (size_t)r, src[r], sizeof(mms_fp16_t));
-            src[r] += sizeof(mms_fp16_t);
-        }
-        for (h = 0; h < nq / 4; h++) {   /* dwords 4h..4h + 3 */
-            mms__transpose_dwords4(src, qs + 32 * h);
-            mms__transpose_dwords4(src + 4, qs + 32 * h + 4);
-            for (r = 0; r < 8; r++) src[r] += 16;
-        }
-    }
-}
-
-static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 4, dst);
-    else mms__pack_q4_0x8_rows(rows, n, K, dst);
-}
-static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 8, dst);
-    else mms__pack_q8_0x8_rows(rows, n, K, dst);
-}
-#endif
+/* ==== begin src/backend/cpu/quant/row_dots.c ==== */
+/* >>cpu-quant-row-dots =============================================================================
+   One weight row as it is stored against one activation row (decode), or against 4 of them, and
+   AVX-512's 4-row forms: the AVX2 bodies first, then AVX-512's, which make the same integer sums
+   and float operations (the same bits). */
 
 #if MMS__HAVE_AVX2
 /* 8 int32 lanes: lane k sums u[4k..4k+3] * s[4k..4k+3] (u unsigned, s signed bytes) */
@@ -8531,7 +8470,7 @@ static MMS__AVX2_INLINE __m256i mms__dot_u8s8_lanes(__m256i u, __m256i s) {
 }
 
 /* The byte products u * s (u unsigned, s signed) added into acc per int32 lane: row r's 4 products
-   of a dword (the 8-row kernels below). With VNNI (the AVX-512 set) one vpdpbusd adds them to the
+   of a dword (the 8-row kernels of tiles.c). With VNNI (the AVX-512 set) one vpdpbusd adds them to the
    lane's int32. Without, maddubs adds them to its two int16 halves, which the caller keeps in range
    and mms__u8s8_widen sums. One body serves both sets, so the instruction is written as assembly: an
    AVX2 function cannot hold the AVX-512 intrinsic (in it, this branch is never taken). */
@@ -8749,7 +8688,7 @@ MMS__UNROLL4
 
 
 /* -- one weight row against 4 activation rows (weights as they are: the K types at 4 columns,
-   Q8_0 at up to 8; prompt sizes take the 8-row kernels below) --
+   Q8_0 at up to 8; prompt sizes take the 8-row kernels of tiles.c) --
    The weight row's unpacking (nibbles, scales) is done once for 4 columns of activations, which
    stay in L1 while the rows of a weight tile stream past from L2; the sub-block scales multiply in
    integers, so the float work is one conversion and FMA per 256 values and column. The products
@@ -8861,6 +8800,260 @@ MMS__UNROLL4
     }
 MMS__UNROLL4
     for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+}
+
+/* -- AVX-512 -- */
+MMS__AVX512_CODE_BEGIN
+/* Two 32-byte loads as one zmm register (lo in its low half). */
+static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
+   vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
+   blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
+   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
+static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
+    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
+    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
+    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);   /* b[i + k].d: word 9 k */
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const int64_t nb = K / 32;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i + 4 <= nb; i += 4) {
+        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[i].qs)), lo, hi, dot, off;
+        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
+        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
+        const __m128 dw = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, _mm512_loadu_si512(b + i))));
+        const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d))));
+        __m512 f;
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 2].qs), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 3].qs), 3);
+        lo = _mm512_and_si512(q, m4);
+        hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+        off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi);
+        f = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, off));
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc);
+        acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)), acc);
+        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 4 * sizeof *b, 3);
+    }
+    return mms__dot_q4_0_from_avx2(nb, b, x, i, acc);
+}
+
+/* Q4_0 decode, n <= 4 rows w_stride bytes apart against one activation row: each pair of rows in
+   one zmm register, row 2p in lanes 0..7, 2p + 1 in 8..15, so the activations' regrouping, their
+   offset term (taken off by starting the sums at it, negated) and scales are made once for all
+   rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
+   their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
+   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
+   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
+static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
+                                                         const struct mms__block_q8_act *x, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
+    const __m512i qs_words = _mm512_set_epi16(35, 34, 33, 32, 31, 30, 29, 28, 26, 25, 24, 23, 22, 21, 20, 19,
+                                              17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);   /* block k: words 9 k + 1 .. 9 k + 8 */
+    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);   /* the d of 4 blocks of two rows */
+    const __m512i first = _mm512_set_epi32(5, 5, 5, 5, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0);   /* blocks 0, 1 of each row */
+    const __m512i second = _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 3, 3, 3, 3, 2, 2, 2, 2);  /* blocks 2, 3 */
+    const int64_t nb = K / 32;
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t i;
+    int p;
+    for (i = 0; i + 4 <= nb; i += 4) {
+        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
+        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
+        const __m512i neg_off = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi));
+        const __m128 xd = _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d);
+        const __m256 xd2 = _mm256_set_m128(xd, xd);
+        for (p = 0; p < np; p++) {
+            const struct mms__block_q4_0 *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
+            const __m512i z0 = _mm512_loadu_si512(b0), z1 = _mm512_loadu_si512(b1);   /* 64 of each row's 72 bytes */
+            const __m512i q0 = _mm512_permutex2var_epi16(z0, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b0 + 64))));
+            const __m512i q1 = _mm512_permutex2var_epi16(z1, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b1 + 64))));
+            const __m512i s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q0, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), ahi);
+            const __m512i s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q1, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), ahi);
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, d_words, z1))), xd2);
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0x44)), _mm512_permutexvar_ps(first, _mm512_castps256_ps512(d)), acc[p]);
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
+        }
+        /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
+           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
+        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
+    }
+    for (p = 0; p < np; p++) {
+        out[2 * p] = mms__dot_q4_0_from_avx2(nb, b[2 * p], x, i, _mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = mms__dot_q4_0_from_avx2(nb, b[2 * p + 1], x, i, _mm512_extractf32x8_ps(acc[p], 1));
+    }
+}
+static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
+    const struct mms__block_q4_0 *b[4];
+    int r;
+    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_0 *)((const char *)w + (size_t)r * w_stride);
+    if (n >= 4) mms__dot_rows_q4_0_body(2, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);   /* constant pairs: acc kept in registers */
+    else if (n >= 2) mms__dot_rows_q4_0_body(1, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);
+    if (n & 1) out[n - 1] = mms__dot_q4_0_avx512(K, b[n - 1], xv);
+}
+
+/* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
+   2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
+   broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
+   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
+   row dots with the weights in cache (docs/measurements.md). */
+static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
+                                                         const struct mms__block_q8_k *x, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i d_lanes = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);   /* d of row 2p, of 2p + 1 */
+    const __m256i dmin_lanes = _mm256_set_epi32(3, 3, 3, 3, 1, 1, 1, 1);
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    __m256 acc_min[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+    int64_t i;
+    int p, j;
+    for (i = 0; i < K / MMS__QK_K; i++, x++) {
+        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
+        const __m256i bsums2 = _mm256_set_m128i(bsums, bsums);
+        const __m128 xd = _mm_set1_ps(x->d);
+        __m512i xq[8];   /* chunk j's 32 activations for the low nibbles, then the high ones, in both halves */
+        for (j = 0; j < 8; j++) xq[j] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j)));
+        for (p = 0; p < np; p++) {
+            const struct mms__block_q4_k *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
+            const __m256i sm0 = mms__q4_k_scales_mins(b0->scales), sm1 = mms__q4_k_scales_mins(b1->scales);
+            const __m512i sc = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sm0), _mm512_castsi256_si512(sm1), 0x00);
+            const __m128 d = _mm_mul_ps(_mm_movelh_ps(mms__fp16x2_to_f32(&b0->d), mms__fp16x2_to_f32(&b1->d)), xd);   /* d, dmin of each */
+            __m512i sumi = _mm512_setzero_si512();
+MMS__UNROLL4
+            for (j = 0; j < 4; j++) {
+                const __m512i q = mms__pair256(b0->qs + 32 * j, b1->qs + 32 * j);
+                const short lo = (short)((4 * j + 1) << 8 | 4 * j), hi = (short)((4 * j + 3) << 8 | (4 * j + 2));   /* words 2j, 2j + 1 */
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(q, m4), xq[2 * j]), _mm512_shuffle_epi8(sc, _mm512_set1_epi16(lo)));
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), xq[2 * j + 1]),
+                                           _mm512_shuffle_epi8(sc, _mm512_set1_epi16(hi)));
+            }
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_permutexvar_ps(d_lanes, _mm512_castps128_ps512(d)), acc[p]);
+            acc_min[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_permute2x128_si256(sm0, sm1, 0x31), bsums2)),
+                                         _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), dmin_lanes), acc_min[p]);
+        }
+        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * sizeof *b[0], 3);   /* see the Q4_0 kernel */
+    }
+    for (p = 0; p < np; p++) {
+        out[2 * p] = mms__hsum256(_mm256_sub_ps(_mm512_castps512_ps256(acc[p]), _mm256_set_m128(_mm_setzero_ps(), _mm256_castps256_ps128(acc_min[p]))));
+        out[2 * p + 1] = mms__hsum256(_mm256_sub_ps(_mm512_extractf32x8_ps(acc[p], 1), _mm256_set_m128(_mm_setzero_ps(), _mm256_extractf128_ps(acc_min[p], 1))));
+    }
+}
+static MMS__TARGET_AVX512 void mms__dot_rows_q4_k_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
+    const struct mms__block_q4_k *b[4];
+    int r;
+    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_k *)((const char *)w + (size_t)r * w_stride);
+    if (n >= 4) mms__dot_rows_q4_k_body(2, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
+    else if (n >= 2) mms__dot_rows_q4_k_body(1, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
+    if (n & 1) out[n - 1] = mms__dot_q4_k_avx2(K, b[n - 1], xv);
+}
+MMS__AVX512_CODE_END
+#endif
+/* ==== end src/backend/cpu/quant/row_dots.c ==== */
+
+/* ==== begin src/backend/cpu/quant/tiles.c ==== */
+/* >>cpu-quant-tiles ================================================================================
+   The layouts of 8 weight rows side by side (one block of each row, permuted; CPU_REPACK buffers
+   keep weights this way, repack.c) with their portable and AVX2 packs, then the kernels that read
+   them: 8 rows against 4 columns (prompts; AVX2, and AVX-512 with VNNI from the same bodies),
+   AVX-512's 16 rows in one register, and one column against groups side by side (decode on
+   repacked weights). */
+
+/* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
+   qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
+   blocks, permuted, so weights can be kept in this layout (the CPU_REPACK buffer type). Q8_0 the
+   same way with its 32 bytes of values (see mms__gemv_q8_0x8_avx2): 272 bytes. */
+struct mms__q4_0x8 { mms_fp16_t d[8]; uint32_t qs[4][8]; };
+struct mms__q8_0x8 { mms_fp16_t d[8]; uint32_t qs[8][8]; };
+
+/* Both layouts for a block of an f16 scale and nq dwords (Q4_0: 4, Q8_0: 8): rows[0..n) (n <= 8;
+   the others zero) of K values into K / 32 packed blocks, and the inverse for 8 rows. */
+static void mms__pack_scale_dwords_x8(const void *const *rows, int n, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, dst += 8 * raw)
+        for (r = 0; r < 8; r++) {
+            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * raw : NULL;
+            for (k = -1; k < nq; k++) {   /* k = -1: the scale */
+                uint8_t *to = k < 0 ? dst + sizeof(mms_fp16_t) * (size_t)r : dst + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r);
+                const size_t len = k < 0 ? sizeof(mms_fp16_t) : 4;
+                if (src) memcpy(to, k < 0 ? src : src + sizeof(mms_fp16_t) + 4 * (size_t)k, len);
+                else memset(to, 0, len);
+            }
+        }
+}
+
+static void mms__unpack_scale_dwords_x8(const void *srcv, int64_t K, int nq, void *const *rows) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    const uint8_t *src = (const uint8_t *)srcv;
+    int64_t b;
+    int r, k;
+    for (b = 0; b < K / 32; b++, src += 8 * raw)
+        for (r = 0; r < 8; r++) {
+            uint8_t *dst = (uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst, src + sizeof(mms_fp16_t) * (size_t)r, sizeof(mms_fp16_t));
+            for (k = 0; k < nq; k++) memcpy(dst + sizeof(mms_fp16_t) + 4 * (size_t)k, src + 8 * sizeof(mms_fp16_t) + 4 * (size_t)(8 * k + r), 4);
+        }
+}
+
+static void mms__pack_q4_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 4, dst); }
+static void mms__unpack_q4_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 4, rows); }
+static void mms__pack_q8_0x8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_scale_dwords_x8(rows, n, K, 8, dst); }
+static void mms__unpack_q8_0x8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_scale_dwords_x8(src, K, 8, rows); }
+
+#if MMS__HAVE_AVX2
+/* Dwords 0..3 of the 16 bytes at src[0..3] transposed: dst[8 k + i] = dword k of src[i]. */
+static MMS__AVX2_INLINE void mms__transpose_dwords4(const uint8_t *const src[4], uint32_t *dst) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)src[0]), q1 = _mm_loadu_si128((const __m128i *)src[1]);
+    const __m128i q2 = _mm_loadu_si128((const __m128i *)src[2]), q3 = _mm_loadu_si128((const __m128i *)src[3]);
+    const __m128i t0 = _mm_unpacklo_epi32(q0, q1), t1 = _mm_unpacklo_epi32(q2, q3);   /* dwords 0, 1 */
+    const __m128i t2 = _mm_unpackhi_epi32(q0, q1), t3 = _mm_unpackhi_epi32(q2, q3);   /* dwords 2, 3 */
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi64(t2, t3));
+}
+
+/* 8 rows' blocks at a time (the layouts of mms__pack_scale_dwords_x8): dwords transposed 4 rows by
+   4 at a time (the packs run once per thread and tile: block by block in scalar code they cost a
+   third of the kernels' time). */
+static MMS__TARGET_AVX2 void mms__pack_scale_dwords_x8_avx2(const void *const *rows, int64_t K, int nq, void *dstv) {
+    const size_t raw = sizeof(mms_fp16_t) + 4 * (size_t)nq;
+    uint8_t *dst = (uint8_t *)dstv;
+    int64_t b;
+    int r, h;
+    for (b = 0; b < K / 32; b++, dst += 8 * raw) {
+        const uint8_t *src[8];
+        uint32_t *qs = (uint32_t *)(void *)(dst + 8 * sizeof(mms_fp16_t));
+        for (r = 0; r < 8; r++) {
+            src[r] = (const uint8_t *)rows[r] + (size_t)b * raw;
+            memcpy(dst + sizeof(mms_fp16_t) * (size_t)r, src[r], sizeof(mms_fp16_t));
+            src[r] += sizeof(mms_fp16_t);
+        }
+        for (h = 0; h < nq / 4; h++) {   /* dwords 4h..4h + 3 */
+            mms__transpose_dwords4(src, qs + 32 * h);
+            mms__transpose_dwords4(src + 4, qs + 32 * h + 4);
+            for (r = 0; r < 8; r++) src[r] += 16;
+        }
+    }
+}
+
+static void mms__pack_q4_0x8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 4, dst);
+    else mms__pack_q4_0x8_rows(rows, n, K, dst);
+}
+static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_scale_dwords_x8_avx2(rows, K, 8, dst);
+    else mms__pack_q8_0x8_rows(rows, n, K, dst);
 }
 #endif
 
@@ -9388,9 +9581,6 @@ static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv
    twice the products, faster than 4 columns (for Q8_0 with its activations made unsigned once per
    tile instead of by an xor per product; docs/measurements.md, the AVX-512 prompt kernels). */
 MMS__AVX512_CODE_BEGIN
-static MMS__TARGET_AVX512 __m512i mms__pair256(const void *lo, const void *hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)), _mm256_loadu_si256((const __m256i *)hi), 1);
-}
 /* 16 rows' bytes (8 from each group) as int32 lanes */
 static MMS__TARGET_AVX512 __m512i mms__bytes16_u32(const uint8_t *lo, const uint8_t *hi) {
     return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)lo), _mm_loadl_epi64((const __m128i *)hi)));
@@ -9593,152 +9783,6 @@ MMS__UNROLL8
     }
 MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
-}
-
-/* Q4_0's row dot four blocks at a time: mms__dot_q4_0_avx2's integers (the offset 8 taken off by
-   vpdpbusd of 8 against the same activations) and scales, added into its 8-lane sums a pair of
-   blocks after the other, so the same bits; the four weight scales come out of one load by vpermw
-   (blocks are 18 bytes apart). Fewer instructions a block, so faster (docs/measurements.md). */
-static MMS__TARGET_AVX512 float mms__dot_q4_0_avx512(int64_t K, const void *w, const void *xv) {
-    const struct mms__block_q4_0 *b = (const struct mms__block_q4_0 *)w;
-    const struct mms__block_q8_act *x = (const struct mms__block_q8_act *)xv;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
-    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);   /* b[i + k].d: word 9 k */
-    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const int64_t nb = K / 32;
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i;
-    for (i = 0; i + 4 <= nb; i += 4) {
-        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[i].qs)), lo, hi, dot, off;
-        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
-        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
-        const __m128 dw = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_words, _mm512_loadu_si512(b + i))));
-        const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d))));
-        __m512 f;
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 1].qs), 1);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 2].qs), 2);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[i + 3].qs), 3);
-        lo = _mm512_and_si512(q, m4);
-        hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
-        off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi);
-        f = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, off));
-        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc);
-        acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)), acc);
-        MMS__PREFETCH((const char *)(b + i) + MMS__DOT_PREFETCH, 4 * sizeof *b, 3);
-    }
-    return mms__dot_q4_0_from_avx2(nb, b, x, i, acc);
-}
-
-/* Q4_0 decode, n <= 4 rows w_stride bytes apart against one activation row: each pair of rows in
-   one zmm register, row 2p in lanes 0..7, 2p + 1 in 8..15, so the activations' regrouping, their
-   offset term (taken off by starting the sums at it, negated) and scales are made once for all
-   rows, and a block's 16 bytes come by one two-register word permute (blocks are 18 bytes apart,
-   their bytes from byte 2 on: at even offsets) instead of a load and insert each. Each row's integer
-   sums and float operations are mms__dot_q4_0_avx512's, so the same bits. Faster than the row dots
-   with the weights in cache, as fast from memory (both at the read's rate; docs/measurements.md). */
-static MMS__AVX512_INLINE void mms__dot_rows_q4_0_body(int np, int64_t K, const struct mms__block_q4_0 *const *b, size_t w_stride,
-                                                         const struct mms__block_q8_act *x, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), c8 = _mm512_set1_epi8(8);
-    const __m512i qs_words = _mm512_set_epi16(35, 34, 33, 32, 31, 30, 29, 28, 26, 25, 24, 23, 22, 21, 20, 19,
-                                              17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);   /* block k: words 9 k + 1 .. 9 k + 8 */
-    const __m512i d_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);   /* the d of 4 blocks of two rows */
-    const __m512i first = _mm512_set_epi32(5, 5, 5, 5, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0);   /* blocks 0, 1 of each row */
-    const __m512i second = _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 3, 3, 3, 3, 2, 2, 2, 2);  /* blocks 2, 3 */
-    const int64_t nb = K / 32;
-    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
-    int64_t i;
-    int p;
-    for (i = 0; i + 4 <= nb; i += 4) {
-        const __m512i x01 = mms__pair256(x[i].qs, x[i + 1].qs), x23 = mms__pair256(x[i + 2].qs, x[i + 3].qs);
-        const __m512i alo = _mm512_shuffle_i64x2(x01, x23, 0x88), ahi = _mm512_shuffle_i64x2(x01, x23, 0xdd);   /* elements 0..15, 16..31 */
-        const __m512i neg_off = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c8, alo), c8, ahi));
-        const __m128 xd = _mm_set_ps(x[i + 3].d, x[i + 2].d, x[i + 1].d, x[i].d);
-        const __m256 xd2 = _mm256_set_m128(xd, xd);
-        for (p = 0; p < np; p++) {
-            const struct mms__block_q4_0 *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
-            const __m512i z0 = _mm512_loadu_si512(b0), z1 = _mm512_loadu_si512(b1);   /* 64 of each row's 72 bytes */
-            const __m512i q0 = _mm512_permutex2var_epi16(z0, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b0 + 64))));
-            const __m512i q1 = _mm512_permutex2var_epi16(z1, qs_words, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)((const char *)b1 + 64))));
-            const __m512i s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q0, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), ahi);
-            const __m512i s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_off, _mm512_and_si512(q1, m4), alo), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), ahi);
-            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, d_words, z1))), xd2);
-            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0x44)), _mm512_permutexvar_ps(first, _mm512_castps256_ps512(d)), acc[p]);
-            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(s0, s1, 0xee)), _mm512_permutexvar_ps(second, _mm512_castps256_ps512(d)), acc[p]);
-        }
-        /* the next rows' blocks as one stream (2 np rows are one run of memory): without it, 2 np
-           interleaved short streams, the hardware's prefetch fell far behind (docs/measurements.md) */
-        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * 4 * sizeof *b[0], 3);
-    }
-    for (p = 0; p < np; p++) {
-        out[2 * p] = mms__dot_q4_0_from_avx2(nb, b[2 * p], x, i, _mm512_castps512_ps256(acc[p]));
-        out[2 * p + 1] = mms__dot_q4_0_from_avx2(nb, b[2 * p + 1], x, i, _mm512_extractf32x8_ps(acc[p], 1));
-    }
-}
-static MMS__TARGET_AVX512 void mms__dot_rows_q4_0_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
-    const struct mms__block_q4_0 *b[4];
-    int r;
-    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_0 *)((const char *)w + (size_t)r * w_stride);
-    if (n >= 4) mms__dot_rows_q4_0_body(2, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);   /* constant pairs: acc kept in registers */
-    else if (n >= 2) mms__dot_rows_q4_0_body(1, K, b, w_stride, (const struct mms__block_q8_act *)xv, out);
-    if (n & 1) out[n - 1] = mms__dot_q4_0_avx512(K, b[n - 1], xv);
-}
-
-/* Q4_K decode as the Q4_0 kernel above: pairs of rows in one zmm register (row 2p in lanes 0..7,
-   2p + 1 in 8..15, their 8 scales in 128-bit lanes 0-1 and 2-3 for the per-sub-block word
-   broadcast), each activation chunk loaded once for all rows; mms__dot_q4_k_avx2's integer sums
-   (vpdpwssd for its madd and add) and float operations per row, so the same bits; faster than the
-   row dots with the weights in cache (docs/measurements.md). */
-static MMS__AVX512_INLINE void mms__dot_rows_q4_k_body(int np, int64_t K, const struct mms__block_q4_k *const *b, size_t w_stride,
-                                                         const struct mms__block_q8_k *x, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i d_lanes = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);   /* d of row 2p, of 2p + 1 */
-    const __m256i dmin_lanes = _mm256_set_epi32(3, 3, 3, 3, 1, 1, 1, 1);
-    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
-    __m256 acc_min[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
-    int64_t i;
-    int p, j;
-    for (i = 0; i < K / MMS__QK_K; i++, x++) {
-        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
-        const __m256i bsums2 = _mm256_set_m128i(bsums, bsums);
-        const __m128 xd = _mm_set1_ps(x->d);
-        __m512i xq[8];   /* chunk j's 32 activations for the low nibbles, then the high ones, in both halves */
-        for (j = 0; j < 8; j++) xq[j] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j)));
-        for (p = 0; p < np; p++) {
-            const struct mms__block_q4_k *b0 = b[2 * p] + i, *b1 = b[2 * p + 1] + i;
-            const __m256i sm0 = mms__q4_k_scales_mins(b0->scales), sm1 = mms__q4_k_scales_mins(b1->scales);
-            const __m512i sc = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sm0), _mm512_castsi256_si512(sm1), 0x00);
-            const __m128 d = _mm_mul_ps(_mm_movelh_ps(mms__fp16x2_to_f32(&b0->d), mms__fp16x2_to_f32(&b1->d)), xd);   /* d, dmin of each */
-            __m512i sumi = _mm512_setzero_si512();
-MMS__UNROLL4
-            for (j = 0; j < 4; j++) {
-                const __m512i q = mms__pair256(b0->qs + 32 * j, b1->qs + 32 * j);
-                const short lo = (short)((4 * j + 1) << 8 | 4 * j), hi = (short)((4 * j + 3) << 8 | (4 * j + 2));   /* words 2j, 2j + 1 */
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(q, m4), xq[2 * j]), _mm512_shuffle_epi8(sc, _mm512_set1_epi16(lo)));
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), xq[2 * j + 1]),
-                                           _mm512_shuffle_epi8(sc, _mm512_set1_epi16(hi)));
-            }
-            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_permutexvar_ps(d_lanes, _mm512_castps128_ps512(d)), acc[p]);
-            acc_min[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_permute2x128_si256(sm0, sm1, 0x31), bsums2)),
-                                         _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), dmin_lanes), acc_min[p]);
-        }
-        MMS__PREFETCH((const char *)b[0] + 2 * np * (w_stride + (size_t)i * sizeof *b[0]), 2 * np * sizeof *b[0], 3);   /* see the Q4_0 kernel */
-    }
-    for (p = 0; p < np; p++) {
-        out[2 * p] = mms__hsum256(_mm256_sub_ps(_mm512_castps512_ps256(acc[p]), _mm256_set_m128(_mm_setzero_ps(), _mm256_castps256_ps128(acc_min[p]))));
-        out[2 * p + 1] = mms__hsum256(_mm256_sub_ps(_mm512_extractf32x8_ps(acc[p], 1), _mm256_set_m128(_mm_setzero_ps(), _mm256_extractf128_ps(acc_min[p], 1))));
-    }
-}
-static MMS__TARGET_AVX512 void mms__dot_rows_q4_k_avx512(int64_t K, const void *w, size_t w_stride, int n, const void *xv, float *out) {
-    const struct mms__block_q4_k *b[4];
-    int r;
-    for (r = 0; r < n; r++) b[r] = (const struct mms__block_q4_k *)((const char *)w + (size_t)r * w_stride);
-    if (n >= 4) mms__dot_rows_q4_k_body(2, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
-    else if (n >= 2) mms__dot_rows_q4_k_body(1, K, b, w_stride, (const struct mms__block_q8_k *)xv, out);
-    if (n & 1) out[n - 1] = mms__dot_q4_k_avx2(K, b[n - 1], xv);
 }
 MMS__AVX512_CODE_END
 
@@ -9950,6 +9994,12 @@ MMS__UNROLL4
 }
 MMS__AVX512_CODE_END
 #endif
+/* ==== end src/backend/cpu/quant/tiles.c ==== */
+
+/* ==== begin src/backend/cpu/quant/neon.c ==== */
+/* >>cpu-quant-neon =================================================================================
+   The NEON and NEON dotprod sets' row dots (the sets have no tile kernels: their prompts dequantize
+   into the f32 GEMM, their repacked weights are unpacked a tile at a time). */
 
 #if MMS__HAVE_NEON
 /* The NEON dots: the weights unpacked to signed bytes (Q4_0's - 8 and Q6_K's - 32 applied in
@@ -10065,7 +10115,9 @@ MMS__NEON_Q8_DOTS(neon, , mms__dot_s8_neon)
 MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
 #undef MMS__NEON_Q8_DOTS
 #endif
+/* ==== end src/backend/cpu/quant/neon.c ==== */
 
+/* ==== begin src/backend/cpu/quant/cards.c ==== */
 /* >>cpu-quant-cards ===============================================================================
    Who multiplies a quantized weight type: its format (one row per type, whatever the kernel set)
    and its kernel card (one row per type in each kernel set's table). ops_matmul and repack.c read
@@ -10214,18 +10266,18 @@ static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
     }
 #undef MMS__CARD_IN
 }
-/* ==== end src/backend/cpu/quant_dot.c ==== */
+/* ==== end src/backend/cpu/quant/cards.c ==== */
 
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
    prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
-   before its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
    thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
    repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
    by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
    Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
-   in quant_dot): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
+   in quant/cards.c): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
    Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
    scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
    tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
@@ -10315,10 +10367,12 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count. Which integer kernels quantized weights take on the
-   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   kernel set in use, and from which column count, is their kernel card's (quant/cards.c:
    struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
    mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
-   out its scratch; tests/test_mm_plan.c checks its choices on their own.
+   out its scratch; tests/test_mm_plan.c checks its choices on their own. mms__cpu_mul_mat is the
+   plan and a switch: one function per strategy computes a tile, the loop that hands the tiles out
+   (mms__mm_run_tiles) is theirs in common.
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
@@ -10328,13 +10382,13 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      straight from the rows (SIMD: 4 rows of weights against one column at a time, or on AVX2 2 rows
      against 4 columns, on AVX-512 4 rows against up to 4 columns or 2 rows against up to 8, f16
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
-     it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
+     it; quantized weights against 8-bit activations, see quant/row_dots.c), so the weights stream from
      memory exactly once.
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
-     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
@@ -10361,7 +10415,7 @@ static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
-static void mms__mm_tile(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
+static void mms__mm_dots_f32(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
     int64_t i, j;
     for (i = 0; i < mr; i++)
         for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_f32(K, A[i], B[j]);
@@ -10406,8 +10460,9 @@ static void mms__mm_pack(const struct mms_tensor *a, int64_t m0, int64_t mr, int
 }
 
 /* How mms__cpu_mul_mat computes a product, one strategy per product (the list at the top of this
-   file). To add one: a value here, its choice in mms__mm_plan_of, its branch in mms__cpu_mul_mat
-   and its cases in tests/test_mm_plan.c. */
+   file). To add one: a value here, its choice in mms__mm_plan_of, its function (one tile, as
+   mms__mm_run_tiles hands them out) and its case in mms__cpu_mul_mat's switch, and its cases in
+   tests/test_mm_plan.c. */
 enum mms__mm_strategy {
     MMS__MM_ZERO,          /* K = 0: the output is zeros */
     MMS__MM_GEMM_F32,      /* a's tile packed as f32 panels (converted, dequantized or unpacked on the way), the f32 GEMM */
@@ -10439,8 +10494,10 @@ struct mms__mm_plan {
     size_t                           a_pack;         /* a's tile packed (f32 panels, groups of 8 rows) or as f32 rows */
     size_t                           a_rows16;       /* 16 of a's rows converted for packing */
     size_t                           b_rows;         /* b's tile as f32 rows */
-    size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row (GEMM_BF16: a strided row) */
-    size_t                           unpacked;       /* a repacked tile unpacked; or GEMM_BF16's b tile in bf16 pairs, */
+    size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row */
+    size_t                           a_row_bf16;     /* GEMM_BF16: one of a's rows gathered (a strided a), where b_q8 is */
+    size_t                           unpacked;       /* a repacked tile unpacked */
+    size_t                           b_bf16;         /* GEMM_BF16: b's tile in bf16 pairs, where unpacked is, */
     size_t                           a_bf16;         /* then a's tile packed in bf16 pairs */
     size_t                           scratch;        /* bytes the strategy uses from the start */
 };
@@ -10483,207 +10540,285 @@ static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const str
     p.a_rows16 = p.a_pack + (size_t)(MMS__MM_MB * K) * sizeof(float);
     p.b_rows = p.a_rows16 + (size_t)(16 * K) * sizeof(float);
     p.b_q8 = p.b_rows + (size_t)(MMS__MM_NB * K) * sizeof(float);
+    p.a_row_bf16 = p.b_q8;   /* no strategy takes both */
     p.unpacked = MMS__ALIGN_UP(p.b_q8 + MMS__MM_NB * p.q8_row, 64);
-    p.a_bf16 = p.unpacked + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16) * sizeof(uint32_t);
+    p.b_bf16 = p.unpacked;   /* nor both of these */
+    p.a_bf16 = p.b_bf16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16) * sizeof(uint32_t);
     p.scratch = p.strategy == MMS__MM_QUANT_TILES || p.strategy == MMS__MM_INT_DOTS ? p.unpacked : p.b_q8;
     if (p.unpack) p.scratch = p.unpacked + (size_t)MMS__MM_MB * mms_row_size(a->type, K);
     if (p.strategy == MMS__MM_GEMM_BF16) p.scratch = p.a_bf16 + (size_t)(MMS__MM_MB_BF16 * ((K + 1) / 2)) * sizeof(uint32_t);
     return p;
 }
 
+/* One tile of a product as its strategy sees it: rows [m0, m0 + mr) of a by rows [n0, n0 + nr) of
+   b in one batch, and the thread's scratch as the plan lays it out. The tile loop
+   (mms__mm_run_tiles) fills it; a strategy (one function each, below) computes the tile into out. */
+struct mms__mm_tile {
+    const struct mms__mm_plan *plan;
+    const struct mms_tensor   *a, *b;
+    const struct mms_tensor   *A;             /* a, or its tile unpacked (a_tile) */
+    struct mms_tensor          a_tile;        /* a repacked tile's rows as they were, in the scratch */
+    int64_t                    K, m0, am0;    /* am0: the tile's first row in A (0 when unpacked) */
+    int64_t                    n0, mr, nr;
+    int64_t                    ia2, ia3;      /* a's batch (broadcast over b's) */
+    int64_t                    ib2, ib3;      /* b's and dst's batch */
+    float                     *out;           /* dst's element (m0, n0) of the batch */
+    int64_t                    ldo;           /* floats between dst's rows */
+    bool                       new_a;         /* a tile other than this thread's last one (GEMM: pack it) */
+    bool                       new_b;         /* b's tile other than this thread's last one (load it) */
+    /* the scratch, at the plan's offsets */
+    void                      *a_pack;        /* a's tile packed: f32 panels, groups of 8 rows, or f32 rows */
+    float                     *a_rows16;
+    float                     *b_rows;
+    char                      *b_q8;
+    mms_bf16_t                *a_row_bf16;
+    char                      *unpacked;
+    uint32_t                  *b_bf16, *a_bf16;
+    const float               *brows[MMS__MM_NB];   /* b's tile as f32 rows (the dot strategies) */
+};
+
+/* The tiles of the product in turn, handed out to the threads through the atomic counter, each
+   computed by the strategy's function. GEMMs walk along b first (a's packed tile reused), the
+   others along a (b's converted tile reused). */
+static void mms__mm_run_tiles(const struct mms__compute_params *p, struct mms_tensor *dst, const struct mms__mm_plan *plan,
+                              void (*strategy)(struct mms__mm_tile *)) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const int64_t M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    char *const base = (char *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
+    struct mms__mm_tile t;
+    int64_t last_a = -1, last_b = -1;
+    memset(&t, 0, sizeof t);
+    t.plan = plan;
+    t.a = a;
+    t.b = b;
+    t.K = a->ne[0];
+    t.ldo = (int64_t)(dst->nb[1] / sizeof(float));
+    t.a_pack = base + plan->a_pack;
+    t.a_rows16 = (float *)(base + plan->a_rows16);
+    t.b_rows = (float *)(base + plan->b_rows);
+    t.b_q8 = base + plan->b_q8;
+    t.a_row_bf16 = (mms_bf16_t *)(base + plan->a_row_bf16);
+    t.unpacked = base + plan->unpacked;
+    t.b_bf16 = (uint32_t *)(base + plan->b_bf16);
+    t.a_bf16 = (uint32_t *)(base + plan->a_bf16);
+    for (;;) {
+        const int64_t item = mms__atomic_fetch_add(p->counter, 1);
+        int64_t tm, tn, batch, akey;
+        if (item >= plan->n_items) break;
+        if (plan->along_b) {
+            tn = item % plan->tiles_n;
+            tm = (item / plan->tiles_n) % plan->tiles_m;
+        } else {
+            tm = item % plan->tiles_m;
+            tn = (item / plan->tiles_m) % plan->tiles_n;
+        }
+        batch = item / (plan->tiles_m * plan->tiles_n);
+        t.ib2 = batch % b->ne[2];
+        t.ib3 = batch / b->ne[2];
+        t.ia2 = t.ib2 / r2;
+        t.ia3 = t.ib3 / r3;
+        t.m0 = tm * plan->mb;
+        t.n0 = tn * plan->nb;
+        t.mr = MMS__MIN(plan->mb, M - t.m0);
+        t.nr = MMS__MIN(plan->nb, N - t.n0);
+        t.out = (float *)mms__row_ptr(dst, t.n0, t.ib2, t.ib3) + t.m0;
+        akey = (tm * a->ne[2] + t.ia2) * a->ne[3] + t.ia3;
+        t.new_a = akey != last_a;
+        t.new_b = batch * plan->tiles_n + tn != last_b;
+        last_a = akey;
+        last_b = batch * plan->tiles_n + tn;
+        t.A = a;
+        t.am0 = t.m0;
+        if (plan->unpack) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
+            if (!plan->along_b || t.new_a) {
+                mms__repack_rows(a, t.m0, t.mr, t.unpacked);
+                t.a_tile = *a;
+                t.a_tile.data = t.unpacked;
+                t.a_tile.buffer = NULL;
+                t.a_tile.ne[1] = t.mr;
+            }
+            t.A = &t.a_tile;
+            t.am0 = 0;
+        }
+        strategy(&t);
+    }
+}
+
+/* Row r of the tile of A. */
+static const void *mms__mm_a_row(const struct mms__mm_tile *t, int64_t r) { return mms__row_ptr(t->A, t->am0 + r, t->ia2, t->ia3); }
+
+/* The dot strategies: b's tile as f32 rows (brows), and in 8 bits for the card's kernels, once
+   per tile of b. */
+static void mms__mm_load_b(struct mms__mm_tile *t) {
+    const struct mms__mm_plan *plan = t->plan;
+    int64_t j;
+    if (!t->new_b) return;
+    mms__mm_rows(t->b, t->n0, t->nr, t->ib2, t->ib3, t->b_rows, t->brows);
+    for (j = 0; plan->card && j < t->nr; j++) {
+        plan->fmt->quantize_act(t->brows[j], t->b_q8 + j * plan->q8_row, t->K);
+        if (plan->act_unsigned) mms__q8_act_unsigned(t->b_q8 + j * plan->q8_row, t->K);
+    }
+}
+
+/* GEMM_F32: a's tile packed as f32 panels once, b's tile against it. */
+static void mms__mm_gemm_f32(struct mms__mm_tile *t) {
+    const float *brow;
+    int64_t ldb;
+    if (t->new_a) mms__mm_pack(t->A, t->am0, t->mr, t->ia2, t->ia3, (float *)t->a_pack, t->a_rows16);
+    brow = mms__mm_block(t->b, t->n0, t->nr, t->ib2, t->ib3, t->b_rows, &ldb);
+    mms__gemm_f32(t->nr, t->mr, t->K, brow, ldb, (const float *)t->a_pack, 16, 16 * t->K, t->out, t->ldo, 0);
+}
+
+/* GEMM_BF16: a's tile packed in bf16 pairs once, b's tile rounded to bf16 pairs against it. */
+static void mms__mm_gemm_bf16(struct mms__mm_tile *t) {
+    const int64_t P = (t->K + 1) / 2;
+    const float *brow;
+    int64_t ldb, j;
+    if (t->new_a) mms__pack_rows_bf16(t->A, t->am0, t->mr, t->ia2, t->ia3, (float *)t->a_bf16, t->a_rows16, t->a_row_bf16);
+    brow = mms__mm_block(t->b, t->n0, t->nr, t->ib2, t->ib3, t->b_rows, &ldb);
+    for (j = 0; j < t->nr; j++) mms__vec_bf16_pairs(t->K, brow + j * ldb, t->b_bf16 + j * P);
+    mms__gemm_bf16(t->nr, t->mr, P, t->b_bf16, P, t->a_bf16, 16 * P, t->out, t->ldo, 0);
+}
+
+/* QUANT_TILES on up to MMS__MM_GEMV_N columns (decode on repacked weights): one column at a time
+   against the card's gemv_groups groups side by side. */
+static void mms__mm_quant_gemv(const struct mms__mm_tile *t, const void *const *groups, int64_t ng) {
+    const struct mms__quant_card *card = t->plan->card;
+    const int64_t stride = MMS__MM_MB / 8 / card->gemv_groups;
+    float res[MMS__MM_MB];
+    int64_t j, g, c, r;
+    for (j = 0; j < t->nr; j++) {
+        for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
+            const void *w4[4];
+            float *o4[4];
+            int ns = 0;
+            for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
+            card->gemv(ns, t->K, w4, t->b_q8 + j * t->plan->q8_row, o4);
+        }
+        for (r = 0; r < t->mr; r++) t->out[j * t->ldo + r] = res[r];
+    }
+}
+
+/* QUANT_TILES: a's tile in groups of 8 rows side by side (read in place where a is kept repacked,
+   else packed into a_pack), then the card's 8 x 4 blocks (or 16 x tile16_cols, two groups a call). */
+static void mms__mm_quant_tiles(struct mms__mm_tile *t) {
+    const struct mms__mm_plan *plan = t->plan;
+    const struct mms__quant_card *card = plan->card;
+    const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
+    const size_t group = (size_t)(K / plan->fmt->block_len) * plan->fmt->group_block;   /* 8 of them take less than the f32 tile */
+    const int64_t in_place = plan->repacked ? MMS__MIN(mr, mms__repack_tail(t->a) - t->m0) : 0;   /* rows kept repacked */
+    const int64_t ng = (mr + 7) / 8;
+    const int64_t step = card->tile16 ? 2 : 1;                      /* groups per kernel call */
+    const int64_t cols = card->tile16 ? card->tile16_cols : 4;     /* columns per step */
+    const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
+    float res[16 * 8];
+    int64_t g, r, j, c, c0;
+    mms__mm_load_b(t);
+    for (g = 0; g < ng; g++) {
+        const int n = (int)MMS__MIN(8, mr - g * 8);
+        if (g * 8 < in_place) { groups[g] = mms__repack_at(t->a, t->m0 + g * 8); continue; }
+        for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
+            rows[r] = plan->repacked ? mms__repack_at(t->a, t->m0 + g * 8 + r) : mms__mm_a_row(t, g * 8 + r);
+        card->pack(rows, n, K, (char *)t->a_pack + (size_t)g * group);
+        groups[g] = (char *)t->a_pack + (size_t)g * group;
+    }
+    if (plan->gemv) { mms__mm_quant_gemv(t, groups, ng); return; }
+    for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */
+        for (c = 0; c < cols; c++) xs[c] = t->b_q8 + MMS__MIN(j + c, nr - 1) * plan->q8_row;
+        for (g = 0; g < ng; g += step) {
+            const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by tile */
+            const int64_t rows_g = two ? 16 : 8;
+            for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* tile takes 4 columns */
+                if (two) card->tile16(K, groups[g], groups[g + 1], xs, res);
+                else card->tile(K, groups[g], xs + c0, res);
+                for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
+                    for (r = 0; r < rows_g && g * 8 + r < mr; r++) t->out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
+            }
+        }
+    }
+}
+
+/* INT_DOTS: the card's integer dots of a's rows as they are against b's 8-bit rows. */
+static void mms__mm_int_dots(struct mms__mm_tile *t) {
+    const struct mms__mm_plan *plan = t->plan;
+    const struct mms__quant_card *card = plan->card;
+    const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
+    const size_t q8_row = plan->q8_row;
+    int64_t i, j = 0, c;
+    float d[4];
+    mms__mm_load_b(t);
+    for (; plan->dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
+        for (i = 0; i < mr; i++) {
+            plan->dot4(K, mms__mm_a_row(t, i), t->b_q8 + j * q8_row, q8_row, d);
+            for (c = 0; c < 4; c++) t->out[(j + c) * ldo + i] = d[c];
+        }
+    if (card->dot_rows)                 /* the columns left: 4 rows a call, kept in L1 for all of them */
+        for (i = 0; j < nr && i < mr; i += 4)
+            for (c = j; c < nr; c++)
+                card->dot_rows(K, mms__mm_a_row(t, i), t->A->nb[1], (int)MMS__MIN(4, mr - i), t->b_q8 + c * q8_row, t->out + c * ldo + i);
+    else                                /* or one row at a time */
+        for (i = 0; j < nr && i < mr; i++) {
+            const void *w = mms__mm_a_row(t, i);
+            for (c = j; c < nr; c++) t->out[c * ldo + i] = card->dot(K, w, t->b_q8 + c * q8_row);
+        }
+}
+
+/* FLOAT_DIRECT: f16/f32 weights dotted straight from their rows, 4 rows at a time. */
+static void mms__mm_float_direct(struct mms__mm_tile *t) {
+    const bool f16 = t->a->type == MMS_TYPE_F16;
+    const size_t es = f16 ? sizeof(mms_fp16_t) : sizeof(float);
+    const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
+    const char *a0 = (const char *)mms__mm_a_row(t, 0);
+    const int64_t lda = (int64_t)(t->a->nb[1] / es);
+    const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
+    const float *const *brows = t->brows;
+    float *out = t->out;
+    int64_t i = 0, j, r, c;
+    float d[8];
+    mms__mm_load_b(t);
+    if (mms__vec_gemv_cols(f16, K, a0, lda, mr, t->brows, nr, out, ldo)) return;   /* AVX-512 */
+    for (; i + 4 <= mr; i += 4) {
+        for (j = 0; j < n2x4; j += 4)   /* each weight loaded once for 4 columns; the same sums */
+            for (r = 0; r < 4; r += 2) {
+                mms__vec_dot2x4(f16, K, a0 + (size_t)((i + r) * lda) * es, lda, brows + j, d);
+                for (c = 0; c < 4; c++) { out[(j + c) * ldo + i + r] = d[2 * c]; out[(j + c) * ldo + i + r + 1] = d[2 * c + 1]; }
+            }
+        for (j = n2x4; j < nr; j++) {
+            mms__vec_dot4_rows(f16, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d, a0 + (size_t)((i + 4 < mr ? i + 4 : i) * lda) * es);
+            for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
+        }
+    }
+    for (; i < mr; i++)
+        for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16, K, a0 + (size_t)(i * lda) * es, brows[j]);
+}
+
+/* ROWS: both sides as f32 rows, one dot per output. */
+static void mms__mm_rows_dots(struct mms__mm_tile *t) {
+    const float *arows[MMS__MM_MB];
+    mms__mm_load_b(t);
+    mms__mm_rows(t->A, t->am0, t->mr, t->ia2, t->ia3, (float *)t->a_pack, arows);
+    mms__mm_dots_f32(t->K, arows, t->mr, t->brows, t->nr, t->out, t->ldo);
+}
+
+/* ZERO: an empty product (K = 0) is zeros, the part's rows of them. */
+static void mms__mm_zero(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)dst->ne[0] * sizeof(float));
+}
+
 static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const struct mms__mm_plan plan = mms__mm_plan_of(a, b, mms__quant_card_of(a->type), mms__simd(), mms__vec_has_gemm_bf16());
-    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool repacked = plan.repacked;
-    const struct mms__quant_format *fmt = plan.fmt;
-    const bool gemm = plan.along_b, bf16_gemm = plan.strategy == MMS__MM_GEMM_BF16;
-    const struct mms__quant_card *x8 = plan.strategy == MMS__MM_QUANT_TILES ? plan.card : NULL;   /* the 8-row kernels run */
-    const mms__q8_dot_fn q8_dot = plan.card ? plan.card->dot : NULL;   /* b's rows in 8 bits for the card's kernels */
-    const mms__q8_dot4_fn q8_dot4 = plan.dot4;
-    const mms__q8_dot_rows_fn q8_dot_rows = plan.strategy == MMS__MM_INT_DOTS ? plan.card->dot_rows : NULL;
-    const bool act_unsigned = plan.act_unsigned;
-    const bool f16_direct = plan.strategy == MMS__MM_FLOAT_DIRECT && a->type == MMS_TYPE_F16;
-    const int64_t mb = plan.mb, tiles_m = plan.tiles_m, tiles_n = plan.tiles_n, n_items = plan.n_items;
-    char *const base = (char *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
-    float *abuf = (float *)(base + plan.a_pack), *rowbuf = (float *)(base + plan.a_rows16), *bbuf = (float *)(base + plan.b_rows);
-    char *bq8 = base + plan.b_q8;
-    const size_t q8_row = plan.q8_row;
-    char *unpacked = base + plan.unpacked;
-    struct mms_tensor a_tile;   /* a repacked tile's rows as they were */
-    uint32_t *b16 = (uint32_t *)(base + plan.unpacked);
-    float *pack16 = (float *)(base + plan.a_bf16);
-    const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
-    int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
-
-    if (plan.strategy == MMS__MM_ZERO) {   /* empty products are zero */
-        int64_t r, lo, hi;
-        mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-        for (r = lo; r < hi; r++) {
-            int64_t i1, i2, i3;
-            mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
-            memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)M * sizeof(float));
-        }
-        return;
-    }
-    for (;;) {
-        int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr, akey, am0;
-        const struct mms_tensor *A;
-        if (item >= n_items) break;
-        if (gemm) {          /* along b first: the packed tile of a is reused */
-            tn = item % tiles_n;
-            tm = (item / tiles_n) % tiles_m;
-        } else {             /* along a first: the converted b rows are reused */
-            tm = item % tiles_m;
-            tn = (item / tiles_m) % tiles_n;
-        }
-        batch = item / (tiles_m * tiles_n);
-        i12 = batch % b->ne[2];
-        i13 = batch / b->ne[2];
-        m0 = tm * mb;
-        n0 = tn * MMS__MM_NB;
-        mr = MMS__MIN(mb, M - m0);
-        nr = MMS__MIN(MMS__MM_NB, N - n0);
-        akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
-        A = a;
-        am0 = m0;
-        if (plan.unpack) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
-            if (!gemm || cached != akey) {
-                mms__repack_rows(a, m0, mr, unpacked);
-                a_tile = *a;
-                a_tile.data = unpacked;
-                a_tile.buffer = NULL;
-                a_tile.ne[1] = mr;
-            }
-            A = &a_tile;
-            am0 = 0;
-        }
-        if (bf16_gemm) {
-            const int64_t P = (K + 1) / 2;
-            const float *brow;
-            int64_t ldb, j;
-            if (cached != akey) {
-                mms__pack_rows_bf16(A, am0, mr, i12 / r2, i13 / r3, pack16, rowbuf, (mms_bf16_t *)bq8);   /* bq8, free in this path: a strided row */
-                cached = akey;
-            }
-            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
-            for (j = 0; j < nr; j++) mms__vec_bf16_pairs(K, brow + j * ldb, b16 + j * P);
-            mms__gemm_bf16(nr, mr, P, b16, P, (const uint32_t *)pack16, 16 * P, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
-        } else if (gemm) {
-            const float *brow;
-            int64_t ldb;
-            if (cached != akey) {
-                mms__mm_pack(A, am0, mr, i12 / r2, i13 / r3, abuf, rowbuf);
-                cached = akey;
-            }
-            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
-            mms__gemm_f32(nr, mr, K, brow, ldb, abuf, 16, 16 * K, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
-        } else {
-            float *out = (float *)mms__row_ptr(dst, n0, i12, i13) + m0;
-            if (cached != item / tiles_m) {
-                int64_t j;
-                mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                for (j = 0; q8_dot && j < nr; j++) {
-                    fmt->quantize_act(brows[j], bq8 + j * q8_row, K);
-                    if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
-                }
-                cached = item / tiles_m;
-            }
-            if (x8) {                          /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / fmt->block_len) * fmt->group_block;   /* 8 of them take less than the f32 tile */
-                const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
-                const int64_t ng = (mr + 7) / 8;
-                const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
-                float res[16 * 8];
-                const int64_t step = x8->tile16 ? 2 : 1;                      /* groups per kernel call */
-                const int64_t cols = x8->tile16 ? x8->tile16_cols : 4;       /* columns per step */
-                int64_t g, r, j, c, c0;
-                for (g = 0; g < ng; g++) {
-                    const int n = (int)MMS__MIN(8, mr - g * 8);
-                    if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
-                    for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
-                        rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
-                    x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
-                    groups[g] = (char *)abuf + (size_t)g * group;
-                }
-                if (plan.gemv) {               /* decode on repacked weights: one column, groups side by side */
-                    const int64_t stride = MMS__MM_MB / 8 / x8->gemv_groups;
-                    for (j = 0; j < nr; j++) {
-                        for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
-                            const void *w4[4];
-                            float *o4[4];
-                            int ns = 0;
-                            for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
-                            x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
-                        }
-                        for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
-                    }
-                    continue;
-                }
-                for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */
-                    for (c = 0; c < cols; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g < ng; g += step) {
-                        const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
-                        const int64_t rows_g = two ? 16 : 8;
-                        for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
-                            if (two) x8->tile16(K, groups[g], groups[g + 1], xs, res);
-                            else x8->tile(K, groups[g], xs + c0, res);
-                            for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
-                                for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
-                        }
-                    }
-                }
-                continue;
-            }
-            if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                int64_t i, j = 0, c;
-                float d[4];
-                for (; q8_dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
-                    for (i = 0; i < mr; i++) {
-                        q8_dot4(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
-                        for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
-                    }
-                if (q8_dot_rows)                 /* the columns left: 4 rows a call, kept in L1 for all of them */
-                    for (i = 0; j < nr && i < mr; i += 4)
-                        for (c = j; c < nr; c++)
-                            q8_dot_rows(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), A->nb[1], (int)MMS__MIN(4, mr - i), bq8 + c * q8_row,
-                                        out + c * ldo + i);
-                else                             /* or one row at a time */
-                    for (i = 0; j < nr && i < mr; i++) {
-                        const void *w = mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3);
-                        for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
-                    }
-                continue;
-            }
-            if (plan.strategy == MMS__MM_FLOAT_DIRECT) {   /* straight from the weights, 4 rows at a time */
-                const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
-                const char *a0 = mms__row_ptr(A, am0, i12 / r2, i13 / r3);
-                const int64_t lda = (int64_t)(a->nb[1] / es);
-                const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
-                int64_t i = 0, j, r, c;
-                float d[8];
-                if (mms__vec_gemv_cols(f16_direct, K, a0, lda, mr, brows, nr, out, ldo)) continue;   /* AVX-512 */
-                for (; i + 4 <= mr; i += 4) {
-                    for (j = 0; j < n2x4; j += 4)   /* each weight loaded once for 4 columns; the same sums */
-                        for (r = 0; r < 4; r += 2) {
-                            mms__vec_dot2x4(f16_direct, K, a0 + (size_t)((i + r) * lda) * es, lda, brows + j, d);
-                            for (c = 0; c < 4; c++) { out[(j + c) * ldo + i + r] = d[2 * c]; out[(j + c) * ldo + i + r + 1] = d[2 * c + 1]; }
-                        }
-                    for (j = n2x4; j < nr; j++) {
-                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d,
-                                           a0 + (size_t)((i + 4 < mr ? i + 4 : i) * lda) * es);
-                        for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
-                    }
-                }
-                for (; i < mr; i++)
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
-                continue;
-            }
-            mms__mm_rows(A, am0, mr, i12 / r2, i13 / r3, abuf, arows);
-            mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
-        }
+    switch (plan.strategy) {
+    case MMS__MM_ZERO:         mms__mm_zero(p, dst); break;
+    case MMS__MM_GEMM_F32:     mms__mm_run_tiles(p, dst, &plan, mms__mm_gemm_f32); break;
+    case MMS__MM_GEMM_BF16:    mms__mm_run_tiles(p, dst, &plan, mms__mm_gemm_bf16); break;
+    case MMS__MM_QUANT_TILES:  mms__mm_run_tiles(p, dst, &plan, mms__mm_quant_tiles); break;
+    case MMS__MM_INT_DOTS:     mms__mm_run_tiles(p, dst, &plan, mms__mm_int_dots); break;
+    case MMS__MM_FLOAT_DIRECT: mms__mm_run_tiles(p, dst, &plan, mms__mm_float_direct); break;
+    case MMS__MM_ROWS:         mms__mm_run_tiles(p, dst, &plan, mms__mm_rows_dots); break;
     }
 }
 /* ==== end src/backend/cpu/ops_matmul.c ==== */
@@ -10698,14 +10833,12 @@ static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor
     const int64_t n = dst->ne[0];
     const float eps = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out, scale;
         double sum, sq, mean = 0.0;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         if (dst->op == MMS_OP_NORM) {           /* the mean first, then squares around it */
@@ -10721,13 +10854,11 @@ static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor
 
 static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         double sum = 0.0;
-        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, p->wdata);
         for (i = 0; i < a->ne[0]; i++) sum += x[i];
         *(float *)mms__row_ptr(dst, i1, i2, i3) = (float)sum;
@@ -10736,16 +10867,15 @@ static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_te
 
 static void mms__cpu_argmax(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3, best = 0;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
+        int64_t best = 0;
         const float *x;
-        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, p->wdata);
         for (i = 1; i < a->ne[0]; i++)
             if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;   /* NaN never wins */
-        ((int32_t *)dst->data)[r] = (int32_t)best;
+        ((int32_t *)dst->data)[part.r] = (int32_t)best;
     }
 }
 /* ==== end src/backend/cpu/ops_norm.c ==== */
@@ -10779,13 +10909,11 @@ static void mms__cpu_soft_max(const struct mms__compute_params *p, struct mms_te
     const int64_t n = dst->ne[0];
     const float scale = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n, *mbuf = obuf + n;
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out, max;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         mms__vec_axpb_f32(n, out, x, scale, mask ? mms__mask_span(mask, mms__mask_row(mask, i1, i2, i3), 0, n, mbuf) : NULL);
@@ -10807,19 +10935,17 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
     const float attn_factor = mms_get_op_params_f32(dst, 6);
     const int64_t n = dst->ne[0], half = n_dims / 2;
     float *abuf = p->wdata, *obuf = abuf + n, *inv_freq = obuf + n, *cs = inv_freq + half, *sn = cs + half;
-    int64_t r, lo, hi, i, cached_token = -1;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i, cached_token = -1, i1, i2, i3;
 
     for (i = 0; i < half; i++) {
         double f = (double)freq_scale * pow((double)freq_base, -2.0 * (double)i / (double)n_dims);
         if (ff) f /= (double)mms__get_f32(ff, i, 0, 0, 0);
         inv_freq[i] = (float)f;
     }
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         if (i2 != cached_token) {            /* angles depend on the token only: share them across heads */
             int32_t position;
             memcpy(&position, (const char *)pos->data + i2 * (int64_t)pos->nb[0], sizeof position);
@@ -11079,12 +11205,10 @@ static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tens
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int dim = mms_get_op_params_i32(dst, 0);
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t idx[4], k;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t idx[4], k;
+    while (mms__next_row(&part, &idx[1], &idx[2], &idx[3])) {
         char *d;
-        mms__unravel_row(dst->ne, r, &idx[1], &idx[2], &idx[3]);
         d = mms__row_ptr(dst, idx[1], idx[2], idx[3]);
         if (dim == 0) {
             mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, idx[1], idx[2], idx[3]), a->nb[0], a->ne[0], ts);
@@ -11101,12 +11225,10 @@ static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tens
 static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         char *d;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         d = mms__row_ptr(dst, i1, i2, i3);
         if (i1 < a->ne[1] && i2 < a->ne[2] && i3 < a->ne[3]) {
             mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, i1, i2, i3), a->nb[0], a->ne[0], ts);
@@ -11119,12 +11241,10 @@ static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor 
 
 static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         int32_t row;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         memcpy(&row, mms__row_ptr(b, i2, i3, 0) + i1 * (int64_t)b->nb[0], sizeof row);
         if (row < 0 || row >= a->ne[1]) {
             mms__compute_fail(p, MMS_ERR_INVALID_ARG, "GET_ROWS %s: index %d at position %lld is outside 0..%lld of %s",
@@ -11141,12 +11261,10 @@ static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_te
 /* Row rows[i] of dst (a view of a) from row i of b, for every (ne2, ne3). */
 static void mms__cpu_set_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *b = dst->src[0], *rows = dst->src[1];
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(b), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, b);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         int32_t row;
-        mms__unravel_row(b->ne, r, &i1, &i2, &i3);
         memcpy(&row, (const char *)rows->data + i1 * (int64_t)rows->nb[0], sizeof row);
         if (row < 0 || row >= dst->ne[1]) {
             mms__compute_fail(p, MMS_ERR_INVALID_ARG, "SET_ROWS %s: index %d at position %lld is outside 0..%lld",
@@ -11167,12 +11285,11 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
     const bool is_2D = mms_get_op_params_i32(dst, 6) != 0;
     const int64_t KW = kern->ne[0], KH = is_2D ? kern->ne[1] : 1, IC = is_2D ? kern->ne[2] : kern->ne[1];
     float *obuf = p->wdata;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t ox, oy, n, ic, ky, kx;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t ox, oy, n;
+    while (mms__next_row(&part, &ox, &oy, &n)) {
+        int64_t ic, ky, kx;
         float *out, *o;
-        mms__unravel_row(dst->ne, r, &ox, &oy, &n);
         if (!is_2D) { n = oy; oy = 0; }
         out = mms__out_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, obuf);
         o = out;
@@ -11194,13 +11311,11 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
 static void mms__cpu_repeat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi, k;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t k, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         char *d;
         const char *s;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         d = mms__row_ptr(dst, i1, i2, i3);
         s = mms__row_ptr(a, i1 % a->ne[1], i2 % a->ne[2], i3 % a->ne[3]);
         for (k = 0; k < dst->ne[0]; k += a->ne[0])

@@ -72,6 +72,9 @@ static void check(const struct set *s, enum mms_type type, bool repacked, int64_
                mms__mul_mat_work_size(out));
         if (p.unpack) EXPECT(p.scratch >= p.unpacked + 64 * mms_row_size(type, K), "%s: no room for the unpacked tile", what);
         if (w.strategy == GEMM_BF16) EXPECT(p.scratch >= p.a_bf16 + (size_t)(256 * ((K + 1) / 2)) * 4, "%s: no room for a's bf16 tile", what);
+        if (w.strategy == GEMM_BF16)   /* its own parts: a gathered row of a, b's tile in pairs before a's */
+            EXPECT(p.a_row_bf16 + (size_t)K * 2 <= p.b_bf16 && p.b_bf16 + (size_t)(48 * ((K + 1) / 2)) * 4 <= p.a_bf16,
+                   "%s: the bf16 parts overlap", what);
     }
     mms_backend_buffer_free(wbuf);
     mms_free(ctx);

@@ -17,6 +17,30 @@ struct mms__compute_params {
     struct mms__compute_state *state;
 };
 
+/* The rows of a tensor that part p takes (mms__split of them), one at a time:
+       struct mms__part_rows rows = mms__part_rows_of(p, t);
+       while (mms__next_row(&rows, &i1, &i2, &i3)) ...   (the row's number in rows.r) */
+struct mms__part_rows {
+    const int64_t *ne;
+    int64_t        r, end;
+};
+
+static struct mms__part_rows mms__part_rows_of(const struct mms__compute_params *p, const struct mms_tensor *t) {
+    struct mms__part_rows rows;
+    int64_t lo;
+    mms__split(mms_nrows(t), p->ith, p->nth, &lo, &rows.end);
+    rows.ne = t->ne;
+    rows.r = lo - 1;
+    return rows;
+}
+
+/* The next row's indices; false past the part's last. */
+static bool mms__next_row(struct mms__part_rows *rows, int64_t *i1, int64_t *i2, int64_t *i3) {
+    if (rows->r + 1 >= rows->end) return false;
+    mms__unravel_row(rows->ne, ++rows->r, i1, i2, i3);
+    return true;
+}
+
 /* A kernel that meets bad data (an index out of range) reports it; the graph stops after the node. */
 static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) MMS_PRINTF(3, 4);
 static void mms__compute_fail(const struct mms__compute_params *p, enum mms_status status, const char *fmt, ...) {

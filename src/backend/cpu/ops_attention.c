@@ -26,13 +26,11 @@ static void mms__cpu_soft_max(const struct mms__compute_params *p, struct mms_te
     const int64_t n = dst->ne[0];
     const float scale = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n, *mbuf = obuf + n;
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out, max;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         mms__vec_axpb_f32(n, out, x, scale, mask ? mms__mask_span(mask, mms__mask_row(mask, i1, i2, i3), 0, n, mbuf) : NULL);
@@ -54,19 +52,17 @@ static void mms__cpu_rope(const struct mms__compute_params *p, struct mms_tensor
     const float attn_factor = mms_get_op_params_f32(dst, 6);
     const int64_t n = dst->ne[0], half = n_dims / 2;
     float *abuf = p->wdata, *obuf = abuf + n, *inv_freq = obuf + n, *cs = inv_freq + half, *sn = cs + half;
-    int64_t r, lo, hi, i, cached_token = -1;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i, cached_token = -1, i1, i2, i3;
 
     for (i = 0; i < half; i++) {
         double f = (double)freq_scale * pow((double)freq_base, -2.0 * (double)i / (double)n_dims);
         if (ff) f /= (double)mms__get_f32(ff, i, 0, 0, 0);
         inv_freq[i] = (float)f;
     }
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         if (i2 != cached_token) {            /* angles depend on the token only: share them across heads */
             int32_t position;
             memcpy(&position, (const char *)pos->data + i2 * (int64_t)pos->nb[0], sizeof position);

@@ -7,13 +7,11 @@ static void mms__cpu_binary(const struct mms__compute_params *p, struct mms_tens
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t ne0 = dst->ne[0], nb0 = b->ne[0];
     float *abuf = p->wdata, *bbuf = abuf + ne0, *obuf = bbuf + ne0;
-    int64_t r, lo, hi, k;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t k, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x, *y;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         y = mms__load_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3], bbuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
@@ -28,13 +26,11 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
     const enum mms_op op = dst->op;
     const float s = op == MMS_OP_SCALE ? mms_get_op_params_f32(dst, 0) : 0.0f;
     float *abuf = p->wdata, *obuf = abuf + ne0;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         mms__vec_unary_f32(op, ne0, out, x, s);
@@ -47,13 +43,12 @@ static void mms__cpu_unary(const struct mms__compute_params *p, struct mms_tenso
 static void mms__cpu_copy(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(a->type);
-    int64_t lo, hi, r, i;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t lo, hi, i, a1, a2, a3;
     if (a->ne[0] == dst->ne[0]) {          /* rows line up one to one */
-        mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-        for (r = lo; r < hi; r++) {
-            int64_t a1, a2, a3, d1, d2, d3;
-            mms__unravel_row(a->ne, r, &a1, &a2, &a3);
-            mms__unravel_row(dst->ne, r, &d1, &d2, &d3);
+        while (mms__next_row(&part, &a1, &a2, &a3)) {
+            int64_t d1, d2, d3;
+            mms__unravel_row(dst->ne, part.r, &d1, &d2, &d3);
             if (a->type == dst->type) {
                 const char *s = mms__row_ptr(a, a1, a2, a3);
                 char *d = mms__row_ptr(dst, d1, d2, d3);

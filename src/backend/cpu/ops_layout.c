@@ -18,12 +18,10 @@ static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tens
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const int dim = mms_get_op_params_i32(dst, 0);
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t idx[4], k;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t idx[4], k;
+    while (mms__next_row(&part, &idx[1], &idx[2], &idx[3])) {
         char *d;
-        mms__unravel_row(dst->ne, r, &idx[1], &idx[2], &idx[3]);
         d = mms__row_ptr(dst, idx[1], idx[2], idx[3]);
         if (dim == 0) {
             mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, idx[1], idx[2], idx[3]), a->nb[0], a->ne[0], ts);
@@ -40,12 +38,10 @@ static void mms__cpu_concat(const struct mms__compute_params *p, struct mms_tens
 static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         char *d;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         d = mms__row_ptr(dst, i1, i2, i3);
         if (i1 < a->ne[1] && i2 < a->ne[2] && i3 < a->ne[3]) {
             mms__copy_elems(d, dst->nb[0], mms__row_ptr(a, i1, i2, i3), a->nb[0], a->ne[0], ts);
@@ -58,12 +54,10 @@ static void mms__cpu_pad(const struct mms__compute_params *p, struct mms_tensor 
 
 static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         int32_t row;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         memcpy(&row, mms__row_ptr(b, i2, i3, 0) + i1 * (int64_t)b->nb[0], sizeof row);
         if (row < 0 || row >= a->ne[1]) {
             mms__compute_fail(p, MMS_ERR_INVALID_ARG, "GET_ROWS %s: index %d at position %lld is outside 0..%lld of %s",
@@ -80,12 +74,10 @@ static void mms__cpu_get_rows(const struct mms__compute_params *p, struct mms_te
 /* Row rows[i] of dst (a view of a) from row i of b, for every (ne2, ne3). */
 static void mms__cpu_set_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *b = dst->src[0], *rows = dst->src[1];
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(b), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, b);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         int32_t row;
-        mms__unravel_row(b->ne, r, &i1, &i2, &i3);
         memcpy(&row, (const char *)rows->data + i1 * (int64_t)rows->nb[0], sizeof row);
         if (row < 0 || row >= dst->ne[1]) {
             mms__compute_fail(p, MMS_ERR_INVALID_ARG, "SET_ROWS %s: index %d at position %lld is outside 0..%lld",
@@ -106,12 +98,11 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
     const bool is_2D = mms_get_op_params_i32(dst, 6) != 0;
     const int64_t KW = kern->ne[0], KH = is_2D ? kern->ne[1] : 1, IC = is_2D ? kern->ne[2] : kern->ne[1];
     float *obuf = p->wdata;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t ox, oy, n, ic, ky, kx;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t ox, oy, n;
+    while (mms__next_row(&part, &ox, &oy, &n)) {
+        int64_t ic, ky, kx;
         float *out, *o;
-        mms__unravel_row(dst->ne, r, &ox, &oy, &n);
         if (!is_2D) { n = oy; oy = 0; }
         out = mms__out_row(dst, ox, is_2D ? oy : n, is_2D ? n : 0, obuf);
         o = out;
@@ -133,13 +124,11 @@ static void mms__cpu_im2col(const struct mms__compute_params *p, struct mms_tens
 static void mms__cpu_repeat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
     const size_t ts = mms_type_size(dst->type);
-    int64_t r, lo, hi, k;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t k, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         char *d;
         const char *s;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         d = mms__row_ptr(dst, i1, i2, i3);
         s = mms__row_ptr(a, i1 % a->ne[1], i2 % a->ne[2], i3 % a->ne[3]);
         for (k = 0; k < dst->ne[0]; k += a->ne[0])

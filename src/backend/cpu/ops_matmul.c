@@ -3,10 +3,12 @@
    into tiles of MB rows of a by NB rows of b per batch, handed out through an atomic counter so
    both cores stay busy whatever the sizes (1601 included); tiles depend on the shapes only, so
    results do not depend on the thread count. Which integer kernels quantized weights take on the
-   kernel set in use, and from which column count, is their kernel card's (quant_dot:
+   kernel set in use, and from which column count, is their kernel card's (quant/cards.c:
    struct mms__quant_card; its format, struct mms__quant_format, gives the blocks and the layout).
    mms__mm_plan_of picks one of the strategies below per product (enum mms__mm_strategy) and lays
-   out its scratch; tests/test_mm_plan.c checks its choices on their own.
+   out its scratch; tests/test_mm_plan.c checks its choices on their own. mms__cpu_mul_mat is the
+   plan and a switch: one function per strategy computes a tile, the loop that hands the tiles out
+   (mms__mm_run_tiles) is theirs in common.
    - SIMD sets, N > 4 (f16/f32 weights: N > 8) (GEMM): the a tile is packed transposed into panels of 16 columns (f16/bf16
      converted on the way) and kept while consecutive tiles walk along b; the register block then
      broadcasts 6 b values per k against the 16 columns of the panel (AVX2: 12 FMAs per 8 loads;
@@ -16,13 +18,13 @@
      straight from the rows (SIMD: 4 rows of weights against one column at a time, or on AVX2 2 rows
      against 4 columns, on AVX-512 4 rows against up to 4 columns or 2 rows against up to 8, f16
      converted inside the dot, each (row, column) summed the same way whatever the columns beside
-     it; quantized weights against 8-bit activations, see quant_dot), so the weights stream from
+     it; quantized weights against 8-bit activations, see quant/row_dots.c), so the weights stream from
      memory exactly once.
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
-     a is repacked 8 rows side by side (quant_dot) into the scratch of the GEMM's packed tile, so
+     a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
@@ -49,7 +51,7 @@ static size_t mms__mul_mat_work_size(const struct mms_tensor *dst) {
 }
 
 /* out[j * ldo + i] = dot(A[i], B[j]) for i < mr, j < nr */
-static void mms__mm_tile(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
+static void mms__mm_dots_f32(int64_t K, const float *const *A, int64_t mr, const float *const *B, int64_t nr, float *out, int64_t ldo) {
     int64_t i, j;
     for (i = 0; i < mr; i++)
         for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_f32(K, A[i], B[j]);
@@ -94,8 +96,9 @@ static void mms__mm_pack(const struct mms_tensor *a, int64_t m0, int64_t mr, int
 }
 
 /* How mms__cpu_mul_mat computes a product, one strategy per product (the list at the top of this
-   file). To add one: a value here, its choice in mms__mm_plan_of, its branch in mms__cpu_mul_mat
-   and its cases in tests/test_mm_plan.c. */
+   file). To add one: a value here, its choice in mms__mm_plan_of, its function (one tile, as
+   mms__mm_run_tiles hands them out) and its case in mms__cpu_mul_mat's switch, and its cases in
+   tests/test_mm_plan.c. */
 enum mms__mm_strategy {
     MMS__MM_ZERO,          /* K = 0: the output is zeros */
     MMS__MM_GEMM_F32,      /* a's tile packed as f32 panels (converted, dequantized or unpacked on the way), the f32 GEMM */
@@ -127,8 +130,10 @@ struct mms__mm_plan {
     size_t                           a_pack;         /* a's tile packed (f32 panels, groups of 8 rows) or as f32 rows */
     size_t                           a_rows16;       /* 16 of a's rows converted for packing */
     size_t                           b_rows;         /* b's tile as f32 rows */
-    size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row (GEMM_BF16: a strided row) */
-    size_t                           unpacked;       /* a repacked tile unpacked; or GEMM_BF16's b tile in bf16 pairs, */
+    size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row */
+    size_t                           a_row_bf16;     /* GEMM_BF16: one of a's rows gathered (a strided a), where b_q8 is */
+    size_t                           unpacked;       /* a repacked tile unpacked */
+    size_t                           b_bf16;         /* GEMM_BF16: b's tile in bf16 pairs, where unpacked is, */
     size_t                           a_bf16;         /* then a's tile packed in bf16 pairs */
     size_t                           scratch;        /* bytes the strategy uses from the start */
 };
@@ -171,206 +176,284 @@ static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const str
     p.a_rows16 = p.a_pack + (size_t)(MMS__MM_MB * K) * sizeof(float);
     p.b_rows = p.a_rows16 + (size_t)(16 * K) * sizeof(float);
     p.b_q8 = p.b_rows + (size_t)(MMS__MM_NB * K) * sizeof(float);
+    p.a_row_bf16 = p.b_q8;   /* no strategy takes both */
     p.unpacked = MMS__ALIGN_UP(p.b_q8 + MMS__MM_NB * p.q8_row, 64);
-    p.a_bf16 = p.unpacked + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16) * sizeof(uint32_t);
+    p.b_bf16 = p.unpacked;   /* nor both of these */
+    p.a_bf16 = p.b_bf16 + MMS__ALIGN_UP(MMS__MM_NB * ((K + 1) / 2), 16) * sizeof(uint32_t);
     p.scratch = p.strategy == MMS__MM_QUANT_TILES || p.strategy == MMS__MM_INT_DOTS ? p.unpacked : p.b_q8;
     if (p.unpack) p.scratch = p.unpacked + (size_t)MMS__MM_MB * mms_row_size(a->type, K);
     if (p.strategy == MMS__MM_GEMM_BF16) p.scratch = p.a_bf16 + (size_t)(MMS__MM_MB_BF16 * ((K + 1) / 2)) * sizeof(uint32_t);
     return p;
 }
 
+/* One tile of a product as its strategy sees it: rows [m0, m0 + mr) of a by rows [n0, n0 + nr) of
+   b in one batch, and the thread's scratch as the plan lays it out. The tile loop
+   (mms__mm_run_tiles) fills it; a strategy (one function each, below) computes the tile into out. */
+struct mms__mm_tile {
+    const struct mms__mm_plan *plan;
+    const struct mms_tensor   *a, *b;
+    const struct mms_tensor   *A;             /* a, or its tile unpacked (a_tile) */
+    struct mms_tensor          a_tile;        /* a repacked tile's rows as they were, in the scratch */
+    int64_t                    K, m0, am0;    /* am0: the tile's first row in A (0 when unpacked) */
+    int64_t                    n0, mr, nr;
+    int64_t                    ia2, ia3;      /* a's batch (broadcast over b's) */
+    int64_t                    ib2, ib3;      /* b's and dst's batch */
+    float                     *out;           /* dst's element (m0, n0) of the batch */
+    int64_t                    ldo;           /* floats between dst's rows */
+    bool                       new_a;         /* a tile other than this thread's last one (GEMM: pack it) */
+    bool                       new_b;         /* b's tile other than this thread's last one (load it) */
+    /* the scratch, at the plan's offsets */
+    void                      *a_pack;        /* a's tile packed: f32 panels, groups of 8 rows, or f32 rows */
+    float                     *a_rows16;
+    float                     *b_rows;
+    char                      *b_q8;
+    mms_bf16_t                *a_row_bf16;
+    char                      *unpacked;
+    uint32_t                  *b_bf16, *a_bf16;
+    const float               *brows[MMS__MM_NB];   /* b's tile as f32 rows (the dot strategies) */
+};
+
+/* The tiles of the product in turn, handed out to the threads through the atomic counter, each
+   computed by the strategy's function. GEMMs walk along b first (a's packed tile reused), the
+   others along a (b's converted tile reused). */
+static void mms__mm_run_tiles(const struct mms__compute_params *p, struct mms_tensor *dst, const struct mms__mm_plan *plan,
+                              void (*strategy)(struct mms__mm_tile *)) {
+    const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
+    const int64_t M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    char *const base = (char *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
+    struct mms__mm_tile t;
+    int64_t last_a = -1, last_b = -1;
+    memset(&t, 0, sizeof t);
+    t.plan = plan;
+    t.a = a;
+    t.b = b;
+    t.K = a->ne[0];
+    t.ldo = (int64_t)(dst->nb[1] / sizeof(float));
+    t.a_pack = base + plan->a_pack;
+    t.a_rows16 = (float *)(base + plan->a_rows16);
+    t.b_rows = (float *)(base + plan->b_rows);
+    t.b_q8 = base + plan->b_q8;
+    t.a_row_bf16 = (mms_bf16_t *)(base + plan->a_row_bf16);
+    t.unpacked = base + plan->unpacked;
+    t.b_bf16 = (uint32_t *)(base + plan->b_bf16);
+    t.a_bf16 = (uint32_t *)(base + plan->a_bf16);
+    for (;;) {
+        const int64_t item = mms__atomic_fetch_add(p->counter, 1);
+        int64_t tm, tn, batch, akey;
+        if (item >= plan->n_items) break;
+        if (plan->along_b) {
+            tn = item % plan->tiles_n;
+            tm = (item / plan->tiles_n) % plan->tiles_m;
+        } else {
+            tm = item % plan->tiles_m;
+            tn = (item / plan->tiles_m) % plan->tiles_n;
+        }
+        batch = item / (plan->tiles_m * plan->tiles_n);
+        t.ib2 = batch % b->ne[2];
+        t.ib3 = batch / b->ne[2];
+        t.ia2 = t.ib2 / r2;
+        t.ia3 = t.ib3 / r3;
+        t.m0 = tm * plan->mb;
+        t.n0 = tn * plan->nb;
+        t.mr = MMS__MIN(plan->mb, M - t.m0);
+        t.nr = MMS__MIN(plan->nb, N - t.n0);
+        t.out = (float *)mms__row_ptr(dst, t.n0, t.ib2, t.ib3) + t.m0;
+        akey = (tm * a->ne[2] + t.ia2) * a->ne[3] + t.ia3;
+        t.new_a = akey != last_a;
+        t.new_b = batch * plan->tiles_n + tn != last_b;
+        last_a = akey;
+        last_b = batch * plan->tiles_n + tn;
+        t.A = a;
+        t.am0 = t.m0;
+        if (plan->unpack) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
+            if (!plan->along_b || t.new_a) {
+                mms__repack_rows(a, t.m0, t.mr, t.unpacked);
+                t.a_tile = *a;
+                t.a_tile.data = t.unpacked;
+                t.a_tile.buffer = NULL;
+                t.a_tile.ne[1] = t.mr;
+            }
+            t.A = &t.a_tile;
+            t.am0 = 0;
+        }
+        strategy(&t);
+    }
+}
+
+/* Row r of the tile of A. */
+static const void *mms__mm_a_row(const struct mms__mm_tile *t, int64_t r) { return mms__row_ptr(t->A, t->am0 + r, t->ia2, t->ia3); }
+
+/* The dot strategies: b's tile as f32 rows (brows), and in 8 bits for the card's kernels, once
+   per tile of b. */
+static void mms__mm_load_b(struct mms__mm_tile *t) {
+    const struct mms__mm_plan *plan = t->plan;
+    int64_t j;
+    if (!t->new_b) return;
+    mms__mm_rows(t->b, t->n0, t->nr, t->ib2, t->ib3, t->b_rows, t->brows);
+    for (j = 0; plan->card && j < t->nr; j++) {
+        plan->fmt->quantize_act(t->brows[j], t->b_q8 + j * plan->q8_row, t->K);
+        if (plan->act_unsigned) mms__q8_act_unsigned(t->b_q8 + j * plan->q8_row, t->K);
+    }
+}
+
+/* GEMM_F32: a's tile packed as f32 panels once, b's tile against it. */
+static void mms__mm_gemm_f32(struct mms__mm_tile *t) {
+    const float *brow;
+    int64_t ldb;
+    if (t->new_a) mms__mm_pack(t->A, t->am0, t->mr, t->ia2, t->ia3, (float *)t->a_pack, t->a_rows16);
+    brow = mms__mm_block(t->b, t->n0, t->nr, t->ib2, t->ib3, t->b_rows, &ldb);
+    mms__gemm_f32(t->nr, t->mr, t->K, brow, ldb, (const float *)t->a_pack, 16, 16 * t->K, t->out, t->ldo, 0);
+}
+
+/* GEMM_BF16: a's tile packed in bf16 pairs once, b's tile rounded to bf16 pairs against it. */
+static void mms__mm_gemm_bf16(struct mms__mm_tile *t) {
+    const int64_t P = (t->K + 1) / 2;
+    const float *brow;
+    int64_t ldb, j;
+    if (t->new_a) mms__pack_rows_bf16(t->A, t->am0, t->mr, t->ia2, t->ia3, (float *)t->a_bf16, t->a_rows16, t->a_row_bf16);
+    brow = mms__mm_block(t->b, t->n0, t->nr, t->ib2, t->ib3, t->b_rows, &ldb);
+    for (j = 0; j < t->nr; j++) mms__vec_bf16_pairs(t->K, brow + j * ldb, t->b_bf16 + j * P);
+    mms__gemm_bf16(t->nr, t->mr, P, t->b_bf16, P, t->a_bf16, 16 * P, t->out, t->ldo, 0);
+}
+
+/* QUANT_TILES on up to MMS__MM_GEMV_N columns (decode on repacked weights): one column at a time
+   against the card's gemv_groups groups side by side. */
+static void mms__mm_quant_gemv(const struct mms__mm_tile *t, const void *const *groups, int64_t ng) {
+    const struct mms__quant_card *card = t->plan->card;
+    const int64_t stride = MMS__MM_MB / 8 / card->gemv_groups;
+    float res[MMS__MM_MB];
+    int64_t j, g, c, r;
+    for (j = 0; j < t->nr; j++) {
+        for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
+            const void *w4[4];
+            float *o4[4];
+            int ns = 0;
+            for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
+            card->gemv(ns, t->K, w4, t->b_q8 + j * t->plan->q8_row, o4);
+        }
+        for (r = 0; r < t->mr; r++) t->out[j * t->ldo + r] = res[r];
+    }
+}
+
+/* QUANT_TILES: a's tile in groups of 8 rows side by side (read in place where a is kept repacked,
+   else packed into a_pack), then the card's 8 x 4 blocks (or 16 x tile16_cols, two groups a call). */
+static void mms__mm_quant_tiles(struct mms__mm_tile *t) {
+    const struct mms__mm_plan *plan = t->plan;
+    const struct mms__quant_card *card = plan->card;
+    const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
+    const size_t group = (size_t)(K / plan->fmt->block_len) * plan->fmt->group_block;   /* 8 of them take less than the f32 tile */
+    const int64_t in_place = plan->repacked ? MMS__MIN(mr, mms__repack_tail(t->a) - t->m0) : 0;   /* rows kept repacked */
+    const int64_t ng = (mr + 7) / 8;
+    const int64_t step = card->tile16 ? 2 : 1;                      /* groups per kernel call */
+    const int64_t cols = card->tile16 ? card->tile16_cols : 4;     /* columns per step */
+    const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
+    float res[16 * 8];
+    int64_t g, r, j, c, c0;
+    mms__mm_load_b(t);
+    for (g = 0; g < ng; g++) {
+        const int n = (int)MMS__MIN(8, mr - g * 8);
+        if (g * 8 < in_place) { groups[g] = mms__repack_at(t->a, t->m0 + g * 8); continue; }
+        for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
+            rows[r] = plan->repacked ? mms__repack_at(t->a, t->m0 + g * 8 + r) : mms__mm_a_row(t, g * 8 + r);
+        card->pack(rows, n, K, (char *)t->a_pack + (size_t)g * group);
+        groups[g] = (char *)t->a_pack + (size_t)g * group;
+    }
+    if (plan->gemv) { mms__mm_quant_gemv(t, groups, ng); return; }
+    for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */
+        for (c = 0; c < cols; c++) xs[c] = t->b_q8 + MMS__MIN(j + c, nr - 1) * plan->q8_row;
+        for (g = 0; g < ng; g += step) {
+            const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by tile */
+            const int64_t rows_g = two ? 16 : 8;
+            for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* tile takes 4 columns */
+                if (two) card->tile16(K, groups[g], groups[g + 1], xs, res);
+                else card->tile(K, groups[g], xs + c0, res);
+                for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
+                    for (r = 0; r < rows_g && g * 8 + r < mr; r++) t->out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
+            }
+        }
+    }
+}
+
+/* INT_DOTS: the card's integer dots of a's rows as they are against b's 8-bit rows. */
+static void mms__mm_int_dots(struct mms__mm_tile *t) {
+    const struct mms__mm_plan *plan = t->plan;
+    const struct mms__quant_card *card = plan->card;
+    const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
+    const size_t q8_row = plan->q8_row;
+    int64_t i, j = 0, c;
+    float d[4];
+    mms__mm_load_b(t);
+    for (; plan->dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
+        for (i = 0; i < mr; i++) {
+            plan->dot4(K, mms__mm_a_row(t, i), t->b_q8 + j * q8_row, q8_row, d);
+            for (c = 0; c < 4; c++) t->out[(j + c) * ldo + i] = d[c];
+        }
+    if (card->dot_rows)                 /* the columns left: 4 rows a call, kept in L1 for all of them */
+        for (i = 0; j < nr && i < mr; i += 4)
+            for (c = j; c < nr; c++)
+                card->dot_rows(K, mms__mm_a_row(t, i), t->A->nb[1], (int)MMS__MIN(4, mr - i), t->b_q8 + c * q8_row, t->out + c * ldo + i);
+    else                                /* or one row at a time */
+        for (i = 0; j < nr && i < mr; i++) {
+            const void *w = mms__mm_a_row(t, i);
+            for (c = j; c < nr; c++) t->out[c * ldo + i] = card->dot(K, w, t->b_q8 + c * q8_row);
+        }
+}
+
+/* FLOAT_DIRECT: f16/f32 weights dotted straight from their rows, 4 rows at a time. */
+static void mms__mm_float_direct(struct mms__mm_tile *t) {
+    const bool f16 = t->a->type == MMS_TYPE_F16;
+    const size_t es = f16 ? sizeof(mms_fp16_t) : sizeof(float);
+    const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
+    const char *a0 = (const char *)mms__mm_a_row(t, 0);
+    const int64_t lda = (int64_t)(t->a->nb[1] / es);
+    const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
+    const float *const *brows = t->brows;
+    float *out = t->out;
+    int64_t i = 0, j, r, c;
+    float d[8];
+    mms__mm_load_b(t);
+    if (mms__vec_gemv_cols(f16, K, a0, lda, mr, t->brows, nr, out, ldo)) return;   /* AVX-512 */
+    for (; i + 4 <= mr; i += 4) {
+        for (j = 0; j < n2x4; j += 4)   /* each weight loaded once for 4 columns; the same sums */
+            for (r = 0; r < 4; r += 2) {
+                mms__vec_dot2x4(f16, K, a0 + (size_t)((i + r) * lda) * es, lda, brows + j, d);
+                for (c = 0; c < 4; c++) { out[(j + c) * ldo + i + r] = d[2 * c]; out[(j + c) * ldo + i + r + 1] = d[2 * c + 1]; }
+            }
+        for (j = n2x4; j < nr; j++) {
+            mms__vec_dot4_rows(f16, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d, a0 + (size_t)((i + 4 < mr ? i + 4 : i) * lda) * es);
+            for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
+        }
+    }
+    for (; i < mr; i++)
+        for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16, K, a0 + (size_t)(i * lda) * es, brows[j]);
+}
+
+/* ROWS: both sides as f32 rows, one dot per output. */
+static void mms__mm_rows_dots(struct mms__mm_tile *t) {
+    const float *arows[MMS__MM_MB];
+    mms__mm_load_b(t);
+    mms__mm_rows(t->A, t->am0, t->mr, t->ia2, t->ia3, (float *)t->a_pack, arows);
+    mms__mm_dots_f32(t->K, arows, t->mr, t->brows, t->nr, t->out, t->ldo);
+}
+
+/* ZERO: an empty product (K = 0) is zeros, the part's rows of them. */
+static void mms__mm_zero(const struct mms__compute_params *p, struct mms_tensor *dst) {
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)dst->ne[0] * sizeof(float));
+}
+
 static void mms__cpu_mul_mat(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0], *b = dst->src[1];
     const struct mms__mm_plan plan = mms__mm_plan_of(a, b, mms__quant_card_of(a->type), mms__simd(), mms__vec_has_gemm_bf16());
-    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const int64_t ldo = (int64_t)(dst->nb[1] / sizeof(float));
-    const bool repacked = plan.repacked;
-    const struct mms__quant_format *fmt = plan.fmt;
-    const bool gemm = plan.along_b, bf16_gemm = plan.strategy == MMS__MM_GEMM_BF16;
-    const struct mms__quant_card *x8 = plan.strategy == MMS__MM_QUANT_TILES ? plan.card : NULL;   /* the 8-row kernels run */
-    const mms__q8_dot_fn q8_dot = plan.card ? plan.card->dot : NULL;   /* b's rows in 8 bits for the card's kernels */
-    const mms__q8_dot4_fn q8_dot4 = plan.dot4;
-    const mms__q8_dot_rows_fn q8_dot_rows = plan.strategy == MMS__MM_INT_DOTS ? plan.card->dot_rows : NULL;
-    const bool act_unsigned = plan.act_unsigned;
-    const bool f16_direct = plan.strategy == MMS__MM_FLOAT_DIRECT && a->type == MMS_TYPE_F16;
-    const int64_t mb = plan.mb, tiles_m = plan.tiles_m, tiles_n = plan.tiles_n, n_items = plan.n_items;
-    char *const base = (char *)MMS__ALIGN_UP((uintptr_t)p->wdata, 64);
-    float *abuf = (float *)(base + plan.a_pack), *rowbuf = (float *)(base + plan.a_rows16), *bbuf = (float *)(base + plan.b_rows);
-    char *bq8 = base + plan.b_q8;
-    const size_t q8_row = plan.q8_row;
-    char *unpacked = base + plan.unpacked;
-    struct mms_tensor a_tile;   /* a repacked tile's rows as they were */
-    uint32_t *b16 = (uint32_t *)(base + plan.unpacked);
-    float *pack16 = (float *)(base + plan.a_bf16);
-    const float *arows[MMS__MM_MB], *brows[MMS__MM_NB];
-    int64_t cached = -1;   /* the tile of a (GEMM) or of b (dot path) already in the scratch */
-
-    if (plan.strategy == MMS__MM_ZERO) {   /* empty products are zero */
-        int64_t r, lo, hi;
-        mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-        for (r = lo; r < hi; r++) {
-            int64_t i1, i2, i3;
-            mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
-            memset(mms__row_ptr(dst, i1, i2, i3), 0, (size_t)M * sizeof(float));
-        }
-        return;
-    }
-    for (;;) {
-        int64_t item = mms__atomic_fetch_add(p->counter, 1), tm, tn, batch, i12, i13, m0, n0, mr, nr, akey, am0;
-        const struct mms_tensor *A;
-        if (item >= n_items) break;
-        if (gemm) {          /* along b first: the packed tile of a is reused */
-            tn = item % tiles_n;
-            tm = (item / tiles_n) % tiles_m;
-        } else {             /* along a first: the converted b rows are reused */
-            tm = item % tiles_m;
-            tn = (item / tiles_m) % tiles_n;
-        }
-        batch = item / (tiles_m * tiles_n);
-        i12 = batch % b->ne[2];
-        i13 = batch / b->ne[2];
-        m0 = tm * mb;
-        n0 = tn * MMS__MM_NB;
-        mr = MMS__MIN(mb, M - m0);
-        nr = MMS__MIN(MMS__MM_NB, N - n0);
-        akey = (tm * a->ne[2] + i12 / r2) * a->ne[3] + i13 / r3;
-        A = a;
-        am0 = m0;
-        if (plan.unpack) {   /* unpacked into a tensor of the tile's rows; its m0 is 0 */
-            if (!gemm || cached != akey) {
-                mms__repack_rows(a, m0, mr, unpacked);
-                a_tile = *a;
-                a_tile.data = unpacked;
-                a_tile.buffer = NULL;
-                a_tile.ne[1] = mr;
-            }
-            A = &a_tile;
-            am0 = 0;
-        }
-        if (bf16_gemm) {
-            const int64_t P = (K + 1) / 2;
-            const float *brow;
-            int64_t ldb, j;
-            if (cached != akey) {
-                mms__pack_rows_bf16(A, am0, mr, i12 / r2, i13 / r3, pack16, rowbuf, (mms_bf16_t *)bq8);   /* bq8, free in this path: a strided row */
-                cached = akey;
-            }
-            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
-            for (j = 0; j < nr; j++) mms__vec_bf16_pairs(K, brow + j * ldb, b16 + j * P);
-            mms__gemm_bf16(nr, mr, P, b16, P, (const uint32_t *)pack16, 16 * P, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
-        } else if (gemm) {
-            const float *brow;
-            int64_t ldb;
-            if (cached != akey) {
-                mms__mm_pack(A, am0, mr, i12 / r2, i13 / r3, abuf, rowbuf);
-                cached = akey;
-            }
-            brow = mms__mm_block(b, n0, nr, i12, i13, bbuf, &ldb);
-            mms__gemm_f32(nr, mr, K, brow, ldb, abuf, 16, 16 * K, (float *)mms__row_ptr(dst, n0, i12, i13) + m0, ldo, 0);
-        } else {
-            float *out = (float *)mms__row_ptr(dst, n0, i12, i13) + m0;
-            if (cached != item / tiles_m) {
-                int64_t j;
-                mms__mm_rows(b, n0, nr, i12, i13, bbuf, brows);
-                for (j = 0; q8_dot && j < nr; j++) {
-                    fmt->quantize_act(brows[j], bq8 + j * q8_row, K);
-                    if (act_unsigned) mms__q8_act_unsigned(bq8 + j * q8_row, K);
-                }
-                cached = item / tiles_m;
-            }
-            if (x8) {                          /* the tile of a in groups of 8 rows side by side, then 8 x 4 blocks */
-                const size_t group = (size_t)(K / fmt->block_len) * fmt->group_block;   /* 8 of them take less than the f32 tile */
-                const int64_t in_place = repacked ? MMS__MIN(mr, mms__repack_tail(a) - m0) : 0;   /* rows kept repacked */
-                const int64_t ng = (mr + 7) / 8;
-                const void *groups[MMS__MM_MB / 8], *rows[8], *xs[8];
-                float res[16 * 8];
-                const int64_t step = x8->tile16 ? 2 : 1;                      /* groups per kernel call */
-                const int64_t cols = x8->tile16 ? x8->tile16_cols : 4;       /* columns per step */
-                int64_t g, r, j, c, c0;
-                for (g = 0; g < ng; g++) {
-                    const int n = (int)MMS__MIN(8, mr - g * 8);
-                    if (g * 8 < in_place) { groups[g] = mms__repack_at(a, m0 + g * 8); continue; }
-                    for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
-                        rows[r] = repacked ? mms__repack_at(a, m0 + g * 8 + r) : mms__row_ptr(A, am0 + g * 8 + r, i12 / r2, i13 / r3);
-                    x8->pack(rows, n, K, (char *)abuf + (size_t)g * group);
-                    groups[g] = (char *)abuf + (size_t)g * group;
-                }
-                if (plan.gemv) {               /* decode on repacked weights: one column, groups side by side */
-                    const int64_t stride = MMS__MM_MB / 8 / x8->gemv_groups;
-                    for (j = 0; j < nr; j++) {
-                        for (g = 0; g < MMS__MIN(ng, stride); g++) {   /* groups g, g + stride, ... */
-                            const void *w4[4];
-                            float *o4[4];
-                            int ns = 0;
-                            for (c = g; c < ng; c += stride, ns++) { w4[ns] = groups[c]; o4[ns] = res + 8 * c; }
-                            x8->gemv(ns, K, w4, bq8 + j * q8_row, o4);
-                        }
-                        for (r = 0; r < mr; r++) out[j * ldo + r] = res[r];
-                    }
-                    continue;
-                }
-                for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */
-                    for (c = 0; c < cols; c++) xs[c] = bq8 + MMS__MIN(j + c, nr - 1) * q8_row;
-                    for (g = 0; g < ng; g += step) {
-                        const bool two = step == 2 && g + 1 < ng;   /* 2 groups at once; a lone last one by dot */
-                        const int64_t rows_g = two ? 16 : 8;
-                        for (c0 = 0; c0 < cols; c0 += two ? cols : 4) {   /* dot takes 4 columns */
-                            if (two) x8->tile16(K, groups[g], groups[g + 1], xs, res);
-                            else x8->tile(K, groups[g], xs + c0, res);
-                            for (c = 0; c < (two ? cols : 4) && j + c0 + c < nr; c++)
-                                for (r = 0; r < rows_g && g * 8 + r < mr; r++) out[(j + c0 + c) * ldo + g * 8 + r] = res[rows_g * c + r];
-                        }
-                    }
-                }
-                continue;
-            }
-            if (q8_dot) {                      /* integer dots against the 8-bit activations */
-                int64_t i, j = 0, c;
-                float d[4];
-                for (; q8_dot4 && j + 4 <= nr; j += 4)   /* 4 columns stay in L1 while the weight tile streams past */
-                    for (i = 0; i < mr; i++) {
-                        q8_dot4(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), bq8 + j * q8_row, q8_row, d);
-                        for (c = 0; c < 4; c++) out[(j + c) * ldo + i] = d[c];
-                    }
-                if (q8_dot_rows)                 /* the columns left: 4 rows a call, kept in L1 for all of them */
-                    for (i = 0; j < nr && i < mr; i += 4)
-                        for (c = j; c < nr; c++)
-                            q8_dot_rows(K, mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3), A->nb[1], (int)MMS__MIN(4, mr - i), bq8 + c * q8_row,
-                                        out + c * ldo + i);
-                else                             /* or one row at a time */
-                    for (i = 0; j < nr && i < mr; i++) {
-                        const void *w = mms__row_ptr(A, am0 + i, i12 / r2, i13 / r3);
-                        for (c = j; c < nr; c++) out[c * ldo + i] = q8_dot(K, w, bq8 + c * q8_row);
-                    }
-                continue;
-            }
-            if (plan.strategy == MMS__MM_FLOAT_DIRECT) {   /* straight from the weights, 4 rows at a time */
-                const size_t es = f16_direct ? sizeof(mms_fp16_t) : sizeof(float);
-                const char *a0 = mms__row_ptr(A, am0, i12 / r2, i13 / r3);
-                const int64_t lda = (int64_t)(a->nb[1] / es);
-                const int64_t n2x4 = mms__vec_has_dot2x4() ? nr / 4 * 4 : 0;   /* columns taken 4 at a time */
-                int64_t i = 0, j, r, c;
-                float d[8];
-                if (mms__vec_gemv_cols(f16_direct, K, a0, lda, mr, brows, nr, out, ldo)) continue;   /* AVX-512 */
-                for (; i + 4 <= mr; i += 4) {
-                    for (j = 0; j < n2x4; j += 4)   /* each weight loaded once for 4 columns; the same sums */
-                        for (r = 0; r < 4; r += 2) {
-                            mms__vec_dot2x4(f16_direct, K, a0 + (size_t)((i + r) * lda) * es, lda, brows + j, d);
-                            for (c = 0; c < 4; c++) { out[(j + c) * ldo + i + r] = d[2 * c]; out[(j + c) * ldo + i + r + 1] = d[2 * c + 1]; }
-                        }
-                    for (j = n2x4; j < nr; j++) {
-                        mms__vec_dot4_rows(f16_direct, K, a0 + (size_t)(i * lda) * es, lda, brows[j], d,
-                                           a0 + (size_t)((i + 4 < mr ? i + 4 : i) * lda) * es);
-                        for (r = 0; r < 4; r++) out[j * ldo + i + r] = d[r];
-                    }
-                }
-                for (; i < mr; i++)
-                    for (j = 0; j < nr; j++) out[j * ldo + i] = mms__vec_dot_row(f16_direct, K, a0 + (size_t)(i * lda) * es, brows[j]);
-                continue;
-            }
-            mms__mm_rows(A, am0, mr, i12 / r2, i13 / r3, abuf, arows);
-            mms__mm_tile(K, arows, mr, brows, nr, out, ldo);
-        }
+    switch (plan.strategy) {
+    case MMS__MM_ZERO:         mms__mm_zero(p, dst); break;
+    case MMS__MM_GEMM_F32:     mms__mm_run_tiles(p, dst, &plan, mms__mm_gemm_f32); break;
+    case MMS__MM_GEMM_BF16:    mms__mm_run_tiles(p, dst, &plan, mms__mm_gemm_bf16); break;
+    case MMS__MM_QUANT_TILES:  mms__mm_run_tiles(p, dst, &plan, mms__mm_quant_tiles); break;
+    case MMS__MM_INT_DOTS:     mms__mm_run_tiles(p, dst, &plan, mms__mm_int_dots); break;
+    case MMS__MM_FLOAT_DIRECT: mms__mm_run_tiles(p, dst, &plan, mms__mm_float_direct); break;
+    case MMS__MM_ROWS:         mms__mm_run_tiles(p, dst, &plan, mms__mm_rows_dots); break;
     }
 }

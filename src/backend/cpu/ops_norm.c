@@ -7,14 +7,12 @@ static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor
     const int64_t n = dst->ne[0];
     const float eps = mms_get_op_params_f32(dst, 0);
     float *abuf = p->wdata, *obuf = abuf + n;
-    int64_t r, lo, hi;
-    mms__split(mms_nrows(dst), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, dst);
+    int64_t i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         float *out, scale;
         double sum, sq, mean = 0.0;
-        mms__unravel_row(dst->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, abuf);
         out = mms__out_row(dst, i1, i2, i3, obuf);
         if (dst->op == MMS_OP_NORM) {           /* the mean first, then squares around it */
@@ -30,13 +28,11 @@ static void mms__cpu_norm(const struct mms__compute_params *p, struct mms_tensor
 
 static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
         const float *x;
         double sum = 0.0;
-        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, p->wdata);
         for (i = 0; i < a->ne[0]; i++) sum += x[i];
         *(float *)mms__row_ptr(dst, i1, i2, i3) = (float)sum;
@@ -45,15 +41,14 @@ static void mms__cpu_sum_rows(const struct mms__compute_params *p, struct mms_te
 
 static void mms__cpu_argmax(const struct mms__compute_params *p, struct mms_tensor *dst) {
     const struct mms_tensor *a = dst->src[0];
-    int64_t r, lo, hi, i;
-    mms__split(mms_nrows(a), p->ith, p->nth, &lo, &hi);
-    for (r = lo; r < hi; r++) {
-        int64_t i1, i2, i3, best = 0;
+    struct mms__part_rows part = mms__part_rows_of(p, a);
+    int64_t i, i1, i2, i3;
+    while (mms__next_row(&part, &i1, &i2, &i3)) {
+        int64_t best = 0;
         const float *x;
-        mms__unravel_row(a->ne, r, &i1, &i2, &i3);
         x = mms__load_row(a, i1, i2, i3, p->wdata);
         for (i = 1; i < a->ne[0]; i++)
             if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;   /* NaN never wins */
-        ((int32_t *)dst->data)[r] = (int32_t)best;
+        ((int32_t *)dst->data)[part.r] = (int32_t)best;
     }
 }

@@ -1,12 +1,12 @@
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
    prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
-   before its integer kernel runs (quant_dot: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
    thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
    repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
    by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
    Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
-   in quant_dot): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
+   in quant/cards.c): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
    Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
    scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
    tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
