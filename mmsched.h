@@ -806,9 +806,17 @@
        terminal does not depend on the byte); the sets a walk meets are interned with their successor
        per byte (up to 64 MiB per constraint, then they start over), so a later walk through known
        sets costs one array read per trie node. Masks are cached per state (256 per constraint), so
-       a state met again (inside a string, in a repeated object) costs a lookup; the first visit of a
-       state in a free string walks most of the trie, the worst case (docs/measurements.md has the
-       figures of build/bench_constrain). The trie is built per constraint (tokens sorted by bytes). End tokens are
+       a state met again (inside a string, in a repeated object) costs a lookup. Free text is the
+       worst case, as its first visit would walk most of the trie: so the vocabulary also lists its
+       plain tokens (printable ASCII and DEL, no '"' or '\') by length, and where every plain byte leads
+       the state's set to one same set, for n sets in a row (a string's characters: n unbounded, or
+       what a maxLength leaves), the plain tokens of at most n bytes are allowed from that list and
+       only the trie's other paths (tokens with a quote, an escape, a control or non-ASCII byte) are
+       walked (docs/measurements.md has the figures of build/bench_constrain). The trie and the list
+       are built once per vocabulary, by the first constraint, and shared. Debugging aid: with
+       MMS_CONSTRAIN_CHECK=1 in the environment when a constraint is made, every mask it hands out
+       is also computed by the plain walk, and a difference makes mms_constraint_allowed fail
+       (NULL, MMS_ERR_STATE naming the token); tests/test_constrain.c runs with it. End tokens are
        allowed exactly where the output is complete; control and unused tokens never. Every rule is
        checked to match some finite text, and all 256 byte tokens are in Llama 3's vocabulary, so no
        state is left without an allowed token (tests/test_constrain.c walks the corpus to check it).
@@ -17325,6 +17333,9 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    depends on the vocabulary only, so it is built once, on first use, and shared read-only by every
    constraint and thread after: a constraint then costs its grammar's states, not the vocabulary. */
 
+#define MMS__PLAIN_MAX_LEN 254   /* plain tokens longer than this are not listed (the matcher walks them) */
+#define MMS__PLAIN_NONE 255
+
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
@@ -17337,13 +17348,28 @@ struct mms__token_trie {
     int32_t               *eog;          /* the end tokens, kept out of the trie: they end the output */
     int                    n_eog;
     int32_t                n_vocab;
+    /* Plain text (mms__token_plain: the bytes a JSON string holds as they are), for the matcher's
+       shortcut through free text (constrain.c): the tokens made of plain bytes only, by length,
+       those of length <= L being plain_by_len[0 .. plain_len_end[L]); per node, plain_height: the
+       most bytes under it where every byte under it is plain, else MMS__PLAIN_NONE. */
+    int32_t               *plain_by_len;
+    int32_t                plain_len_end[MMS__PLAIN_MAX_LEN + 1];
+    int                    plain_max_len;   /* the longest listed */
+    uint32_t              *plain_all;       /* the listed tokens as a mask */
+    unsigned char         *plain_height;
 };
+
+/* Is a byte plain text: printable ASCII or DEL, but not '"' or '\\' (what a JSON string holds unescaped)? */
+static bool mms__token_plain(unsigned char b) { return b >= 0x20 && b <= 0x7F && b != '"' && b != '\\'; }
 
 static void mms__token_trie_free(struct mms__token_trie *t) {
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
     MMS_FREE(t->eog);
+    MMS_FREE(t->plain_by_len);
+    MMS_FREE(t->plain_all);
+    MMS_FREE(t->plain_height);
     MMS_FREE(t);
 }
 
@@ -17387,6 +17413,41 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
     return true;
 }
 
+/* The plain-text summaries (see struct mms__token_trie). A child is numbered after its parent, so
+   one pass from the last node up sees every child before its parent. */
+static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__token_bytes *tb, int32_t n_tb) {
+    int32_t i, k, ch, count[MMS__PLAIN_MAX_LEN + 1];
+    t->plain_by_len = (int32_t *)mms__vocab_alloc((size_t)n_tb + 1, sizeof(int32_t));
+    t->plain_height = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
+    t->plain_all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
+    if (!t->plain_by_len || !t->plain_height || !t->plain_all) return false;
+    memset(t->plain_all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
+    memset(count, 0, sizeof count);
+    for (k = 0; k < n_tb; k++) {
+        size_t j;
+        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) count[j]++;
+    }
+    for (i = 0, k = 0; i <= MMS__PLAIN_MAX_LEN; i++) { k += count[i]; t->plain_len_end[i] = k; count[i] = k - count[i]; }
+    for (k = 0; k < n_tb; k++) {
+        size_t j;
+        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) {
+            t->plain_by_len[count[j]++] = tb[k].id;
+            t->plain_all[tb[k].id >> 5] |= 1u << (tb[k].id & 31);
+            if ((int)j > t->plain_max_len) t->plain_max_len = (int)j;
+        }
+    }
+    for (i = t->n_node - 1; i >= 0; i--) {
+        int h = 0;
+        for (ch = t->node[i].first_child; ch >= 0 && h < MMS__PLAIN_NONE; ch = t->node[ch].next_sibling)
+            if (ch <= i || !mms__token_plain(t->node[ch].byte) || t->plain_height[ch] >= MMS__PLAIN_MAX_LEN) h = MMS__PLAIN_NONE;
+            else if (t->plain_height[ch] + 1 > h) h = t->plain_height[ch] + 1;
+        t->plain_height[i] = (unsigned char)h;
+    }
+    return true;
+}
+
 /* Control and unknown tokens stand for no text: they are in neither the trie nor the end tokens. */
 static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) {
     struct mms__token_trie *t = (struct mms__token_trie *)MMS_MALLOC(sizeof *t);
@@ -17417,6 +17478,7 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
+        ok = ok && mms__token_trie_plain(t, tb, n_tb);
     }
     MMS_FREE(tb);
     if (!ok) { mms__token_trie_free(t); return NULL; }
@@ -18274,6 +18336,7 @@ struct mms_constraint {
     int                       n_cache;
     struct mms__ptrmap        cache_ids;
     uint32_t                 *mask_out;          /* the mask handed out when not cached */
+    uint32_t                 *mask_check;        /* MMS_CONSTRAIN_CHECK: the plain walk's mask, or NULL */
     bool                      oom;
 };
 
@@ -18409,6 +18472,7 @@ MMS_API void mms_constraint_free(struct mms_constraint *c) {
     for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
     mms__ptrmap_free(&c->cache_ids);
     MMS_FREE(c->mask_out);
+    MMS_FREE(c->mask_check);
     MMS_FREE(c);
 }
 
@@ -18431,6 +18495,9 @@ MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *g, c
         c->trie = mms__vocab_trie(vocab);
         c->mask_out = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
         if (!c->trie || !c->mask_out) c->oom = true;
+        if (getenv("MMS_CONSTRAIN_CHECK") && atoi(getenv("MMS_CONSTRAIN_CHECK")) > 0 &&
+            !(c->mask_check = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1))))
+            c->oom = true;
     }
     if (c->oom) { mms_constraint_free(c); mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
     mms_constraint_reset(c);
@@ -18625,6 +18692,121 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
     }
 }
 
+/* -- the shortcut through plain text --
+   Free text (a JSON string) lets most tokens through, and the walk above would visit most of the
+   trie for it. Instead: where every plain byte (mms__token_plain) leads set s to one and the same
+   set, for `reach` sets in a row from the state's (a string's characters: back to the same set, or
+   to the next count of a bounded string), every token of at most reach plain bytes steps through
+   those sets without a dead end: the walk would mark each, so they are marked from the vocabulary's
+   list, and the walk skips the trie subtrees that hold only such tokens. Every other token (a
+   non-plain byte, or longer) is walked as before. mms_constraint_allowed compares the result with
+   the walk's under MMS_CONSTRAIN_CHECK. */
+
+/* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere: a
+   step's result depends only on which stacks take the byte, so a set whose every stack's class
+   holds all plain bytes or none of them leads all plain bytes alike. */
+static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s, const uint32_t *plain) {
+    bool takes = false;
+    int i, k;
+    for (i = 0; i < c->set_len.v[s]; i++) {
+        const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
+        const uint32_t *cl;
+        uint32_t all = 0, some = 0;
+        if (u == 0) continue;
+        cl = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
+        for (k = 0; k < 8; k++) { all |= plain[k] & ~cl[k]; some |= plain[k] & cl[k]; }
+        if (some && all) return -1;
+        takes = takes || some;
+    }
+    return takes ? mms__cs_set_step(c, s, 'a') : -1;
+}
+
+/* How many plain bytes in a row every string of them can take from set sid (0 .. MMS__PLAIN_MAX_LEN). */
+static int mms__cs_plain_reach(struct mms_constraint *c, int32_t sid) {
+    uint32_t plain[8];
+    int reach, b;
+    memset(plain, 0, sizeof plain);
+    for (b = 0; b < 256; b++) if (mms__token_plain((unsigned char)b)) plain[b >> 5] |= 1u << (b & 31);
+    for (reach = 0; reach < c->trie->plain_max_len && !c->oom; reach++) {
+        const int32_t to = mms__cs_plain_next(c, sid, plain);
+        if (to < 0) return reach;
+        if (to == sid) return MMS__PLAIN_MAX_LEN;   /* a loop: it holds from here on */
+        sid = to;
+    }
+    return reach;
+}
+
+/* The walk from trie node tnode, depth bytes down a path of plain bytes only, in set sid; the plain
+   tokens of at most reach bytes are marked already. */
+static void mms__cs_walk_plain(struct mms_constraint *c, int32_t tnode, int32_t sid, int depth, int reach, uint32_t *mask) {
+    int32_t ch;
+    const struct mms__token_trie *trie = c->trie;
+    const struct mms__trie_node *node = trie->node;
+    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+        int32_t nid, t;
+        if (depth + 1 > reach || !mms__token_plain(node[ch].byte)) {   /* off the plain path: the walk */
+            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
+            for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
+            if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        } else if (node[ch].first_child >= 0 && depth + 1 + trie->plain_height[ch] > reach) {   /* plain_height: MMS__PLAIN_NONE > reach */
+            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) >= 0) mms__cs_walk_plain(c, ch, nid, depth + 1, reach, mask);
+        }
+    }
+}
+
+/* The mask of set sid: the plain tokens within reach from the vocabulary's list, the rest walked. */
+static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
+    const struct mms__token_trie *trie = c->trie;
+    const int reach = mms__cs_plain_reach(c, sid);
+    int32_t k;
+    if (c->oom) return;
+    if (reach >= trie->plain_max_len) memcpy(mask, trie->plain_all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
+    else
+        for (k = 0; k < trie->plain_len_end[reach]; k++) mask[trie->plain_by_len[k] >> 5] |= 1u << (trie->plain_by_len[k] & 31);
+    mms__cs_walk_plain(c, 0, sid, 0, reach, mask);
+}
+
+/* mask and check differ: the first token they disagree on, else -1. */
+static int32_t mms__mask_diff(const uint32_t *mask, const uint32_t *check, size_t words) {
+    size_t w;
+    for (w = 0; w < words; w++)
+        if (mask[w] != check[w]) {
+            const uint32_t d = mask[w] ^ check[w];
+            int b = 0;
+            while (!((d >> b) & 1u)) b++;
+            return (int32_t)(w * 32 + (size_t)b);
+        }
+    return -1;
+}
+
+/* The end tokens, where the output is complete. */
+static void mms__cs_mark_end(const struct mms_constraint *c, uint32_t *mask) {
+    int i;
+    if (mms_constraint_is_complete(c))
+        for (i = 0; i < c->trie->n_eog; i++) mask[c->trie->eog[i] >> 5] |= 1u << (c->trie->eog[i] & 31);
+}
+
+/* mask, or under MMS_CONSTRAIN_CHECK NULL (with an error) where it differs from the plain walk's. */
+static const uint32_t *mms__cs_checked(struct mms_constraint *c, const uint32_t *mask) {
+    const size_t words = (size_t)c->n_vocab / 32 + 1;
+    int32_t diff;
+    if (!c->mask_check) return mask;
+    memset(c->mask_check, 0, sizeof(uint32_t) * words);
+    if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
+    {
+        const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
+        if (!c->oom) mms__cs_walk(c, 0, sid, c->mask_check);
+    }
+    mms__cs_mark_end(c, c->mask_check);
+    if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
+    if ((diff = mms__mask_diff(mask, c->mask_check, words)) >= 0) {
+        mms_set_error(MMS_ERR_STATE, "mms_constraint_allowed: MMS_CONSTRAIN_CHECK: token %d is %s by the mask but %s by the plain walk", (int)diff,
+                      (mask[diff >> 5] >> (diff & 31)) & 1u ? "allowed" : "refused", (c->mask_check[diff >> 5] >> (diff & 31)) & 1u ? "allowed" : "refused");
+        return NULL;
+    }
+    return mask;
+}
+
 MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
     const size_t words = c ? (size_t)c->n_vocab / 32 + 1 : 0;
     uint64_t h;
@@ -18638,7 +18820,7 @@ MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
     v = mms__ptrmap_get(&c->cache_ids, h, &found);
     if (found) {
         const struct mms__mask_entry *e = &c->cache[(intptr_t)v - 1];
-        if (e->n == c->state.n && !memcmp(e->ids, c->state.v, sizeof(int32_t) * (size_t)e->n)) return e->mask;
+        if (e->n == c->state.n && !memcmp(e->ids, c->state.v, sizeof(int32_t) * (size_t)e->n)) return mms__cs_checked(c, e->mask);
     }
     if (c->n_cache == MMS__MASK_CACHE) {   /* full: start over (the states of one output rarely come back after this many) */
         for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
@@ -18664,12 +18846,11 @@ MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
     if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
     {
         const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
-        if (!c->oom) mms__cs_walk(c, 0, sid, mask);
+        if (!c->oom) mms__cs_mask(c, sid, mask);
     }
-    if (mms_constraint_is_complete(c))
-        for (i = 0; i < c->trie->n_eog; i++) mask[c->trie->eog[i] >> 5] |= 1u << (c->trie->eog[i] & 31);
+    mms__cs_mark_end(c, mask);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
-    return mask;
+    return mms__cs_checked(c, mask);
 }
 
 /* -- grammars made for the caller ------------------------------------------------------------------ */

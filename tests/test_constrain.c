@@ -4,9 +4,13 @@
    every one. Walks over the genuine Llama 3 vocabulary (tests/fixtures/text/tok-llama3.gguf, pruned
    to the tokenizer corpus's tokens but every one of its 256 byte tokens kept), random and
    greedy over random logits, must never meet a state with no allowed token, must end only where the
-   output is complete, and with MMS_CONSTRAIN_DUMP=FILE write their documents for
+   output is complete (every mask also equal to the plain trie walk's: MMS_CONSTRAIN_CHECK is set
+   here), and with MMS_CONSTRAIN_DUMP=FILE write their documents for
    tests/constrain_check.py, which validates them with jsonschema (make test-full). Plus the grammar
    notation, its errors, and the unsupported keywords' errors. */
+#ifndef _POSIX_C_SOURCE
+#  define _POSIX_C_SOURCE 200809L   /* setenv */
+#endif
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
@@ -321,6 +325,49 @@ static void test_utf8_across_tokens(void) {
     mms_grammar_free(g);
 }
 
+/* The shortcut through plain text (printable ASCII but '"' and '\\'), where its reach ends each
+   way: a loop, a count run out, a class holding only part of the plain bytes, plain bytes that
+   lead to different sets; every token's bit against the byte matcher (and, MMS_CONSTRAIN_CHECK
+   being set, against the plain walk). */
+static void test_plain_shortcut(void) {
+    static const struct { const char *grammar, *prefix; } cases_[] = {
+        { "root ::= \"x\" [\\x20-\\x7F]*", "x" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,5} \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,5} \"\\\"\"", "\"ab" },
+        { "root ::= [\\x20-\\x7F]{2} [a-z]+ \".\"", "" },
+        { "root ::= [\\x20-\\x7F] [\\x20-\\x7F] [\\x20-\\x7F] \"!\" | [\\x20-\\x7F] [\\x20-\\x7F] [a-z]+", "" },
+        { "root ::= ([\\x20-\\x7F] | \"a\" \"b\")+ \"!\"", "" },
+    };
+    size_t k;
+    for (k = 0; vocab && k < sizeof cases_ / sizeof cases_[0]; k++) {
+        struct mms_grammar *g = mms_grammar_parse(cases_[k].grammar, strlen(cases_[k].grammar));
+        struct mms_constraint *c = g ? mms_constraint_new(g, vocab) : NULL, *m = g ? mms_constraint_new(g, NULL) : NULL;
+        const size_t plen = strlen(cases_[k].prefix);
+        const uint32_t *mask;
+        int32_t id, n_allowed = 0, n_wrong = 0;
+        EXPECT(c && m, "%s: %s", cases_[k].grammar, mms_last_error());
+        if (!c || !m) { mms_constraint_free(c); mms_constraint_free(m); mms_grammar_free(g); continue; }
+        EXPECT(mms_constraint_accept_bytes(c, cases_[k].prefix, plen) == MMS_OK, "%s: the prefix", cases_[k].grammar);
+        mask = mms_constraint_allowed(c);
+        EXPECT(mask != NULL, "%s: allowed: %s", cases_[k].grammar, mms_last_error());
+        for (id = 0; mask && id < mms_vocab_n_tokens(vocab); id++) {
+            bool ok;
+            if (!piece_len[id] || mms_vocab_is_eog(vocab, id)) continue;
+            mms_constraint_reset(m);
+            mms_constraint_accept_bytes(m, cases_[k].prefix, plen);
+            ok = mms_constraint_accept_bytes(m, pieces[id], (size_t)piece_len[id]) == MMS_OK;
+            n_allowed += ok;
+            if (ok != bit(mask, id) && n_wrong++ < 3)
+                EXPECT(0, "%s after \"%s\": token %d \"%.*s\" is %s by the mask but %s by the bytes", cases_[k].grammar, cases_[k].prefix, (int)id, piece_len[id],
+                       pieces[id], bit(mask, id) ? "allowed" : "refused", ok ? "taken" : "refused");
+        }
+        EXPECT(n_allowed > 100, "%s: %d tokens allowed", cases_[k].grammar, (int)n_allowed);
+        mms_constraint_free(c);
+        mms_constraint_free(m);
+        mms_grammar_free(g);
+    }
+}
+
 static void test_grammar_notation(void) {
     static const struct { const char *text, *yes[4], *no[4]; } cases_[] = {
         { "root ::= \"yes\" | \"no\"", { "yes", "no" }, { "y", "yesno", "maybe" } },
@@ -481,6 +528,13 @@ static void quiet(enum mms_log_level level, const char *message, void *user) { (
 
 int main(void) {
     mms_log_set(quiet, NULL);
+    /* every mask the tests take is also computed by the plain trie walk, and a difference fails the
+       call (the shortcut through plain text against the walk, for every state the walks visit) */
+#if defined(_WIN32)
+    _putenv_s("MMS_CONSTRAIN_CHECK", "1");
+#else
+    setenv("MMS_CONSTRAIN_CHECK", "1", 1);
+#endif
     corpus = mms_json_parse_file(FIXTURES "json-schema-corpus.json");
     vocab = mms_vocab_load_file(FIXTURES "tok-llama3.gguf");
     if (!corpus) printf("    corpus: %s\n", mms_last_error());
@@ -499,6 +553,7 @@ int main(void) {
     RUN(test_unsupported_keywords);
     RUN(test_api_edges);
     RUN(test_utf8_across_tokens);
+    RUN(test_plain_shortcut);
     RUN(test_corpus_verdicts);
     RUN(test_json_write);
     RUN(test_vocab_walks);

@@ -710,6 +710,7 @@ struct mms_constraint {
     int                       n_cache;
     struct mms__ptrmap        cache_ids;
     uint32_t                 *mask_out;          /* the mask handed out when not cached */
+    uint32_t                 *mask_check;        /* MMS_CONSTRAIN_CHECK: the plain walk's mask, or NULL */
     bool                      oom;
 };
 
@@ -845,6 +846,7 @@ MMS_API void mms_constraint_free(struct mms_constraint *c) {
     for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
     mms__ptrmap_free(&c->cache_ids);
     MMS_FREE(c->mask_out);
+    MMS_FREE(c->mask_check);
     MMS_FREE(c);
 }
 
@@ -867,6 +869,9 @@ MMS_API struct mms_constraint *mms_constraint_new(const struct mms_grammar *g, c
         c->trie = mms__vocab_trie(vocab);
         c->mask_out = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
         if (!c->trie || !c->mask_out) c->oom = true;
+        if (getenv("MMS_CONSTRAIN_CHECK") && atoi(getenv("MMS_CONSTRAIN_CHECK")) > 0 &&
+            !(c->mask_check = (uint32_t *)MMS_MALLOC(sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1))))
+            c->oom = true;
     }
     if (c->oom) { mms_constraint_free(c); mms_set_error(MMS_ERR_OOM, "mms_constraint_new: out of host memory"); return NULL; }
     mms_constraint_reset(c);
@@ -1061,6 +1066,121 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
     }
 }
 
+/* -- the shortcut through plain text --
+   Free text (a JSON string) lets most tokens through, and the walk above would visit most of the
+   trie for it. Instead: where every plain byte (mms__token_plain) leads set s to one and the same
+   set, for `reach` sets in a row from the state's (a string's characters: back to the same set, or
+   to the next count of a bounded string), every token of at most reach plain bytes steps through
+   those sets without a dead end: the walk would mark each, so they are marked from the vocabulary's
+   list, and the walk skips the trie subtrees that hold only such tokens. Every other token (a
+   non-plain byte, or longer) is walked as before. mms_constraint_allowed compares the result with
+   the walk's under MMS_CONSTRAIN_CHECK. */
+
+/* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere: a
+   step's result depends only on which stacks take the byte, so a set whose every stack's class
+   holds all plain bytes or none of them leads all plain bytes alike. */
+static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s, const uint32_t *plain) {
+    bool takes = false;
+    int i, k;
+    for (i = 0; i < c->set_len.v[s]; i++) {
+        const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
+        const uint32_t *cl;
+        uint32_t all = 0, some = 0;
+        if (u == 0) continue;
+        cl = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
+        for (k = 0; k < 8; k++) { all |= plain[k] & ~cl[k]; some |= plain[k] & cl[k]; }
+        if (some && all) return -1;
+        takes = takes || some;
+    }
+    return takes ? mms__cs_set_step(c, s, 'a') : -1;
+}
+
+/* How many plain bytes in a row every string of them can take from set sid (0 .. MMS__PLAIN_MAX_LEN). */
+static int mms__cs_plain_reach(struct mms_constraint *c, int32_t sid) {
+    uint32_t plain[8];
+    int reach, b;
+    memset(plain, 0, sizeof plain);
+    for (b = 0; b < 256; b++) if (mms__token_plain((unsigned char)b)) plain[b >> 5] |= 1u << (b & 31);
+    for (reach = 0; reach < c->trie->plain_max_len && !c->oom; reach++) {
+        const int32_t to = mms__cs_plain_next(c, sid, plain);
+        if (to < 0) return reach;
+        if (to == sid) return MMS__PLAIN_MAX_LEN;   /* a loop: it holds from here on */
+        sid = to;
+    }
+    return reach;
+}
+
+/* The walk from trie node tnode, depth bytes down a path of plain bytes only, in set sid; the plain
+   tokens of at most reach bytes are marked already. */
+static void mms__cs_walk_plain(struct mms_constraint *c, int32_t tnode, int32_t sid, int depth, int reach, uint32_t *mask) {
+    int32_t ch;
+    const struct mms__token_trie *trie = c->trie;
+    const struct mms__trie_node *node = trie->node;
+    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+        int32_t nid, t;
+        if (depth + 1 > reach || !mms__token_plain(node[ch].byte)) {   /* off the plain path: the walk */
+            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
+            for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
+            if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        } else if (node[ch].first_child >= 0 && depth + 1 + trie->plain_height[ch] > reach) {   /* plain_height: MMS__PLAIN_NONE > reach */
+            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) >= 0) mms__cs_walk_plain(c, ch, nid, depth + 1, reach, mask);
+        }
+    }
+}
+
+/* The mask of set sid: the plain tokens within reach from the vocabulary's list, the rest walked. */
+static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
+    const struct mms__token_trie *trie = c->trie;
+    const int reach = mms__cs_plain_reach(c, sid);
+    int32_t k;
+    if (c->oom) return;
+    if (reach >= trie->plain_max_len) memcpy(mask, trie->plain_all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
+    else
+        for (k = 0; k < trie->plain_len_end[reach]; k++) mask[trie->plain_by_len[k] >> 5] |= 1u << (trie->plain_by_len[k] & 31);
+    mms__cs_walk_plain(c, 0, sid, 0, reach, mask);
+}
+
+/* mask and check differ: the first token they disagree on, else -1. */
+static int32_t mms__mask_diff(const uint32_t *mask, const uint32_t *check, size_t words) {
+    size_t w;
+    for (w = 0; w < words; w++)
+        if (mask[w] != check[w]) {
+            const uint32_t d = mask[w] ^ check[w];
+            int b = 0;
+            while (!((d >> b) & 1u)) b++;
+            return (int32_t)(w * 32 + (size_t)b);
+        }
+    return -1;
+}
+
+/* The end tokens, where the output is complete. */
+static void mms__cs_mark_end(const struct mms_constraint *c, uint32_t *mask) {
+    int i;
+    if (mms_constraint_is_complete(c))
+        for (i = 0; i < c->trie->n_eog; i++) mask[c->trie->eog[i] >> 5] |= 1u << (c->trie->eog[i] & 31);
+}
+
+/* mask, or under MMS_CONSTRAIN_CHECK NULL (with an error) where it differs from the plain walk's. */
+static const uint32_t *mms__cs_checked(struct mms_constraint *c, const uint32_t *mask) {
+    const size_t words = (size_t)c->n_vocab / 32 + 1;
+    int32_t diff;
+    if (!c->mask_check) return mask;
+    memset(c->mask_check, 0, sizeof(uint32_t) * words);
+    if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
+    {
+        const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
+        if (!c->oom) mms__cs_walk(c, 0, sid, c->mask_check);
+    }
+    mms__cs_mark_end(c, c->mask_check);
+    if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
+    if ((diff = mms__mask_diff(mask, c->mask_check, words)) >= 0) {
+        mms_set_error(MMS_ERR_STATE, "mms_constraint_allowed: MMS_CONSTRAIN_CHECK: token %d is %s by the mask but %s by the plain walk", (int)diff,
+                      (mask[diff >> 5] >> (diff & 31)) & 1u ? "allowed" : "refused", (c->mask_check[diff >> 5] >> (diff & 31)) & 1u ? "allowed" : "refused");
+        return NULL;
+    }
+    return mask;
+}
+
 MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
     const size_t words = c ? (size_t)c->n_vocab / 32 + 1 : 0;
     uint64_t h;
@@ -1074,7 +1194,7 @@ MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
     v = mms__ptrmap_get(&c->cache_ids, h, &found);
     if (found) {
         const struct mms__mask_entry *e = &c->cache[(intptr_t)v - 1];
-        if (e->n == c->state.n && !memcmp(e->ids, c->state.v, sizeof(int32_t) * (size_t)e->n)) return e->mask;
+        if (e->n == c->state.n && !memcmp(e->ids, c->state.v, sizeof(int32_t) * (size_t)e->n)) return mms__cs_checked(c, e->mask);
     }
     if (c->n_cache == MMS__MASK_CACHE) {   /* full: start over (the states of one output rarely come back after this many) */
         for (i = 0; i < c->n_cache; i++) { MMS_FREE(c->cache[i].ids); MMS_FREE(c->cache[i].mask); }
@@ -1100,12 +1220,11 @@ MMS_API const uint32_t *mms_constraint_allowed(struct mms_constraint *c) {
     if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
     {
         const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
-        if (!c->oom) mms__cs_walk(c, 0, sid, mask);
+        if (!c->oom) mms__cs_mask(c, sid, mask);
     }
-    if (mms_constraint_is_complete(c))
-        for (i = 0; i < c->trie->n_eog; i++) mask[c->trie->eog[i] >> 5] |= 1u << (c->trie->eog[i] & 31);
+    mms__cs_mark_end(c, mask);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
-    return mask;
+    return mms__cs_checked(c, mask);
 }
 
 /* -- grammars made for the caller ------------------------------------------------------------------ */

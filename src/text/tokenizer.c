@@ -1023,6 +1023,9 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    depends on the vocabulary only, so it is built once, on first use, and shared read-only by every
    constraint and thread after: a constraint then costs its grammar's states, not the vocabulary. */
 
+#define MMS__PLAIN_MAX_LEN 254   /* plain tokens longer than this are not listed (the matcher walks them) */
+#define MMS__PLAIN_NONE 255
+
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
@@ -1035,13 +1038,28 @@ struct mms__token_trie {
     int32_t               *eog;          /* the end tokens, kept out of the trie: they end the output */
     int                    n_eog;
     int32_t                n_vocab;
+    /* Plain text (mms__token_plain: the bytes a JSON string holds as they are), for the matcher's
+       shortcut through free text (constrain.c): the tokens made of plain bytes only, by length,
+       those of length <= L being plain_by_len[0 .. plain_len_end[L]); per node, plain_height: the
+       most bytes under it where every byte under it is plain, else MMS__PLAIN_NONE. */
+    int32_t               *plain_by_len;
+    int32_t                plain_len_end[MMS__PLAIN_MAX_LEN + 1];
+    int                    plain_max_len;   /* the longest listed */
+    uint32_t              *plain_all;       /* the listed tokens as a mask */
+    unsigned char         *plain_height;
 };
+
+/* Is a byte plain text: printable ASCII or DEL, but not '"' or '\\' (what a JSON string holds unescaped)? */
+static bool mms__token_plain(unsigned char b) { return b >= 0x20 && b <= 0x7F && b != '"' && b != '\\'; }
 
 static void mms__token_trie_free(struct mms__token_trie *t) {
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
     MMS_FREE(t->eog);
+    MMS_FREE(t->plain_by_len);
+    MMS_FREE(t->plain_all);
+    MMS_FREE(t->plain_height);
     MMS_FREE(t);
 }
 
@@ -1085,6 +1103,41 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
     return true;
 }
 
+/* The plain-text summaries (see struct mms__token_trie). A child is numbered after its parent, so
+   one pass from the last node up sees every child before its parent. */
+static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__token_bytes *tb, int32_t n_tb) {
+    int32_t i, k, ch, count[MMS__PLAIN_MAX_LEN + 1];
+    t->plain_by_len = (int32_t *)mms__vocab_alloc((size_t)n_tb + 1, sizeof(int32_t));
+    t->plain_height = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
+    t->plain_all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
+    if (!t->plain_by_len || !t->plain_height || !t->plain_all) return false;
+    memset(t->plain_all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
+    memset(count, 0, sizeof count);
+    for (k = 0; k < n_tb; k++) {
+        size_t j;
+        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) count[j]++;
+    }
+    for (i = 0, k = 0; i <= MMS__PLAIN_MAX_LEN; i++) { k += count[i]; t->plain_len_end[i] = k; count[i] = k - count[i]; }
+    for (k = 0; k < n_tb; k++) {
+        size_t j;
+        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) {
+            t->plain_by_len[count[j]++] = tb[k].id;
+            t->plain_all[tb[k].id >> 5] |= 1u << (tb[k].id & 31);
+            if ((int)j > t->plain_max_len) t->plain_max_len = (int)j;
+        }
+    }
+    for (i = t->n_node - 1; i >= 0; i--) {
+        int h = 0;
+        for (ch = t->node[i].first_child; ch >= 0 && h < MMS__PLAIN_NONE; ch = t->node[ch].next_sibling)
+            if (ch <= i || !mms__token_plain(t->node[ch].byte) || t->plain_height[ch] >= MMS__PLAIN_MAX_LEN) h = MMS__PLAIN_NONE;
+            else if (t->plain_height[ch] + 1 > h) h = t->plain_height[ch] + 1;
+        t->plain_height[i] = (unsigned char)h;
+    }
+    return true;
+}
+
 /* Control and unknown tokens stand for no text: they are in neither the trie nor the end tokens. */
 static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) {
     struct mms__token_trie *t = (struct mms__token_trie *)MMS_MALLOC(sizeof *t);
@@ -1115,6 +1168,7 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
+        ok = ok && mms__token_trie_plain(t, tb, n_tb);
     }
     MMS_FREE(tb);
     if (!ok) { mms__token_trie_free(t); return NULL; }
