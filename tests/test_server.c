@@ -206,7 +206,32 @@ static void test_openai_mapping(void) {
     memset(&r, 0, sizeof r);
     EXPECT(openai_parse_chat(&r, &c, body, strlen(body), &e), "minimal: %s", e.message);
     EXPECT(!r.stream && r.max_tokens == 0 && r.sampling.temperature == 0.6f && r.sampling.seed == 1234, "defaults");
+    EXPECT(r.grammar == NULL, "no response_format: free text");
     api_request_free(&r);
+
+    {   /* response_format: text, json_object and json_schema (strict or not) */
+        static const char *const formats[] = { "{\"type\":\"text\"}", "{\"type\":\"json_object\"}",
+            "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"shape-1\",\"strict\":true,\"schema\":{\"type\":\"object\","
+            "\"properties\":{\"a\":{\"enum\":[1,2]}},\"required\":[\"a\"]}}}",
+            "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"s\",\"strict\":false,\"schema\":{\"const\":\"x\"}}}" };
+        static const char *const want[] = { NULL, "{}", "{\"a\":2}", "\"x\"" };
+        char buf[512];
+        size_t k;
+        for (k = 0; k < sizeof formats / sizeof formats[0]; k++) {
+            snprintf(buf, sizeof buf, "{\"model\":\"mllama-demo\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":%s}",
+                     formats[k]);
+            memset(&r, 0, sizeof r);
+            EXPECT(openai_parse_chat(&r, &c, buf, strlen(buf), &e), "response_format %s: %s", formats[k], e.message);
+            EXPECT(!want[k] == !r.grammar, "response_format %s: a grammar %s", formats[k], want[k] ? "wanted" : "not wanted");
+            if (want[k] && r.grammar) {   /* the grammar reads a document of the format whole */
+                struct mms_constraint *m = mms_constraint_new(r.grammar, NULL);
+                EXPECT(m && mms_constraint_accept_bytes(m, want[k], strlen(want[k])) == MMS_OK && mms_constraint_is_complete(m), "%s reads %s",
+                       formats[k], want[k]);
+                mms_constraint_free(m);
+            }
+            api_request_free(&r);
+        }
+    }
 }
 
 struct refusal { const char *body; int status; const char *param, *code; };
@@ -285,7 +310,13 @@ static void test_openai_refusals(void) {
         { "{" M HI ",\"tools\":[{\"type\":\"function\"}]}", 400, "tools", "unsupported_parameter" },
         { "{" M HI ",\"n\":2}", 400, "n", "unsupported_parameter" },
         { "{" M HI ",\"logprobs\":true}", 400, "logprobs", "unsupported_parameter" },
-        { "{" M HI ",\"response_format\":{\"type\":\"json_object\"}}", 400, "response_format", "unsupported_parameter" },
+        { "{" M HI ",\"response_format\":{\"type\":\"xml\"}}", 400, "response_format.type", "invalid_value" },
+        { "{" M HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"not\":{}}}}}", 400,
+          "response_format.json_schema.schema", "invalid_schema" },
+        { "{" M HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}}", 400, "response_format.json_schema.name",
+          "invalid_value" },
+        { "{" M HI ",\"response_format\":{\"type\":\"json_schema\"}}", 400, "response_format.json_schema", "invalid_value" },
+        { "{" M HI ",\"response_format\":[]}", 400, "response_format", "invalid_type" },
     };
     check_refusals(cases, sizeof cases / sizeof cases[0], API_OPENAI_CHAT);
 }
@@ -356,7 +387,9 @@ static void test_ollama_refusals(void) {
         { "{" M HI ",\"options\":{\"seed\":\"1\"}}", 400, "options.seed", "invalid_type" },
         { "{" M HI ",\"options\":{\"stop\":\"\"}}", 400, "options.stop", "invalid_value" },
         { "{" M HI ",\"stream\":1}", 400, "stream", "invalid_type" },
-        { "{" M HI ",\"format\":\"json\"}", 400, "format", "unsupported_parameter" },
+        { "{" M HI ",\"format\":\"yaml\"}", 400, "format", "invalid_value" },
+        { "{" M HI ",\"format\":{\"type\":\"object\",\"minProperties\":1}}", 400, "format", "invalid_schema" },
+        { "{" M HI ",\"format\":[]}", 400, "format", "invalid_type" },
         { "{" M HI ",\"think\":true}", 400, "think", "unsupported_parameter" },
         { "{" M HI ",\"tools\":[{}]}", 400, "tools", "unsupported_parameter" },
         { "{" M HI ",\"keep_alive\":[]}", 400, "keep_alive", "invalid_type" },

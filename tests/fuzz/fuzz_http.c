@@ -89,6 +89,14 @@ static void fuzz_http_map(enum api_kind kind, const char *body, size_t len) {
         if (!r.load_only) FUZZ_HTTP_CHECK(r.prompt ? r.n_messages == 0 : images == r.n_pictures);
         for (i = 0; i < r.n_pictures; i++) FUZZ_HTTP_CHECK(r.pictures[i].bytes != NULL);
         for (i = 0; i < r.n_stop; i++) FUZZ_HTTP_CHECK(r.stop[i][0] != '\0');
+        if (r.grammar) {                          /* a format accepted is one the engine can follow */
+            struct mms_constraint *m = mms_constraint_new(r.grammar, NULL);
+            char done[256];
+            const int n = m ? mms_constraint_shortest_completion(m, done, (int)sizeof done) : -1;
+            FUZZ_HTTP_CHECK(m && n >= 0);
+            if (n <= (int)sizeof done) FUZZ_HTTP_CHECK(mms_constraint_accept_bytes(m, done, (size_t)n) == MMS_OK && mms_constraint_is_complete(m));
+            mms_constraint_free(m);
+        }
         memset(&b, 0, sizeof b);
         memset(&u, 0, sizeof u);
         for (i = 0; i < r.n_messages; i++) {   /* the texts as an answer would carry them */
