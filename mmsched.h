@@ -17356,6 +17356,7 @@ struct mms__token_trie {
     int32_t                plain_len_end[MMS__PLAIN_MAX_LEN + 1];
     int                    plain_max_len;   /* the longest listed */
     uint32_t              *plain_all;       /* the listed tokens as a mask */
+    uint32_t               plain_bytes[8];  /* the plain bytes as a class (a bit per byte) */
     unsigned char         *plain_height;
 };
 
@@ -17415,6 +17416,12 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
 
 /* The plain-text summaries (see struct mms__token_trie). A child is numbered after its parent, so
    one pass from the last node up sees every child before its parent. */
+static size_t mms__token_plain_prefix(const struct mms__token_bytes *tb) {
+    size_t j = 0;
+    while (j < tb->len && mms__token_plain(tb->bytes[j])) j++;
+    return j;
+}
+
 static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__token_bytes *tb, int32_t n_tb) {
     int32_t i, k, ch, count[MMS__PLAIN_MAX_LEN + 1];
     t->plain_by_len = (int32_t *)mms__vocab_alloc((size_t)n_tb + 1, sizeof(int32_t));
@@ -17422,16 +17429,15 @@ static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__t
     t->plain_all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
     if (!t->plain_by_len || !t->plain_height || !t->plain_all) return false;
     memset(t->plain_all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
+    for (i = 0; i < 256; i++) if (mms__token_plain((unsigned char)i)) t->plain_bytes[i >> 5] |= 1u << (i & 31);
     memset(count, 0, sizeof count);
     for (k = 0; k < n_tb; k++) {
-        size_t j;
-        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        const size_t j = mms__token_plain_prefix(&tb[k]);
         if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) count[j]++;
     }
     for (i = 0, k = 0; i <= MMS__PLAIN_MAX_LEN; i++) { k += count[i]; t->plain_len_end[i] = k; count[i] = k - count[i]; }
     for (k = 0; k < n_tb; k++) {
-        size_t j;
-        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        const size_t j = mms__token_plain_prefix(&tb[k]);
         if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) {
             t->plain_by_len[count[j]++] = tb[k].id;
             t->plain_all[tb[k].id >> 5] |= 1u << (tb[k].id & 31);
@@ -18705,7 +18711,8 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
 /* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere: a
    step's result depends only on which stacks take the byte, so a set whose every stack's class
    holds all plain bytes or none of them leads all plain bytes alike. */
-static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s, const uint32_t *plain) {
+static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
+    const uint32_t *plain = c->trie->plain_bytes;
     bool takes = false;
     int i, k;
     for (i = 0; i < c->set_len.v[s]; i++) {
@@ -18723,12 +18730,9 @@ static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s, const uin
 
 /* How many plain bytes in a row every string of them can take from set sid (0 .. MMS__PLAIN_MAX_LEN). */
 static int mms__cs_plain_reach(struct mms_constraint *c, int32_t sid) {
-    uint32_t plain[8];
-    int reach, b;
-    memset(plain, 0, sizeof plain);
-    for (b = 0; b < 256; b++) if (mms__token_plain((unsigned char)b)) plain[b >> 5] |= 1u << (b & 31);
+    int reach;
     for (reach = 0; reach < c->trie->plain_max_len && !c->oom; reach++) {
-        const int32_t to = mms__cs_plain_next(c, sid, plain);
+        const int32_t to = mms__cs_plain_next(c, sid);
         if (to < 0) return reach;
         if (to == sid) return MMS__PLAIN_MAX_LEN;   /* a loop: it holds from here on */
         sid = to;
@@ -23931,10 +23935,9 @@ static bool mms__serve_pool_take(struct mms__serve_pool *p, const char *text, st
     return false;
 }
 
-/* Keeps the pair (or frees it when the pool has no room: cap 0, or out of memory). */
+/* Keeps the pair (or frees it when the pool keeps none: cap 0, or a constraint out of memory). */
 static void mms__serve_pool_put(struct mms__serve_pool *p, struct mms_grammar *g, struct mms_constraint *c) {
     int i, oldest = 0;
-    if (p->cap > 0 && !p->idle && (p->idle = (struct mms__serve_idle_constraint *)MMS_MALLOC(sizeof *p->idle * (size_t)p->cap)) == NULL) p->cap = 0;
     if (p->cap == 0 || c->oom) { mms_constraint_free(c); mms_grammar_free(g); return; }
     if (p->n == p->cap) {                        /* full: the one unused longest goes */
         for (i = 1; i < p->n; i++) if (p->idle[i].last_use < p->idle[oldest].last_use) oldest = i;
@@ -24152,7 +24155,8 @@ static struct mms__serve_hub *mms__serve_hub_new(int pool_cap) {
     struct mms__serve_hub *h = (struct mms__serve_hub *)MMS_MALLOC(sizeof *h);
     if (!h) return NULL;
     memset(h, 0, sizeof *h);
-    h->constraints.cap = pool_cap;
+    if (pool_cap > 0 && (h->constraints.idle = (struct mms__serve_idle_constraint *)MMS_MALLOC(sizeof *h->constraints.idle * (size_t)pool_cap)))
+        h->constraints.cap = pool_cap;            /* out of memory: no pool, requests make their own */
     mms__mutex_init(&h->mu);
     mms__cond_init(&h->wake);
     h->refs = 1;
@@ -24172,7 +24176,6 @@ static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
     struct mms__serve_hub *h = r->hub;
     if (--r->refs > 0) return false;
     if (r->q.constraint) {                        /* kept for the next request of its grammar */
-        mms_sampler_set_constraint(r->q.sampler, NULL);
         mms__serve_pool_put(&h->constraints, r->q.grammar, r->q.constraint);
         r->q.grammar = NULL;
         r->q.constraint = NULL;

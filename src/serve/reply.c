@@ -37,7 +37,8 @@ static struct mms__serve_hub *mms__serve_hub_new(int pool_cap) {
     struct mms__serve_hub *h = (struct mms__serve_hub *)MMS_MALLOC(sizeof *h);
     if (!h) return NULL;
     memset(h, 0, sizeof *h);
-    h->constraints.cap = pool_cap;
+    if (pool_cap > 0 && (h->constraints.idle = (struct mms__serve_idle_constraint *)MMS_MALLOC(sizeof *h->constraints.idle * (size_t)pool_cap)))
+        h->constraints.cap = pool_cap;            /* out of memory: no pool, requests make their own */
     mms__mutex_init(&h->mu);
     mms__cond_init(&h->wake);
     h->refs = 1;
@@ -57,7 +58,6 @@ static bool mms__serve_reply_unref_locked(struct mms_reply *r) {
     struct mms__serve_hub *h = r->hub;
     if (--r->refs > 0) return false;
     if (r->q.constraint) {                        /* kept for the next request of its grammar */
-        mms_sampler_set_constraint(r->q.sampler, NULL);
         mms__serve_pool_put(&h->constraints, r->q.grammar, r->q.constraint);
         r->q.grammar = NULL;
         r->q.constraint = NULL;

@@ -91,10 +91,9 @@ static bool mms__serve_pool_take(struct mms__serve_pool *p, const char *text, st
     return false;
 }
 
-/* Keeps the pair (or frees it when the pool has no room: cap 0, or out of memory). */
+/* Keeps the pair (or frees it when the pool keeps none: cap 0, or a constraint out of memory). */
 static void mms__serve_pool_put(struct mms__serve_pool *p, struct mms_grammar *g, struct mms_constraint *c) {
     int i, oldest = 0;
-    if (p->cap > 0 && !p->idle && (p->idle = (struct mms__serve_idle_constraint *)MMS_MALLOC(sizeof *p->idle * (size_t)p->cap)) == NULL) p->cap = 0;
     if (p->cap == 0 || c->oom) { mms_constraint_free(c); mms_grammar_free(g); return; }
     if (p->n == p->cap) {                        /* full: the one unused longest goes */
         for (i = 1; i < p->n; i++) if (p->idle[i].last_use < p->idle[oldest].last_use) oldest = i;

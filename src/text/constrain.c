@@ -1079,7 +1079,8 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
 /* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere: a
    step's result depends only on which stacks take the byte, so a set whose every stack's class
    holds all plain bytes or none of them leads all plain bytes alike. */
-static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s, const uint32_t *plain) {
+static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
+    const uint32_t *plain = c->trie->plain_bytes;
     bool takes = false;
     int i, k;
     for (i = 0; i < c->set_len.v[s]; i++) {
@@ -1097,12 +1098,9 @@ static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s, const uin
 
 /* How many plain bytes in a row every string of them can take from set sid (0 .. MMS__PLAIN_MAX_LEN). */
 static int mms__cs_plain_reach(struct mms_constraint *c, int32_t sid) {
-    uint32_t plain[8];
-    int reach, b;
-    memset(plain, 0, sizeof plain);
-    for (b = 0; b < 256; b++) if (mms__token_plain((unsigned char)b)) plain[b >> 5] |= 1u << (b & 31);
+    int reach;
     for (reach = 0; reach < c->trie->plain_max_len && !c->oom; reach++) {
-        const int32_t to = mms__cs_plain_next(c, sid, plain);
+        const int32_t to = mms__cs_plain_next(c, sid);
         if (to < 0) return reach;
         if (to == sid) return MMS__PLAIN_MAX_LEN;   /* a loop: it holds from here on */
         sid = to;

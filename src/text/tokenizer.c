@@ -1046,6 +1046,7 @@ struct mms__token_trie {
     int32_t                plain_len_end[MMS__PLAIN_MAX_LEN + 1];
     int                    plain_max_len;   /* the longest listed */
     uint32_t              *plain_all;       /* the listed tokens as a mask */
+    uint32_t               plain_bytes[8];  /* the plain bytes as a class (a bit per byte) */
     unsigned char         *plain_height;
 };
 
@@ -1105,6 +1106,12 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
 
 /* The plain-text summaries (see struct mms__token_trie). A child is numbered after its parent, so
    one pass from the last node up sees every child before its parent. */
+static size_t mms__token_plain_prefix(const struct mms__token_bytes *tb) {
+    size_t j = 0;
+    while (j < tb->len && mms__token_plain(tb->bytes[j])) j++;
+    return j;
+}
+
 static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__token_bytes *tb, int32_t n_tb) {
     int32_t i, k, ch, count[MMS__PLAIN_MAX_LEN + 1];
     t->plain_by_len = (int32_t *)mms__vocab_alloc((size_t)n_tb + 1, sizeof(int32_t));
@@ -1112,16 +1119,15 @@ static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__t
     t->plain_all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
     if (!t->plain_by_len || !t->plain_height || !t->plain_all) return false;
     memset(t->plain_all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
+    for (i = 0; i < 256; i++) if (mms__token_plain((unsigned char)i)) t->plain_bytes[i >> 5] |= 1u << (i & 31);
     memset(count, 0, sizeof count);
     for (k = 0; k < n_tb; k++) {
-        size_t j;
-        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        const size_t j = mms__token_plain_prefix(&tb[k]);
         if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) count[j]++;
     }
     for (i = 0, k = 0; i <= MMS__PLAIN_MAX_LEN; i++) { k += count[i]; t->plain_len_end[i] = k; count[i] = k - count[i]; }
     for (k = 0; k < n_tb; k++) {
-        size_t j;
-        for (j = 0; j < tb[k].len && mms__token_plain(tb[k].bytes[j]); j++) {}
+        const size_t j = mms__token_plain_prefix(&tb[k]);
         if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) {
             t->plain_by_len[count[j]++] = tb[k].id;
             t->plain_all[tb[k].id >> 5] |= 1u << (tb[k].id & 31);
