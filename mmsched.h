@@ -17787,19 +17787,6 @@ static int32_t mms__gb_byte_range(struct mms__gbuild *b, unsigned lo, unsigned h
 
 /* -- code point classes as UTF-8 byte sequences -- */
 
-static int mms__utf8_encode(uint32_t cp, unsigned char *out) {
-    if (cp < 0x80) { out[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (unsigned char)(0xC0 | (cp >> 6)); out[1] = (unsigned char)(0x80 | (cp & 63)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (unsigned char)(0xE0 | (cp >> 12)); out[1] = (unsigned char)(0x80 | ((cp >> 6) & 63));
-        out[2] = (unsigned char)(0x80 | (cp & 63));
-        return 3;
-    }
-    out[0] = (unsigned char)(0xF0 | (cp >> 18)); out[1] = (unsigned char)(0x80 | ((cp >> 12) & 63));
-    out[2] = (unsigned char)(0x80 | ((cp >> 6) & 63)); out[3] = (unsigned char)(0x80 | (cp & 63));
-    return 4;
-}
-
 /* Appends to alts one alternative per run of code points [lo, hi] that share their UTF-8 length and
    all but the ranges of each byte (the split of Rust's utf8-ranges, written anew). */
 static void mms__gb_utf8_range(struct mms__gbuild *b, struct mms__i32vec *alts, uint32_t lo, uint32_t hi) {
@@ -17813,7 +17800,7 @@ static void mms__gb_utf8_range(struct mms__gbuild *b, struct mms__i32vec *alts, 
             mms__gb_utf8_range(b, alts, limits[i] + 1, hi);
             return;
         }
-    n = mms__utf8_encode(lo, el);
+    n = (int)mms__tok_put_utf8(lo, el);
     for (i = 1; i < n; i++) {
         const uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
@@ -17821,7 +17808,7 @@ static void mms__gb_utf8_range(struct mms__gbuild *b, struct mms__i32vec *alts, 
             if ((hi & m) != m) { mms__gb_utf8_range(b, alts, lo, (hi & ~m) - 1); mms__gb_utf8_range(b, alts, hi & ~m, hi); return; }
         }
     }
-    mms__utf8_encode(hi, eh);
+    mms__tok_put_utf8(hi, eh);
     for (i = 0; i < n; i++) if (!mms__i32vec_push(alts, mms__gb_byte_range(b, el[i], eh[i]))) b->oom = true;
     if (!mms__i32vec_push(alts, MMS__G_END)) b->oom = true;
 }
@@ -18026,7 +18013,7 @@ static void mms__gp_sequence(struct mms__gbuild *b, struct mms__i32vec *out) {
             while (b->s < b->end && *b->s != '"' && !b->err[0]) {
                 uint32_t c = mms__gp_char(b, &raw);
                 unsigned char enc[4];
-                int k, n = raw ? 1 : mms__utf8_encode(c, enc);
+                int k, n = raw ? 1 : (int)mms__tok_put_utf8(c, enc);
                 if (raw) enc[0] = (unsigned char)c;
                 for (k = 0; k < n; k++) if (!mms__i32vec_push(&item, mms__gb_byte_range(b, enc[k], enc[k]))) b->oom = true;
             }
@@ -19256,7 +19243,7 @@ static void mms__re_char(struct mms__strbuf *b, uint32_t cp) {
         else mms__sb_printf(b, "\"\\\\u%04x\"", (unsigned)cp);
         return;
     }
-    n = mms__utf8_encode(cp, enc);
+    n = (int)mms__tok_put_utf8(cp, enc);
     memcpy(tmp, enc, (size_t)n);
     mms__sb_literal(b, tmp, (size_t)n);
 }

@@ -324,7 +324,7 @@ static void mms__re_char(struct mms__strbuf *b, uint32_t cp) {
         else mms__sb_printf(b, "\"\\\\u%04x\"", (unsigned)cp);
         return;
     }
-    n = mms__utf8_encode(cp, enc);
+    n = (int)mms__tok_put_utf8(cp, enc);
     memcpy(tmp, enc, (size_t)n);
     mms__sb_literal(b, tmp, (size_t)n);
 }
