@@ -448,8 +448,17 @@
        the caller beyond its own parts (handing out, waking sleepers, waiting for the helpers'
        parts). On an idle machine helpers take their share and a split costs microseconds, so all
        but the smallest nodes are split; while other programs hold the cores, helpers come late or
-       not at all, splits cost milliseconds, and only long nodes are split. The cost learnt halves
-       every 20 ms without a split, so smaller nodes are tried again when the machine frees up.
+       not at all, splits cost milliseconds, and only long nodes are split. When this program gets
+       fewer cores than it has threads (another program's load in another session: Linux's
+       autogroup gives each session its share, and this program's threads then take turns on about
+       one core), the helpers still take their parts but the caller stops while they run: the
+       caller also measures its own rate in its parts (its thread's CPU time over wall time,
+       sampled) and counts a split's gain as T (1 - (1 - share) / rate), nothing at half the parts
+       and half the rate. That needs a per-thread CPU clock: POSIX's CLOCK_THREAD_CPUTIME_ID, which
+       <time.h> declares when the implementation is compiled with _POSIX_C_SOURCE >= 199309L (the
+       Makefile's programs are; a strict -std=c99 build and Windows count the share alone). The cost
+       learnt halves and the rate moves halfway back to full every 20 ms without a split, so smaller
+       nodes are tried again when the machine frees up.
        mms_backend_cpu_set_split (or MMS_CPU_SPLIT=auto|all|none) overrides the choice: ALL splits
        every node (the tests do, so every kernel's parts are checked), NONE none.
        Waiting threads (helpers between nodes, the caller for the helpers' parts) spin a few
@@ -3203,6 +3212,10 @@ MMS_API int64_t mms_time_us(void) {
     return count.QuadPart / freq.QuadPart * 1000000 + count.QuadPart % freq.QuadPart * 1000000 / freq.QuadPart;
 }
 
+/* The calling thread's CPU time in nanoseconds; -1: no clock fine enough (GetThreadTimes counts in scheduler
+   ticks, far coarser than the pool's jobs). */
+MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) { return -1; }
+
 MMS_API int mms_cpu_count(void) {
     SYSTEM_INFO si;
     GetSystemInfo(&si);
@@ -3243,6 +3256,17 @@ MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
 static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
+
+/* The calling thread's CPU time in nanoseconds; -1 where the headers expose no per-thread clock. */
+MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+#else
+    return -1;
+#endif
+}
 
 /* A monotonic clock when the headers expose one; strict C99 builds without POSIX feature macros
    fall back to gettimeofday. */
@@ -6300,7 +6324,18 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
    On an idle machine the helpers take their share and the cost is microseconds, so nodes of a
    few microseconds are split; when other programs hold the cores, helpers come late or not at
    all and only long nodes are. Without splits nothing is learnt, so the learnt cost fades with
-   time (MMS__POOL_FORGET_US) and short nodes are tried again. */
+   time (MMS__POOL_FORGET_US) and short nodes are tried again.
+
+   The share alone is not enough when this program gets fewer cores than it has threads (another
+   program's load in another session: the scheduler gives each session its share, and this one's
+   threads then take turns on about one core). The helpers still take their parts, but while they
+   run the caller does not: its own parts take longer by as much as the helpers saved. So the
+   caller also learns the rate at which it ran during its parts (its thread's CPU time over the
+   wall time; sampled, as the clock costs a system call) and counts only what the split saved
+   beyond that slowdown: of work T, its own part (1 - share) T took (1 - share) T / rate, so a
+   split gains T (1 - (1 - share) / rate), nothing at a half share and half rate. A platform
+   without a fine thread clock keeps the rate at 1 (the share alone). The rate too fades toward 1
+   without splits, so a machine that became free is noticed. */
 
 #define MMS__POOL_SPIN_MIN_US  100
 #define MMS__POOL_SPIN_MAX_US  1000
@@ -6309,6 +6344,8 @@ MMS_API enum mms_status mms_backend_event_wait(mms_backend_t b, mms_backend_even
 #define MMS__POOL_FORGET_US    20000    /* the learnt split cost halves after this long without a split */
 #define MMS__POOL_LEARN        0.125f   /* weight of the newest job in the running averages */
 #define MMS__POOL_SPLIT_MIN_US 1.0f     /* a split costs at least this: the clock's tick hides less, and handing out is never free */
+#define MMS__POOL_RATE_EVERY   8        /* while the caller ran at full rate lately, its rate is sampled every this many jobs */
+#define MMS__POOL_RATE_MIN_US  20       /* caller's parts shorter than this tell no rate (the wall clock counts microseconds) */
 
 typedef void (*mms__pool_fn)(void *arg, int part, int n_parts, int worker);
 
@@ -6334,6 +6371,7 @@ struct mms__threadpool {
     /* what the caller learnt (the caller's own) */
     float           share;            /* running average of the parts' share the helpers took */
     float           cost_us;          /* running average of what a split cost the caller */
+    float           rate;             /* running average of the caller's CPU time over wall time in its parts (<= 1) */
     int64_t         learnt_at;        /* when the averages were last updated or faded */
     mms__atomic_int test_hold_helpers;   /* tests: helpers take no part (as if the OS never ran them) */
 };
@@ -6462,6 +6500,7 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     memset(pool, 0, sizeof *pool);
     pool->n_threads = 1;
     pool->share = 0.5f;               /* hopeful until measured: half the work for a wake-up's cost */
+    pool->rate = 1.0f;
     pool->cost_us = (float)MMS__POOL_SPIN_MIN_US / 10.0f;
     pool->learnt_at = mms_time_us();
     mms__atomic_store(&pool->spin_us, MMS__POOL_SPIN_MIN_US);
@@ -6482,6 +6521,21 @@ static struct mms__threadpool *mms__threadpool_new(int n_threads) {
     return pool;
 }
 
+/* What a split saves, as a fraction of the node's time: the helpers' share, less the caller's
+   slowdown in its own parts (the top comment). */
+static float mms__threadpool_gain(const struct mms__threadpool *pool) {
+    return MMS__MAX(1.0f - (1.0f - pool->share) / MMS__MAX(pool->rate, 0.01f), 0.0f);
+}
+
+/* A job ended at now_us: the helpers took share of its parts, the split cost the caller cost_us
+   beyond its own parts, which ran at rate (its CPU time over wall time; negative: not measured). */
+static void mms__threadpool_learn(struct mms__threadpool *pool, float share, float cost_us, float rate, int64_t now_us) {
+    pool->share += MMS__POOL_LEARN * (share - pool->share);
+    pool->cost_us += MMS__POOL_LEARN * (cost_us - pool->cost_us);
+    if (rate >= 0.0f) pool->rate += 2.0f * MMS__POOL_LEARN * (MMS__MIN(rate, 1.0f) - pool->rate);
+    pool->learnt_at = now_us;
+}
+
 /* Whether a node of about cost_us (one thread's time) is worth splitting at time now_us, from what
    splits cost lately (the top comment). The clock is an argument so a test can say when it asks. */
 static bool mms__threadpool_worth_at(struct mms__threadpool *pool, double cost_us, int64_t now_us) {
@@ -6489,9 +6543,10 @@ static bool mms__threadpool_worth_at(struct mms__threadpool *pool, double cost_u
     if (now_us - pool->learnt_at > MMS__POOL_FORGET_US) {
         pool->cost_us *= 0.5f;
         pool->share = MMS__MAX(pool->share, 0.5f * (float)(pool->n_threads - 1) / (float)pool->n_threads);
+        pool->rate += 0.5f * (1.0f - pool->rate);
         pool->learnt_at = now_us;
     }
-    return cost_us * pool->share > MMS__MAX(pool->cost_us, MMS__POOL_SPLIT_MIN_US);
+    return cost_us * mms__threadpool_gain(pool) > MMS__MAX(pool->cost_us, MMS__POOL_SPLIT_MIN_US);
 }
 
 static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) {
@@ -6501,8 +6556,9 @@ static bool mms__threadpool_worth(struct mms__threadpool *pool, double cost_us) 
 /* Runs fn(arg, part, n_parts, worker) for every part, the caller taking parts as worker 0, and
    returns when all are done. Learns what the split cost (mms__threadpool_worth). */
 static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, void *arg, int n_parts) {
-    int64_t t0, in_parts = 0;
+    int64_t t0, in_parts = 0, loop_t0, loop_cpu0 = -1;
     int part, mine = 0, sleepers;
+    float rate;
     if (pool->n_threads == 1 || n_parts <= 1) {
         for (part = 0; part < n_parts; part++) fn(arg, part, n_parts, 0);
         return;
@@ -6523,12 +6579,18 @@ static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, v
         for (i = 0; i < MMS__MIN(sleepers, n_parts - 1); i++) mms__cond_signal(&pool->work_cond);
         mms__mutex_unlock(&pool->mutex);
     }
+    if (pool->rate < 0.9f || pool->epoch % MMS__POOL_RATE_EVERY == 0) loop_cpu0 = mms__thread_cpu_ns();
+    loop_t0 = mms_time_us();
     while ((part = mms__threadpool_claim(pool, pool->epoch)) >= 0) {
         const int64_t t = mms_time_us();
         fn(arg, part, n_parts, 0);
         in_parts += mms_time_us() - t;
         mine++;
         mms__threadpool_part_done(pool);
+    }
+    {   /* the caller's rate in its parts, where measured and long enough to tell */
+        const int64_t cpu1 = loop_cpu0 >= 0 ? mms__thread_cpu_ns() : -1, wall = mms_time_us() - loop_t0;
+        rate = mine > 0 && cpu1 >= loop_cpu0 && wall >= MMS__POOL_RATE_MIN_US ? (float)((double)(cpu1 - loop_cpu0) / 1000.0 / (double)wall) : -1.0f;
     }
     if (!mms__threadpool_spin(pool, mms__threadpool_all_done, NULL)) {
         mms__atomic_store(&pool->caller_asleep, 1);
@@ -6542,10 +6604,7 @@ static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, v
     }
     {
         const int64_t now = mms_time_us();
-        const float share = (float)(n_parts - mine) / (float)n_parts, cost = (float)MMS__MAX(now - t0 - in_parts, 0);
-        pool->share += MMS__POOL_LEARN * (share - pool->share);
-        pool->cost_us += MMS__POOL_LEARN * (cost - pool->cost_us);
-        pool->learnt_at = now;
+        mms__threadpool_learn(pool, (float)(n_parts - mine) / (float)n_parts, (float)MMS__MAX(now - t0 - in_parts, 0), rate, now);
     }
 }
 /* ==== end src/backend/cpu/threadpool.c ==== */

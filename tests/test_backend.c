@@ -261,6 +261,37 @@ static void test_threadpool_splits_what_pays(void) {
     mms__threadpool_free(pool);
 }
 
+/* The caller's rate in its own parts: helpers that take half the parts while the caller runs at
+   half speed (the two take turns on one core) saved nothing, so not even long nodes are split;
+   the rate fades toward full speed without splits, so long nodes are tried again. Learning
+   without a measured rate (a platform without a thread clock, or a job too short to tell) leaves
+   the rate as it was. */
+static void test_threadpool_counts_the_callers_slowdown(void) {
+    struct mms__threadpool *pool = mms__threadpool_new(2);
+    int i;
+    EXPECT(pool != NULL, "pool");
+    if (!pool) return;
+    EXPECT(pool->rate == 1.0f, "a fresh pool's rate %g, want 1", (double)pool->rate);
+    pool->cost_us = 10.0f;
+    for (i = 0; i < 64; i++) mms__threadpool_learn(pool, 0.5f, 10.0f, 1.0f, pool->learnt_at);
+    EXPECT(mms__threadpool_worth_at(pool, 100.0, pool->learnt_at), "half the parts at full speed: a 100 us node not split");
+    for (i = 0; i < 64; i++) mms__threadpool_learn(pool, 0.5f, 10.0f, 0.5f, pool->learnt_at);
+    EXPECT(pool->rate > 0.49f && pool->rate < 0.52f, "rate %g after 64 jobs at half speed", (double)pool->rate);
+    EXPECT(!mms__threadpool_worth_at(pool, 10000.0, pool->learnt_at), "half the parts at half speed: a 10 ms node split");
+    for (i = 0; i < 64; i++) mms__threadpool_learn(pool, 0.5f, 10.0f, -1.0f, pool->learnt_at);
+    EXPECT(pool->rate > 0.49f && pool->rate < 0.52f, "an unmeasured rate moved it to %g", (double)pool->rate);
+    for (i = 0; i < 64; i++) mms__threadpool_learn(pool, 0.5f, 10.0f, 0.75f, pool->learnt_at);
+    EXPECT(mms__threadpool_worth_at(pool, 1000.0, pool->learnt_at), "half the parts at 3/4 speed (a third saved): a 1 ms node not split");
+    EXPECT(!mms__threadpool_worth_at(pool, 20.0, pool->learnt_at), "half the parts at 3/4 speed: a 20 us node split at 10 us a split");
+    for (i = 0; i < 64; i++) mms__threadpool_learn(pool, 0.5f, 10.0f, 2.0f, pool->learnt_at);
+    EXPECT(pool->rate <= 1.0f, "a rate above 1 (clocks of different ticks) taken as %g", (double)pool->rate);
+    for (i = 0; i < 64; i++) mms__threadpool_learn(pool, 0.5f, 10.0f, 0.3f, pool->learnt_at);
+    EXPECT(!mms__threadpool_worth_at(pool, 10000.0, pool->learnt_at), "at a third of full speed: a 10 ms node split");
+    EXPECT(mms__threadpool_worth_at(pool, 10000.0, pool->learnt_at + 2 * MMS__POOL_FORGET_US),
+           "after a pause without splits, a 10 ms node is not tried again (rate %g)", (double)pool->rate);
+    mms__threadpool_free(pool);
+}
+
 /* Through the backend: a graph of many small nodes computes right whether or not the helpers ever
    run, and with helpers that never come it stops handing nodes out (each hand-out would wake
    sleepers for nothing). */
@@ -446,6 +477,7 @@ int main(void) {
     RUN(test_threadpool_spin_budget_follows_wake_ups);
     RUN(test_threadpool_runs_each_part_once_with_or_without_helpers);
     RUN(test_threadpool_splits_what_pays);
+    RUN(test_threadpool_counts_the_callers_slowdown);
     RUN(test_graph_on_a_pool_whose_helpers_never_run);
     RUN(test_allocating_context_computes_directly);
     RUN(test_compute_errors);

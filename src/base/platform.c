@@ -125,6 +125,10 @@ MMS_API int64_t mms_time_us(void) {
     return count.QuadPart / freq.QuadPart * 1000000 + count.QuadPart % freq.QuadPart * 1000000 / freq.QuadPart;
 }
 
+/* The calling thread's CPU time in nanoseconds; -1: no clock fine enough (GetThreadTimes counts in scheduler
+   ticks, far coarser than the pool's jobs). */
+MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) { return -1; }
+
 MMS_API int mms_cpu_count(void) {
     SYSTEM_INFO si;
     GetSystemInfo(&si);
@@ -165,6 +169,17 @@ MMS__MAYBE_UNUSED static void mms__cond_wait_ms(mms__cond *c, mms__mutex *m, int
 static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
 static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
+
+/* The calling thread's CPU time in nanoseconds; -1 where the headers expose no per-thread clock. */
+MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+#else
+    return -1;
+#endif
+}
 
 /* A monotonic clock when the headers expose one; strict C99 builds without POSIX feature macros
    fall back to gettimeofday. */
