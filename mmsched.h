@@ -6611,9 +6611,13 @@ static void mms__threadpool_run(struct mms__threadpool *pool, mms__pool_fn fn, v
 
 /* ==== begin src/backend/cpu/vec.c ==== */
 /* >>vec ===========================================================================================
-   Vector primitives of the CPU kernels, each with a portable scalar body and SIMD bodies (AVX2 with
-   FMA and F16C on x86-64, AVX-512 with VNNI and BF16 where it replaces an AVX2 body, NEON on 64-bit
-   ARM) chosen at run time (mms_cpu_set_kernels). Kernels call only the dispatching names. */
+   The kernel sets and the basic vector primitives of the CPU kernels (dot, binary ops, f16/bf16
+   conversions). Every primitive has a portable scalar body and SIMD bodies (AVX2 with FMA and F16C
+   on x86-64, AVX-512 with VNNI and BF16 where it replaces an AVX2 body, NEON on 64-bit ARM) chosen
+   at run time (mms_cpu_set_kernels); kernels call only the dispatching names. The element-wise
+   primitives are in vec_elementwise.c, the dense products in vec_dense.c, each with its AVX2,
+   AVX-512 and NEON sections together; a new primitive goes to the room of its role, its bodies
+   in that room's sections and its dispatching name after them. */
 
 /* A prefetch of the n bytes at ptr (gcc, clang; elsewhere nothing) for reads the hardware's
    prefetcher does not foresee; locality 3: into every cache level, 1: into L2 and beyond. Never
@@ -6936,6 +6940,13 @@ static void mms__from_f32(enum mms_type type, const float *src, void *dst, int64
 #endif
     mms__type_traits[type].from_float(src, dst, n);
 }
+/* ==== end src/backend/cpu/vec.c ==== */
+
+/* ==== begin src/backend/cpu/vec_elementwise.c ==== */
+/* >>vec_elementwise ===============================================================================
+   Element-wise vector primitives: the unary ops and activations (exp, erf, GELU, SiLU), max,
+   exp-sum (softmax), sums (norms), shift-scale and a*x+b; the scalar bodies, then the AVX2 and
+   AVX-512 bodies, the NEON bodies, and the dispatching names. */
 
 /* -- the unary ops, one value (the scalar path, and TANH everywhere) -- */
 
@@ -6955,19 +6966,6 @@ static float mms__unary_scalar(enum mms_op op, float x, float s) {
         default:               mms__abort(__FILE__, __LINE__, "%s is not a unary op", mms_op_name(op));
     }
 }
-/* The rows of a GEMM register block (both SIMD sets write theirs once per row count R). */
-#define MMS__GR_ROWS1(X) X(0)
-#define MMS__GR_ROWS2(X) X(0) X(1)
-#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
-#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
-#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
-#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define MMS__GR_ROWS7(X) MMS__GR_ROWS6(X) X(6)
-#define MMS__GR_ROWS8(X) MMS__GR_ROWS7(X) X(7)
-#define MMS__GR_ROWS9(X) MMS__GR_ROWS8(X) X(8)
-#define MMS__GR_ROWS10(X) MMS__GR_ROWS9(X) X(9)
-#define MMS__GR_ROWS11(X) MMS__GR_ROWS10(X) X(10)
-#define MMS__GR_ROWS12(X) MMS__GR_ROWS11(X) X(11)
 
 /* -- exp, erf and the activations, 8 lanes at a time -- */
 
@@ -7255,7 +7253,249 @@ static MMS__TARGET_AVX2 void mms__shift_scale_f32_avx2(int64_t n, float *y, cons
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vc), vs));
     for (; i < n; i++) y[i] = (x[i] - c) * s;
 }
+#endif
 
+#if MMS__HAVE_NEON
+/* exp, erf and the activations on 4 lanes: the same fits, clamps and steps as the 8-lane bodies
+   above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
+static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(MMS__EXP_LO);
+    const uint32x4_t keep = vcgeq_f32(x, lo), nan = vmvnq_u32(vceqq_f32(x, x));
+    float32x4_t n, r, r2, p;
+    int32x4_t e;
+    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(MMS__EXP_HI));
+    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(MMS__EXP_LOG2E)));
+    r = vfmsq_f32(x, n, vdupq_n_f32(MMS__EXP_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(MMS__EXP_LN2_LO));
+    r2 = vmulq_f32(r, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P1), vdupq_n_f32(MMS__EXP_P0), r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P5), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
+    e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep), nan));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), mms__exp4(vnegq_f32(ax))));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__gelu4(float32x4_t x) {
+    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
+    const float32x4_t one = vdupq_n_f32(1.0f), half = vdupq_n_f32(0.5f);
+    const float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t t = vdivq_f32(one, vfmaq_f32(one, half, z));
+    float32x4_t p = vdupq_n_f32(c[9]), erfc;
+    int i;
+    for (i = 8; i >= 0; i--) p = vfmaq_f32(vdupq_n_f32(c[i]), p, t);
+    erfc = vmulq_f32(t, mms__exp4(vfmsq_f32(p, z, z)));
+    return vmulq_f32(vmulq_f32(half, x), vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), erfc, vsubq_f32(vdupq_n_f32(2.0f), erfc)));
+}
+
+static MMS__NEON_INLINE float32x4_t mms__unary4(enum mms_op op, float32x4_t x, float s) {
+    switch (op) {
+        case MMS_OP_SCALE:     return vmulq_n_f32(x, s);
+        case MMS_OP_SQR:       return vmulq_f32(x, x);
+        case MMS_OP_SQRT:      return vsqrtq_f32(x);
+        case MMS_OP_EXP:       return mms__exp4(x);
+        case MMS_OP_SILU:      return mms__sigmoid_mul4(x, x);
+        case MMS_OP_GELU:      return mms__gelu4(x);
+        default: {             /* GELU_TANH */
+            const float32x4_t u = vmulq_f32(x, vfmaq_f32(vdupq_n_f32(1.0f), vmulq_f32(x, x), vdupq_n_f32(0.044715f)));
+            return mms__sigmoid_mul4(x, vmulq_n_f32(u, 2.0f * 0.79788456080286535588f));
+        }
+    }
+}
+
+static void mms__unary_f32_neon(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    float tx[4], ty[4];
+    int64_t i = 0, j;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__unary4(op, vld1q_f32(x + i), s));
+    if (i < n) {                       /* the tail through a padded copy, as on AVX2 */
+        for (j = 0; j < 4; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
+        vst1q_f32(ty, mms__unary4(op, vld1q_f32(tx), s));
+        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
+    }
+}
+
+/* maxNum skips NaN, as the scalar loop does */
+static float mms__max_f32_neon(int64_t n, const float *x) {
+    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    float m;
+    for (; i + 8 <= n; i += 8) {
+        m0 = vmaxnmq_f32(m0, vld1q_f32(x + i));
+        m1 = vmaxnmq_f32(m1, vld1q_f32(x + i + 4));
+    }
+    m = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+static float mms__exp_sum_f32_neon(int64_t n, float *y, const float *x, float m) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    float s;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm)), e1 = mms__exp4(vsubq_f32(vld1q_f32(x + i + 4), vm));
+        vst1q_f32(y + i, e0);
+        vst1q_f32(y + i + 4, e1);
+        s0 = vaddq_f32(s0, e0);
+        s1 = vaddq_f32(s1, e1);
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm));
+        vst1q_f32(y + i, e0);
+        s0 = vaddq_f32(s0, e0);
+    }
+    s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+static void mms__axpb_f32_neon(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i = 0;
+    if (b) for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(b + i), vld1q_f32(x + i), a));
+    else   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+
+static void mms__sums_f64_neon(int64_t n, const float *x, double c, double *sum, double *sq) {
+    const float64x2_t vc = vdupq_n_f64(c);
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, q0 = s0, q1 = s0;
+    double ts, tq;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float64x2_t a = vcvt_f64_f32(vget_low_f32(v)), b = vcvt_high_f64_f32(v);
+        const float64x2_t da = vsubq_f64(a, vc), db = vsubq_f64(b, vc);
+        s0 = vaddq_f64(s0, a);
+        s1 = vaddq_f64(s1, b);
+        q0 = vfmaq_f64(q0, da, da);
+        q1 = vfmaq_f64(q1, db, db);
+    }
+    ts = vaddvq_f64(vaddq_f64(s0, s1));
+    tq = vaddvq_f64(vaddq_f64(q0, q1));
+    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
+    *sum = ts;
+    *sq = tq;
+}
+
+static void mms__shift_scale_f32_neon(int64_t n, float *y, const float *x, float c, float s) {
+    const float32x4_t vc = vdupq_n_f32(c);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vsubq_f32(vld1q_f32(x + i), vc), s));
+    for (; i < n; i++) y[i] = (x[i] - c) * s;
+}
+#endif
+
+/* -- dispatching names of the above -- */
+
+
+/* y = op(x) for the unary ops (s: SCALE's factor); y may be x */
+static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float *x, float s) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx512() && op != MMS_OP_TANH) { mms__unary_f32_avx512(op, n, y, x, s); return; }
+    if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon() && op != MMS_OP_TANH) { mms__unary_f32_neon(op, n, y, x, s); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
+}
+
+static float mms__vec_max_f32(int64_t n, const float *x) {
+    float m = -INFINITY;
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) return mms__max_f32_avx2(n, x);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return mms__max_f32_neon(n, x);
+#endif
+    for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
+    return m;
+}
+
+/* y = exp(x - m) and the sum of y (in double on the scalar path); y may be x */
+static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m) {
+    double s = 0.0;
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx512()) return (double)mms__exp_sum_f32_avx512(n, y, x, m);
+    if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) return (double)mms__exp_sum_f32_neon(n, y, x, m);
+#endif
+    for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
+    return s;
+}
+
+/* sum(x) and sum((x - c)^2) in double */
+static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, double *sq) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__sums_f64_neon(n, x, c, sum, sq); return; }
+#endif
+    *sum = *sq = 0.0;
+    for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
+}
+
+/* y = (x - c) * s; y may be x */
+static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double c, float s) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__shift_scale_f32_neon(n, y, x, (float)c, s); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
+}
+
+/* y = x * a + b, b optional; y may be x or b */
+static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, const float *b) {
+    int64_t i;
+#if MMS__HAVE_AVX2
+    if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
+#endif
+#if MMS__HAVE_NEON
+    if (mms__neon()) { mms__axpb_f32_neon(n, y, x, a, b); return; }
+#endif
+    for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
+}
+/* ==== end src/backend/cpu/vec_elementwise.c ==== */
+
+/* ==== begin src/backend/cpu/vec_dense.c ==== */
+/* >>vec_dense =====================================================================================
+   Dense float products: the small GEMMs' register blocks (f32; bf16 pairs on AVX-512), the
+   4-row and 2x4 dots and the wide GEMV of the decode products, the f16 row dot and the
+   transposes; the AVX2 and AVX-512 bodies, the NEON bodies, then the dispatching names. */
+
+/* The rows of a GEMM register block (both SIMD sets write theirs once per row count R). */
+#define MMS__GR_ROWS1(X) X(0)
+#define MMS__GR_ROWS2(X) X(0) X(1)
+#define MMS__GR_ROWS3(X) X(0) X(1) X(2)
+#define MMS__GR_ROWS4(X) X(0) X(1) X(2) X(3)
+#define MMS__GR_ROWS5(X) X(0) X(1) X(2) X(3) X(4)
+#define MMS__GR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define MMS__GR_ROWS7(X) MMS__GR_ROWS6(X) X(6)
+#define MMS__GR_ROWS8(X) MMS__GR_ROWS7(X) X(7)
+#define MMS__GR_ROWS9(X) MMS__GR_ROWS8(X) X(8)
+#define MMS__GR_ROWS10(X) MMS__GR_ROWS9(X) X(9)
+#define MMS__GR_ROWS11(X) MMS__GR_ROWS10(X) X(10)
+#define MMS__GR_ROWS12(X) MMS__GR_ROWS11(X) X(11)
+
+#if MMS__HAVE_AVX2
 /* The register block of the small GEMMs (flash attention): C[r][0..15] (+)= sum_k A[r lda + k]
    B[k ldb + 0..15] for R rows; per k, 2 loads and R broadcasts feed 2R FMAs. One body, written
    once for each R so the accumulators stay in registers. */
@@ -7670,142 +7910,6 @@ static MMS__TARGET_AVX2 void mms__transpose8_avx2(const float *src, int64_t lds,
 #endif
 
 #if MMS__HAVE_NEON
-/* exp, erf and the activations on 4 lanes: the same fits, clamps and steps as the 8-lane bodies
-   above (see mms__exp8, mms__gelu8), so both SIMD sets agree to rounding. */
-static MMS__NEON_INLINE float32x4_t mms__exp4(float32x4_t x) {
-    const float32x4_t lo = vdupq_n_f32(MMS__EXP_LO);
-    const uint32x4_t keep = vcgeq_f32(x, lo), nan = vmvnq_u32(vceqq_f32(x, x));
-    float32x4_t n, r, r2, p;
-    int32x4_t e;
-    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(MMS__EXP_HI));
-    n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(MMS__EXP_LOG2E)));
-    r = vfmsq_f32(x, n, vdupq_n_f32(MMS__EXP_LN2_HI));
-    r = vfmsq_f32(r, n, vdupq_n_f32(MMS__EXP_LN2_LO));
-    r2 = vmulq_f32(r, r);
-    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P1), vdupq_n_f32(MMS__EXP_P0), r);
-    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P2), p, r);
-    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P3), p, r);
-    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P4), p, r);
-    p = vfmaq_f32(vdupq_n_f32(MMS__EXP_P5), p, r);
-    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
-    e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    return vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e))), keep), nan));
-}
-
-static MMS__NEON_INLINE float32x4_t mms__sigmoid_mul4(float32x4_t x, float32x4_t ax) {
-    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), mms__exp4(vnegq_f32(ax))));
-}
-
-static MMS__NEON_INLINE float32x4_t mms__gelu4(float32x4_t x) {
-    static const float c[10] = { -1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
-                                 0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f };
-    const float32x4_t one = vdupq_n_f32(1.0f), half = vdupq_n_f32(0.5f);
-    const float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
-    const float32x4_t t = vdivq_f32(one, vfmaq_f32(one, half, z));
-    float32x4_t p = vdupq_n_f32(c[9]), erfc;
-    int i;
-    for (i = 8; i >= 0; i--) p = vfmaq_f32(vdupq_n_f32(c[i]), p, t);
-    erfc = vmulq_f32(t, mms__exp4(vfmsq_f32(p, z, z)));
-    return vmulq_f32(vmulq_f32(half, x), vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), erfc, vsubq_f32(vdupq_n_f32(2.0f), erfc)));
-}
-
-static MMS__NEON_INLINE float32x4_t mms__unary4(enum mms_op op, float32x4_t x, float s) {
-    switch (op) {
-        case MMS_OP_SCALE:     return vmulq_n_f32(x, s);
-        case MMS_OP_SQR:       return vmulq_f32(x, x);
-        case MMS_OP_SQRT:      return vsqrtq_f32(x);
-        case MMS_OP_EXP:       return mms__exp4(x);
-        case MMS_OP_SILU:      return mms__sigmoid_mul4(x, x);
-        case MMS_OP_GELU:      return mms__gelu4(x);
-        default: {             /* GELU_TANH */
-            const float32x4_t u = vmulq_f32(x, vfmaq_f32(vdupq_n_f32(1.0f), vmulq_f32(x, x), vdupq_n_f32(0.044715f)));
-            return mms__sigmoid_mul4(x, vmulq_n_f32(u, 2.0f * 0.79788456080286535588f));
-        }
-    }
-}
-
-static void mms__unary_f32_neon(enum mms_op op, int64_t n, float *y, const float *x, float s) {
-    float tx[4], ty[4];
-    int64_t i = 0, j;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, mms__unary4(op, vld1q_f32(x + i), s));
-    if (i < n) {                       /* the tail through a padded copy, as on AVX2 */
-        for (j = 0; j < 4; j++) tx[j] = i + j < n ? x[i + j] : 0.0f;
-        vst1q_f32(ty, mms__unary4(op, vld1q_f32(tx), s));
-        for (j = 0; i + j < n; j++) y[i + j] = ty[j];
-    }
-}
-
-/* maxNum skips NaN, as the scalar loop does */
-static float mms__max_f32_neon(int64_t n, const float *x) {
-    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0;
-    int64_t i = 0;
-    float m;
-    for (; i + 8 <= n; i += 8) {
-        m0 = vmaxnmq_f32(m0, vld1q_f32(x + i));
-        m1 = vmaxnmq_f32(m1, vld1q_f32(x + i + 4));
-    }
-    m = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
-    for (; i < n; i++) if (x[i] > m) m = x[i];
-    return m;
-}
-
-static float mms__exp_sum_f32_neon(int64_t n, float *y, const float *x, float m) {
-    const float32x4_t vm = vdupq_n_f32(m);
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
-    int64_t i = 0;
-    float s;
-    for (; i + 8 <= n; i += 8) {
-        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm)), e1 = mms__exp4(vsubq_f32(vld1q_f32(x + i + 4), vm));
-        vst1q_f32(y + i, e0);
-        vst1q_f32(y + i + 4, e1);
-        s0 = vaddq_f32(s0, e0);
-        s1 = vaddq_f32(s1, e1);
-    }
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t e0 = mms__exp4(vsubq_f32(vld1q_f32(x + i), vm));
-        vst1q_f32(y + i, e0);
-        s0 = vaddq_f32(s0, e0);
-    }
-    s = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
-    return s;
-}
-
-static void mms__axpb_f32_neon(int64_t n, float *y, const float *x, float a, const float *b) {
-    int64_t i = 0;
-    if (b) for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(b + i), vld1q_f32(x + i), a));
-    else   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
-    for (; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
-}
-
-static void mms__sums_f64_neon(int64_t n, const float *x, double c, double *sum, double *sq) {
-    const float64x2_t vc = vdupq_n_f64(c);
-    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, q0 = s0, q1 = s0;
-    double ts, tq;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t v = vld1q_f32(x + i);
-        const float64x2_t a = vcvt_f64_f32(vget_low_f32(v)), b = vcvt_high_f64_f32(v);
-        const float64x2_t da = vsubq_f64(a, vc), db = vsubq_f64(b, vc);
-        s0 = vaddq_f64(s0, a);
-        s1 = vaddq_f64(s1, b);
-        q0 = vfmaq_f64(q0, da, da);
-        q1 = vfmaq_f64(q1, db, db);
-    }
-    ts = vaddvq_f64(vaddq_f64(s0, s1));
-    tq = vaddvq_f64(vaddq_f64(q0, q1));
-    for (; i < n; i++) { ts += x[i]; tq += ((double)x[i] - c) * ((double)x[i] - c); }
-    *sum = ts;
-    *sq = tq;
-}
-
-static void mms__shift_scale_f32_neon(int64_t n, float *y, const float *x, float c, float s) {
-    const float32x4_t vc = vdupq_n_f32(c);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vsubq_f32(vld1q_f32(x + i), vc), s));
-    for (; i < n; i++) y[i] = (x[i] - c) * s;
-}
-
 /* The GEMM register block on 4-lane vectors: R rows of 16 columns are 4R accumulators (24 of the
    32 registers at R = 6), fed per k by 4 loads of B and R scalars of A. */
 #define MMS__GRN_DECL(r)  float32x4_t c##r##0 = vdupq_n_f32(0.0f), c##r##1 = c##r##0, c##r##2 = c##r##0, c##r##3 = c##r##0;
@@ -7874,85 +7978,6 @@ static void mms__transpose4_neon(const float *src, int64_t lds, float *dst, int6
 #endif
 
 /* -- dispatching names of the above -- */
-
-
-/* y = op(x) for the unary ops (s: SCALE's factor); y may be x */
-static void mms__vec_unary_f32(enum mms_op op, int64_t n, float *y, const float *x, float s) {
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx512() && op != MMS_OP_TANH) { mms__unary_f32_avx512(op, n, y, x, s); return; }
-    if (mms__avx2() && op != MMS_OP_TANH) { mms__unary_f32_avx2(op, n, y, x, s); return; }
-#endif
-#if MMS__HAVE_NEON
-    if (mms__neon() && op != MMS_OP_TANH) { mms__unary_f32_neon(op, n, y, x, s); return; }
-#endif
-    for (i = 0; i < n; i++) y[i] = mms__unary_scalar(op, x[i], s);
-}
-
-static float mms__vec_max_f32(int64_t n, const float *x) {
-    float m = -INFINITY;
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) return mms__max_f32_avx2(n, x);
-#endif
-#if MMS__HAVE_NEON
-    if (mms__neon()) return mms__max_f32_neon(n, x);
-#endif
-    for (i = 0; i < n; i++) if (x[i] > m) m = x[i];
-    return m;
-}
-
-/* y = exp(x - m) and the sum of y (in double on the scalar path); y may be x */
-static double mms__vec_exp_sum_f32(int64_t n, float *y, const float *x, float m) {
-    double s = 0.0;
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx512()) return (double)mms__exp_sum_f32_avx512(n, y, x, m);
-    if (mms__avx2()) return (double)mms__exp_sum_f32_avx2(n, y, x, m);
-#endif
-#if MMS__HAVE_NEON
-    if (mms__neon()) return (double)mms__exp_sum_f32_neon(n, y, x, m);
-#endif
-    for (i = 0; i < n; i++) { y[i] = expf(x[i] - m); s += y[i]; }
-    return s;
-}
-
-/* sum(x) and sum((x - c)^2) in double */
-static void mms__vec_sums_f64(int64_t n, const float *x, double c, double *sum, double *sq) {
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__sums_f64_avx2(n, x, c, sum, sq); return; }
-#endif
-#if MMS__HAVE_NEON
-    if (mms__neon()) { mms__sums_f64_neon(n, x, c, sum, sq); return; }
-#endif
-    *sum = *sq = 0.0;
-    for (i = 0; i < n; i++) { *sum += x[i]; *sq += ((double)x[i] - c) * ((double)x[i] - c); }
-}
-
-/* y = (x - c) * s; y may be x */
-static void mms__vec_shift_scale_f32(int64_t n, float *y, const float *x, double c, float s) {
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__shift_scale_f32_avx2(n, y, x, (float)c, s); return; }
-#endif
-#if MMS__HAVE_NEON
-    if (mms__neon()) { mms__shift_scale_f32_neon(n, y, x, (float)c, s); return; }
-#endif
-    for (i = 0; i < n; i++) y[i] = (float)((double)x[i] - c) * s;
-}
-
-/* y = x * a + b, b optional; y may be x or b */
-static void mms__vec_axpb_f32(int64_t n, float *y, const float *x, float a, const float *b) {
-    int64_t i;
-#if MMS__HAVE_AVX2
-    if (mms__avx2()) { mms__axpb_f32_avx2(n, y, x, a, b); return; }
-#endif
-#if MMS__HAVE_NEON
-    if (mms__neon()) { mms__axpb_f32_neon(n, y, x, a, b); return; }
-#endif
-    for (i = 0; i < n; i++) y[i] = x[i] * a + (b ? b[i] : 0.0f);
-}
 
 typedef void (*mms__gemm_rows_fn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
@@ -8121,8 +8146,13 @@ static void mms__transpose_f32(int64_t R, int64_t Cn, const float *src, int64_t 
     for (; r < R; r++)
         for (c = 0; c < Cn; c++) dst[c * ldd + r] = src[r * lds + c];
 }
+/* ==== end src/backend/cpu/vec_dense.c ==== */
 
-/* -- rows of tensors -- */
+/* ==== begin src/backend/cpu/tensor_rows.c ==== */
+/* >>tensor_rows ===================================================================================
+   Rows of tensors for the CPU kernels: a row's address, a row read as f32 or bf16 (converted into
+   a buffer where it is not already), rows packed as GEMM panels, a row written back, and how a
+   job's parts split rows. */
 
 static char *mms__row_ptr(const struct mms_tensor *t, int64_t i1, int64_t i2, int64_t i3) {
     return (char *)t->data + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] + i3 * (int64_t)t->nb[3];
@@ -8222,7 +8252,7 @@ static void mms__unravel_row(const int64_t *ne, int64_t r, int64_t *i1, int64_t 
     *i2 = r % ne[2];
     *i3 = r / ne[2];
 }
-/* ==== end src/backend/cpu/vec.c ==== */
+/* ==== end src/backend/cpu/tensor_rows.c ==== */
 
 /* ==== begin src/backend/cpu/compute.c ==== */
 /* >>compute =======================================================================================
@@ -10453,7 +10483,7 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
      memory exactly once.
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
-     so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec.c).
+     so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec_dense.c).
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
