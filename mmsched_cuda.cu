@@ -31,6 +31,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cublas_v2.h>
+#include <chrono>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2013,6 +2014,7 @@ struct cu_backend {
     size_t         q8_size;
     bool           fuse, use_graphs;          // MMS_CUDA_FUSE=0, MMS_CUDA_GRAPHS=0 turn them off
     struct cu_graph_cache *graphs;
+    double         signature_us, key_us;      // host time building graph signatures and their keys (read by the mock's bench)
 };
 
 // -- 8. buffers -----------------------------------------------------------------------------------
@@ -2263,6 +2265,9 @@ static bool cu_signature(struct cu_backend *cb, struct mms_cgraph *g) {
     }
     return ok;
 }
+static int64_t cu_now_ns(void) {
+    return (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 static uint64_t cu_fnv1a(const unsigned char *p, size_t n) {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
@@ -2352,8 +2357,12 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
     if ((st = cu_grow(cb, &cb->scratch, &cb->scratch_size, need, &moved)) != MMS_OK ||
         (st = cu_grow(cb, (void **)&cb->q8.area, &cb->q8_size, need_q8, &moved)) != MMS_OK) return st;
     if (moved) cu_graphs_clear(c);
+    const int64_t t0 = cu_now_ns();
     if (!cb->use_graphs || !cu_signature(cb, g)) return cu_run_graph(cb, g);
+    const int64_t t1 = cu_now_ns();
     const uint64_t h = cu_fnv1a(c->sig, c->size);
+    cb->signature_us += (double)(t1 - t0) * 1e-3;
+    cb->key_us += (double)(cu_now_ns() - t1) * 1e-3;
     for (int i = 0; i < CU_GRAPHS; i++) {
         cu_graph_entry *en = &c->entries[i];
         if (en->exec && en->hash == h && en->size == c->size && memcmp(en->sig, c->sig, c->size) == 0) {
