@@ -673,7 +673,13 @@
        where that stays true. The q, k and v products of one row round it to 8 bits once. A graph
        computed again with the same nodes, shapes, addresses and parameters (a decode step: the KV
        cache is written at the positions input) is captured into a CUDA graph and replayed with one
-       launch. MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off. A decode step of the mllama
+       launch. The cached graphs are found by a key mixed from a few words per node (op, address,
+       shape) and replayed only when the graph's whole signature (every node's and source's op, type,
+       shape, strides, address, parameters and name) equals the captured one's; a stride, address or
+       shape changed is a different graph (test_cuda_mock checks each). The host's work per decode
+       step, phase by phase, and the launches are measured without a GPU by
+       build/cuda/bench_decode_host (figures: docs/measurements.md).
+       MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off. A decode step of the mllama
        runtime makes no synchronous copy: its inputs (positions, cache slots, wanted rows, masks,
        cross-attention rows) go from the scheduler's host memory with cudaMemcpyAsync on the stream,
        in order before the graph; the logits come back with cudaMemcpyAsync after it, and the host
