@@ -430,3 +430,8 @@ fuzz: $(B)/fuzz_gguf $(B)/fuzz_json $(B)/fuzz_safetensors $(B)/fuzz_http $(B)/fu
 
 clean:
 	rm -rf $(B)
+
+# The host's share of an mllama decode step at 11B shapes, on the mock CUDA runtime and on the CPU
+# (tests/bench_decode_host.c): a bench, not a test, so it is not under build/cuda/tests.
+$(B)/cuda/bench_decode_host: tests/bench_decode_host.c $(CUDA_MOCK) examples/random_mllama.h tests/*.h mmsched.h | $(B)/cuda
+	$(CC) $(STD) $(WARN) $(OPT) -DMMS_CUDA_MOCK -I. $< $(CUDA_MOCK) -o $@ $(CUDA_MOCK_LIBS) $(LIBS)

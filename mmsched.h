@@ -682,7 +682,13 @@
        where that stays true. The q, k and v products of one row round it to 8 bits once. A graph
        computed again with the same nodes, shapes, addresses and parameters (a decode step: the KV
        cache is written at the positions input) is captured into a CUDA graph and replayed with one
-       launch. MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off. A decode step of the mllama
+       launch. The cached graphs are found by a key mixed from a few words per node (op, address,
+       shape) and replayed only when the graph's whole signature (every node's and source's op, type,
+       shape, strides, address, parameters and name) equals the captured one's; a stride, address or
+       shape changed is a different graph (test_cuda_mock checks each). The host's work per decode
+       step, phase by phase, and the launches are measured without a GPU by
+       build/cuda/bench_decode_host (figures: docs/measurements.md).
+       MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off. A decode step of the mllama
        runtime makes no synchronous copy: its inputs (positions, cache slots, wanted rows, masks,
        cross-attention rows) go from the scheduler's host memory with cudaMemcpyAsync on the stream,
        in order before the graph; the logits come back with cudaMemcpyAsync after it, and the host
@@ -2784,6 +2790,7 @@ struct mms_mllama_timings {
     int    n_encodes;
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
+    double graph_ms, alloc_ms;            /* host time within prompt_ms + gen_ms: building the text graphs, the scheduler allocating them */
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
     int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };
@@ -23599,6 +23606,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     int i, s, g, n, n_groups = 0, n_text_only = 0;
     bool gen = true;
     const int64_t t0 = mms_time_us();
+    int64_t t_graph;
     if (!c || !b || !b->tokens || b->n_tokens < 1)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
     if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
@@ -23618,6 +23626,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     }
     bp.gate = n_groups > 0 && n_text_only > 0;
 
+    t_graph = mms_time_us();
     ctx = mms__mllama_fresh_graph_ctx(c);
     if (n_groups > 0) {                        /* the groups' sequences, and the rows in group order */
         int *at = (int *)mms__ctx_alloc(ctx, sizeof *at * (size_t)n_groups, MMS__OBJ_ALIGN), off = 0;
@@ -23639,7 +23648,11 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
         }
     }
     mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
-    if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
+    c->t.graph_ms += (double)(mms_time_us() - t_graph) / 1000.0;
+    t_graph = mms_time_us();
+    st = mms_backend_sched_alloc_graph(c->sched, tg.graph);
+    c->t.alloc_ms += (double)(mms_time_us() - t_graph) / 1000.0;
+    if (st != MMS_OK) goto done;
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||

@@ -31,6 +31,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cublas_v2.h>
+#include <chrono>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2013,6 +2014,7 @@ struct cu_backend {
     size_t         q8_size;
     bool           fuse, use_graphs;          // MMS_CUDA_FUSE=0, MMS_CUDA_GRAPHS=0 turn them off
     struct cu_graph_cache *graphs;
+    double         signature_us, key_us;      // host time building graph signatures and their keys (read by the mock's bench)
 };
 
 // -- 8. buffers -----------------------------------------------------------------------------------
@@ -2205,15 +2207,19 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
 }
 
 // -- CUDA graphs --
-// A graph computed twice (its signature among the last CU_GRAPH_RECENT ones) is captured on the
+// A graph computed twice (its key among the last CU_GRAPH_RECENT ones) is captured on the
 // stream into a CUDA graph and from then on replayed with one launch. The signature is every
 // node's op, type, shape, strides, addresses, parameters and name and every source's address,
 // type, shape and strides, with the scratch areas: equal signatures launch the same kernels with
 // the same arguments. Each KV step of a decode (its graph is the same at every position) is then
 // one launch per token. A capture the runtime refuses turns graphs off for the backend.
+// The key only picks the entries worth comparing: it mixes a few words per node (op, address,
+// shape; all in the signature, so equal signatures have equal keys) instead of every byte of the
+// signature. A replay needs the whole signature equal, so graphs sharing a key (say, differing
+// only in a stride) are never confused; a shared key can only get a graph seen once captured.
 #define CU_GRAPHS 8
 #define CU_GRAPH_RECENT 8
-struct cu_graph_entry { uint64_t hash, last_use; size_t size; unsigned char *sig; cudaGraphExec_t exec; };
+struct cu_graph_entry { uint64_t key, last_use; size_t size; unsigned char *sig; cudaGraphExec_t exec; };
 struct cu_graph_cache {
     cu_graph_entry entries[CU_GRAPHS];
     uint64_t recent[CU_GRAPH_RECENT], clock;
@@ -2230,42 +2236,68 @@ static void cu_graphs_clear(struct cu_graph_cache *c) {
     }
 }
 
-static bool cu_sig_add(struct cu_graph_cache *c, const void *p, size_t n) {
-    if (c->size + n > c->cap) {
-        const size_t cap = (c->size + n) * 2;
-        unsigned char *b = (unsigned char *)realloc(c->sig, cap);
-        if (!b) return false;
-        c->sig = b;
-        c->cap = cap;
-    }
-    memcpy(c->sig + c->size, p, n);
-    c->size += n;
-    return true;
+// The signature is written node by node into room reserved once per node (its most bytes), so
+// each field is a plain copy.
+static unsigned char *cu_sig_put(unsigned char *p, const void *v, size_t n) {
+    memcpy(p, v, n);
+    return p + n;
 }
-static bool cu_sig_tensor(struct cu_graph_cache *c, const struct mms_tensor *t) {
+static unsigned char *cu_sig_tensor(unsigned char *p, const struct mms_tensor *t) {
     const int type = (int)t->type;
-    return cu_sig_add(c, &t->data, sizeof t->data) && cu_sig_add(c, &type, sizeof type) && cu_sig_add(c, t->ne, sizeof t->ne) &&
-           cu_sig_add(c, t->nb, sizeof t->nb);
+    p = cu_sig_put(p, &t->data, sizeof t->data);
+    p = cu_sig_put(p, &type, sizeof type);
+    p = cu_sig_put(p, t->ne, sizeof t->ne);
+    return cu_sig_put(p, t->nb, sizeof t->nb);
+}
+#define CU_SIG_TENSOR (sizeof(void *) + sizeof(int) + 2 * MMS_MAX_DIMS * sizeof(int64_t))
+#define CU_SIG_NODE (sizeof(int) + CU_SIG_TENSOR + MMS_MAX_OP_PARAMS + MMS_MAX_NAME + MMS_MAX_SRC * CU_SIG_TENSOR)
+static bool cu_sig_reserve(struct cu_graph_cache *c, size_t n) {
+    if (c->size + n <= c->cap) return true;
+    const size_t cap = (c->size + n) * 2;
+    unsigned char *b = (unsigned char *)realloc(c->sig, cap);
+    if (!b) return false;
+    c->sig = b;
+    c->cap = cap;
+    return true;
 }
 static bool cu_signature(struct cu_backend *cb, struct mms_cgraph *g) {
     struct cu_graph_cache *c = cb->graphs;
-    bool ok;
+    static const char none = 0;
+    unsigned char *p;
     c->size = 0;
-    ok = cu_sig_add(c, &cb->scratch, sizeof cb->scratch) && cu_sig_add(c, &cb->q8.area, sizeof cb->q8.area) && cu_sig_add(c, &cb->fuse, sizeof cb->fuse);
-    for (int i = 0; ok && i < mms_graph_n_nodes(g); i++) {
+    if (!cu_sig_reserve(c, sizeof cb->scratch + sizeof cb->q8.area + sizeof cb->fuse)) return false;
+    p = cu_sig_put(c->sig, &cb->scratch, sizeof cb->scratch);
+    p = cu_sig_put(p, &cb->q8.area, sizeof cb->q8.area);
+    p = cu_sig_put(p, &cb->fuse, sizeof cb->fuse);
+    c->size = (size_t)(p - c->sig);
+    for (int i = 0; i < mms_graph_n_nodes(g); i++) {
         const struct mms_tensor *t = mms_graph_node(g, i);
         const int op = (int)t->op;
-        ok = cu_sig_add(c, &op, sizeof op) && cu_sig_tensor(c, t) && cu_sig_add(c, t->op_params, sizeof t->op_params) && cu_sig_add(c, t->name, sizeof t->name);
-        for (int k = 0; ok && k < MMS_MAX_SRC; k++) {
-            static const char none = 0;
-            ok = t->src[k] ? cu_sig_tensor(c, t->src[k]) : cu_sig_add(c, &none, 1);
-        }
+        if (!cu_sig_reserve(c, CU_SIG_NODE)) return false;
+        p = cu_sig_put(c->sig + c->size, &op, sizeof op);
+        p = cu_sig_tensor(p, t);
+        p = cu_sig_put(p, t->op_params, sizeof t->op_params);
+        p = cu_sig_put(p, t->name, sizeof t->name);
+        for (int k = 0; k < MMS_MAX_SRC; k++) p = t->src[k] ? cu_sig_tensor(p, t->src[k]) : cu_sig_put(p, &none, 1);
+        c->size = (size_t)(p - c->sig);
     }
-    return ok;
+    return true;
 }
-static uint64_t cu_fnv1a(const unsigned char *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+static int64_t cu_now_ns(void) {
+    return (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+static uint64_t cu_key_mix(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+static uint64_t cu_graph_key(struct mms_cgraph *g) {
+    uint64_t h = cu_key_mix(0, (uint64_t)mms_graph_n_nodes(g));
+    for (int i = 0; i < mms_graph_n_nodes(g); i++) {
+        const struct mms_tensor *t = mms_graph_node(g, i);
+        h = cu_key_mix(h, (uint64_t)t->op);
+        h = cu_key_mix(h, (uint64_t)(uintptr_t)t->data);
+        for (int d = 0; d < MMS_MAX_DIMS; d++) h = cu_key_mix(h, (uint64_t)t->ne[d]);
+    }
     return h;
 }
 
@@ -2305,7 +2337,7 @@ static enum mms_status cu_run_graph(struct cu_backend *cb, struct mms_cgraph *g)
 
 // Captures g into a CUDA graph (cached) and launches it; false when the runtime refused (the
 // caller then computes g as usual).
-static bool cu_capture(struct cu_backend *cb, struct mms_cgraph *g, uint64_t h) {
+static bool cu_capture(struct cu_backend *cb, struct mms_cgraph *g, uint64_t key) {
     struct cu_graph_cache *c = cb->graphs;
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
@@ -2328,7 +2360,7 @@ static bool cu_capture(struct cu_backend *cb, struct mms_cgraph *g, uint64_t h) 
     if (en->exec) cudaGraphExecDestroy(en->exec);
     free(en->sig);
     memcpy(sig, c->sig, c->size);
-    en->hash = h;
+    en->key = key;
     en->size = c->size;
     en->sig = sig;
     en->exec = exec;
@@ -2352,19 +2384,23 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
     if ((st = cu_grow(cb, &cb->scratch, &cb->scratch_size, need, &moved)) != MMS_OK ||
         (st = cu_grow(cb, (void **)&cb->q8.area, &cb->q8_size, need_q8, &moved)) != MMS_OK) return st;
     if (moved) cu_graphs_clear(c);
+    const int64_t t0 = cu_now_ns();
     if (!cb->use_graphs || !cu_signature(cb, g)) return cu_run_graph(cb, g);
-    const uint64_t h = cu_fnv1a(c->sig, c->size);
+    const int64_t t1 = cu_now_ns();
+    const uint64_t key = cu_graph_key(g);
+    cb->signature_us += (double)(t1 - t0) * 1e-3;
+    cb->key_us += (double)(cu_now_ns() - t1) * 1e-3;
     for (int i = 0; i < CU_GRAPHS; i++) {
         cu_graph_entry *en = &c->entries[i];
-        if (en->exec && en->hash == h && en->size == c->size && memcmp(en->sig, c->sig, c->size) == 0) {
+        if (en->exec && en->key == key && en->size == c->size && memcmp(en->sig, c->sig, c->size) == 0) {
             en->last_use = ++c->clock;
             CU_TRY(cudaGraphLaunch(en->exec, cb->stream));
             return MMS_OK;
         }
     }
     for (int i = 0; i < c->n_recent; i++)
-        if (c->recent[i] == h && cu_capture(cb, g, h)) return MMS_OK;
-    c->recent[c->n_recent < CU_GRAPH_RECENT ? c->n_recent++ : (int)(c->clock++ % CU_GRAPH_RECENT)] = h;
+        if (c->recent[i] == key && cu_capture(cb, g, key)) return MMS_OK;
+    c->recent[c->n_recent < CU_GRAPH_RECENT ? c->n_recent++ : (int)(c->clock++ % CU_GRAPH_RECENT)] = key;
     return cu_run_graph(cb, g);
 }
 

@@ -96,6 +96,10 @@ int mms_cuda_mock_set_devices(int n) {
     mock.n_devices = n < 0 ? 0 : n > MOCK_MAX_DEVICES ? MOCK_MAX_DEVICES : n;
     return before;
 }
+void mms_cuda_mock_host_times(struct mms_backend *b, double *signature_us, double *key_us) {
+    *signature_us = cu_of(b)->signature_us;
+    *key_us = cu_of(b)->key_us;
+}
 void mms_cuda_mock_fail_next(const char *call) {
     snprintf(mock.fail_call, sizeof mock.fail_call, "%s", call);
     mock.fail_error = cudaErrorInvalidValue;

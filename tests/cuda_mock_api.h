@@ -31,6 +31,10 @@ int mms_cuda_mock_set_devices(int n);
 /* The next call of this runtime function (cudaMalloc, cudaMemcpy, cudaMemcpyAsync,
    cudaStreamBeginCapture) fails with cudaErrorInvalidValue. */
 void mms_cuda_mock_fail_next(const char *call);
+/* Host microseconds a CUDA backend has spent, over all its graph computes, building the graphs'
+   signatures and their replay keys (tests/bench_decode_host.c splits a decode step with them). */
+struct mms_backend;
+void mms_cuda_mock_host_times(struct mms_backend *cuda_backend, double *signature_us, double *key_us);
 
 #ifdef __cplusplus
 }

@@ -265,6 +265,73 @@ static void test_large_batch_product(void) {
     mms_backend_free(gpu);
 }
 
+/* The CUDA graph cache replays only the graph it captured: y = cont(view of x) computed three
+   times is captured and replayed (the mock counts the replays), then the same graph with one field
+   of the view changed in place (its row stride, its address, its shape: 4x4 to 8x2, y's with it;
+   each computed three times, so each is captured and replayed in turn) gives its own elements of
+   x, never the cached graph's. The stride is not part of the cache's key: that case is told apart
+   by the whole signature. Expected values come from x's, i at element i. */
+static bool replay_elements_ok(struct mms_tensor *y, int64_t width, int64_t row_step, int64_t first) {
+    float out[16];
+    int64_t i;
+    mms_backend_tensor_get(y, out, 0, sizeof out);
+    for (i = 0; i < 16; i++)
+        if (out[i] != (float)(first + i / width * row_step * 8 + i % width)) return false;
+    return true;
+}
+static void test_graph_replay_only_of_the_same_graph(void) {
+    static const float unwritten[16] = { -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1 };
+    mms_backend_t gpu;
+    struct mms_context *ctx;
+    struct mms_tensor *x, *v, *y;
+    mms_backend_buffer_t buf;
+    struct mms_cgraph *g;
+    float xs[64];
+    int i, k, n_cases_ok = 0;
+#ifdef MMS_CUDA_MOCK
+    long replays;
+#endif
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    ctx = test_ctx(true);
+    x = mms_new_tensor_2d(ctx, MMS_TYPE_F32, 8, 8);
+    v = mms_view_2d(ctx, x, 4, 4, x->nb[1], 0);
+    y = mms_cont(ctx, v);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, y);
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    for (i = 0; i < 64; i++) xs[i] = (float)i;
+    mms_backend_tensor_set(x, xs, 0, sizeof xs);
+#ifdef MMS_CUDA_MOCK
+    replays = mock_stats().graph_launches;
+#endif
+    for (k = 0; k < 4; k++) {                  /* the graph as built, then one field changed */
+        const int64_t step = k == 1 ? 2 : 1, first = k == 2 ? 4 : 0, width = k == 3 ? 8 : 4;
+        v->nb[1] = (size_t)step * x->nb[1];
+        v->data = (char *)x->data + first * (int64_t)sizeof(float);
+        v->view_offs = (size_t)first * sizeof(float);
+        v->ne[0] = y->ne[0] = width;
+        v->ne[1] = y->ne[1] = 16 / width;
+        y->nb[1] = (size_t)width * sizeof(float);
+        y->nb[2] = y->nb[3] = 16 * sizeof(float);
+        for (i = 0; i < 3; i++) {
+            bool ok;
+            mms_backend_tensor_set(y, unwritten, 0, sizeof unwritten);
+            ok = mms_backend_graph_compute(gpu, g) == MMS_OK && replay_elements_ok(y, width, step, first);
+            EXPECT(ok, "case %d (0 as built, 1 stride, 2 address, 3 shape), computation %d: not its own elements (%s)", k, i, mms_last_error());
+            n_cases_ok += ok;
+        }
+    }
+#ifdef MMS_CUDA_MOCK
+    replays = mock_stats().graph_launches - replays;
+    EXPECT(replays >= 8, "%ld CUDA graph launches in 12 computations of 4 graphs: the cache was not used", replays);
+#endif
+    printf("    graph cache: %d/12 computations of 4 graphs differing in one field gave their own elements\n", n_cases_ok);
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+
 #ifdef MMS_CUDA_MOCK
 /* A failed call's error is its own: the next, unrelated launch does not report it again. */
 static void test_a_failure_is_reported_once(void) {
@@ -449,6 +516,7 @@ int main(void) {
     RUN(test_bad_index_named_at_synchronize);
     RUN(test_bad_mask_row_found_by_a_kernel);
     RUN(test_large_batch_product);
+    RUN(test_graph_replay_only_of_the_same_graph);
 #ifdef MMS_CUDA_MOCK
     RUN(test_a_failure_is_reported_once);
 #endif

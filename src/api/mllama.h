@@ -255,6 +255,7 @@ struct mms_mllama_timings {
     int    n_encodes;
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
+    double graph_ms, alloc_ms;            /* host time within prompt_ms + gen_ms: building the text graphs, the scheduler allocating them */
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
     int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };

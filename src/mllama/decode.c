@@ -147,6 +147,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     int i, s, g, n, n_groups = 0, n_text_only = 0;
     bool gen = true;
     const int64_t t0 = mms_time_us();
+    int64_t t_graph;
     if (!c || !b || !b->tokens || b->n_tokens < 1)
         return mms_set_error(MMS_ERR_INVALID_ARG, "mms_mllama_decode: context, tokens and n >= 1 are required");
     if (c->m->shapes_only) return mms_set_error(MMS_ERR_STATE, "mms_mllama_decode: the model has shapes only, no weights");
@@ -166,6 +167,7 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     }
     bp.gate = n_groups > 0 && n_text_only > 0;
 
+    t_graph = mms_time_us();
     ctx = mms__mllama_fresh_graph_ctx(c);
     if (n_groups > 0) {                        /* the groups' sequences, and the rows in group order */
         int *at = (int *)mms__ctx_alloc(ctx, sizeof *at * (size_t)n_groups, MMS__OBJ_ALIGN), off = 0;
@@ -187,7 +189,11 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
         }
     }
     mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
-    if ((st = mms_backend_sched_alloc_graph(c->sched, tg.graph)) != MMS_OK) goto done;
+    c->t.graph_ms += (double)(mms_time_us() - t_graph) / 1000.0;
+    t_graph = mms_time_us();
+    st = mms_backend_sched_alloc_graph(c->sched, tg.graph);
+    c->t.alloc_ms += (double)(mms_time_us() - t_graph) / 1000.0;
+    if (st != MMS_OK) goto done;
     if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
         (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
