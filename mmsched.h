@@ -181,10 +181,12 @@
 
        Quantized block types, with GGUF's exact layouts (files from the GGUF ecosystem load as they
        are): MMS_TYPE_Q8_0 and Q4_0 (blocks of 32 values: an f16 scale and 8-bit or 4-bit values) and
-       Q4_K and Q6_K (blocks of 256 in sub-blocks of 32 or 16 with 6-bit or 8-bit sub-scales; the
-       usual weights of Ollama's Q4_K_M models). to_float dequantizes, bit-identical to the gguf
-       package's reference; from_float is our quantizer (per block: Q8_0 and Q4_0 as the reference
-       does; K types fit each sub-block by least squares). A row of a block type is ne[0] / block
+       Q4_K, Q5_K and Q6_K (blocks of 256 in sub-blocks of 32 or 16 with 6-bit or 8-bit sub-scales,
+       4-, 5- or 6-bit values; the usual weights of Ollama's Q4_K_M models, and Q5_K_M's). to_float
+       dequantizes, bit-identical to the gguf package's reference; from_float is our quantizer (per
+       block: Q8_0 and Q4_0 as the reference does; K types fit each sub-block by least squares, with
+       an error on Gaussian data within 1% of llama.cpp's reference quantizer for Q4_K and Q5_K, 7%
+       above it for Q6_K: tests/test_quant.c). A row of a block type is ne[0] / block
        size blocks, so ne[0] must be a multiple of the block size. They are weights: the src0 of
        mul_mat (b stays f32) and of get_rows, and either side of cpy to or from a float type
        (whole contiguous rows); other ops refuse them when built. examples/quantize.c converts a GGUF.
@@ -870,7 +872,7 @@
        with rows * cols <= max_num_tiles in the processor's order, vision_output_dim is
        embedding_length * (1 + number of taps).
        Weights used only as matrices or looked-up rows (projections, FFN, token embedding, output
-       head, tile embeddings) may be Q8_0, Q4_0, Q4_K or Q6_K; norms, biases, gates and the patch
+       head, tile embeddings) may be Q8_0, Q4_0, Q4_K, Q5_K or Q6_K; norms, biases, gates and the patch
        and position embeddings must be f32, f16 or bf16 (the load names any that is not).
 
        Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
@@ -1293,6 +1295,7 @@ enum mms_type {
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
+    MMS_TYPE_Q5_K    = 9,   /* blocks of 256: Q4_K's scales and mins, 5-bit values */
     MMS_TYPE_COUNT
 };
 
@@ -3754,6 +3757,9 @@ static void mms__ptrmap_remove(struct mms__ptrmap *m, uint64_t key) {
      Q4_K 256 values:  f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
                        128 bytes of nibbles (each 32 bytes: a sub-block low, the next high)
                                                                     x = d * sc * q - dmin * m
+     Q5_K 256 values:  as Q4_K with 5-bit values: f16 d, f16 dmin, the 12 scale bytes, 32 bytes of
+                       high bits (bit s of byte l: value l of sub-block s), 128 bytes of low
+                       nibbles as Q4_K's                            x = d * sc * q - dmin * m
      Q6_K 256 values:  ql[128] low 4 bits, qh[64] high 2 bits, int8 scales for 16 sub-blocks of 16,
                        f16 d                                        x = d * sc * (q - 32) */
 
@@ -3764,11 +3770,13 @@ static void mms__ptrmap_remove(struct mms__ptrmap *m, uint64_t key) {
 struct mms__block_q8_0 { mms_fp16_t d; int8_t qs[MMS__QK8_0]; };
 struct mms__block_q4_0 { mms_fp16_t d; uint8_t qs[MMS__QK4_0 / 2]; };
 struct mms__block_q4_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[MMS__QK_K / 2]; };
+struct mms__block_q5_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qh[MMS__QK_K / 8]; uint8_t qs[MMS__QK_K / 2]; };
 struct mms__block_q6_k { uint8_t ql[MMS__QK_K / 2]; uint8_t qh[MMS__QK_K / 4]; int8_t scales[MMS__QK_K / 16]; mms_fp16_t d; };
 
 typedef char mms__assert_q8_0_size[sizeof(struct mms__block_q8_0) == 34 ? 1 : -1];
 typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1];
 typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
+typedef char mms__assert_q5_k_size[sizeof(struct mms__block_q5_k) == 176 ? 1 : -1];
 typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
 
 /* Round half away from zero, as the formats' references do (roundf), for |x| < 2^31: the
@@ -3931,35 +3939,75 @@ static float mms__fit_affine(const float *x, int n, int nmax, float *min_out) {
     return best_scale;
 }
 
+/* The affine fit of a K super-block (Q4_K, Q5_K): each sub-block of 32 fitted alone, its scale and
+   min stored as 6-bit multiples of the f16 d and dmin (the largest as 63), then the values (0..nmax)
+   against the scales as stored, into q[256]. */
+static void mms__k_affine_from_float(const float *src, int nmax, mms_fp16_t *d_out, mms_fp16_t *dmin_out, uint8_t *packed, int *q) {
+    float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
+    int sc[8], m[8], s, l;
+    for (s = 0; s < 8; s++) {
+        scales[s] = mms__fit_affine(src + 32 * s, 32, nmax, &mins[s]);
+        max_scale = scales[s] > max_scale ? scales[s] : max_scale;
+        max_min = mins[s] > max_min ? mins[s] : max_min;
+    }
+    *d_out = mms_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = mms_fp32_to_fp16(max_min / 63.0f);
+    d = mms_fp16_to_fp32(*d_out);
+    dmin = mms_fp16_to_fp32(*dmin_out);
+    for (s = 0; s < 8; s++) {
+        sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
+        m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
+    }
+    mms__q4_k_pack_scales(sc, m, packed);
+    for (s = 0; s < 8; s++) {
+        const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+        for (l = 0; l < 32; l++)
+            q[32 * s + l] = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, nmax) : 0;
+    }
+}
+
 static void mms__q4_k_from_float(const float *src, void *dst, int64_t n) {
     struct mms__block_q4_k *b = (struct mms__block_q4_k *)dst;
     int64_t i;
-    int s, l;
+    int q[MMS__QK_K], s, l;
     for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
-        float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
-        int sc[8], m[8];
+        mms__k_affine_from_float(src, 15, &b->d, &b->dmin, b->scales, q);
+        for (s = 0; s < 8; s += 2)            /* each 32 bytes: sub-block s low, s + 1 high */
+            for (l = 0; l < 32; l++) b->qs[16 * s + l] = (uint8_t)(q[32 * s + l] | (q[32 * s + 32 + l] << 4));
+    }
+}
+
+/* -- Q5_K -- */
+
+static void mms__q5_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q5_k *b = (const struct mms__block_q5_k *)src;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
         for (s = 0; s < 8; s++) {
-            scales[s] = mms__fit_affine(src + 32 * s, 32, 15, &mins[s]);
-            max_scale = scales[s] > max_scale ? scales[s] : max_scale;
-            max_min = mins[s] > max_min ? mins[s] : max_min;
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            const int shift = 4 * (s % 2);
+            int sc, m;
+            float ds, dm;
+            mms__q4_k_scale_min(s, b->scales, &sc, &m);
+            ds = d * (float)sc; dm = dmin * (float)m;
+            for (l = 0; l < 32; l++) *dst++ = ds * (float)(((q[l] >> shift) & 0x0f) | (((b->qh[l] >> s) & 1) << 4)) - dm;
         }
-        b->d = mms_fp32_to_fp16(max_scale / 63.0f);
-        b->dmin = mms_fp32_to_fp16(max_min / 63.0f);
-        d = mms_fp16_to_fp32(b->d);
-        dmin = mms_fp16_to_fp32(b->dmin);
-        for (s = 0; s < 8; s++) {
-            sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
-            m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
-        }
-        mms__q4_k_pack_scales(sc, m, b->scales);
-        for (s = 0; s < 8; s++) {             /* the nibbles against the scales as stored */
-            const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
-            uint8_t *q = b->qs + 32 * (s / 2);
-            for (l = 0; l < 32; l++) {
-                const int v = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, 15) : 0;
-                q[l] = (uint8_t)(s % 2 ? (q[l] & 0x0f) | (v << 4) : v);
-            }
-        }
+    }
+}
+
+static void mms__q5_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q5_k *b = (struct mms__block_q5_k *)dst;
+    int64_t i;
+    int q[MMS__QK_K], s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
+        mms__k_affine_from_float(src, 31, &b->d, &b->dmin, b->scales, q);
+        memset(b->qh, 0, sizeof b->qh);
+        for (s = 0; s < 8; s += 2)
+            for (l = 0; l < 32; l++) b->qs[16 * s + l] = (uint8_t)((q[32 * s + l] & 0x0f) | ((q[32 * s + 32 + l] & 0x0f) << 4));
+        for (s = 0; s < 8; s++)
+            for (l = 0; l < 32; l++) b->qh[l] |= (uint8_t)((q[32 * s + l] >> 4) << s);
     }
 }
 
@@ -4132,6 +4180,7 @@ static const struct mms_type_traits mms__type_traits[MMS_TYPE_COUNT] = {
     /* Q4_0    */ { "q4_0", MMS__QK4_0, sizeof(struct mms__block_q4_0), true, false, mms__q4_0_to_float, mms__q4_0_from_float },
     /* Q4_K    */ { "q4_k", MMS__QK_K,  sizeof(struct mms__block_q4_k), true, false, mms__q4_k_to_float, mms__q4_k_from_float },
     /* Q6_K    */ { "q6_k", MMS__QK_K,  sizeof(struct mms__block_q6_k), true, false, mms__q6_k_to_float, mms__q6_k_from_float },
+    /* Q5_K    */ { "q5_k", MMS__QK_K,  sizeof(struct mms__block_q5_k), true, false, mms__q5_k_to_float, mms__q5_k_from_float },
 };
 
 static bool mms__type_valid(enum mms_type type) { return type > MMS_TYPE_INVALID && type < MMS_TYPE_COUNT; }
@@ -13852,7 +13901,7 @@ static const struct mms__gguf_ttype mms__gguf_ttypes[] = {
     {  6, "q5_0", 32,  22, MMS_TYPE_INVALID }, {  7, "q5_1", 32,  24, MMS_TYPE_INVALID },
     {  8, "q8_0", 32,  34, MMS_TYPE_Q8_0 }, {  9, "q8_1", 32,  36, MMS_TYPE_INVALID },
     { 10, "q2_k", 256, 84, MMS_TYPE_INVALID }, { 11, "q3_k", 256, 110, MMS_TYPE_INVALID },
-    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_INVALID },
+    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_Q5_K },
     { 14, "q6_k", 256, 210, MMS_TYPE_Q6_K }, { 15, "q8_k", 256, 292, MMS_TYPE_INVALID },
     { 24, "i8",   1,   1, MMS_TYPE_INVALID }, { 25, "i16",  1,   2, MMS_TYPE_INVALID },
     { 26, "i32",  1,   4, MMS_TYPE_I32 },     { 27, "i64",  1,   8, MMS_TYPE_INVALID },

@@ -7,6 +7,9 @@
      Q4_K 256 values:  f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
                        128 bytes of nibbles (each 32 bytes: a sub-block low, the next high)
                                                                     x = d * sc * q - dmin * m
+     Q5_K 256 values:  as Q4_K with 5-bit values: f16 d, f16 dmin, the 12 scale bytes, 32 bytes of
+                       high bits (bit s of byte l: value l of sub-block s), 128 bytes of low
+                       nibbles as Q4_K's                            x = d * sc * q - dmin * m
      Q6_K 256 values:  ql[128] low 4 bits, qh[64] high 2 bits, int8 scales for 16 sub-blocks of 16,
                        f16 d                                        x = d * sc * (q - 32) */
 
@@ -17,11 +20,13 @@
 struct mms__block_q8_0 { mms_fp16_t d; int8_t qs[MMS__QK8_0]; };
 struct mms__block_q4_0 { mms_fp16_t d; uint8_t qs[MMS__QK4_0 / 2]; };
 struct mms__block_q4_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[MMS__QK_K / 2]; };
+struct mms__block_q5_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qh[MMS__QK_K / 8]; uint8_t qs[MMS__QK_K / 2]; };
 struct mms__block_q6_k { uint8_t ql[MMS__QK_K / 2]; uint8_t qh[MMS__QK_K / 4]; int8_t scales[MMS__QK_K / 16]; mms_fp16_t d; };
 
 typedef char mms__assert_q8_0_size[sizeof(struct mms__block_q8_0) == 34 ? 1 : -1];
 typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1];
 typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
+typedef char mms__assert_q5_k_size[sizeof(struct mms__block_q5_k) == 176 ? 1 : -1];
 typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
 
 /* Round half away from zero, as the formats' references do (roundf), for |x| < 2^31: the
@@ -184,35 +189,75 @@ static float mms__fit_affine(const float *x, int n, int nmax, float *min_out) {
     return best_scale;
 }
 
+/* The affine fit of a K super-block (Q4_K, Q5_K): each sub-block of 32 fitted alone, its scale and
+   min stored as 6-bit multiples of the f16 d and dmin (the largest as 63), then the values (0..nmax)
+   against the scales as stored, into q[256]. */
+static void mms__k_affine_from_float(const float *src, int nmax, mms_fp16_t *d_out, mms_fp16_t *dmin_out, uint8_t *packed, int *q) {
+    float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
+    int sc[8], m[8], s, l;
+    for (s = 0; s < 8; s++) {
+        scales[s] = mms__fit_affine(src + 32 * s, 32, nmax, &mins[s]);
+        max_scale = scales[s] > max_scale ? scales[s] : max_scale;
+        max_min = mins[s] > max_min ? mins[s] : max_min;
+    }
+    *d_out = mms_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = mms_fp32_to_fp16(max_min / 63.0f);
+    d = mms_fp16_to_fp32(*d_out);
+    dmin = mms_fp16_to_fp32(*dmin_out);
+    for (s = 0; s < 8; s++) {
+        sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
+        m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
+    }
+    mms__q4_k_pack_scales(sc, m, packed);
+    for (s = 0; s < 8; s++) {
+        const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+        for (l = 0; l < 32; l++)
+            q[32 * s + l] = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, nmax) : 0;
+    }
+}
+
 static void mms__q4_k_from_float(const float *src, void *dst, int64_t n) {
     struct mms__block_q4_k *b = (struct mms__block_q4_k *)dst;
     int64_t i;
-    int s, l;
+    int q[MMS__QK_K], s, l;
     for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
-        float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
-        int sc[8], m[8];
+        mms__k_affine_from_float(src, 15, &b->d, &b->dmin, b->scales, q);
+        for (s = 0; s < 8; s += 2)            /* each 32 bytes: sub-block s low, s + 1 high */
+            for (l = 0; l < 32; l++) b->qs[16 * s + l] = (uint8_t)(q[32 * s + l] | (q[32 * s + 32 + l] << 4));
+    }
+}
+
+/* -- Q5_K -- */
+
+static void mms__q5_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q5_k *b = (const struct mms__block_q5_k *)src;
+    int64_t i;
+    int s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++) {
+        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
         for (s = 0; s < 8; s++) {
-            scales[s] = mms__fit_affine(src + 32 * s, 32, 15, &mins[s]);
-            max_scale = scales[s] > max_scale ? scales[s] : max_scale;
-            max_min = mins[s] > max_min ? mins[s] : max_min;
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            const int shift = 4 * (s % 2);
+            int sc, m;
+            float ds, dm;
+            mms__q4_k_scale_min(s, b->scales, &sc, &m);
+            ds = d * (float)sc; dm = dmin * (float)m;
+            for (l = 0; l < 32; l++) *dst++ = ds * (float)(((q[l] >> shift) & 0x0f) | (((b->qh[l] >> s) & 1) << 4)) - dm;
         }
-        b->d = mms_fp32_to_fp16(max_scale / 63.0f);
-        b->dmin = mms_fp32_to_fp16(max_min / 63.0f);
-        d = mms_fp16_to_fp32(b->d);
-        dmin = mms_fp16_to_fp32(b->dmin);
-        for (s = 0; s < 8; s++) {
-            sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
-            m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
-        }
-        mms__q4_k_pack_scales(sc, m, b->scales);
-        for (s = 0; s < 8; s++) {             /* the nibbles against the scales as stored */
-            const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
-            uint8_t *q = b->qs + 32 * (s / 2);
-            for (l = 0; l < 32; l++) {
-                const int v = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, 15) : 0;
-                q[l] = (uint8_t)(s % 2 ? (q[l] & 0x0f) | (v << 4) : v);
-            }
-        }
+    }
+}
+
+static void mms__q5_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q5_k *b = (struct mms__block_q5_k *)dst;
+    int64_t i;
+    int q[MMS__QK_K], s, l;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
+        mms__k_affine_from_float(src, 31, &b->d, &b->dmin, b->scales, q);
+        memset(b->qh, 0, sizeof b->qh);
+        for (s = 0; s < 8; s += 2)
+            for (l = 0; l < 32; l++) b->qs[16 * s + l] = (uint8_t)((q[32 * s + l] & 0x0f) | ((q[32 * s + 32 + l] & 0x0f) << 4));
+        for (s = 0; s < 8; s++)
+            for (l = 0; l < 32; l++) b->qh[l] |= (uint8_t)((q[32 * s + l] >> 4) << s);
     }
 }
 
