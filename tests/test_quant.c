@@ -764,14 +764,14 @@ static float *product_in(const struct qtype *q, const unsigned char *wq, int64_t
 /* The AVX-512 set replaces AVX2 bodies with ones that compute the same integer sums (vpdpbusd for
    maddubs) and the same float operations in the same order (the f32 GEMM's 12 x 32 and 12 x 16 blocks), so
    each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K, Q6_K and Q8_0 weights as they are and
-   repacked, for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
+   repacked, Q5_K's as they are (its AVX2 bodies on both sets), for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
    AVX-512 rounds their activations to 8 bits; nor f32 decode of up to 8 columns, which AVX-512
    sums in 16 lanes, AVX2 in 8; both are checked against the reference above and test_ops'). The
    32-value types' row dots also at K = 608 (19 blocks: AVX-512's Q4_0 body takes 4 blocks at a
    time and hands a pair and an odd block to AVX2's). */
 static void test_x86_sets_agree(void) {
     static const struct qtype f32 = { MMS_TYPE_F32, "f32", 0, 1, 4, false };
-    const struct qtype *types[5] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2], &qtypes[3] };
+    const struct qtype *types[6] = { &f32, &qtypes[0], &qtypes[1], &qtypes[2], &qtypes[3], &qtypes[4] };
     static const int64_t Ns[5] = { 1, 3, 8, 37, 64 };
     const int64_t K = 512, M = 83;   /* f32: a tile of 64 rows (two 32-row blocks), then 16 (one panel) and 3 */
     float *w = (float *)malloc(sizeof(float) * (size_t)(608 * M)), *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));   /* 608 > K */
@@ -784,7 +784,7 @@ static void test_x86_sets_agree(void) {
     }
     for (j = 0; j < 608 * M; j++) w[j] = (float)gauss_rand();
     for (j = 0; j < K * 64; j++) x[j] = test_rand_uniform(-1, 1);
-    for (t = 0; t < 5; t++) {
+    for (t = 0; t < 6; t++) {
         const struct qtype *q = types[t];
         unsigned char *wq = q->type == MMS_TYPE_F32 ? (unsigned char *)w : quantize(q, w, K * M);
         for (r = 0; r < (q->type == MMS_TYPE_F32 ? 1 : 2); r++)
@@ -834,18 +834,19 @@ static void test_x86_sets_agree(void) {
 }
 
 /* A decode step of up to 8 sequences gives each column the bits it gets alone, where every N <= 8
-   runs the same per-column sums: Q8_0 weights as they are, and Q4_0, Q4_K and Q6_K weights kept
-   repacked (the mllama loader's default), whose one-column and 4-column kernels sum alike. Q4_0,
+   runs the same per-column sums: Q8_0 and Q5_K weights as they are (Q5_K's row dot is its 4-column
+   dot on one column), and Q4_0, Q4_K and Q6_K weights kept repacked (the mllama loader's default),
+   whose one-column and 4-column kernels sum alike. Q4_0,
    Q4_K and Q6_K weights as they are take repacked tiles past 4 columns and row dots below (both
    checked against the reference above). The NEON sets have no 4-column dots and take the f32 GEMM
    on dequantized weights past 4 columns: there the promise holds up to 4. An odd number of blocks:
    the dots alternate two accumulators; 21 rows: two groups of 8 and 5 rows as they were. */
 static void test_mul_mat_columns(void) {
-    static const struct { int type; bool repacked; } cases[4] = { { 0, false }, { 1, true }, { 2, true }, { 3, true } };
+    static const struct { int type; bool repacked; } cases[5] = { { 0, false }, { 1, true }, { 2, true }, { 3, true }, { 4, false } };
     const enum mms_cpu_kernels set = mms_cpu_get_kernels();
     const int max_n = set == MMS_CPU_KERNELS_NEON || set == MMS_CPU_KERNELS_NEON_DOTPROD ? 4 : 8;
     int t, n, j;
-    for (t = 0; t < 4; t++) {
+    for (t = 0; t < 5; t++) {
         const struct qtype *q = &qtypes[cases[t].type];
         const bool r = cases[t].repacked;
         const int64_t K = q->blck == 256 ? 768 : 288, M = 21;
