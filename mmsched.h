@@ -492,7 +492,7 @@
        the AVX2 set described next: the GEMM's register block is 6 x 16 as 24 accumulators (24 FMAs
        per 10 loads), the 4-row decode dots (f32, f16), f16/bf16 conversion, the element-wise and
        unary ops with the same exp/erf fits, max and softmax's exp-sum, the norms' double sums, the
-       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K and Q6_K
+       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K
        (sdot, or widening multiplies with pairwise adds; the same rounding as AVX2's, so the same
        error budget). Still portable C on ARM: rope, im2col, concat/pad/repeat/get_rows, the copies,
        tanh, and the quantized GEMM's dequantization. The AVX2 kernels:
@@ -528,8 +528,8 @@
            the weights in memory stay as they are. Q8_0:
            rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
-           maddubs). Q5_K (AVX2 and AVX-512 sets; portable C and NEON dequantize): no 8-row layout
-           yet; every column count takes its 4-column dots (each weight row unpacked once for 4 columns,
+           maddubs). Q5_K (AVX2 and AVX-512 sets; the portable C set dequantizes, NEON as for the
+           other types): no 8-row layout yet; every column count takes its 4-column dots (each weight row unpacked once for 4 columns,
            its fifth bits ORed into the nibbles), faster at 512 columns than dequantizing into the
            GEMM (build/bench --filter 'q5_k 4096x4096 * 512'), and one column takes the same dot on one
            column, so a decode step of several sequences gives each its bits alone. Times against the
@@ -10125,7 +10125,12 @@ static MMS__NEON_INLINE int8x16_t mms__q6_k_values(uint8x16_t ql, bool high_nibb
     return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
 }
 
-/* The four dots, once for each byte product (SUFFIX, the target it needs, DOT). */
+/* Bit s of each of 16 bytes as 16 (Q5_K's fifth bit of a value), as a signed byte. */
+static MMS__NEON_INLINE int8x16_t mms__fifth_bit(uint8x16_t qh, int s) {
+    return vreinterpretq_s8_u8(vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - s))), vdupq_n_u8(0x10)));
+}
+
+/* The dots, once for each byte product (SUFFIX, the target it needs, DOT). */
 #define MMS__NEON_Q8_DOTS(SUFFIX, TARGET, DOT)                                                                        \
 static TARGET float mms__dot_q8_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;                                             \
@@ -10152,31 +10157,51 @@ static TARGET float mms__dot_q4_0_##SUFFIX(int64_t K, const void *w, const void 
     }                                                                                                                \
     return vaddvq_f32(acc);                                                                                          \
 }                                                                                                                    \
-/* Q4_K: the mins term dmin * sum(min * activations) from the activations' sums of 16 */                            \
-static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
-    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;                                             \
-    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+/* Q4_K and Q5_K (blocks as in row_dots.c's mms__dot4_k_affine_avx2: size bytes, d, dmin and the     \
+   packed scales first, the nibbles at qs_at, Q5_K's fifth bits at qh_at, 0: none): the mins term      \
+   dmin * sum(min * activations) from the activations' sums of 16 */                                   \
+static TARGET MMS__NEON_INLINE float mms__dot_k_affine_##SUFFIX(int64_t K, const uint8_t *b, size_t size, size_t qs_at, size_t qh_at, \
+                                                                const struct mms__block_q8_k *x) {   \
     float sum = 0.0f;                                                                                                \
     int64_t i;                                                                                                       \
     int j;                                                                                                           \
-    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+    for (i = 0; i < K / MMS__QK_K; i++, b += size, x++) {                                                            \
         int32x4_t sumi = vdupq_n_s32(0);                                                                             \
         int32_t mins = 0;                                                                                            \
+        mms_fp16_t d, dmin;                                                                                          \
+        memcpy(&d, b, sizeof d);                                                                                     \
+        memcpy(&dmin, b + 2, sizeof dmin);                                                                           \
         for (j = 0; j < 4; j++) {                                                                                    \
-            const uint8x16_t q0 = vld1q_u8(b->qs + 32 * j), q1 = vld1q_u8(b->qs + 32 * j + 16);                      \
+            const uint8x16_t q0 = vld1q_u8(b + qs_at + 32 * j), q1 = vld1q_u8(b + qs_at + 32 * j + 16);              \
             const int8_t *a = x->qs + 64 * j;                                                                        \
+            int8x16_t v0 = mms__nibbles_lo(q0, 0), v1 = mms__nibbles_lo(q1, 0), v2 = mms__nibbles_hi(q0, 0), v3 = mms__nibbles_hi(q1, 0); \
             int sc0, m0, sc1, m1;                                                                                    \
             int32x4_t lo, hi;                                                                                        \
-            mms__q4_k_scale_min(2 * j, b->scales, &sc0, &m0);                                                        \
-            mms__q4_k_scale_min(2 * j + 1, b->scales, &sc1, &m1);                                                    \
-            lo = DOT(DOT(vdupq_n_s32(0), mms__nibbles_lo(q0, 0), vld1q_s8(a)), mms__nibbles_lo(q1, 0), vld1q_s8(a + 16)); \
-            hi = DOT(DOT(vdupq_n_s32(0), mms__nibbles_hi(q0, 0), vld1q_s8(a + 32)), mms__nibbles_hi(q1, 0), vld1q_s8(a + 48)); \
+            if (qh_at) {                                                                                             \
+                const uint8x16_t h0 = vld1q_u8(b + qh_at), h1 = vld1q_u8(b + qh_at + 16);                          \
+                v0 = vorrq_s8(v0, mms__fifth_bit(h0, 2 * j));                                                        \
+                v1 = vorrq_s8(v1, mms__fifth_bit(h1, 2 * j));                                                        \
+                v2 = vorrq_s8(v2, mms__fifth_bit(h0, 2 * j + 1));                                                    \
+                v3 = vorrq_s8(v3, mms__fifth_bit(h1, 2 * j + 1));                                                    \
+            }                                                                                                        \
+            mms__q4_k_scale_min(2 * j, b + 4, &sc0, &m0);                                                            \
+            mms__q4_k_scale_min(2 * j + 1, b + 4, &sc1, &m1);                                                        \
+            lo = DOT(DOT(vdupq_n_s32(0), v0, vld1q_s8(a)), v1, vld1q_s8(a + 16));                                    \
+            hi = DOT(DOT(vdupq_n_s32(0), v2, vld1q_s8(a + 32)), v3, vld1q_s8(a + 48));                               \
             sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc0), hi, sc1);                                                 \
             mins += m0 * (x->bsums[4 * j] + x->bsums[4 * j + 1]) + m1 * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]); \
         }                                                                                                            \
-        sum += x->d * (mms__fp16_to_f32_neon(b->d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(b->dmin) * (float)mins); \
+        sum += x->d * (mms__fp16_to_f32_neon(d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(dmin) * (float)mins); \
     }                                                                                                                \
     return sum;                                                                                                      \
+}                                                                                                                    \
+static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    return mms__dot_k_affine_##SUFFIX(K, (const uint8_t *)w, sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, \
+                                      (const struct mms__block_q8_k *)xv);                                          \
+}                                                                                                                    \
+static TARGET float mms__dot_q5_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    return mms__dot_k_affine_##SUFFIX(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs), \
+                                      offsetof(struct mms__block_q5_k, qh), (const struct mms__block_q8_k *)xv);    \
 }                                                                                                                    \
 /* Q6_K: per half, group g of 32 values takes nibble g / 2 of ql[32 (g % 2) ..] and bits 2g of qh;  \
    each 16 values have their own int8 scale */                                                                       \
@@ -10328,12 +10353,14 @@ static const struct mms__quant_card mms__cards_neon[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 static const struct mms__quant_card mms__cards_neon_dotprod[] = {
     /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 #endif
 

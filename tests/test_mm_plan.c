@@ -174,6 +174,8 @@ static void neon_cases(const struct set *s) {
         check(s, types[i], true, 4096, 72, 1, Wx(DOTS, 1, 0, 0, 0));
         check(s, types[i], true, 4096, 72, 512, Wx(GEMM, 1, 0, 0, 0));
     }
+    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 4, Wx(DOTS, 0, 0, 0, 0));   /* no layout: never repacked */
+    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 5, Wx(GEMM, 0, 0, 0, 0));
 }
 static void test_plan_neon(void) {
     static const struct set neon = { "neon", mms__cards_neon, (int)(sizeof mms__cards_neon / sizeof mms__cards_neon[0]), true, false };
