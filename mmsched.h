@@ -181,10 +181,12 @@
 
        Quantized block types, with GGUF's exact layouts (files from the GGUF ecosystem load as they
        are): MMS_TYPE_Q8_0 and Q4_0 (blocks of 32 values: an f16 scale and 8-bit or 4-bit values) and
-       Q4_K and Q6_K (blocks of 256 in sub-blocks of 32 or 16 with 6-bit or 8-bit sub-scales; the
-       usual weights of Ollama's Q4_K_M models). to_float dequantizes, bit-identical to the gguf
-       package's reference; from_float is our quantizer (per block: Q8_0 and Q4_0 as the reference
-       does; K types fit each sub-block by least squares). A row of a block type is ne[0] / block
+       Q4_K, Q5_K and Q6_K (blocks of 256 in sub-blocks of 32 or 16 with 6-bit or 8-bit sub-scales,
+       4-, 5- or 6-bit values; the usual weights of Ollama's Q4_K_M models, and Q5_K_M's). to_float
+       dequantizes, bit-identical to the gguf package's reference; from_float is our quantizer (per
+       block: Q8_0 and Q4_0 as the reference does; K types fit each sub-block by least squares, with
+       an error on Gaussian data within 1% of llama.cpp's reference quantizer for Q4_K and Q5_K, 7%
+       above it for Q6_K: tests/test_quant.c). A row of a block type is ne[0] / block
        size blocks, so ne[0] must be a multiple of the block size. They are weights: the src0 of
        mul_mat (b stays f32) and of get_rows, and either side of cpy to or from a float type
        (whole contiguous rows); other ops refuse them when built. examples/quantize.c converts a GGUF.
@@ -499,7 +501,7 @@
        the AVX2 set described next: the GEMM's register block is 6 x 16 as 24 accumulators (24 FMAs
        per 10 loads), the 4-row decode dots (f32, f16), f16/bf16 conversion, the element-wise and
        unary ops with the same exp/erf fits, max and softmax's exp-sum, the norms' double sums, the
-       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K and Q6_K
+       transpose (4 x 4), and the 8-bit activations with integer dots for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K
        (sdot, or widening multiplies with pairwise adds; the same rounding as AVX2's, so the same
        error budget). Still portable C on ARM: rope, im2col, concat/pad/repeat/get_rows, the copies,
        tanh, and the quantized GEMM's dequantization. The AVX2 kernels:
@@ -519,8 +521,8 @@
            below -87.3, so -inf mask entries weigh nothing; NaN stays NaN). tanh keeps the C library.
          norm, rms_norm: sums in double, 4 lanes. f16/bf16 rows convert with F16C / shifts.
          mul_mat with quantized weights, 1 to 4 columns (decode): each column of b is rounded once
-           to 8-bit blocks with an f32 scale each (of 32 for Q8_0 and Q4_0; of 256 for Q4_K and Q6_K,
-           whose sub-block scales then multiply in integers) and every weight row is dotted against
+           to 8-bit blocks with an f32 scale each (of 32 for Q8_0 and Q4_0; of 256 for Q4_K, Q5_K and
+           Q6_K, whose sub-block scales then multiply in integers) and every weight row is dotted against
            it in integers (maddubs), so the weights stream as bytes. This adds the activations' rounding:
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
@@ -535,7 +537,12 @@
            the weights in memory stay as they are. Q8_0:
            rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
-           maddubs). Times against the f32 GEMM in the README.
+           maddubs). Q5_K (AVX2 and AVX-512 sets; the portable C set dequantizes, NEON as for the
+           other types): no 8-row layout yet; every column count takes its 4-column dots (each weight row unpacked once for 4 columns,
+           its fifth bits ORed into the nibbles), faster at 512 columns than dequantizing into the
+           GEMM (build/bench --filter 'q5_k 4096x4096 * 512'), and one column takes the same dot on one
+           column, so a decode step of several sequences gives each its bits alone. Times against the
+           f32 GEMM in the README.
          weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q6_K
            and Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0,
            Q6_K: the file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
@@ -885,7 +892,7 @@
        with rows * cols <= max_num_tiles in the processor's order, vision_output_dim is
        embedding_length * (1 + number of taps).
        Weights used only as matrices or looked-up rows (projections, FFN, token embedding, output
-       head, tile embeddings) may be Q8_0, Q4_0, Q4_K or Q6_K; norms, biases, gates and the patch
+       head, tile embeddings) may be Q8_0, Q4_0, Q4_K, Q5_K or Q6_K; norms, biases, gates and the patch
        and position embeddings must be f32, f16 or bf16 (the load names any that is not).
 
        Placement: n_gpu_layers text layers, counted from the last, go to the second backend with
@@ -1308,6 +1315,7 @@ enum mms_type {
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
+    MMS_TYPE_Q5_K    = 9,   /* blocks of 256: Q4_K's scales and mins, 5-bit values */
     MMS_TYPE_COUNT
 };
 
@@ -3785,6 +3793,9 @@ static void mms__ptrmap_remove(struct mms__ptrmap *m, uint64_t key) {
      Q4_K 256 values:  f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
                        128 bytes of nibbles (each 32 bytes: a sub-block low, the next high)
                                                                     x = d * sc * q - dmin * m
+     Q5_K 256 values:  as Q4_K with 5-bit values: f16 d, f16 dmin, the 12 scale bytes, 32 bytes of
+                       high bits (bit s of byte l: value l of sub-block s), 128 bytes of low
+                       nibbles as Q4_K's                            x = d * sc * q - dmin * m
      Q6_K 256 values:  ql[128] low 4 bits, qh[64] high 2 bits, int8 scales for 16 sub-blocks of 16,
                        f16 d                                        x = d * sc * (q - 32) */
 
@@ -3795,11 +3806,13 @@ static void mms__ptrmap_remove(struct mms__ptrmap *m, uint64_t key) {
 struct mms__block_q8_0 { mms_fp16_t d; int8_t qs[MMS__QK8_0]; };
 struct mms__block_q4_0 { mms_fp16_t d; uint8_t qs[MMS__QK4_0 / 2]; };
 struct mms__block_q4_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[MMS__QK_K / 2]; };
+struct mms__block_q5_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qh[MMS__QK_K / 8]; uint8_t qs[MMS__QK_K / 2]; };
 struct mms__block_q6_k { uint8_t ql[MMS__QK_K / 2]; uint8_t qh[MMS__QK_K / 4]; int8_t scales[MMS__QK_K / 16]; mms_fp16_t d; };
 
 typedef char mms__assert_q8_0_size[sizeof(struct mms__block_q8_0) == 34 ? 1 : -1];
 typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1];
 typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
+typedef char mms__assert_q5_k_size[sizeof(struct mms__block_q5_k) == 176 ? 1 : -1];
 typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
 
 /* Round half away from zero, as the formats' references do (roundf), for |x| < 2^31: the
@@ -3903,24 +3916,28 @@ static void mms__q4_k_pack_scales(const int *sc, const int *m, uint8_t *q) {
     }
 }
 
+/* One block of Q4_K's affine sub-blocks (Q4_K, Q5_K) to floats: d, dmin, the packed scales, the
+   low nibbles (each 32 bytes: a sub-block low, the next high) and the fifth bits (Q5_K's; Q4_K
+   passes zeros, so the loop has no branch). */
+static void mms__k_affine_block_to_float(mms_fp16_t d16, mms_fp16_t dmin16, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, float *dst) {
+    const float d = mms_fp16_to_fp32(d16), dmin = mms_fp16_to_fp32(dmin16);
+    int s, l;
+    for (s = 0; s < 8; s++) {
+        const uint8_t *q = qs + 32 * (s / 2);
+        const int shift = 4 * (s % 2);
+        int sc, m;
+        float ds, dm;
+        mms__q4_k_scale_min(s, scales, &sc, &m);
+        ds = d * (float)sc; dm = dmin * (float)m;
+        for (l = 0; l < 32; l++) *dst++ = ds * (float)(((q[l] >> shift) & 0x0f) | ((qh[l] >> s) & 1) << 4) - dm;
+    }
+}
+
 static void mms__q4_k_to_float(const void *src, float *dst, int64_t n) {
+    static const uint8_t no_fifth_bits[MMS__QK_K / 8] = { 0 };
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)src;
     int64_t i;
-    int s, l;
-    for (i = 0; i < n / MMS__QK_K; i++, b++) {
-        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
-        const uint8_t *q = b->qs;
-        for (s = 0; s < 8; s += 2, q += 32) {
-            int sc0, m0, sc1, m1;
-            float d0, dm0, d1, dm1;
-            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
-            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
-            d0 = d * (float)sc0; dm0 = dmin * (float)m0;
-            d1 = d * (float)sc1; dm1 = dmin * (float)m1;
-            for (l = 0; l < 32; l++) *dst++ = d0 * (float)(q[l] & 0x0f) - dm0;
-            for (l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] >> 4) - dm1;
-        }
-    }
+    for (i = 0; i < n / MMS__QK_K; i++, b++, dst += MMS__QK_K) mms__k_affine_block_to_float(b->d, b->dmin, b->scales, b->qs, no_fifth_bits, dst);
 }
 
 /* The affine fit of one sub-block: x ~ scale * q - min with q in 0..nmax. A few starting scales
@@ -3962,36 +3979,60 @@ static float mms__fit_affine(const float *x, int n, int nmax, float *min_out) {
     return best_scale;
 }
 
+/* The affine fit of a K super-block (Q4_K, Q5_K): each sub-block of 32 fitted alone, its scale and
+   min stored as 6-bit multiples of the f16 d and dmin (the largest as 63), then the values (0..nmax)
+   against the scales as stored: their low 4 bits into qs (each 32 bytes: a sub-block low, the next
+   high), Q5_K's fifth bits into qh (NULL: none; bit s of byte l: value l of sub-block s). */
+static void mms__k_affine_from_float(const float *src, int nmax, mms_fp16_t *d_out, mms_fp16_t *dmin_out, uint8_t *packed,
+                                     uint8_t *qs, uint8_t *qh) {
+    float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
+    int sc[8], m[8], q[MMS__QK_K], s, l;
+    for (s = 0; s < 8; s++) {
+        scales[s] = mms__fit_affine(src + 32 * s, 32, nmax, &mins[s]);
+        max_scale = scales[s] > max_scale ? scales[s] : max_scale;
+        max_min = mins[s] > max_min ? mins[s] : max_min;
+    }
+    *d_out = mms_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = mms_fp32_to_fp16(max_min / 63.0f);
+    d = mms_fp16_to_fp32(*d_out);
+    dmin = mms_fp16_to_fp32(*dmin_out);
+    for (s = 0; s < 8; s++) {
+        sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
+        m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
+    }
+    mms__q4_k_pack_scales(sc, m, packed);
+    for (s = 0; s < 8; s++) {
+        const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+        for (l = 0; l < 32; l++)
+            q[32 * s + l] = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, nmax) : 0;
+    }
+    for (s = 0; s < 8; s += 2)
+        for (l = 0; l < 32; l++) qs[16 * s + l] = (uint8_t)((q[32 * s + l] & 0x0f) | ((q[32 * s + 32 + l] & 0x0f) << 4));
+    if (qh) {
+        memset(qh, 0, MMS__QK_K / 8);
+        for (s = 0; s < 8; s++)
+            for (l = 0; l < 32; l++) qh[l] |= (uint8_t)((q[32 * s + l] >> 4) << s);
+    }
+}
+
 static void mms__q4_k_from_float(const float *src, void *dst, int64_t n) {
     struct mms__block_q4_k *b = (struct mms__block_q4_k *)dst;
     int64_t i;
-    int s, l;
-    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
-        float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
-        int sc[8], m[8];
-        for (s = 0; s < 8; s++) {
-            scales[s] = mms__fit_affine(src + 32 * s, 32, 15, &mins[s]);
-            max_scale = scales[s] > max_scale ? scales[s] : max_scale;
-            max_min = mins[s] > max_min ? mins[s] : max_min;
-        }
-        b->d = mms_fp32_to_fp16(max_scale / 63.0f);
-        b->dmin = mms_fp32_to_fp16(max_min / 63.0f);
-        d = mms_fp16_to_fp32(b->d);
-        dmin = mms_fp16_to_fp32(b->dmin);
-        for (s = 0; s < 8; s++) {
-            sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
-            m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
-        }
-        mms__q4_k_pack_scales(sc, m, b->scales);
-        for (s = 0; s < 8; s++) {             /* the nibbles against the scales as stored */
-            const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
-            uint8_t *q = b->qs + 32 * (s / 2);
-            for (l = 0; l < 32; l++) {
-                const int v = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, 15) : 0;
-                q[l] = (uint8_t)(s % 2 ? (q[l] & 0x0f) | (v << 4) : v);
-            }
-        }
-    }
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) mms__k_affine_from_float(src, 15, &b->d, &b->dmin, b->scales, b->qs, NULL);
+}
+
+/* -- Q5_K -- */
+
+static void mms__q5_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q5_k *b = (const struct mms__block_q5_k *)src;
+    int64_t i;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, dst += MMS__QK_K) mms__k_affine_block_to_float(b->d, b->dmin, b->scales, b->qs, b->qh, dst);
+}
+
+static void mms__q5_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q5_k *b = (struct mms__block_q5_k *)dst;
+    int64_t i;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) mms__k_affine_from_float(src, 31, &b->d, &b->dmin, b->scales, b->qs, b->qh);
 }
 
 /* -- Q6_K -- */
@@ -4163,6 +4204,7 @@ static const struct mms_type_traits mms__type_traits[MMS_TYPE_COUNT] = {
     /* Q4_0    */ { "q4_0", MMS__QK4_0, sizeof(struct mms__block_q4_0), true, false, mms__q4_0_to_float, mms__q4_0_from_float },
     /* Q4_K    */ { "q4_k", MMS__QK_K,  sizeof(struct mms__block_q4_k), true, false, mms__q4_k_to_float, mms__q4_k_from_float },
     /* Q6_K    */ { "q6_k", MMS__QK_K,  sizeof(struct mms__block_q6_k), true, false, mms__q6_k_to_float, mms__q6_k_from_float },
+    /* Q5_K    */ { "q5_k", MMS__QK_K,  sizeof(struct mms__block_q5_k), true, false, mms__q5_k_to_float, mms__q5_k_from_float },
 };
 
 static bool mms__type_valid(enum mms_type type) { return type > MMS_TYPE_INVALID && type < MMS_TYPE_COUNT; }
@@ -8713,6 +8755,28 @@ static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi
     return _mm256_shuffle_epi8(v, _mm256_set_epi16(hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo));
 }
 
+/* The K types of Q4_K's affine sub-blocks (Q4_K, Q5_K) share their 4-column dot: a block of `size`
+   bytes begins as both structs do (d, dmin, the 12 packed scale bytes), its low nibbles at byte
+   qs_at (32 bytes per pair of sub-blocks: the first low, the second high) and, for Q5_K, the fifth
+   bits at byte qh_at (bit s of byte l: value l of sub-block s; qh_at 0: none). The constant offsets
+   inline into each type's own function. */
+
+/* Sub-blocks 2j (lo) and 2j + 1 (hi) of the block at blk as 32 unsigned bytes each. *h: the block's
+   fifth bits shifted down 2j (by the calls for j - 1), bit 0 and 1 of each byte those of 2j, 2j + 1:
+   to bit 4 by 16-bit shifts whose mask keeps each byte's own bit. */
+static MMS__AVX2_INLINE void mms__k_affine_pair(const uint8_t *blk, size_t qs_at, size_t qh_at, int j, __m256i *h, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + qs_at + 32 * j));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (qh_at) {
+        const __m256i m16 = _mm256_set1_epi8(0x10);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(*h, 4), m16));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(*h, 3), m16));
+        *h = _mm256_srli_epi16(*h, 2);
+    }
+}
+
 /* Q4_K against 256-blocks. Per pair of sub-blocks one load of 32 bytes of nibbles (low: the first
    sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
    against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
@@ -8825,31 +8889,32 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) out[c] = mms__hsum256(_mm256_add_ps(acc0[c], acc1[c]));
 }
 
-/* Q4_K as mms__dot_q4_k_avx2, each pair of sub-blocks unpacked once for the 4 columns. */
-static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
-    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+/* Q4_K as mms__dot_q4_k_avx2 (Q5_K likewise, its 5-bit values at most 2 * 31 * 127 per int16 lane),
+   each pair of sub-blocks unpacked once for ncols (4; Q5_K's single dot: 1) columns. */
+static MMS__AVX2_INLINE void mms__dot4_k_affine_avx2(int64_t K, const uint8_t *w, size_t size, size_t qs_at, size_t qh_at,
+                                                     const void *xv, size_t x_stride, float *out, int ncols) {
     const struct mms__block_q8_k *x[4];
-    const __m256i m4 = _mm256_set1_epi8(0x0f), step = _mm256_set1_epi16(0x0202);
+    const __m256i step = _mm256_set1_epi16(0x0202);
     __m256 acc[4];
     int64_t i;
     int j, c;
 MMS__UNROLL4
-    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
-    for (i = 0; i < K / MMS__QK_K; i++, b++) {
-        const __m256i sm = mms__q4_k_scales_mins(b->scales), scales = _mm256_permute4x64_epi64(sm, 0x44);
+    for (c = 0; c < ncols; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / MMS__QK_K; i++, w += size) {
+        const __m256i sm = mms__q4_k_scales_mins(w + 4), scales = _mm256_permute4x64_epi64(sm, 0x44);
         const __m128i mins = _mm256_extracti128_si256(sm, 1);
-        const __m128 d = mms__fp16x2_to_f32(&b->d);
-        __m256i sumi[4];
+        const __m128 d = mms__fp16x2_to_f32((const mms_fp16_t *)w);
+        __m256i sumi[4], h = qh_at ? _mm256_loadu_si256((const __m256i *)(w + qh_at)) : _mm256_setzero_si256();
         __m256i pick = _mm256_set1_epi16(0x0100);   /* the shuffle that broadcasts int16 lane k: bytes 2k, 2k + 1 */
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) sumi[c] = _mm256_setzero_si256();
+        for (c = 0; c < ncols; c++) sumi[c] = _mm256_setzero_si256();
         for (j = 0; j < 4; j++) {   /* not unrolled: gcc then spills the 4 columns' sums */
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo, hi;
             const __m256i sc_lo = _mm256_shuffle_epi8(scales, pick), sc_hi = _mm256_shuffle_epi8(scales, _mm256_add_epi16(pick, step));
+            mms__k_affine_pair(w, qs_at, qh_at, j, &h, &lo, &hi);
             pick = _mm256_add_epi16(pick, _mm256_add_epi16(step, step));
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) {
+            for (c = 0; c < ncols; c++) {
                 const int8_t *a = x[c][i].qs + 64 * j;
                 const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a));
                 const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 32)));
@@ -8858,7 +8923,7 @@ MMS__UNROLL4
             }
         }
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) {   /* d * sum - dmin * sum(min * activations), times the activations' step */
+        for (c = 0; c < ncols; c++) {   /* d * sum - dmin * sum(min * activations), times the activations' step */
             const struct mms__block_q8_k *xc = &x[c][i];
             const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xc->bsums), _mm_loadu_si128((const __m128i *)(xc->bsums + 8)));
             const __m128 dc = _mm_mul_ps(d, _mm_set1_ps(xc->d));
@@ -8867,7 +8932,25 @@ MMS__UNROLL4
         }
     }
 MMS__UNROLL4
-    for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+    for (c = 0; c < ncols; c++) out[c] = mms__hsum256(acc[c]);
+}
+
+static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    mms__dot4_k_affine_avx2(K, (const uint8_t *)w, sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, xv, x_stride, out, 4);
+}
+
+static MMS__TARGET_AVX2 void mms__dot4_q5_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    mms__dot4_k_affine_avx2(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs),
+                            offsetof(struct mms__block_q5_k, qh), xv, x_stride, out, 4);
+}
+
+/* Q5_K's row dot is its 4-column dot on one column: a column's bits never depend on the columns
+   beside it (decode of several sequences), with no repacked layout to give that. */
+static MMS__TARGET_AVX2 float mms__dot_q5_k_avx2(int64_t K, const void *w, const void *xv) {
+    float out;
+    mms__dot4_k_affine_avx2(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs),
+                            offsetof(struct mms__block_q5_k, qh), xv, 0, &out, 1);
+    return out;
 }
 
 /* Q6_K as mms__dot_q6_k_avx2, each group of 32 values unpacked once for the 4 columns. */
@@ -10138,7 +10221,12 @@ static MMS__NEON_INLINE int8x16_t mms__q6_k_values(uint8x16_t ql, bool high_nibb
     return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
 }
 
-/* The four dots, once for each byte product (SUFFIX, the target it needs, DOT). */
+/* Bit s of each of 16 bytes as 16 (Q5_K's fifth bit of a value), as a signed byte. */
+static MMS__NEON_INLINE int8x16_t mms__fifth_bit(uint8x16_t qh, int s) {
+    return vreinterpretq_s8_u8(vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - s))), vdupq_n_u8(0x10)));
+}
+
+/* The dots, once for each byte product (SUFFIX, the target it needs, DOT). */
 #define MMS__NEON_Q8_DOTS(SUFFIX, TARGET, DOT)                                                                        \
 static TARGET float mms__dot_q8_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;                                             \
@@ -10165,31 +10253,51 @@ static TARGET float mms__dot_q4_0_##SUFFIX(int64_t K, const void *w, const void 
     }                                                                                                                \
     return vaddvq_f32(acc);                                                                                          \
 }                                                                                                                    \
-/* Q4_K: the mins term dmin * sum(min * activations) from the activations' sums of 16 */                            \
-static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
-    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;                                             \
-    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+/* Q4_K and Q5_K (blocks as in row_dots.c's mms__dot4_k_affine_avx2: size bytes, d, dmin and the     \
+   packed scales first, the nibbles at qs_at, Q5_K's fifth bits at qh_at, 0: none): the mins term      \
+   dmin * sum(min * activations) from the activations' sums of 16 */                                   \
+static TARGET MMS__NEON_INLINE float mms__dot_k_affine_##SUFFIX(int64_t K, const uint8_t *b, size_t size, size_t qs_at, size_t qh_at, \
+                                                                const struct mms__block_q8_k *x) {   \
     float sum = 0.0f;                                                                                                \
     int64_t i;                                                                                                       \
     int j;                                                                                                           \
-    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+    for (i = 0; i < K / MMS__QK_K; i++, b += size, x++) {                                                            \
         int32x4_t sumi = vdupq_n_s32(0);                                                                             \
         int32_t mins = 0;                                                                                            \
+        mms_fp16_t d, dmin;                                                                                          \
+        memcpy(&d, b, sizeof d);                                                                                     \
+        memcpy(&dmin, b + 2, sizeof dmin);                                                                           \
         for (j = 0; j < 4; j++) {                                                                                    \
-            const uint8x16_t q0 = vld1q_u8(b->qs + 32 * j), q1 = vld1q_u8(b->qs + 32 * j + 16);                      \
+            const uint8x16_t q0 = vld1q_u8(b + qs_at + 32 * j), q1 = vld1q_u8(b + qs_at + 32 * j + 16);              \
             const int8_t *a = x->qs + 64 * j;                                                                        \
+            int8x16_t v0 = mms__nibbles_lo(q0, 0), v1 = mms__nibbles_lo(q1, 0), v2 = mms__nibbles_hi(q0, 0), v3 = mms__nibbles_hi(q1, 0); \
             int sc0, m0, sc1, m1;                                                                                    \
             int32x4_t lo, hi;                                                                                        \
-            mms__q4_k_scale_min(2 * j, b->scales, &sc0, &m0);                                                        \
-            mms__q4_k_scale_min(2 * j + 1, b->scales, &sc1, &m1);                                                    \
-            lo = DOT(DOT(vdupq_n_s32(0), mms__nibbles_lo(q0, 0), vld1q_s8(a)), mms__nibbles_lo(q1, 0), vld1q_s8(a + 16)); \
-            hi = DOT(DOT(vdupq_n_s32(0), mms__nibbles_hi(q0, 0), vld1q_s8(a + 32)), mms__nibbles_hi(q1, 0), vld1q_s8(a + 48)); \
+            if (qh_at) {                                                                                             \
+                const uint8x16_t h0 = vld1q_u8(b + qh_at), h1 = vld1q_u8(b + qh_at + 16);                          \
+                v0 = vorrq_s8(v0, mms__fifth_bit(h0, 2 * j));                                                        \
+                v1 = vorrq_s8(v1, mms__fifth_bit(h1, 2 * j));                                                        \
+                v2 = vorrq_s8(v2, mms__fifth_bit(h0, 2 * j + 1));                                                    \
+                v3 = vorrq_s8(v3, mms__fifth_bit(h1, 2 * j + 1));                                                    \
+            }                                                                                                        \
+            mms__q4_k_scale_min(2 * j, b + 4, &sc0, &m0);                                                            \
+            mms__q4_k_scale_min(2 * j + 1, b + 4, &sc1, &m1);                                                        \
+            lo = DOT(DOT(vdupq_n_s32(0), v0, vld1q_s8(a)), v1, vld1q_s8(a + 16));                                    \
+            hi = DOT(DOT(vdupq_n_s32(0), v2, vld1q_s8(a + 32)), v3, vld1q_s8(a + 48));                               \
             sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc0), hi, sc1);                                                 \
             mins += m0 * (x->bsums[4 * j] + x->bsums[4 * j + 1]) + m1 * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]); \
         }                                                                                                            \
-        sum += x->d * (mms__fp16_to_f32_neon(b->d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(b->dmin) * (float)mins); \
+        sum += x->d * (mms__fp16_to_f32_neon(d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(dmin) * (float)mins); \
     }                                                                                                                \
     return sum;                                                                                                      \
+}                                                                                                                    \
+static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    return mms__dot_k_affine_##SUFFIX(K, (const uint8_t *)w, sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, \
+                                      (const struct mms__block_q8_k *)xv);                                          \
+}                                                                                                                    \
+static TARGET float mms__dot_q5_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    return mms__dot_k_affine_##SUFFIX(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs), \
+                                      offsetof(struct mms__block_q5_k, qh), (const struct mms__block_q8_k *)xv);    \
 }                                                                                                                    \
 /* Q6_K: per half, group g of 32 values takes nibble g / 2 of ql[32 (g % 2) ..] and bits 2g of qh;  \
    each 16 values have their own int8 scale */                                                                       \
@@ -10254,6 +10362,7 @@ static const struct mms__quant_format mms__quant_formats[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
     /* Q4_K */ { MMS_TYPE_Q4_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
     /* Q6_K */ { MMS_TYPE_Q6_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
+    /* Q5_K */ { MMS_TYPE_Q5_K, MMS__QK_K, mms__quantize_row_q8_k,   0,                          NULL,                  NULL },
 };
 
 /* The type's format; NULL: none (float types, types without integer kernels). */
@@ -10322,6 +10431,7 @@ static const struct mms__quant_card mms__cards_avx2[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                       NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_0x8_avx2, 4 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                       mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_kx8_avx2, 2 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q6_kx8_avx2, 2 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                       mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                    NULL,                     0, 0,                          false, NULL,                  0 },
 };
 /* AVX2's bodies where the set has none of its own */
 static const struct mms__quant_card mms__cards_avx512[] = {
@@ -10329,6 +10439,7 @@ static const struct mms__quant_card mms__cards_avx512[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 8, 0,                          false, mms__gemv_q4_0x8_avx512, 4 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 8, 0,                          false, mms__gemv_q4_kx8_avx512, 2 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 8, 0,                          false, mms__gemv_q6_kx8_avx512, 2 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                       mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                    NULL,                     0, 0,                          false, NULL,                    0 },
 };
 #endif
 #if MMS__HAVE_NEON
@@ -10338,12 +10449,14 @@ static const struct mms__quant_card mms__cards_neon[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 static const struct mms__quant_card mms__cards_neon_dotprod[] = {
     /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 #endif
 
@@ -13948,7 +14061,7 @@ static const struct mms__gguf_ttype mms__gguf_ttypes[] = {
     {  6, "q5_0", 32,  22, MMS_TYPE_INVALID }, {  7, "q5_1", 32,  24, MMS_TYPE_INVALID },
     {  8, "q8_0", 32,  34, MMS_TYPE_Q8_0 }, {  9, "q8_1", 32,  36, MMS_TYPE_INVALID },
     { 10, "q2_k", 256, 84, MMS_TYPE_INVALID }, { 11, "q3_k", 256, 110, MMS_TYPE_INVALID },
-    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_INVALID },
+    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_Q5_K },
     { 14, "q6_k", 256, 210, MMS_TYPE_Q6_K }, { 15, "q8_k", 256, 292, MMS_TYPE_INVALID },
     { 24, "i8",   1,   1, MMS_TYPE_INVALID }, { 25, "i16",  1,   2, MMS_TYPE_INVALID },
     { 26, "i32",  1,   4, MMS_TYPE_I32 },     { 27, "i64",  1,   8, MMS_TYPE_INVALID },

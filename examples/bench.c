@@ -860,7 +860,8 @@ int main(int argc, char **argv) {
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 4096, 1, RATE_BYTES, 0);
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 1024, 1, RATE_BYTES_IN_CACHE, 0);
     {   /* quantized weights: decode (cold, and hot: can the kernel keep up with memory?) and prompt-size products */
-        static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+        static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K, MMS_TYPE_Q5_K };
+        static const enum mms_type repacks[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };   /* with a repacked layout */
         size_t q;
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, RATE_BYTES, 0);
@@ -869,11 +870,11 @@ int main(int argc, char **argv) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, RATE_FLOPS, 0);
             bench_mul_mat(cpu, qtypes[q], 1280, 5120, 1601, RATE_FLOPS, 0);
         }
-        for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {   /* the same with the weights kept repacked */
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, RATE_BYTES, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 14336, 1, RATE_BYTES, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 1024, 1, RATE_BYTES_IN_CACHE, 1);
-            bench_mul_mat(cpu, qtypes[q], 4096, 4096, 512, RATE_FLOPS, 1);
+        for (q = 0; q < sizeof repacks / sizeof repacks[0]; q++) {   /* the same with the weights kept repacked */
+            bench_mul_mat(cpu, repacks[q], 4096, 4096, 1, RATE_BYTES, 1);
+            bench_mul_mat(cpu, repacks[q], 4096, 14336, 1, RATE_BYTES, 1);
+            bench_mul_mat(cpu, repacks[q], 4096, 1024, 1, RATE_BYTES_IN_CACHE, 1);
+            bench_mul_mat(cpu, repacks[q], 4096, 4096, 512, RATE_FLOPS, 1);
         }
     }
     bench_attention(cpu, 0, MMS_TYPE_F32, 0);

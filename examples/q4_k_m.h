@@ -1,6 +1,7 @@
 /* q4_k_m.h - the "Q4_K_M-like" recipe (llama.cpp's rule of thumb, written from its description;
    quantize.c's usage text gives it in full): q4_k for a text matrix, q6_k for the output head and,
-   in the layers that get more bits, for the V projections and ffn_down. Used by quantize.c
+   in the layers that get more bits, for the V projections and ffn_down. Q5_K_M is the same rule on
+   q5_k (base MMS_TYPE_Q5_K). Used by quantize.c
    (--mix q4_k_m) and random_mllama.h (random weights already in that mix). Include after mmsched.h. */
 #ifndef MMS_Q4_K_M_H
 #define MMS_Q4_K_M_H

@@ -7,13 +7,14 @@
    the single-file GGUF it converts to (mms_mllama_folder_to_gguf: the checkpoint's own types, the
    q/k rows as Ollama orders them, the tokenizer from tokenizer.json).
 
-   TYPE is q8_0, q4_0, q4_k or q6_k (any case), or q4_k_m (the same as q4_k --mix q4_k_m).
+   TYPE is q8_0, q4_0, q4_k, q5_k or q6_k (any case), q4_k_m (the same as q4_k --mix q4_k_m) or
+   q5_k_m (the same mix on q5_k).
    Every key of IN is copied to OUT; every tensor is written, in the same order. A tensor is
    quantized to TYPE when all of these hold, else it is written as it is (its log line says why):
      - it is a matrix (2 dimensions; 1-D tensors are norms, biases, gates, rope factors),
      - its type is f32, f16 or bf16 (it goes through the type's to_float, then TYPE's from_float;
        a tensor that is already quantized is kept: requantizing only loses accuracy),
-     - its row length ne[0] is a multiple of TYPE's block (32 for q8_0/q4_0, 256 for q4_k/q6_k),
+     - its row length ne[0] is a multiple of TYPE's block (32 for q8_0/q4_0, 256 for the K types),
      - it is not one of the vision tower's embedding tables (v.patch_embd, v.class_embd,
        v.position_embd, v.tile_position_embd, v.pre_tile_position_embd,
        v.post_tile_position_embd): they are added, multiplied or convolved, not multiplied as
@@ -31,10 +32,12 @@
    bits when i < n/8 (the first eighth), i >= n - n/8 (the last eighth) or, in between, when
    (i - n/8) % 3 == 2 (every third layer); / rounds down. The vision tower, when quantized, gets
    q4_k only. A tensor whose rows do not fit the 256-element block is kept as it is (no fallback).
+   q5_k_m: the same rule with q5_k in place of q4_k (llama.cpp gives Q5_K_M's Q6_K tensors by the
+   same rule as Q4_K_M's, for models of one FFN per layer).
 
    general.file_type is set to llama.cpp's number for the result (7 q8_0, 2 q4_0, 14 q4_k,
-   15 q4_k_m, 18 q6_k) and general.quantization_version to 2 when at least one tensor was
-   quantized; when none was (a model whose rows all miss the block), both are left as in IN.
+   15 q4_k_m, 16 q5_k, 17 q5_k_m, 18 q6_k) and general.quantization_version to 2 when at least one
+   tensor was quantized; when none was (a model whose rows all miss the block), both are left as in IN.
 
    Output: one line per tensor on stdout (index, name, shape, type from -> to, bytes from -> to,
    and why a tensor was kept), then the totals of tensor bytes and file sizes with their ratio.
@@ -71,7 +74,8 @@ static void usage(FILE *out) {
         "usage: quantize [options] IN.gguf|HF_DIR OUT.gguf TYPE\n"
         "Rewrites a GGUF model with its weight matrices quantized to TYPE.\n"
         "\n"
-        "TYPE: q8_0, q4_0 (blocks of 32), q4_k, q6_k (blocks of 256), or q4_k_m (= q4_k --mix q4_k_m).\n"
+        "TYPE: q8_0, q4_0 (blocks of 32), q4_k, q5_k, q6_k (blocks of 256), q4_k_m (= q4_k --mix q4_k_m)\n"
+        "or q5_k_m (the same mix on q5_k).\n"
         "Quantized: 2-D f32/f16/bf16 matrices whose row length is a multiple of the block (token\n"
         "embedding, attention and FFN matrices, output head). Kept as they are: 1-D tensors (norms,\n"
         "biases, gates), rows that miss the block, tensors already quantized, the vision tower's\n"
@@ -87,7 +91,7 @@ static void usage(FILE *out) {
         "  -h, --help          this text\n"
         "\n"
         "general.file_type becomes llama.cpp's number for TYPE (7 q8_0, 2 q4_0, 14 q4_k, 15 q4_k_m,\n"
-        "18 q6_k) when any tensor is quantized, else it is left as it is.\n"
+        "16 q5_k, 17 q5_k_m, 18 q6_k) when any tensor is quantized, else it is left as it is.\n"
         "Exit status: 0 done, 1 error (input, output, model), 2 bad usage.\n");
 }
 
@@ -125,8 +129,10 @@ static bool parse_type(const char *s, struct target *t) {
         { "q8_0", MMS_TYPE_Q8_0, 7, false },
         { "q4_0", MMS_TYPE_Q4_0, 2, false },
         { "q4_k", MMS_TYPE_Q4_K, 14, false },
+        { "q5_k", MMS_TYPE_Q5_K, 16, false },
         { "q6_k", MMS_TYPE_Q6_K, 18, false },
         { "q4_k_m", MMS_TYPE_Q4_K, 15, true },
+        { "q5_k_m", MMS_TYPE_Q5_K, 17, true },
     };
     char low[16];
     size_t i;
@@ -202,7 +208,7 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!parse_type(type_arg, &target)) bad_usage("unknown TYPE '%s' (known: q8_0, q4_0, q4_k, q6_k, q4_k_m)", type_arg);
+    if (!parse_type(type_arg, &target)) bad_usage("unknown TYPE '%s' (known: q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)", type_arg);
     if (mix) {
         if (target.type != MMS_TYPE_Q4_K) bad_usage("--mix q4_k_m needs TYPE q4_k, not '%s'", type_arg);
         target.mix = true;

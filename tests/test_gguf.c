@@ -696,6 +696,7 @@ static void test_targeted_corruptions(void) {
         { "unsupported type 4",     P_U32, AT(t0_type), 4, NULL, "unsupported tensor type 4 for tensor 'w0'" },
         { "unsupported type 1000",  P_U32, AT(t0_type), 1000, NULL, "unsupported tensor type 1000 for tensor 'w0'" },
         { "ne[0] not a block",      P_U32, AT(t1_type), 8, NULL, "ne[0] = 16 of tensor 'w1' is not a multiple of the block size 32 of q8_0" },
+        { "ne[0] not a q5_k block", P_U32, AT(t1_type), 13, NULL, "ne[0] = 16 of tensor 'w1' is not a multiple of the block size 256 of q5_k" },
         { "offset misaligned",      P_U64, AT(t1_offset), 68, NULL, "offset 68 of tensor 'w1' is not a multiple of the alignment 32" },
         { "offset past the end",    P_U64, AT(t1_offset), 4096, NULL, "data of tensor 'w1' (32 bytes at data offset 4096) runs past the end" },
         { "offset max",             P_U64, AT(t1_offset), UINT64_MAX - 31, NULL, "runs past the end" },
@@ -857,7 +858,8 @@ static void test_type_ids(void) {
     EXPECT(mms_gguf_type_to_mms(0) == MMS_TYPE_F32 && mms_gguf_type_to_mms(1) == MMS_TYPE_F16 && mms_gguf_type_to_mms(30) == MMS_TYPE_BF16 &&
            mms_gguf_type_to_mms(26) == MMS_TYPE_I32, "GGUF to ours");
     EXPECT(mms_gguf_type_to_mms(8) == MMS_TYPE_Q8_0 && mms_gguf_type_to_mms(2) == MMS_TYPE_Q4_0 && mms_gguf_type_to_mms(12) == MMS_TYPE_Q4_K &&
-           mms_gguf_type_to_mms(14) == MMS_TYPE_Q6_K && mms_gguf_type_from_mms(MMS_TYPE_Q4_K) == 12, "block types");
+           mms_gguf_type_to_mms(14) == MMS_TYPE_Q6_K && mms_gguf_type_to_mms(13) == MMS_TYPE_Q5_K &&
+           mms_gguf_type_from_mms(MMS_TYPE_Q4_K) == 12 && mms_gguf_type_from_mms(MMS_TYPE_Q5_K) == 13, "block types");
     EXPECT(mms_gguf_type_to_mms(3) == MMS_TYPE_INVALID && mms_gguf_type_to_mms(28) == MMS_TYPE_INVALID && mms_gguf_type_to_mms(4) == MMS_TYPE_INVALID,
            "unloadable or unknown");
 }

@@ -110,6 +110,7 @@ static void test_plan_scalar(void) {
     check(&scalar, MMS_TYPE_Q4_K, false, 4096, 64, 512, Wx(ROWS, 0, 0, 0, 0));
     check(&scalar, MMS_TYPE_Q8_0, true, 4096, 72, 1, Wx(ROWS, 1, 0, 0, 0));     /* the layout, but no kernel reads it */
     check(&scalar, MMS_TYPE_Q6_K, true, 4096, 72, 512, Wx(ROWS, 1, 0, 0, 0));
+    check(&scalar, MMS_TYPE_Q5_K, false, 4096, 72, 512, Wx(ROWS, 0, 0, 0, 0));
 }
 
 #if MMS__HAVE_AVX2
@@ -137,6 +138,10 @@ static void x86_cases(const struct set *s) {
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 1, Wx(TILES, 0, 1, 0, -1));
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 4, Wx(TILES, 0, 1, 0, -1));
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 8, Wx(DOTS, 1, 0, 0, 1));    /* past the GEMV: unpacked, 4-column dots */
+    /* Q5_K: no 8-row kernel nor layout: 4-column dots at every N (faster than the GEMM: manual section 9) */
+    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 1, Wx(DOTS, 0, 0, 0, 1));
+    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 8, Wx(DOTS, 0, 0, 0, 1));
+    check(s, MMS_TYPE_Q5_K, false, 4096, 130, 512, Wx(DOTS, 0, 0, 0, 1));
 }
 
 static void test_plan_avx2(void) {
@@ -169,6 +174,8 @@ static void neon_cases(const struct set *s) {
         check(s, types[i], true, 4096, 72, 1, Wx(DOTS, 1, 0, 0, 0));
         check(s, types[i], true, 4096, 72, 512, Wx(GEMM, 1, 0, 0, 0));
     }
+    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 4, Wx(DOTS, 0, 0, 0, 0));   /* no layout: never repacked */
+    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 5, Wx(GEMM, 0, 0, 0, 0));
 }
 static void test_plan_neon(void) {
     static const struct set neon = { "neon", mms__cards_neon, (int)(sizeof mms__cards_neon / sizeof mms__cards_neon[0]), true, false };

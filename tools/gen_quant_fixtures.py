@@ -1,47 +1,64 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/quant/quant-ref.gguf: references for the quantized block types Q8_0, Q4_0,
-Q4_K and Q6_K, made by the `gguf` package (llama.cpp's gguf-py, numpy code written independently
+Q4_K, Q6_K and Q5_K, made by the `gguf` package (llama.cpp's gguf-py, numpy code written independently
 of mmsched), for tests/test_quant.c.
 
-    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install numpy gguf
-    /tmp/venv/bin/python tools/gen_quant_fixtures.py [output path]
+    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install numpy==2.1.3 gguf==0.17.1
+    /tmp/venv/bin/pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /tmp/lcp
+    tar xzf /tmp/lcp/llama_cpp_python-0.3.36.tar.gz -C /tmp/lcp
+    /tmp/venv/bin/python tools/gen_quant_fixtures.py \
+        --llama-cpp /tmp/lcp/llama_cpp_python-0.3.36/vendor/llama.cpp [output path]
+
+The K types' reference quantizer is llama.cpp's own (gguf cannot quantize them): --llama-cpp names
+a llama.cpp source tree (here the one llama-cpp-python 0.3.36's source package vendors), whose
+ggml/src/ggml-quants.c is compiled with the system's cc into a temporary shared library (a few
+stubs for the ggml functions its reference quantizers never call), and quantize_row_q4_K_ref,
+quantize_row_q6_K_ref and quantize_row_q5_K_ref (what llama-quantize writes without an importance
+matrix) quantize the Gaussian matrix; their error, measured through gguf's dequantization, is
+recorded for our quantizer to be held to.
 
 Only for developers: CI reads the committed file and never runs this. Written with gguf 0.17.1 and
 numpy 2.1.3 (the versions are recorded in the file). gguf.quants quantizes Q8_0 and Q4_0 (its Q8_0
 claims to be bit-exact with ggml's reference quantize_row_q8_0_ref; its Q4_0 emulates the FMA of
-ggml's in float64) and only dequantizes Q4_K and Q6_K. Deterministic: fixed seeds, the same bytes
+ggml's in float64) and only dequantizes Q4_K, Q6_K and Q5_K. Deterministic: fixed seeds, the same bytes
 on every run with the same packages.
 
 Blocks for dequantization are made independently of our code: for Q8_0 and Q4_0, gguf's quantize of
-the float rows `T.input` (below) followed by random-byte blocks; for Q4_K and Q6_K, random bytes for
-the quants and the packed scales, and random finite f16 super-block scales (d, and dmin for Q4_K),
+the float rows `T.input` (below) followed by random-byte blocks; for Q4_K, Q6_K and Q5_K, random bytes
+for the quants and the packed scales, and random finite f16 super-block scales (d, and dmin for Q4_K
+and Q5_K),
 so every bit pattern of the scale packing is exercised. Dequantization of these blocks is exact in
-float32 for all four types (every product is exact, Q4_K's one subtraction rounds once), so a
+float32 for all five types (every product is exact, the K types' one subtraction rounds once), so a
 correct dequantizer matches `T.deq` bit for bit.
 
 GGUF shapes are ne (innermost first). Raw blocks are I8 tensors (GGUF type 24), ne {type_size,
 n_blocks}: the bytes exactly as the block layout stores them, whatever type mapping the reader has.
 
-Contents (T is each of q8_0, q4_0, q4_k, q6_k):
+Contents (T is each of q8_0, q4_0, q4_k, q6_k, q5_k):
   quant.generator           (str) "tools/gen_quant_fixtures.py"
   quant.gguf_version        (str) version of the gguf package used
   quant.numpy_version       (str) version of numpy used
   quant.seed                (u32) the numpy seed
-  quant.types               (str array) "q8_0", "q4_0", "q4_k", "q6_k"
-  T.ggml_type               (u32) GGUF's type id: 8, 2, 12, 14
-  T.blck_size, T.type_size  (u32) elements and bytes per block: 32/34, 32/18, 256/144, 256/210
+  quant.types               (str array) "q8_0", "q4_0", "q4_k", "q6_k", "q5_k"
+  T.ggml_type               (u32) GGUF's type id: 8, 2, 12, 14, 13
+  T.blck_size, T.type_size  (u32) elements and bytes per block: 32/34, 32/18, 256/144, 256/210,
+                            256/176
   T.blocks                  I8 [type_size, n_blocks]: blocks to dequantize
   T.n_blocks_tame           (u32) the first n_blocks_tame of T.blocks are "tame": for q8_0/q4_0
-                            they are T.input_q (gguf's quantization of T.input); for q4_k/q6_k
+                            they are T.input_q (gguf's quantization of T.input); for the K types
                             their d (and dmin) are positive normal f16 in [2^-8, 2^3), so their
                             values are a plausible signal to requantize. The rest have random
                             finite f16 scales of any sign, subnormals and zeros included (q8_0 and
-                            q4_0: random quant bytes too, so q8_0 has -128). Special q4_k/q6_k
+                            q4_0: random quant bytes too, so q8_0 has -128). Special K-type
                             blocks among the rest: scale bytes all 0x00 and all 0xFF, d = +0 with
                             dmin = -0, quants all 0x00 and all 0xFF.
   T.deq                     F32 [blck_size, n_blocks]: gguf.quants.dequantize(T.blocks)
   gauss                     F32 [512, 48]: N(0, 1) samples, the matrix for quantization error
   gauss.mean_sq             (f32) mean of gauss^2 (float64 sum), for normalised errors
+
+  Only for T in q4_k, q6_k, q5_k (llama.cpp's reference quantizers, see --llama-cpp):
+  T.ref_gauss_mse           (f32) mean((dequantize(ref_quantize(gauss)) - gauss)^2), float64 sum
+  quant.ref_quantizer       (str) which: "llama.cpp ggml-quants.c quantize_row_T_ref (from ...)"
 
   Only for T in q8_0, q4_0 (the types gguf can quantize):
   T.input                   F32 [256, 13]: float rows: 0 all zeros; 1 one huge value (1e4) among
@@ -59,8 +76,11 @@ Contents (T is each of q8_0, q4_0, q4_k, q6_k):
   T.gauss_mse               (f32) mean((dequantize(T.gauss_q) - gauss)^2), float64 sum
 """
 
+import ctypes
 import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import gguf
@@ -68,7 +88,11 @@ from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "fixtures", "quant", "quant-ref.gguf")
+ARGS = sys.argv[1:]
+if len(ARGS) < 2 or ARGS[0] != "--llama-cpp":
+    sys.exit("usage: gen_quant_fixtures.py --llama-cpp LLAMA_CPP_SOURCE_DIR [output path] (see the header)")
+LLAMA_CPP = ARGS[1]
+OUT = ARGS[2] if len(ARGS) > 2 else os.path.join(ROOT, "tests", "fixtures", "quant", "quant-ref.gguf")
 SEED = 20250704
 
 TYPES = [  # name, ggml type, block size, type size, gguf can quantize
@@ -76,6 +100,7 @@ TYPES = [  # name, ggml type, block size, type size, gguf can quantize
     ("q4_0", Q.Q4_0, 32, 18, True),
     ("q4_k", Q.Q4_K, 256, 144, False),
     ("q6_k", Q.Q6_K, 256, 210, False),
+    ("q5_k", Q.Q5_K, 256, 176, False),   # last: the rng stream of the types before it is unchanged
 ]
 ROW = 256          # elements of a T.input row
 N_RANDOM = 32      # random blocks of q8_0/q4_0 after the input's
@@ -146,7 +171,7 @@ def mse(a, b):
 def kquant_blocks(name, type_size):
     n = N_K_TAME + N_K_WILD
     b = rng.integers(0, 256, size=(n, type_size), dtype=np.uint16).astype(np.uint8)
-    if name == "q4_k":   # d, dmin, scales[12], qs[128]
+    if name in ("q4_k", "q5_k"):   # d, dmin, scales[12], (q5_k: qh[32]), qs[128]
         put_f16(b[:N_K_TAME], 0, f16_bits_tame(N_K_TAME))
         put_f16(b[:N_K_TAME], 2, f16_bits_tame(N_K_TAME))
         put_f16(b[N_K_TAME:], 0, f16_bits_finite(N_K_WILD))
@@ -172,6 +197,40 @@ def kquant_blocks(name, type_size):
     return b, N_K_TAME
 
 
+# The ggml functions ggml-quants.c links against that its reference quantizers never call.
+GGML_STUBS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+void ggml_abort(const char *file, int line, const char *fmt, ...) { fprintf(stderr, "ggml_abort %s:%d %s\n", file, line, fmt); abort(); }
+size_t ggml_row_size(int t, long long ne) { (void)t; (void)ne; abort(); }
+const char *ggml_type_name(int t) { (void)t; return "?"; }
+size_t ggml_type_size(int t) { (void)t; abort(); }
+"""
+
+
+def llama_cpp_reference(gauss):
+    """{name: mse} of llama.cpp's reference quantizers of the K types on gauss (see the header)."""
+    ggml = os.path.join(LLAMA_CPP, "ggml")
+    src = os.path.join(ggml, "src", "ggml-quants.c")
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        stubs, lib = os.path.join(tmp, "stubs.c"), os.path.join(tmp, "libggml_quants.so")
+        with open(stubs, "w") as f:
+            f.write(GGML_STUBS)
+        subprocess.run(["cc", "-O2", "-fPIC", "-shared", "-w", "-I", os.path.join(ggml, "include"), "-I", os.path.join(ggml, "src"),
+                        src, stubs, "-o", lib, "-lm"], check=True)
+        so = ctypes.CDLL(lib)
+        x = np.ascontiguousarray(gauss, np.float32)
+        for name, qt, blck, tsize, _ in TYPES:
+            if blck != 256:
+                continue
+            fn = getattr(so, "quantize_row_%s_ref" % name.replace("_k", "_K"))
+            y = np.zeros((x.size // blck, tsize), np.uint8)
+            fn(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(x.size))
+            out[name] = mse(quants.dequantize(y, qt).reshape(x.shape), x)
+    return out
+
+
 def main():
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     gauss = rng.standard_normal((48, 512)).astype(np.float32)
@@ -184,6 +243,11 @@ def main():
     w.add_float32("gauss.mean_sq", float(np.mean(gauss.astype(np.float64) ** 2)))
     w.add_tensor("gauss", gauss)
     checks = {}
+    ref = llama_cpp_reference(gauss)
+    w.add_string("quant.ref_quantizer", "llama.cpp ggml-quants.c quantize_row_T_ref (from %s)" % os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(LLAMA_CPP)))))
+    for name, m in ref.items():
+        w.add_float32(f"{name}.ref_gauss_mse", m)
+        print(f"{name}: llama.cpp reference quantizer mse on gauss {m:.6g} (normalised {m / np.mean(gauss.astype(np.float64) ** 2):.6g})")
 
     for name, qt, blck, tsize, can_q in TYPES:
         w.add_uint32(f"{name}.ggml_type", int(qt))

@@ -12,6 +12,7 @@ enum mms_type {
     MMS_TYPE_Q4_0    = 6,   /* blocks of 32: f16 scale + 32 nibbles */
     MMS_TYPE_Q4_K    = 7,   /* blocks of 256: 8 sub-blocks with 6-bit scales and mins, nibbles */
     MMS_TYPE_Q6_K    = 8,   /* blocks of 256: 16 sub-blocks with int8 scales, 6-bit values */
+    MMS_TYPE_Q5_K    = 9,   /* blocks of 256: Q4_K's scales and mins, 5-bit values */
     MMS_TYPE_COUNT
 };
 

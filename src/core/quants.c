@@ -7,6 +7,9 @@
      Q4_K 256 values:  f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
                        128 bytes of nibbles (each 32 bytes: a sub-block low, the next high)
                                                                     x = d * sc * q - dmin * m
+     Q5_K 256 values:  as Q4_K with 5-bit values: f16 d, f16 dmin, the 12 scale bytes, 32 bytes of
+                       high bits (bit s of byte l: value l of sub-block s), 128 bytes of low
+                       nibbles as Q4_K's                            x = d * sc * q - dmin * m
      Q6_K 256 values:  ql[128] low 4 bits, qh[64] high 2 bits, int8 scales for 16 sub-blocks of 16,
                        f16 d                                        x = d * sc * (q - 32) */
 
@@ -17,11 +20,13 @@
 struct mms__block_q8_0 { mms_fp16_t d; int8_t qs[MMS__QK8_0]; };
 struct mms__block_q4_0 { mms_fp16_t d; uint8_t qs[MMS__QK4_0 / 2]; };
 struct mms__block_q4_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[MMS__QK_K / 2]; };
+struct mms__block_q5_k { mms_fp16_t d, dmin; uint8_t scales[12]; uint8_t qh[MMS__QK_K / 8]; uint8_t qs[MMS__QK_K / 2]; };
 struct mms__block_q6_k { uint8_t ql[MMS__QK_K / 2]; uint8_t qh[MMS__QK_K / 4]; int8_t scales[MMS__QK_K / 16]; mms_fp16_t d; };
 
 typedef char mms__assert_q8_0_size[sizeof(struct mms__block_q8_0) == 34 ? 1 : -1];
 typedef char mms__assert_q4_0_size[sizeof(struct mms__block_q4_0) == 18 ? 1 : -1];
 typedef char mms__assert_q4_k_size[sizeof(struct mms__block_q4_k) == 144 ? 1 : -1];
+typedef char mms__assert_q5_k_size[sizeof(struct mms__block_q5_k) == 176 ? 1 : -1];
 typedef char mms__assert_q6_k_size[sizeof(struct mms__block_q6_k) == 210 ? 1 : -1];
 
 /* Round half away from zero, as the formats' references do (roundf), for |x| < 2^31: the
@@ -125,24 +130,28 @@ static void mms__q4_k_pack_scales(const int *sc, const int *m, uint8_t *q) {
     }
 }
 
+/* One block of Q4_K's affine sub-blocks (Q4_K, Q5_K) to floats: d, dmin, the packed scales, the
+   low nibbles (each 32 bytes: a sub-block low, the next high) and the fifth bits (Q5_K's; Q4_K
+   passes zeros, so the loop has no branch). */
+static void mms__k_affine_block_to_float(mms_fp16_t d16, mms_fp16_t dmin16, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, float *dst) {
+    const float d = mms_fp16_to_fp32(d16), dmin = mms_fp16_to_fp32(dmin16);
+    int s, l;
+    for (s = 0; s < 8; s++) {
+        const uint8_t *q = qs + 32 * (s / 2);
+        const int shift = 4 * (s % 2);
+        int sc, m;
+        float ds, dm;
+        mms__q4_k_scale_min(s, scales, &sc, &m);
+        ds = d * (float)sc; dm = dmin * (float)m;
+        for (l = 0; l < 32; l++) *dst++ = ds * (float)(((q[l] >> shift) & 0x0f) | ((qh[l] >> s) & 1) << 4) - dm;
+    }
+}
+
 static void mms__q4_k_to_float(const void *src, float *dst, int64_t n) {
+    static const uint8_t no_fifth_bits[MMS__QK_K / 8] = { 0 };
     const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)src;
     int64_t i;
-    int s, l;
-    for (i = 0; i < n / MMS__QK_K; i++, b++) {
-        const float d = mms_fp16_to_fp32(b->d), dmin = mms_fp16_to_fp32(b->dmin);
-        const uint8_t *q = b->qs;
-        for (s = 0; s < 8; s += 2, q += 32) {
-            int sc0, m0, sc1, m1;
-            float d0, dm0, d1, dm1;
-            mms__q4_k_scale_min(s, b->scales, &sc0, &m0);
-            mms__q4_k_scale_min(s + 1, b->scales, &sc1, &m1);
-            d0 = d * (float)sc0; dm0 = dmin * (float)m0;
-            d1 = d * (float)sc1; dm1 = dmin * (float)m1;
-            for (l = 0; l < 32; l++) *dst++ = d0 * (float)(q[l] & 0x0f) - dm0;
-            for (l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] >> 4) - dm1;
-        }
-    }
+    for (i = 0; i < n / MMS__QK_K; i++, b++, dst += MMS__QK_K) mms__k_affine_block_to_float(b->d, b->dmin, b->scales, b->qs, no_fifth_bits, dst);
 }
 
 /* The affine fit of one sub-block: x ~ scale * q - min with q in 0..nmax. A few starting scales
@@ -184,36 +193,60 @@ static float mms__fit_affine(const float *x, int n, int nmax, float *min_out) {
     return best_scale;
 }
 
+/* The affine fit of a K super-block (Q4_K, Q5_K): each sub-block of 32 fitted alone, its scale and
+   min stored as 6-bit multiples of the f16 d and dmin (the largest as 63), then the values (0..nmax)
+   against the scales as stored: their low 4 bits into qs (each 32 bytes: a sub-block low, the next
+   high), Q5_K's fifth bits into qh (NULL: none; bit s of byte l: value l of sub-block s). */
+static void mms__k_affine_from_float(const float *src, int nmax, mms_fp16_t *d_out, mms_fp16_t *dmin_out, uint8_t *packed,
+                                     uint8_t *qs, uint8_t *qh) {
+    float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
+    int sc[8], m[8], q[MMS__QK_K], s, l;
+    for (s = 0; s < 8; s++) {
+        scales[s] = mms__fit_affine(src + 32 * s, 32, nmax, &mins[s]);
+        max_scale = scales[s] > max_scale ? scales[s] : max_scale;
+        max_min = mins[s] > max_min ? mins[s] : max_min;
+    }
+    *d_out = mms_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = mms_fp32_to_fp16(max_min / 63.0f);
+    d = mms_fp16_to_fp32(*d_out);
+    dmin = mms_fp16_to_fp32(*dmin_out);
+    for (s = 0; s < 8; s++) {
+        sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
+        m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
+    }
+    mms__q4_k_pack_scales(sc, m, packed);
+    for (s = 0; s < 8; s++) {
+        const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+        for (l = 0; l < 32; l++)
+            q[32 * s + l] = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, nmax) : 0;
+    }
+    for (s = 0; s < 8; s += 2)
+        for (l = 0; l < 32; l++) qs[16 * s + l] = (uint8_t)((q[32 * s + l] & 0x0f) | ((q[32 * s + 32 + l] & 0x0f) << 4));
+    if (qh) {
+        memset(qh, 0, MMS__QK_K / 8);
+        for (s = 0; s < 8; s++)
+            for (l = 0; l < 32; l++) qh[l] |= (uint8_t)((q[32 * s + l] >> 4) << s);
+    }
+}
+
 static void mms__q4_k_from_float(const float *src, void *dst, int64_t n) {
     struct mms__block_q4_k *b = (struct mms__block_q4_k *)dst;
     int64_t i;
-    int s, l;
-    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) {
-        float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f, d, dmin;
-        int sc[8], m[8];
-        for (s = 0; s < 8; s++) {
-            scales[s] = mms__fit_affine(src + 32 * s, 32, 15, &mins[s]);
-            max_scale = scales[s] > max_scale ? scales[s] : max_scale;
-            max_min = mins[s] > max_min ? mins[s] : max_min;
-        }
-        b->d = mms_fp32_to_fp16(max_scale / 63.0f);
-        b->dmin = mms_fp32_to_fp16(max_min / 63.0f);
-        d = mms_fp16_to_fp32(b->d);
-        dmin = mms_fp16_to_fp32(b->dmin);
-        for (s = 0; s < 8; s++) {
-            sc[s] = d > 0.0f ? mms__clamp_int(mms__round_int(scales[s] / d), 0, 63) : 0;
-            m[s] = dmin > 0.0f ? mms__clamp_int(mms__round_int(mins[s] / dmin), 0, 63) : 0;
-        }
-        mms__q4_k_pack_scales(sc, m, b->scales);
-        for (s = 0; s < 8; s++) {             /* the nibbles against the scales as stored */
-            const float ds = d * (float)sc[s], dm = dmin * (float)m[s];
-            uint8_t *q = b->qs + 32 * (s / 2);
-            for (l = 0; l < 32; l++) {
-                const int v = ds > 0.0f ? mms__clamp_int(mms__round_int((src[32 * s + l] + dm) / ds), 0, 15) : 0;
-                q[l] = (uint8_t)(s % 2 ? (q[l] & 0x0f) | (v << 4) : v);
-            }
-        }
-    }
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) mms__k_affine_from_float(src, 15, &b->d, &b->dmin, b->scales, b->qs, NULL);
+}
+
+/* -- Q5_K -- */
+
+static void mms__q5_k_to_float(const void *src, float *dst, int64_t n) {
+    const struct mms__block_q5_k *b = (const struct mms__block_q5_k *)src;
+    int64_t i;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, dst += MMS__QK_K) mms__k_affine_block_to_float(b->d, b->dmin, b->scales, b->qs, b->qh, dst);
+}
+
+static void mms__q5_k_from_float(const float *src, void *dst, int64_t n) {
+    struct mms__block_q5_k *b = (struct mms__block_q5_k *)dst;
+    int64_t i;
+    for (i = 0; i < n / MMS__QK_K; i++, b++, src += MMS__QK_K) mms__k_affine_from_float(src, 31, &b->d, &b->dmin, b->scales, b->qs, b->qh);
 }
 
 /* -- Q6_K -- */

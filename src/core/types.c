@@ -90,6 +90,7 @@ static const struct mms_type_traits mms__type_traits[MMS_TYPE_COUNT] = {
     /* Q4_0    */ { "q4_0", MMS__QK4_0, sizeof(struct mms__block_q4_0), true, false, mms__q4_0_to_float, mms__q4_0_from_float },
     /* Q4_K    */ { "q4_k", MMS__QK_K,  sizeof(struct mms__block_q4_k), true, false, mms__q4_k_to_float, mms__q4_k_from_float },
     /* Q6_K    */ { "q6_k", MMS__QK_K,  sizeof(struct mms__block_q6_k), true, false, mms__q6_k_to_float, mms__q6_k_from_float },
+    /* Q5_K    */ { "q5_k", MMS__QK_K,  sizeof(struct mms__block_q5_k), true, false, mms__q5_k_to_float, mms__q5_k_from_float },
 };
 
 static bool mms__type_valid(enum mms_type type) { return type > MMS_TYPE_INVALID && type < MMS_TYPE_COUNT; }

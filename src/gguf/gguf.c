@@ -21,7 +21,7 @@ static const struct mms__gguf_ttype mms__gguf_ttypes[] = {
     {  6, "q5_0", 32,  22, MMS_TYPE_INVALID }, {  7, "q5_1", 32,  24, MMS_TYPE_INVALID },
     {  8, "q8_0", 32,  34, MMS_TYPE_Q8_0 }, {  9, "q8_1", 32,  36, MMS_TYPE_INVALID },
     { 10, "q2_k", 256, 84, MMS_TYPE_INVALID }, { 11, "q3_k", 256, 110, MMS_TYPE_INVALID },
-    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_INVALID },
+    { 12, "q4_k", 256, 144, MMS_TYPE_Q4_K }, { 13, "q5_k", 256, 176, MMS_TYPE_Q5_K },
     { 14, "q6_k", 256, 210, MMS_TYPE_Q6_K }, { 15, "q8_k", 256, 292, MMS_TYPE_INVALID },
     { 24, "i8",   1,   1, MMS_TYPE_INVALID }, { 25, "i16",  1,   2, MMS_TYPE_INVALID },
     { 26, "i32",  1,   4, MMS_TYPE_I32 },     { 27, "i64",  1,   8, MMS_TYPE_INVALID },

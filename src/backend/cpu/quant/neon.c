@@ -35,7 +35,12 @@ static MMS__NEON_INLINE int8x16_t mms__q6_k_values(uint8x16_t ql, bool high_nibb
     return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
 }
 
-/* The four dots, once for each byte product (SUFFIX, the target it needs, DOT). */
+/* Bit s of each of 16 bytes as 16 (Q5_K's fifth bit of a value), as a signed byte. */
+static MMS__NEON_INLINE int8x16_t mms__fifth_bit(uint8x16_t qh, int s) {
+    return vreinterpretq_s8_u8(vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - s))), vdupq_n_u8(0x10)));
+}
+
+/* The dots, once for each byte product (SUFFIX, the target it needs, DOT). */
 #define MMS__NEON_Q8_DOTS(SUFFIX, TARGET, DOT)                                                                        \
 static TARGET float mms__dot_q8_0_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
     const struct mms__block_q8_0 *b = (const struct mms__block_q8_0 *)w;                                             \
@@ -62,31 +67,51 @@ static TARGET float mms__dot_q4_0_##SUFFIX(int64_t K, const void *w, const void 
     }                                                                                                                \
     return vaddvq_f32(acc);                                                                                          \
 }                                                                                                                    \
-/* Q4_K: the mins term dmin * sum(min * activations) from the activations' sums of 16 */                            \
-static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
-    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;                                             \
-    const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;                                            \
+/* Q4_K and Q5_K (blocks as in row_dots.c's mms__dot4_k_affine_avx2: size bytes, d, dmin and the     \
+   packed scales first, the nibbles at qs_at, Q5_K's fifth bits at qh_at, 0: none): the mins term      \
+   dmin * sum(min * activations) from the activations' sums of 16 */                                   \
+static TARGET MMS__NEON_INLINE float mms__dot_k_affine_##SUFFIX(int64_t K, const uint8_t *b, size_t size, size_t qs_at, size_t qh_at, \
+                                                                const struct mms__block_q8_k *x) {   \
     float sum = 0.0f;                                                                                                \
     int64_t i;                                                                                                       \
     int j;                                                                                                           \
-    for (i = 0; i < K / MMS__QK_K; i++, b++, x++) {                                                                  \
+    for (i = 0; i < K / MMS__QK_K; i++, b += size, x++) {                                                            \
         int32x4_t sumi = vdupq_n_s32(0);                                                                             \
         int32_t mins = 0;                                                                                            \
+        mms_fp16_t d, dmin;                                                                                          \
+        memcpy(&d, b, sizeof d);                                                                                     \
+        memcpy(&dmin, b + 2, sizeof dmin);                                                                           \
         for (j = 0; j < 4; j++) {                                                                                    \
-            const uint8x16_t q0 = vld1q_u8(b->qs + 32 * j), q1 = vld1q_u8(b->qs + 32 * j + 16);                      \
+            const uint8x16_t q0 = vld1q_u8(b + qs_at + 32 * j), q1 = vld1q_u8(b + qs_at + 32 * j + 16);              \
             const int8_t *a = x->qs + 64 * j;                                                                        \
+            int8x16_t v0 = mms__nibbles_lo(q0, 0), v1 = mms__nibbles_lo(q1, 0), v2 = mms__nibbles_hi(q0, 0), v3 = mms__nibbles_hi(q1, 0); \
             int sc0, m0, sc1, m1;                                                                                    \
             int32x4_t lo, hi;                                                                                        \
-            mms__q4_k_scale_min(2 * j, b->scales, &sc0, &m0);                                                        \
-            mms__q4_k_scale_min(2 * j + 1, b->scales, &sc1, &m1);                                                    \
-            lo = DOT(DOT(vdupq_n_s32(0), mms__nibbles_lo(q0, 0), vld1q_s8(a)), mms__nibbles_lo(q1, 0), vld1q_s8(a + 16)); \
-            hi = DOT(DOT(vdupq_n_s32(0), mms__nibbles_hi(q0, 0), vld1q_s8(a + 32)), mms__nibbles_hi(q1, 0), vld1q_s8(a + 48)); \
+            if (qh_at) {                                                                                             \
+                const uint8x16_t h0 = vld1q_u8(b + qh_at), h1 = vld1q_u8(b + qh_at + 16);                          \
+                v0 = vorrq_s8(v0, mms__fifth_bit(h0, 2 * j));                                                        \
+                v1 = vorrq_s8(v1, mms__fifth_bit(h1, 2 * j));                                                        \
+                v2 = vorrq_s8(v2, mms__fifth_bit(h0, 2 * j + 1));                                                    \
+                v3 = vorrq_s8(v3, mms__fifth_bit(h1, 2 * j + 1));                                                    \
+            }                                                                                                        \
+            mms__q4_k_scale_min(2 * j, b + 4, &sc0, &m0);                                                            \
+            mms__q4_k_scale_min(2 * j + 1, b + 4, &sc1, &m1);                                                        \
+            lo = DOT(DOT(vdupq_n_s32(0), v0, vld1q_s8(a)), v1, vld1q_s8(a + 16));                                    \
+            hi = DOT(DOT(vdupq_n_s32(0), v2, vld1q_s8(a + 32)), v3, vld1q_s8(a + 48));                               \
             sumi = vmlaq_n_s32(vmlaq_n_s32(sumi, lo, sc0), hi, sc1);                                                 \
             mins += m0 * (x->bsums[4 * j] + x->bsums[4 * j + 1]) + m1 * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]); \
         }                                                                                                            \
-        sum += x->d * (mms__fp16_to_f32_neon(b->d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(b->dmin) * (float)mins); \
+        sum += x->d * (mms__fp16_to_f32_neon(d) * (float)vaddvq_s32(sumi) - mms__fp16_to_f32_neon(dmin) * (float)mins); \
     }                                                                                                                \
     return sum;                                                                                                      \
+}                                                                                                                    \
+static TARGET float mms__dot_q4_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    return mms__dot_k_affine_##SUFFIX(K, (const uint8_t *)w, sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, \
+                                      (const struct mms__block_q8_k *)xv);                                          \
+}                                                                                                                    \
+static TARGET float mms__dot_q5_k_##SUFFIX(int64_t K, const void *w, const void *xv) {                               \
+    return mms__dot_k_affine_##SUFFIX(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs), \
+                                      offsetof(struct mms__block_q5_k, qh), (const struct mms__block_q8_k *)xv);    \
 }                                                                                                                    \
 /* Q6_K: per half, group g of 32 values takes nibble g / 2 of ql[32 (g % 2) ..] and bits 2g of qh;  \
    each 16 values have their own int8 scale */                                                                       \

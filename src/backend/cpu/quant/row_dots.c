@@ -149,6 +149,28 @@ static MMS__AVX2_INLINE __m256i mms__broadcast_i16(__m256i v, int k_lo, int k_hi
     return _mm256_shuffle_epi8(v, _mm256_set_epi16(hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo));
 }
 
+/* The K types of Q4_K's affine sub-blocks (Q4_K, Q5_K) share their 4-column dot: a block of `size`
+   bytes begins as both structs do (d, dmin, the 12 packed scale bytes), its low nibbles at byte
+   qs_at (32 bytes per pair of sub-blocks: the first low, the second high) and, for Q5_K, the fifth
+   bits at byte qh_at (bit s of byte l: value l of sub-block s; qh_at 0: none). The constant offsets
+   inline into each type's own function. */
+
+/* Sub-blocks 2j (lo) and 2j + 1 (hi) of the block at blk as 32 unsigned bytes each. *h: the block's
+   fifth bits shifted down 2j (by the calls for j - 1), bit 0 and 1 of each byte those of 2j, 2j + 1:
+   to bit 4 by 16-bit shifts whose mask keeps each byte's own bit. */
+static MMS__AVX2_INLINE void mms__k_affine_pair(const uint8_t *blk, size_t qs_at, size_t qh_at, int j, __m256i *h, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + qs_at + 32 * j));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (qh_at) {
+        const __m256i m16 = _mm256_set1_epi8(0x10);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(*h, 4), m16));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(*h, 3), m16));
+        *h = _mm256_srli_epi16(*h, 2);
+    }
+}
+
 /* Q4_K against 256-blocks. Per pair of sub-blocks one load of 32 bytes of nibbles (low: the first
    sub-block, high: the second); each sub-block's int16 products summed in int32 by one madd
    against its 6-bit scale (at most 8 * 2 * 63 * 3810 per lane). The mins term,
@@ -261,31 +283,32 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) out[c] = mms__hsum256(_mm256_add_ps(acc0[c], acc1[c]));
 }
 
-/* Q4_K as mms__dot_q4_k_avx2, each pair of sub-blocks unpacked once for the 4 columns. */
-static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
-    const struct mms__block_q4_k *b = (const struct mms__block_q4_k *)w;
+/* Q4_K as mms__dot_q4_k_avx2 (Q5_K likewise, its 5-bit values at most 2 * 31 * 127 per int16 lane),
+   each pair of sub-blocks unpacked once for ncols (4; Q5_K's single dot: 1) columns. */
+static MMS__AVX2_INLINE void mms__dot4_k_affine_avx2(int64_t K, const uint8_t *w, size_t size, size_t qs_at, size_t qh_at,
+                                                     const void *xv, size_t x_stride, float *out, int ncols) {
     const struct mms__block_q8_k *x[4];
-    const __m256i m4 = _mm256_set1_epi8(0x0f), step = _mm256_set1_epi16(0x0202);
+    const __m256i step = _mm256_set1_epi16(0x0202);
     __m256 acc[4];
     int64_t i;
     int j, c;
 MMS__UNROLL4
-    for (c = 0; c < 4; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
-    for (i = 0; i < K / MMS__QK_K; i++, b++) {
-        const __m256i sm = mms__q4_k_scales_mins(b->scales), scales = _mm256_permute4x64_epi64(sm, 0x44);
+    for (c = 0; c < ncols; c++) { x[c] = (const struct mms__block_q8_k *)((const char *)xv + c * x_stride); acc[c] = _mm256_setzero_ps(); }
+    for (i = 0; i < K / MMS__QK_K; i++, w += size) {
+        const __m256i sm = mms__q4_k_scales_mins(w + 4), scales = _mm256_permute4x64_epi64(sm, 0x44);
         const __m128i mins = _mm256_extracti128_si256(sm, 1);
-        const __m128 d = mms__fp16x2_to_f32(&b->d);
-        __m256i sumi[4];
+        const __m128 d = mms__fp16x2_to_f32((const mms_fp16_t *)w);
+        __m256i sumi[4], h = qh_at ? _mm256_loadu_si256((const __m256i *)(w + qh_at)) : _mm256_setzero_si256();
         __m256i pick = _mm256_set1_epi16(0x0100);   /* the shuffle that broadcasts int16 lane k: bytes 2k, 2k + 1 */
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) sumi[c] = _mm256_setzero_si256();
+        for (c = 0; c < ncols; c++) sumi[c] = _mm256_setzero_si256();
         for (j = 0; j < 4; j++) {   /* not unrolled: gcc then spills the 4 columns' sums */
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo, hi;
             const __m256i sc_lo = _mm256_shuffle_epi8(scales, pick), sc_hi = _mm256_shuffle_epi8(scales, _mm256_add_epi16(pick, step));
+            mms__k_affine_pair(w, qs_at, qh_at, j, &h, &lo, &hi);
             pick = _mm256_add_epi16(pick, _mm256_add_epi16(step, step));
 MMS__UNROLL4
-            for (c = 0; c < 4; c++) {
+            for (c = 0; c < ncols; c++) {
                 const int8_t *a = x[c][i].qs + 64 * j;
                 const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a));
                 const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 32)));
@@ -294,7 +317,7 @@ MMS__UNROLL4
             }
         }
 MMS__UNROLL4
-        for (c = 0; c < 4; c++) {   /* d * sum - dmin * sum(min * activations), times the activations' step */
+        for (c = 0; c < ncols; c++) {   /* d * sum - dmin * sum(min * activations), times the activations' step */
             const struct mms__block_q8_k *xc = &x[c][i];
             const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xc->bsums), _mm_loadu_si128((const __m128i *)(xc->bsums + 8)));
             const __m128 dc = _mm_mul_ps(d, _mm_set1_ps(xc->d));
@@ -303,7 +326,25 @@ MMS__UNROLL4
         }
     }
 MMS__UNROLL4
-    for (c = 0; c < 4; c++) out[c] = mms__hsum256(acc[c]);
+    for (c = 0; c < ncols; c++) out[c] = mms__hsum256(acc[c]);
+}
+
+static MMS__TARGET_AVX2 void mms__dot4_q4_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    mms__dot4_k_affine_avx2(K, (const uint8_t *)w, sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, xv, x_stride, out, 4);
+}
+
+static MMS__TARGET_AVX2 void mms__dot4_q5_k_avx2(int64_t K, const void *w, const void *xv, size_t x_stride, float *out) {
+    mms__dot4_k_affine_avx2(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs),
+                            offsetof(struct mms__block_q5_k, qh), xv, x_stride, out, 4);
+}
+
+/* Q5_K's row dot is its 4-column dot on one column: a column's bits never depend on the columns
+   beside it (decode of several sequences), with no repacked layout to give that. */
+static MMS__TARGET_AVX2 float mms__dot_q5_k_avx2(int64_t K, const void *w, const void *xv) {
+    float out;
+    mms__dot4_k_affine_avx2(K, (const uint8_t *)w, sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs),
+                            offsetof(struct mms__block_q5_k, qh), xv, 0, &out, 1);
+    return out;
 }
 
 /* Q6_K as mms__dot_q6_k_avx2, each group of 32 values unpacked once for the 4 columns. */
