@@ -142,6 +142,13 @@ else
         else say "FAIL  libcublas.so.13 (CUDA 13's cuBLAS) is on neither the loader's path nor beside a CUDA toolkit here"; fi
     fi
     ldd bin/test_cuda >> "$log" 2>&1
+    # The CUDA runtime must see the device (a driver older than CUDA 13's says so here), else every
+    # device case would print SKIP and the steps would measure and check nothing.
+    seen=$(timeout 60 bin/bench_cuda --skip-micro 2>&1)
+    if [ $? -ne 0 ] || echo "$seen" | grep -q '^SKIP'; then
+        say "FAIL  the CUDA runtime cannot use the GPU: $(echo "$seen" | grep -m 1 -E 'SKIP|error|rror' || echo "$seen" | tail -n 1)"
+        exit 1
+    fi
 fi
 say "device: $gpu_name"
 
