@@ -8,7 +8,7 @@ set -u
 dir=${1:?usage: tools/gpu_bundle_manifest.sh BUNDLE_DIR}
 echo "bundle: $dir"
 echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version 2>/dev/null | head -n 1)"
-echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+echo "commit when this was written (a program is rebuilt only when its sources change): $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 echo "size: $(du -sk "$dir" | cut -f1) KiB"
 for p in "$dir"/bin/*; do
     libs=$(ldd "$p" 2>/dev/null | awk '/=>/ { print $1 } !/=>/ && /^\t\// { print $1 }' | sed 's|.*/||' | sort | tr '\n' ' ')
