@@ -29,8 +29,10 @@
 # figures against targets scaled to the GPU that nvidia-smi names (decode is bound by memory
 # bandwidth: the H200 targets, F16 >= 160 tok/s and Q4_K_M >= 500 tok/s, times 3.35/4.8 on an H100
 # SXM; the 4-tile encode <= 50 ms is compute-bound: the same GH100 compute, not scaled).
-# Exit status: 0 every step passed; 1 a step failed or timed out, or no GPU or no bundle; 3 nothing
-# failed but a step was NOT RUN.
+# Before the steps, bench_cuda starts the backend once: when the CUDA runtime cannot use the GPU (a
+# driver older than CUDA 13) the run ends there with its message, since every device case would skip.
+# Exit status: 0 every step passed; 1 a step failed or timed out, or no GPU, no usable runtime or no
+# bundle; 3 nothing failed but a step was NOT RUN.
 # The log goes to $OUT/gpu_check.log and the summary to $OUT/gpu_check_summary.txt ($OUT when set,
 # else the bundle's out/).
 # Variables: GPU_CHECK_SECONDS (420), GPU_CHECK_SKIP="step step" (left out, NOT RUN),
@@ -38,7 +40,8 @@
 # machine: build/gpu-bundle-mock, the programs linked with the mock CUDA runtime of tests/cuda_mock.h;
 # the 11B figures at 4 text layers and 1 + 1 vision layers with the kernels skipped, MEANINGLESS as
 # speed and labelled so; each step's limit times GPU_CHECK_MOCK_SLOWER (4): the host emulation is
-# slow; the sanitizer steps run their subsets without compute-sanitizer and count as NOT RUN).
+# slow; the demo compares one picture; the sanitizer steps run their subsets without
+# compute-sanitizer and count as NOT RUN).
 # A whole rehearsal: make gpu-bundle-mock && GPU_CHECK_MOCK=1 GPU_CHECK_SECONDS=3600 tools/gpu_check.sh
 set -u
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
