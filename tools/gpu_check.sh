@@ -183,7 +183,7 @@ else
     [ "$mdir" != build ] && rm -f "$mdir"/bench-mllama-11b-*.gguf      # RAM, not disk: give it back
     step decode_q4_k_m 100 bench bin/bench_cuda --skip-micro --mllama q4_k_m --model-dir "$mdir"
 fi
-[ "$mdir" != build ] && rm -f "$mdir"/bench-mllama-11b-*.gguf
+[ "$mdir" != build ] && rm -f "$mdir"/bench-mllama-11b-*.gguf && rmdir "$mdir" 2>/dev/null
 
 step test_cuda 120 test env MMS_TEST_VERBOSE=1 bin/test_cuda
 step test_backend_ops 120 test env MMS_TEST_VERBOSE=1 bin/test_backend_ops
