@@ -31,8 +31,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cublas_v2.h>
-#include <chrono>
 #include <math.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -2283,8 +2283,16 @@ static bool cu_signature(struct cu_backend *cb, struct mms_cgraph *g) {
     }
     return true;
 }
+// A monotonic clock in nanoseconds from C's library: the programs link with the C compiler, without
+// the C++ library std::chrono would need.
 static int64_t cu_now_ns(void) {
-    return (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+#ifdef CLOCK_MONOTONIC
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+#else
+    return mms_time_us() * 1000;
+#endif
 }
 static uint64_t cu_key_mix(uint64_t h, uint64_t w) {
     h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
