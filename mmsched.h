@@ -456,9 +456,11 @@
        one core), the helpers still take their parts but the caller stops while they run: the
        caller also measures its own rate in its parts (its thread's CPU time over wall time,
        sampled) and counts a split's gain as T (1 - (1 - share) / rate), nothing at half the parts
-       and half the rate. That needs a per-thread CPU clock: POSIX's CLOCK_THREAD_CPUTIME_ID, which
-       <time.h> declares when the implementation is compiled with _POSIX_C_SOURCE >= 199309L (the
-       Makefile's programs are; a strict -std=c99 build and Windows count the share alone). The cost
+       and half the rate. That needs a per-thread CPU clock: POSIX's CLOCK_THREAD_CPUTIME_ID (on Linux
+       the library declares it itself, so a strict -std=c99 build has it too; other POSIX systems need
+       _POSIX_C_SOURCE >= 199309L where the implementation is compiled; Windows counts the share
+       alone). A caller's part shorter than 20 us tells no rate, so graphs of microsecond nodes are
+       judged by the share and the cost. The cost
        learnt halves and the rate moves halfway back to full every 20 ms without a split, so smaller
        nodes are tried again when the machine frees up.
        mms_backend_cpu_set_split (or MMS_CPU_SPLIT=auto|all|none) overrides the choice: ALL splits
@@ -3272,6 +3274,15 @@ static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
 static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
 
+/* clock_gettime and its clocks are declared only outside strict ISO C (-std=c99 hides them, the way
+   this library's own objects are built): without this the pool would lose its thread clock and the
+   monotonic one. Their Linux values are the same on every architecture; clockid_t is an int. */
+#if defined(__linux__) && !defined(CLOCK_MONOTONIC)
+extern int clock_gettime(int clock_id, struct timespec *tp);
+#  define CLOCK_MONOTONIC 1
+#  define CLOCK_THREAD_CPUTIME_ID 3
+#endif
+
 /* The calling thread's CPU time in nanoseconds; -1 where the headers expose no per-thread clock. */
 MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) {
 #ifdef CLOCK_THREAD_CPUTIME_ID
@@ -3283,8 +3294,8 @@ MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) {
 #endif
 }
 
-/* A monotonic clock when the headers expose one; strict C99 builds without POSIX feature macros
-   fall back to gettimeofday. */
+/* A monotonic clock where there is one (Linux always, above); other systems' strict C99 builds
+   without POSIX feature macros fall back to gettimeofday. */
 MMS_API int64_t mms_time_us(void) {
 #ifdef CLOCK_MONOTONIC
     struct timespec ts;

@@ -292,6 +292,30 @@ static void test_threadpool_counts_the_callers_slowdown(void) {
     mms__threadpool_free(pool);
 }
 
+/* The clocks the pool learns from, in a build as strict as the library's own objects (-std=c99,
+   no POSIX feature macros): on Linux the thread's CPU clock exists and counts this thread's work
+   (without it the caller's rate above is never measured and stays 1); on Windows there is none
+   and the pool keeps the rule without a rate. */
+static void test_pool_clocks_in_a_strict_build(void) {
+    int64_t t0 = mms__thread_cpu_ns(), w0 = mms_time_us(), t1, w1;
+    volatile double x = 0.0;
+    long i;
+#if defined(__linux__)
+    EXPECT(t0 >= 0, "no thread CPU clock on Linux (%lld): the pool cannot see the caller's rate", (long long)t0);
+#elif defined(_WIN32)
+    EXPECT(t0 == -1, "a thread clock on Windows (%lld), where the manual says there is none", (long long)t0);
+#endif
+    for (i = 0; i < 20000000 && mms_time_us() - w0 < 20000; i++) x += 1.0 / (double)(i + 1);
+    t1 = mms__thread_cpu_ns();
+    w1 = mms_time_us();
+    EXPECT(w1 >= w0, "the wall clock ran back");
+    if (t0 >= 0) {
+        EXPECT(t1 > t0, "the thread clock did not advance over %lld us of work", (long long)(w1 - w0));
+        EXPECT((t1 - t0) / 1000 <= (w1 - w0) + 2000, "the thread clock ran %lld us in %lld us of wall time",
+               (long long)((t1 - t0) / 1000), (long long)(w1 - w0));
+    }
+}
+
 /* Through the backend: a graph of many small nodes computes right whether or not the helpers ever
    run, and with helpers that never come it stops handing nodes out (each hand-out would wake
    sleepers for nothing). */
@@ -478,6 +502,7 @@ int main(void) {
     RUN(test_threadpool_runs_each_part_once_with_or_without_helpers);
     RUN(test_threadpool_splits_what_pays);
     RUN(test_threadpool_counts_the_callers_slowdown);
+    RUN(test_pool_clocks_in_a_strict_build);
     RUN(test_graph_on_a_pool_whose_helpers_never_run);
     RUN(test_allocating_context_computes_directly);
     RUN(test_compute_errors);

@@ -170,6 +170,15 @@ static pthread_mutex_t mms__global_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void mms__global_lock(void)   { pthread_mutex_lock(&mms__global_mutex); }
 static void mms__global_unlock(void) { pthread_mutex_unlock(&mms__global_mutex); }
 
+/* clock_gettime and its clocks are declared only outside strict ISO C (-std=c99 hides them, the way
+   this library's own objects are built): without this the pool would lose its thread clock and the
+   monotonic one. Their Linux values are the same on every architecture; clockid_t is an int. */
+#if defined(__linux__) && !defined(CLOCK_MONOTONIC)
+extern int clock_gettime(int clock_id, struct timespec *tp);
+#  define CLOCK_MONOTONIC 1
+#  define CLOCK_THREAD_CPUTIME_ID 3
+#endif
+
 /* The calling thread's CPU time in nanoseconds; -1 where the headers expose no per-thread clock. */
 MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) {
 #ifdef CLOCK_THREAD_CPUTIME_ID
@@ -181,8 +190,8 @@ MMS__MAYBE_UNUSED static int64_t mms__thread_cpu_ns(void) {
 #endif
 }
 
-/* A monotonic clock when the headers expose one; strict C99 builds without POSIX feature macros
-   fall back to gettimeofday. */
+/* A monotonic clock where there is one (Linux always, above); other systems' strict C99 builds
+   without POSIX feature macros fall back to gettimeofday. */
 MMS_API int64_t mms_time_us(void) {
 #ifdef CLOCK_MONOTONIC
     struct timespec ts;
