@@ -820,7 +820,12 @@
        other formats, bounds with fractions on numbers, pattern with a length) is an
        MMS_ERR_UNSUPPORTED error naming the keyword and its path ("minProperties at
        #/properties/a/minProperties: not supported"), never dropped. mms_grammar_json(true) is
-       OpenAI's json_object (any object), mms_grammar_choice one of several raw strings.
+       OpenAI's json_object (any object), mms_grammar_choice one of several raw strings. A grammar
+       cannot remember which keys an object already has: in any-JSON mode, and among a schema's
+       additional keys, a key may come twice ({"a":1,"a":2}; listed keys never repeat). RFC 8259 asks
+       for unique names (SHOULD, not MUST); Python's json keeps the last value, and the additional
+       schema holds for every value, so jsonschema's verdict is the same; this library's own strict
+       reader, mms_json_parse, refuses such a document.
 
        How the cost is bounded: the constraint keeps a set of parse stacks, each interned as one
        integer (a frame and its parent), so a state is a sorted set of integers. The vocabulary is
