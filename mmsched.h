@@ -671,7 +671,7 @@
        block-type weights dequantized to F16 first). Up to 8 columns (decode) it is a GEMV kernel per
        weight type, two rows per warp, every column at once, 128-bit loads where rows are 16-byte
        aligned: float weights (F32, F16, BF16) against b's f32 values as they are; block types (Q8_0,
-       Q4_0, Q4_K, Q6_K) against b rounded once to 8 bits per 32 values (step max|x|/127, a relative
+       Q4_0, Q4_K, Q5_K, Q6_K) against b rounded once to 8 bits per 32 values (step max|x|/127, a relative
        error of about 1e-3 per block, as the CPU's AVX2 decode), staged through shared memory, their
        scales decoded once per 32 values, dp4a integer dots. Flash attention (D and Dv up to 256,
        masks of any strides, shared mask rows, grouped heads, softcap) picks one of three kernels:

@@ -79,7 +79,7 @@ struct cu_tensor {
 
 static bool cu_is_float(enum mms_type t) { return t == MMS_TYPE_F32 || t == MMS_TYPE_F16 || t == MMS_TYPE_BF16; }
 static bool cu_is_plain(enum mms_type t) { return cu_is_float(t) || t == MMS_TYPE_I32; }
-static bool cu_is_block(enum mms_type t) { return t == MMS_TYPE_Q8_0 || t == MMS_TYPE_Q4_0 || t == MMS_TYPE_Q4_K || t == MMS_TYPE_Q6_K; }
+static bool cu_is_block(enum mms_type t) { return t == MMS_TYPE_Q8_0 || t == MMS_TYPE_Q4_0 || t == MMS_TYPE_Q4_K || t == MMS_TYPE_Q5_K || t == MMS_TYPE_Q6_K; }
 
 static cu_tensor cu_tensor_of(const struct mms_tensor *t) {
     cu_tensor c;
@@ -153,6 +153,7 @@ HD static int cu_type_size(int type) {
         case MMS_TYPE_Q8_0: return 34;
         case MMS_TYPE_Q4_0: return 18;
         case MMS_TYPE_Q4_K: return 144;
+        case MMS_TYPE_Q5_K: return 176;
         case MMS_TYPE_Q6_K: return 210;
         default: return 0;
     }
@@ -160,7 +161,7 @@ HD static int cu_type_size(int type) {
 HD static int cu_blck_size(int type) {
     switch (type) {
         case MMS_TYPE_Q8_0: case MMS_TYPE_Q4_0: return 32;
-        case MMS_TYPE_Q4_K: case MMS_TYPE_Q6_K: return 256;
+        case MMS_TYPE_Q4_K: case MMS_TYPE_Q5_K: case MMS_TYPE_Q6_K: return 256;
         default: return 1;
     }
 }
@@ -178,15 +179,16 @@ HD static float cu_dequant(int type, const char *row, int64_t i) {
             const int q = j < 16 ? (u[2 + j] & 0x0f) : (u[2 + j - 16] >> 4);
             return (float)(q - 8) * cu_half_to_float(cu_u16(b));
         }
-        case MMS_TYPE_Q4_K: {           // f16 d, f16 dmin, scales[12], qs[128]
-            const uint8_t *sc = u + 4, *qs = u + 16;
+        case MMS_TYPE_Q4_K: case MMS_TYPE_Q5_K: {   // f16 d, f16 dmin, scales[12], Q5_K: qh[32], qs[128]
+            const bool fifth = type == MMS_TYPE_Q5_K;   // value l of sub-block s: bit s of qh[l] on top
+            const uint8_t *sc = u + 4, *qs = u + (fifth ? 48 : 16);
             const int sub = j / 32, l = j % 32, chunk = j / 64;
-            const int q = sub % 2 == 0 ? (qs[32 * chunk + l] & 0x0f) : (qs[32 * chunk + l] >> 4);
+            const int q = (sub % 2 == 0 ? (qs[32 * chunk + l] & 0x0f) : (qs[32 * chunk + l] >> 4)) | (fifth ? ((u[16 + l] >> sub) & 1) << 4 : 0);
             int s, m;
             if (sub < 4) { s = sc[sub] & 63; m = sc[sub + 4] & 63; }
             else         { s = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4); m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
             // Fused into one FMA by nvcc, and still the CPU's bits: d has at most 17 significant
-            // bits (11 of the f16, 6 of s), so d * q (q < 16) is exact and only the subtraction rounds.
+            // bits (11 of the f16, 6 of s), so d * q (q < 32) is exact and only the subtraction rounds.
             const float d = cu_half_to_float(cu_u16(b)) * (float)s, dm = cu_half_to_float(cu_u16(b + 2)) * (float)m;
             return d * (float)q - dm;
         }
@@ -1270,17 +1272,24 @@ template <> struct cu_qblock<MMS_TYPE_Q4_0> {          // f16 d, qs[16]: value j
     }
 };
 
-template <> struct cu_qblock<MMS_TYPE_Q4_K> {          // f16 d, dmin, scales[12], qs[128]: 16-byte aligned
-    enum { BYTES = 144, UNITS = 8 };
+// Q4_K and Q5_K: f16 d, dmin, scales[12], (Q5_K: qh[32] at QH, value l of sub-block j gets bit j of
+// qh[l] as its fifth,) qs[128]; blocks 16-byte aligned, so are qs and qh.
+template <int BYTES_, int QH> struct cu_k_affine {
+    enum { BYTES = BYTES_, UNITS = 8 };
     HD static float unit_dot(const uint8_t *blk, int j, const int *a, float d8, int s8) {
         const uint8_t *sc = blk + 4;
-        const uint4 *qs = (const uint4 *)(blk + 16 + 32 * (j / 2));   // sub-blocks 2c and 2c + 1 share qs[32c ..]
+        const uint4 *qs = (const uint4 *)(blk + (QH ? QH + 32 : 16) + 32 * (j / 2));   // sub-blocks 2c and 2c + 1 share qs[32c ..]
         const int shift = 4 * (j % 2);
         int s = 0;
         for (int v = 0; v < 2; v++) {
             const uint4 w = qs[v];
             const uint32_t u[4] = { w.x, w.y, w.z, w.w };
-            for (int i = 0; i < 4; i++) s = cu_dp4a((int)((u[i] >> shift) & 0x0f0f0f0fu), a[4 * v + i], s);
+            uint32_t h[4] = { 0, 0, 0, 0 };
+            if (QH) {
+                const uint4 x = ((const uint4 *)(blk + QH))[v];
+                h[0] = x.x; h[1] = x.y; h[2] = x.z; h[3] = x.w;
+            }
+            for (int i = 0; i < 4; i++) s = cu_dp4a((int)(((u[i] >> shift) & 0x0f0f0f0fu) | (((h[i] >> j) & 0x01010101u) << 4)), a[4 * v + i], s);
         }
         int sub, m;
         if (j < 4) { sub = sc[j] & 63; m = sc[j + 4] & 63; }
@@ -1288,6 +1297,8 @@ template <> struct cu_qblock<MMS_TYPE_Q4_K> {          // f16 d, dmin, scales[12
         return d8 * (cu_f16_at(blk) * (float)(sub * s) - cu_f16_at(blk + 2) * (float)(m * s8));
     }
 };
+template <> struct cu_qblock<MMS_TYPE_Q4_K> : cu_k_affine<144, 0> {};
+template <> struct cu_qblock<MMS_TYPE_Q5_K> : cu_k_affine<176, 16> {};
 
 template <> struct cu_qblock<MMS_TYPE_Q6_K> {          // ql[128], qh[64], int8 scales[16], f16 d; minus 32
     enum { BYTES = 210, UNITS = 8 };
@@ -1520,6 +1531,7 @@ template <typename Exec> static enum mms_status cu_gemv(const Exec &ex, const st
         case MMS_TYPE_Q8_0: return cu_gemv_q_of<MMS_TYPE_Q8_0>(ex, dst, act, epi);
         case MMS_TYPE_Q4_0: return cu_gemv_q_of<MMS_TYPE_Q4_0>(ex, dst, act, epi);
         case MMS_TYPE_Q4_K: return cu_gemv_q_of<MMS_TYPE_Q4_K>(ex, dst, act, epi);
+        case MMS_TYPE_Q5_K: return cu_gemv_q_of<MMS_TYPE_Q5_K>(ex, dst, act, epi);
         case MMS_TYPE_Q6_K: return cu_gemv_q_of<MMS_TYPE_Q6_K>(ex, dst, act, epi);
         default: return mms_set_error(MMS_ERR_UNSUPPORTED, "CUDA: no GEMV for %s", mms_type_name(a->type));
     }

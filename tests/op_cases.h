@@ -53,7 +53,8 @@ TEST_FN struct mms_tensor *leaf(struct mms_context *c, enum mms_type t, const ch
 }
 
 static const enum mms_type floats[3] = { MMS_TYPE_F32, MMS_TYPE_F16, MMS_TYPE_BF16 };
-static const enum mms_type weights[7] = { MMS_TYPE_F32, MMS_TYPE_F16, MMS_TYPE_BF16, MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+static const enum mms_type weights[8] = { MMS_TYPE_F32, MMS_TYPE_F16, MMS_TYPE_BF16, MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q5_K, MMS_TYPE_Q6_K };
+#define N_WEIGHTS ((int)(sizeof weights / sizeof weights[0]))
 static const enum mms_op unary_ops[8] = { MMS_OP_SQR, MMS_OP_SQRT, MMS_OP_EXP, MMS_OP_TANH, MMS_OP_SILU, MMS_OP_GELU, MMS_OP_GELU_TANH, MMS_OP_SCALE };
 
 /* NMSE allowed when the result (or an operand) is rounded to 16 bits, and when it is not. */
@@ -154,7 +155,7 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
         snprintf(oc->desc, sizeof oc->desc, "REPEAT f32");
         oc->tol = TOL_COPY;
     }
-    for (int t = 0; t < 7; t++) {
+    for (int t = 0; t < N_WEIGHTS; t++) {
         CASE(1) {
             out = mms_get_rows(c, leaf(c, weights[t], "a", 256, 11, 2, 1), leaf(c, MMS_TYPE_I32, "idx11", 6, 2, 1, 1));
             snprintf(oc->desc, sizeof oc->desc, "GET_ROWS %s", mms_type_name(weights[t]));
@@ -188,7 +189,7 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
     }
     CASE(1) { out = mms_im2col(c, leaf(c, MMS_TYPE_F32, "a", 5, 3, 2, 1), leaf(c, MMS_TYPE_F32, "b", 17, 3, 2, 1), 2, 1, 2, 0, 1, 1, false, MMS_TYPE_F32); snprintf(oc->desc, sizeof oc->desc, "IM2COL 1-D"); oc->tol = TOL_COPY; }
     /* mul_mat: every weight type, decode and prompt sizes, grouped-head broadcasting, a strided b */
-    for (int t = 0; t < 7; t++) {
+    for (int t = 0; t < N_WEIGHTS; t++) {
         const int64_t ns[4] = { 1, 3, 17, 64 };
         for (int j = 0; j < 4; j++) {
             CASE(1) {
@@ -214,11 +215,11 @@ TEST_FN bool build_case(int i, struct mms_context *c, struct op_case *oc) {
     }
     /* decode-size products (a GPU's GEMV kernels): rows longer than one staged chunk, an odd number
        of rows, grouped-head batches, up to 8 columns; block rows not 16-byte aligned (K 288) */
-    for (int t = 0; t < 7; t++) {
+    for (int t = 0; t < N_WEIGHTS; t++) {
         const int64_t ns[2] = { 1, 5 };
         for (int j = 0; j < 2; j++) {
             CASE(1) {
-                const int64_t K = t >= 5 ? 2304 : 2176;
+                const int64_t K = t >= 5 ? 2304 : 2176;   /* the K types: a multiple of 256 */
                 out = mms_mul_mat(c, leaf(c, weights[t], "a", K, 19, 2, 1), leaf(c, MMS_TYPE_F32, "b", K, ns[j], 6, 1));
                 snprintf(oc->desc, sizeof oc->desc, "MUL_MAT %s %lldx19 by %lld, heads 2 -> 6", mms_type_name(weights[t]), (long long)K, (long long)ns[j]);
                 oc->tol = t >= 3 ? TOL_Q8_ACT : t ? TOL_LOW : TOL_F32;

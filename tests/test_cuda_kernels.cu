@@ -188,8 +188,8 @@ static void test_fusion_in_shared_memory(void) {
 
 // Random bytes for whole blocks (scales kept finite), dequantized by cu_load and by the library.
 static void test_dequantization_is_bit_exact(void) {
-    const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
-    for (int k = 0; k < 4; k++) {
+    const enum mms_type types[5] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q5_K, MMS_TYPE_Q6_K };
+    for (int k = 0; k < 5; k++) {
         const int64_t n = 256 * 64;
         const size_t bytes = mms_row_size(types[k], n), bs = mms_type_size(types[k]);
         std::vector<uint8_t> raw(bytes);
@@ -198,7 +198,7 @@ static void test_dequantization_is_bit_exact(void) {
         for (size_t b = 0; b < bytes / bs; b++) {       // finite f16 scales: exponent bits below 31
             uint8_t *blk = raw.data() + b * bs;
             blk[(types[k] == MMS_TYPE_Q6_K ? 208 : 0) + 1] &= 0x7b;
-            if (types[k] == MMS_TYPE_Q4_K) blk[3] &= 0x7b;
+            if (types[k] == MMS_TYPE_Q4_K || types[k] == MMS_TYPE_Q5_K) blk[3] &= 0x7b;   // dmin
         }
         mms_get_type_traits(types[k])->to_float(raw.data(), want.data(), n);
         cu_tensor t;
@@ -236,8 +236,8 @@ static void test_demo_model_on_the_kernels(void) {
 // scales must give the dequantized weights' dot products to f32 rounding (NMSE 1e-12), with rows
 // spanning several staged chunks, an odd row count, grouped-head batches and 1 or 5 columns.
 static void test_gemv_of_every_block_type_is_exact(void) {
-    const enum mms_type types[4] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
-    for (int k = 0; k < 4; k++)
+    const enum mms_type types[5] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q5_K, MMS_TYPE_Q6_K };
+    for (int k = 0; k < 5; k++)
         for (int nc = 1; nc <= 5; nc += 4) {
             const int64_t K = k >= 2 ? 2304 : 2176, M = 19;
             struct mms_context *c = test_ctx(false);
@@ -248,7 +248,7 @@ static void test_gemv_of_every_block_type_is_exact(void) {
             for (size_t i = 0; i < bytes; i++) raw[i] = (uint8_t)test_rand_int(0, 255);
             for (size_t blk = 0; blk < bytes / bs; blk++) {       // finite f16 scales
                 raw[blk * bs + (types[k] == MMS_TYPE_Q6_K ? 208 : 0) + 1] &= 0x7b;
-                if (types[k] == MMS_TYPE_Q4_K) raw[blk * bs + 3] &= 0x7b;
+                if (types[k] == MMS_TYPE_Q4_K || types[k] == MMS_TYPE_Q5_K) raw[blk * bs + 3] &= 0x7b;   // dmin
             }
             float *x = (float *)b->data;
             for (int64_t i = 0; i < mms_nelements(b); i++) x[i] = i % 32 == 7 ? (test_rand_int(0, 1) ? 127.0f : -127.0f) : (float)test_rand_int(-127, 127);
