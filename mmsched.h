@@ -185,8 +185,8 @@
        4-, 5- or 6-bit values; the usual weights of Ollama's Q4_K_M models, and Q5_K_M's). to_float
        dequantizes, bit-identical to the gguf package's reference; from_float is our quantizer (per
        block: Q8_0 and Q4_0 as the reference does; K types fit each sub-block by least squares, with
-       an error on Gaussian data within 1% of llama.cpp's reference quantizer for Q4_K and Q5_K, 7%
-       above it for Q6_K: tests/test_quant.c). A row of a block type is ne[0] / block
+       an error on Gaussian data within 1% of llama.cpp's reference quantizer's, Q6_K below it:
+       tests/test_quant.c). A row of a block type is ne[0] / block
        size blocks, so ne[0] must be a multiple of the block size. They are weights: the src0 of
        mul_mat (b stays f32) and of get_rows, and either side of cpy to or from a float type
        (whole contiguous rows); other ops refuse them when built. examples/quantize.c converts a GGUF.
@@ -4077,8 +4077,38 @@ static void mms__q6_k_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* Symmetric per sub-block of 16: the value of largest magnitude maps to -32, then a least-squares
-   refit of the scale; the 16 scales are stored as int8 multiples of d. */
+/* The symmetric fit of one Q6_K sub-block: x ~ scale * q with q in -32..31. Starting scales that put
+   the value of largest magnitude near -32 (a little inside and outside), each assigned, refitted by
+   least squares and assigned and refitted once more; the one of least squared error kept. */
+static float mms__fit_symmetric(const float *x, int n) {
+    float max = 0.0f, best_scale = 0.0f;
+    double best_err = INFINITY, sxx = 0;
+    int i, step, pass;
+    for (i = 0; i < n; i++) {
+        if (fabsf(x[i]) > fabsf(max)) max = x[i];
+        sxx += (double)x[i] * x[i];
+    }
+    if (max == 0.0f) return 0.0f;
+    for (step = -9; step <= 9; step += 3) {
+        float scale = max / -(32.0f + 0.1f * (float)step);
+        for (pass = 0; pass < 2 && scale != 0.0f; pass++) {
+            double sqx = 0, sqq = 0, err;
+            for (i = 0; i < n; i++) {
+                const int v = mms__clamp_int(mms__round_int(x[i] / scale), -32, 31);
+                sqx += (double)v * x[i];
+                sqq += (double)v * v;
+            }
+            if (sqq <= 0) break;
+            err = sxx - sqx * sqx / sqq;                  /* the squared error at the least-squares scale */
+            scale = (float)(sqx / sqq);
+            if (err < best_err) { best_err = err; best_scale = scale; }
+        }
+    }
+    return best_scale;
+}
+
+/* Symmetric per sub-block of 16 (mms__fit_symmetric); the 16 scales are stored as int8 multiples
+   of d. */
 static void mms__q6_k_from_float(const float *src, void *dst, int64_t n) {
     struct mms__block_q6_k *b = (struct mms__block_q6_k *)dst;
     int64_t i;
@@ -4087,22 +4117,8 @@ static void mms__q6_k_from_float(const float *src, void *dst, int64_t n) {
         float scales[16], amax_scale = 0.0f, d;
         int q[MMS__QK_K];
         for (s = 0; s < 16; s++) {
-            const float *x = src + 16 * s;
-            float amax = 0.0f, max = 0.0f, scale;
-            double sqx = 0, sqq = 0;
-            for (l = 0; l < 16; l++)
-                if (fabsf(x[l]) > amax) { amax = fabsf(x[l]); max = x[l]; }
-            scale = max / -32.0f;
-            if (scale != 0.0f) {
-                for (l = 0; l < 16; l++) {
-                    const int v = mms__clamp_int(mms__round_int(x[l] / scale), -32, 31);
-                    sqx += (double)v * x[l];
-                    sqq += (double)v * v;
-                }
-                if (sqq > 0) scale = (float)(sqx / sqq);
-            }
-            scales[s] = scale;
-            if (fabsf(scale) > fabsf(amax_scale)) amax_scale = scale;
+            scales[s] = mms__fit_symmetric(src + 16 * s, 16);
+            if (fabsf(scales[s]) > fabsf(amax_scale)) amax_scale = scales[s];
         }
         b->d = mms_fp32_to_fp16(fabsf(amax_scale) / 127.0f);
         d = mms_fp16_to_fp32(b->d);

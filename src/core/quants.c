@@ -275,8 +275,38 @@ static void mms__q6_k_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* Symmetric per sub-block of 16: the value of largest magnitude maps to -32, then a least-squares
-   refit of the scale; the 16 scales are stored as int8 multiples of d. */
+/* The symmetric fit of one Q6_K sub-block: x ~ scale * q with q in -32..31. Starting scales that put
+   the value of largest magnitude near -32 (a little inside and outside), each assigned, refitted by
+   least squares and assigned and refitted once more; the one of least squared error kept. */
+static float mms__fit_symmetric(const float *x, int n) {
+    float max = 0.0f, best_scale = 0.0f;
+    double best_err = INFINITY, sxx = 0;
+    int i, step, pass;
+    for (i = 0; i < n; i++) {
+        if (fabsf(x[i]) > fabsf(max)) max = x[i];
+        sxx += (double)x[i] * x[i];
+    }
+    if (max == 0.0f) return 0.0f;
+    for (step = -9; step <= 9; step += 3) {
+        float scale = max / -(32.0f + 0.1f * (float)step);
+        for (pass = 0; pass < 2 && scale != 0.0f; pass++) {
+            double sqx = 0, sqq = 0, err;
+            for (i = 0; i < n; i++) {
+                const int v = mms__clamp_int(mms__round_int(x[i] / scale), -32, 31);
+                sqx += (double)v * x[i];
+                sqq += (double)v * v;
+            }
+            if (sqq <= 0) break;
+            err = sxx - sqx * sqx / sqq;                  /* the squared error at the least-squares scale */
+            scale = (float)(sqx / sqq);
+            if (err < best_err) { best_err = err; best_scale = scale; }
+        }
+    }
+    return best_scale;
+}
+
+/* Symmetric per sub-block of 16 (mms__fit_symmetric); the 16 scales are stored as int8 multiples
+   of d. */
 static void mms__q6_k_from_float(const float *src, void *dst, int64_t n) {
     struct mms__block_q6_k *b = (struct mms__block_q6_k *)dst;
     int64_t i;
@@ -285,22 +315,8 @@ static void mms__q6_k_from_float(const float *src, void *dst, int64_t n) {
         float scales[16], amax_scale = 0.0f, d;
         int q[MMS__QK_K];
         for (s = 0; s < 16; s++) {
-            const float *x = src + 16 * s;
-            float amax = 0.0f, max = 0.0f, scale;
-            double sqx = 0, sqq = 0;
-            for (l = 0; l < 16; l++)
-                if (fabsf(x[l]) > amax) { amax = fabsf(x[l]); max = x[l]; }
-            scale = max / -32.0f;
-            if (scale != 0.0f) {
-                for (l = 0; l < 16; l++) {
-                    const int v = mms__clamp_int(mms__round_int(x[l] / scale), -32, 31);
-                    sqx += (double)v * x[l];
-                    sqq += (double)v * v;
-                }
-                if (sqq > 0) scale = (float)(sqx / sqq);
-            }
-            scales[s] = scale;
-            if (fabsf(scale) > fabsf(amax_scale)) amax_scale = scale;
+            scales[s] = mms__fit_symmetric(src + 16 * s, 16);
+            if (fabsf(scales[s]) > fabsf(amax_scale)) amax_scale = scales[s];
         }
         b->d = mms_fp32_to_fp16(fabsf(amax_scale) / 127.0f);
         d = mms_fp16_to_fp32(b->d);
