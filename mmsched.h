@@ -17568,6 +17568,7 @@ struct mms__text_tokens {
     int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
     int            max_len;   /* the most characters of a listed token */
     uint32_t      *all;       /* the listed tokens as a mask */
+    uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
     unsigned char *pos, *most;
 };
 
@@ -17676,6 +17677,7 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
     if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
     memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
+    for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
     state[0] = 0;
     x->pos[0] = 0;
     for (i = 0; i < t->n_node; i++)
@@ -19009,32 +19011,46 @@ static int32_t mms__cs_text_next(struct mms_constraint *c, int32_t s, int kind) 
 }
 
 /* How many characters of the kind in a row every string of them can take from set sid
-   (0 .. MMS__TEXT_MAX_LEN). */
-static int mms__cs_text_reach(struct mms_constraint *c, int32_t sid, int kind) {
+   (0 .. MMS__TEXT_MAX_LEN); *last: the set after them where the reach ends short of the longest
+   listed token, else -1. */
+static int mms__cs_text_reach(struct mms_constraint *c, int32_t sid, int kind, int32_t *last) {
     int reach;
+    *last = -1;
     for (reach = 0; reach < c->trie->text[kind].max_len && !c->oom; reach++) {
         const int32_t to = mms__cs_text_next(c, sid, kind);
-        if (to < 0) return reach;
+        if (to < 0) { *last = sid; return reach; }
         if (to == sid) return MMS__TEXT_MAX_LEN;   /* a loop: it holds from here on */
         sid = to;
     }
     return reach;
 }
 
-/* The walk from trie node tnode in set sid, skipping what the list of text tokens within reach
-   marked: a node whose byte lies within the first reach characters of the text is walked on here;
-   past them, by the plain walk. */
-static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_tokens *x, int32_t tnode, int32_t sid, int reach, uint32_t *mask) {
+/* Does no stack of set s take a byte of class cl? */
+static bool mms__cs_takes_none(const struct mms_constraint *c, int32_t s, const uint32_t cl[8]) {
+    int i, k;
+    for (i = 0; i < c->set_len.v[s]; i++) {
+        const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
+        if (u == 0) continue;
+        for (k = 0; k < 8; k++) if (c->g->classes[8 * (size_t)c->g->elems[c->node_elem.v[u]] + (size_t)k] & cl[k]) return false;
+    }
+    return true;
+}
+
+/* The walk from trie node tnode in set sid, skipping the subtrees whose tokens are all listed with
+   at most `skip` characters (reach, or every listed token where the set after reach characters
+   takes no character of the kind, so the longer ones are refused): a node whose byte lies within
+   the first reach characters of the text is walked on here; past them, by the plain walk. */
+static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_tokens *x, int32_t tnode, int32_t sid, int reach, int skip, uint32_t *mask) {
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
         int32_t nid, t;
-        if (x->most[ch] <= reach) continue;   /* every token under it listed and within reach (MMS__TEXT_NONE > reach) */
+        if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
         if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
-        if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, mask);
+        if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
         else mms__cs_walk(c, ch, nid, mask);
     }
 }
@@ -19042,15 +19058,16 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
 /* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
    the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes). */
 static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
-    const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN);
+    int32_t last_utf8, last_plain, k;
+    const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8, &last_utf8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN, &last_plain);
     const int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain;
+    const int32_t last = kind == MMS__TEXT_UTF8 ? last_utf8 : last_plain;
     const struct mms__text_tokens *x = &c->trie->text[kind];
-    int32_t k;
     if (c->oom) return;
     if (reach >= x->max_len) memcpy(mask, x->all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
     else
         for (k = 0; k < x->len_end[reach]; k++) mask[x->by_len[k] >> 5] |= 1u << (x->by_len[k] & 31);
-    mms__cs_walk_text(c, x, 0, sid, reach, mask);
+    mms__cs_walk_text(c, x, 0, sid, reach, last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach, mask);
 }
 
 /* mask and check differ: the first token they disagree on, else -1. */

@@ -1045,6 +1045,7 @@ struct mms__text_tokens {
     int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
     int            max_len;   /* the most characters of a listed token */
     uint32_t      *all;       /* the listed tokens as a mask */
+    uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
     unsigned char *pos, *most;
 };
 
@@ -1153,6 +1154,7 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
     if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
     memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
+    for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
     state[0] = 0;
     x->pos[0] = 0;
     for (i = 0; i < t->n_node; i++)
