@@ -836,10 +836,12 @@
        same set, for n sets in a row (a string's characters: n unbounded, or what a maxLength
        leaves), the text tokens of at most n characters are allowed from the list and only the trie's
        other paths (tokens with a quote, an escape, a control byte, a byte that begins no character
-       or a character cut at the token's end) are walked. A class that leaves out some characters
-       beyond ASCII (a pattern's) falls back to the plain list, or to the walk where plain bytes
-       differ too (docs/measurements.md has the figures of build/bench_constrain). The trie and the
-       lists are built once per vocabulary, by the first constraint, and shared. Debugging aid: with
+       or a character cut at the token's end) are walked; where the set after the n characters takes
+       no such character (a bounded string's closing quote), the longer text tokens are refused
+       without a walk. A class that leaves out some characters beyond ASCII (a pattern's) falls back
+       to the plain list, or to the walk where plain bytes differ too (docs/measurements.md has the
+       figures of build/bench_constrain). The trie and the lists are built once per vocabulary, by
+       the first constraint, and shared. Debugging aid: with
        MMS_CONSTRAIN_CHECK=1 in the environment when a constraint is made, every mask it hands out
        is also computed by the plain walk, and a difference makes mms_constraint_allowed fail
        (NULL, MMS_ERR_STATE naming the token); tests/test_constrain.c runs with it. End tokens are
