@@ -837,12 +837,18 @@
        sets costs one array read per trie node. Masks are cached per state (256 per constraint), so
        a state met again (inside a string, in a repeated object) costs a lookup. Free text is the
        worst case, as its first visit would walk most of the trie: so the vocabulary also lists its
-       plain tokens (printable ASCII and DEL, no '"' or '\') by length, and where every plain byte leads
-       the state's set to one same set, for n sets in a row (a string's characters: n unbounded, or
-       what a maxLength leaves), the plain tokens of at most n bytes are allowed from that list and
-       only the trie's other paths (tokens with a quote, an escape, a control or non-ASCII byte) are
-       walked (docs/measurements.md has the figures of build/bench_constrain). The trie and the list
-       are built once per vocabulary, by the first constraint, and shared. Debugging aid: with
+       text tokens by their count of characters: those made of whole characters, each a plain byte
+       (printable ASCII and DEL, no '"' or '\') or a valid UTF-8 character beyond ASCII (a second
+       list holds those of plain bytes only). Where every such character leads the state's set to one
+       same set, for n sets in a row (a string's characters: n unbounded, or what a maxLength
+       leaves), the text tokens of at most n characters are allowed from the list and only the trie's
+       other paths (tokens with a quote, an escape, a control byte, a byte that begins no character
+       or a character cut at the token's end) are walked; where the set after the n characters takes
+       no such character (a bounded string's closing quote), the longer text tokens are refused
+       without a walk. A class that leaves out some characters beyond ASCII (a pattern's) falls back
+       to the plain list, or to the walk where plain bytes differ too (docs/measurements.md has the
+       figures of build/bench_constrain). The trie and the lists are built once per vocabulary, by
+       the first constraint, and shared. Debugging aid: with
        MMS_CONSTRAIN_CHECK=1 in the environment when a constraint is made, every mask it hands out
        is also computed by the plain walk, and a difference makes mms_constraint_allowed fail
        (NULL, MMS_ERR_STATE naming the token); tests/test_constrain.c runs with it. End tokens are
@@ -17574,44 +17580,80 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    depends on the vocabulary only, so it is built once, on first use, and shared read-only by every
    constraint and thread after: a constraint then costs its grammar's states, not the vocabulary. */
 
-#define MMS__PLAIN_MAX_LEN 254   /* plain tokens longer than this are not listed (the matcher walks them) */
-#define MMS__PLAIN_NONE 255
+#define MMS__TEXT_MAX_LEN 254   /* text tokens of more characters than this are not listed (the matcher walks them) */
+#define MMS__TEXT_NONE 255
+
+/* The kinds of free text the matcher's shortcut knows (constrain.c): plain bytes only, or plain
+   bytes and whole UTF-8 characters beyond ASCII (a JSON string's unescaped characters). */
+enum { MMS__TEXT_PLAIN, MMS__TEXT_UTF8, MMS__TEXT_KINDS };
 
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
 };
 
+/* The tokens made of whole characters of one kind of text ("listed"), by their count of characters:
+   those of at most L characters are by_len[0 .. len_end[L]). Per trie node, pos: which character
+   of the text its byte belongs to (1 the first), MMS__TEXT_NONE where the path from the root leaves
+   the text; most: the most characters of a token under it (itself included) where every token
+   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed. */
+struct mms__text_tokens {
+    int32_t       *by_len;
+    int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
+    int            max_len;   /* the most characters of a listed token */
+    uint32_t      *all;       /* the listed tokens as a mask */
+    uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
+    unsigned char *pos, *most;
+};
+
 struct mms__token_trie {
-    struct mms__trie_node *node;      /* node 0 is the root (no bytes) */
-    int32_t                n_node, cap_node;
-    int32_t               *token_next;   /* per token id: the next token ending at the same node, or -1 */
-    int32_t               *eog;          /* the end tokens, kept out of the trie: they end the output */
-    int                    n_eog;
-    int32_t                n_vocab;
-    /* Plain text (mms__token_plain: the bytes a JSON string holds as they are), for the matcher's
-       shortcut through free text (constrain.c): the tokens made of plain bytes only, by length,
-       those of length <= L being plain_by_len[0 .. plain_len_end[L]); per node, plain_height: the
-       most bytes under it where every byte under it is plain, else MMS__PLAIN_NONE. */
-    int32_t               *plain_by_len;
-    int32_t                plain_len_end[MMS__PLAIN_MAX_LEN + 1];
-    int                    plain_max_len;   /* the longest listed */
-    uint32_t              *plain_all;       /* the listed tokens as a mask */
-    uint32_t               plain_bytes[8];  /* the plain bytes as a class (a bit per byte) */
-    unsigned char         *plain_height;
+    struct mms__trie_node  *node;      /* node 0 is the root (no bytes) */
+    int32_t                 n_node, cap_node;
+    int32_t                *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t                *eog;          /* the end tokens, kept out of the trie: they end the output */
+    int                     n_eog;
+    int32_t                 n_vocab;
+    struct mms__text_tokens text[MMS__TEXT_KINDS];
+    uint32_t                plain_bytes[8];   /* the plain bytes (mms__token_plain) as a class (a bit per byte) */
 };
 
 /* Is a byte plain text: printable ASCII or DEL, but not '"' or '\\' (what a JSON string holds unescaped)? */
 static bool mms__token_plain(unsigned char b) { return b >= 0x20 && b <= 0x7F && b != '"' && b != '\\'; }
 
+/* A decoder of one kind of text, byte by byte: the state after byte b from state (0: between
+   characters; else the continuation bytes left << 4 | which range the next one must lie in), or -1
+   where b cannot come next. UTF-8 as the grammar's classes write it: no overlong forms, no
+   surrogates, nothing past U+10FFFF. */
+static int mms__text_step(int kind, int state, unsigned char b) {
+    static const unsigned char lo[5] = { 0x80, 0xA0, 0x80, 0x90, 0x80 }, hi[5] = { 0xBF, 0xBF, 0x9F, 0xBF, 0x8F };
+    if (state == 0) {
+        if (mms__token_plain(b)) return 0;
+        if (kind == MMS__TEXT_PLAIN) return -1;
+        if (b >= 0xC2 && b <= 0xDF) return 1 << 4;
+        if (b == 0xE0) return 2 << 4 | 1;
+        if (b == 0xED) return 2 << 4 | 2;
+        if (b >= 0xE1 && b <= 0xEF) return 2 << 4;
+        if (b == 0xF0) return 3 << 4 | 3;
+        if (b >= 0xF1 && b <= 0xF3) return 3 << 4;
+        if (b == 0xF4) return 3 << 4 | 4;
+        return -1;
+    }
+    if (b < lo[state & 15] || b > hi[state & 15]) return -1;
+    return ((state >> 4) - 1) << 4;
+}
+
 static void mms__token_trie_free(struct mms__token_trie *t) {
+    int k;
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
     MMS_FREE(t->eog);
-    MMS_FREE(t->plain_by_len);
-    MMS_FREE(t->plain_all);
-    MMS_FREE(t->plain_height);
+    for (k = 0; k < MMS__TEXT_KINDS; k++) {
+        MMS_FREE(t->text[k].by_len);
+        MMS_FREE(t->text[k].all);
+        MMS_FREE(t->text[k].pos);
+        MMS_FREE(t->text[k].most);
+    }
     MMS_FREE(t);
 }
 
@@ -17655,43 +17697,49 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
     return true;
 }
 
-/* The plain-text summaries (see struct mms__token_trie). A child is numbered after its parent, so
-   one pass from the last node up sees every child before its parent. */
-static size_t mms__token_plain_prefix(const struct mms__token_bytes *tb) {
-    size_t j = 0;
-    while (j < tb->len && mms__token_plain(tb->bytes[j])) j++;
-    return j;
-}
-
-static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__token_bytes *tb, int32_t n_tb) {
-    int32_t i, k, ch, count[MMS__PLAIN_MAX_LEN + 1];
-    t->plain_by_len = (int32_t *)mms__vocab_alloc((size_t)n_tb + 1, sizeof(int32_t));
-    t->plain_height = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
-    t->plain_all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
-    if (!t->plain_by_len || !t->plain_height || !t->plain_all) return false;
-    memset(t->plain_all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
-    for (i = 0; i < 256; i++) if (mms__token_plain((unsigned char)i)) t->plain_bytes[i >> 5] |= 1u << (i & 31);
+/* The summaries of one kind of text (see struct mms__text_tokens). A child is numbered after its
+   parent, so one pass down the numbers sees every parent before its children, and one pass up
+   every child before its parent. */
+static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
+    struct mms__text_tokens *x = &t->text[kind];
+    unsigned char *state = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);   /* the decoder's, 0xFF off the text */
+    int32_t i, k, tok, ch, count[MMS__TEXT_MAX_LEN + 1];
+    x->by_len = (int32_t *)mms__vocab_alloc((size_t)t->n_vocab + 1, sizeof(int32_t));
+    x->all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
+    x->pos = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
+    x->most = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
+    if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
+    memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
-    for (k = 0; k < n_tb; k++) {
-        const size_t j = mms__token_plain_prefix(&tb[k]);
-        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) count[j]++;
-    }
-    for (i = 0, k = 0; i <= MMS__PLAIN_MAX_LEN; i++) { k += count[i]; t->plain_len_end[i] = k; count[i] = k - count[i]; }
-    for (k = 0; k < n_tb; k++) {
-        const size_t j = mms__token_plain_prefix(&tb[k]);
-        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) {
-            t->plain_by_len[count[j]++] = tb[k].id;
-            t->plain_all[tb[k].id >> 5] |= 1u << (tb[k].id & 31);
-            if ((int)j > t->plain_max_len) t->plain_max_len = (int)j;
+    for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
+    state[0] = 0;
+    x->pos[0] = 0;
+    for (i = 0; i < t->n_node; i++)
+        for (ch = t->node[i].first_child; ch >= 0; ch = t->node[ch].next_sibling) {
+            const int s = x->pos[i] == MMS__TEXT_NONE ? -1 : mms__text_step(kind, state[i], t->node[ch].byte);
+            const int p = x->pos[i] + (state[i] == 0);   /* a byte after a whole character starts the next one */
+            state[ch] = s < 0 ? 0xFF : (unsigned char)s;
+            x->pos[ch] = s < 0 || p > MMS__TEXT_MAX_LEN ? MMS__TEXT_NONE : (unsigned char)p;
+            if (s == 0 && x->pos[ch] != MMS__TEXT_NONE)
+                for (tok = t->node[ch].first_token; tok >= 0; tok = t->token_next[tok]) count[x->pos[ch]]++;
         }
-    }
+    for (i = 0, k = 0; i <= MMS__TEXT_MAX_LEN; i++) { k += count[i]; x->len_end[i] = k; count[i] = k - count[i]; }
     for (i = t->n_node - 1; i >= 0; i--) {
-        int h = 0;
-        for (ch = t->node[i].first_child; ch >= 0 && h < MMS__PLAIN_NONE; ch = t->node[ch].next_sibling)
-            if (ch <= i || !mms__token_plain(t->node[ch].byte) || t->plain_height[ch] >= MMS__PLAIN_MAX_LEN) h = MMS__PLAIN_NONE;
-            else if (t->plain_height[ch] + 1 > h) h = t->plain_height[ch] + 1;
-        t->plain_height[i] = (unsigned char)h;
+        const bool listed = state[i] == 0 && x->pos[i] != MMS__TEXT_NONE;
+        int m = 0;
+        for (tok = t->node[i].first_token; tok >= 0; tok = t->token_next[tok]) {
+            if (!listed) { m = MMS__TEXT_NONE; break; }
+            x->by_len[count[x->pos[i]]++] = tok;
+            x->all[tok >> 5] |= 1u << (tok & 31);
+            m = x->pos[i];
+            if (m > x->max_len) x->max_len = m;
+        }
+        for (ch = t->node[i].first_child; ch >= 0 && m < MMS__TEXT_NONE; ch = t->node[ch].next_sibling)
+            if (ch <= i || x->most[ch] == MMS__TEXT_NONE) m = MMS__TEXT_NONE;
+            else if (x->most[ch] > m) m = x->most[ch];
+        x->most[i] = (unsigned char)m;
     }
+    MMS_FREE(state);
     return true;
 }
 
@@ -17725,7 +17773,8 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
-        ok = ok && mms__token_trie_plain(t, tb, n_tb);
+        for (k = 0; k < MMS__TEXT_KINDS && ok; k++) ok = mms__token_trie_text(t, k);
+        for (k = 0; k < 256; k++) if (mms__token_plain((unsigned char)k)) t->plain_bytes[k >> 5] |= 1u << (k & 31);
     }
     MMS_FREE(tb);
     if (!ok) { mms__token_trie_free(t); return NULL; }
@@ -18561,6 +18610,7 @@ struct mms_constraint {
     /* the state sets the walks meet, interned, with their successor by byte (memoised: the walk of
        the next state that meets them again costs one array read per trie node) */
     struct mms__i32vec        set_off, set_len, set_pool;
+    struct mms__i32vec        set_text;          /* per set, MMS__TEXT_KINDS each: mms__cs_text_next's answer (-2 not known) */
     int32_t                 **set_next;          /* per set: 256 successors (-2 not known, -1 none), or NULL */
     int                       cap_set_next;
     struct mms__ptrmap        set_ids;           /* fnv of the members | 1, probing by 2 -> set + 1 */
@@ -18841,12 +18891,14 @@ static void mms__cs_sets_clear(struct mms_constraint *c) {
     mms__i32vec_free(&c->set_off);
     mms__i32vec_free(&c->set_len);
     mms__i32vec_free(&c->set_pool);
+    mms__i32vec_free(&c->set_text);
     mms__ptrmap_free(&c->set_ids);
     c->set_next_bytes = 0;
 }
 
 /* The id of a sorted set of stacks (interned on first sight); -1 when memory runs out. */
 static int32_t mms__cs_set_intern(struct mms_constraint *c, const int32_t *ids, int n) {
+    static const int32_t unknown[MMS__TEXT_KINDS] = { -2, -2 };
     uint64_t h = mms__fnv1a64(ids, sizeof(int32_t) * (size_t)n, MMS__FNV1A64_START) | 1;
     int32_t id;
     bool found;
@@ -18867,7 +18919,7 @@ static int32_t mms__cs_set_intern(struct mms_constraint *c, const int32_t *ids, 
         c->cap_set_next = cap;
     }
     if (!mms__i32vec_push(&c->set_off, c->set_pool.n) || !mms__i32vec_push(&c->set_len, n) || !mms__i32vec_append(&c->set_pool, ids, n) ||
-        !mms__ptrmap_put(&c->set_ids, h, (void *)(intptr_t)(id + 1))) {
+        !mms__i32vec_append(&c->set_text, unknown, MMS__TEXT_KINDS) || !mms__ptrmap_put(&c->set_ids, h, (void *)(intptr_t)(id + 1))) {
         c->oom = true;
         return -1;
     }
@@ -18926,76 +18978,130 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
     }
 }
 
-/* -- the shortcut through plain text --
+/* -- the shortcut through free text --
    Free text (a JSON string) lets most tokens through, and the walk above would visit most of the
-   trie for it. Instead: where every plain byte (mms__token_plain) leads set s to one and the same
-   set, for `reach` sets in a row from the state's (a string's characters: back to the same set, or
-   to the next count of a bounded string), every token of at most reach plain bytes steps through
-   those sets without a dead end: the walk would mark each, so they are marked from the vocabulary's
-   list, and the walk skips the trie subtrees that hold only such tokens. Every other token (a
-   non-plain byte, or longer) is walked as before. mms_constraint_allowed compares the result with
-   the walk's under MMS_CONSTRAIN_CHECK. */
+   trie for it. Instead: where every character of a kind of text (mms__text_step: plain bytes, or
+   plain bytes and whole UTF-8 characters) leads set s to one and the same set, for `reach` sets in
+   a row from the state's (a string's characters: back to the same set, or to the next count of a
+   bounded string), every token of at most reach such characters steps through those sets without
+   a dead end: the walk would mark each, so they are marked from the vocabulary's list, and the
+   walk skips the trie subtrees that hold only such tokens. Every other token (a byte off the
+   text, a character cut at the token's end, or more characters) is walked as before.
+   mms_constraint_allowed compares the result with the walk's under MMS_CONSTRAIN_CHECK. */
 
-/* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere: a
-   step's result depends only on which stacks take the byte, so a set whose every stack's class
-   holds all plain bytes or none of them leads all plain bytes alike. */
-static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
-    const uint32_t *plain = c->trie->plain_bytes;
-    bool takes = false;
+/* Does every stack of set s hold all of the bytes of class cl or none of them? Then a step's
+   result, which depends only on which stacks take the byte, is the same for each of those bytes. */
+static bool mms__cs_uniform(const struct mms_constraint *c, int32_t s, const uint32_t cl[8]) {
     int i, k;
     for (i = 0; i < c->set_len.v[s]; i++) {
         const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
-        const uint32_t *cl;
+        const uint32_t *has;
         uint32_t all = 0, some = 0;
         if (u == 0) continue;
-        cl = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
-        for (k = 0; k < 8; k++) { all |= plain[k] & ~cl[k]; some |= plain[k] & cl[k]; }
-        if (some && all) return -1;
-        takes = takes || some;
+        has = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
+        for (k = 0; k < 8; k++) { all |= cl[k] & ~has[k]; some |= cl[k] & has[k]; }
+        if (some && all) return false;
     }
-    return takes ? mms__cs_set_step(c, s, 'a') : -1;
+    return true;
 }
 
-/* How many plain bytes in a row every string of them can take from set sid (0 .. MMS__PLAIN_MAX_LEN). */
-static int mms__cs_plain_reach(struct mms_constraint *c, int32_t sid) {
+/* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere. */
+static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
+    return mms__cs_uniform(c, s, c->trie->plain_bytes) ? mms__cs_set_step(c, s, 'a') : -1;
+}
+
+/* The one set every rest of a character beyond ASCII leads s to from the decoder's state q (0: the
+   whole character), or -1 where they lead to different sets or one leads nowhere. The bytes that
+   take the decoder to the same state come in runs; a run each stack holds all or none of leads s
+   to one set (mms__cs_uniform), so the characters are checked a run at a time. */
+static int32_t mms__cs_chars_next(struct mms_constraint *c, int32_t s, int q) {
+    int32_t to = -1;
+    unsigned b = 0x80, e;
+    while (b <= 0xFF && !c->oom) {
+        const int nq = mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)b);
+        uint32_t run[8];
+        int32_t nid, r;
+        if (nq < 0) { b++; continue; }
+        memset(run, 0, sizeof run);
+        for (e = b; e <= 0xFF && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
+        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step(c, s, (unsigned char)b)) < 0) return -1;
+        r = nq == 0 ? nid : mms__cs_chars_next(c, nid, nq);
+        if (r < 0 || (to >= 0 && r != to)) return -1;
+        to = r;
+        b = e;
+    }
+    return to;
+}
+
+/* The one set every character of the kind leads s to, or -1 (memoised per set). */
+static int32_t mms__cs_text_next(struct mms_constraint *c, int32_t s, int kind) {
+    const int at = MMS__TEXT_KINDS * s + kind;
+    int32_t to;
+    if (c->set_text.v[at] != -2) return c->set_text.v[at];
+    to = mms__cs_plain_next(c, s);
+    if (to >= 0 && kind == MMS__TEXT_UTF8 && mms__cs_chars_next(c, s, 0) != to) to = -1;
+    if (!c->oom) c->set_text.v[at] = to;
+    return to;
+}
+
+/* How many characters of the kind in a row every string of them can take from set sid
+   (0 .. MMS__TEXT_MAX_LEN); *last: the set after them where the reach ends short of the longest
+   listed token, else -1. */
+static int mms__cs_text_reach(struct mms_constraint *c, int32_t sid, int kind, int32_t *last) {
     int reach;
-    for (reach = 0; reach < c->trie->plain_max_len && !c->oom; reach++) {
-        const int32_t to = mms__cs_plain_next(c, sid);
-        if (to < 0) return reach;
-        if (to == sid) return MMS__PLAIN_MAX_LEN;   /* a loop: it holds from here on */
+    *last = -1;
+    for (reach = 0; reach < c->trie->text[kind].max_len && !c->oom; reach++) {
+        const int32_t to = mms__cs_text_next(c, sid, kind);
+        if (to < 0) { *last = sid; return reach; }
+        if (to == sid) return MMS__TEXT_MAX_LEN;   /* a loop: it holds from here on */
         sid = to;
     }
     return reach;
 }
 
-/* The walk from trie node tnode, depth bytes down a path of plain bytes only, in set sid; the plain
-   tokens of at most reach bytes are marked already. */
-static void mms__cs_walk_plain(struct mms_constraint *c, int32_t tnode, int32_t sid, int depth, int reach, uint32_t *mask) {
+/* Does no stack of set s take a byte of class cl? */
+static bool mms__cs_takes_none(const struct mms_constraint *c, int32_t s, const uint32_t cl[8]) {
+    int i, k;
+    for (i = 0; i < c->set_len.v[s]; i++) {
+        const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
+        if (u == 0) continue;
+        for (k = 0; k < 8; k++) if (c->g->classes[8 * (size_t)c->g->elems[c->node_elem.v[u]] + (size_t)k] & cl[k]) return false;
+    }
+    return true;
+}
+
+/* The walk from trie node tnode in set sid, skipping the subtrees whose tokens are all listed with
+   at most `skip` characters (reach, or every listed token where the set after reach characters
+   takes no character of the kind, so the longer ones are refused): a node whose byte lies within
+   the first reach characters of the text is walked on here; past them, by the plain walk. */
+static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_tokens *x, int32_t tnode, int32_t sid, int reach, int skip, uint32_t *mask) {
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
         int32_t nid, t;
-        if (depth + 1 > reach || !mms__token_plain(node[ch].byte)) {   /* off the plain path: the walk */
-            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
-            for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-            if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
-        } else if (node[ch].first_child >= 0 && depth + 1 + trie->plain_height[ch] > reach) {   /* plain_height: MMS__PLAIN_NONE > reach */
-            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) >= 0) mms__cs_walk_plain(c, ch, nid, depth + 1, reach, mask);
-        }
+        if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
+        if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
+        for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
+        if (node[ch].first_child < 0) continue;
+        if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
+        else mms__cs_walk(c, ch, nid, mask);
     }
 }
 
-/* The mask of set sid: the plain tokens within reach from the vocabulary's list, the rest walked. */
+/* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
+   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes). */
 static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
-    const struct mms__token_trie *trie = c->trie;
-    const int reach = mms__cs_plain_reach(c, sid);
-    int32_t k;
+    int32_t last_utf8, last_plain, k;
+    const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8, &last_utf8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN, &last_plain);
+    const int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain;
+    const int32_t last = kind == MMS__TEXT_UTF8 ? last_utf8 : last_plain;
+    const struct mms__text_tokens *x = &c->trie->text[kind];
     if (c->oom) return;
-    if (reach >= trie->plain_max_len) memcpy(mask, trie->plain_all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
+    if (reach >= x->max_len) memcpy(mask, x->all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
     else
-        for (k = 0; k < trie->plain_len_end[reach]; k++) mask[trie->plain_by_len[k] >> 5] |= 1u << (trie->plain_by_len[k] & 31);
-    mms__cs_walk_plain(c, 0, sid, 0, reach, mask);
+        for (k = 0; k < x->len_end[reach]; k++) mask[x->by_len[k] >> 5] |= 1u << (x->by_len[k] & 31);
+    mms__cs_walk_text(c, x, 0, sid, reach, last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach, mask);
 }
 
 /* mask and check differ: the first token they disagree on, else -1. */

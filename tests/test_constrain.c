@@ -325,10 +325,44 @@ static void test_utf8_across_tokens(void) {
     mms_grammar_free(g);
 }
 
+/* The mask after prefix against the byte matcher, token by token (and, MMS_CONSTRAIN_CHECK being
+   set, against the plain walk); a copy of the mask (malloc'ed) for the caller's own checks, or NULL. */
+static uint32_t *mask_against_bytes(struct mms_grammar *g, const char *what, const char *prefix, int min_allowed) {
+    struct mms_constraint *c = g ? mms_constraint_new(g, vocab) : NULL, *m = g ? mms_constraint_new(g, NULL) : NULL;
+    const size_t plen = strlen(prefix);
+    const uint32_t *mask = NULL;
+    uint32_t *copy = NULL;
+    int32_t id, n_allowed = 0, n_wrong = 0;
+    EXPECT(c && m, "%s: %s", what, mms_last_error());
+    if (c && m) {
+        EXPECT(mms_constraint_accept_bytes(c, prefix, plen) == MMS_OK, "%s: the prefix \"%s\"", what, prefix);
+        mask = mms_constraint_allowed(c);
+        EXPECT(mask != NULL, "%s after \"%s\": allowed: %s", what, prefix, mms_last_error());
+    }
+    for (id = 0; mask && id < mms_vocab_n_tokens(vocab); id++) {
+        bool ok;
+        if (!piece_len[id] || mms_vocab_is_eog(vocab, id)) continue;
+        mms_constraint_reset(m);
+        mms_constraint_accept_bytes(m, prefix, plen);
+        ok = mms_constraint_accept_bytes(m, pieces[id], (size_t)piece_len[id]) == MMS_OK;
+        n_allowed += ok;
+        if (ok != bit(mask, id) && n_wrong++ < 3)
+            EXPECT(0, "%s after \"%s\": token %d \"%.*s\" is %s by the mask but %s by the bytes", what, prefix, (int)id, piece_len[id], pieces[id],
+                   bit(mask, id) ? "allowed" : "refused", ok ? "taken" : "refused");
+    }
+    if (mask) {
+        EXPECT(n_allowed >= min_allowed, "%s after \"%s\": %d tokens allowed", what, prefix, (int)n_allowed);
+        copy = (uint32_t *)malloc(sizeof(uint32_t) * ((size_t)mms_vocab_n_tokens(vocab) / 32 + 1));
+        memcpy(copy, mask, sizeof(uint32_t) * ((size_t)mms_vocab_n_tokens(vocab) / 32 + 1));
+    }
+    mms_constraint_free(c);
+    mms_constraint_free(m);
+    return copy;
+}
+
 /* The shortcut through plain text (printable ASCII but '"' and '\\'), where its reach ends each
    way: a loop, a count run out, a class holding only part of the plain bytes, plain bytes that
-   lead to different sets; every token's bit against the byte matcher (and, MMS_CONSTRAIN_CHECK
-   being set, against the plain walk). */
+   lead to different sets. */
 static void test_plain_shortcut(void) {
     static const struct { const char *grammar, *prefix; } cases_[] = {
         { "root ::= \"x\" [\\x20-\\x7F]*", "x" },
@@ -341,29 +375,70 @@ static void test_plain_shortcut(void) {
     size_t k;
     for (k = 0; vocab && k < sizeof cases_ / sizeof cases_[0]; k++) {
         struct mms_grammar *g = mms_grammar_parse(cases_[k].grammar, strlen(cases_[k].grammar));
-        struct mms_constraint *c = g ? mms_constraint_new(g, vocab) : NULL, *m = g ? mms_constraint_new(g, NULL) : NULL;
-        const size_t plen = strlen(cases_[k].prefix);
-        const uint32_t *mask;
-        int32_t id, n_allowed = 0, n_wrong = 0;
-        EXPECT(c && m, "%s: %s", cases_[k].grammar, mms_last_error());
-        if (!c || !m) { mms_constraint_free(c); mms_constraint_free(m); mms_grammar_free(g); continue; }
-        EXPECT(mms_constraint_accept_bytes(c, cases_[k].prefix, plen) == MMS_OK, "%s: the prefix", cases_[k].grammar);
-        mask = mms_constraint_allowed(c);
-        EXPECT(mask != NULL, "%s: allowed: %s", cases_[k].grammar, mms_last_error());
-        for (id = 0; mask && id < mms_vocab_n_tokens(vocab); id++) {
-            bool ok;
-            if (!piece_len[id] || mms_vocab_is_eog(vocab, id)) continue;
-            mms_constraint_reset(m);
-            mms_constraint_accept_bytes(m, cases_[k].prefix, plen);
-            ok = mms_constraint_accept_bytes(m, pieces[id], (size_t)piece_len[id]) == MMS_OK;
-            n_allowed += ok;
-            if (ok != bit(mask, id) && n_wrong++ < 3)
-                EXPECT(0, "%s after \"%s\": token %d \"%.*s\" is %s by the mask but %s by the bytes", cases_[k].grammar, cases_[k].prefix, (int)id, piece_len[id],
-                       pieces[id], bit(mask, id) ? "allowed" : "refused", ok ? "taken" : "refused");
-        }
-        EXPECT(n_allowed > 100, "%s: %d tokens allowed", cases_[k].grammar, (int)n_allowed);
-        mms_constraint_free(c);
-        mms_constraint_free(m);
+        free(mask_against_bytes(g, cases_[k].grammar, cases_[k].prefix, 100));
+        mms_grammar_free(g);
+    }
+}
+
+/* The token whose bytes are s, or -1. */
+static int32_t token_of(const char *s) {
+    int32_t id;
+    for (id = 0; vocab && id < mms_vocab_n_tokens(vocab); id++)
+        if (piece_len[id] == (int)strlen(s) && !memcmp(pieces[id], s, strlen(s))) return id;
+    return -1;
+}
+
+/* The shortcut through whole UTF-8 characters (a JSON string's): counts of characters, not bytes,
+   at a bounded string's edge ("ст" is 2 characters in 4 bytes, "ств" 3); tokens mixing ASCII and
+   other characters; tokens that end inside a character ("о\xD0", a byte alone), which are walked;
+   bytes that begin no character (never allowed); classes that leave out some characters, or send
+   them elsewhere than the ASCII ones (the shortcut must not take them). Each mask against the byte
+   matcher, token by token, and a few tokens by what UTF-8 says of them. */
+static void test_utf8_shortcut(void) {
+    static const char *const str2 = "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,2} \"\\\"\"";
+    static const struct { const char *grammar, *prefix; } cases_[] = {
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,2} \"\\\"\"", "\"\xC3\xA9" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,2} \"\\\"\"", "\"a\xD1" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{2,3} \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{2} [a-z]* \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,4} \"\\\"\"", "\"\xD1\x81" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F\\u00e9]* \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F\\u2019]* \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" [\\x20-\\x21\\x23-\\x5B\\x5D-\\x7F\\u0080-\\u07FF]* \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" ([^\"\\\\\\x00-\\x1F\\u0080-\\U0010FFFF] | [\\u0080-\\U0010FFFF] \"!\")* \"\\\"\"", "\"" },
+        { "root ::= \"\\\"\" ([^\"\\\\\\x00-\\x1F\\u0080-\\U0010FFFF] | [\\u0080-\\U0010FFFF] \"!\")* \"\\\"\"", "\"\xC3\xA9!" },
+        { "root ::= \"\\\"\" ([^\"\\\\\\x00-\\x1F\\u0080-\\U0010FFFF] | [\\u0080-\\u07FF] \"!\" | [\\u0800-\\U0010FFFF])* \"\\\"\"", "\"" },
+    };
+    static const char *const schemas[] = { "{\"type\":\"string\",\"maxLength\":2}", "{\"type\":\"string\",\"minLength\":1,\"maxLength\":1}",
+                                           "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\",\"maxLength\":3}}}" };
+    static const char *const schema_prefix[] = { "\"", "\"", "{\"n\":\"\xC3\xA9" };
+    struct { const char *bytes; bool allowed; } after_quote[] = {   /* str2 after '"': up to 2 characters */
+        { "\xC3\xA9", true }, { "\xD1\x81\xD1\x82", true }, { "\xD1\x81\xD1\x82\xD0\xB2", false }, { " d\xC3\xA9", false }, { "\xC3\xA9s", true },
+        { "\xE2\x80\x99", true }, { "\xD0\xBE\xD0", true }, { "\xC3", true }, { "\xE2", true }, { "\xED", true }, { "\x80", false }, { "\xC0", false },
+        { "\xF5", false }, { "\xFF", false },
+    };
+    struct mms_grammar *g;
+    uint32_t *mask;
+    size_t k;
+    if (!vocab) return;
+    g = mms_grammar_parse(str2, strlen(str2));
+    mask = mask_against_bytes(g, str2, "\"", 1000);
+    for (k = 0; mask && k < sizeof after_quote / sizeof after_quote[0]; k++) {
+        const int32_t id = token_of(after_quote[k].bytes);
+        EXPECT(id >= 0, "the test vocabulary has token \"%s\"", after_quote[k].bytes);
+        if (id >= 0) EXPECT(bit(mask, id) == after_quote[k].allowed, "token \"%s\" is %s after '\"' (up to 2 characters)", after_quote[k].bytes, after_quote[k].allowed ? "allowed" : "refused");
+    }
+    free(mask);
+    free(mask_against_bytes(g, str2, "\"a", 500));
+    mms_grammar_free(g);
+    for (k = 0; k < sizeof cases_ / sizeof cases_[0]; k++) {
+        g = mms_grammar_parse(cases_[k].grammar, strlen(cases_[k].grammar));
+        free(mask_against_bytes(g, cases_[k].grammar, cases_[k].prefix, 1));
+        mms_grammar_free(g);
+    }
+    for (k = 0; k < sizeof schemas / sizeof schemas[0]; k++) {
+        g = mms_grammar_from_json_schema(schemas[k], strlen(schemas[k]));
+        free(mask_against_bytes(g, schemas[k], schema_prefix[k], 100));
         mms_grammar_free(g);
     }
 }
@@ -554,6 +629,7 @@ int main(void) {
     RUN(test_api_edges);
     RUN(test_utf8_across_tokens);
     RUN(test_plain_shortcut);
+    RUN(test_utf8_shortcut);
     RUN(test_corpus_verdicts);
     RUN(test_json_write);
     RUN(test_vocab_walks);

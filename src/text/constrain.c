@@ -688,6 +688,7 @@ struct mms_constraint {
     /* the state sets the walks meet, interned, with their successor by byte (memoised: the walk of
        the next state that meets them again costs one array read per trie node) */
     struct mms__i32vec        set_off, set_len, set_pool;
+    struct mms__i32vec        set_text;          /* per set, MMS__TEXT_KINDS each: mms__cs_text_next's answer (-2 not known) */
     int32_t                 **set_next;          /* per set: 256 successors (-2 not known, -1 none), or NULL */
     int                       cap_set_next;
     struct mms__ptrmap        set_ids;           /* fnv of the members | 1, probing by 2 -> set + 1 */
@@ -968,12 +969,14 @@ static void mms__cs_sets_clear(struct mms_constraint *c) {
     mms__i32vec_free(&c->set_off);
     mms__i32vec_free(&c->set_len);
     mms__i32vec_free(&c->set_pool);
+    mms__i32vec_free(&c->set_text);
     mms__ptrmap_free(&c->set_ids);
     c->set_next_bytes = 0;
 }
 
 /* The id of a sorted set of stacks (interned on first sight); -1 when memory runs out. */
 static int32_t mms__cs_set_intern(struct mms_constraint *c, const int32_t *ids, int n) {
+    static const int32_t unknown[MMS__TEXT_KINDS] = { -2, -2 };
     uint64_t h = mms__fnv1a64(ids, sizeof(int32_t) * (size_t)n, MMS__FNV1A64_START) | 1;
     int32_t id;
     bool found;
@@ -994,7 +997,7 @@ static int32_t mms__cs_set_intern(struct mms_constraint *c, const int32_t *ids, 
         c->cap_set_next = cap;
     }
     if (!mms__i32vec_push(&c->set_off, c->set_pool.n) || !mms__i32vec_push(&c->set_len, n) || !mms__i32vec_append(&c->set_pool, ids, n) ||
-        !mms__ptrmap_put(&c->set_ids, h, (void *)(intptr_t)(id + 1))) {
+        !mms__i32vec_append(&c->set_text, unknown, MMS__TEXT_KINDS) || !mms__ptrmap_put(&c->set_ids, h, (void *)(intptr_t)(id + 1))) {
         c->oom = true;
         return -1;
     }
@@ -1053,76 +1056,130 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
     }
 }
 
-/* -- the shortcut through plain text --
+/* -- the shortcut through free text --
    Free text (a JSON string) lets most tokens through, and the walk above would visit most of the
-   trie for it. Instead: where every plain byte (mms__token_plain) leads set s to one and the same
-   set, for `reach` sets in a row from the state's (a string's characters: back to the same set, or
-   to the next count of a bounded string), every token of at most reach plain bytes steps through
-   those sets without a dead end: the walk would mark each, so they are marked from the vocabulary's
-   list, and the walk skips the trie subtrees that hold only such tokens. Every other token (a
-   non-plain byte, or longer) is walked as before. mms_constraint_allowed compares the result with
-   the walk's under MMS_CONSTRAIN_CHECK. */
+   trie for it. Instead: where every character of a kind of text (mms__text_step: plain bytes, or
+   plain bytes and whole UTF-8 characters) leads set s to one and the same set, for `reach` sets in
+   a row from the state's (a string's characters: back to the same set, or to the next count of a
+   bounded string), every token of at most reach such characters steps through those sets without
+   a dead end: the walk would mark each, so they are marked from the vocabulary's list, and the
+   walk skips the trie subtrees that hold only such tokens. Every other token (a byte off the
+   text, a character cut at the token's end, or more characters) is walked as before.
+   mms_constraint_allowed compares the result with the walk's under MMS_CONSTRAIN_CHECK. */
 
-/* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere: a
-   step's result depends only on which stacks take the byte, so a set whose every stack's class
-   holds all plain bytes or none of them leads all plain bytes alike. */
-static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
-    const uint32_t *plain = c->trie->plain_bytes;
-    bool takes = false;
+/* Does every stack of set s hold all of the bytes of class cl or none of them? Then a step's
+   result, which depends only on which stacks take the byte, is the same for each of those bytes. */
+static bool mms__cs_uniform(const struct mms_constraint *c, int32_t s, const uint32_t cl[8]) {
     int i, k;
     for (i = 0; i < c->set_len.v[s]; i++) {
         const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
-        const uint32_t *cl;
+        const uint32_t *has;
         uint32_t all = 0, some = 0;
         if (u == 0) continue;
-        cl = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
-        for (k = 0; k < 8; k++) { all |= plain[k] & ~cl[k]; some |= plain[k] & cl[k]; }
-        if (some && all) return -1;
-        takes = takes || some;
+        has = c->g->classes + 8 * (size_t)c->g->elems[c->node_elem.v[u]];
+        for (k = 0; k < 8; k++) { all |= cl[k] & ~has[k]; some |= cl[k] & has[k]; }
+        if (some && all) return false;
     }
-    return takes ? mms__cs_set_step(c, s, 'a') : -1;
+    return true;
 }
 
-/* How many plain bytes in a row every string of them can take from set sid (0 .. MMS__PLAIN_MAX_LEN). */
-static int mms__cs_plain_reach(struct mms_constraint *c, int32_t sid) {
+/* The one set every plain byte leads s to, or -1 where they lead to different sets or nowhere. */
+static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
+    return mms__cs_uniform(c, s, c->trie->plain_bytes) ? mms__cs_set_step(c, s, 'a') : -1;
+}
+
+/* The one set every rest of a character beyond ASCII leads s to from the decoder's state q (0: the
+   whole character), or -1 where they lead to different sets or one leads nowhere. The bytes that
+   take the decoder to the same state come in runs; a run each stack holds all or none of leads s
+   to one set (mms__cs_uniform), so the characters are checked a run at a time. */
+static int32_t mms__cs_chars_next(struct mms_constraint *c, int32_t s, int q) {
+    int32_t to = -1;
+    unsigned b = 0x80, e;
+    while (b <= 0xFF && !c->oom) {
+        const int nq = mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)b);
+        uint32_t run[8];
+        int32_t nid, r;
+        if (nq < 0) { b++; continue; }
+        memset(run, 0, sizeof run);
+        for (e = b; e <= 0xFF && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
+        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step(c, s, (unsigned char)b)) < 0) return -1;
+        r = nq == 0 ? nid : mms__cs_chars_next(c, nid, nq);
+        if (r < 0 || (to >= 0 && r != to)) return -1;
+        to = r;
+        b = e;
+    }
+    return to;
+}
+
+/* The one set every character of the kind leads s to, or -1 (memoised per set). */
+static int32_t mms__cs_text_next(struct mms_constraint *c, int32_t s, int kind) {
+    const int at = MMS__TEXT_KINDS * s + kind;
+    int32_t to;
+    if (c->set_text.v[at] != -2) return c->set_text.v[at];
+    to = mms__cs_plain_next(c, s);
+    if (to >= 0 && kind == MMS__TEXT_UTF8 && mms__cs_chars_next(c, s, 0) != to) to = -1;
+    if (!c->oom) c->set_text.v[at] = to;
+    return to;
+}
+
+/* How many characters of the kind in a row every string of them can take from set sid
+   (0 .. MMS__TEXT_MAX_LEN); *last: the set after them where the reach ends short of the longest
+   listed token, else -1. */
+static int mms__cs_text_reach(struct mms_constraint *c, int32_t sid, int kind, int32_t *last) {
     int reach;
-    for (reach = 0; reach < c->trie->plain_max_len && !c->oom; reach++) {
-        const int32_t to = mms__cs_plain_next(c, sid);
-        if (to < 0) return reach;
-        if (to == sid) return MMS__PLAIN_MAX_LEN;   /* a loop: it holds from here on */
+    *last = -1;
+    for (reach = 0; reach < c->trie->text[kind].max_len && !c->oom; reach++) {
+        const int32_t to = mms__cs_text_next(c, sid, kind);
+        if (to < 0) { *last = sid; return reach; }
+        if (to == sid) return MMS__TEXT_MAX_LEN;   /* a loop: it holds from here on */
         sid = to;
     }
     return reach;
 }
 
-/* The walk from trie node tnode, depth bytes down a path of plain bytes only, in set sid; the plain
-   tokens of at most reach bytes are marked already. */
-static void mms__cs_walk_plain(struct mms_constraint *c, int32_t tnode, int32_t sid, int depth, int reach, uint32_t *mask) {
+/* Does no stack of set s take a byte of class cl? */
+static bool mms__cs_takes_none(const struct mms_constraint *c, int32_t s, const uint32_t cl[8]) {
+    int i, k;
+    for (i = 0; i < c->set_len.v[s]; i++) {
+        const int32_t u = c->set_pool.v[c->set_off.v[s] + i];
+        if (u == 0) continue;
+        for (k = 0; k < 8; k++) if (c->g->classes[8 * (size_t)c->g->elems[c->node_elem.v[u]] + (size_t)k] & cl[k]) return false;
+    }
+    return true;
+}
+
+/* The walk from trie node tnode in set sid, skipping the subtrees whose tokens are all listed with
+   at most `skip` characters (reach, or every listed token where the set after reach characters
+   takes no character of the kind, so the longer ones are refused): a node whose byte lies within
+   the first reach characters of the text is walked on here; past them, by the plain walk. */
+static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_tokens *x, int32_t tnode, int32_t sid, int reach, int skip, uint32_t *mask) {
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
         int32_t nid, t;
-        if (depth + 1 > reach || !mms__token_plain(node[ch].byte)) {   /* off the plain path: the walk */
-            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
-            for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-            if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
-        } else if (node[ch].first_child >= 0 && depth + 1 + trie->plain_height[ch] > reach) {   /* plain_height: MMS__PLAIN_NONE > reach */
-            if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) >= 0) mms__cs_walk_plain(c, ch, nid, depth + 1, reach, mask);
-        }
+        if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
+        if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
+        for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
+        if (node[ch].first_child < 0) continue;
+        if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
+        else mms__cs_walk(c, ch, nid, mask);
     }
 }
 
-/* The mask of set sid: the plain tokens within reach from the vocabulary's list, the rest walked. */
+/* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
+   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes). */
 static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
-    const struct mms__token_trie *trie = c->trie;
-    const int reach = mms__cs_plain_reach(c, sid);
-    int32_t k;
+    int32_t last_utf8, last_plain, k;
+    const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8, &last_utf8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN, &last_plain);
+    const int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain;
+    const int32_t last = kind == MMS__TEXT_UTF8 ? last_utf8 : last_plain;
+    const struct mms__text_tokens *x = &c->trie->text[kind];
     if (c->oom) return;
-    if (reach >= trie->plain_max_len) memcpy(mask, trie->plain_all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
+    if (reach >= x->max_len) memcpy(mask, x->all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
     else
-        for (k = 0; k < trie->plain_len_end[reach]; k++) mask[trie->plain_by_len[k] >> 5] |= 1u << (trie->plain_by_len[k] & 31);
-    mms__cs_walk_plain(c, 0, sid, 0, reach, mask);
+        for (k = 0; k < x->len_end[reach]; k++) mask[x->by_len[k] >> 5] |= 1u << (x->by_len[k] & 31);
+    mms__cs_walk_text(c, x, 0, sid, reach, last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach, mask);
 }
 
 /* mask and check differ: the first token they disagree on, else -1. */

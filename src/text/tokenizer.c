@@ -1023,44 +1023,80 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    depends on the vocabulary only, so it is built once, on first use, and shared read-only by every
    constraint and thread after: a constraint then costs its grammar's states, not the vocabulary. */
 
-#define MMS__PLAIN_MAX_LEN 254   /* plain tokens longer than this are not listed (the matcher walks them) */
-#define MMS__PLAIN_NONE 255
+#define MMS__TEXT_MAX_LEN 254   /* text tokens of more characters than this are not listed (the matcher walks them) */
+#define MMS__TEXT_NONE 255
+
+/* The kinds of free text the matcher's shortcut knows (constrain.c): plain bytes only, or plain
+   bytes and whole UTF-8 characters beyond ASCII (a JSON string's unescaped characters). */
+enum { MMS__TEXT_PLAIN, MMS__TEXT_UTF8, MMS__TEXT_KINDS };
 
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
 };
 
+/* The tokens made of whole characters of one kind of text ("listed"), by their count of characters:
+   those of at most L characters are by_len[0 .. len_end[L]). Per trie node, pos: which character
+   of the text its byte belongs to (1 the first), MMS__TEXT_NONE where the path from the root leaves
+   the text; most: the most characters of a token under it (itself included) where every token
+   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed. */
+struct mms__text_tokens {
+    int32_t       *by_len;
+    int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
+    int            max_len;   /* the most characters of a listed token */
+    uint32_t      *all;       /* the listed tokens as a mask */
+    uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
+    unsigned char *pos, *most;
+};
+
 struct mms__token_trie {
-    struct mms__trie_node *node;      /* node 0 is the root (no bytes) */
-    int32_t                n_node, cap_node;
-    int32_t               *token_next;   /* per token id: the next token ending at the same node, or -1 */
-    int32_t               *eog;          /* the end tokens, kept out of the trie: they end the output */
-    int                    n_eog;
-    int32_t                n_vocab;
-    /* Plain text (mms__token_plain: the bytes a JSON string holds as they are), for the matcher's
-       shortcut through free text (constrain.c): the tokens made of plain bytes only, by length,
-       those of length <= L being plain_by_len[0 .. plain_len_end[L]); per node, plain_height: the
-       most bytes under it where every byte under it is plain, else MMS__PLAIN_NONE. */
-    int32_t               *plain_by_len;
-    int32_t                plain_len_end[MMS__PLAIN_MAX_LEN + 1];
-    int                    plain_max_len;   /* the longest listed */
-    uint32_t              *plain_all;       /* the listed tokens as a mask */
-    uint32_t               plain_bytes[8];  /* the plain bytes as a class (a bit per byte) */
-    unsigned char         *plain_height;
+    struct mms__trie_node  *node;      /* node 0 is the root (no bytes) */
+    int32_t                 n_node, cap_node;
+    int32_t                *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t                *eog;          /* the end tokens, kept out of the trie: they end the output */
+    int                     n_eog;
+    int32_t                 n_vocab;
+    struct mms__text_tokens text[MMS__TEXT_KINDS];
+    uint32_t                plain_bytes[8];   /* the plain bytes (mms__token_plain) as a class (a bit per byte) */
 };
 
 /* Is a byte plain text: printable ASCII or DEL, but not '"' or '\\' (what a JSON string holds unescaped)? */
 static bool mms__token_plain(unsigned char b) { return b >= 0x20 && b <= 0x7F && b != '"' && b != '\\'; }
 
+/* A decoder of one kind of text, byte by byte: the state after byte b from state (0: between
+   characters; else the continuation bytes left << 4 | which range the next one must lie in), or -1
+   where b cannot come next. UTF-8 as the grammar's classes write it: no overlong forms, no
+   surrogates, nothing past U+10FFFF. */
+static int mms__text_step(int kind, int state, unsigned char b) {
+    static const unsigned char lo[5] = { 0x80, 0xA0, 0x80, 0x90, 0x80 }, hi[5] = { 0xBF, 0xBF, 0x9F, 0xBF, 0x8F };
+    if (state == 0) {
+        if (mms__token_plain(b)) return 0;
+        if (kind == MMS__TEXT_PLAIN) return -1;
+        if (b >= 0xC2 && b <= 0xDF) return 1 << 4;
+        if (b == 0xE0) return 2 << 4 | 1;
+        if (b == 0xED) return 2 << 4 | 2;
+        if (b >= 0xE1 && b <= 0xEF) return 2 << 4;
+        if (b == 0xF0) return 3 << 4 | 3;
+        if (b >= 0xF1 && b <= 0xF3) return 3 << 4;
+        if (b == 0xF4) return 3 << 4 | 4;
+        return -1;
+    }
+    if (b < lo[state & 15] || b > hi[state & 15]) return -1;
+    return ((state >> 4) - 1) << 4;
+}
+
 static void mms__token_trie_free(struct mms__token_trie *t) {
+    int k;
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
     MMS_FREE(t->eog);
-    MMS_FREE(t->plain_by_len);
-    MMS_FREE(t->plain_all);
-    MMS_FREE(t->plain_height);
+    for (k = 0; k < MMS__TEXT_KINDS; k++) {
+        MMS_FREE(t->text[k].by_len);
+        MMS_FREE(t->text[k].all);
+        MMS_FREE(t->text[k].pos);
+        MMS_FREE(t->text[k].most);
+    }
     MMS_FREE(t);
 }
 
@@ -1104,43 +1140,49 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
     return true;
 }
 
-/* The plain-text summaries (see struct mms__token_trie). A child is numbered after its parent, so
-   one pass from the last node up sees every child before its parent. */
-static size_t mms__token_plain_prefix(const struct mms__token_bytes *tb) {
-    size_t j = 0;
-    while (j < tb->len && mms__token_plain(tb->bytes[j])) j++;
-    return j;
-}
-
-static bool mms__token_trie_plain(struct mms__token_trie *t, const struct mms__token_bytes *tb, int32_t n_tb) {
-    int32_t i, k, ch, count[MMS__PLAIN_MAX_LEN + 1];
-    t->plain_by_len = (int32_t *)mms__vocab_alloc((size_t)n_tb + 1, sizeof(int32_t));
-    t->plain_height = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
-    t->plain_all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
-    if (!t->plain_by_len || !t->plain_height || !t->plain_all) return false;
-    memset(t->plain_all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
-    for (i = 0; i < 256; i++) if (mms__token_plain((unsigned char)i)) t->plain_bytes[i >> 5] |= 1u << (i & 31);
+/* The summaries of one kind of text (see struct mms__text_tokens). A child is numbered after its
+   parent, so one pass down the numbers sees every parent before its children, and one pass up
+   every child before its parent. */
+static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
+    struct mms__text_tokens *x = &t->text[kind];
+    unsigned char *state = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);   /* the decoder's, 0xFF off the text */
+    int32_t i, k, tok, ch, count[MMS__TEXT_MAX_LEN + 1];
+    x->by_len = (int32_t *)mms__vocab_alloc((size_t)t->n_vocab + 1, sizeof(int32_t));
+    x->all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
+    x->pos = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
+    x->most = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
+    if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
+    memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
-    for (k = 0; k < n_tb; k++) {
-        const size_t j = mms__token_plain_prefix(&tb[k]);
-        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) count[j]++;
-    }
-    for (i = 0, k = 0; i <= MMS__PLAIN_MAX_LEN; i++) { k += count[i]; t->plain_len_end[i] = k; count[i] = k - count[i]; }
-    for (k = 0; k < n_tb; k++) {
-        const size_t j = mms__token_plain_prefix(&tb[k]);
-        if (j == tb[k].len && j <= MMS__PLAIN_MAX_LEN) {
-            t->plain_by_len[count[j]++] = tb[k].id;
-            t->plain_all[tb[k].id >> 5] |= 1u << (tb[k].id & 31);
-            if ((int)j > t->plain_max_len) t->plain_max_len = (int)j;
+    for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
+    state[0] = 0;
+    x->pos[0] = 0;
+    for (i = 0; i < t->n_node; i++)
+        for (ch = t->node[i].first_child; ch >= 0; ch = t->node[ch].next_sibling) {
+            const int s = x->pos[i] == MMS__TEXT_NONE ? -1 : mms__text_step(kind, state[i], t->node[ch].byte);
+            const int p = x->pos[i] + (state[i] == 0);   /* a byte after a whole character starts the next one */
+            state[ch] = s < 0 ? 0xFF : (unsigned char)s;
+            x->pos[ch] = s < 0 || p > MMS__TEXT_MAX_LEN ? MMS__TEXT_NONE : (unsigned char)p;
+            if (s == 0 && x->pos[ch] != MMS__TEXT_NONE)
+                for (tok = t->node[ch].first_token; tok >= 0; tok = t->token_next[tok]) count[x->pos[ch]]++;
         }
-    }
+    for (i = 0, k = 0; i <= MMS__TEXT_MAX_LEN; i++) { k += count[i]; x->len_end[i] = k; count[i] = k - count[i]; }
     for (i = t->n_node - 1; i >= 0; i--) {
-        int h = 0;
-        for (ch = t->node[i].first_child; ch >= 0 && h < MMS__PLAIN_NONE; ch = t->node[ch].next_sibling)
-            if (ch <= i || !mms__token_plain(t->node[ch].byte) || t->plain_height[ch] >= MMS__PLAIN_MAX_LEN) h = MMS__PLAIN_NONE;
-            else if (t->plain_height[ch] + 1 > h) h = t->plain_height[ch] + 1;
-        t->plain_height[i] = (unsigned char)h;
+        const bool listed = state[i] == 0 && x->pos[i] != MMS__TEXT_NONE;
+        int m = 0;
+        for (tok = t->node[i].first_token; tok >= 0; tok = t->token_next[tok]) {
+            if (!listed) { m = MMS__TEXT_NONE; break; }
+            x->by_len[count[x->pos[i]]++] = tok;
+            x->all[tok >> 5] |= 1u << (tok & 31);
+            m = x->pos[i];
+            if (m > x->max_len) x->max_len = m;
+        }
+        for (ch = t->node[i].first_child; ch >= 0 && m < MMS__TEXT_NONE; ch = t->node[ch].next_sibling)
+            if (ch <= i || x->most[ch] == MMS__TEXT_NONE) m = MMS__TEXT_NONE;
+            else if (x->most[ch] > m) m = x->most[ch];
+        x->most[i] = (unsigned char)m;
     }
+    MMS_FREE(state);
     return true;
 }
 
@@ -1174,7 +1216,8 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
-        ok = ok && mms__token_trie_plain(t, tb, n_tb);
+        for (k = 0; k < MMS__TEXT_KINDS && ok; k++) ok = mms__token_trie_text(t, k);
+        for (k = 0; k < 256; k++) if (mms__token_plain((unsigned char)k)) t->plain_bytes[k >> 5] |= 1u << (k & 31);
     }
     MMS_FREE(tb);
     if (!ok) { mms__token_trie_free(t); return NULL; }
