@@ -536,10 +536,19 @@
            kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
            each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
            block serve 8 rows; the repacked tile is scratch (the layout of CPU_REPACK buffers below),
-           the weights in memory stay as they are. Q8_0:
+           the weights in memory stay as they are. The AVX2 set (no VNNI) then unpacks each of Q6_K's
+           groups, packed or kept repacked, once per tile into bytes, every value plus 32 (0..63,
+           unsigned as maddubs takes them; 2192 bytes of scratch per 8 rows and 256 values), where
+           its kernel unpacked the 6-bit values again for every 4 columns. Two maddubs of values
+           0..63 against activations -128..127 stay within an int16, so the integer sums are exact
+           and the results keep their bits (test_quant's q6_k_tiles_exact compares them bit for bit
+           with the exact sums; next's kernel passes it too). On a 2-core Zen 3, shared:
+           4096x4096 x 512 went from 1.03 to 0.68 of the f32 GEMM's time (1.06 to 0.66 kept
+           repacked; docs/measurements.md). Q8_0:
            rows dequantized to f32 as the tile of a is packed, then the GEMM above (its integer forms
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
-           maddubs). Q5_K (AVX2 and AVX-512 sets; the portable C set dequantizes, NEON as for the
+           maddubs; an unsigned layout, w + 128, would spare the sign moves but not the madd, as a
+           maddubs pair of 255 x 127 products overflows an int16). Q5_K (AVX2 and AVX-512 sets; the portable C set dequantizes, NEON as for the
            other types): no 8-row layout yet; every column count takes its 4-column dots (each weight row unpacked once for 4 columns,
            its fifth bits ORed into the nibbles), faster at 512 columns than dequantizing into the
            GEMM (build/bench --filter 'q5_k 4096x4096 * 512'), and one column takes the same dot on one
@@ -9186,10 +9195,10 @@ MMS__AVX512_CODE_END
 /* ==== begin src/backend/cpu/quant/tiles.c ==== */
 /* >>cpu-quant-tiles ================================================================================
    The layouts of 8 weight rows side by side (one block of each row, permuted; CPU_REPACK buffers
-   keep weights this way, repack.c) with their portable and AVX2 packs, then the kernels that read
-   them: 8 rows against 4 columns (prompts; AVX2, and AVX-512 with VNNI from the same bodies),
-   AVX-512's 16 rows in one register, and one column against groups side by side (decode on
-   repacked weights). */
+   keep weights this way, repack.c) with their portable and AVX2 packs (and Q6_K's values as bytes,
+   the layout AVX2's prompt kernel reads), then the kernels that read them: 8 rows against 4
+   columns (prompts; AVX2, and AVX-512 with VNNI from the same bodies), AVX-512's 16 rows in one
+   register, and one column against groups side by side (decode on repacked weights). */
 
 /* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
    qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
@@ -9729,12 +9738,43 @@ static MMS__AVX2_INLINE int32_t mms__bsum_pair(const int16_t *bs, int t) {
     return pair;
 }
 
-/* Q6_K the same way, per super-block: each sub-block of 16 values (4 dwords of a group) summed in
-   int32 (VNNI) or in two int16 accumulators of 2 dwords each (at most 2 * 2 * 63 * 128), times
-   the 8 rows' int8 scales; the - 32 of every value from the activations' sums of 16, one madd per
-   two sub-blocks. A row's integer sum is mms__dot_q6_k_avx2's, exactly. */
-static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
-    const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)wv;
+/* Q6_K's layout for AVX2's prompt kernel: the 8-row layout above (mms__q6_kx8) with its 6-bit
+   values unpacked into bytes, unsigned as maddubs takes them (w + 32, 0..63): q[8 (4h + g) + j][r]
+   is dword j of group g of half h of row r, in the order the kernel reads them. The card's
+   regroup makes it from the 8-row layout once per tile (weights packed per tile or kept
+   repacked), where the 6-bit layout's kernel unpacks every value once per 4 columns: without
+   VNNI that unpacking is a large share of the kernel's work (manual section 9). 2192 bytes per
+   8 rows and 256 values, scratch only: weights are kept repacked in the 6-bit layout. */
+struct mms__q6_kx8_u8 { mms_fp16_t d[8]; int8_t sc[16][8]; uint32_t q[64][8]; };
+
+static MMS__TARGET_AVX2 void mms__regroup_q6_kx8_u8(const void *srcv, int64_t K, void *dstv) {
+    const struct mms__q6_kx8 *src = (const struct mms__q6_kx8 *)srcv;
+    struct mms__q6_kx8_u8 *dst = (struct mms__q6_kx8_u8 *)dstv;
+    int64_t b;
+    int h, j, g;
+    for (b = 0; b < K / MMS__QK_K; b++, src++, dst++) {
+        memcpy(dst->d, src->d, sizeof dst->d);
+        memcpy(dst->sc, src->sc, sizeof dst->sc);
+        for (h = 0; h < 2; h++)
+            for (j = 0; j < 8; j++) {
+                const __m256i qa = _mm256_loadu_si256((const __m256i *)src->ql[16 * h + j]), qb = _mm256_loadu_si256((const __m256i *)src->ql[16 * h + 8 + j]);
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)src->qh[8 * h + j]);
+                for (g = 0; g < 4; g++) _mm256_storeu_si256((__m256i *)dst->q[8 * (4 * h + g) + j], mms__q6_kx8_values(g & 1 ? qb : qa, qh, g));
+            }
+    }
+}
+
+/* Q6_K the same way, per super-block, on either layout (bytes: mms__q6_kx8_u8's values as they
+   are, else unpacked from mms__q6_kx8's bits): each sub-block of 16 values (4 dwords of a group)
+   summed in int32 (VNNI) or in two int16 accumulators of 2 dwords each, times the 8 rows' int8
+   scales; the - 32 of every value from the activations' sums of 16, one madd per two sub-blocks.
+   No int16 sum leaves its range (maddubs would saturate, the add wrap): values 0..63 against
+   activations -128..127 make each maddubs pair -16128..16002, two of them -32256..32004 (a third
+   could pass 32767: hence two accumulators).
+   The integer sums are exact, so a row's is mms__dot_q6_k_avx2's whatever the layout, and both
+   layouts give the same bits. */
+static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, bool bytes, int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const size_t block = bytes ? sizeof(struct mms__q6_kx8_u8) : sizeof(struct mms__q6_kx8);
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
     __m256 acc[4];
@@ -9742,12 +9782,17 @@ static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, int64_t K, const v
     int t, h, g, s, k, c;
 MMS__UNROLL4
     for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
-    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const char *blk = (const char *)wv + (size_t)b * block;
+        const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)(const void *)blk;         /* !bytes */
+        const struct mms__q6_kx8_u8 *wu = (const struct mms__q6_kx8_u8 *)(const void *)blk;  /* bytes */
+        const mms_fp16_t *wd = bytes ? wu->d : w->d;
+        const int8_t (*wsc)[8] = bytes ? wu->sc : w->sc;
         __m256i sumi[4], off[4];
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = off[c] = _mm256_setzero_si256();
         for (t = 0; t < 8; t++) {
-            const __m256i sp = mms__s8x8_pairs(w->sc[2 * t], w->sc[2 * t + 1]);
+            const __m256i sp = mms__s8x8_pairs(wsc[2 * t], wsc[2 * t + 1]);
 MMS__UNROLL4
             for (c = 0; c < 4; c++) off[c] = _mm256_add_epi32(off[c], _mm256_madd_epi16(sp, _mm256_set1_epi32(mms__bsum_pair(x[c][b].bsums, t))));
         }
@@ -9760,8 +9805,9 @@ MMS__UNROLL4
 MMS__UNROLL4
                     for (k = 0; k < 4; k++) {
                         const int j = 4 * s + k;
-                        const __m256i v = mms__q6_kx8_values(_mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 * (g & 1) + j]),
-                                                             _mm256_loadu_si256((const __m256i *)w->qh[8 * h + j]), g);
+                        const __m256i v = bytes ? _mm256_loadu_si256((const __m256i *)wu->q[8 * (4 * h + g) + j])
+                                                : mms__q6_kx8_values(_mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 * (g & 1) + j]),
+                                                                     _mm256_loadu_si256((const __m256i *)w->qh[8 * h + j]), g);
 MMS__UNROLL4
                         for (c = 0; c < 4; c++) {
                             int32_t a;
@@ -9772,13 +9818,13 @@ MMS__UNROLL4
                     }
 MMS__UNROLL4
                     for (c = 0; c < 4; c++) {
-                        const int8_t *sc = w->sc[8 * h + 2 * g + s];
+                        const int8_t *sc = wsc[8 * h + 2 * g + s];
                         const __m256i p = mms__u8s8_widen_scaled_s8(vnni, lo[c], sc);
                         sumi[c] = _mm256_add_epi32(sumi[c], vnni ? p : _mm256_add_epi32(p, mms__u8s8_widen_scaled_s8(false, hi[c], sc)));
                     }
                 }
         {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wd));
 MMS__UNROLL4
             for (c = 0; c < 4; c++) {
                 const __m256i q = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off[c], 5));
@@ -9790,11 +9836,13 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
-static MMS__TARGET_AVX2 void mms__gemm_q6_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q6_kx8_body(false, K, wv, xv, out);
+/* AVX2 reads the values as bytes (its card's regroup); the AVX-512 set still reads the 6-bit
+   layout (the bytes are not measured there). */
+static MMS__TARGET_AVX2 void mms__gemm_q6_kx8_u8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q6_kx8_body(false, true, K, wv, xv, out);
 }
 static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q6_kx8_body(true, K, wv, xv, out);
+    mms__gemm_q6_kx8_body(true, false, K, wv, xv, out);
 }
 
 /* -- AVX-512: two groups of 8 rows in one register, 16 rows against 4 or 8 columns --
@@ -10376,6 +10424,8 @@ MMS__NEON_Q8_DOTS(dotprod, MMS__TARGET_DOTPROD, mms__dot_s8_dotprod)
 typedef void (*mms__quantize_act_fn)(const float *x, void *y, int64_t K);
 typedef void (*mms__pack_fn)(const void *const *rows, int n, int64_t K, void *dst);
 typedef void (*mms__unpack_fn)(const void *src, int64_t K, void *const *rows);
+/* One group of 8 rows (K values each) from the format's layout into a tile kernel's own. */
+typedef void (*mms__regroup_fn)(const void *group, int64_t K, void *dst);
 
 /* What a quantized type is to the integer kernels on every kernel set: the block length (of the
    weights and of the activation blocks its dots take), the activation format (the quantizer that
@@ -10434,6 +10484,10 @@ typedef void (*mms__gemv_fn)(int ns, int64_t K, const void *const w[4], const vo
      tiles of 8 rows repacked side by side (by pack, the set's own of the format's bytes; NULL: the
      format's pack_rows), 4 columns a call; tile16 (AVX-512) two groups at once against tile16_cols
      columns. act_unsigned: both take the activations' bytes plus 128 (mms__q8_act_unsigned).
+     regroup (NULL: none): both read a layout of their own (regroup_block bytes per block of the 8
+     rows), made by regroup from each group in the format's layout once per tile, whether packed
+     for the tile or kept repacked (Q6_K on AVX2: its values as bytes, unpacked once per tile
+     instead of once per 4 columns). The GEMV reads the format's layout.
      Prompts that neither tile nor dot4 takes dequantize into the f32 GEMM.
    - gemv, gemv_groups: decode (1 to 4 columns) on weights kept repacked, one column against
      gemv_groups groups of a tile walked side by side (each group a stream through memory: 4 for
@@ -10454,6 +10508,8 @@ struct mms__quant_card {
     mms__q8_dot4_fn     dot4;
     int64_t             dot4_max_n;
     mms__pack_fn        pack;
+    mms__regroup_fn     regroup;
+    size_t              regroup_block;
     mms__tile_fn        tile;
     mms__tile16_fn      tile16;
     int                 tile16_cols;
@@ -10465,36 +10521,36 @@ struct mms__quant_card {
 
 #if MMS__HAVE_AVX2
 static const struct mms__quant_card mms__cards_avx2[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                    NULL,                     0, 0,                          false, mms__gemv_q8_0x8_avx2, 4 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                       NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_0x8_avx2, 4 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                       mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_kx8_avx2, 2 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q6_kx8_avx2, 2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                       mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                    NULL,                     0, 0,                          false, NULL,                  0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                      mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, mms__gemv_q8_0x8_avx2,   4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                      NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_0x8_avx2,   4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                      mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_kx8_avx2,   2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__regroup_q6_kx8_u8, sizeof(struct mms__q6_kx8_u8), mms__gemm_q6_kx8_u8_avx2, NULL,                     0, 0,                        false, mms__gemv_q6_kx8_avx2,   2 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
 };
 /* AVX2's bodies where the set has none of its own */
 static const struct mms__quant_card mms__cards_avx512[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 8, 0,                          false, mms__gemv_q4_0x8_avx512, 4 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 8, 0,                          false, mms__gemv_q4_kx8_avx512, 2 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 8, 0,                          false, mms__gemv_q6_kx8_avx512, 2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                       mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                    NULL,                     0, 0,                          false, NULL,                    0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                      mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                   0,                             mms__gemm_q8_0x8_avx512,  mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx512,  mms__gemm_q4_0x16_avx512, 8, 0,                        false, mms__gemv_q4_0x8_avx512, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx512,  mms__gemm_q4_kx16_avx512, 8, 0,                        false, mms__gemv_q4_kx8_avx512, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, NULL,                   0,                             mms__gemm_q6_kx8_avx512,  mms__gemm_q6_kx16_avx512, 8, 0,                        false, mms__gemv_q6_kx8_avx512, 2 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
 };
 #endif
 #if MMS__HAVE_NEON
 /* row dots only: prompts dequantize, repacked weights are unpacked a tile at a time */
 static const struct mms__quant_card mms__cards_neon[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 static const struct mms__quant_card mms__cards_neon_dotprod[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 #endif
 
@@ -10645,6 +10701,8 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
+     Where the card has a regroup (Q6_K on AVX2), each group is then made into its kernel's own
+     layout (Q6_K's values as bytes), once per tile.
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
@@ -10742,12 +10800,14 @@ struct mms__mm_plan {
     bool                             unpack;         /* ... whose tiles are unpacked first (no kernel reads them in place) */
     bool                             gemv;           /* QUANT_TILES on up to MMS__MM_GEMV_N columns: one column against groups */
     bool                             act_unsigned;   /* b's 8-bit rows + 128 (the card's tile kernels) */
+    bool                             regroup;        /* QUANT_TILES past MMS__MM_GEMV_N columns: groups into the card's own layout */
     bool                             along_b;        /* tiles walk along b first (a's packed tile reused), else along a */
     int64_t                          mb, nb;         /* a tile: rows of a, rows of b */
     int64_t                          tiles_m, tiles_n, n_items;
     size_t                           q8_row;         /* bytes of one of b's rows in 8 bits */
     size_t                           a_pack;         /* a's tile packed (f32 panels, groups of 8 rows) or as f32 rows */
     size_t                           a_rows16;       /* 16 of a's rows converted for packing */
+    size_t                           a_group;        /* QUANT_TILES with regroup: a group packed before its regroup, where a_rows16 is */
     size_t                           b_rows;         /* b's tile as f32 rows */
     size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row */
     size_t                           a_row_bf16;     /* GEMM_BF16: one of a's rows gathered (a strided a), where b_q8 is */
@@ -10784,6 +10844,7 @@ static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const str
     p.unpack = p.repacked && !in_place;
     p.gemv = p.strategy == MMS__MM_QUANT_TILES && N <= MMS__MM_GEMV_N;
     p.act_unsigned = p.strategy == MMS__MM_QUANT_TILES && c->act_unsigned && N > MMS__MM_GEMV_N;
+    p.regroup = p.strategy == MMS__MM_QUANT_TILES && c->regroup && N > MMS__MM_GEMV_N;
     p.along_b = p.strategy == MMS__MM_GEMM_F32 || p.strategy == MMS__MM_GEMM_BF16;
     p.mb = p.strategy == MMS__MM_GEMM_BF16 ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
     p.nb = MMS__MM_NB;
@@ -10793,6 +10854,7 @@ static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const str
     p.q8_row = mms__q8_act_row_size(K);
     p.a_pack = 0;
     p.a_rows16 = p.a_pack + (size_t)(MMS__MM_MB * K) * sizeof(float);
+    p.a_group = p.a_rows16;   /* 8 rows of a quantized type take less than 16 f32 rows */
     p.b_rows = p.a_rows16 + (size_t)(16 * K) * sizeof(float);
     p.b_q8 = p.b_rows + (size_t)(MMS__MM_NB * K) * sizeof(float);
     p.a_row_bf16 = p.b_q8;   /* no strategy takes both */
@@ -10824,6 +10886,7 @@ struct mms__mm_tile {
     /* the scratch, at the plan's offsets */
     void                      *a_pack;        /* a's tile packed: f32 panels, groups of 8 rows, or f32 rows */
     float                     *a_rows16;
+    char                      *a_group;
     float                     *b_rows;
     char                      *b_q8;
     mms_bf16_t                *a_row_bf16;
@@ -10851,6 +10914,7 @@ static void mms__mm_run_tiles(const struct mms__compute_params *p, struct mms_te
     t.ldo = (int64_t)(dst->nb[1] / sizeof(float));
     t.a_pack = base + plan->a_pack;
     t.a_rows16 = (float *)(base + plan->a_rows16);
+    t.a_group = base + plan->a_group;
     t.b_rows = (float *)(base + plan->b_rows);
     t.b_q8 = base + plan->b_q8;
     t.a_row_bf16 = (mms_bf16_t *)(base + plan->a_row_bf16);
@@ -10956,12 +11020,14 @@ static void mms__mm_quant_gemv(const struct mms__mm_tile *t, const void *const *
 }
 
 /* QUANT_TILES: a's tile in groups of 8 rows side by side (read in place where a is kept repacked,
-   else packed into a_pack), then the card's 8 x 4 blocks (or 16 x tile16_cols, two groups a call). */
+   else packed into a_pack; with the card's regroup, each group then made into its tile kernels'
+   layout in a_pack), then the card's 8 x 4 blocks (or 16 x tile16_cols, two groups a call). */
 static void mms__mm_quant_tiles(struct mms__mm_tile *t) {
     const struct mms__mm_plan *plan = t->plan;
     const struct mms__quant_card *card = plan->card;
     const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
-    const size_t group = (size_t)(K / plan->fmt->block_len) * plan->fmt->group_block;   /* 8 of them take less than the f32 tile */
+    const size_t group = (size_t)(K / plan->fmt->block_len) * plan->fmt->group_block;   /* 8 of them take less than the f32 tile, */
+    const size_t tile_group = plan->regroup ? (size_t)(K / plan->fmt->block_len) * card->regroup_block : group;   /* and so in the card's layout */
     const int64_t in_place = plan->repacked ? MMS__MIN(mr, mms__repack_tail(t->a) - t->m0) : 0;   /* rows kept repacked */
     const int64_t ng = (mr + 7) / 8;
     const int64_t step = card->tile16 ? 2 : 1;                      /* groups per kernel call */
@@ -10972,11 +11038,19 @@ static void mms__mm_quant_tiles(struct mms__mm_tile *t) {
     mms__mm_load_b(t);
     for (g = 0; g < ng; g++) {
         const int n = (int)MMS__MIN(8, mr - g * 8);
-        if (g * 8 < in_place) { groups[g] = mms__repack_at(t->a, t->m0 + g * 8); continue; }
-        for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
-            rows[r] = plan->repacked ? mms__repack_at(t->a, t->m0 + g * 8 + r) : mms__mm_a_row(t, g * 8 + r);
-        card->pack(rows, n, K, (char *)t->a_pack + (size_t)g * group);
-        groups[g] = (char *)t->a_pack + (size_t)g * group;
+        char *const tile = (char *)t->a_pack + (size_t)g * tile_group;
+        if (g * 8 < in_place) groups[g] = mms__repack_at(t->a, t->m0 + g * 8);
+        else {
+            char *const packed = plan->regroup ? t->a_group : tile;
+            for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
+                rows[r] = plan->repacked ? mms__repack_at(t->a, t->m0 + g * 8 + r) : mms__mm_a_row(t, g * 8 + r);
+            card->pack(rows, n, K, packed);
+            groups[g] = packed;
+        }
+        if (plan->regroup) {
+            card->regroup(groups[g], K, tile);
+            groups[g] = tile;
+        }
     }
     if (plan->gemv) { mms__mm_quant_gemv(t, groups, ng); return; }
     for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */

@@ -34,6 +34,7 @@ struct want {
     int gemv;           /* decode on the tiles' GEMV */
     int act_unsigned;
     int dot4;           /* INT_DOTS with the card's 4-column dot */
+    int regroup;        /* QUANT_TILES: groups made into the card's own layout */
 };
 
 /* The plan of a [K, M] (type, repacked: in a CPU_REPACK buffer) times b [K, N] on set s, checked
@@ -58,6 +59,12 @@ static void check(const struct set *s, enum mms_type type, bool repacked, int64_
         if (w.act_unsigned >= 0)
             EXPECT(p.act_unsigned == (w.act_unsigned != 0), "%s: act_unsigned %d, expected %d", what, (int)p.act_unsigned, w.act_unsigned);
         if (w.dot4 >= 0) EXPECT((p.dot4 != NULL) == (w.dot4 != 0), "%s: dot4 %s, expected %s", what, p.dot4 ? "set" : "none", w.dot4 ? "set" : "none");
+        if (w.regroup >= 0) EXPECT(p.regroup == (w.regroup != 0), "%s: regroup %d, expected %d", what, (int)p.regroup, w.regroup);
+        if (p.regroup) {   /* a group in the format's layout where a_rows16 is; 8 regrouped ones in a_pack */
+            const size_t blocks = (size_t)(K / p.fmt->block_len);
+            EXPECT(p.card && p.card->regroup && p.a_group >= p.a_pack + 8 * blocks * p.card->regroup_block &&
+                   p.a_group + blocks * p.fmt->group_block <= p.b_rows, "%s: no room for the regrouped tile", what);
+        }
         EXPECT((p.card != NULL) == (w.strategy == TILES || w.strategy == DOTS), "%s: the card given %d", what, p.card != NULL);
         EXPECT(p.along_b == (w.strategy == GEMM || w.strategy == GEMM_BF16), "%s: along_b %d", what, (int)p.along_b);
         EXPECT(p.mb == (w.strategy == GEMM_BF16 ? 256 : 64) && p.nb == 48, "%s: tile %lld x %lld", what, (long long)p.mb, (long long)p.nb);
@@ -81,12 +88,13 @@ static void check(const struct set *s, enum mms_type type, bool repacked, int64_
     mms_free(wctx);
 }
 
-static struct want W(int strategy) { struct want w = { strategy, -1, -1, -1, -1 }; return w; }
+static struct want W(int strategy) { struct want w = { strategy, -1, -1, -1, -1, -1 }; return w; }
 static struct want Wx(int strategy, int unpack, int gemv, int act_unsigned, int dot4) {
     struct want w;
-    w.strategy = strategy; w.unpack = unpack; w.gemv = gemv; w.act_unsigned = act_unsigned; w.dot4 = dot4;
+    w.strategy = strategy; w.unpack = unpack; w.gemv = gemv; w.act_unsigned = act_unsigned; w.dot4 = dot4; w.regroup = -1;
     return w;
 }
+static struct want Wr(int strategy, int gemv, int regroup) { struct want w = W(strategy); w.gemv = gemv; w.regroup = regroup; return w; }
 
 static const struct set scalar = { "scalar", NULL, 0, false, false };
 
@@ -133,6 +141,13 @@ static void x86_cases(const struct set *s) {
         check(s, tiled[i], true, 4096, 72, 4, Wx(TILES, 0, 1, 0, -1));
         check(s, tiled[i], true, 4096, 72, 512, Wx(TILES, 0, 0, 0, -1));
     }
+    /* Q6_K's tiles on AVX2 read its values as bytes: regrouped past the GEMV's columns, as they are or
+       repacked; never on AVX-512 (its 6-bit kernels) nor for the other types */
+    check(s, MMS_TYPE_Q6_K, false, 4096, 130, 5, Wr(TILES, 0, s->cards == mms__cards_avx2));
+    check(s, MMS_TYPE_Q6_K, true, 4096, 72, 512, Wr(TILES, 0, s->cards == mms__cards_avx2));
+    check(s, MMS_TYPE_Q6_K, true, 4096, 72, 4, Wr(TILES, 1, 0));
+    check(s, MMS_TYPE_Q4_K, false, 4096, 130, 512, Wr(TILES, 0, 0));
+    check(s, MMS_TYPE_Q4_0, true, 4096, 72, 512, Wr(TILES, 0, 0));
     check(s, MMS_TYPE_Q8_0, false, 4096, 64, 1, Wx(DOTS, 0, 0, 0, 1));   /* 4-column dots for a decode step of */
     check(s, MMS_TYPE_Q8_0, false, 4096, 64, 8, Wx(DOTS, 0, 0, 0, 1));   /* up to 8 sequences */
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 1, Wx(TILES, 0, 1, 0, -1));

@@ -871,6 +871,86 @@ static void test_mul_mat_columns(void) {
     }
 }
 
+/* A Q6_K block's 6-bit code (0..63; the value is code - 32) of value i, as gguf lays them out:
+   ql[128] (low 4 bits), qh[64] (high 2 bits), int8 scales[16] (one per 16 values), f16 d. */
+static int q6_k_code(const unsigned char *blk, int i) {
+    const int n = i / 128, q = i % 128 / 32, l = i % 32;
+    const int lo = blk[64 * n + l + 32 * (q & 1)] >> (q >= 2 ? 4 : 0) & 0x0f, hi = blk[128 + 32 * n + l] >> (2 * q) & 3;
+    return lo | hi << 4;
+}
+
+/* Q6_K prompt products on the x86 sets' 8-row kernels are exact integer sums per block of 256
+   (AVX2 reads the values regrouped as unsigned bytes, code = value + 32; AVX-512 the 6-bit
+   layout), so each output has the bits of acc = fmaf((float)isum_b, d_b * dx_b, acc) over the
+   blocks b in order, computed here from the blocks' bytes alone. Blocks at the extremes (every
+   code 63 or 0, i.e. values 31 or -32; scales 127 or -128) against activations at +-127 (the
+   8-bit rounding's extremes) make the AVX2 kernel's int16 sums as large as they get: a sum that
+   saturated or wrapped would change the bits. Activations are integers with a +-127 in every
+   block, so they round to themselves with step dx = 1 (no code of ours in the reference).
+   Weights as they are and kept repacked; 21 rows (two groups of 8, then 5 rows); N = 5, 8, 64.
+   Other kernel sets dequantize Q6_K for prompts (checked against the reference in mul_mat). */
+static void test_q6_k_tiles_exact(void) {
+    const struct qtype *q = &qtypes[3];
+    const int64_t K = 768, M = 21, nb = K / 256;
+    static const int64_t Ns[3] = { 5, 8, 64 };
+    const enum mms_cpu_kernels set = mms_cpu_get_kernels();
+    unsigned char *wq = (unsigned char *)malloc((size_t)(nb * M) * q->size);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(K * 64)), *want = (float *)malloc(sizeof(float) * (size_t)(M * 64));
+    float d[3 * 21];
+    int64_t m, n, b, i;
+    int r, ni, bad = 0, cases = 0;
+    if (set != MMS_CPU_KERNELS_AVX2 && set != MMS_CPU_KERNELS_AVX512) {
+        test_skip("this set dequantizes Q6_K for prompts");
+        free(wq);
+        free(x);
+        free(want);
+        return;
+    }
+    for (b = 0; b < nb * M; b++) {   /* ql, qh: random, all codes 63 or all 0; scales random, all 127 or all -128 */
+        unsigned char *blk = wq + (size_t)b * q->size;
+        const int codes = test_rand_int(0, 2), scales = test_rand_int(0, 2), e = test_rand_int(-12, -4), mant = test_rand_int(0, 1023);
+        const uint16_t h = (uint16_t)((e + 15) << 10 | mant);
+        for (i = 0; i < 192; i++) blk[i] = (unsigned char)(codes == 0 ? test_rand_int(0, 255) : codes == 1 ? 0xff : 0);
+        for (i = 0; i < 16; i++) blk[192 + i] = (unsigned char)(int8_t)(scales == 0 ? test_rand_int(-128, 127) : scales == 1 ? 127 : -128);
+        memcpy(blk + 208, &h, 2);   /* little-endian, as GGUF files */
+        d[b] = ldexpf(1.0f + (float)mant / 1024.0f, e);
+    }
+    for (n = 0; n < 64; n++)
+        for (b = 0; b < nb; b++) {
+            const int mode = test_rand_int(0, 3);   /* all 127, all -127, alternating, random */
+            float *xb = x + n * K + b * 256;
+            for (i = 0; i < 256; i++) xb[i] = (float)(mode == 0 ? 127 : mode == 1 ? -127 : mode == 2 ? (i % 2 ? -127 : 127) : test_rand_int(-127, 127));
+            xb[test_rand_int(0, 255)] = test_rand_int(0, 1) ? 127.0f : -127.0f;
+        }
+    for (n = 0; n < 64; n++)
+        for (m = 0; m < M; m++) {
+            float acc = 0.0f;
+            for (b = 0; b < nb; b++) {
+                const unsigned char *blk = wq + (size_t)(m * nb + b) * q->size;
+                int64_t isum = 0;
+                for (i = 0; i < 256; i++) isum += (int64_t)(int8_t)blk[192 + i / 16] * (q6_k_code(blk, (int)i) - 32) * (int64_t)x[n * K + b * 256 + i];
+                acc = fmaf((float)(int32_t)isum, d[m * nb + b] * 1.0f, acc);
+            }
+            want[n * M + m] = acc;
+        }
+    for (r = 0; r < 2; r++)
+        for (ni = 0; ni < 3; ni++) {
+            float *got = product_in(q, wq, K, M, x, Ns[ni], r == 1);
+            int diff = 0;
+            EXPECT(got != NULL, "%s q6_k N = %d%s: the product failed", g_kernels, (int)Ns[ni], r ? " repacked" : "");
+            for (i = 0; got && i < M * Ns[ni]; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            cases++;
+            bad += diff != 0;
+            if (diff) printf("    %s q6_k N = %d%s: %d of %d outputs differ from the exact integer sums\n", g_kernels, (int)Ns[ni], r ? " repacked" : "", diff, (int)(M * Ns[ni]));
+            free(got);
+        }
+    printf("    %s: %d Q6_K prompt products (plain and repacked) have the exact integer sums' bits in %d\n", g_kernels, cases, cases - bad);
+    EXPECT(bad == 0, "%s: %d of %d Q6_K prompt products differ from the exact integer sums", g_kernels, bad, cases);
+    free(wq);
+    free(x);
+    free(want);
+}
+
 static void test_mul_mat(void) {
     static const int64_t Ns[4] = { 1, 2, 7, 64 };
     const bool q8_act = mms_cpu_get_kernels() != MMS_CPU_KERNELS_SCALAR;   /* every SIMD set has the integer dots */
@@ -1073,6 +1153,7 @@ int main(void) {
         run_numeric("cpy", test_cpy);
         run_numeric("mul_mat", test_mul_mat);
         run_numeric("mul_mat_columns", test_mul_mat_columns);
+        run_numeric("q6_k_tiles_exact", test_q6_k_tiles_exact);
     }
     RUN(test_x86_sets_agree);
     RUN(test_errors);

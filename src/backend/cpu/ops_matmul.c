@@ -26,6 +26,8 @@
    - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
+     Where the card has a regroup (Q6_K on AVX2), each group is then made into its kernel's own
+     layout (Q6_K's values as bytes), once per tile.
    - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
@@ -123,12 +125,14 @@ struct mms__mm_plan {
     bool                             unpack;         /* ... whose tiles are unpacked first (no kernel reads them in place) */
     bool                             gemv;           /* QUANT_TILES on up to MMS__MM_GEMV_N columns: one column against groups */
     bool                             act_unsigned;   /* b's 8-bit rows + 128 (the card's tile kernels) */
+    bool                             regroup;        /* QUANT_TILES past MMS__MM_GEMV_N columns: groups into the card's own layout */
     bool                             along_b;        /* tiles walk along b first (a's packed tile reused), else along a */
     int64_t                          mb, nb;         /* a tile: rows of a, rows of b */
     int64_t                          tiles_m, tiles_n, n_items;
     size_t                           q8_row;         /* bytes of one of b's rows in 8 bits */
     size_t                           a_pack;         /* a's tile packed (f32 panels, groups of 8 rows) or as f32 rows */
     size_t                           a_rows16;       /* 16 of a's rows converted for packing */
+    size_t                           a_group;        /* QUANT_TILES with regroup: a group packed before its regroup, where a_rows16 is */
     size_t                           b_rows;         /* b's tile as f32 rows */
     size_t                           b_q8;           /* b's tile in 8 bits, q8_row bytes a row */
     size_t                           a_row_bf16;     /* GEMM_BF16: one of a's rows gathered (a strided a), where b_q8 is */
@@ -165,6 +169,7 @@ static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const str
     p.unpack = p.repacked && !in_place;
     p.gemv = p.strategy == MMS__MM_QUANT_TILES && N <= MMS__MM_GEMV_N;
     p.act_unsigned = p.strategy == MMS__MM_QUANT_TILES && c->act_unsigned && N > MMS__MM_GEMV_N;
+    p.regroup = p.strategy == MMS__MM_QUANT_TILES && c->regroup && N > MMS__MM_GEMV_N;
     p.along_b = p.strategy == MMS__MM_GEMM_F32 || p.strategy == MMS__MM_GEMM_BF16;
     p.mb = p.strategy == MMS__MM_GEMM_BF16 ? MMS__MM_MB_BF16 : MMS__MM_MB;   /* bf16: b's conversion shared by more rows */
     p.nb = MMS__MM_NB;
@@ -174,6 +179,7 @@ static struct mms__mm_plan mms__mm_plan_of(const struct mms_tensor *a, const str
     p.q8_row = mms__q8_act_row_size(K);
     p.a_pack = 0;
     p.a_rows16 = p.a_pack + (size_t)(MMS__MM_MB * K) * sizeof(float);
+    p.a_group = p.a_rows16;   /* 8 rows of a quantized type take less than 16 f32 rows */
     p.b_rows = p.a_rows16 + (size_t)(16 * K) * sizeof(float);
     p.b_q8 = p.b_rows + (size_t)(MMS__MM_NB * K) * sizeof(float);
     p.a_row_bf16 = p.b_q8;   /* no strategy takes both */
@@ -205,6 +211,7 @@ struct mms__mm_tile {
     /* the scratch, at the plan's offsets */
     void                      *a_pack;        /* a's tile packed: f32 panels, groups of 8 rows, or f32 rows */
     float                     *a_rows16;
+    char                      *a_group;
     float                     *b_rows;
     char                      *b_q8;
     mms_bf16_t                *a_row_bf16;
@@ -232,6 +239,7 @@ static void mms__mm_run_tiles(const struct mms__compute_params *p, struct mms_te
     t.ldo = (int64_t)(dst->nb[1] / sizeof(float));
     t.a_pack = base + plan->a_pack;
     t.a_rows16 = (float *)(base + plan->a_rows16);
+    t.a_group = base + plan->a_group;
     t.b_rows = (float *)(base + plan->b_rows);
     t.b_q8 = base + plan->b_q8;
     t.a_row_bf16 = (mms_bf16_t *)(base + plan->a_row_bf16);
@@ -337,12 +345,14 @@ static void mms__mm_quant_gemv(const struct mms__mm_tile *t, const void *const *
 }
 
 /* QUANT_TILES: a's tile in groups of 8 rows side by side (read in place where a is kept repacked,
-   else packed into a_pack), then the card's 8 x 4 blocks (or 16 x tile16_cols, two groups a call). */
+   else packed into a_pack; with the card's regroup, each group then made into its tile kernels'
+   layout in a_pack), then the card's 8 x 4 blocks (or 16 x tile16_cols, two groups a call). */
 static void mms__mm_quant_tiles(struct mms__mm_tile *t) {
     const struct mms__mm_plan *plan = t->plan;
     const struct mms__quant_card *card = plan->card;
     const int64_t K = t->K, mr = t->mr, nr = t->nr, ldo = t->ldo;
-    const size_t group = (size_t)(K / plan->fmt->block_len) * plan->fmt->group_block;   /* 8 of them take less than the f32 tile */
+    const size_t group = (size_t)(K / plan->fmt->block_len) * plan->fmt->group_block;   /* 8 of them take less than the f32 tile, */
+    const size_t tile_group = plan->regroup ? (size_t)(K / plan->fmt->block_len) * card->regroup_block : group;   /* and so in the card's layout */
     const int64_t in_place = plan->repacked ? MMS__MIN(mr, mms__repack_tail(t->a) - t->m0) : 0;   /* rows kept repacked */
     const int64_t ng = (mr + 7) / 8;
     const int64_t step = card->tile16 ? 2 : 1;                      /* groups per kernel call */
@@ -353,11 +363,19 @@ static void mms__mm_quant_tiles(struct mms__mm_tile *t) {
     mms__mm_load_b(t);
     for (g = 0; g < ng; g++) {
         const int n = (int)MMS__MIN(8, mr - g * 8);
-        if (g * 8 < in_place) { groups[g] = mms__repack_at(t->a, t->m0 + g * 8); continue; }
-        for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
-            rows[r] = plan->repacked ? mms__repack_at(t->a, t->m0 + g * 8 + r) : mms__mm_a_row(t, g * 8 + r);
-        card->pack(rows, n, K, (char *)t->a_pack + (size_t)g * group);
-        groups[g] = (char *)t->a_pack + (size_t)g * group;
+        char *const tile = (char *)t->a_pack + (size_t)g * tile_group;
+        if (g * 8 < in_place) groups[g] = mms__repack_at(t->a, t->m0 + g * 8);
+        else {
+            char *const packed = plan->regroup ? t->a_group : tile;
+            for (r = 0; r < n; r++)   /* rows as they are: of a tensor, or a repacked one's last */
+                rows[r] = plan->repacked ? mms__repack_at(t->a, t->m0 + g * 8 + r) : mms__mm_a_row(t, g * 8 + r);
+            card->pack(rows, n, K, packed);
+            groups[g] = packed;
+        }
+        if (plan->regroup) {
+            card->regroup(groups[g], K, tile);
+            groups[g] = tile;
+        }
     }
     if (plan->gemv) { mms__mm_quant_gemv(t, groups, ng); return; }
     for (j = 0; j < nr; j += cols) {   /* the columns stay in L1 while the packed tile streams past */

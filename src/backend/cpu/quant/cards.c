@@ -6,6 +6,8 @@
 typedef void (*mms__quantize_act_fn)(const float *x, void *y, int64_t K);
 typedef void (*mms__pack_fn)(const void *const *rows, int n, int64_t K, void *dst);
 typedef void (*mms__unpack_fn)(const void *src, int64_t K, void *const *rows);
+/* One group of 8 rows (K values each) from the format's layout into a tile kernel's own. */
+typedef void (*mms__regroup_fn)(const void *group, int64_t K, void *dst);
 
 /* What a quantized type is to the integer kernels on every kernel set: the block length (of the
    weights and of the activation blocks its dots take), the activation format (the quantizer that
@@ -64,6 +66,10 @@ typedef void (*mms__gemv_fn)(int ns, int64_t K, const void *const w[4], const vo
      tiles of 8 rows repacked side by side (by pack, the set's own of the format's bytes; NULL: the
      format's pack_rows), 4 columns a call; tile16 (AVX-512) two groups at once against tile16_cols
      columns. act_unsigned: both take the activations' bytes plus 128 (mms__q8_act_unsigned).
+     regroup (NULL: none): both read a layout of their own (regroup_block bytes per block of the 8
+     rows), made by regroup from each group in the format's layout once per tile, whether packed
+     for the tile or kept repacked (Q6_K on AVX2: its values as bytes, unpacked once per tile
+     instead of once per 4 columns). The GEMV reads the format's layout.
      Prompts that neither tile nor dot4 takes dequantize into the f32 GEMM.
    - gemv, gemv_groups: decode (1 to 4 columns) on weights kept repacked, one column against
      gemv_groups groups of a tile walked side by side (each group a stream through memory: 4 for
@@ -84,6 +90,8 @@ struct mms__quant_card {
     mms__q8_dot4_fn     dot4;
     int64_t             dot4_max_n;
     mms__pack_fn        pack;
+    mms__regroup_fn     regroup;
+    size_t              regroup_block;
     mms__tile_fn        tile;
     mms__tile16_fn      tile16;
     int                 tile16_cols;
@@ -95,36 +103,36 @@ struct mms__quant_card {
 
 #if MMS__HAVE_AVX2
 static const struct mms__quant_card mms__cards_avx2[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                    NULL,                     0, 0,                          false, mms__gemv_q8_0x8_avx2, 4 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                       NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_0x8_avx2, 4 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                       mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q4_kx8_avx2, 2 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx2,   NULL,                     0, 0,                          false, mms__gemv_q6_kx8_avx2, 2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                       mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                    NULL,                     0, 0,                          false, NULL,                  0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                      mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, mms__gemv_q8_0x8_avx2,   4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                      NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_0x8_avx2,   4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                      mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_kx8_avx2,   2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__regroup_q6_kx8_u8, sizeof(struct mms__q6_kx8_u8), mms__gemm_q6_kx8_u8_avx2, NULL,                     0, 0,                        false, mms__gemv_q6_kx8_avx2,   2 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
 };
 /* AVX2's bodies where the set has none of its own */
 static const struct mms__quant_card mms__cards_avx512[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                       mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, mms__gemm_q8_0x8_avx512, mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, mms__gemm_q4_0x8_avx512, mms__gemm_q4_0x16_avx512, 8, 0,                          false, mms__gemv_q4_0x8_avx512, 4 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, mms__gemm_q4_kx8_avx512, mms__gemm_q4_kx16_avx512, 8, 0,                          false, mms__gemv_q4_kx8_avx512, 2 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                       mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__gemm_q6_kx8_avx512, mms__gemm_q6_kx16_avx512, 8, 0,                          false, mms__gemv_q6_kx8_avx512, 2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                       mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                    NULL,                     0, 0,                          false, NULL,                    0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_avx2,   NULL,                      mms__dot4_q8_0_avx2, MMS__DECODE_MAX_COLS, mms__pack_q8_0x8, NULL,                   0,                             mms__gemm_q8_0x8_avx512,  mms__gemm_q8_0x16_avx512, 8, MMS__DECODE_MAX_COLS + 1, true,  mms__gemv_q8_0x8_avx512, 4 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx512,  mms__gemm_q4_0x16_avx512, 8, 0,                        false, mms__gemv_q4_0x8_avx512, 4 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx512,  mms__gemm_q4_kx16_avx512, 8, 0,                        false, mms__gemv_q4_kx8_avx512, 2 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, NULL,                   0,                             mms__gemm_q6_kx8_avx512,  mms__gemm_q6_kx16_avx512, 8, 0,                        false, mms__gemv_q6_kx8_avx512, 2 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
 };
 #endif
 #if MMS__HAVE_NEON
 /* row dots only: prompts dequantize, repacked weights are unpacked a tile at a time */
 static const struct mms__quant_card mms__cards_neon[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_neon, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_neon, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 static const struct mms__quant_card mms__cards_neon_dotprod[] = {
-    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_dotprod, NULL, NULL, 0, NULL, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q8_0 */ { MMS_TYPE_Q8_0, mms__dot_q8_0_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_dotprod, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 0, 0, false, NULL, 0 },
 };
 #endif
 

@@ -1,9 +1,9 @@
 /* >>cpu-quant-tiles ================================================================================
    The layouts of 8 weight rows side by side (one block of each row, permuted; CPU_REPACK buffers
-   keep weights this way, repack.c) with their portable and AVX2 packs, then the kernels that read
-   them: 8 rows against 4 columns (prompts; AVX2, and AVX-512 with VNNI from the same bodies),
-   AVX-512's 16 rows in one register, and one column against groups side by side (decode on
-   repacked weights). */
+   keep weights this way, repack.c) with their portable and AVX2 packs (and Q6_K's values as bytes,
+   the layout AVX2's prompt kernel reads), then the kernels that read them: 8 rows against 4
+   columns (prompts; AVX2, and AVX-512 with VNNI from the same bodies), AVX-512's 16 rows in one
+   register, and one column against groups side by side (decode on repacked weights). */
 
 /* 8 rows of Q4_0 side by side, one block (see mms__gemm_q4_0x8_avx2): the 8 rows' f16 scales, then
    qs[k][r], bytes 4k..4k + 3 of row r's 16 bytes of nibbles. The same 144 bytes as the 8 rows'
@@ -543,12 +543,43 @@ static MMS__AVX2_INLINE int32_t mms__bsum_pair(const int16_t *bs, int t) {
     return pair;
 }
 
-/* Q6_K the same way, per super-block: each sub-block of 16 values (4 dwords of a group) summed in
-   int32 (VNNI) or in two int16 accumulators of 2 dwords each (at most 2 * 2 * 63 * 128), times
-   the 8 rows' int8 scales; the - 32 of every value from the activations' sums of 16, one madd per
-   two sub-blocks. A row's integer sum is mms__dot_q6_k_avx2's, exactly. */
-static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
-    const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)wv;
+/* Q6_K's layout for AVX2's prompt kernel: the 8-row layout above (mms__q6_kx8) with its 6-bit
+   values unpacked into bytes, unsigned as maddubs takes them (w + 32, 0..63): q[8 (4h + g) + j][r]
+   is dword j of group g of half h of row r, in the order the kernel reads them. The card's
+   regroup makes it from the 8-row layout once per tile (weights packed per tile or kept
+   repacked), where the 6-bit layout's kernel unpacks every value once per 4 columns: without
+   VNNI that unpacking is a large share of the kernel's work (manual section 9). 2192 bytes per
+   8 rows and 256 values, scratch only: weights are kept repacked in the 6-bit layout. */
+struct mms__q6_kx8_u8 { mms_fp16_t d[8]; int8_t sc[16][8]; uint32_t q[64][8]; };
+
+static MMS__TARGET_AVX2 void mms__regroup_q6_kx8_u8(const void *srcv, int64_t K, void *dstv) {
+    const struct mms__q6_kx8 *src = (const struct mms__q6_kx8 *)srcv;
+    struct mms__q6_kx8_u8 *dst = (struct mms__q6_kx8_u8 *)dstv;
+    int64_t b;
+    int h, j, g;
+    for (b = 0; b < K / MMS__QK_K; b++, src++, dst++) {
+        memcpy(dst->d, src->d, sizeof dst->d);
+        memcpy(dst->sc, src->sc, sizeof dst->sc);
+        for (h = 0; h < 2; h++)
+            for (j = 0; j < 8; j++) {
+                const __m256i qa = _mm256_loadu_si256((const __m256i *)src->ql[16 * h + j]), qb = _mm256_loadu_si256((const __m256i *)src->ql[16 * h + 8 + j]);
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)src->qh[8 * h + j]);
+                for (g = 0; g < 4; g++) _mm256_storeu_si256((__m256i *)dst->q[8 * (4 * h + g) + j], mms__q6_kx8_values(g & 1 ? qb : qa, qh, g));
+            }
+    }
+}
+
+/* Q6_K the same way, per super-block, on either layout (bytes: mms__q6_kx8_u8's values as they
+   are, else unpacked from mms__q6_kx8's bits): each sub-block of 16 values (4 dwords of a group)
+   summed in int32 (VNNI) or in two int16 accumulators of 2 dwords each, times the 8 rows' int8
+   scales; the - 32 of every value from the activations' sums of 16, one madd per two sub-blocks.
+   No int16 sum leaves its range (maddubs would saturate, the add wrap): values 0..63 against
+   activations -128..127 make each maddubs pair -16128..16002, two of them -32256..32004 (a third
+   could pass 32767: hence two accumulators).
+   The integer sums are exact, so a row's is mms__dot_q6_k_avx2's whatever the layout, and both
+   layouts give the same bits. */
+static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, bool bytes, int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const size_t block = bytes ? sizeof(struct mms__q6_kx8_u8) : sizeof(struct mms__q6_kx8);
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
     __m256 acc[4];
@@ -556,12 +587,17 @@ static MMS__AVX2_INLINE void mms__gemm_q6_kx8_body(bool vnni, int64_t K, const v
     int t, h, g, s, k, c;
 MMS__UNROLL4
     for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
-    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const char *blk = (const char *)wv + (size_t)b * block;
+        const struct mms__q6_kx8 *w = (const struct mms__q6_kx8 *)(const void *)blk;         /* !bytes */
+        const struct mms__q6_kx8_u8 *wu = (const struct mms__q6_kx8_u8 *)(const void *)blk;  /* bytes */
+        const mms_fp16_t *wd = bytes ? wu->d : w->d;
+        const int8_t (*wsc)[8] = bytes ? wu->sc : w->sc;
         __m256i sumi[4], off[4];
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = off[c] = _mm256_setzero_si256();
         for (t = 0; t < 8; t++) {
-            const __m256i sp = mms__s8x8_pairs(w->sc[2 * t], w->sc[2 * t + 1]);
+            const __m256i sp = mms__s8x8_pairs(wsc[2 * t], wsc[2 * t + 1]);
 MMS__UNROLL4
             for (c = 0; c < 4; c++) off[c] = _mm256_add_epi32(off[c], _mm256_madd_epi16(sp, _mm256_set1_epi32(mms__bsum_pair(x[c][b].bsums, t))));
         }
@@ -574,8 +610,9 @@ MMS__UNROLL4
 MMS__UNROLL4
                     for (k = 0; k < 4; k++) {
                         const int j = 4 * s + k;
-                        const __m256i v = mms__q6_kx8_values(_mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 * (g & 1) + j]),
-                                                             _mm256_loadu_si256((const __m256i *)w->qh[8 * h + j]), g);
+                        const __m256i v = bytes ? _mm256_loadu_si256((const __m256i *)wu->q[8 * (4 * h + g) + j])
+                                                : mms__q6_kx8_values(_mm256_loadu_si256((const __m256i *)w->ql[16 * h + 8 * (g & 1) + j]),
+                                                                     _mm256_loadu_si256((const __m256i *)w->qh[8 * h + j]), g);
 MMS__UNROLL4
                         for (c = 0; c < 4; c++) {
                             int32_t a;
@@ -586,13 +623,13 @@ MMS__UNROLL4
                     }
 MMS__UNROLL4
                     for (c = 0; c < 4; c++) {
-                        const int8_t *sc = w->sc[8 * h + 2 * g + s];
+                        const int8_t *sc = wsc[8 * h + 2 * g + s];
                         const __m256i p = mms__u8s8_widen_scaled_s8(vnni, lo[c], sc);
                         sumi[c] = _mm256_add_epi32(sumi[c], vnni ? p : _mm256_add_epi32(p, mms__u8s8_widen_scaled_s8(false, hi[c], sc)));
                     }
                 }
         {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wd));
 MMS__UNROLL4
             for (c = 0; c < 4; c++) {
                 const __m256i q = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off[c], 5));
@@ -604,11 +641,13 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
-static MMS__TARGET_AVX2 void mms__gemm_q6_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q6_kx8_body(false, K, wv, xv, out);
+/* AVX2 reads the values as bytes (its card's regroup); the AVX-512 set still reads the 6-bit
+   layout (the bytes are not measured there). */
+static MMS__TARGET_AVX2 void mms__gemm_q6_kx8_u8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_q6_kx8_body(false, true, K, wv, xv, out);
 }
 static MMS__TARGET_AVX512 void mms__gemm_q6_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q6_kx8_body(true, K, wv, xv, out);
+    mms__gemm_q6_kx8_body(true, false, K, wv, xv, out);
 }
 
 /* -- AVX-512: two groups of 8 rows in one register, 16 rows against 4 or 8 columns --
