@@ -1014,6 +1014,24 @@
        KV cache, picture slots, compute, the image store at its peak) and the image store. A progress callback in the load parameters
        reports the load and can stop it.
 
+       Decode graphs. A context keeps its last decode graph with what fixed its shape: the batch size,
+       the rows whose logits are wanted (how many), the attention's first slot and width (the first
+       and last sequence in the batch, each up to its 256-token step), and per cross-attention group
+       its sequence, its pictures and its rows, and whether rows of a sequence without pictures are
+       gated. A batch of the same shape (a generation step of the same sequences, most of the time)
+       sets its inputs (tokens, positions, slots, masks, the wanted rows, the group order) into that
+       graph and computes it again: no graph built, and the scheduler keeps its split and plan and
+       only places the tensors again in a new generation of its compute memory, so a result of the
+       previous step is stale exactly as after a full allocation, and every check of what the graph
+       reads (weights, caches, kept tensors) runs as before. Any other shape (a new picture's token,
+       another sequence, a crossing of a 256-token step, a trim or clear that changes the width, another
+       batch size) builds its graph; so does a graph the scheduler cannot keep (another graph
+       allocated in between, a pin, an eval callback or a dump set). mms_mllama_timings.n_decode_builds
+       counts the graphs built; context parameter rebuild_graphs builds every one anew, and the
+       logits are bit for bit the same either way (tests/test_mllama_seq.c test_reuse_equals_rebuild,
+       and test_reuse_triggers: a case per part of the shape). Host time per decode token:
+       docs/measurements.md.
+
    14. THE SERVING ENGINE
        struct mms_engine_params ep = { .model = model };   // its file's vocabulary; 4 slots of 2048 tokens, n_batch 512
        struct mms_engine *engine = mms_engine_new(&ep);  // starts the engine thread
@@ -2754,6 +2772,8 @@ struct mms_mllama_context_params {   /* zeroed: the defaults; negative values ar
     int    n_seq;          /* sequences (conversations), 1..4096 (0: 1) */
     size_t image_store;    /* bytes of encoded pictures the store keeps (0: room for max_images * n_seq + 2 pictures of the
                               model's most tiles) */
+    bool   rebuild_graphs; /* build every decode graph anew; false: a batch of the last batch's shape computes its graph
+                              again (the manual, "Decode graphs"); the logits are the same either way */
 };
 
 struct mms_mllama_context;
@@ -2821,6 +2841,7 @@ struct mms_mllama_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
     double graph_ms, alloc_ms;            /* host time within prompt_ms + gen_ms: building the text graphs, the scheduler allocating them */
+    int    n_decode_builds;               /* decode graphs built; the other decode calls computed the last one again */
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
     int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };
@@ -13016,7 +13037,9 @@ MMS_API enum mms_status mms_gallocr_write_svg(mms_gallocr_t ga, int id, const ch
      6. publish (alloc only, and only once everything above succeeded): each caller node takes its
         clone's placement, new kept buffers are registered. Reserve writes no caller tensor.
    The caller's graph is never rewired. Compute runs the splits in order, copying inputs first, then
-   counts every node as written and records what each kept node was computed from. */
+   counts every node as written and records what each kept node was computed from. The graph
+   allocated last can be allocated again unchanged (mms__sched_alloc_again): steps 1, 5's placement
+   and 6 only. */
 
 #define MMS__SCHED_MAX_COPIES 4
 
@@ -13074,6 +13097,7 @@ struct mms_backend_sched {
     uint64_t                   graph_id;
     bool                       allocated;
     bool                       reserved_only;
+    bool                       pins_changed;        /* since the last split: the backends may differ */
     int                        n_nodes, n_leafs;
     struct mms__ptrmap         pos;                 /* tensor -> node index + 1, or -(leaf index + 1) */
     int                       *node_backend, *leaf_backend;
@@ -13103,6 +13127,7 @@ struct mms_backend_sched {
     char                       dump_pattern[256];
     char                       dump_dir[512];
 
+    int                        n_again;             /* allocations that kept the last split (mms__sched_alloc_again) */
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
@@ -13279,26 +13304,23 @@ static enum mms_status mms__sched_check_memory(struct mms_cgraph *g, bool reserv
 
 /* -- 2. backends -- */
 
+/* Where leaf t goes and why: fixed memory's backend, its pin, else the last backend (inputs are
+   set from the host, as in ggml); -1 when no backend can use its memory. */
+static int mms__sched_leaf_backend(mms_backend_sched_t s, const struct mms_tensor *t, unsigned char *why) {
+    int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
+    if (mms__sched_has_fixed_memory(t)) { *why = MMS__WHY_MEMORY; return mms__sched_backend_for_buft(s, mms__sched_buft_of(t)); }
+    if (pin >= 0) { *why = MMS__WHY_PIN; return pin; }
+    *why = MMS__WHY_INPUT;
+    return s->n_backends - 1;
+}
+
 static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
     for (i = 0; i < s->n_leafs; i++) {
         struct mms_tensor *t = mms_graph_leaf(g, i);
-        int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
-        int b;
-        if (mms__sched_has_fixed_memory(t)) {
-            b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
-            if (b < 0)
-                return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
-                                     "scheduler's backends can use", mms__tensor_desc(t).s, mms_backend_buft_name(mms__sched_buft_of(t)));
-            s->leaf_why[i] = MMS__WHY_MEMORY;
-        } else if (pin >= 0) {
-            b = pin;
-            s->leaf_why[i] = MMS__WHY_PIN;
-        } else {
-            b = s->n_backends - 1;   /* inputs are set from the host: the last backend, as in ggml */
-            s->leaf_why[i] = MMS__WHY_INPUT;
-        }
-        s->leaf_backend[i] = b;
+        if ((s->leaf_backend[i] = mms__sched_leaf_backend(s, t, &s->leaf_why[i])) < 0)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
+                                 "scheduler's backends can use", mms__tensor_desc(t).s, mms_backend_buft_name(mms__sched_buft_of(t)));
     }
     return MMS_OK;
 }
@@ -13727,6 +13749,7 @@ static enum mms_status mms__sched_prepare(mms_backend_sched_t s, struct mms_cgra
     s->allocated = false;
     mms__sched_drop_fresh(s);
     s->n_kept = 0;
+    s->pins_changed = false;
     for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
     mms_reset(s->ctx);
     if ((st = mms__sched_index(s, g)) != MMS_OK) return st;
@@ -13806,6 +13829,39 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
     s->reserved_only = false;
     s->graph_id = mms_graph_id(g);
     mms__sched_remember_graph(s, g);
+    if (s->debug) mms__sched_debug_print(s);
+    return MMS_OK;
+}
+
+/* The graph allocated last, allocated again for another compute with new inputs (a decode step):
+   when g is that graph, unchanged in size, and nothing steps 2-5 depend on has changed since (no
+   pin set, every leaf goes to the same backend, no kept nodes, one pipeline copy, no callback or
+   dump, whose partial graphs live in the scheduler's context until the next split), the splits,
+   clones and plan stand. Only what makes earlier results stale is redone, as a full allocation
+   does it: the checks of step 1, a new generation of the compute buffers with every tensor
+   placed again at its planned offset, and step 6. Otherwise it is a full allocation. */
+static enum mms_status mms__sched_alloc_again(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const char *who = "mms_backend_sched_alloc_graph";
+    enum mms_status st;
+    bool same;
+    int i;
+    if (!s || !g) return mms_backend_sched_alloc_graph(s, g);
+    same = s->allocated && s->graph == g && s->graph_id == mms_graph_id(g) && mms_graph_status(g) == MMS_OK &&
+           mms_graph_n_nodes(g) == s->n_nodes && mms_graph_n_leafs(g) == s->n_leafs && !s->pins_changed && s->n_kept == 0 &&
+           s->n_copies == 1 && !s->callback && !s->dump_pattern[0];
+    for (i = 0; same && i < s->n_leafs; i++) {
+        unsigned char why;
+        same = mms__sched_leaf_backend(s, mms_graph_leaf(g, i), &why) == s->leaf_backend[i];
+    }
+    if (!same) return mms_backend_sched_alloc_graph(s, g);
+    s->allocated = false;
+    if ((st = mms__sched_check_memory(g, false, who)) != MMS_OK) return st;
+    if ((st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
+    if ((st = mms__galloc_place(s->galloc, s->alloc_graph)) != MMS_OK) return st;
+    if ((st = mms__sched_publish(s, g)) != MMS_OK) return st;
+    if (s->poison) mms__galloc_fill(s->galloc, 0xff);
+    s->allocated = true;
+    s->n_again++;
     if (s->debug) mms__sched_debug_print(s);
     return MMS_OK;
 }
@@ -13947,6 +14003,7 @@ MMS_API enum mms_status mms_backend_sched_set_tensor_backend(mms_backend_sched_t
                                     mms_backend_name(backend));
     if (!mms__ptrmap_put(&s->pins, (uint64_t)(uintptr_t)t, (void *)(intptr_t)(b + 1)))
         return mms_set_error(MMS_ERR_OOM, "mms_backend_sched_set_tensor_backend: out of host memory");
+    s->pins_changed = true;
     return MMS_OK;
 }
 
@@ -23229,6 +23286,7 @@ struct mms_mllama_context {
     struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones): [HD, Hkv, n_seq * n_ctx] */
     struct mms_tensor              **cross_k, **cross_v;     /* per text layer (cross ones): [HD, max_images * T * N, Hkv, n_seq] */
     struct mms_context              *gctx;                   /* the current graph; reset before each */
+    struct mms__mllama_kept_decode  *kept;                   /* the last decode graph, computed again while its shape holds */
     struct mms__mllama_seq          *seqs;                   /* n_seq */
     int                             *seq_ints;               /* the sequences' picture lists, one block */
     struct mms__mllama_store         store;
@@ -23399,6 +23457,45 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     if (out->logits) mms_build_forward_expand(out->graph, out->logits);   /* else the KV-cache writes are the graph */
 }
 
+/* The last decode graph with what fixed its shape: the batch plan and the cross-attention groups.
+   A batch of the same shape computes it again with its own inputs (tokens, positions, slots, masks,
+   wanted rows, group order); every other shape builds its own. */
+struct mms__mllama_kept_decode {
+    struct mms_context            *ctx;       /* the graph's tensors; reset before each build */
+    struct mms__mllama_text_graph  tg;
+    struct mms__mllama_batch_plan  bp;
+    struct mms__mllama_group_spec *spec;      /* n_seq: at most one group per sequence */
+    int                            n_groups;
+    bool                           valid;
+};
+
+/* Whether the kept decode graph is the graph of this batch shape. */
+static bool mms__mllama_kept_fits(const struct mms__mllama_kept_decode *k, const struct mms__mllama_batch_plan *bp,
+                                  const struct mms__mllama_group_spec *spec, int n_groups) {
+    int g;
+    if (!k->valid || k->bp.n != bp->n || k->bp.n_out != bp->n_out || k->bp.n_kv != bp->n_kv || k->bp.kv_lo != bp->kv_lo ||
+        k->bp.gate != bp->gate || k->n_groups != n_groups) return false;
+    for (g = 0; g < n_groups; g++)
+        if (k->spec[g].n_rows != spec[g].n_rows || k->spec[g].n_img != spec[g].n_img || k->spec[g].seq != spec[g].seq) return false;
+    return true;
+}
+
+/* The decode graph of this batch shape: the kept one when it fits (and the context reuses graphs),
+   else a new one, kept. */
+static struct mms__mllama_text_graph *mms__mllama_decode_graph(struct mms_mllama_context *c, const struct mms__mllama_batch_plan *bp,
+                                                               const struct mms__mllama_group_spec *spec, int n_groups) {
+    struct mms__mllama_kept_decode *k = c->kept;
+    if (!c->p.rebuild_graphs && mms__mllama_kept_fits(k, bp, spec, n_groups)) return &k->tg;
+    mms_reset(k->ctx);
+    mms__mllama_text_graph(c, k->ctx, bp, spec, n_groups, &k->tg);
+    k->bp = *bp;
+    k->n_groups = n_groups;
+    if (n_groups > 0) memcpy(k->spec, spec, sizeof *spec * (size_t)n_groups);
+    k->valid = mms_graph_status(k->tg.graph) == MMS_OK;
+    c->t.n_decode_builds++;
+    return &k->tg;
+}
+
 /* -- creation: the sequences' memory and the reservation of every graph -- */
 
 /* The KV cache (self-attention layers) and the sequences' picture memory (cross layers), on
@@ -23528,6 +23625,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     mms_backend_sched_free(c->sched);
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
+    if (c->kept) { mms_free(c->kept->ctx); MMS_FREE(c->kept->spec); MMS_FREE(c->kept); }
     MMS_FREE(c->k_cache); MMS_FREE(c->seqs); MMS_FREE(c->seq_ints);
     MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
@@ -23564,9 +23662,14 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     backends[1] = m->backends[0];
     c->sched = mms_backend_sched_new(backends, NULL, m->backends[1] == m->backends[0] ? 1 : 2, false, false);
     c->gctx = mms_init(ip);
+    if ((c->kept = (struct mms__mllama_kept_decode *)MMS_MALLOC(sizeof *c->kept)) != NULL) {
+        memset(c->kept, 0, sizeof *c->kept);
+        c->kept->ctx = mms_init(ip);
+        c->kept->spec = (struct mms__mllama_group_spec *)MMS_MALLOC(sizeof *c->kept->spec * (size_t)c->p.n_seq);
+    }
     c->seqs = (struct mms__mllama_seq *)MMS_MALLOC(sizeof *c->seqs * (size_t)c->p.n_seq);
     c->seq_ints = (int *)MMS_MALLOC(sizeof(int) * 3 * (size_t)c->p.max_images * (size_t)c->p.n_seq);
-    if (!c->sched || !c->gctx || !c->seqs || !c->seq_ints) goto fail;
+    if (!c->sched || !c->gctx || !c->kept || !c->kept->ctx || !c->kept->spec || !c->seqs || !c->seq_ints) goto fail;
     for (i = 0; i < c->p.n_seq; i++) {
         memset(&c->seqs[i], 0, sizeof c->seqs[i]);
         c->seqs[i].image_tiles = c->seq_ints + (size_t)3 * (size_t)i * (size_t)c->p.max_images;
@@ -23820,25 +23923,30 @@ struct mms__mllama_batch_work {
     int32_t *pos, *out_ids, *slot;              /* per row: position in its sequence, cache slot; wanted rows */
     int32_t *perm, *unperm;                     /* the rows in cross-attention group order, and back */
     int     *seq_n, *seq_images, *seq_group;    /* per sequence: rows in the batch, <|image|> tokens, its group */
+    int     *group_at;                          /* per group: its next row in group order */
+    struct mms__mllama_group_spec *spec;        /* per group (at most n_seq) */
 };
 
 static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
     MMS_FREE(w->pos);
     MMS_FREE(w->seq_n);
+    MMS_FREE(w->spec);
 }
 
 static bool mms__mllama_batch_work_alloc(struct mms__mllama_batch_work *w, int n, int n_seq) {
     memset(w, 0, sizeof *w);
     w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 5);
-    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 3);
-    if (!w->pos || !w->seq_n) { mms__mllama_batch_work_free(w); return false; }
+    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 4);
+    w->spec = (struct mms__mllama_group_spec *)MMS_MALLOC(sizeof *w->spec * (size_t)n_seq);
+    if (!w->pos || !w->seq_n || !w->spec) { mms__mllama_batch_work_free(w); return false; }
     w->out_ids = w->pos + n;
     w->slot = w->out_ids + n;
     w->perm = w->slot + n;
     w->unperm = w->perm + n;
-    memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 3);
+    memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 4);
     w->seq_images = w->seq_n + n_seq;
     w->seq_group = w->seq_images + n_seq;
+    w->group_at = w->seq_group + n_seq;
     return true;
 }
 
@@ -23924,9 +24032,8 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
     struct mms__mllama_batch_work w;
     struct mms__mllama_batch_plan bp;
-    struct mms__mllama_text_graph tg;
-    struct mms__mllama_group_spec *spec = NULL;
-    struct mms_context *ctx;
+    const struct mms__mllama_text_graph *tg;
+    struct mms__mllama_group_spec *spec;
     enum mms_status st = MMS_OK;
     int i, s, g, n, n_groups = 0, n_text_only = 0;
     bool gen = true;
@@ -23951,12 +24058,9 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     }
     bp.gate = n_groups > 0 && n_text_only > 0;
 
-    t_graph = mms_time_us();
-    ctx = mms__mllama_fresh_graph_ctx(c);
+    spec = w.spec;
     if (n_groups > 0) {                        /* the groups' sequences, and the rows in group order */
-        int *at = (int *)mms__ctx_alloc(ctx, sizeof *at * (size_t)n_groups, MMS__OBJ_ALIGN), off = 0;
-        spec = (struct mms__mllama_group_spec *)mms__ctx_alloc(ctx, sizeof *spec * (size_t)n_groups, MMS__OBJ_ALIGN);
-        if (!at || !spec) { st = mms_ctx_status(ctx); goto done; }
+        int *at = w.group_at, off = 0;
         for (s = 0; s < c->p.n_seq; s++) {
             if (!w.seq_n[s] || c->seqs[s].n_images == 0) continue;
             g = w.seq_group[s];
@@ -23972,28 +24076,29 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
             w.perm[at[g]++] = i;
         }
     }
-    mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
+    t_graph = mms_time_us();
+    tg = mms__mllama_decode_graph(c, &bp, spec, n_groups);
     c->t.graph_ms += (double)(mms_time_us() - t_graph) / 1000.0;
     t_graph = mms_time_us();
-    st = mms_backend_sched_alloc_graph(c->sched, tg.graph);
+    st = mms__sched_alloc_again(c->sched, tg->graph);
     c->t.alloc_ms += (double)(mms_time_us() - t_graph) / 1000.0;
     if (st != MMS_OK) goto done;
-    if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
-        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
-        (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
+    if ((st = mms_backend_tensor_set(tg->in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg->in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg->in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
+        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg->in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
+        (st = mms__mllama_set_masks(c, b, &w, tg)) != MMS_OK) goto done;
     {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
         const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
         float *l = NULL;
         enum mms_status sy;
-        st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
+        st = mms_backend_sched_graph_compute_async(c->sched, tg->graph);
         if (st == MMS_OK && n_logits > 0 && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
             st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
         if (l) c->logits = l;
         /* into the context's own host memory, which outlives the synchronize below */
         if (st == MMS_OK && n_logits > 0)
-            st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
+            st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg->logits), tg->logits, l, 0, sizeof *l * n_logits);
         sy = mms_backend_sched_synchronize(c->sched);
         if (st == MMS_OK) st = sy;
         if (st != MMS_OK) {
@@ -24016,8 +24121,10 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
         else { c->t.prompt_ms += ms; c->t.n_prompt_tokens += n; }
     }
 done:
-    if (st != MMS_OK)                          /* the batch did not happen */
+    if (st != MMS_OK) {                        /* the batch did not happen */
         for (s = 0; s < c->p.n_seq; s++) c->seqs[s].n_image_pos -= w.seq_images[s];
+        c->kept->valid = false;
+    }
     mms__mllama_batch_work_free(&w);
     return st;
 }

@@ -4,7 +4,8 @@
    input kept its old value), and a stateful property test: random sequences of reserve, alloc,
    compute, input rewrites, rebuilds and releases over several prebuilt graphs on one scheduler
    with 1 to 3 backends, every status predicted by a model of the rules and every result compared
-   bit for bit with a fresh single-graph computation on the CPU.
+   bit for bit with a fresh single-graph computation on the CPU; half of its allocations go through
+   the scheduler's allocation of the same graph again (a decode step's), under the same rules.
 
    Outside AddressSanitizer the library's allocations go through a guard allocator: every block is
    mapped on its own pages and a freed block's pages are made inaccessible, so a read of a freed
@@ -198,6 +199,79 @@ static void test_alternating_prebuilt_graphs(void) {
     mms_backend_free(dev); mms_backend_free(cpu);
     free(ya); free(y2);
 }
+
+#ifndef LIFETIME_OLD_API
+/* The graph allocated last, allocated again (a decode step's reuse): the split stays, each new
+   input gives a full allocation's result, and what a full allocation makes stale is stale after it
+   too (a view of the last result, another graph's result); a pin, a callback or another graph in
+   between, or freed weights: as a full allocation. */
+static bool eval_nothing(struct mms_tensor *t, bool ask, void *user) { (void)t; (void)user; return !ask; }
+
+static void test_same_graph_allocated_again(void) {
+    mms_backend_t cpu = mms_backend_cpu_init(), dev = limited_backend_new("TEST", LIMITED_ALL_OPS), bs[2];
+    struct mms_context *wctx = test_ctx(true);
+    struct mms_tensor *w = mms_set_name(mms_new_tensor_2d(wctx, MMS_TYPE_F32, D, D), "w"), *view;
+    mms_backend_buffer_t wbuf = mms_backend_alloc_ctx_tensors(wctx, dev);
+    mms_backend_sched_t s, ref;
+    struct chain a, b, r;
+    float want[D * 4], got[D * 4], v[D];
+    int round, again;
+    bs[0] = dev; bs[1] = cpu;
+    mms_backend_buffer_set_usage(wbuf, MMS_BUFFER_USAGE_WEIGHTS);
+    set_random(w, 5);
+    s = mms_backend_sched_new(bs, NULL, 2, false, false);
+    ref = mms_backend_sched_new(bs, NULL, 2, false, false);
+    chain_build(&a, w, 4);
+    chain_build(&b, w, 3);
+    chain_build(&r, w, 4);
+    EXPECT(mms_backend_sched_alloc_graph(s, a.g) == MMS_OK, "alloc: %s", mms_last_error());
+    for (round = 0; round < 3; round++) {      /* each round other inputs, against a full allocation of another graph */
+        again = s->n_again;
+        EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK, "again %d: %s", round, mms_last_error());
+        EXPECT(s->n_again == again + 1, "round %d: a full allocation, wanted the split kept", round);
+        set_random(a.x, 20 + round);
+        EXPECT(mms_backend_sched_graph_compute(s, a.g) == MMS_OK, "compute %d: %s", round, mms_last_error());
+        EXPECT(mms_backend_tensor_get(a.y, got, 0, sizeof got) == MMS_OK, "read %d: %s", round, mms_last_error());
+        EXPECT(mms_backend_sched_alloc_graph(ref, r.g) == MMS_OK, "alloc ref: %s", mms_last_error());
+        set_random(r.x, 20 + round);
+        EXPECT(mms_backend_sched_graph_compute(ref, r.g) == MMS_OK, "compute ref: %s", mms_last_error());
+        EXPECT(mms_backend_tensor_get(r.y, want, 0, sizeof want) == MMS_OK, "read ref: %s", mms_last_error());
+        EXPECT(memcmp(got, want, sizeof got) == 0, "round %d: the result differs from a full allocation's", round);
+    }
+    /* a view of the result taken after the compute: stale once the graph is allocated again */
+    view = mms_view_1d(a.ctx, a.y, D, 0);
+    EXPECT(mms_backend_view_init(view) == MMS_OK && mms_backend_tensor_get(view, v, 0, sizeof v) == MMS_OK, "view: %s", mms_last_error());
+    EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK, "again: %s", mms_last_error());
+    EXPECT_ERROR(mms_backend_tensor_get(view, v, 0, sizeof v), MMS_ERR_STALE, "is stale", "compute memory");
+    /* another graph in between: allocated in full, and the other graph's result is stale */
+    EXPECT(mms_backend_sched_alloc_graph(s, b.g) == MMS_OK, "alloc B: %s", mms_last_error());
+    set_random(b.x, 10);
+    EXPECT(mms_backend_sched_graph_compute(s, b.g) == MMS_OK, "compute B: %s", mms_last_error());
+    again = s->n_again;
+    EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK && s->n_again == again, "after another graph: %s", mms_last_error());
+    EXPECT_ERROR(mms_backend_tensor_get(b.y, v, 0, sizeof v), MMS_ERR_STALE, "'y'", "is stale");
+    /* a pin, a callback: allocated in full */
+    EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK && s->n_again == again + 1, "again: %s", mms_last_error());
+    EXPECT(mms_backend_sched_set_tensor_backend(s, a.y, cpu) == MMS_OK, "pin: %s", mms_last_error());
+    EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK && s->n_again == again + 1, "after a pin: %s", mms_last_error());
+    EXPECT(mms_backend_sched_get_tensor_backend(s, a.y) == cpu, "the pin holds");
+    EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK && s->n_again == again + 2, "after the pin's allocation: %s", mms_last_error());
+    mms_backend_sched_set_eval_callback(s, eval_nothing, NULL);
+    EXPECT(mms__sched_alloc_again(s, a.g) == MMS_OK && s->n_again == again + 2, "with a callback: %s", mms_last_error());
+    set_random(a.x, 22);
+    EXPECT(mms_backend_sched_graph_compute(s, a.g) == MMS_OK, "compute: %s", mms_last_error());
+    EXPECT(mms_backend_tensor_get(a.y, got, 0, sizeof got) == MMS_OK && memcmp(got, want, sizeof got) == 0, "the result after the pin differs");
+    mms_backend_sched_set_eval_callback(s, NULL, NULL);
+    /* the weights' memory freed: the error of a full allocation */
+    mms_backend_buffer_free(wbuf);
+    EXPECT_ERROR(mms__sched_alloc_again(s, a.g), MMS_ERR_STALE, "'w'", "has been freed");
+    mms_backend_sched_free(s);
+    mms_backend_sched_free(ref);
+    mms_free(a.ctx); mms_free(b.ctx); mms_free(r.ctx);
+    mms_free(wctx);
+    mms_backend_free(dev); mms_backend_free(cpu);
+}
+#endif
 
 /* The encoder output is persistent and computed; the caller writes a new image into the encoder's
    input (its own buffer) and rebuilds the encoder graph over the same tensor: that graph had 0
@@ -530,7 +604,15 @@ static void allocated(struct world *W, int i) {
 }
 
 static void step_alloc(struct world *W, unsigned long long seed, int i) {
-    enum mms_status want, got = mms_backend_sched_alloc_graph(W->s, W->slot[i].g);
+    enum mms_status want, got;
+#ifndef LIFETIME_OLD_API
+    if (rnd(W, 2)) {            /* as a decode step allocates: the last graph again when nothing changed, same rules */
+        const int before = W->s->n_again;
+        got = mms__sched_alloc_again(W->s, W->slot[i].g);
+        W->counts[11] += W->s->n_again - before;
+    } else
+#endif
+        got = mms_backend_sched_alloc_graph(W->s, W->slot[i].g);
     const bool ok = leafs_allow(W, i, got, &want);
     check_status(W, seed, "alloc", i, got, ok);
     W->allocated = -1;
@@ -704,7 +786,7 @@ static void run_sequence(int n_backends, bool parallel, unsigned long long seed,
 static void test_lifetime_property(void) {
     unsigned long long base = test_rand_u64() % 1000000007ULL;
     values_only = getenv("MMS_LIFETIME_VALUES_ONLY") && atoi(getenv("MMS_LIFETIME_VALUES_ONLY"));
-    int counts[11] = { 0 }, seq, n_seq = getenv("MMS_LIFETIME_SEQUENCES") ? atoi(getenv("MMS_LIFETIME_SEQUENCES")) : 150;
+    int counts[12] = { 0 }, seq, n_seq = getenv("MMS_LIFETIME_SEQUENCES") ? atoi(getenv("MMS_LIFETIME_SEQUENCES")) : 150;
     mms_log_set(test__log_cb, NULL);                 /* expected errors are many: keep them off the output */
     for (seq = 0; seq < n_seq && (values_only || test__case_failures == 0); seq++) {
         const unsigned long long seed = base + (unsigned long long)seq;
@@ -715,8 +797,11 @@ static void test_lifetime_property(void) {
     mms_log_set(NULL, NULL);
     printf("    %d sequences (1-3 backends, %d with pipeline copies), %d steps: %d allocs, %d computes, %d reserves, %d input "
            "rewrites, %d releases, %d rebuilds, %d reads, %d resets over %d prebuilt graphs; %d results compared, %d errors "
-           "predicted and returned\n", seq, seq / 4, counts[8], counts[0], counts[1], counts[2], counts[3], counts[4], counts[5],
-           counts[6], counts[7], N_SLOTS, counts[9], counts[10]);
+           "predicted and returned; %d allocations kept the last split\n", seq, seq / 4, counts[8], counts[0], counts[1], counts[2], counts[3],
+           counts[4], counts[5], counts[6], counts[7], N_SLOTS, counts[9], counts[10], counts[11]);
+#ifndef LIFETIME_OLD_API
+    EXPECT(values_only || counts[11] > 0, "no allocation kept the last split");
+#endif
 }
 
 int main(void) {
@@ -727,6 +812,9 @@ int main(void) {
 #endif
     RUN(test_alternating_prebuilt_graphs);
     RUN(test_kept_tensor_after_input_rewrite);
+#ifndef LIFETIME_OLD_API
+    RUN(test_same_graph_allocated_again);
+#endif
     RUN(test_lifetime_property);
     return test_summary();
 }

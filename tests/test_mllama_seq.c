@@ -6,7 +6,9 @@
    also under ThreadSanitizer (make test-tsan). Sequences: the same conversations as sequences of
    one context, decoded together in batches that mix prompts and single tokens of other sequences
    (interleaved), cleared and reused, trimmed and continued: each sequence's greedy tokens equal the
-   serial run's and its logits are within NMSE 1e-10 of them. */
+   serial run's and its logits are within NMSE 1e-10 of them. Reuse: a context that computes the last
+   decode graph again against one that builds each anew, bit for bit, and a case per determinant of
+   a decode graph's shape that must build a new one. */
 #define MMSCHED_IMPLEMENTATION
 #include "../mmsched.h"
 #include "test.h"
@@ -315,6 +317,223 @@ static void test_sequences_equal_alone(void) {
     mms_mllama_context_free(ctx);
 }
 
+/* -- the decode graph computed again --
+   Two contexts make the same calls: pair[0] computes the last decode graph again while the batch
+   shape holds, pair[1] builds every graph anew (rebuild_graphs). Every decode must give the same
+   status and bit-identical logits, and pair[0] must build a graph exactly when the shape changed:
+   each trigger below is a decode whose shape differs from the one before in that one determinant. */
+
+static struct mms_mllama_context *pair[2];
+static int pair_decodes;
+
+static bool pair_new(void) {
+    struct mms_mllama_context_params cp;
+    int k;
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 512;                /* two attention steps of 256: a crossing */
+    cp.n_batch = 300;
+    cp.max_images = 2;
+    cp.n_seq = 3;
+    for (k = 0; k < 2; k++) {
+        cp.rebuild_graphs = k == 1;
+        pair[k] = mms_mllama_context_new(model, &cp);
+        EXPECT(pair[k] != NULL, "context %d: %s", k, mms_last_error());
+    }
+    return pair[0] && pair[1];
+}
+
+static void pair_free(void) {
+    mms_mllama_context_free(pair[0]);
+    mms_mllama_context_free(pair[1]);
+    pair[0] = pair[1] = NULL;
+}
+
+static void pair_image(int s, int image) {
+    int k;
+    for (k = 0; k < 2; k++) EXPECT(mms_mllama_seq_add_image(pair[k], s, &images[image]) == MMS_OK, "context %d, sequence %d: image: %s", k, s, mms_last_error());
+}
+
+static void pair_trim(int s, int n_keep) {
+    int k;
+    for (k = 0; k < 2; k++) EXPECT(mms_mllama_seq_trim(pair[k], s, n_keep) == MMS_OK, "context %d: trim: %s", k, mms_last_error());
+}
+
+static void pair_clear(int s) {
+    int k;
+    for (k = 0; k < 2; k++) EXPECT(mms_mllama_seq_clear(pair[k], s) == MMS_OK, "context %d: clear: %s", k, mms_last_error());
+}
+
+/* Text tokens (never the image token). */
+static int32_t text_token(int i) { return (int32_t)(1 + (i * 7) % 97); }
+
+/* Decodes rows tokens[i] of sequences seq[i] (want as mms_mllama_batch's) in both contexts; build:
+   whether pair[0] must build a new graph (the shape changed) or compute the last one again. */
+static void pair_decode(const char *what, const int32_t *tokens, const int32_t *seq, const bool *want, int n, bool build) {
+    struct mms_mllama_batch b;
+    struct mms_mllama_timings t0, t1;
+    enum mms_status st[2];
+    int k, r;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.tokens = tokens;
+    b.seq = seq;
+    b.want = want;
+    mms_mllama_get_timings(pair[0], &t0);
+    for (k = 0; k < 2; k++) {
+        st[k] = mms_mllama_decode(pair[k], &b);
+        EXPECT(st[k] == MMS_OK, "%s: context %d: %s", what, k, mms_last_error());
+    }
+    mms_mllama_get_timings(pair[0], &t1);
+    pair_decodes++;
+    EXPECT(t1.n_decode_builds - t0.n_decode_builds == (build ? 1 : 0), "%s: %s the last graph (%d built)", what,
+           build ? "computed again, wanted a new graph for" : "built a graph, wanted the last one computed again for", t1.n_decode_builds - t0.n_decode_builds);
+    if (st[0] != MMS_OK || st[1] != MMS_OK) return;
+    EXPECT(mms_mllama_get_n_logits(pair[0]) == mms_mllama_get_n_logits(pair[1]), "%s: %d logits rows, rebuilt %d", what,
+           mms_mllama_get_n_logits(pair[0]), mms_mllama_get_n_logits(pair[1]));
+    for (r = 0; r < mms_mllama_get_n_logits(pair[0]) && r < mms_mllama_get_n_logits(pair[1]); r++)
+        EXPECT(memcmp(mms_mllama_get_logits(pair[0], r), mms_mllama_get_logits(pair[1], r), sizeof(float) * (size_t)n_vocab) == 0,
+               "%s: logits row %d differ from the rebuilt graph's (nmse %.3g)", what, r,
+               nmse(mms_mllama_get_logits(pair[0], r), mms_mllama_get_logits(pair[1], r), (size_t)n_vocab));
+}
+
+/* n rows of one sequence: tokens from `from` on (the image token where image_at == i). */
+static void pair_decode_seq(const char *what, int s, int n, int from, int image_at, const bool *want, bool build) {
+    int32_t tokens[300];
+    int32_t seq[300];
+    int i;
+    for (i = 0; i < n; i++) { tokens[i] = i == image_at ? model->hp.image_token_id : text_token(from + i); seq[i] = s; }
+    pair_decode(what, tokens, seq, want, n, build);
+}
+
+/* A generation with pictures, several sequences, a crossing of the attention step and a trim. */
+static void test_reuse_equals_rebuild(void) {
+    int32_t tok[3];
+    int32_t seq3[3] = { 0, 1, 2 };
+    int i, builds;
+    struct mms_mllama_timings t;
+    if (!pair_new()) { pair_free(); return; }
+    pair_decodes = 0;
+    pair_image(0, 0);
+    pair_decode_seq("sequence 0's prompt", 0, 5, 0, 0, NULL, true);
+    for (i = 0; i < 6; i++) {                  /* greedy tokens of sequence 0 */
+        tok[0] = argmax(mms_mllama_get_logits(pair[0], mms_mllama_get_n_logits(pair[0]) - 1));
+        pair_decode("sequence 0 generates", tok, NULL, NULL, 1, i == 0);
+    }
+    pair_decode_seq("sequence 1's prompt (text)", 1, 4, 10, -1, NULL, true);
+    pair_image(2, 1 % n_images);
+    pair_decode_seq("sequence 2's prompt", 2, 3, 20, 0, NULL, true);
+    for (i = 0; i < 5; i++) {                  /* the three together: two groups, rows of a text sequence gated */
+        int r;
+        for (r = 0; r < 3; r++) tok[r] = text_token(60 + 3 * i + r);
+        pair_decode("three sequences generate", tok, seq3, NULL, 3, i == 0);
+    }
+    /* sequence 0 at 16 tokens: to 254, then single tokens over 256 (the attention's second step) */
+    pair_decode_seq("sequence 0 up to 254 tokens", 0, 238, 30, -1, NULL, true);
+    for (i = 254; i < 262; i++) pair_decode_seq("sequence 0 over 256 tokens", 0, 1, i, -1, NULL, i == 254 || i == 256);
+    pair_trim(0, 200);
+    for (i = 200; i < 204; i++) pair_decode_seq("sequence 0 after the trim to 200", 0, 1, i, -1, NULL, i == 200);
+    pair_clear(2);                             /* another picture, same shapes: computed again with its keys */
+    pair_image(2, 2 % n_images);
+    pair_decode_seq("sequence 2's new prompt", 2, 3, 40, 0, NULL, true);
+    for (i = 0; i < 3; i++) pair_decode_seq("sequence 2 generates", 2, 1, 50 + i, -1, NULL, i == 0);
+    mms_mllama_get_timings(pair[0], &t);
+    builds = t.n_decode_builds;
+    mms_mllama_get_timings(pair[1], &t);
+    printf("    %d decodes: %d graphs built with reuse, %d without\n", pair_decodes, builds, t.n_decode_builds);
+    EXPECT(t.n_decode_builds == pair_decodes && builds < pair_decodes / 2, "builds: %d with reuse, %d without, %d decodes", builds, t.n_decode_builds, pair_decodes);
+    pair_free();
+}
+
+/* Each determinant of the shape alone: a decode that differs from the one before only in it must
+   build its own graph (and give the rebuilt graph's logits). The number of groups has no case of
+   its own: with the batch size the same, it changes the rows of some group. */
+static void test_reuse_triggers(void) {
+    static const bool one_of_two[2] = { false, true }, both[2] = { true, true }, all3[3] = { true, true, true };
+    static const int32_t t3[3] = { 5, 6, 7 };
+    int i;
+    /* the batch size (the same rows wanted), then the wanted rows */
+    if (!pair_new()) { pair_free(); return; }
+    pair_decode_seq("prompt", 0, 4, 0, -1, NULL, true);
+    pair_decode_seq("one row", 0, 1, 4, -1, NULL, true);
+    pair_decode_seq("one row again", 0, 1, 5, -1, NULL, false);
+    pair_decode_seq("two rows, one wanted", 0, 2, 6, -1, one_of_two, true);
+    pair_decode_seq("two rows, one wanted, again", 0, 2, 8, -1, one_of_two, false);
+    pair_decode_seq("two rows, both wanted", 0, 2, 10, -1, both, true);
+    pair_free();
+
+    /* the attention's width: crossing a step, and back after a trim */
+    if (!pair_new()) { pair_free(); return; }
+    pair_decode_seq("prompt", 0, 254, 0, -1, NULL, true);
+    for (i = 254; i < 258; i++) pair_decode_seq("over 256 tokens", 0, 1, i, -1, NULL, i == 254 || i == 256);
+    pair_trim(0, 250);
+    pair_decode_seq("after the trim", 0, 1, 250, -1, NULL, true);
+    pair_decode_seq("after the trim, again", 0, 1, 251, -1, NULL, false);
+    pair_free();
+
+    /* the first slot read: another sequence, the same width */
+    if (!pair_new()) { pair_free(); return; }
+    pair_decode_seq("sequence 0's prompt", 0, 4, 0, -1, NULL, true);
+    pair_decode_seq("sequence 1's prompt", 1, 4, 10, -1, NULL, true);
+    pair_decode_seq("sequence 0 alone", 0, 1, 4, -1, NULL, true);
+    pair_decode_seq("sequence 0 alone again", 0, 1, 5, -1, NULL, false);
+    pair_decode_seq("sequence 1 alone", 1, 1, 14, -1, NULL, true);
+    pair_free();
+
+    /* the gate: a text sequence's row among a group's rows, in place of one of the group's own */
+    if (!pair_new()) { pair_free(); return; }
+    pair_image(0, 0);
+    pair_image(2, 1 % n_images);
+    pair_decode_seq("sequence 0's prompt", 0, 3, 0, 0, NULL, true);
+    pair_decode_seq("sequence 1's prompt (text)", 1, 3, 10, -1, NULL, true);
+    pair_decode_seq("sequence 2's prompt", 2, 3, 20, 0, NULL, true);
+    {
+        static const int32_t s002[3] = { 0, 0, 2 }, s012[3] = { 0, 1, 2 };
+        pair_decode("sequence 0 twice and sequence 2", t3, s002, all3, 3, true);
+        pair_decode("sequences 0, 1 (text) and 2", t3, s012, all3, 3, true);
+        pair_decode("sequences 0, 1 (text) and 2 again", t3, s012, all3, 3, false);
+    }
+    pair_free();
+
+    /* a group's pictures: a second picture's token */
+    if (!pair_new()) { pair_free(); return; }
+    pair_image(0, 0);
+    pair_decode_seq("prompt", 0, 3, 0, 0, NULL, true);
+    pair_decode_seq("a token", 0, 1, 3, -1, NULL, true);
+    pair_decode_seq("a token again", 0, 1, 4, -1, NULL, false);
+    pair_image(0, 1 % n_images);
+    pair_decode_seq("the second picture's token", 0, 1, 5, 0, NULL, true);
+    pair_decode_seq("a token after it", 0, 1, 6, -1, NULL, false);
+    pair_free();
+
+    /* a group's sequence: the same rows, another sequence's pictures */
+    if (!pair_new()) { pair_free(); return; }
+    pair_image(1, 0);
+    pair_decode_seq("sequence 0's prompt (text)", 0, 3, 0, -1, NULL, true);
+    pair_decode_seq("sequence 1's prompt", 1, 3, 10, 0, NULL, true);
+    pair_decode_seq("sequence 2's prompt (text)", 2, 3, 20, -1, NULL, true);
+    {
+        static const int32_t s012[3] = { 0, 1, 2 };
+        pair_decode("sequences 0, 1 and 2: sequence 1's picture", t3, s012, NULL, 3, true);
+        pair_clear(1);
+        pair_image(2, 1 % n_images);
+        pair_decode("sequences 0, 1 and 2: sequence 2's picture", t3, s012, NULL, 3, true);
+    }
+    pair_free();
+
+    /* a group's rows */
+    if (!pair_new()) { pair_free(); return; }
+    pair_image(0, 0);
+    pair_image(1, 1 % n_images);
+    pair_decode_seq("sequence 0's prompt", 0, 3, 0, 0, NULL, true);
+    pair_decode_seq("sequence 1's prompt", 1, 3, 10, 0, NULL, true);
+    {
+        static const int32_t s011[3] = { 0, 1, 1 }, s001[3] = { 0, 0, 1 };
+        pair_decode("sequence 0 once, sequence 1 twice", t3, s011, NULL, 3, true);
+        pair_decode("sequence 0 twice, sequence 1 once", t3, s001, NULL, 3, true);
+    }
+    pair_free();
+}
+
 /* Bad batches and sequence numbers are refused, naming the problem, and leave every sequence as it was. */
 static void test_sequence_errors(void) {
     struct mms_mllama_context *ctx = seq_context_new(2);
@@ -410,6 +629,8 @@ int main(void) {
     RUN(test_threads_equal_serial);
     RUN(test_sequences_equal_alone);
     RUN(test_sequence_errors);
+    RUN(test_reuse_equals_rebuild);
+    RUN(test_reuse_triggers);
     results_free(serial);
     for (k = 0; k < n_images; k++) mms_mllama_image_free(&images[k]);
     mms_mllama_model_free(model);

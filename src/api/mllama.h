@@ -189,6 +189,8 @@ struct mms_mllama_context_params {   /* zeroed: the defaults; negative values ar
     int    n_seq;          /* sequences (conversations), 1..4096 (0: 1) */
     size_t image_store;    /* bytes of encoded pictures the store keeps (0: room for max_images * n_seq + 2 pictures of the
                               model's most tiles) */
+    bool   rebuild_graphs; /* build every decode graph anew; false: a batch of the last batch's shape computes its graph
+                              again (the manual, "Decode graphs"); the logits are the same either way */
 };
 
 struct mms_mllama_context;
@@ -256,6 +258,7 @@ struct mms_mllama_timings {
     double prompt_ms, gen_ms;
     int    n_prompt_tokens, n_gen_tokens;
     double graph_ms, alloc_ms;            /* host time within prompt_ms + gen_ms: building the text graphs, the scheduler allocating them */
+    int    n_decode_builds;               /* decode graphs built; the other decode calls computed the last one again */
     int    n_backends;                    /* backends the context uses: mms_mllama_get_memory(ctx, 0..n_backends-1) */
     int    n_seq;                         /* sequences: mms_mllama_seq_get_timings(ctx, 0..n_seq-1) */
 };

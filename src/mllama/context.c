@@ -27,6 +27,7 @@ struct mms_mllama_context {
     struct mms_tensor              **k_cache, **v_cache;     /* per text layer (self-attention ones): [HD, Hkv, n_seq * n_ctx] */
     struct mms_tensor              **cross_k, **cross_v;     /* per text layer (cross ones): [HD, max_images * T * N, Hkv, n_seq] */
     struct mms_context              *gctx;                   /* the current graph; reset before each */
+    struct mms__mllama_kept_decode  *kept;                   /* the last decode graph, computed again while its shape holds */
     struct mms__mllama_seq          *seqs;                   /* n_seq */
     int                             *seq_ints;               /* the sequences' picture lists, one block */
     struct mms__mllama_store         store;
@@ -197,6 +198,45 @@ static void mms__mllama_text_graph(struct mms_mllama_context *c, struct mms_cont
     if (out->logits) mms_build_forward_expand(out->graph, out->logits);   /* else the KV-cache writes are the graph */
 }
 
+/* The last decode graph with what fixed its shape: the batch plan and the cross-attention groups.
+   A batch of the same shape computes it again with its own inputs (tokens, positions, slots, masks,
+   wanted rows, group order); every other shape builds its own. */
+struct mms__mllama_kept_decode {
+    struct mms_context            *ctx;       /* the graph's tensors; reset before each build */
+    struct mms__mllama_text_graph  tg;
+    struct mms__mllama_batch_plan  bp;
+    struct mms__mllama_group_spec *spec;      /* n_seq: at most one group per sequence */
+    int                            n_groups;
+    bool                           valid;
+};
+
+/* Whether the kept decode graph is the graph of this batch shape. */
+static bool mms__mllama_kept_fits(const struct mms__mllama_kept_decode *k, const struct mms__mllama_batch_plan *bp,
+                                  const struct mms__mllama_group_spec *spec, int n_groups) {
+    int g;
+    if (!k->valid || k->bp.n != bp->n || k->bp.n_out != bp->n_out || k->bp.n_kv != bp->n_kv || k->bp.kv_lo != bp->kv_lo ||
+        k->bp.gate != bp->gate || k->n_groups != n_groups) return false;
+    for (g = 0; g < n_groups; g++)
+        if (k->spec[g].n_rows != spec[g].n_rows || k->spec[g].n_img != spec[g].n_img || k->spec[g].seq != spec[g].seq) return false;
+    return true;
+}
+
+/* The decode graph of this batch shape: the kept one when it fits (and the context reuses graphs),
+   else a new one, kept. */
+static struct mms__mllama_text_graph *mms__mllama_decode_graph(struct mms_mllama_context *c, const struct mms__mllama_batch_plan *bp,
+                                                               const struct mms__mllama_group_spec *spec, int n_groups) {
+    struct mms__mllama_kept_decode *k = c->kept;
+    if (!c->p.rebuild_graphs && mms__mllama_kept_fits(k, bp, spec, n_groups)) return &k->tg;
+    mms_reset(k->ctx);
+    mms__mllama_text_graph(c, k->ctx, bp, spec, n_groups, &k->tg);
+    k->bp = *bp;
+    k->n_groups = n_groups;
+    if (n_groups > 0) memcpy(k->spec, spec, sizeof *spec * (size_t)n_groups);
+    k->valid = mms_graph_status(k->tg.graph) == MMS_OK;
+    c->t.n_decode_builds++;
+    return &k->tg;
+}
+
 /* -- creation: the sequences' memory and the reservation of every graph -- */
 
 /* The KV cache (self-attention layers) and the sequences' picture memory (cross layers), on
@@ -326,6 +366,7 @@ MMS_API void mms_mllama_context_free(struct mms_mllama_context *c) {
     mms_backend_sched_free(c->sched);
     for (i = 0; i < 2; i++) { mms_backend_buffer_free(c->cache_buf[i]); mms_free(c->cache_ctx[i]); }
     mms_free(c->gctx);
+    if (c->kept) { mms_free(c->kept->ctx); MMS_FREE(c->kept->spec); MMS_FREE(c->kept); }
     MMS_FREE(c->k_cache); MMS_FREE(c->seqs); MMS_FREE(c->seq_ints);
     MMS_FREE(c->logits); MMS_FREE(c->reserved);
     MMS_FREE(c);
@@ -362,9 +403,14 @@ MMS_API struct mms_mllama_context *mms_mllama_context_new(struct mms_mllama_mode
     backends[1] = m->backends[0];
     c->sched = mms_backend_sched_new(backends, NULL, m->backends[1] == m->backends[0] ? 1 : 2, false, false);
     c->gctx = mms_init(ip);
+    if ((c->kept = (struct mms__mllama_kept_decode *)MMS_MALLOC(sizeof *c->kept)) != NULL) {
+        memset(c->kept, 0, sizeof *c->kept);
+        c->kept->ctx = mms_init(ip);
+        c->kept->spec = (struct mms__mllama_group_spec *)MMS_MALLOC(sizeof *c->kept->spec * (size_t)c->p.n_seq);
+    }
     c->seqs = (struct mms__mllama_seq *)MMS_MALLOC(sizeof *c->seqs * (size_t)c->p.n_seq);
     c->seq_ints = (int *)MMS_MALLOC(sizeof(int) * 3 * (size_t)c->p.max_images * (size_t)c->p.n_seq);
-    if (!c->sched || !c->gctx || !c->seqs || !c->seq_ints) goto fail;
+    if (!c->sched || !c->gctx || !c->kept || !c->kept->ctx || !c->kept->spec || !c->seqs || !c->seq_ints) goto fail;
     for (i = 0; i < c->p.n_seq; i++) {
         memset(&c->seqs[i], 0, sizeof c->seqs[i]);
         c->seqs[i].image_tiles = c->seq_ints + (size_t)3 * (size_t)i * (size_t)c->p.max_images;

@@ -36,25 +36,30 @@ struct mms__mllama_batch_work {
     int32_t *pos, *out_ids, *slot;              /* per row: position in its sequence, cache slot; wanted rows */
     int32_t *perm, *unperm;                     /* the rows in cross-attention group order, and back */
     int     *seq_n, *seq_images, *seq_group;    /* per sequence: rows in the batch, <|image|> tokens, its group */
+    int     *group_at;                          /* per group: its next row in group order */
+    struct mms__mllama_group_spec *spec;        /* per group (at most n_seq) */
 };
 
 static void mms__mllama_batch_work_free(struct mms__mllama_batch_work *w) {
     MMS_FREE(w->pos);
     MMS_FREE(w->seq_n);
+    MMS_FREE(w->spec);
 }
 
 static bool mms__mllama_batch_work_alloc(struct mms__mllama_batch_work *w, int n, int n_seq) {
     memset(w, 0, sizeof *w);
     w->pos = (int32_t *)MMS_MALLOC(sizeof(int32_t) * (size_t)n * 5);
-    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 3);
-    if (!w->pos || !w->seq_n) { mms__mllama_batch_work_free(w); return false; }
+    w->seq_n = (int *)MMS_MALLOC(sizeof(int) * (size_t)n_seq * 4);
+    w->spec = (struct mms__mllama_group_spec *)MMS_MALLOC(sizeof *w->spec * (size_t)n_seq);
+    if (!w->pos || !w->seq_n || !w->spec) { mms__mllama_batch_work_free(w); return false; }
     w->out_ids = w->pos + n;
     w->slot = w->out_ids + n;
     w->perm = w->slot + n;
     w->unperm = w->perm + n;
-    memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 3);
+    memset(w->seq_n, 0, sizeof(int) * (size_t)n_seq * 4);
     w->seq_images = w->seq_n + n_seq;
     w->seq_group = w->seq_images + n_seq;
+    w->group_at = w->seq_group + n_seq;
     return true;
 }
 
@@ -140,9 +145,8 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     const struct mms_mllama_hparams *hp = c ? &c->m->hp : NULL;
     struct mms__mllama_batch_work w;
     struct mms__mllama_batch_plan bp;
-    struct mms__mllama_text_graph tg;
-    struct mms__mllama_group_spec *spec = NULL;
-    struct mms_context *ctx;
+    const struct mms__mllama_text_graph *tg;
+    struct mms__mllama_group_spec *spec;
     enum mms_status st = MMS_OK;
     int i, s, g, n, n_groups = 0, n_text_only = 0;
     bool gen = true;
@@ -167,12 +171,9 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
     }
     bp.gate = n_groups > 0 && n_text_only > 0;
 
-    t_graph = mms_time_us();
-    ctx = mms__mllama_fresh_graph_ctx(c);
+    spec = w.spec;
     if (n_groups > 0) {                        /* the groups' sequences, and the rows in group order */
-        int *at = (int *)mms__ctx_alloc(ctx, sizeof *at * (size_t)n_groups, MMS__OBJ_ALIGN), off = 0;
-        spec = (struct mms__mllama_group_spec *)mms__ctx_alloc(ctx, sizeof *spec * (size_t)n_groups, MMS__OBJ_ALIGN);
-        if (!at || !spec) { st = mms_ctx_status(ctx); goto done; }
+        int *at = w.group_at, off = 0;
         for (s = 0; s < c->p.n_seq; s++) {
             if (!w.seq_n[s] || c->seqs[s].n_images == 0) continue;
             g = w.seq_group[s];
@@ -188,28 +189,29 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
             w.perm[at[g]++] = i;
         }
     }
-    mms__mllama_text_graph(c, ctx, &bp, spec, n_groups, &tg);
+    t_graph = mms_time_us();
+    tg = mms__mllama_decode_graph(c, &bp, spec, n_groups);
     c->t.graph_ms += (double)(mms_time_us() - t_graph) / 1000.0;
     t_graph = mms_time_us();
-    st = mms_backend_sched_alloc_graph(c->sched, tg.graph);
+    st = mms__sched_alloc_again(c->sched, tg->graph);
     c->t.alloc_ms += (double)(mms_time_us() - t_graph) / 1000.0;
     if (st != MMS_OK) goto done;
-    if ((st = mms_backend_tensor_set(tg.in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
-        (st = mms_backend_tensor_set(tg.in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
-        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg.in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
-        (st = mms__mllama_set_masks(c, b, &w, &tg)) != MMS_OK) goto done;
+    if ((st = mms_backend_tensor_set(tg->in.tokens, b->tokens, 0, sizeof *b->tokens * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg->in.pos, w.pos, 0, sizeof *w.pos * (size_t)n)) != MMS_OK ||
+        (st = mms_backend_tensor_set(tg->in.slots, w.slot, 0, sizeof *w.slot * (size_t)n)) != MMS_OK ||
+        (bp.n_out > 0 && (st = mms_backend_tensor_set(tg->in.out_ids, w.out_ids, 0, sizeof *w.out_ids * (size_t)bp.n_out)) != MMS_OK) ||
+        (st = mms__mllama_set_masks(c, b, &w, tg)) != MMS_OK) goto done;
     {   /* inputs, graph and the logits' read go in order on the backends' streams: one wait, at the end */
         const size_t n_logits = (size_t)bp.n_out * (size_t)hp->n_vocab;
         float *l = NULL;
         enum mms_status sy;
-        st = mms_backend_sched_graph_compute_async(c->sched, tg.graph);
+        st = mms_backend_sched_graph_compute_async(c->sched, tg->graph);
         if (st == MMS_OK && n_logits > 0 && !(l = (float *)MMS_REALLOC(c->logits, sizeof *l * n_logits)))
             st = mms_set_error(MMS_ERR_OOM, "mllama: out of host memory for logits");
         if (l) c->logits = l;
         /* into the context's own host memory, which outlives the synchronize below */
         if (st == MMS_OK && n_logits > 0)
-            st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg.logits), tg.logits, l, 0, sizeof *l * n_logits);
+            st = mms_backend_tensor_get_async(mms_backend_sched_get_tensor_backend(c->sched, tg->logits), tg->logits, l, 0, sizeof *l * n_logits);
         sy = mms_backend_sched_synchronize(c->sched);
         if (st == MMS_OK) st = sy;
         if (st != MMS_OK) {
@@ -232,8 +234,10 @@ MMS_API enum mms_status mms_mllama_decode(struct mms_mllama_context *c, const st
         else { c->t.prompt_ms += ms; c->t.n_prompt_tokens += n; }
     }
 done:
-    if (st != MMS_OK)                          /* the batch did not happen */
+    if (st != MMS_OK) {                        /* the batch did not happen */
         for (s = 0; s < c->p.n_seq; s++) c->seqs[s].n_image_pos -= w.seq_images[s];
+        c->kept->valid = false;
+    }
     mms__mllama_batch_work_free(&w);
     return st;
 }

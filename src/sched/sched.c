@@ -12,7 +12,9 @@
      6. publish (alloc only, and only once everything above succeeded): each caller node takes its
         clone's placement, new kept buffers are registered. Reserve writes no caller tensor.
    The caller's graph is never rewired. Compute runs the splits in order, copying inputs first, then
-   counts every node as written and records what each kept node was computed from. */
+   counts every node as written and records what each kept node was computed from. The graph
+   allocated last can be allocated again unchanged (mms__sched_alloc_again): steps 1, 5's placement
+   and 6 only. */
 
 #define MMS__SCHED_MAX_COPIES 4
 
@@ -70,6 +72,7 @@ struct mms_backend_sched {
     uint64_t                   graph_id;
     bool                       allocated;
     bool                       reserved_only;
+    bool                       pins_changed;        /* since the last split: the backends may differ */
     int                        n_nodes, n_leafs;
     struct mms__ptrmap         pos;                 /* tensor -> node index + 1, or -(leaf index + 1) */
     int                       *node_backend, *leaf_backend;
@@ -99,6 +102,7 @@ struct mms_backend_sched {
     char                       dump_pattern[256];
     char                       dump_dir[512];
 
+    int                        n_again;             /* allocations that kept the last split (mms__sched_alloc_again) */
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
@@ -275,26 +279,23 @@ static enum mms_status mms__sched_check_memory(struct mms_cgraph *g, bool reserv
 
 /* -- 2. backends -- */
 
+/* Where leaf t goes and why: fixed memory's backend, its pin, else the last backend (inputs are
+   set from the host, as in ggml); -1 when no backend can use its memory. */
+static int mms__sched_leaf_backend(mms_backend_sched_t s, const struct mms_tensor *t, unsigned char *why) {
+    int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
+    if (mms__sched_has_fixed_memory(t)) { *why = MMS__WHY_MEMORY; return mms__sched_backend_for_buft(s, mms__sched_buft_of(t)); }
+    if (pin >= 0) { *why = MMS__WHY_PIN; return pin; }
+    *why = MMS__WHY_INPUT;
+    return s->n_backends - 1;
+}
+
 static enum mms_status mms__sched_assign_leafs(mms_backend_sched_t s, struct mms_cgraph *g) {
     int i;
     for (i = 0; i < s->n_leafs; i++) {
         struct mms_tensor *t = mms_graph_leaf(g, i);
-        int pin = (int)(intptr_t)mms__ptrmap_get(&s->pins, (uint64_t)(uintptr_t)t, NULL) - 1;
-        int b;
-        if (mms__sched_has_fixed_memory(t)) {
-            b = mms__sched_backend_for_buft(s, mms__sched_buft_of(t));
-            if (b < 0)
-                return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
-                                     "scheduler's backends can use", mms__tensor_desc(t).s, mms_backend_buft_name(mms__sched_buft_of(t)));
-            s->leaf_why[i] = MMS__WHY_MEMORY;
-        } else if (pin >= 0) {
-            b = pin;
-            s->leaf_why[i] = MMS__WHY_PIN;
-        } else {
-            b = s->n_backends - 1;   /* inputs are set from the host: the last backend, as in ggml */
-            s->leaf_why[i] = MMS__WHY_INPUT;
-        }
-        s->leaf_backend[i] = b;
+        if ((s->leaf_backend[i] = mms__sched_leaf_backend(s, t, &s->leaf_why[i])) < 0)
+            return mms_set_error(MMS_ERR_INVALID_ARG, "mms_backend_sched: tensor %s lives in '%s' memory that none of the "
+                                 "scheduler's backends can use", mms__tensor_desc(t).s, mms_backend_buft_name(mms__sched_buft_of(t)));
     }
     return MMS_OK;
 }
@@ -723,6 +724,7 @@ static enum mms_status mms__sched_prepare(mms_backend_sched_t s, struct mms_cgra
     s->allocated = false;
     mms__sched_drop_fresh(s);
     s->n_kept = 0;
+    s->pins_changed = false;
     for (i = 0; i < s->n_splits; i++) { MMS_FREE(s->splits[i].originals); s->splits[i].originals = NULL; }
     mms_reset(s->ctx);
     if ((st = mms__sched_index(s, g)) != MMS_OK) return st;
@@ -802,6 +804,39 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
     s->reserved_only = false;
     s->graph_id = mms_graph_id(g);
     mms__sched_remember_graph(s, g);
+    if (s->debug) mms__sched_debug_print(s);
+    return MMS_OK;
+}
+
+/* The graph allocated last, allocated again for another compute with new inputs (a decode step):
+   when g is that graph, unchanged in size, and nothing steps 2-5 depend on has changed since (no
+   pin set, every leaf goes to the same backend, no kept nodes, one pipeline copy, no callback or
+   dump, whose partial graphs live in the scheduler's context until the next split), the splits,
+   clones and plan stand. Only what makes earlier results stale is redone, as a full allocation
+   does it: the checks of step 1, a new generation of the compute buffers with every tensor
+   placed again at its planned offset, and step 6. Otherwise it is a full allocation. */
+static enum mms_status mms__sched_alloc_again(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const char *who = "mms_backend_sched_alloc_graph";
+    enum mms_status st;
+    bool same;
+    int i;
+    if (!s || !g) return mms_backend_sched_alloc_graph(s, g);
+    same = s->allocated && s->graph == g && s->graph_id == mms_graph_id(g) && mms_graph_status(g) == MMS_OK &&
+           mms_graph_n_nodes(g) == s->n_nodes && mms_graph_n_leafs(g) == s->n_leafs && !s->pins_changed && s->n_kept == 0 &&
+           s->n_copies == 1 && !s->callback && !s->dump_pattern[0];
+    for (i = 0; same && i < s->n_leafs; i++) {
+        unsigned char why;
+        same = mms__sched_leaf_backend(s, mms_graph_leaf(g, i), &why) == s->leaf_backend[i];
+    }
+    if (!same) return mms_backend_sched_alloc_graph(s, g);
+    s->allocated = false;
+    if ((st = mms__sched_check_memory(g, false, who)) != MMS_OK) return st;
+    if ((st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
+    if ((st = mms__galloc_place(s->galloc, s->alloc_graph)) != MMS_OK) return st;
+    if ((st = mms__sched_publish(s, g)) != MMS_OK) return st;
+    if (s->poison) mms__galloc_fill(s->galloc, 0xff);
+    s->allocated = true;
+    s->n_again++;
     if (s->debug) mms__sched_debug_print(s);
     return MMS_OK;
 }
@@ -943,6 +978,7 @@ MMS_API enum mms_status mms_backend_sched_set_tensor_backend(mms_backend_sched_t
                                     mms_backend_name(backend));
     if (!mms__ptrmap_put(&s->pins, (uint64_t)(uintptr_t)t, (void *)(intptr_t)(b + 1)))
         return mms_set_error(MMS_ERR_OOM, "mms_backend_sched_set_tensor_backend: out of host memory");
+    s->pins_changed = true;
     return MMS_OK;
 }
 
