@@ -815,7 +815,7 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
    clones and plan stand. Only what makes earlier results stale is redone, as a full allocation
    does it: the checks of step 1, a new generation of the compute buffers with every tensor
    placed again at its planned offset, and step 6. Otherwise it is a full allocation. */
-static enum mms_status mms__sched_alloc_again(mms_backend_sched_t s, struct mms_cgraph *g) {
+MMS__MAYBE_UNUSED static enum mms_status mms__sched_alloc_again(mms_backend_sched_t s, struct mms_cgraph *g) {
     const char *who = "mms_backend_sched_alloc_graph";
     enum mms_status st;
     bool same;
