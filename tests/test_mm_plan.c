@@ -94,7 +94,7 @@ static struct want Wx(int strategy, int unpack, int gemv, int act_unsigned, int 
     w.strategy = strategy; w.unpack = unpack; w.gemv = gemv; w.act_unsigned = act_unsigned; w.dot4 = dot4; w.regroup = -1;
     return w;
 }
-static struct want Wr(int strategy, int gemv, int regroup) { struct want w = W(strategy); w.gemv = gemv; w.regroup = regroup; return w; }
+MMS__MAYBE_UNUSED static struct want Wr(int strategy, int gemv, int regroup) { struct want w = W(strategy); w.gemv = gemv; w.regroup = regroup; return w; }
 
 static const struct set scalar = { "scalar", NULL, 0, false, false };
 

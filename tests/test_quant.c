@@ -879,11 +879,26 @@ static int q6_k_code(const unsigned char *blk, int i) {
     return lo | hi << 4;
 }
 
+/* a * b + c rounded once to float without the C library's fmaf (MinGW's rounds twice): the
+   product is exact in double, the sum is rounded to odd in double (53 bits >= 2 * 24 + 2), and
+   that rounds to float as the exact sum would (Boldo and Melquiond's round-to-odd). */
+static float fma_once(float a, float b, float c) {
+    const double p = (double)a * (double)b, s = p + (double)c, t = s - p, err = (p - (s - t)) + ((double)c - t);
+    double r = s;
+    uint64_t bits;
+    memcpy(&bits, &r, sizeof bits);
+    if (err != 0.0 && !(bits & 1)) {   /* inexact and even: one step toward the exact sum makes it odd */
+        bits = (err > 0.0) == (s > 0.0) ? bits + 1 : bits - 1;
+        memcpy(&r, &bits, sizeof r);
+    }
+    return (float)r;
+}
+
 /* Q6_K prompt products on the x86 sets' 8-row kernels are exact integer sums per block of 256
    (AVX2 reads the values regrouped as unsigned bytes, code = value + 32; AVX-512 the 6-bit
-   layout), so each output has the bits of acc = fmaf((float)isum_b, d_b * dx_b, acc) over the
-   blocks b in order, computed here from the blocks' bytes alone. Blocks at the extremes (every
-   code 63 or 0, i.e. values 31 or -32; scales 127 or -128) against activations at +-127 (the
+   layout), so each output has the bits of acc = fma((float)isum_b, d_b * dx_b, acc), rounded
+   once, over the blocks b in order, computed here from the blocks' bytes alone. Blocks at the
+   extremes (every code 63 or 0, i.e. values 31 or -32; scales 127 or -128) against activations at +-127 (the
    8-bit rounding's extremes) make the AVX2 kernel's int16 sums as large as they get: a sum that
    saturated or wrapped would change the bits. Activations are integers with a +-127 in every
    block, so they round to themselves with step dx = 1 (no code of ours in the reference).
@@ -929,7 +944,7 @@ static void test_q6_k_tiles_exact(void) {
                 const unsigned char *blk = wq + (size_t)(m * nb + b) * q->size;
                 int64_t isum = 0;
                 for (i = 0; i < 256; i++) isum += (int64_t)(int8_t)blk[192 + i / 16] * (q6_k_code(blk, (int)i) - 32) * (int64_t)x[n * K + b * 256 + i];
-                acc = fmaf((float)(int32_t)isum, d[m * nb + b] * 1.0f, acc);
+                acc = fma_once((float)(int32_t)isum, d[m * nb + b] * 1.0f, acc);
             }
             want[n * M + m] = acc;
         }
