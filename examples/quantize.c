@@ -24,16 +24,17 @@
    Everything else (the token embedding, the text layers' projections and FFN matrices, the
    output head) is quantized.
 
-   --mix q4_k_m: a "Q4_K_M-like" recipe (llama.cpp's rule of thumb, written here from its
-   description): q4_k everywhere, except q6_k for the output head (output.weight) and, in the
-   layers that get more bits, for the attention V projection (blk.N.attn_v.weight, and
-   blk.N.cross_attn_v_proj.weight in mllama's cross-attention layers) and the FFN down projection
-   (blk.N.ffn_down.weight). With n text layers (counted from the blk.N names), layer i gets more
-   bits when i < n/8 (the first eighth), i >= n - n/8 (the last eighth) or, in between, when
-   (i - n/8) % 3 == 2 (every third layer); / rounds down. The vision tower, when quantized, gets
-   q4_k only. A tensor whose rows do not fit the 256-element block is kept as it is (no fallback).
-   q5_k_m: the same rule with q5_k in place of q4_k (llama.cpp gives Q5_K_M's Q6_K tensors by the
-   same rule as Q4_K_M's, for models of one FFN per layer).
+   --mix q4_k_m: llama.cpp's Q4_K_M choice of types (written here from reading its
+   llama_tensor_get_type, in the copy Ollama vendored to quantize its mllama files): q4_k
+   everywhere, except q6_k for the output head (output.weight) and for two kinds of matrix where
+   more_bits(i, n) holds: i < n/8 or i >= 7n/8 or (i - n/8) % 3 == 2, / rounding down. The FFN down
+   projection blk.N.ffn_down.weight: i = N, n = the text layers (counted from the blk.N names). The
+   self-attention V projection blk.N.attn_v.weight: i = its rank among the attn_v tensors in layer
+   order and n = their count (in mllama the cross-attention layers have none, so ranks are not layer
+   numbers); cross_attn_v_proj is not an attn_v tensor and stays q4_k. The vision tower, when
+   quantized, gets q4_k only. A tensor whose rows do not fit the 256-element block is kept as it is
+   (no fallback). q5_k_m: the same rule with q5_k in place of q4_k (llama.cpp gives Q5_K_M's Q6_K
+   tensors by the same rule as Q4_K_M's, for models of one FFN per layer).
 
    general.file_type is set to llama.cpp's number for the result (7 q8_0, 2 q4_0, 14 q4_k,
    15 q4_k_m, 16 q5_k, 17 q5_k_m, 18 q6_k) and general.quantization_version to 2 when at least one
@@ -82,9 +83,9 @@ static void usage(FILE *out) {
         "patch/class/position/tile embeddings, and by default the whole vision tower (v.*, mm.*).\n"
         "\n"
         "options:\n"
-        "  --mix q4_k_m        Q4_K_M-like: q4_k, with q6_k for output.weight and for the V projection\n"
-        "                      (attn_v, cross_attn_v_proj) and ffn_down of layer i of n when\n"
-        "                      i < n/8, i >= n - n/8, or (i - n/8) %% 3 == 2; needs TYPE q4_k\n"
+        "  --mix q4_k_m        llama.cpp's Q4_K_M: q4_k, with q6_k for output.weight, for ffn_down of\n"
+        "                      layer i of n and for the i-th of n self-attention attn_v tensors when\n"
+        "                      i < n/8, i >= 7n/8, or (i - n/8) %% 3 == 2; needs TYPE q4_k\n"
         "  --keep-vision       keep the vision tower (v.*, mm.*) as it is (the default, as Ollama)\n"
         "  --quantize-vision   quantize the vision tower's matrices too (not its embedding tables)\n"
         "  -q, --quiet         no per-tensor lines, only the totals\n"
@@ -186,6 +187,7 @@ int main(int argc, char **argv) {
     uint64_t bytes_in = 0, bytes_out = 0;
     long size_in, size_out;
     FILE *probe;
+    static struct mix_layers layers;
 
     for (a = 1; a < argc; a++) {
         const char *s = argv[a];
@@ -238,13 +240,14 @@ int main(int argc, char **argv) {
         if (mms_gguf_writer_copy_kv(w, in, i) != MMS_OK) die("copying key %lld of '%s': %s", (long long)i, in_path, mms_last_error());
 
     n_tensors = mms_gguf_get_n_tensors(in);
+    mix_layers_init(&layers);
     for (i = 0; i < n_tensors; i++) {           /* text layers, for the mix */
         struct mms_gguf_tensor_info info;
-        int il;
         if (mms_gguf_get_tensor(in, i, &info) != MMS_OK) die("'%s': %s", in_path, mms_last_error());
-        il = text_layer(info.name);
-        if (il >= n_layer) n_layer = il + 1;
+        if (!mix_layers_add(&layers, info.name)) die("'%s': tensor '%s' is past layer %d", in_path, info.name, MIX_MAX_LAYERS - 1);
     }
+    mix_layers_done(&layers);
+    n_layer = layers.n_layer;
     if (!quiet)
         printf("quantize: %s -> %s, %s%s, %lld tensors, %d text layers\n", in_path, out_path, target.name,
                quantize_vision ? " (vision tower too)" : "", (long long)n_tensors, n_layer);
@@ -262,7 +265,7 @@ int main(int argc, char **argv) {
         if (info.type == MMS_TYPE_INVALID)
             die("tensor '%s' in '%s' has GGUF type %u, which mmsched cannot read", info.name, in_path, info.ggml_type);
         src_tr = mms_get_type_traits(info.type);
-        want = target.mix ? mix_type(info.name, n_layer, target.type) : target.type;
+        want = target.mix ? mix_type(info.name, &layers, target.type) : target.type;
         if (info.n_dims != 2) why = info.n_dims == 1 ? "1-D" : "not a matrix";
         else if (src_tr->is_quantized) why = "already quantized";
         else if (!src_tr->is_float) why = "not a float type";

@@ -14,16 +14,16 @@
 #include <string.h>
 #include "q4_k_m.h"
 
-struct gguf_gen { struct mms_gguf_writer *w; unsigned state; int failed; int q4_k_m_layers; };   /* > 0: text matrices in the Q4_K_M mix */
+struct gguf_gen { struct mms_gguf_writer *w; unsigned state; int failed; bool q4_k_m; struct mix_layers mix; };   /* q4_k_m: text matrices in the Q4_K_M mix */
 
-/* One weight: matrices f16 (the 11B model's type; with q4_k_m_layers set, a text matrix gets the
+/* One weight: matrices f16 (the 11B model's type; with q4_k_m set, a text matrix gets the
    Q4_K_M mix's type instead), vectors f32; values uniform in offset +- scale. */
 static void gen_weight(struct gguf_gen *g, const char *name, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                        float scale, float offset) {
     const int64_t ne[4] = { ne0, ne1, ne2, ne3 }, n = ne0 * ne1 * ne2 * ne3;
     const bool matrix = n_dims == 2 && ne1 > 1, text = !starts_with(name, "v.") && !starts_with(name, "mm.");
     const enum mms_type type = !matrix ? (n_dims >= 2 && ne1 > 1 ? MMS_TYPE_F16 : MMS_TYPE_F32)
-                             : g->q4_k_m_layers > 0 && text ? mix_type(name, g->q4_k_m_layers, MMS_TYPE_Q4_K) : MMS_TYPE_F16;
+                             : g->q4_k_m && text ? mix_type(name, &g->mix, MMS_TYPE_Q4_K) : MMS_TYPE_F16;
     const int64_t bs = mms_blck_size(type);    /* the pool is tiled in whole blocks; quantizing a smaller one is quicker */
     const int64_t pool_max = bs > 1 ? (1 << 16) : (1 << 20), pool = n < pool_max ? n : pool_max;
     const size_t ts = mms_type_size(type);
@@ -76,10 +76,18 @@ static int write_mllama_gguf(const char *path, const struct mms_mllama_hparams *
     char n[96];
     memset(g, 0, sizeof *g);
     g->state = 12345;
-    g->q4_k_m_layers = q4_k_m ? n_text : 0;
+    g->q4_k_m = q4_k_m;
     g->w = mms_gguf_writer_new();
     if (!g->w) return 0;
     for (il = 3; il < n_text && n_cross < 8; il += 5) cross[n_cross++] = il;   /* the 11B model's layers 3, 8, 13, ... */
+    mix_layers_init(&g->mix);                  /* the names the layers below will have, for the mix */
+    for (il = 0; il < n_text; il++) {
+        int c, is_cross = 0;
+        for (c = 0; c < n_cross; c++) is_cross |= cross[c] == il;
+        snprintf(n, sizeof n, "blk.%d.%s", il, is_cross ? "cross_attn_v_proj.weight" : "attn_v.weight");
+        mix_layers_add(&g->mix, n);
+    }
+    mix_layers_done(&g->mix);
     for (il = 0; il < 5; il++) if (taps11b[il] < n_local) taps[n_taps++] = taps11b[il];
     if (n_taps == 0) taps[n_taps++] = n_local - 1;
     mms_gguf_writer_set_str(g->w, "general.architecture", "mllama");

@@ -418,6 +418,9 @@ static void syn_add(struct mms_gguf_writer *w, const char *name, enum mms_type t
     free(d);
 }
 
+/* Layers 3, 8 and 13 are cross-attention layers, as in the 11B model: a cross_attn_v_proj, no attn_v. */
+static bool syn_cross(int il) { return il == 3 || il == 8 || il == 13; }
+
 static bool syn_write(const char *path) {
     struct mms_gguf_writer *w = mms_gguf_writer_new();
     char name[96];
@@ -430,7 +433,9 @@ static bool syn_write(const char *path) {
     for (il = 0; il < SYN_LAYERS; il++) {
         snprintf(name, sizeof name, "blk.%d.attn_norm.weight", il); syn_add(w, name, MMS_TYPE_F32, 1, 256, 1);
         snprintf(name, sizeof name, "blk.%d.attn_q.weight", il);    syn_add(w, name, MMS_TYPE_F16, 2, 256, 8);
-        snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);    syn_add(w, name, MMS_TYPE_BF16, 2, 256, 4);
+        if (syn_cross(il)) snprintf(name, sizeof name, "blk.%d.cross_attn_v_proj.weight", il);
+        else snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);
+        syn_add(w, name, MMS_TYPE_BF16, 2, 256, 4);
         snprintf(name, sizeof name, "blk.%d.ffn_down.weight", il);  syn_add(w, name, MMS_TYPE_F32, 2, 512, 4);
     }
     syn_add(w, "blk.0.odd.weight", MMS_TYPE_F32, 2, 288, 4);          /* 288: 9 blocks of 32, not of 256 */
@@ -443,9 +448,21 @@ static bool syn_write(const char *path) {
     return st == MMS_OK;
 }
 
-/* The layers the q4_k_m rule gives q6_k for attn_v and ffn_down, for 16 layers: the first and
-   last eighth (0, 1, 14, 15) and every third in between (4, 7, 10, 13). */
-static bool syn_more_bits(int il) { return il < 2 || il >= 14 || il == 4 || il == 7 || il == 10 || il == 13; }
+/* The tensors llama.cpp's Q4_K_M rule gives q6_k, worked out by hand from its
+   llama_tensor_get_type (use_more_bits(i, n): i < n/8 || i >= 7*n/8 || (i - n/8) % 3 == 2), not
+   from q4_k_m.h. ffn_down: i = the layer of 16: 0, 1 (< 2), 14, 15 (>= 14), 4, 7, 10, 13.
+   attn_v: i = the rank among the 13 attn_v tensors (layers 3, 8 and 13 have none), n = 13: ranks
+   0 (< 1), 11, 12 (>= 11), 3, 6, 9, which are layers 0, 14, 15, 4, 7, 11. cross_attn_v_proj is
+   not an attn_v tensor: never. (The rule q4_k_m.h had before, ranks by layer number, n - n/8 for
+   the last eighth and cross_attn_v_proj counted, fails this table on each of the three.) */
+static bool syn_more_bits(const char *name, int il) {
+    static const int ffn_down[] = { 0, 1, 4, 7, 10, 13, 14, 15 }, attn_v[] = { 0, 4, 7, 11, 14, 15 };
+    const int *l = strstr(name, ".ffn_down.") ? ffn_down : strstr(name, ".attn_v.") ? attn_v : NULL;
+    const int n = l == ffn_down ? 8 : 6;
+    int i;
+    for (i = 0; l && i < n; i++) if (l[i] == il) return true;
+    return false;
+}
 
 static enum mms_type syn_want(const char *name, enum mms_type type, bool mix) {
     int il = -1;
@@ -453,7 +470,7 @@ static enum mms_type syn_want(const char *name, enum mms_type type, bool mix) {
     if (!strcmp(name, "blk.0.odd.weight")) return mms_blck_size(type) == 256 ? MMS_TYPE_INVALID : type;
     if (!mix) return type;
     if (!strcmp(name, "output.weight")) return MMS_TYPE_Q6_K;
-    if (sscanf(name, "blk.%d.", &il) == 1 && (strstr(name, "attn_v") || strstr(name, "ffn_down")) && syn_more_bits(il)) return MMS_TYPE_Q6_K;
+    if (sscanf(name, "blk.%d.", &il) == 1 && syn_more_bits(name, il)) return MMS_TYPE_Q6_K;
     return type;
 }
 
