@@ -529,10 +529,10 @@
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
          mul_mat with quantized weights, more columns: the columns of b are rounded to 8-bit blocks
-           as for decode (the same error budget). Q4_0, Q4_K and Q6_K: each thread repacks its tile of
-           64 weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's 6-bit sub-block
-           scales and mins as bytes, Q6_K's int8 scales, then the 8 rows' nibbles, and Q6_K's high
-           bits, interleaved 4 bytes at a time), and a
+           as for decode (the same error budget). Q4_0, Q4_K, Q5_K and Q6_K: each thread repacks its tile of
+           64 weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's and Q5_K's 6-bit sub-block
+           scales and mins as bytes, Q6_K's int8 scales, then the 8 rows' nibbles, and Q5_K's fifth
+           bits or Q6_K's high bits, interleaved 4 bytes at a time), and a
            kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
            each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
            block serve 8 rows; the repacked tile is scratch (the layout of CPU_REPACK buffers below),
@@ -549,18 +549,22 @@
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
            maddubs; an unsigned layout, w + 128, would spare the sign moves but not the madd, as a
            maddubs pair of 255 x 127 products overflows an int16). Q5_K (AVX2 and AVX-512 sets; the portable C set dequantizes, NEON as for the
-           other types): no 8-row layout yet; every column count takes its 4-column dots (each weight row unpacked once for 4 columns,
-           its fifth bits ORed into the nibbles), faster at 512 columns than dequantizing into the
-           GEMM (build/bench --filter 'q5_k 4096x4096 * 512'), and one column takes the same dot on one
-           column, so a decode step of several sequences gives each its bits alone. Times against the
-           f32 GEMM in the README.
-         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q6_K
+           other types): Q4_K's 8-row layout and kernels, each block followed by the 8 rows' fifth
+           bits (32 bytes a row, interleaved 4 at a time), which the kernel shifts to bit 4 of each
+           nibble's byte (values 0..31). Without VNNI a sub-block's int16 sums are widened after 4
+           of its 8 dwords (4 x 2 x 31 x 127 fits an int16; 8 would wrap), so the integer sums stay
+           exact (test_quant's q5_k_tiles_exact compares the results bit for bit with exact sums
+           from the file's bytes). Up to 4 columns, weights as they are keep the 4-column dot (each
+           row unpacked once for 4 columns, its fifth bits ORed into the nibbles; one column the
+           same dot on one column). On a 2-vCPU Sapphire Rapids, shared: 4096x4096 x 512 as its
+           4-column dots before, on the tiles now (docs/measurements.md, 2026-12-08).
+         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q5_K, Q6_K
            and Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0,
            Q6_K: the file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
-           file's 1152, its sub-block scales as bytes; the rows past the last multiple of 8 as they
+           file's 1152, its sub-block scales as bytes; Q5_K: 1440 for 1408; the rows past the last multiple of 8 as they
            were; Q8_0 on AVX2 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
-           against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7; Q4_K and
+           against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7; Q4_K, Q5_K and
            Q6_K 2: groups g and g + 4) walked side by side: one stream per core reads well below the
            bandwidth several streams get.
            Measured on a 2-core Zen 3 (build/bench --filter '4096 * ' --reps 9): decode
@@ -614,7 +618,7 @@
            An NMSE near 3e-6 against a double reference (test_ops). A graph asks for it by casting
            K and V to BF16 (mms_cast; the mllama vision graph does with BF16 weights); with f32 K/V
            nothing is rounded.
-         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q6_K, Q8_0; prompt products and the decode
+         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q5_K, Q6_K, Q8_0; prompt products and the decode
            kernels on repacked weights): vpdpbusd adds 4 byte products into a row's int32 lane in
            one instruction where AVX2 spends maddubs, an add and a widening madd. The same 8-bit
            activations and exact integer sums as AVX2, so the same results (floats summed in the
@@ -623,10 +627,10 @@
            round activations to 8 bits as decode does (an NMSE near 1e-5 per product; the AVX2 set
            dequantizes Q8_0 for prompts and keeps f32 activations); a decode step of up to 8
            sequences keeps the 4-column dots, so each column keeps the bits it gets alone. Prompt
-           products of Q4_0, Q4_K, Q6_K and Q8_0 take two groups of 8 rows in one zmm register (16
+           products of Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 take two groups of 8 rows in one zmm register (16
            rows per vpdpbusd) against 8 columns a call (the weights come from L2 once for twice the
            products of 4), each row's integer sums and floats as in the 8-row kernel, so the same
-           bits; so does decode on repacked Q4_K and Q6_K, two groups per zmm register.
+           bits; so does decode on repacked Q4_K, Q5_K and Q6_K, two groups per zmm register.
          the decode GEMV of f32 and f16 weights against 1 to 8 columns (the sequences of a batch):
            each weight converted once for all the columns (4 rows x up to 4 columns, 2 rows x up to
            8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
@@ -1000,7 +1004,7 @@
        1e-10, greedy tokens equal, for mixes of image-first, text-before-image, text-only and two-image
        conversations cleared, reused and trimmed). The matrix products see every row at once, so the
        weights are read once per step for all sequences (on the CPU, up to 8 rows of f16/f32 weights
-       are summed exactly as one row alone is: test_ops mul_mat_columns; so are Q4_0, Q4_K and Q6_K
+       are summed exactly as one row alone is: test_ops mul_mat_columns; so are Q4_0, Q4_K, Q5_K and Q6_K
        weights kept repacked, the loader's default, and Q8_0 weights: test_quant
        mul_mat_columns); self-attention reads the
        slots from the first to the last sequence in the batch, each up to its next 256-token step.
@@ -1850,11 +1854,11 @@ MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
 /* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
-   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q6_K and Q8_0 matrices of at
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 matrices of at
    least 8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0, Q6_K and Q8_0 take the same bytes
-   as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
+   as the file's layout, Q4_K 2.8% more, Q5_K 2.3% (mms_backend_buft_get_alloc_size tells); a
    prompt-size product skips repacking its tiles, a decode step reads groups of 8 rows side by
-   side (4 for Q4_0 and Q8_0, 2 for Q4_K and Q6_K; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
+   side (4 for Q4_0 and Q8_0, 2 for the K types; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
    mms_backend_tensor_set/get convert and take whole tensors only; copies to other buffers
    convert back. Only the CPU backend uses these buffers (they are not host buffers to others). */
@@ -2688,11 +2692,11 @@ struct mms_mllama_load_params {
        load really happens here rather than during the first decode. */
     bool        (*progress)(float fraction, void *user_data);
     void         *progress_user_data;
-    /* By default the Q4_0, Q4_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
+    /* By default the Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        decode 1.2-3.4x as fast on a 2-core Xeon, see the README); the file's pages of those weights are then
        released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
-       copy's extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
+       copy's extra 2.8% only (Q5_K's 2.3%). true: keep every host weight where the file is mapped (no copy). */
     bool          no_cpu_repack;
 };
 
@@ -10712,15 +10716,15 @@ static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
-   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   prompt-size product with Q4_0, Q4_K, Q5_K or Q6_K weights repacks each tile of 8 rows side by side
+   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q5_kx8, mms__q6_kx8), once per
    thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
    repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
    by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
-   Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
+   the K types: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
    in quant/cards.c): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
    Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
-   scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
+   scales as bytes; Q5_K: 1440 for 1408, Q4_K's then the fifth bits), then the rows past the last multiple of 8 as they were. It depends on the
    tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
    a tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
    setting or reading it goes through the buffer (whole tensors), which converts. */
@@ -10729,7 +10733,7 @@ static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): matrices of a type with a layout (Q4_0, Q4_K, Q6_K and Q8_0) of at least 8 rows,
+   they are): matrices of a type with a layout (Q4_0, Q4_K, Q5_K, Q6_K and Q8_0) of at least 8 rows,
    contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
     const struct mms__quant_format *f = mms__quant_format_of(t->type);
@@ -10828,18 +10832,18 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec_dense.c).
-   - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+   - Q4_0, Q4_K, Q5_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
      Where the card has a regroup (Q6_K on AVX2), each group is then made into its kernel's own
      layout (Q6_K's values as bytes), once per tile.
-   - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+   - Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
      for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
      faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
      first.
-   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
+   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N <= 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */

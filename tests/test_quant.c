@@ -893,6 +893,58 @@ static float fma_once(float a, float b, float c) {
     return (float)r;
 }
 
+/* 64 columns of K activations for the tiles_exact tests: integers with a +-127 in every block of
+   256, so they round to themselves with step 1 (no code of ours in the reference); all 127, all
+   -127, alternating or random per block. */
+static void tiles_exact_activations(float *x, int64_t K) {
+    int64_t n, b, i;
+    for (n = 0; n < 64; n++)
+        for (b = 0; b < K / 256; b++) {
+            const int mode = test_rand_int(0, 3);
+            float *xb = x + n * K + b * 256;
+            for (i = 0; i < 256; i++) xb[i] = (float)(mode == 0 ? 127 : mode == 1 ? -127 : mode == 2 ? (i % 2 ? -127 : 127) : test_rand_int(-127, 127));
+            xb[test_rand_int(0, 255)] = test_rand_int(0, 1) ? 127.0f : -127.0f;
+        }
+}
+
+/* Room for the weights (M rows of K), activations (64 columns) and results of a tiles_exact test, or a skip
+   (why) and false on the sets without the x86 tiles. */
+static bool tiles_exact_begin(const struct qtype *q, int64_t K, int64_t M, unsigned char **wq, float **x, float **want, const char *why) {
+    const enum mms_cpu_kernels set = mms_cpu_get_kernels();
+    if (set != MMS_CPU_KERNELS_AVX2 && set != MMS_CPU_KERNELS_AVX512) {
+        test_skip(why);
+        return false;
+    }
+    *wq = (unsigned char *)malloc((size_t)(K / 256 * M) * q->size);
+    *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));
+    *want = (float *)malloc(sizeof(float) * (size_t)(M * 64));
+    return true;
+}
+
+/* The products of wq [K, M] with the first 5, 8 and 64 columns of x, the weights as they are and
+   kept repacked, against want's bits; then frees them. */
+static void tiles_exact_end(const struct qtype *q, unsigned char *wq, int64_t K, int64_t M, float *x, float *want) {
+    static const int64_t Ns[3] = { 5, 8, 64 };
+    int64_t i;
+    int r, ni, bad = 0, cases = 0;
+    for (r = 0; r < 2; r++)
+        for (ni = 0; ni < 3; ni++) {
+            float *got = product_in(q, wq, K, M, x, Ns[ni], r == 1);
+            int diff = 0;
+            EXPECT(got != NULL, "%s %s N = %d%s: the product failed", g_kernels, q->name, (int)Ns[ni], r ? " repacked" : "");
+            for (i = 0; got && i < M * Ns[ni]; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            cases++;
+            bad += diff != 0;
+            if (diff) printf("    %s %s N = %d%s: %d of %d outputs differ from the exact integer sums\n", g_kernels, q->name, (int)Ns[ni], r ? " repacked" : "", diff, (int)(M * Ns[ni]));
+            free(got);
+        }
+    printf("    %s: %d %s prompt products (plain and repacked) have the exact integer sums' bits in %d\n", g_kernels, cases, q->name, cases - bad);
+    EXPECT(bad == 0, "%s: %d of %d %s prompt products differ from the exact integer sums", g_kernels, bad, cases, q->name);
+    free(wq);
+    free(x);
+    free(want);
+}
+
 /* Q6_K prompt products on the x86 sets' 8-row kernels are exact integer sums per block of 256
    (AVX2 reads the values regrouped as unsigned bytes, code = value + 32; AVX-512 the 6-bit
    layout), so each output has the bits of acc = fma((float)isum_b, d_b * dx_b, acc), rounded
@@ -906,20 +958,11 @@ static float fma_once(float a, float b, float c) {
 static void test_q6_k_tiles_exact(void) {
     const struct qtype *q = &qtypes[3];
     const int64_t K = 768, M = 21, nb = K / 256;
-    static const int64_t Ns[3] = { 5, 8, 64 };
-    const enum mms_cpu_kernels set = mms_cpu_get_kernels();
-    unsigned char *wq = (unsigned char *)malloc((size_t)(nb * M) * q->size);
-    float *x = (float *)malloc(sizeof(float) * (size_t)(K * 64)), *want = (float *)malloc(sizeof(float) * (size_t)(M * 64));
     float d[3 * 21];
+    unsigned char *wq;
+    float *x, *want;
     int64_t m, n, b, i;
-    int r, ni, bad = 0, cases = 0;
-    if (set != MMS_CPU_KERNELS_AVX2 && set != MMS_CPU_KERNELS_AVX512) {
-        test_skip("this set dequantizes Q6_K for prompts");
-        free(wq);
-        free(x);
-        free(want);
-        return;
-    }
+    if (!tiles_exact_begin(q, K, M, &wq, &x, &want, "this set dequantizes Q6_K for prompts")) return;
     for (b = 0; b < nb * M; b++) {   /* ql, qh: random, all codes 63 or all 0; scales random, all 127 or all -128 */
         unsigned char *blk = wq + (size_t)b * q->size;
         const int codes = test_rand_int(0, 2), scales = test_rand_int(0, 2), e = test_rand_int(-12, -4), mant = test_rand_int(0, 1023);
@@ -929,13 +972,7 @@ static void test_q6_k_tiles_exact(void) {
         memcpy(blk + 208, &h, 2);   /* little-endian, as GGUF files */
         d[b] = ldexpf(1.0f + (float)mant / 1024.0f, e);
     }
-    for (n = 0; n < 64; n++)
-        for (b = 0; b < nb; b++) {
-            const int mode = test_rand_int(0, 3);   /* all 127, all -127, alternating, random */
-            float *xb = x + n * K + b * 256;
-            for (i = 0; i < 256; i++) xb[i] = (float)(mode == 0 ? 127 : mode == 1 ? -127 : mode == 2 ? (i % 2 ? -127 : 127) : test_rand_int(-127, 127));
-            xb[test_rand_int(0, 255)] = test_rand_int(0, 1) ? 127.0f : -127.0f;
-        }
+    tiles_exact_activations(x, K);
     for (n = 0; n < 64; n++)
         for (m = 0; m < M; m++) {
             float acc = 0.0f;
@@ -947,22 +984,7 @@ static void test_q6_k_tiles_exact(void) {
             }
             want[n * M + m] = acc;
         }
-    for (r = 0; r < 2; r++)
-        for (ni = 0; ni < 3; ni++) {
-            float *got = product_in(q, wq, K, M, x, Ns[ni], r == 1);
-            int diff = 0;
-            EXPECT(got != NULL, "%s q6_k N = %d%s: the product failed", g_kernels, (int)Ns[ni], r ? " repacked" : "");
-            for (i = 0; got && i < M * Ns[ni]; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-            cases++;
-            bad += diff != 0;
-            if (diff) printf("    %s q6_k N = %d%s: %d of %d outputs differ from the exact integer sums\n", g_kernels, (int)Ns[ni], r ? " repacked" : "", diff, (int)(M * Ns[ni]));
-            free(got);
-        }
-    printf("    %s: %d Q6_K prompt products (plain and repacked) have the exact integer sums' bits in %d\n", g_kernels, cases, cases - bad);
-    EXPECT(bad == 0, "%s: %d of %d Q6_K prompt products differ from the exact integer sums", g_kernels, bad, cases);
-    free(wq);
-    free(x);
-    free(want);
+    tiles_exact_end(q, wq, K, M, x, want);
 }
 
 /* A Q5_K block's 5-bit code (0..31) of value i, as gguf lays them out: f16 d, f16 dmin, 12 bytes
@@ -990,20 +1012,11 @@ static int k_scale_min(const unsigned char *q, int s, bool min) {
 static void test_q5_k_tiles_exact(void) {
     const struct qtype *q = &qtypes[4];
     const int64_t K = 768, M = 21, nb = K / 256;
-    static const int64_t Ns[3] = { 5, 8, 64 };
-    const enum mms_cpu_kernels set = mms_cpu_get_kernels();
-    unsigned char *wq = (unsigned char *)malloc((size_t)(nb * M) * q->size);
-    float *x = (float *)malloc(sizeof(float) * (size_t)(K * 64)), *want = (float *)malloc(sizeof(float) * (size_t)(M * 64));
     float d[3 * 21], dmin[3 * 21];
+    unsigned char *wq;
+    float *x, *want;
     int64_t m, n, b, i;
-    int r, ni, bad = 0, cases = 0;
-    if (set != MMS_CPU_KERNELS_AVX2 && set != MMS_CPU_KERNELS_AVX512) {
-        test_skip("this set has no Q5_K tiles");
-        free(wq);
-        free(x);
-        free(want);
-        return;
-    }
+    if (!tiles_exact_begin(q, K, M, &wq, &x, &want, "this set has no Q5_K tiles")) return;
     for (b = 0; b < nb * M; b++) {   /* qh, qs: random, all codes 31 or all 0; scales and mins random or all 63 */
         unsigned char *blk = wq + (size_t)b * q->size;
         const int codes = test_rand_int(0, 2), scales = test_rand_int(0, 1);
@@ -1017,13 +1030,7 @@ static void test_q5_k_tiles_exact(void) {
             (h ? dmin : d)[b] = ldexpf(1.0f + (float)mant / 1024.0f, e);
         }
     }
-    for (n = 0; n < 64; n++)
-        for (b = 0; b < nb; b++) {
-            const int mode = test_rand_int(0, 3);   /* all 127, all -127, alternating, random */
-            float *xb = x + n * K + b * 256;
-            for (i = 0; i < 256; i++) xb[i] = (float)(mode == 0 ? 127 : mode == 1 ? -127 : mode == 2 ? (i % 2 ? -127 : 127) : test_rand_int(-127, 127));
-            xb[test_rand_int(0, 255)] = test_rand_int(0, 1) ? 127.0f : -127.0f;
-        }
+    tiles_exact_activations(x, K);
     for (n = 0; n < 64; n++)
         for (m = 0; m < M; m++) {
             float acc = 0.0f;
@@ -1040,22 +1047,7 @@ static void test_q5_k_tiles_exact(void) {
             }
             want[n * M + m] = acc;
         }
-    for (r = 0; r < 2; r++)
-        for (ni = 0; ni < 3; ni++) {
-            float *got = product_in(q, wq, K, M, x, Ns[ni], r == 1);
-            int diff = 0;
-            EXPECT(got != NULL, "%s q5_k N = %d%s: the product failed", g_kernels, (int)Ns[ni], r ? " repacked" : "");
-            for (i = 0; got && i < M * Ns[ni]; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-            cases++;
-            bad += diff != 0;
-            if (diff) printf("    %s q5_k N = %d%s: %d of %d outputs differ from the exact integer sums\n", g_kernels, (int)Ns[ni], r ? " repacked" : "", diff, (int)(M * Ns[ni]));
-            free(got);
-        }
-    printf("    %s: %d Q5_K prompt products (plain and repacked) have the exact integer sums' bits in %d\n", g_kernels, cases, cases - bad);
-    EXPECT(bad == 0, "%s: %d of %d Q5_K prompt products differ from the exact integer sums", g_kernels, bad, cases);
-    free(wq);
-    free(x);
-    free(want);
+    tiles_exact_end(q, wq, K, M, x, want);
 }
 
 static void test_mul_mat(void) {
