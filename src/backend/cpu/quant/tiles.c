@@ -495,13 +495,14 @@ static MMS__AVX2_INLINE void mms__q5_kx8_fifth(__m256i qh, int s, __m256i *lo, _
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
    sums of 32, one madd per two sub-blocks. Q5_K (q5: struct mms__q5_kx8) likewise with the fifth
-   bits ORed into the nibbles: without VNNI its int16 sums are taken after 4 dwords (4 * 2 * 31 *
+   bits ORed into the nibbles, one sub-block at a time (the fifth bits' extra registers beside 8
+   accumulators would spill); without VNNI its int16 sums are taken after 4 dwords (4 * 2 * 31 *
    127 fits, 8 would not). */
 static MMS__AVX2_INLINE void mms__gemm_k_affine_x8_body(bool vnni, bool q5, int64_t K, const void *wv, const void *const xv[4], float *out) {
     const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10);
     __m256 acc[4];
     int64_t b;
     int s, k, c;
@@ -512,14 +513,41 @@ MMS__UNROLL4
         __m256i sumi[4], summ[4];
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
-        for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+        for (s = 0; q5 && s < 8; s++) {   /* Q5_K: one sub-block at a time (half the accumulators live) */
+            __m256i p[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * (s & ~1) + k]);
+                const __m256i h = _mm256_loadu_si256((const __m256i *)((const struct mms__q5_kx8 *)w)->qh[k]);
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4),   /* bit s of h to bit 4 */
+                                                  _mm256_and_si256(s < 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4), m16));
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = mms__u8s8_add(vnni, p[c], u, _mm256_set1_epi32(a));
+                }
+                if (!vnni && (k == 3 || k == 7)) {
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++) {
+                        sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, p[c], w->sc[s]));
+                        p[c] = _mm256_setzero_si256();
+                    }
+                }
+            }
+            if (vnni) {
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, p[c], w->sc[s]));
+            }
+        }
+        for (s = 0; !q5 && s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
             __m256i lo[4], hi[4];
 MMS__UNROLL4
             for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm256_setzero_si256();
             for (k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
-                __m256i u_lo = _mm256_and_si256(v, m4), u_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                if (q5) mms__q5_kx8_fifth(_mm256_loadu_si256((const __m256i *)((const struct mms__q5_kx8 *)w)->qh[k]), s, &u_lo, &u_hi);
+                const __m256i u_lo = _mm256_and_si256(v, m4), u_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 MMS__UNROLL4
                 for (c = 0; c < 4; c++) {
                     int32_t a_lo, a_hi;
@@ -527,14 +555,6 @@ MMS__UNROLL4
                     memcpy(&a_hi, x[c][b].qs + 32 * s + 32 + 4 * k, 4);
                     lo[c] = mms__u8s8_add(vnni, lo[c], u_lo, _mm256_set1_epi32(a_lo));
                     hi[c] = mms__u8s8_add(vnni, hi[c], u_hi, _mm256_set1_epi32(a_hi));
-                }
-                if (q5 && !vnni && k == 3) {
-MMS__UNROLL4
-                    for (c = 0; c < 4; c++) {
-                        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo[c], w->sc[s]),
-                                                                             mms__u8s8_widen_scaled(vnni, hi[c], w->sc[s + 1])));
-                        lo[c] = hi[c] = _mm256_setzero_si256();
-                    }
                 }
             }
 MMS__UNROLL4
