@@ -559,7 +559,7 @@
            same dot on one column). On a 2-vCPU Sapphire Rapids, shared (CPU time), 4096x4096 x 512
            went 114 -> 51 ms with AVX-512 (Q4_K: 42) and 114 -> 95 ms with AVX2 (Q4_K: 68; without
            VNNI the widening and the fifth bits stay in the inner loop); kept repacked, decode of
-           4096x4096 took 0.5-0.75 ms against 1.0-1.3 row by row (docs/measurements.md, 2026-12-08).
+           4096x4096 took 0.4-0.75 ms against 1.0-1.3 row by row (docs/measurements.md, 2026-12-08).
          weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q5_K, Q6_K
            and Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0,
            Q6_K: the file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
