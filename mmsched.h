@@ -529,10 +529,10 @@
            each output moves by at most sum |w| * (block max / 127) / 2, an NMSE near 1e-5 (the scalar
            kernels keep f32 activations and match a double reference to 1e-10).
          mul_mat with quantized weights, more columns: the columns of b are rounded to 8-bit blocks
-           as for decode (the same error budget). Q4_0, Q4_K and Q6_K: each thread repacks its tile of
-           64 weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's 6-bit sub-block
-           scales and mins as bytes, Q6_K's int8 scales, then the 8 rows' nibbles, and Q6_K's high
-           bits, interleaved 4 bytes at a time), and a
+           as for decode (the same error budget). Q4_0, Q4_K, Q5_K and Q6_K: each thread repacks its tile of
+           64 weight rows 8 side by side (per block the 8 rows' f16 scales, Q4_K's and Q5_K's 6-bit sub-block
+           scales and mins as bytes, Q6_K's int8 scales, then the 8 rows' nibbles, and Q5_K's fifth
+           bits or Q6_K's high bits, interleaved 4 bytes at a time), and a
            kernel makes 8 rows by 4 columns: one maddubs against 4 activation bytes broadcast leaves
            each row's products in its own lanes, so no horizontal sums and one conversion and FMA per
            block serve 8 rows; the repacked tile is scratch (the layout of CPU_REPACK buffers below),
@@ -549,18 +549,24 @@
            measured no faster on a Zen 3 core without VNNI: sign moves and a widening madd per
            maddubs; an unsigned layout, w + 128, would spare the sign moves but not the madd, as a
            maddubs pair of 255 x 127 products overflows an int16). Q5_K (AVX2 and AVX-512 sets; the portable C set dequantizes, NEON as for the
-           other types): no 8-row layout yet; every column count takes its 4-column dots (each weight row unpacked once for 4 columns,
-           its fifth bits ORed into the nibbles), faster at 512 columns than dequantizing into the
-           GEMM (build/bench --filter 'q5_k 4096x4096 * 512'), and one column takes the same dot on one
-           column, so a decode step of several sequences gives each its bits alone. Times against the
-           f32 GEMM in the README.
-         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q6_K
+           other types): Q4_K's 8-row layout and kernels, each block followed by the 8 rows' fifth
+           bits (32 bytes a row, interleaved 4 at a time), which the kernel shifts to bit 4 of each
+           nibble's byte (values 0..31). Without VNNI a sub-block's int16 sums are widened after 4
+           of its 8 dwords (4 x 2 x 31 x 127 fits an int16; 8 would wrap), so the integer sums stay
+           exact (test_quant's q5_k_tiles_exact compares the results bit for bit with exact sums
+           from the file's bytes). Up to 4 columns, weights as they are keep the 4-column dot (each
+           row unpacked once for 4 columns, its fifth bits ORed into the nibbles; one column the
+           same dot on one column). On a 2-vCPU Sapphire Rapids, shared (CPU time), 4096x4096 x 512
+           went 114 -> 51 ms with AVX-512 (Q4_K: 42) and 114 -> 95 ms with AVX2 (Q4_K: 68; without
+           VNNI the widening and the fifth bits stay in the inner loop); kept repacked, decode of
+           4096x4096 took 0.4-0.75 ms against 1.0-1.3 row by row (docs/measurements.md, 2026-12-08).
+         weights kept repacked (mms_backend_cpu_repack_buffer_type, "CPU_REPACK"): Q4_0, Q4_K, Q5_K, Q6_K
            and Q8_0 matrices of at least 8 rows are stored in that same 8-row layout (Q4_0, Q8_0,
            Q6_K: the file's bytes permuted, the same size; Q4_K: 1184 bytes per 8 rows and 256 columns for the
-           file's 1152, its sub-block scales as bytes; the rows past the last multiple of 8 as they
+           file's 1152, its sub-block scales as bytes; Q5_K: 1440 for 1408; the rows past the last multiple of 8 as they
            were; Q8_0 on AVX2 decode only: its prompts unpack each tile for the GEMM above). Prompt-size products
            then read the tiles in place; a decode step (1 to 4 columns) runs the 8-row kernel
-           against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7; Q4_K and
+           against one column with 4 groups of a tile (groups 0, 2, 4, 6, then 1, 3, 5, 7; Q4_K, Q5_K and
            Q6_K 2: groups g and g + 4) walked side by side: one stream per core reads well below the
            bandwidth several streams get.
            Measured on a 2-core Zen 3 (build/bench --filter '4096 * ' --reps 9): decode
@@ -614,7 +620,7 @@
            An NMSE near 3e-6 against a double reference (test_ops). A graph asks for it by casting
            K and V to BF16 (mms_cast; the mllama vision graph does with BF16 weights); with f32 K/V
            nothing is rounded.
-         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q6_K, Q8_0; prompt products and the decode
+         the integer dots of the 8-row kernels (Q4_0, Q4_K, Q5_K, Q6_K, Q8_0; prompt products and the decode
            kernels on repacked weights): vpdpbusd adds 4 byte products into a row's int32 lane in
            one instruction where AVX2 spends maddubs, an add and a widening madd. The same 8-bit
            activations and exact integer sums as AVX2, so the same results (floats summed in the
@@ -623,10 +629,10 @@
            round activations to 8 bits as decode does (an NMSE near 1e-5 per product; the AVX2 set
            dequantizes Q8_0 for prompts and keeps f32 activations); a decode step of up to 8
            sequences keeps the 4-column dots, so each column keeps the bits it gets alone. Prompt
-           products of Q4_0, Q4_K, Q6_K and Q8_0 take two groups of 8 rows in one zmm register (16
+           products of Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 take two groups of 8 rows in one zmm register (16
            rows per vpdpbusd) against 8 columns a call (the weights come from L2 once for twice the
            products of 4), each row's integer sums and floats as in the 8-row kernel, so the same
-           bits; so does decode on repacked Q4_K and Q6_K, two groups per zmm register.
+           bits; so does decode on repacked Q4_K, Q5_K and Q6_K, two groups per zmm register.
          the decode GEMV of f32 and f16 weights against 1 to 8 columns (the sequences of a batch):
            each weight converted once for all the columns (4 rows x up to 4 columns, 2 rows x up to
            8), each (row, column) summed in 16 lanes the same way whatever the columns beside it.
@@ -1000,7 +1006,7 @@
        1e-10, greedy tokens equal, for mixes of image-first, text-before-image, text-only and two-image
        conversations cleared, reused and trimmed). The matrix products see every row at once, so the
        weights are read once per step for all sequences (on the CPU, up to 8 rows of f16/f32 weights
-       are summed exactly as one row alone is: test_ops mul_mat_columns; so are Q4_0, Q4_K and Q6_K
+       are summed exactly as one row alone is: test_ops mul_mat_columns; so are Q4_0, Q4_K, Q5_K and Q6_K
        weights kept repacked, the loader's default, and Q8_0 weights: test_quant
        mul_mat_columns); self-attention reads the
        slots from the first to the last sequence in the batch, each up to its next 256-token step.
@@ -1850,11 +1856,11 @@ MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
 /* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
-   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q6_K and Q8_0 matrices of at
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 matrices of at
    least 8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0, Q6_K and Q8_0 take the same bytes
-   as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
+   as the file's layout, Q4_K 2.8% more, Q5_K 2.3% (mms_backend_buft_get_alloc_size tells); a
    prompt-size product skips repacking its tiles, a decode step reads groups of 8 rows side by
-   side (4 for Q4_0 and Q8_0, 2 for Q4_K and Q6_K; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
+   side (4 for Q4_0 and Q8_0, 2 for the K types; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
    mms_backend_tensor_set/get convert and take whole tensors only; copies to other buffers
    convert back. Only the CPU backend uses these buffers (they are not host buffers to others). */
@@ -2688,11 +2694,11 @@ struct mms_mllama_load_params {
        load really happens here rather than during the first decode. */
     bool        (*progress)(float fraction, void *user_data);
     void         *progress_user_data;
-    /* By default the Q4_0, Q4_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
+    /* By default the Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        decode 1.2-3.4x as fast on a 2-core Xeon, see the README); the file's pages of those weights are then
        released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
-       copy's extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
+       copy's extra 2.8% only (Q5_K's 2.3%). true: keep every host weight where the file is mapped (no copy). */
     bool          no_cpu_repack;
 };
 
@@ -9319,38 +9325,61 @@ static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *ds
    the 8 rows' 1152. */
 struct mms__q4_kx8 { mms_fp16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint32_t qs[32][8]; };
 
-/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_K into K / 256 packed blocks. */
-static void mms__pack_q4_kx8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
-    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+/* 8 rows of Q5_K side by side, one super-block: Q4_K's layout of the scales, mins and low nibbles,
+   then qh[k][r]: dword k of row r's 32 bytes of fifth bits (bit s of byte l: value l of sub-block
+   s, so dword k holds those of nibble dword 8j + k of every chunk j). 1440 bytes for the 8 rows'
+   1408. */
+struct mms__q5_kx8 { struct mms__q4_kx8 k; uint32_t qh[8][8]; };
+
+/* The layout of Q4_K's affine super-blocks (Q4_K, Q5_K): a block of `size` bytes starts with d,
+   dmin and the 12 scale bytes, its nibbles at qs_at, Q5_K's fifth bits at qh_at (0: none); a
+   packed block of the 8 rows takes `packed` bytes, struct mms__q4_kx8 first, then the qh dwords. */
+struct mms__k_affine { size_t size, qs_at, qh_at, packed; };
+static const struct mms__k_affine mms__q4_k_affine = { sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, sizeof(struct mms__q4_kx8) };
+static const struct mms__k_affine mms__q5_k_affine = { sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs),
+                                                       offsetof(struct mms__block_q5_k, qh), sizeof(struct mms__q5_kx8) };
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values into K / 256 packed blocks. */
+static void mms__pack_k_affine_x8_rows(const struct mms__k_affine *f, const void *const *rows, int n, int64_t K, void *dstv) {
     int64_t b;
     int r, s, k;
-    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)((char *)dstv + (size_t)b * f->packed);
+        uint32_t (*qh)[8] = f->qh_at ? ((struct mms__q5_kx8 *)dst)->qh : NULL;
         for (r = 0; r < 8; r++) {
-            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
-            dst->d[r] = src ? src->d : 0;
-            dst->dmin[r] = src ? src->dmin : 0;
+            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * f->size : NULL;
+            const struct mms__block_q4_k *head = (const struct mms__block_q4_k *)src;   /* d, dmin, scales: the same in Q5_K */
+            dst->d[r] = src ? head->d : 0;
+            dst->dmin[r] = src ? head->dmin : 0;
             for (s = 0; s < 8; s++) {
                 int sc = 0, mn = 0;
-                if (src) mms__q4_k_scale_min(s, src->scales, &sc, &mn);
+                if (src) mms__q4_k_scale_min(s, head->scales, &sc, &mn);
                 dst->sc[s][r] = (uint8_t)sc;
                 dst->mn[s][r] = (uint8_t)mn;
             }
             for (k = 0; k < 32; k++) {
-                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                if (src) memcpy(&dst->qs[k][r], src + f->qs_at + 4 * k, 4);
                 else dst->qs[k][r] = 0;
             }
+            for (k = 0; qh && k < 8; k++) {
+                if (src) memcpy(&qh[k][r], src + f->qh_at + 4 * k, 4);
+                else qh[k][r] = 0;
+            }
         }
+    }
 }
 
 /* The inverse for 8 rows, the 12 bytes of scales packed back as the file has them (every bit of
    them is a scale's or a min's, so this gives the bytes back exactly). */
-static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *rows) {
-    const struct mms__q4_kx8 *src = (const struct mms__q4_kx8 *)srcv;
+static void mms__unpack_k_affine_x8_rows(const struct mms__k_affine *f, const void *srcv, int64_t K, void *const *rows) {
     int64_t b;
     int r, s, k;
-    for (b = 0; b < K / MMS__QK_K; b++, src++)
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const struct mms__q4_kx8 *src = (const struct mms__q4_kx8 *)((const char *)srcv + (size_t)b * f->packed);
+        const uint32_t (*qh)[8] = f->qh_at ? ((const struct mms__q5_kx8 *)src)->qh : NULL;
         for (r = 0; r < 8; r++) {
-            struct mms__block_q4_k *dst = (struct mms__block_q4_k *)rows[r] + b;
+            uint8_t *to = (uint8_t *)rows[r] + (size_t)b * f->size;
+            struct mms__block_q4_k *dst = (struct mms__block_q4_k *)to;
             uint8_t *q = dst->scales;
             dst->d = src->d[r];
             dst->dmin = src->dmin[r];
@@ -9360,9 +9389,16 @@ static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *ro
                 q[s + 4] = (uint8_t)(src->mn[s][r] | (mn_hi >> 4) << 6);
                 q[s + 8] = (uint8_t)((sc_hi & 0x0f) | (mn_hi & 0x0f) << 4);
             }
-            for (k = 0; k < 32; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+            for (k = 0; k < 32; k++) memcpy(to + f->qs_at + 4 * k, &src->qs[k][r], 4);
+            for (k = 0; qh && k < 8; k++) memcpy(to + f->qh_at + 4 * k, &qh[k][r], 4);
         }
+    }
 }
+
+static void mms__pack_q4_kx8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_k_affine_x8_rows(&mms__q4_k_affine, rows, n, K, dst); }
+static void mms__unpack_q4_kx8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_k_affine_x8_rows(&mms__q4_k_affine, src, K, rows); }
+static void mms__pack_q5_kx8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_k_affine_x8_rows(&mms__q5_k_affine, rows, n, K, dst); }
+static void mms__unpack_q5_kx8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_k_affine_x8_rows(&mms__q5_k_affine, src, K, rows); }
 
 /* 8 rows of Q6_K side by side, one super-block: the f16 scales; sc[s][r]: sub-block s's int8 scale
    of row r; ql[k][r] and qh[k][r]: dword k of row r's ql (128 bytes) and qh (64 bytes). The same
@@ -9408,36 +9444,43 @@ static void mms__unpack_q6_kx8_rows(const void *srcv, int64_t K, void *const *ro
 }
 
 #if MMS__HAVE_AVX2
-static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
+static MMS__TARGET_AVX2 void mms__pack_k_affine_x8_avx2(const struct mms__k_affine *f, const void *const *rows, int64_t K, void *dstv) {
     int64_t b;
     int r, s, j;
-    for (b = 0; b < K / MMS__QK_K; b++, dst++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)((char *)dstv + (size_t)b * f->packed);
         const uint8_t *src[8], *qs[8];
         uint16_t sm[8][16];   /* per row: the 8 scales, then the 8 mins */
         for (r = 0; r < 8; r++) {
-            src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
+            src[r] = (const uint8_t *)rows[r] + (size_t)b * f->size;
             _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
             memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q4_k, d), sizeof dst->d[r]);
             memcpy(&dst->dmin[r], src[r] + offsetof(struct mms__block_q4_k, dmin), sizeof dst->dmin[r]);
-            qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
+            qs[r] = src[r] + f->qs_at;
         }
         for (s = 0; s < 8; s++)
             for (r = 0; r < 8; r++) {
                 dst->sc[s][r] = (uint8_t)sm[r][s];
                 dst->mn[s][r] = (uint8_t)sm[r][8 + s];
             }
-        for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
+        for (j = 0; j < (f->qh_at ? 10 : 8); j++) {   /* dwords 4j..4j + 3 of the nibbles, then of the fifth bits */
+            uint32_t *to = j < 8 ? dst->qs[4 * j] : ((struct mms__q5_kx8 *)dst)->qh[4 * (j - 8)];
             const uint8_t *q[8];
-            for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
-            mms__transpose_dwords4(q, dst->qs[4 * j]);
-            mms__transpose_dwords4(q + 4, dst->qs[4 * j] + 4);
+            for (r = 0; r < 8; r++) q[r] = j < 8 ? qs[r] + 16 * j : src[r] + f->qh_at + 16 * (j - 8);
+            mms__transpose_dwords4(q, to);
+            mms__transpose_dwords4(q + 4, to + 4);
         }
     }
 }
 
 static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_q4_kx8_avx2(rows, K, (struct mms__q4_kx8 *)dst);
+    if (n == 8) mms__pack_k_affine_x8_avx2(&mms__q4_k_affine, rows, K, dst);
     else mms__pack_q4_kx8_rows(rows, n, K, dst);
+}
+
+static void mms__pack_q5_kx8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_k_affine_x8_avx2(&mms__q5_k_affine, rows, K, dst);
+    else mms__pack_q5_kx8_rows(rows, n, K, dst);
 }
 
 static MMS__TARGET_AVX2 void mms__pack_q6_kx8_avx2(const void *const *rows, int64_t K, struct mms__q6_kx8 *dst) {
@@ -9663,24 +9706,64 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
+/* Q5_K's fifth bits of sub-blocks s and s + 1 (s even) of 8 rows' dword (a qh dword), as 16 in
+   each byte to OR into the low (lo) and high (hi) nibbles' values. */
+static MMS__AVX2_INLINE void mms__q5_kx8_fifth(__m256i qh, int s, __m256i *lo, __m256i *hi) {
+    const __m256i m16 = _mm256_set1_epi8(0x10), h = _mm256_srli_epi16(qh, s);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), m16));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), m16));
+}
+
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
-   sums of 32, one madd per two sub-blocks. */
-static MMS__AVX2_INLINE void mms__gemm_q4_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
-    const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
+   sums of 32, one madd per two sub-blocks. Q5_K (q5: struct mms__q5_kx8) likewise with the fifth
+   bits ORed into the nibbles, one sub-block at a time (the fifth bits' extra registers beside 8
+   accumulators would spill); without VNNI its int16 sums are taken after 4 dwords (4 * 2 * 31 *
+   127 fits, 8 would not). */
+static MMS__AVX2_INLINE void mms__gemm_k_affine_x8_body(bool vnni, bool q5, int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10);
     __m256 acc[4];
     int64_t b;
     int s, k, c;
 MMS__UNROLL4
     for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
-    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)((const char *)wv + (size_t)b * packed);
         __m256i sumi[4], summ[4];
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
-        for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+        for (s = 0; q5 && s < 8; s++) {   /* Q5_K: one sub-block at a time (half the accumulators live) */
+            __m256i p[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * (s & ~1) + k]);
+                const __m256i h = _mm256_loadu_si256((const __m256i *)((const struct mms__q5_kx8 *)w)->qh[k]);
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4),   /* bit s of h to bit 4 */
+                                                  _mm256_and_si256(s < 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4), m16));
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = mms__u8s8_add(vnni, p[c], u, _mm256_set1_epi32(a));
+                }
+                if (!vnni && (k == 3 || k == 7)) {
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++) {
+                        sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, p[c], w->sc[s]));
+                        p[c] = _mm256_setzero_si256();
+                    }
+                }
+            }
+            if (vnni) {
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, p[c], w->sc[s]));
+            }
+        }
+        for (s = 0; !q5 && s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
             __m256i lo[4], hi[4];
 MMS__UNROLL4
             for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm256_setzero_si256();
@@ -9723,10 +9806,16 @@ MMS__UNROLL4
 }
 
 static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q4_kx8_body(false, K, wv, xv, out);
+    mms__gemm_k_affine_x8_body(false, false, K, wv, xv, out);
 }
 static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q4_kx8_body(true, K, wv, xv, out);
+    mms__gemm_k_affine_x8_body(true, false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX2 void mms__gemm_q5_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_k_affine_x8_body(false, true, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q5_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_k_affine_x8_body(true, true, K, wv, xv, out);
 }
 
 /* Q6_K's 6-bit values of group g (0..3) of a half from 8 rows' dwords of ql (q: the low nibbles for
@@ -9955,16 +10044,20 @@ MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
-static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
-    const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)w0v, *w1 = (const struct mms__q4_kx8 *)w1v;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+/* Q4_K and Q5_K (q5: struct mms__q5_kx8, its fifth bits ORed into the nibbles), 8 columns a call
+   (out[16 c + r], c < 8), the 8-row kernel's sums and float operations per row. */
+static MMS__AVX512_INLINE void mms__gemm_k_affine_x16_body(bool q5, int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
+    const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m16 = _mm512_set1_epi8(0x10);
     const struct mms__block_q8_k *x[8];
     __m512 acc[8];
     int64_t b;
     int s, k, c;
 MMS__UNROLL8
     for (c = 0; c < 8; c++) { x[c] = (const struct mms__block_q8_k *)xv[c]; acc[c] = _mm512_setzero_ps(); }
-    for (b = 0; b < K / MMS__QK_K; b++, w0++, w1++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)((const char *)w0v + (size_t)b * packed);
+        const struct mms__q4_kx8 *w1 = (const struct mms__q4_kx8 *)((const char *)w1v + (size_t)b * packed);
         __m512i sumi[8], summ[8], mn[4];
 MMS__UNROLL8
         for (c = 0; c < 8; c++) sumi[c] = _mm512_setzero_si512();
@@ -9976,7 +10069,11 @@ MMS__UNROLL8
 MMS__UNROLL8
             for (k = 0; k < 8; k++) {
                 const __m512i v = mms__pair256(w0->qs[4 * (s & ~1) + k], w1->qs[4 * (s & ~1) + k]);
-                const __m512i u = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+                __m512i u = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+                if (q5) {   /* bit s of the qh dword to bit 4 */
+                    const __m512i h = mms__pair256(((const struct mms__q5_kx8 *)w0)->qh[k], ((const struct mms__q5_kx8 *)w1)->qh[k]);
+                    u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srli_epi16(h, s), 4), m16));
+                }
 MMS__UNROLL8
                 for (c = 0; c < 8; c++) {
                     int32_t a;
@@ -10009,6 +10106,13 @@ MMS__UNROLL8
     }
 MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
+    mms__gemm_k_affine_x16_body(false, K, w0v, w1v, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q5_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
+    mms__gemm_k_affine_x16_body(true, K, w0v, w1v, xv, out);
 }
 
 /* 16 rows' signed bytes (8 from each group) as int32 lanes */
@@ -10089,8 +10193,9 @@ MMS__AVX512_CODE_END
     MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
 
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
-   mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
-static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+   mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column); Q5_K
+   (q5) likewise. */
+static MMS__AVX2_INLINE void mms__gemv_k_affine_x8_body(bool vnni, bool q5, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
@@ -10104,19 +10209,29 @@ static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K,
         for (s = 0; s < 4; s++)
             pairs[s] = _mm256_set1_epi32((int)mms__q4_k_sum_pair(bs, s));
         for (j = 0; j < ns; j++) {
-            const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
+            const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)((const char *)wv[j] + (size_t)b * (q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8)));
             __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 MMS__UNROLL4
                 for (k = 0; k < 8; k++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
+                    __m256i u_lo = _mm256_and_si256(v, m4), u_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     int32_t a_lo, a_hi;
-                    MMS__PREFETCH_NEXT_SHARE(w, 4 * s + k, 32);
+                    if (q5) {
+                        MMS__PREFETCH_NEXT_SHARE((const struct mms__q5_kx8 *)w, 4 * s + k, 32);
+                        mms__q5_kx8_fifth(_mm256_loadu_si256((const __m256i *)((const struct mms__q5_kx8 *)w)->qh[k]), s, &u_lo, &u_hi);
+                    } else {
+                        MMS__PREFETCH_NEXT_SHARE(w, 4 * s + k, 32);
+                    }
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo));
-                    hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi));
+                    lo = mms__u8s8_add(vnni, lo, u_lo, _mm256_set1_epi32(a_lo));
+                    hi = mms__u8s8_add(vnni, hi, u_hi, _mm256_set1_epi32(a_hi));
+                    if (q5 && !vnni && k == 3) {   /* the tile kernel's int16 sums */
+                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo, w->sc[s]), mms__u8s8_widen_scaled(vnni, hi, w->sc[s + 1])));
+                        lo = hi = _mm256_setzero_si256();
+                    }
                 }
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo, w->sc[s]), mms__u8s8_widen_scaled(vnni, hi, w->sc[s + 1])));
             }
@@ -10128,7 +10243,10 @@ MMS__UNROLL4
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
 static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
-    mms__gemv_q4_kx8_body(false, ns, K, wv, xv, out);
+    mms__gemv_k_affine_x8_body(false, false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q5_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_k_affine_x8_body(false, true, ns, K, wv, xv, out);
 }
 MMS__AVX512_CODE_BEGIN
 /* The zmm decode kernels' sums of np pairs of groups: pair j's low half to out[2 j], its high half
@@ -10144,10 +10262,11 @@ static MMS__TARGET_AVX512 void mms__store_group_pairs(const __m512 *acc, int np,
 /* Decode on the Q4_K layout with AVX-512: groups in pairs, one zmm register each (the 16-row
    kernel's sums with one column), the pairs block by block (ops_matmul passes one: gemv_groups),
    each pair's next block prefetched, a lone last group by the 8-row body; the same integer sums
-   and float operations per row, so the same bits. */
-static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+   and float operations per row, so the same bits. Q5_K (q5) likewise. */
+static MMS__AVX512_INLINE void mms__gemv_k_affine_x8_avx512_body(bool q5, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m16 = _mm512_set1_epi8(0x10);
     const int np = ns / 2;   /* pairs */
     __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
     int64_t b;
@@ -10155,20 +10274,30 @@ static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const 
     for (b = 0; b < K / MMS__QK_K; b++) {
         const __m512 xd = _mm512_set1_ps(x[b].d);
         for (j = 0; j < np; j++) {
-            const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)wv[2 * j] + b, *w1 = (const struct mms__q4_kx8 *)wv[2 * j + 1] + b;
+            const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)((const char *)wv[2 * j] + (size_t)b * packed);
+            const struct mms__q4_kx8 *w1 = (const struct mms__q4_kx8 *)((const char *)wv[2 * j + 1] + (size_t)b * packed);
             __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 MMS__UNROLL8
                 for (k = 0; k < 8; k++) {
                     const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
+                    __m512i u_lo = _mm512_and_si512(v, m4), u_hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                     int32_t a_lo, a_hi;
-                    MMS__PREFETCH_NEXT_SHARE(w0, 4 * s + k, 32);
-                    MMS__PREFETCH_NEXT_SHARE(w1, 4 * s + k, 32);
+                    if (q5) {
+                        const __m512i h = _mm512_srli_epi16(mms__pair256(((const struct mms__q5_kx8 *)w0)->qh[k], ((const struct mms__q5_kx8 *)w1)->qh[k]), s);
+                        MMS__PREFETCH_NEXT_SHARE((const struct mms__q5_kx8 *)w0, 4 * s + k, 32);
+                        MMS__PREFETCH_NEXT_SHARE((const struct mms__q5_kx8 *)w1, 4 * s + k, 32);
+                        u_lo = _mm512_or_si512(u_lo, _mm512_and_si512(_mm512_slli_epi16(h, 4), m16));
+                        u_hi = _mm512_or_si512(u_hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), m16));
+                    } else {
+                        MMS__PREFETCH_NEXT_SHARE(w0, 4 * s + k, 32);
+                        MMS__PREFETCH_NEXT_SHARE(w1, 4 * s + k, 32);
+                    }
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), _mm512_set1_epi32(a_lo));
-                    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_set1_epi32(a_hi));
+                    lo = _mm512_dpbusd_epi32(lo, u_lo, _mm512_set1_epi32(a_lo));
+                    hi = _mm512_dpbusd_epi32(hi, u_hi, _mm512_set1_epi32(a_hi));
                 }
                 sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(_mm512_mullo_epi32(lo, mms__bytes16_u32(w0->sc[s], w1->sc[s])),
                                                                _mm512_mullo_epi32(hi, mms__bytes16_u32(w0->sc[s + 1], w1->sc[s + 1]))));
@@ -10182,7 +10311,13 @@ MMS__UNROLL8
         }
     }
     mms__store_group_pairs(acc, np, out);
-    if (ns % 2) mms__gemv_q4_kx8_body(true, 1, K, wv + ns - 1, xv, out + ns - 1);
+    if (ns % 2) mms__gemv_k_affine_x8_body(true, q5, 1, K, wv + ns - 1, xv, out + ns - 1);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_k_affine_x8_avx512_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q5_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_k_affine_x8_avx512_body(true, ns, K, wv, xv, out);
 }
 MMS__AVX512_CODE_END
 
@@ -10471,7 +10606,7 @@ static const struct mms__quant_format mms__quant_formats[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
     /* Q4_K */ { MMS_TYPE_Q4_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
     /* Q6_K */ { MMS_TYPE_Q6_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
-    /* Q5_K */ { MMS_TYPE_Q5_K, MMS__QK_K, mms__quantize_row_q8_k,   0,                          NULL,                  NULL },
+    /* Q5_K */ { MMS_TYPE_Q5_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q5_kx8), mms__pack_q5_kx8_rows, mms__unpack_q5_kx8_rows },
 };
 
 /* The type's format; NULL: none (float types, types without integer kernels). */
@@ -10546,7 +10681,7 @@ static const struct mms__quant_card mms__cards_avx2[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                      NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_0x8_avx2,   4 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                      mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_kx8_avx2,   2 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__regroup_q6_kx8_u8, sizeof(struct mms__q6_kx8_u8), mms__gemm_q6_kx8_u8_avx2, NULL,                     0, 0,                        false, mms__gemv_q6_kx8_avx2,   2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           mms__pack_q5_kx8, NULL,                   0,                             mms__gemm_q5_kx8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q5_kx8_avx2,   2 },
 };
 /* AVX2's bodies where the set has none of its own */
 static const struct mms__quant_card mms__cards_avx512[] = {
@@ -10554,7 +10689,7 @@ static const struct mms__quant_card mms__cards_avx512[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx512,  mms__gemm_q4_0x16_avx512, 8, 0,                        false, mms__gemv_q4_0x8_avx512, 4 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx512,  mms__gemm_q4_kx16_avx512, 8, 0,                        false, mms__gemv_q4_kx8_avx512, 2 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, NULL,                   0,                             mms__gemm_q6_kx8_avx512,  mms__gemm_q6_kx16_avx512, 8, 0,                        false, mms__gemv_q6_kx8_avx512, 2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           mms__pack_q5_kx8, NULL,                   0,                             mms__gemm_q5_kx8_avx512,  mms__gemm_q5_kx16_avx512, 8, 0,                        false, mms__gemv_q5_kx8_avx512, 2 },
 };
 #endif
 #if MMS__HAVE_NEON
@@ -10603,15 +10738,15 @@ static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
 /* ==== begin src/backend/cpu/repack.c ==== */
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
-   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   prompt-size product with Q4_0, Q4_K, Q5_K or Q6_K weights repacks each tile of 8 rows side by side
+   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q5_kx8, mms__q6_kx8), once per
    thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
    repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
    by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
-   Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
+   the K types: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
    in quant/cards.c): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
    Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
-   scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
+   scales as bytes; Q5_K: 1440 for 1408, Q4_K's then the fifth bits), then the rows past the last multiple of 8 as they were. It depends on the
    tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
    a tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
    setting or reading it goes through the buffer (whole tensors), which converts. */
@@ -10620,7 +10755,7 @@ static const struct mms__quant_card *mms__quant_card_of(enum mms_type type) {
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): matrices of a type with a layout (Q4_0, Q4_K, Q6_K and Q8_0) of at least 8 rows,
+   they are): matrices of a type with a layout (Q4_0, Q4_K, Q5_K, Q6_K and Q8_0) of at least 8 rows,
    contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
     const struct mms__quant_format *f = mms__quant_format_of(t->type);
@@ -10719,18 +10854,18 @@ static const struct mms_tensor *mms__repack_misuse(const struct mms_tensor *node
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec_dense.c).
-   - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+   - Q4_0, Q4_K, Q5_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
      Where the card has a regroup (Q6_K on AVX2), each group is then made into its kernel's own
      layout (Q6_K's values as bytes), once per tile.
-   - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+   - Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
      for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
      faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
      first.
-   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
+   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N <= 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */

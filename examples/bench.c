@@ -861,7 +861,7 @@ int main(int argc, char **argv) {
     bench_mul_mat(cpu, MMS_TYPE_F16, 4096, 1024, 1, RATE_BYTES_IN_CACHE, 0);
     {   /* quantized weights: decode (cold, and hot: can the kernel keep up with memory?) and prompt-size products */
         static const enum mms_type qtypes[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K, MMS_TYPE_Q5_K };
-        static const enum mms_type repacks[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };   /* with a repacked layout */
+        static const enum mms_type repacks[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K, MMS_TYPE_Q5_K };   /* with a repacked layout */
         size_t q;
         for (q = 0; q < sizeof qtypes / sizeof qtypes[0]; q++) {
             bench_mul_mat(cpu, qtypes[q], 4096, 4096, 1, RATE_BYTES, 0);

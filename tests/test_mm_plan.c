@@ -119,6 +119,7 @@ static void test_plan_scalar(void) {
     check(&scalar, MMS_TYPE_Q8_0, true, 4096, 72, 1, Wx(ROWS, 1, 0, 0, 0));     /* the layout, but no kernel reads it */
     check(&scalar, MMS_TYPE_Q6_K, true, 4096, 72, 512, Wx(ROWS, 1, 0, 0, 0));
     check(&scalar, MMS_TYPE_Q5_K, false, 4096, 72, 512, Wx(ROWS, 0, 0, 0, 0));
+    check(&scalar, MMS_TYPE_Q5_K, true, 4096, 72, 1, Wx(ROWS, 1, 0, 0, 0));
 }
 
 #if MMS__HAVE_AVX2
@@ -128,10 +129,10 @@ static const struct set avx512 = { "avx512", mms__cards_avx512, (int)(sizeof mms
 /* Both x86 sets: the 8-row kernels from 5 columns (Q4_0, the K types), the K types' 4-column dots
    up to 4 columns, repacked weights read in place, decode on them through the GEMV. */
 static void x86_cases(const struct set *s) {
-    static const enum mms_type tiled[] = { MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+    static const enum mms_type tiled[] = { MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K, MMS_TYPE_Q5_K };
     unsigned i;
     float_cases(s);
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         const int k_type = tiled[i] != MMS_TYPE_Q4_0;
         check(s, tiled[i], false, 4096, 64, 1, Wx(DOTS, 0, 0, 0, k_type));
         check(s, tiled[i], false, 4096, 64, 4, Wx(DOTS, 0, 0, 0, k_type));
@@ -147,16 +148,13 @@ static void x86_cases(const struct set *s) {
     check(s, MMS_TYPE_Q6_K, true, 4096, 72, 512, Wr(TILES, 0, s->cards == mms__cards_avx2));
     check(s, MMS_TYPE_Q6_K, true, 4096, 72, 4, Wr(TILES, 1, 0));
     check(s, MMS_TYPE_Q4_K, false, 4096, 130, 512, Wr(TILES, 0, 0));
+    check(s, MMS_TYPE_Q5_K, true, 4096, 72, 512, Wr(TILES, 0, 0));
     check(s, MMS_TYPE_Q4_0, true, 4096, 72, 512, Wr(TILES, 0, 0));
     check(s, MMS_TYPE_Q8_0, false, 4096, 64, 1, Wx(DOTS, 0, 0, 0, 1));   /* 4-column dots for a decode step of */
     check(s, MMS_TYPE_Q8_0, false, 4096, 64, 8, Wx(DOTS, 0, 0, 0, 1));   /* up to 8 sequences */
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 1, Wx(TILES, 0, 1, 0, -1));
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 4, Wx(TILES, 0, 1, 0, -1));
     check(s, MMS_TYPE_Q8_0, true, 4096, 72, 8, Wx(DOTS, 1, 0, 0, 1));    /* past the GEMV: unpacked, 4-column dots */
-    /* Q5_K: no 8-row kernel nor layout: 4-column dots at every N (faster than the GEMM: manual section 9) */
-    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 1, Wx(DOTS, 0, 0, 0, 1));
-    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 8, Wx(DOTS, 0, 0, 0, 1));
-    check(s, MMS_TYPE_Q5_K, false, 4096, 130, 512, Wx(DOTS, 0, 0, 0, 1));
 }
 
 static void test_plan_avx2(void) {
@@ -180,17 +178,15 @@ static void test_plan_avx512(void) { test_skip("the x86 kernel sets are not in t
 #if MMS__HAVE_NEON
 /* The NEON sets: integer row dots for decode only; prompts dequantize, repacked tiles are unpacked. */
 static void neon_cases(const struct set *s) {
-    static const enum mms_type types[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K };
+    static const enum mms_type types[] = { MMS_TYPE_Q8_0, MMS_TYPE_Q4_0, MMS_TYPE_Q4_K, MMS_TYPE_Q6_K, MMS_TYPE_Q5_K };
     unsigned i;
     float_cases(s);
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 5; i++) {
         check(s, types[i], false, 4096, 64, 4, Wx(DOTS, 0, 0, 0, 0));
         check(s, types[i], false, 4096, 64, 5, Wx(GEMM, 0, 0, 0, 0));
         check(s, types[i], true, 4096, 72, 1, Wx(DOTS, 1, 0, 0, 0));
         check(s, types[i], true, 4096, 72, 512, Wx(GEMM, 1, 0, 0, 0));
     }
-    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 4, Wx(DOTS, 0, 0, 0, 0));   /* no layout: never repacked */
-    check(s, MMS_TYPE_Q5_K, false, 4096, 64, 5, Wx(GEMM, 0, 0, 0, 0));
 }
 static void test_plan_neon(void) {
     static const struct set neon = { "neon", mms__cards_neon, (int)(sizeof mms__cards_neon / sizeof mms__cards_neon[0]), true, false };

@@ -762,8 +762,8 @@ static float *product_in(const struct qtype *q, const unsigned char *wq, int64_t
 
 /* The AVX-512 set replaces AVX2 bodies with ones that compute the same integer sums (vpdpbusd for
    maddubs) and the same float operations in the same order (the f32 GEMM's 12 x 32 and 12 x 16 blocks), so
-   each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K, Q6_K and Q8_0 weights as they are and
-   repacked, Q5_K's as they are (its AVX2 bodies on both sets), for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
+   each product gives AVX2's bits: f32 weights, and Q4_0, Q4_K, Q6_K, Q5_K and Q8_0 weights as they are and
+   repacked, for decode and prompt sizes (not Q8_0 prompts past 8 columns: AVX2 dequantizes those,
    AVX-512 rounds their activations to 8 bits; nor f32 decode of up to 8 columns, which AVX-512
    sums in 16 lanes, AVX2 in 8; both are checked against the reference above and test_ops'). The
    32-value types' row dots also at K = 608 (19 blocks: AVX-512's Q4_0 body takes 4 blocks at a
@@ -833,15 +833,14 @@ static void test_x86_sets_agree(void) {
 }
 
 /* A decode step of up to 8 sequences gives each column the bits it gets alone, where every N <= 8
-   runs the same per-column sums: Q8_0 and Q5_K weights as they are (Q5_K's row dot is its 4-column
-   dot on one column), and Q4_0, Q4_K and Q6_K weights kept repacked (the mllama loader's default),
-   whose one-column and 4-column kernels sum alike. Q4_0,
-   Q4_K and Q6_K weights as they are take repacked tiles past 4 columns and row dots below (both
+   runs the same per-column sums: Q8_0 weights as they are, and Q4_0, Q4_K, Q6_K and Q5_K weights
+   kept repacked (the mllama loader's default), whose one-column and 4-column kernels sum alike.
+   Q4_0, Q4_K, Q6_K and Q5_K weights as they are take repacked tiles past 4 columns and row dots below (both
    checked against the reference above). The NEON sets have no 4-column dots and take the f32 GEMM
    on dequantized weights past 4 columns: there the promise holds up to 4. An odd number of blocks:
    the dots alternate two accumulators; 21 rows: two groups of 8 and 5 rows as they were. */
 static void test_mul_mat_columns(void) {
-    static const struct { int type; bool repacked; } cases[5] = { { 0, false }, { 1, true }, { 2, true }, { 3, true }, { 4, false } };
+    static const struct { int type; bool repacked; } cases[5] = { { 0, false }, { 1, true }, { 2, true }, { 3, true }, { 4, true } };
     const enum mms_cpu_kernels set = mms_cpu_get_kernels();
     const int max_n = set == MMS_CPU_KERNELS_NEON || set == MMS_CPU_KERNELS_NEON_DOTPROD ? 4 : 8;
     int t, n, j;
@@ -894,6 +893,58 @@ static float fma_once(float a, float b, float c) {
     return (float)r;
 }
 
+/* 64 columns of K activations for the tiles_exact tests: integers with a +-127 in every block of
+   256, so they round to themselves with step 1 (no code of ours in the reference); all 127, all
+   -127, alternating or random per block. */
+static void tiles_exact_activations(float *x, int64_t K) {
+    int64_t n, b, i;
+    for (n = 0; n < 64; n++)
+        for (b = 0; b < K / 256; b++) {
+            const int mode = test_rand_int(0, 3);
+            float *xb = x + n * K + b * 256;
+            for (i = 0; i < 256; i++) xb[i] = (float)(mode == 0 ? 127 : mode == 1 ? -127 : mode == 2 ? (i % 2 ? -127 : 127) : test_rand_int(-127, 127));
+            xb[test_rand_int(0, 255)] = test_rand_int(0, 1) ? 127.0f : -127.0f;
+        }
+}
+
+/* Room for the weights (M rows of K), activations (64 columns) and results of a tiles_exact test, or a skip
+   (why) and false on the sets without the x86 tiles. */
+static bool tiles_exact_begin(const struct qtype *q, int64_t K, int64_t M, unsigned char **wq, float **x, float **want, const char *why) {
+    const enum mms_cpu_kernels set = mms_cpu_get_kernels();
+    if (set != MMS_CPU_KERNELS_AVX2 && set != MMS_CPU_KERNELS_AVX512) {
+        test_skip(why);
+        return false;
+    }
+    *wq = (unsigned char *)malloc((size_t)(K / 256 * M) * q->size);
+    *x = (float *)malloc(sizeof(float) * (size_t)(K * 64));
+    *want = (float *)malloc(sizeof(float) * (size_t)(M * 64));
+    return true;
+}
+
+/* The products of wq [K, M] with the first 5, 8 and 64 columns of x, the weights as they are and
+   kept repacked, against want's bits; then frees them. */
+static void tiles_exact_end(const struct qtype *q, unsigned char *wq, int64_t K, int64_t M, float *x, float *want) {
+    static const int64_t Ns[3] = { 5, 8, 64 };
+    int64_t i;
+    int r, ni, bad = 0, cases = 0;
+    for (r = 0; r < 2; r++)
+        for (ni = 0; ni < 3; ni++) {
+            float *got = product_in(q, wq, K, M, x, Ns[ni], r == 1);
+            int diff = 0;
+            EXPECT(got != NULL, "%s %s N = %d%s: the product failed", g_kernels, q->name, (int)Ns[ni], r ? " repacked" : "");
+            for (i = 0; got && i < M * Ns[ni]; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            cases++;
+            bad += diff != 0;
+            if (diff) printf("    %s %s N = %d%s: %d of %d outputs differ from the exact integer sums\n", g_kernels, q->name, (int)Ns[ni], r ? " repacked" : "", diff, (int)(M * Ns[ni]));
+            free(got);
+        }
+    printf("    %s: %d %s prompt products (plain and repacked) have the exact integer sums' bits in %d\n", g_kernels, cases, q->name, cases - bad);
+    EXPECT(bad == 0, "%s: %d of %d %s prompt products differ from the exact integer sums", g_kernels, bad, cases, q->name);
+    free(wq);
+    free(x);
+    free(want);
+}
+
 /* Q6_K prompt products on the x86 sets' 8-row kernels are exact integer sums per block of 256
    (AVX2 reads the values regrouped as unsigned bytes, code = value + 32; AVX-512 the 6-bit
    layout), so each output has the bits of acc = fma((float)isum_b, d_b * dx_b, acc), rounded
@@ -907,20 +958,11 @@ static float fma_once(float a, float b, float c) {
 static void test_q6_k_tiles_exact(void) {
     const struct qtype *q = &qtypes[3];
     const int64_t K = 768, M = 21, nb = K / 256;
-    static const int64_t Ns[3] = { 5, 8, 64 };
-    const enum mms_cpu_kernels set = mms_cpu_get_kernels();
-    unsigned char *wq = (unsigned char *)malloc((size_t)(nb * M) * q->size);
-    float *x = (float *)malloc(sizeof(float) * (size_t)(K * 64)), *want = (float *)malloc(sizeof(float) * (size_t)(M * 64));
     float d[3 * 21];
+    unsigned char *wq;
+    float *x, *want;
     int64_t m, n, b, i;
-    int r, ni, bad = 0, cases = 0;
-    if (set != MMS_CPU_KERNELS_AVX2 && set != MMS_CPU_KERNELS_AVX512) {
-        test_skip("this set dequantizes Q6_K for prompts");
-        free(wq);
-        free(x);
-        free(want);
-        return;
-    }
+    if (!tiles_exact_begin(q, K, M, &wq, &x, &want, "this set dequantizes Q6_K for prompts")) return;
     for (b = 0; b < nb * M; b++) {   /* ql, qh: random, all codes 63 or all 0; scales random, all 127 or all -128 */
         unsigned char *blk = wq + (size_t)b * q->size;
         const int codes = test_rand_int(0, 2), scales = test_rand_int(0, 2), e = test_rand_int(-12, -4), mant = test_rand_int(0, 1023);
@@ -930,13 +972,7 @@ static void test_q6_k_tiles_exact(void) {
         memcpy(blk + 208, &h, 2);   /* little-endian, as GGUF files */
         d[b] = ldexpf(1.0f + (float)mant / 1024.0f, e);
     }
-    for (n = 0; n < 64; n++)
-        for (b = 0; b < nb; b++) {
-            const int mode = test_rand_int(0, 3);   /* all 127, all -127, alternating, random */
-            float *xb = x + n * K + b * 256;
-            for (i = 0; i < 256; i++) xb[i] = (float)(mode == 0 ? 127 : mode == 1 ? -127 : mode == 2 ? (i % 2 ? -127 : 127) : test_rand_int(-127, 127));
-            xb[test_rand_int(0, 255)] = test_rand_int(0, 1) ? 127.0f : -127.0f;
-        }
+    tiles_exact_activations(x, K);
     for (n = 0; n < 64; n++)
         for (m = 0; m < M; m++) {
             float acc = 0.0f;
@@ -948,22 +984,70 @@ static void test_q6_k_tiles_exact(void) {
             }
             want[n * M + m] = acc;
         }
-    for (r = 0; r < 2; r++)
-        for (ni = 0; ni < 3; ni++) {
-            float *got = product_in(q, wq, K, M, x, Ns[ni], r == 1);
-            int diff = 0;
-            EXPECT(got != NULL, "%s q6_k N = %d%s: the product failed", g_kernels, (int)Ns[ni], r ? " repacked" : "");
-            for (i = 0; got && i < M * Ns[ni]; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-            cases++;
-            bad += diff != 0;
-            if (diff) printf("    %s q6_k N = %d%s: %d of %d outputs differ from the exact integer sums\n", g_kernels, (int)Ns[ni], r ? " repacked" : "", diff, (int)(M * Ns[ni]));
-            free(got);
+    tiles_exact_end(q, wq, K, M, x, want);
+}
+
+/* A Q5_K block's 5-bit code (0..31) of value i, as gguf lays them out: f16 d, f16 dmin, 12 bytes
+   of 6-bit scales and mins, qh[32] (bit s of byte l: value l of sub-block s), qs[128] (32 bytes per
+   two sub-blocks: the first's low nibbles, the second's high). */
+static int q5_k_code(const unsigned char *blk, int i) {
+    const int s = i / 32, l = i % 32;
+    return (blk[48 + 32 * (s / 2) + l] >> (4 * (s % 2)) & 0x0f) | (blk[16 + l] >> s & 1) << 4;
+}
+
+/* Sub-block s's 6-bit scale (min: false) or min (true) from a K block's 12 scale bytes q: bytes
+   0..3 hold the scales of 0..3 and bytes 4..7 their mins in 6 bits; 4..7's come as 4 low bits from
+   bytes 8..11 (scale low, min high) and 2 high bits from the top of bytes 0..3 (scales) and 4..7. */
+static int k_scale_min(const unsigned char *q, int s, bool min) {
+    if (s < 4) return q[s + 4 * min] & 63;
+    return (q[s + 4] >> (4 * min) & 0x0f) | (q[s - 4 + 4 * min] >> 6) << 4;
+}
+
+/* Q5_K prompt products on the x86 sets' 8-row kernels, as Q6_K's above: per block of 256 the exact
+   integer sums isum = sum sc * code * x and msum = sum mn * (sum of a sub-block's x), and each output
+   has the bits of acc = fma((float)isum, d, acc), then fma(-(float)msum, dmin, acc), rounded once,
+   over the blocks in order. Blocks with every code 31 (scales 63) against activations at +-127 make
+   AVX2's int16 sums as large as they get (4 dwords of 2 * 31 * 127 a lane: 8 would wrap, and the
+   bits would change). Weights as they are and kept repacked; 21 rows; N = 5, 8, 64. */
+static void test_q5_k_tiles_exact(void) {
+    const struct qtype *q = &qtypes[4];
+    const int64_t K = 768, M = 21, nb = K / 256;
+    float d[3 * 21], dmin[3 * 21];
+    unsigned char *wq;
+    float *x, *want;
+    int64_t m, n, b, i;
+    if (!tiles_exact_begin(q, K, M, &wq, &x, &want, "this set has no Q5_K tiles")) return;
+    for (b = 0; b < nb * M; b++) {   /* qh, qs: random, all codes 31 or all 0; scales and mins random or all 63 */
+        unsigned char *blk = wq + (size_t)b * q->size;
+        const int codes = test_rand_int(0, 2), scales = test_rand_int(0, 1);
+        int h;
+        for (i = 16; i < 176; i++) blk[i] = (unsigned char)(codes == 0 ? test_rand_int(0, 255) : codes == 1 ? 0xff : 0);
+        for (i = 4; i < 16; i++) blk[i] = (unsigned char)(scales == 0 ? test_rand_int(0, 255) : 0xff);
+        for (h = 0; h < 2; h++) {   /* d, then dmin */
+            const int e = test_rand_int(-12, -4), mant = test_rand_int(0, 1023);
+            const uint16_t bits = (uint16_t)((e + 15) << 10 | mant);
+            memcpy(blk + 2 * h, &bits, 2);   /* little-endian, as GGUF files */
+            (h ? dmin : d)[b] = ldexpf(1.0f + (float)mant / 1024.0f, e);
         }
-    printf("    %s: %d Q6_K prompt products (plain and repacked) have the exact integer sums' bits in %d\n", g_kernels, cases, cases - bad);
-    EXPECT(bad == 0, "%s: %d of %d Q6_K prompt products differ from the exact integer sums", g_kernels, bad, cases);
-    free(wq);
-    free(x);
-    free(want);
+    }
+    tiles_exact_activations(x, K);
+    for (n = 0; n < 64; n++)
+        for (m = 0; m < M; m++) {
+            float acc = 0.0f;
+            for (b = 0; b < nb; b++) {
+                const unsigned char *blk = wq + (size_t)(m * nb + b) * q->size;
+                int64_t isum = 0, msum = 0;
+                for (i = 0; i < 256; i++) {
+                    const int64_t xi = (int64_t)x[n * K + b * 256 + i];
+                    isum += (int64_t)k_scale_min(blk + 4, (int)(i / 32), false) * q5_k_code(blk, (int)i) * xi;
+                    msum += (int64_t)k_scale_min(blk + 4, (int)(i / 32), true) * xi;
+                }
+                acc = fma_once((float)(int32_t)isum, d[m * nb + b], acc);
+                acc = fma_once(-(float)(int32_t)msum, dmin[m * nb + b], acc);
+            }
+            want[n * M + m] = acc;
+        }
+    tiles_exact_end(q, wq, K, M, x, want);
 }
 
 static void test_mul_mat(void) {
@@ -1169,6 +1253,7 @@ int main(void) {
         run_numeric("mul_mat", test_mul_mat);
         run_numeric("mul_mat_columns", test_mul_mat_columns);
         run_numeric("q6_k_tiles_exact", test_q6_k_tiles_exact);
+        run_numeric("q5_k_tiles_exact", test_q5_k_tiles_exact);
     }
     RUN(test_x86_sets_agree);
     RUN(test_errors);

@@ -126,11 +126,11 @@ MMS_API mms_backend_buffer_type_t mms_backend_cpu_buffer_type(void);
 /* Wrap caller-owned host memory (a mapped model file, say) as a buffer; freeing it frees nothing. */
 MMS_API mms_backend_buffer_t mms_backend_cpu_buffer_from_ptr(void *ptr, size_t size);
 /* CPU_REPACK: host memory for weights, each kept in the CPU kernels' interleaved layout where one
-   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q6_K and Q8_0 matrices of at
+   exists for its type and shape (mms_backend_cpu_repacks: Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 matrices of at
    least 8 rows, 2D, contiguous; others are stored as in a CPU buffer). Q4_0, Q6_K and Q8_0 take the same bytes
-   as the file's layout, Q4_K 2.8% more (mms_backend_buft_get_alloc_size tells); a
+   as the file's layout, Q4_K 2.8% more, Q5_K 2.3% (mms_backend_buft_get_alloc_size tells); a
    prompt-size product skips repacking its tiles, a decode step reads groups of 8 rows side by
-   side (4 for Q4_0 and Q8_0, 2 for Q4_K and Q6_K; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
+   side (4 for Q4_0 and Q8_0, 2 for the K types; see the CPU backend's manual section). Such a tensor may only be read by MUL_MAT as its
    first operand (computing anything else that reads or views it fails with MMS_ERR_UNSUPPORTED);
    mms_backend_tensor_set/get convert and take whole tensors only; copies to other buffers
    convert back. Only the CPU backend uses these buffers (they are not host buffers to others). */

@@ -105,11 +105,11 @@ struct mms_mllama_load_params {
        load really happens here rather than during the first decode. */
     bool        (*progress)(float fraction, void *user_data);
     void         *progress_user_data;
-    /* By default the Q4_0, Q4_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
+    /* By default the Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 matrices the CPU backend multiplies by are copied at load into
        a CPU_REPACK buffer (mms_backend_cpu_repack_buffer_type: the kernels' interleaved layout;
        decode 1.2-3.4x as fast on a 2-core Xeon, see the README); the file's pages of those weights are then
        released from the process's memory (madvise; Linux), so resident memory grows by the Q4_K
-       copy's extra 2.8% only. true: keep every host weight where the file is mapped (no copy). */
+       copy's extra 2.8% only (Q5_K's 2.3%). true: keep every host weight where the file is mapped (no copy). */
     bool          no_cpu_repack;
 };
 

@@ -23,18 +23,18 @@
    - BF16 weights on AVX-512 (vdpbf16ps), N > 4: the b tile is rounded to bf16 pairs (k, k + 1) and
      tiles of 256 rows of a are packed as panels of 16 in pairs (more rows than the f32 GEMM's 64,
      so each converted b tile serves more of them); a 12 x 32 block of f32 sums (vec_dense.c).
-   - Q4_0, Q4_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
+   - Q4_0, Q4_K, Q5_K and Q6_K weights on AVX2, N > 4: the b tile is rounded to 8-bit blocks as below, and each tile of
      a is repacked 8 rows side by side (quant/tiles.c) into the scratch of the GEMM's packed tile, so
      one kernel call makes 8 rows by 4 columns (AVX-512: two groups, 16 rows, in zmm registers).
      Where the card has a regroup (Q6_K on AVX2), each group is then made into its kernel's own
      layout (Q6_K's values as bytes), once per tile.
-   - Q4_0, Q4_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
+   - Q4_0, Q4_K, Q5_K, Q6_K and Q8_0 weights kept repacked (a CPU_REPACK buffer, repack.c): the groups of 8 rows are
      read in place by the same kernel, and 1 to 4 columns go one by one through the one-column form
      that walks groups of the tile side by side (the cards' gemv_groups: 4 for Q4_0 and Q8_0, 2
      for the K types); without AVX2 (and for Q8_0 prompts on AVX2, whose 8-row kernel would be no
      faster than the GEMM there; AVX-512 has one past 8 columns) each tile's rows are unpacked
      first.
-   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N = 4; Q8_0
+   - Quantized weights as they are with a 4-column integer dot (the K types on AVX2 for N <= 4; Q8_0
      for N <= 8, a decode step of several sequences): the b tile is
      rounded to 8-bit blocks once per thread and tile, then each weight row of the a tile is
      dotted against 4 columns at a time, those 4 staying in L1 while the a tile streams from L2. */

@@ -1,14 +1,14 @@
 /* >>cpu-repack ====================================================================================
    Weights kept in the CPU kernels' own layout (the CPU_REPACK buffer type, cpu_backend.c). A
-   prompt-size product with Q4_0, Q4_K or Q6_K weights repacks each tile of 8 rows side by side
-   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q6_kx8), once per
+   prompt-size product with Q4_0, Q4_K, Q5_K or Q6_K weights repacks each tile of 8 rows side by side
+   before its integer kernel runs (quant/tiles.c: mms__q4_0x8, mms__q4_kx8, mms__q5_kx8, mms__q6_kx8), once per
    thread and tile of every call; a decode step reads row by row, one stream per thread. Kept
    repacked, a product starts from the packed tiles and a decode step walks groups of 8 rows side
    by side (the gemv kernels, Q8_0's too: mms__q8_0x8; 4 groups a call for Q4_0 and Q8_0, 2 for
-   Q4_K and Q6_K: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
+   the K types: the kernel cards' gemv_groups). The layout (the type's struct mms__quant_format
    in quant/cards.c): groups of 8 rows, each group one packed block per block of the type (Q4_0, Q8_0,
    Q6_K: the 8 rows' bytes permuted, the same size; Q4_K: 1184 bytes for 1152, the sub-block
-   scales as bytes), then the rows past the last multiple of 8 as they were. It depends on the
+   scales as bytes; Q5_K: 1440 for 1408, Q4_K's then the fifth bits), then the rows past the last multiple of 8 as they were. It depends on the
    tensor's shape only, never on the kernel set: the scalar and NEON sets (and Q8_0 prompts) unpack
    a tile of rows before using it. Only MUL_MAT may read such a tensor, as its weights (src[0]);
    setting or reading it goes through the buffer (whole tensors), which converts. */
@@ -17,7 +17,7 @@
 static const char *mms__cpu_repack_buft_get_name(mms_backend_buffer_type_t buft);
 
 /* Whether a tensor of this shape is kept repacked in a CPU_REPACK buffer (others are stored as
-   they are): matrices of a type with a layout (Q4_0, Q4_K, Q6_K and Q8_0) of at least 8 rows,
+   they are): matrices of a type with a layout (Q4_0, Q4_K, Q5_K, Q6_K and Q8_0) of at least 8 rows,
    contiguous, one batch. */
 static bool mms__repack_layout(const struct mms_tensor *t) {
     const struct mms__quant_format *f = mms__quant_format_of(t->type);

@@ -32,7 +32,7 @@ static const struct mms__quant_format mms__quant_formats[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, 32,        mms__quantize_row_q8_act, sizeof(struct mms__q4_0x8), mms__pack_q4_0x8_rows, mms__unpack_q4_0x8_rows },
     /* Q4_K */ { MMS_TYPE_Q4_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q4_kx8), mms__pack_q4_kx8_rows, mms__unpack_q4_kx8_rows },
     /* Q6_K */ { MMS_TYPE_Q6_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q6_kx8), mms__pack_q6_kx8_rows, mms__unpack_q6_kx8_rows },
-    /* Q5_K */ { MMS_TYPE_Q5_K, MMS__QK_K, mms__quantize_row_q8_k,   0,                          NULL,                  NULL },
+    /* Q5_K */ { MMS_TYPE_Q5_K, MMS__QK_K, mms__quantize_row_q8_k,   sizeof(struct mms__q5_kx8), mms__pack_q5_kx8_rows, mms__unpack_q5_kx8_rows },
 };
 
 /* The type's format; NULL: none (float types, types without integer kernels). */
@@ -107,7 +107,7 @@ static const struct mms__quant_card mms__cards_avx2[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx2,   NULL,                      NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_0x8_avx2,   4 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   NULL,                      mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q4_kx8_avx2,   2 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, mms__regroup_q6_kx8_u8, sizeof(struct mms__q6_kx8_u8), mms__gemm_q6_kx8_u8_avx2, NULL,                     0, 0,                        false, mms__gemv_q6_kx8_avx2,   2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           mms__pack_q5_kx8, NULL,                   0,                             mms__gemm_q5_kx8_avx2,    NULL,                     0, 0,                        false, mms__gemv_q5_kx8_avx2,   2 },
 };
 /* AVX2's bodies where the set has none of its own */
 static const struct mms__quant_card mms__cards_avx512[] = {
@@ -115,7 +115,7 @@ static const struct mms__quant_card mms__cards_avx512[] = {
     /* Q4_0 */ { MMS_TYPE_Q4_0, mms__dot_q4_0_avx512, mms__dot_rows_q4_0_avx512, NULL,                0,                    mms__pack_q4_0x8, NULL,                   0,                             mms__gemm_q4_0x8_avx512,  mms__gemm_q4_0x16_avx512, 8, 0,                        false, mms__gemv_q4_0x8_avx512, 4 },
     /* Q4_K */ { MMS_TYPE_Q4_K, mms__dot_q4_k_avx2,   mms__dot_rows_q4_k_avx512, mms__dot4_q4_k_avx2, MMS__ANY_N,           mms__pack_q4_kx8, NULL,                   0,                             mms__gemm_q4_kx8_avx512,  mms__gemm_q4_kx16_avx512, 8, 0,                        false, mms__gemv_q4_kx8_avx512, 2 },
     /* Q6_K */ { MMS_TYPE_Q6_K, mms__dot_q6_k_avx2,   NULL,                      mms__dot4_q6_k_avx2, MMS__ANY_N,           mms__pack_q6_kx8, NULL,                   0,                             mms__gemm_q6_kx8_avx512,  mms__gemm_q6_kx16_avx512, 8, 0,                        false, mms__gemv_q6_kx8_avx512, 2 },
-    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           NULL,             NULL,                   0,                             NULL,                     NULL,                     0, 0,                        false, NULL,                    0 },
+    /* Q5_K */ { MMS_TYPE_Q5_K, mms__dot_q5_k_avx2,   NULL,                      mms__dot4_q5_k_avx2, MMS__ANY_N,           mms__pack_q5_kx8, NULL,                   0,                             mms__gemm_q5_kx8_avx512,  mms__gemm_q5_kx16_avx512, 8, 0,                        false, mms__gemv_q5_kx8_avx512, 2 },
 };
 #endif
 #if MMS__HAVE_NEON

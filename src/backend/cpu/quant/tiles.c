@@ -103,38 +103,61 @@ static void mms__pack_q8_0x8(const void *const *rows, int n, int64_t K, void *ds
    the 8 rows' 1152. */
 struct mms__q4_kx8 { mms_fp16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint32_t qs[32][8]; };
 
-/* Rows rows[0..n) (n <= 8; the others zero) of K values of Q4_K into K / 256 packed blocks. */
-static void mms__pack_q4_kx8_rows(const void *const *rows, int n, int64_t K, void *dstv) {
-    struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)dstv;
+/* 8 rows of Q5_K side by side, one super-block: Q4_K's layout of the scales, mins and low nibbles,
+   then qh[k][r]: dword k of row r's 32 bytes of fifth bits (bit s of byte l: value l of sub-block
+   s, so dword k holds those of nibble dword 8j + k of every chunk j). 1440 bytes for the 8 rows'
+   1408. */
+struct mms__q5_kx8 { struct mms__q4_kx8 k; uint32_t qh[8][8]; };
+
+/* The layout of Q4_K's affine super-blocks (Q4_K, Q5_K): a block of `size` bytes starts with d,
+   dmin and the 12 scale bytes, its nibbles at qs_at, Q5_K's fifth bits at qh_at (0: none); a
+   packed block of the 8 rows takes `packed` bytes, struct mms__q4_kx8 first, then the qh dwords. */
+struct mms__k_affine { size_t size, qs_at, qh_at, packed; };
+static const struct mms__k_affine mms__q4_k_affine = { sizeof(struct mms__block_q4_k), offsetof(struct mms__block_q4_k, qs), 0, sizeof(struct mms__q4_kx8) };
+static const struct mms__k_affine mms__q5_k_affine = { sizeof(struct mms__block_q5_k), offsetof(struct mms__block_q5_k, qs),
+                                                       offsetof(struct mms__block_q5_k, qh), sizeof(struct mms__q5_kx8) };
+
+/* Rows rows[0..n) (n <= 8; the others zero) of K values into K / 256 packed blocks. */
+static void mms__pack_k_affine_x8_rows(const struct mms__k_affine *f, const void *const *rows, int n, int64_t K, void *dstv) {
     int64_t b;
     int r, s, k;
-    for (b = 0; b < K / MMS__QK_K; b++, dst++)
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)((char *)dstv + (size_t)b * f->packed);
+        uint32_t (*qh)[8] = f->qh_at ? ((struct mms__q5_kx8 *)dst)->qh : NULL;
         for (r = 0; r < 8; r++) {
-            const struct mms__block_q4_k *src = r < n ? (const struct mms__block_q4_k *)rows[r] + b : NULL;
-            dst->d[r] = src ? src->d : 0;
-            dst->dmin[r] = src ? src->dmin : 0;
+            const uint8_t *src = r < n ? (const uint8_t *)rows[r] + (size_t)b * f->size : NULL;
+            const struct mms__block_q4_k *head = (const struct mms__block_q4_k *)src;   /* d, dmin, scales: the same in Q5_K */
+            dst->d[r] = src ? head->d : 0;
+            dst->dmin[r] = src ? head->dmin : 0;
             for (s = 0; s < 8; s++) {
                 int sc = 0, mn = 0;
-                if (src) mms__q4_k_scale_min(s, src->scales, &sc, &mn);
+                if (src) mms__q4_k_scale_min(s, head->scales, &sc, &mn);
                 dst->sc[s][r] = (uint8_t)sc;
                 dst->mn[s][r] = (uint8_t)mn;
             }
             for (k = 0; k < 32; k++) {
-                if (src) memcpy(&dst->qs[k][r], src->qs + 4 * k, 4);
+                if (src) memcpy(&dst->qs[k][r], src + f->qs_at + 4 * k, 4);
                 else dst->qs[k][r] = 0;
             }
+            for (k = 0; qh && k < 8; k++) {
+                if (src) memcpy(&qh[k][r], src + f->qh_at + 4 * k, 4);
+                else qh[k][r] = 0;
+            }
         }
+    }
 }
 
 /* The inverse for 8 rows, the 12 bytes of scales packed back as the file has them (every bit of
    them is a scale's or a min's, so this gives the bytes back exactly). */
-static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *rows) {
-    const struct mms__q4_kx8 *src = (const struct mms__q4_kx8 *)srcv;
+static void mms__unpack_k_affine_x8_rows(const struct mms__k_affine *f, const void *srcv, int64_t K, void *const *rows) {
     int64_t b;
     int r, s, k;
-    for (b = 0; b < K / MMS__QK_K; b++, src++)
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const struct mms__q4_kx8 *src = (const struct mms__q4_kx8 *)((const char *)srcv + (size_t)b * f->packed);
+        const uint32_t (*qh)[8] = f->qh_at ? ((const struct mms__q5_kx8 *)src)->qh : NULL;
         for (r = 0; r < 8; r++) {
-            struct mms__block_q4_k *dst = (struct mms__block_q4_k *)rows[r] + b;
+            uint8_t *to = (uint8_t *)rows[r] + (size_t)b * f->size;
+            struct mms__block_q4_k *dst = (struct mms__block_q4_k *)to;
             uint8_t *q = dst->scales;
             dst->d = src->d[r];
             dst->dmin = src->dmin[r];
@@ -144,9 +167,16 @@ static void mms__unpack_q4_kx8_rows(const void *srcv, int64_t K, void *const *ro
                 q[s + 4] = (uint8_t)(src->mn[s][r] | (mn_hi >> 4) << 6);
                 q[s + 8] = (uint8_t)((sc_hi & 0x0f) | (mn_hi & 0x0f) << 4);
             }
-            for (k = 0; k < 32; k++) memcpy(dst->qs + 4 * k, &src->qs[k][r], 4);
+            for (k = 0; k < 32; k++) memcpy(to + f->qs_at + 4 * k, &src->qs[k][r], 4);
+            for (k = 0; qh && k < 8; k++) memcpy(to + f->qh_at + 4 * k, &qh[k][r], 4);
         }
+    }
 }
+
+static void mms__pack_q4_kx8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_k_affine_x8_rows(&mms__q4_k_affine, rows, n, K, dst); }
+static void mms__unpack_q4_kx8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_k_affine_x8_rows(&mms__q4_k_affine, src, K, rows); }
+static void mms__pack_q5_kx8_rows(const void *const *rows, int n, int64_t K, void *dst) { mms__pack_k_affine_x8_rows(&mms__q5_k_affine, rows, n, K, dst); }
+static void mms__unpack_q5_kx8_rows(const void *src, int64_t K, void *const *rows) { mms__unpack_k_affine_x8_rows(&mms__q5_k_affine, src, K, rows); }
 
 /* 8 rows of Q6_K side by side, one super-block: the f16 scales; sc[s][r]: sub-block s's int8 scale
    of row r; ql[k][r] and qh[k][r]: dword k of row r's ql (128 bytes) and qh (64 bytes). The same
@@ -192,36 +222,43 @@ static void mms__unpack_q6_kx8_rows(const void *srcv, int64_t K, void *const *ro
 }
 
 #if MMS__HAVE_AVX2
-static MMS__TARGET_AVX2 void mms__pack_q4_kx8_avx2(const void *const *rows, int64_t K, struct mms__q4_kx8 *dst) {
+static MMS__TARGET_AVX2 void mms__pack_k_affine_x8_avx2(const struct mms__k_affine *f, const void *const *rows, int64_t K, void *dstv) {
     int64_t b;
     int r, s, j;
-    for (b = 0; b < K / MMS__QK_K; b++, dst++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        struct mms__q4_kx8 *dst = (struct mms__q4_kx8 *)((char *)dstv + (size_t)b * f->packed);
         const uint8_t *src[8], *qs[8];
         uint16_t sm[8][16];   /* per row: the 8 scales, then the 8 mins */
         for (r = 0; r < 8; r++) {
-            src[r] = (const uint8_t *)((const struct mms__block_q4_k *)rows[r] + b);
+            src[r] = (const uint8_t *)rows[r] + (size_t)b * f->size;
             _mm256_storeu_si256((__m256i *)sm[r], mms__q4_k_scales_mins(((const struct mms__block_q4_k *)src[r])->scales));
             memcpy(&dst->d[r], src[r] + offsetof(struct mms__block_q4_k, d), sizeof dst->d[r]);
             memcpy(&dst->dmin[r], src[r] + offsetof(struct mms__block_q4_k, dmin), sizeof dst->dmin[r]);
-            qs[r] = src[r] + offsetof(struct mms__block_q4_k, qs);
+            qs[r] = src[r] + f->qs_at;
         }
         for (s = 0; s < 8; s++)
             for (r = 0; r < 8; r++) {
                 dst->sc[s][r] = (uint8_t)sm[r][s];
                 dst->mn[s][r] = (uint8_t)sm[r][8 + s];
             }
-        for (j = 0; j < 8; j++) {   /* dwords 4j..4j + 3 */
+        for (j = 0; j < (f->qh_at ? 10 : 8); j++) {   /* dwords 4j..4j + 3 of the nibbles, then of the fifth bits */
+            uint32_t *to = j < 8 ? dst->qs[4 * j] : ((struct mms__q5_kx8 *)dst)->qh[4 * (j - 8)];
             const uint8_t *q[8];
-            for (r = 0; r < 8; r++) q[r] = qs[r] + 16 * j;
-            mms__transpose_dwords4(q, dst->qs[4 * j]);
-            mms__transpose_dwords4(q + 4, dst->qs[4 * j] + 4);
+            for (r = 0; r < 8; r++) q[r] = j < 8 ? qs[r] + 16 * j : src[r] + f->qh_at + 16 * (j - 8);
+            mms__transpose_dwords4(q, to);
+            mms__transpose_dwords4(q + 4, to + 4);
         }
     }
 }
 
 static void mms__pack_q4_kx8(const void *const *rows, int n, int64_t K, void *dst) {
-    if (n == 8) mms__pack_q4_kx8_avx2(rows, K, (struct mms__q4_kx8 *)dst);
+    if (n == 8) mms__pack_k_affine_x8_avx2(&mms__q4_k_affine, rows, K, dst);
     else mms__pack_q4_kx8_rows(rows, n, K, dst);
+}
+
+static void mms__pack_q5_kx8(const void *const *rows, int n, int64_t K, void *dst) {
+    if (n == 8) mms__pack_k_affine_x8_avx2(&mms__q5_k_affine, rows, K, dst);
+    else mms__pack_q5_kx8_rows(rows, n, K, dst);
 }
 
 static MMS__TARGET_AVX2 void mms__pack_q6_kx8_avx2(const void *const *rows, int64_t K, struct mms__q6_kx8 *dst) {
@@ -447,24 +484,64 @@ MMS__UNROLL4
     for (c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
+/* Q5_K's fifth bits of sub-blocks s and s + 1 (s even) of 8 rows' dword (a qh dword), as 16 in
+   each byte to OR into the low (lo) and high (hi) nibbles' values. */
+static MMS__AVX2_INLINE void mms__q5_kx8_fifth(__m256i qh, int s, __m256i *lo, __m256i *hi) {
+    const __m256i m16 = _mm256_set1_epi8(0x10), h = _mm256_srli_epi16(qh, s);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), m16));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), m16));
+}
+
 /* Q4_K the same way, per super-block: each sub-block's 8 dwords of products summed in int16 (at
    most 8 * 2 * 15 * 127), then one madd by the 8 rows' scales; the mins term from the activations'
-   sums of 32, one madd per two sub-blocks. */
-static MMS__AVX2_INLINE void mms__gemm_q4_kx8_body(bool vnni, int64_t K, const void *wv, const void *const xv[4], float *out) {
-    const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv;
+   sums of 32, one madd per two sub-blocks. Q5_K (q5: struct mms__q5_kx8) likewise with the fifth
+   bits ORed into the nibbles, one sub-block at a time (the fifth bits' extra registers beside 8
+   accumulators would spill); without VNNI its int16 sums are taken after 4 dwords (4 * 2 * 31 *
+   127 fits, 8 would not). */
+static MMS__AVX2_INLINE void mms__gemm_k_affine_x8_body(bool vnni, bool q5, int64_t K, const void *wv, const void *const xv[4], float *out) {
+    const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
     const struct mms__block_q8_k *const x[4] = { (const struct mms__block_q8_k *)xv[0], (const struct mms__block_q8_k *)xv[1],
                                                  (const struct mms__block_q8_k *)xv[2], (const struct mms__block_q8_k *)xv[3] };
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10);
     __m256 acc[4];
     int64_t b;
     int s, k, c;
 MMS__UNROLL4
     for (c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
-    for (b = 0; b < K / MMS__QK_K; b++, w++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)((const char *)wv + (size_t)b * packed);
         __m256i sumi[4], summ[4];
 MMS__UNROLL4
         for (c = 0; c < 4; c++) sumi[c] = summ[c] = _mm256_setzero_si256();
-        for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
+        for (s = 0; q5 && s < 8; s++) {   /* Q5_K: one sub-block at a time (half the accumulators live) */
+            __m256i p[4];
+MMS__UNROLL4
+            for (c = 0; c < 4; c++) p[c] = _mm256_setzero_si256();
+            for (k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * (s & ~1) + k]);
+                const __m256i h = _mm256_loadu_si256((const __m256i *)((const struct mms__q5_kx8 *)w)->qh[k]);
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(s & 1 ? _mm256_srli_epi16(v, 4) : v, m4),   /* bit s of h to bit 4 */
+                                                  _mm256_and_si256(s < 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4), m16));
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][b].qs + 32 * s + 4 * k, 4);
+                    p[c] = mms__u8s8_add(vnni, p[c], u, _mm256_set1_epi32(a));
+                }
+                if (!vnni && (k == 3 || k == 7)) {
+MMS__UNROLL4
+                    for (c = 0; c < 4; c++) {
+                        sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, p[c], w->sc[s]));
+                        p[c] = _mm256_setzero_si256();
+                    }
+                }
+            }
+            if (vnni) {
+MMS__UNROLL4
+                for (c = 0; c < 4; c++) sumi[c] = _mm256_add_epi32(sumi[c], mms__u8s8_widen_scaled(vnni, p[c], w->sc[s]));
+            }
+        }
+        for (s = 0; !q5 && s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
             __m256i lo[4], hi[4];
 MMS__UNROLL4
             for (c = 0; c < 4; c++) lo[c] = hi[c] = _mm256_setzero_si256();
@@ -507,10 +584,16 @@ MMS__UNROLL4
 }
 
 static MMS__TARGET_AVX2 void mms__gemm_q4_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q4_kx8_body(false, K, wv, xv, out);
+    mms__gemm_k_affine_x8_body(false, false, K, wv, xv, out);
 }
 static MMS__TARGET_AVX512 void mms__gemm_q4_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
-    mms__gemm_q4_kx8_body(true, K, wv, xv, out);
+    mms__gemm_k_affine_x8_body(true, false, K, wv, xv, out);
+}
+static MMS__TARGET_AVX2 void mms__gemm_q5_kx8_avx2(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_k_affine_x8_body(false, true, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q5_kx8_avx512(int64_t K, const void *wv, const void *const xv[4], float *out) {
+    mms__gemm_k_affine_x8_body(true, true, K, wv, xv, out);
 }
 
 /* Q6_K's 6-bit values of group g (0..3) of a half from 8 rows' dwords of ql (q: the low nibbles for
@@ -739,16 +822,20 @@ MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
-static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
-    const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)w0v, *w1 = (const struct mms__q4_kx8 *)w1v;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+/* Q4_K and Q5_K (q5: struct mms__q5_kx8, its fifth bits ORed into the nibbles), 8 columns a call
+   (out[16 c + r], c < 8), the 8-row kernel's sums and float operations per row. */
+static MMS__AVX512_INLINE void mms__gemm_k_affine_x16_body(bool q5, int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
+    const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m16 = _mm512_set1_epi8(0x10);
     const struct mms__block_q8_k *x[8];
     __m512 acc[8];
     int64_t b;
     int s, k, c;
 MMS__UNROLL8
     for (c = 0; c < 8; c++) { x[c] = (const struct mms__block_q8_k *)xv[c]; acc[c] = _mm512_setzero_ps(); }
-    for (b = 0; b < K / MMS__QK_K; b++, w0++, w1++) {
+    for (b = 0; b < K / MMS__QK_K; b++) {
+        const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)((const char *)w0v + (size_t)b * packed);
+        const struct mms__q4_kx8 *w1 = (const struct mms__q4_kx8 *)((const char *)w1v + (size_t)b * packed);
         __m512i sumi[8], summ[8], mn[4];
 MMS__UNROLL8
         for (c = 0; c < 8; c++) sumi[c] = _mm512_setzero_si512();
@@ -760,7 +847,11 @@ MMS__UNROLL8
 MMS__UNROLL8
             for (k = 0; k < 8; k++) {
                 const __m512i v = mms__pair256(w0->qs[4 * (s & ~1) + k], w1->qs[4 * (s & ~1) + k]);
-                const __m512i u = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+                __m512i u = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+                if (q5) {   /* bit s of the qh dword to bit 4 */
+                    const __m512i h = mms__pair256(((const struct mms__q5_kx8 *)w0)->qh[k], ((const struct mms__q5_kx8 *)w1)->qh[k]);
+                    u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srli_epi16(h, s), 4), m16));
+                }
 MMS__UNROLL8
                 for (c = 0; c < 8; c++) {
                     int32_t a;
@@ -793,6 +884,13 @@ MMS__UNROLL8
     }
 MMS__UNROLL8
     for (c = 0; c < 8; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+static MMS__TARGET_AVX512 void mms__gemm_q4_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
+    mms__gemm_k_affine_x16_body(false, K, w0v, w1v, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemm_q5_kx16_avx512(int64_t K, const void *w0v, const void *w1v, const void *const *xv, float *out) {
+    mms__gemm_k_affine_x16_body(true, K, w0v, w1v, xv, out);
 }
 
 /* 16 rows' signed bytes (8 from each group) as int32 lanes */
@@ -873,8 +971,9 @@ MMS__AVX512_CODE_END
     MMS__PREFETCH((const char *)((w) + 1) + (size_t)(step) * (sizeof *(w) / (steps)), sizeof *(w) / (steps), 3)
 
 /* Decode on the Q4_K layout: one activation row against ns <= 4 groups of 8 rows side by side, as
-   mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column). */
-static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+   mms__gemv_q4_0x8_avx2 does for Q4_0 (the sums as in the kernel above with one column); Q5_K
+   (q5) likewise. */
+static MMS__AVX2_INLINE void mms__gemv_k_affine_x8_body(bool vnni, bool q5, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
@@ -888,19 +987,29 @@ static MMS__AVX2_INLINE void mms__gemv_q4_kx8_body(bool vnni, int ns, int64_t K,
         for (s = 0; s < 4; s++)
             pairs[s] = _mm256_set1_epi32((int)mms__q4_k_sum_pair(bs, s));
         for (j = 0; j < ns; j++) {
-            const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)wv[j] + b;
+            const struct mms__q4_kx8 *w = (const struct mms__q4_kx8 *)((const char *)wv[j] + (size_t)b * (q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8)));
             __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 MMS__UNROLL4
                 for (k = 0; k < 8; k++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[4 * s + k]);
+                    __m256i u_lo = _mm256_and_si256(v, m4), u_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     int32_t a_lo, a_hi;
-                    MMS__PREFETCH_NEXT_SHARE(w, 4 * s + k, 32);
+                    if (q5) {
+                        MMS__PREFETCH_NEXT_SHARE((const struct mms__q5_kx8 *)w, 4 * s + k, 32);
+                        mms__q5_kx8_fifth(_mm256_loadu_si256((const __m256i *)((const struct mms__q5_kx8 *)w)->qh[k]), s, &u_lo, &u_hi);
+                    } else {
+                        MMS__PREFETCH_NEXT_SHARE(w, 4 * s + k, 32);
+                    }
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo = mms__u8s8_add(vnni, lo, _mm256_and_si256(v, m4), _mm256_set1_epi32(a_lo));
-                    hi = mms__u8s8_add(vnni, hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi32(a_hi));
+                    lo = mms__u8s8_add(vnni, lo, u_lo, _mm256_set1_epi32(a_lo));
+                    hi = mms__u8s8_add(vnni, hi, u_hi, _mm256_set1_epi32(a_hi));
+                    if (q5 && !vnni && k == 3) {   /* the tile kernel's int16 sums */
+                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo, w->sc[s]), mms__u8s8_widen_scaled(vnni, hi, w->sc[s + 1])));
+                        lo = hi = _mm256_setzero_si256();
+                    }
                 }
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(mms__u8s8_widen_scaled(vnni, lo, w->sc[s]), mms__u8s8_widen_scaled(vnni, hi, w->sc[s + 1])));
             }
@@ -912,7 +1021,10 @@ MMS__UNROLL4
     for (j = 0; j < ns; j++) _mm256_storeu_ps(out[j], acc[j]);
 }
 static MMS__TARGET_AVX2 void mms__gemv_q4_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
-    mms__gemv_q4_kx8_body(false, ns, K, wv, xv, out);
+    mms__gemv_k_affine_x8_body(false, false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX2 void mms__gemv_q5_kx8_avx2(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_k_affine_x8_body(false, true, ns, K, wv, xv, out);
 }
 MMS__AVX512_CODE_BEGIN
 /* The zmm decode kernels' sums of np pairs of groups: pair j's low half to out[2 j], its high half
@@ -928,10 +1040,11 @@ static MMS__TARGET_AVX512 void mms__store_group_pairs(const __m512 *acc, int np,
 /* Decode on the Q4_K layout with AVX-512: groups in pairs, one zmm register each (the 16-row
    kernel's sums with one column), the pairs block by block (ops_matmul passes one: gemv_groups),
    each pair's next block prefetched, a lone last group by the 8-row body; the same integer sums
-   and float operations per row, so the same bits. */
-static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+   and float operations per row, so the same bits. Q5_K (q5) likewise. */
+static MMS__AVX512_INLINE void mms__gemv_k_affine_x8_avx512_body(bool q5, int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
     const struct mms__block_q8_k *x = (const struct mms__block_q8_k *)xv;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const size_t packed = q5 ? sizeof(struct mms__q5_kx8) : sizeof(struct mms__q4_kx8);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m16 = _mm512_set1_epi8(0x10);
     const int np = ns / 2;   /* pairs */
     __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
     int64_t b;
@@ -939,20 +1052,30 @@ static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const 
     for (b = 0; b < K / MMS__QK_K; b++) {
         const __m512 xd = _mm512_set1_ps(x[b].d);
         for (j = 0; j < np; j++) {
-            const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)wv[2 * j] + b, *w1 = (const struct mms__q4_kx8 *)wv[2 * j + 1] + b;
+            const struct mms__q4_kx8 *w0 = (const struct mms__q4_kx8 *)((const char *)wv[2 * j] + (size_t)b * packed);
+            const struct mms__q4_kx8 *w1 = (const struct mms__q4_kx8 *)((const char *)wv[2 * j + 1] + (size_t)b * packed);
             __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
             for (s = 0; s < 8; s += 2) {   /* sub-blocks s and s + 1: the low and high nibbles of one chunk */
                 __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 MMS__UNROLL8
                 for (k = 0; k < 8; k++) {
                     const __m512i v = mms__pair256(w0->qs[4 * s + k], w1->qs[4 * s + k]);
+                    __m512i u_lo = _mm512_and_si512(v, m4), u_hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                     int32_t a_lo, a_hi;
-                    MMS__PREFETCH_NEXT_SHARE(w0, 4 * s + k, 32);
-                    MMS__PREFETCH_NEXT_SHARE(w1, 4 * s + k, 32);
+                    if (q5) {
+                        const __m512i h = _mm512_srli_epi16(mms__pair256(((const struct mms__q5_kx8 *)w0)->qh[k], ((const struct mms__q5_kx8 *)w1)->qh[k]), s);
+                        MMS__PREFETCH_NEXT_SHARE((const struct mms__q5_kx8 *)w0, 4 * s + k, 32);
+                        MMS__PREFETCH_NEXT_SHARE((const struct mms__q5_kx8 *)w1, 4 * s + k, 32);
+                        u_lo = _mm512_or_si512(u_lo, _mm512_and_si512(_mm512_slli_epi16(h, 4), m16));
+                        u_hi = _mm512_or_si512(u_hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), m16));
+                    } else {
+                        MMS__PREFETCH_NEXT_SHARE(w0, 4 * s + k, 32);
+                        MMS__PREFETCH_NEXT_SHARE(w1, 4 * s + k, 32);
+                    }
                     memcpy(&a_lo, x[b].qs + 32 * s + 4 * k, 4);
                     memcpy(&a_hi, x[b].qs + 32 * s + 32 + 4 * k, 4);
-                    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), _mm512_set1_epi32(a_lo));
-                    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_set1_epi32(a_hi));
+                    lo = _mm512_dpbusd_epi32(lo, u_lo, _mm512_set1_epi32(a_lo));
+                    hi = _mm512_dpbusd_epi32(hi, u_hi, _mm512_set1_epi32(a_hi));
                 }
                 sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(_mm512_mullo_epi32(lo, mms__bytes16_u32(w0->sc[s], w1->sc[s])),
                                                                _mm512_mullo_epi32(hi, mms__bytes16_u32(w0->sc[s + 1], w1->sc[s + 1]))));
@@ -966,7 +1089,13 @@ MMS__UNROLL8
         }
     }
     mms__store_group_pairs(acc, np, out);
-    if (ns % 2) mms__gemv_q4_kx8_body(true, 1, K, wv + ns - 1, xv, out + ns - 1);
+    if (ns % 2) mms__gemv_k_affine_x8_body(true, q5, 1, K, wv + ns - 1, xv, out + ns - 1);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q4_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_k_affine_x8_avx512_body(false, ns, K, wv, xv, out);
+}
+static MMS__TARGET_AVX512 void mms__gemv_q5_kx8_avx512(int ns, int64_t K, const void *const wv[4], const void *xv, float *const out[4]) {
+    mms__gemv_k_affine_x8_avx512_body(true, ns, K, wv, xv, out);
 }
 MMS__AVX512_CODE_END
 
