@@ -17718,16 +17718,22 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    bytes and whole UTF-8 characters beyond ASCII (a JSON string's unescaped characters). */
 enum { MMS__TEXT_PLAIN, MMS__TEXT_UTF8, MMS__TEXT_KINDS };
 
+#define MMS__SUBTREE_MIN 64   /* listed tokens under a node for the matcher's shortcut to be tried there */
+
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
+    unsigned char shortcut;   /* bit k: the path is whole characters of kind k, with MMS__SUBTREE_MIN listed tokens under it */
 };
 
 /* The tokens made of whole characters of one kind of text ("listed"), by their count of characters:
    those of at most L characters are by_len[0 .. len_end[L]). Per trie node, pos: which character
    of the text its byte belongs to (1 the first), MMS__TEXT_NONE where the path from the root leaves
    the text; most: the most characters of a token under it (itself included) where every token
-   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed. */
+   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed.
+   The listed tokens again in trie order (nodes are numbered in preorder, so a subtree is the nodes
+   ch .. end[ch] - 1): order[first[ch] .. first[end[ch]]) are those under ch, order_len their counts
+   of characters. */
 struct mms__text_tokens {
     int32_t       *by_len;
     int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
@@ -17735,12 +17741,15 @@ struct mms__text_tokens {
     uint32_t      *all;       /* the listed tokens as a mask */
     uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
     unsigned char *pos, *most;
+    int32_t       *order, *first;
+    unsigned char *order_len;
 };
 
 struct mms__token_trie {
     struct mms__trie_node  *node;      /* node 0 is the root (no bytes) */
     int32_t                 n_node, cap_node;
     int32_t                *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t                *end;          /* per node: the first node past its subtree (preorder) */
     int32_t                *eog;          /* the end tokens, kept out of the trie: they end the output */
     int                     n_eog;
     int32_t                 n_vocab;
@@ -17778,12 +17787,16 @@ static void mms__token_trie_free(struct mms__token_trie *t) {
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
+    MMS_FREE(t->end);
     MMS_FREE(t->eog);
     for (k = 0; k < MMS__TEXT_KINDS; k++) {
         MMS_FREE(t->text[k].by_len);
         MMS_FREE(t->text[k].all);
         MMS_FREE(t->text[k].pos);
         MMS_FREE(t->text[k].most);
+        MMS_FREE(t->text[k].order);
+        MMS_FREE(t->text[k].first);
+        MMS_FREE(t->text[k].order_len);
     }
     MMS_FREE(t);
 }
@@ -17818,6 +17831,7 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
             ch = t->n_node++;
             t->node[ch].first_child = t->node[ch].first_token = -1;
             t->node[ch].byte = tb->bytes[i];
+            t->node[ch].shortcut = 0;
             t->node[ch].next_sibling = t->node[node].first_child;
             t->node[node].first_child = ch;
         }
@@ -17839,7 +17853,10 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
     x->all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
     x->pos = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
     x->most = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
-    if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
+    x->order = (int32_t *)mms__vocab_alloc((size_t)t->n_vocab + 1, sizeof(int32_t));
+    x->order_len = (unsigned char *)mms__vocab_alloc((size_t)t->n_vocab + 1, 1);
+    x->first = (int32_t *)mms__vocab_alloc((size_t)t->n_node + 1, sizeof(int32_t));
+    if (!state || !x->by_len || !x->all || !x->pos || !x->most || !x->order || !x->order_len || !x->first) { MMS_FREE(state); return false; }
     memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
     for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
@@ -17855,6 +17872,14 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
                 for (tok = t->node[ch].first_token; tok >= 0; tok = t->token_next[tok]) count[x->pos[ch]]++;
         }
     for (i = 0, k = 0; i <= MMS__TEXT_MAX_LEN; i++) { k += count[i]; x->len_end[i] = k; count[i] = k - count[i]; }
+    for (i = 0, k = 0; i < t->n_node; i++) {
+        x->first[i] = k;
+        if (state[i] == 0 && x->pos[i] != MMS__TEXT_NONE)
+            for (tok = t->node[i].first_token; tok >= 0; tok = t->token_next[tok]) { x->order[k] = tok; x->order_len[k++] = x->pos[i]; }
+    }
+    x->first[t->n_node] = k;
+    for (i = 0; i < t->n_node; i++)
+        if (state[i] == 0 && x->pos[i] != MMS__TEXT_NONE && t->text[MMS__TEXT_UTF8].first[t->end[i]] - t->text[MMS__TEXT_UTF8].first[i] >= MMS__SUBTREE_MIN) t->node[i].shortcut |= (unsigned char)(1u << kind);
     for (i = t->n_node - 1; i >= 0; i--) {
         const bool listed = state[i] == 0 && x->pos[i] != MMS__TEXT_NONE;
         int m = 0;
@@ -17893,6 +17918,7 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         t->n_node = 1;
         t->node[0].first_child = t->node[0].next_sibling = t->node[0].first_token = -1;
         t->node[0].byte = 0;
+        t->node[0].shortcut = 0;
         for (id = 0; id < v->n_tokens; id++) {
             size_t len = 0;
             const unsigned char *p = mms__tok_piece(v, id, false, &len);
@@ -17904,7 +17930,10 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
-        for (k = 0; k < MMS__TEXT_KINDS && ok; k++) ok = mms__token_trie_text(t, k);
+        if (ok && !(t->end = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t)))) ok = false;
+        for (id = t->n_node - 1; id >= 0 && ok; id--)   /* the newest child holds the subtree's last nodes */
+            t->end[id] = t->node[id].first_child >= 0 ? t->end[t->node[id].first_child] : id + 1;
+        for (k = MMS__TEXT_KINDS - 1; k >= 0 && ok; k--) ok = mms__token_trie_text(t, k);   /* UTF-8's first: the test of the count uses its list */
         for (k = 0; k < 256; k++) if (mms__token_plain((unsigned char)k)) t->plain_bytes[k >> 5] |= 1u << (k & 31);
     }
     MMS_FREE(tb);
@@ -19096,8 +19125,11 @@ static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned 
     return nid;
 }
 
-/* Marks every token under trie node tnode whose bytes can follow set sid. */
-static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask);
+
+/* Marks every token under trie node tnode whose bytes can follow set sid; with shortcuts, a
+   subtree whose set reaches into free text is taken as mms__cs_subtree says. */
+static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, bool shortcuts, uint32_t *mask) {
     int32_t ch;
     const struct mms__trie_node *node = c->trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
@@ -19105,7 +19137,7 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
         int32_t t;
         if (nid < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        if (node[ch].first_child >= 0 && !(shortcuts && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
     }
 }
 
@@ -19216,8 +19248,42 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
         if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
-        else mms__cs_walk(c, ch, nid, mask);
+        else if (!mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
     }
+}
+
+/* The shortcut from inside the trie: at node tnode, where the walk's set is sid and the path so
+   far is whole characters of a kind (pos[tnode] of them), the tokens under it listed with at most
+   pos[tnode] + reach(sid) characters are marked from the trie-ordered list, and the rest of the
+   subtree is walked by mms__cs_walk_text. This takes an object's first key beside named ones:
+   the key's first byte leaves the names behind, and the set after it is a free string's. Tried
+   only where the trie says it may pay (mms__trie_node.shortcut); false (nothing done) where it
+   does not apply. */
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+    const struct mms__token_trie *trie = c->trie;
+    const unsigned sc = trie->node[tnode].shortcut;
+    int reach[MMS__TEXT_KINDS], kind, k, bound, skip;
+    int32_t last[MMS__TEXT_KINDS], i, hi, end;
+    const struct mms__text_tokens *x;
+    if (!sc) return false;
+    for (k = 0; k < MMS__TEXT_KINDS; k++) {
+        reach[k] = 0;
+        last[k] = -1;
+        /* UTF-8's reach is never past plain bytes' (its step must agree with theirs): skip it where plain reaches 0 */
+        if (!((sc >> k) & 1u) || (k == MMS__TEXT_UTF8 && (sc & 1u) && reach[MMS__TEXT_PLAIN] == 0)) continue;
+        reach[k] = mms__cs_text_reach(c, sid, k, &last[k]);
+    }
+    kind = reach[MMS__TEXT_UTF8] >= reach[MMS__TEXT_PLAIN] ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN;
+    if (reach[kind] == 0 || c->oom) return false;
+    x = &trie->text[kind];
+    end = trie->end[tnode];
+    bound = x->pos[tnode] + reach[kind];
+    if (bound > MMS__TEXT_MAX_LEN) bound = MMS__TEXT_MAX_LEN;
+    for (i = x->first[tnode], hi = x->first[end]; i < hi; i++)
+        if (x->order_len[i] <= bound) mask[x->order[i] >> 5] |= 1u << (x->order[i] & 31);
+    skip = last[kind] >= 0 && mms__cs_takes_none(c, last[kind], x->starts) ? MMS__TEXT_MAX_LEN : bound;
+    mms__cs_walk_text(c, x, tnode, sid, bound, skip, mask);
+    return true;
 }
 
 /* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
@@ -19264,7 +19330,7 @@ static const uint32_t *mms__cs_checked(struct mms_constraint *c, const uint32_t 
     if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
     {
         const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
-        if (!c->oom) mms__cs_walk(c, 0, sid, c->mask_check);
+        if (!c->oom) mms__cs_walk(c, 0, sid, false, c->mask_check);
     }
     mms__cs_mark_end(c, c->mask_check);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }

@@ -1043,8 +1043,11 @@ static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned 
     return nid;
 }
 
-/* Marks every token under trie node tnode whose bytes can follow set sid. */
-static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask);
+
+/* Marks every token under trie node tnode whose bytes can follow set sid; with shortcuts, a
+   subtree whose set reaches into free text is taken as mms__cs_subtree says. */
+static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, bool shortcuts, uint32_t *mask) {
     int32_t ch;
     const struct mms__trie_node *node = c->trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
@@ -1052,7 +1055,7 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
         int32_t t;
         if (nid < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        if (node[ch].first_child >= 0 && !(shortcuts && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
     }
 }
 
@@ -1163,8 +1166,42 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
         if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
-        else mms__cs_walk(c, ch, nid, mask);
+        else if (!mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
     }
+}
+
+/* The shortcut from inside the trie: at node tnode, where the walk's set is sid and the path so
+   far is whole characters of a kind (pos[tnode] of them), the tokens under it listed with at most
+   pos[tnode] + reach(sid) characters are marked from the trie-ordered list, and the rest of the
+   subtree is walked by mms__cs_walk_text. This takes an object's first key beside named ones:
+   the key's first byte leaves the names behind, and the set after it is a free string's. Tried
+   only where the trie says it may pay (mms__trie_node.shortcut); false (nothing done) where it
+   does not apply. */
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+    const struct mms__token_trie *trie = c->trie;
+    const unsigned sc = trie->node[tnode].shortcut;
+    int reach[MMS__TEXT_KINDS], kind, k, bound, skip;
+    int32_t last[MMS__TEXT_KINDS], i, hi, end;
+    const struct mms__text_tokens *x;
+    if (!sc) return false;
+    for (k = 0; k < MMS__TEXT_KINDS; k++) {
+        reach[k] = 0;
+        last[k] = -1;
+        /* UTF-8's reach is never past plain bytes' (its step must agree with theirs): skip it where plain reaches 0 */
+        if (!((sc >> k) & 1u) || (k == MMS__TEXT_UTF8 && (sc & 1u) && reach[MMS__TEXT_PLAIN] == 0)) continue;
+        reach[k] = mms__cs_text_reach(c, sid, k, &last[k]);
+    }
+    kind = reach[MMS__TEXT_UTF8] >= reach[MMS__TEXT_PLAIN] ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN;
+    if (reach[kind] == 0 || c->oom) return false;
+    x = &trie->text[kind];
+    end = trie->end[tnode];
+    bound = x->pos[tnode] + reach[kind];
+    if (bound > MMS__TEXT_MAX_LEN) bound = MMS__TEXT_MAX_LEN;
+    for (i = x->first[tnode], hi = x->first[end]; i < hi; i++)
+        if (x->order_len[i] <= bound) mask[x->order[i] >> 5] |= 1u << (x->order[i] & 31);
+    skip = last[kind] >= 0 && mms__cs_takes_none(c, last[kind], x->starts) ? MMS__TEXT_MAX_LEN : bound;
+    mms__cs_walk_text(c, x, tnode, sid, bound, skip, mask);
+    return true;
 }
 
 /* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
@@ -1211,7 +1248,7 @@ static const uint32_t *mms__cs_checked(struct mms_constraint *c, const uint32_t 
     if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
     {
         const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
-        if (!c->oom) mms__cs_walk(c, 0, sid, c->mask_check);
+        if (!c->oom) mms__cs_walk(c, 0, sid, false, c->mask_check);
     }
     mms__cs_mark_end(c, c->mask_check);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }
