@@ -17733,7 +17733,8 @@ struct mms__trie_node {
    under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed.
    The listed tokens again in trie order (nodes are numbered in preorder, so a subtree is the nodes
    ch .. end[ch] - 1): order[first[ch] .. first[end[ch]]) are those under ch, order_len their counts
-   of characters. */
+   of characters. first_none, next_none: a node's children whose most is MMS__TEXT_NONE, in
+   sibling order (what a walk that skips every listed subtree visits), -1 ended. */
 struct mms__text_tokens {
     int32_t       *by_len;
     int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
@@ -17741,7 +17742,7 @@ struct mms__text_tokens {
     uint32_t      *all;       /* the listed tokens as a mask */
     uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
     unsigned char *pos, *most;
-    int32_t       *order, *first;
+    int32_t       *order, *first, *first_none, *next_none;
     unsigned char *order_len;
 };
 
@@ -17796,6 +17797,8 @@ static void mms__token_trie_free(struct mms__token_trie *t) {
         MMS_FREE(t->text[k].most);
         MMS_FREE(t->text[k].order);
         MMS_FREE(t->text[k].first);
+        MMS_FREE(t->text[k].first_none);
+        MMS_FREE(t->text[k].next_none);
         MMS_FREE(t->text[k].order_len);
     }
     MMS_FREE(t);
@@ -17856,7 +17859,9 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
     x->order = (int32_t *)mms__vocab_alloc((size_t)t->n_vocab + 1, sizeof(int32_t));
     x->order_len = (unsigned char *)mms__vocab_alloc((size_t)t->n_vocab + 1, 1);
     x->first = (int32_t *)mms__vocab_alloc((size_t)t->n_node + 1, sizeof(int32_t));
-    if (!state || !x->by_len || !x->all || !x->pos || !x->most || !x->order || !x->order_len || !x->first) { MMS_FREE(state); return false; }
+    x->first_none = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t));
+    x->next_none = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t));
+    if (!state || !x->by_len || !x->all || !x->pos || !x->most || !x->order || !x->order_len || !x->first || !x->first_none || !x->next_none) { MMS_FREE(state); return false; }
     memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
     for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
@@ -17894,6 +17899,16 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
             if (ch <= i || x->most[ch] == MMS__TEXT_NONE) m = MMS__TEXT_NONE;
             else if (x->most[ch] > m) m = x->most[ch];
         x->most[i] = (unsigned char)m;
+    }
+    for (i = 0; i < t->n_node; i++) x->first_none[i] = x->next_none[i] = -1;
+    for (i = 0; i < t->n_node; i++) {
+        int32_t prev = -1;
+        for (ch = t->node[i].first_child; ch >= 0 && x->most[i] == MMS__TEXT_NONE; ch = t->node[ch].next_sibling)
+            if (x->most[ch] == MMS__TEXT_NONE) {
+                if (prev < 0) x->first_none[i] = ch;
+                else x->next_none[prev] = ch;
+                prev = ch;
+            }
     }
     MMS_FREE(state);
     return true;
@@ -19137,7 +19152,7 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, b
         int32_t t;
         if (nid < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (node[ch].first_child >= 0 && !(shortcuts && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
+        if (node[ch].first_child >= 0 && !(shortcuts && node[ch].shortcut && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
     }
 }
 
@@ -19241,14 +19256,15 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
-    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+    const bool only_none = skip >= MMS__TEXT_MAX_LEN;   /* every listed subtree skipped: visit only the others */
+    for (ch = only_none ? x->first_none[tnode] : node[tnode].first_child; ch >= 0 && !c->oom; ch = only_none ? x->next_none[ch] : node[ch].next_sibling) {
         int32_t nid, t;
         if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
         if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
         if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
-        else if (!mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
+        else if (!node[ch].shortcut || !mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
     }
 }
 

@@ -1055,7 +1055,7 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, b
         int32_t t;
         if (nid < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (node[ch].first_child >= 0 && !(shortcuts && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
+        if (node[ch].first_child >= 0 && !(shortcuts && node[ch].shortcut && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
     }
 }
 
@@ -1159,14 +1159,15 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
-    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+    const bool only_none = skip >= MMS__TEXT_MAX_LEN;   /* every listed subtree skipped: visit only the others */
+    for (ch = only_none ? x->first_none[tnode] : node[tnode].first_child; ch >= 0 && !c->oom; ch = only_none ? x->next_none[ch] : node[ch].next_sibling) {
         int32_t nid, t;
         if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
         if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
         if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
-        else if (!mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
+        else if (!node[ch].shortcut || !mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
     }
 }
 
