@@ -1014,12 +1014,14 @@ static void mms__i32_sort(int32_t *v, int n) {
     }
 }
 
-/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. */
-static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) {
+/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. table: give
+   sid its table of successors (1 KB) if it has none; mms__cs_chars_next does not for the sets
+   inside a character, which a walk seldom meets again. */
+static int32_t mms__cs_set_step_table(struct mms_constraint *c, int32_t sid, unsigned char byte, bool table) {
     int32_t *next = c->set_next[sid], nid;
     int i, k;
     if (next && next[byte] != -2) return next[byte];
-    if (!next && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
+    if (!next && table && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
         uint32_t first[8];   /* the bytes some stack can take; the others lead nowhere */
         memset(first, 0, sizeof first);
         for (i = 0; i < c->set_len.v[sid]; i++) {
@@ -1042,6 +1044,8 @@ static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned 
     if (next && !c->oom) next[byte] = nid;
     return nid;
 }
+
+static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) { return mms__cs_set_step_table(c, sid, byte, true); }
 
 static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask);
 
@@ -1105,7 +1109,7 @@ static int32_t mms__cs_chars_next(struct mms_constraint *c, int32_t s, int q) {
         if (nq < 0) { b++; continue; }
         memset(run, 0, sizeof run);
         for (e = b; e <= 0xFF && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
-        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step(c, s, (unsigned char)b)) < 0) return -1;
+        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step_table(c, s, (unsigned char)b, q == 0)) < 0) return -1;
         r = nq == 0 ? nid : mms__cs_chars_next(c, nid, nq);
         if (r < 0 || (to >= 0 && r != to)) return -1;
         to = r;
