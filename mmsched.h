@@ -19207,14 +19207,15 @@ static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
    to one set (mms__cs_uniform), so the characters are checked a run at a time. */
 static int32_t mms__cs_chars_next(struct mms_constraint *c, int32_t s, int q) {
     int32_t to = -1;
-    unsigned b = 0x80, e;
-    while (b <= 0xFF && !c->oom) {
+    const unsigned top = q == 0 ? 0xF4 : 0xBF;   /* past these no byte begins or goes on a character */
+    unsigned b = q == 0 ? 0xC2 : 0x80, e;
+    while (b <= top && !c->oom) {
         const int nq = mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)b);
         uint32_t run[8];
         int32_t nid, r;
         if (nq < 0) { b++; continue; }
         memset(run, 0, sizeof run);
-        for (e = b; e <= 0xFF && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
+        for (e = b; e <= top && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
         if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step_table(c, s, (unsigned char)b, q == 0)) < 0) return -1;
         r = nq == 0 ? nid : mms__cs_chars_next(c, nid, nq);
         if (r < 0 || (to >= 0 && r != to)) return -1;
