@@ -19316,19 +19316,59 @@ static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid
     return true;
 }
 
+#define MMS__PART_MAX 64   /* stacks in a set for its parts to be tried */
+
+/* The furthest reach of a part of set sid: its stacks under one parent (a mask is the union of
+   its stacks' masks, so the text tokens within a part's reach are allowed by the whole set); the
+   text `.*` after a pattern's match reaches free text where the set, still matching the pattern
+   again, does not. 0 where no part reaches; *kind: the part's kind of text. */
+static int mms__cs_part_reach(struct mms_constraint *c, int32_t sid, int *kind) {
+    int32_t ids[MMS__PART_MAX], part[MMS__PART_MAX], last;
+    const int n = c->set_len.v[sid];
+    int best = 0, i, j, k, m, r = 0;
+    if (n < 2 || n > MMS__PART_MAX) return 0;
+    memcpy(ids, c->set_pool.v + c->set_off.v[sid], sizeof(int32_t) * (size_t)n);   /* interning moves the pool */
+    for (i = 0; i < n && !c->oom; i++) {
+        bool seen = false;
+        if (ids[i] == 0) continue;
+        for (j = 0; j < i && !seen; j++) seen = ids[j] != 0 && c->node_parent.v[ids[j]] == c->node_parent.v[ids[i]];
+        if (seen) continue;
+        for (j = i, m = 0; j < n; j++) if (ids[j] != 0 && c->node_parent.v[ids[j]] == c->node_parent.v[ids[i]]) part[m++] = ids[j];
+        if (m == n - (ids[0] == 0)) return 0;   /* one part: the set itself */
+        {
+            const int32_t pid = mms__cs_set_intern(c, part, m);
+            if (pid < 0) return 0;
+            for (k = 0; k < MMS__TEXT_KINDS; k++) {
+                if (k == MMS__TEXT_UTF8 && r == 0) break;   /* UTF-8 reaches no further than plain bytes */
+                r = mms__cs_text_reach(c, pid, k, &last);
+                if (r > best || (r == best && r > 0)) { best = r; *kind = k; }
+            }
+        }
+    }
+    return c->oom ? 0 : best;
+}
+
 /* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
-   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes). */
+   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes), of the
+   set or, where that reaches further and the set refuses nothing unwalked, of a part. */
 static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
     int32_t last_utf8, last_plain, k;
     const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8, &last_utf8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN, &last_plain);
-    const int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain;
+    int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain, skip, part_kind = kind, part;
     const int32_t last = kind == MMS__TEXT_UTF8 ? last_utf8 : last_plain;
     const struct mms__text_tokens *x = &c->trie->text[kind];
+    if (c->oom) return;
+    skip = last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach;
+    if (skip < MMS__TEXT_MAX_LEN && reach < x->max_len && (part = mms__cs_part_reach(c, sid, &part_kind)) > reach) {
+        kind = part_kind;
+        x = &c->trie->text[kind];
+        reach = skip = part < MMS__TEXT_MAX_LEN ? part : MMS__TEXT_MAX_LEN;
+    }
     if (c->oom) return;
     if (reach >= x->max_len) memcpy(mask, x->all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
     else
         for (k = 0; k < x->len_end[reach]; k++) mask[x->by_len[k] >> 5] |= 1u << (x->by_len[k] & 31);
-    mms__cs_walk_text(c, x, 0, sid, reach, last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach, mask);
+    mms__cs_walk_text(c, x, 0, sid, reach, skip, mask);
 }
 
 /* mask and check differ: the first token they disagree on, else -1. */

@@ -481,6 +481,33 @@ static void test_subtree_shortcut(void) {
     }
 }
 
+/* The shortcut taken from a part of the set (its stacks under one parent): after a pattern's
+   match, where the text after it reaches free text but the set, still able to match again, does
+   not; a part whose reach is a count ("urgent", then up to 2 characters, then a letter: a third
+   character must be a letter, and the text before "urgent" takes only a-t and spaces, so it
+   allows no more), where neither the part's reach nor the set's refusals may be taken for more
+   than they say. Each mask against the byte matcher and the plain walk. */
+static void test_part_shortcut(void) {
+    static const struct { const char *grammar, *prefix; } cases_[] = {
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]* \"urgent\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"", "\"ab urgent" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]* \"urgent\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"", "\"urgent urg" },
+        { "root ::= \"\\\"\" [a-t ]* \"urgent\" [\\x20-\\x21\\x23-\\x5B\\x5D-\\x7F]{0,2} [a-z] \"\\\"\"", "\"urgent" },
+    };
+    static const char *const schema = "{\"type\":\"string\",\"pattern\":\"urgent\"}";
+    struct mms_grammar *g;
+    size_t k;
+    if (!vocab) return;
+    for (k = 0; k < sizeof cases_ / sizeof cases_[0]; k++) {
+        g = mms_grammar_parse(cases_[k].grammar, strlen(cases_[k].grammar));
+        EXPECT(g != NULL, "%s: %s", cases_[k].grammar, mms_last_error());
+        free(mask_against_bytes(g, cases_[k].grammar, cases_[k].prefix, 100));
+        mms_grammar_free(g);
+    }
+    g = mms_grammar_from_json_schema(schema, strlen(schema));
+    free(mask_against_bytes(g, schema, "\"an urgent", 1000));
+    mms_grammar_free(g);
+}
+
 static void test_grammar_notation(void) {
     static const struct { const char *text, *yes[4], *no[4]; } cases_[] = {
         { "root ::= \"yes\" | \"no\"", { "yes", "no" }, { "y", "yesno", "maybe" } },
@@ -669,6 +696,7 @@ int main(void) {
     RUN(test_plain_shortcut);
     RUN(test_utf8_shortcut);
     RUN(test_subtree_shortcut);
+    RUN(test_part_shortcut);
     RUN(test_corpus_verdicts);
     RUN(test_json_write);
     RUN(test_vocab_walks);
