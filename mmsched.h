@@ -855,17 +855,20 @@
        or a character cut at the token's end) are walked; where the set after the n characters takes
        no such character (a bounded string's closing quote), the longer text tokens are refused
        without a walk. A class that leaves out some characters beyond ASCII (a pattern's) falls back
-       to the plain list, or to the walk where plain bytes differ too. The same holds inside the
-       trie: where the walk reaches a node whose path is whole characters, with 64 or more listed
-       tokens below it, and the set there reaches into free text (an object's key beside named
-       ones: the first character leaves the names behind), the tokens below it within reach are
-       marked from a list of the tokens in trie order (a subtree is one range of it) and only the
-       rest of the subtree is walked. Where every listed token is taken or refused by the list,
-       the walk follows per node only the children that hold other tokens. What still costs most
-       (milliseconds, once per state): a state where characters lead to different sets all along
-       (an unanchored pattern: "urgent" may begin at any character) walks most of the trie, and a
-       bounded string's first visit checks the set of each of its maxLength counts, characters
-       beyond ASCII included (docs/measurements.md has the figures of build/bench_constrain). The trie and the lists are built once per vocabulary, by the first
+       to the plain list, or to the walk where plain bytes differ too. The same holds inside the trie:
+       where the walk reaches a node whose path is whole characters, with 64 or more listed tokens
+       below it, and the set there reaches into free text (an object's key beside named ones: the first
+       character leaves the names behind), the tokens below it within reach are marked from a list of
+       the tokens in trie order (a subtree is one range of it) and only the rest of the subtree is
+       walked. Where every listed token is taken or refused by the list, the walk follows per node only
+       the children that hold other tokens. And as a mask is the union of its stacks' masks, where a
+       part of the set (its stacks under one parent) reaches further than the whole, the tokens within
+       its reach are allowed: the text after a pattern's match, while the set can still match it again.
+       What still costs most (milliseconds, once per state): a state where characters lead to different
+       sets all along (an unanchored pattern before its match: "urgent" may begin at any character)
+       walks most of the trie, and a bounded string's first visit checks the set of each of its
+       maxLength counts, characters beyond ASCII included (docs/measurements.md has the figures of
+       build/bench_constrain). The trie and the lists are built once per vocabulary, by the first
        constraint, and shared (about 16 MB for Llama 3's 274,529 trie nodes). Debugging aid: with
        MMS_CONSTRAIN_CHECK=1 in the environment when a constraint is made, every mask it hands out
        is also computed by the plain walk, and a difference makes mms_constraint_allowed fail
