@@ -861,9 +861,21 @@
        or a character cut at the token's end) are walked; where the set after the n characters takes
        no such character (a bounded string's closing quote), the longer text tokens are refused
        without a walk. A class that leaves out some characters beyond ASCII (a pattern's) falls back
-       to the plain list, or to the walk where plain bytes differ too (docs/measurements.md has the
-       figures of build/bench_constrain). The trie and the lists are built once per vocabulary, by
-       the first constraint, and shared. Debugging aid: with
+       to the plain list, or to the walk where plain bytes differ too. The same holds inside the trie:
+       where the walk reaches a node whose path is whole characters, with 64 or more listed tokens
+       below it, and the set there reaches into free text (an object's key beside named ones: the first
+       character leaves the names behind), the tokens below it within reach are marked from a list of
+       the tokens in trie order (a subtree is one range of it) and only the rest of the subtree is
+       walked. Where every listed token is taken or refused by the list, the walk follows per node only
+       the children that hold other tokens. And as a mask is the union of its stacks' masks, where a
+       part of the set (its stacks under one parent) reaches further than the whole, the tokens within
+       its reach are allowed: the text after a pattern's match, while the set can still match it again.
+       What still costs most (milliseconds, once per state): a state where characters lead to different
+       sets all along (an unanchored pattern before its match: "urgent" may begin at any character)
+       walks most of the trie, and a bounded string's first visit checks the set of each of its
+       maxLength counts, characters beyond ASCII included (docs/measurements.md has the figures of
+       build/bench_constrain). The trie and the lists are built once per vocabulary, by the first
+       constraint, and shared (about 16 MB for Llama 3's 274,529 trie nodes). Debugging aid: with
        MMS_CONSTRAIN_CHECK=1 in the environment when a constraint is made, every mask it hands out
        is also computed by the plain walk, and a difference makes mms_constraint_allowed fail
        (NULL, MMS_ERR_STATE naming the token); tests/test_constrain.c runs with it. End tokens are
@@ -17853,16 +17865,23 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    bytes and whole UTF-8 characters beyond ASCII (a JSON string's unescaped characters). */
 enum { MMS__TEXT_PLAIN, MMS__TEXT_UTF8, MMS__TEXT_KINDS };
 
+#define MMS__SUBTREE_MIN 64   /* listed tokens under a node for the matcher's shortcut to be tried there */
+
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
+    unsigned char shortcut;   /* bit k: the path is whole characters of kind k, with MMS__SUBTREE_MIN listed tokens under it */
 };
 
 /* The tokens made of whole characters of one kind of text ("listed"), by their count of characters:
    those of at most L characters are by_len[0 .. len_end[L]). Per trie node, pos: which character
    of the text its byte belongs to (1 the first), MMS__TEXT_NONE where the path from the root leaves
    the text; most: the most characters of a token under it (itself included) where every token
-   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed. */
+   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed.
+   The listed tokens again in trie order (nodes are numbered in preorder, so a subtree is the nodes
+   ch .. end[ch] - 1): order[first[ch] .. first[end[ch]]) are those under ch, order_len their counts
+   of characters. first_none, next_none: a node's children whose most is MMS__TEXT_NONE, in
+   sibling order (what a walk that skips every listed subtree visits), -1 ended. */
 struct mms__text_tokens {
     int32_t       *by_len;
     int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
@@ -17870,12 +17889,15 @@ struct mms__text_tokens {
     uint32_t      *all;       /* the listed tokens as a mask */
     uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
     unsigned char *pos, *most;
+    int32_t       *order, *first, *first_none, *next_none;
+    unsigned char *order_len;
 };
 
 struct mms__token_trie {
     struct mms__trie_node  *node;      /* node 0 is the root (no bytes) */
     int32_t                 n_node, cap_node;
     int32_t                *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t                *end;          /* per node: the first node past its subtree (preorder) */
     int32_t                *eog;          /* the end tokens, kept out of the trie: they end the output */
     int                     n_eog;
     int32_t                 n_vocab;
@@ -17913,12 +17935,18 @@ static void mms__token_trie_free(struct mms__token_trie *t) {
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
+    MMS_FREE(t->end);
     MMS_FREE(t->eog);
     for (k = 0; k < MMS__TEXT_KINDS; k++) {
         MMS_FREE(t->text[k].by_len);
         MMS_FREE(t->text[k].all);
         MMS_FREE(t->text[k].pos);
         MMS_FREE(t->text[k].most);
+        MMS_FREE(t->text[k].order);
+        MMS_FREE(t->text[k].first);
+        MMS_FREE(t->text[k].first_none);
+        MMS_FREE(t->text[k].next_none);
+        MMS_FREE(t->text[k].order_len);
     }
     MMS_FREE(t);
 }
@@ -17953,6 +17981,7 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
             ch = t->n_node++;
             t->node[ch].first_child = t->node[ch].first_token = -1;
             t->node[ch].byte = tb->bytes[i];
+            t->node[ch].shortcut = 0;
             t->node[ch].next_sibling = t->node[node].first_child;
             t->node[node].first_child = ch;
         }
@@ -17974,7 +18003,12 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
     x->all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
     x->pos = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
     x->most = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
-    if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
+    x->order = (int32_t *)mms__vocab_alloc((size_t)t->n_vocab + 1, sizeof(int32_t));
+    x->order_len = (unsigned char *)mms__vocab_alloc((size_t)t->n_vocab + 1, 1);
+    x->first = (int32_t *)mms__vocab_alloc((size_t)t->n_node + 1, sizeof(int32_t));
+    x->first_none = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t));
+    x->next_none = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t));
+    if (!state || !x->by_len || !x->all || !x->pos || !x->most || !x->order || !x->order_len || !x->first || !x->first_none || !x->next_none) { MMS_FREE(state); return false; }
     memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
     for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
@@ -17990,6 +18024,14 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
                 for (tok = t->node[ch].first_token; tok >= 0; tok = t->token_next[tok]) count[x->pos[ch]]++;
         }
     for (i = 0, k = 0; i <= MMS__TEXT_MAX_LEN; i++) { k += count[i]; x->len_end[i] = k; count[i] = k - count[i]; }
+    for (i = 0, k = 0; i < t->n_node; i++) {
+        x->first[i] = k;
+        if (state[i] == 0 && x->pos[i] != MMS__TEXT_NONE)
+            for (tok = t->node[i].first_token; tok >= 0; tok = t->token_next[tok]) { x->order[k] = tok; x->order_len[k++] = x->pos[i]; }
+    }
+    x->first[t->n_node] = k;
+    for (i = 0; i < t->n_node; i++)
+        if (state[i] == 0 && x->pos[i] != MMS__TEXT_NONE && t->text[MMS__TEXT_UTF8].first[t->end[i]] - t->text[MMS__TEXT_UTF8].first[i] >= MMS__SUBTREE_MIN) t->node[i].shortcut |= (unsigned char)(1u << kind);
     for (i = t->n_node - 1; i >= 0; i--) {
         const bool listed = state[i] == 0 && x->pos[i] != MMS__TEXT_NONE;
         int m = 0;
@@ -18004,6 +18046,16 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
             if (ch <= i || x->most[ch] == MMS__TEXT_NONE) m = MMS__TEXT_NONE;
             else if (x->most[ch] > m) m = x->most[ch];
         x->most[i] = (unsigned char)m;
+    }
+    for (i = 0; i < t->n_node; i++) x->first_none[i] = x->next_none[i] = -1;
+    for (i = 0; i < t->n_node; i++) {
+        int32_t prev = -1;
+        for (ch = t->node[i].first_child; ch >= 0 && x->most[i] == MMS__TEXT_NONE; ch = t->node[ch].next_sibling)
+            if (x->most[ch] == MMS__TEXT_NONE) {
+                if (prev < 0) x->first_none[i] = ch;
+                else x->next_none[prev] = ch;
+                prev = ch;
+            }
     }
     MMS_FREE(state);
     return true;
@@ -18028,6 +18080,7 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         t->n_node = 1;
         t->node[0].first_child = t->node[0].next_sibling = t->node[0].first_token = -1;
         t->node[0].byte = 0;
+        t->node[0].shortcut = 0;
         for (id = 0; id < v->n_tokens; id++) {
             size_t len = 0;
             const unsigned char *p = mms__tok_piece(v, id, false, &len);
@@ -18039,7 +18092,10 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
-        for (k = 0; k < MMS__TEXT_KINDS && ok; k++) ok = mms__token_trie_text(t, k);
+        if (ok && !(t->end = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t)))) ok = false;
+        for (id = t->n_node - 1; id >= 0 && ok; id--)   /* the newest child holds the subtree's last nodes */
+            t->end[id] = t->node[id].first_child >= 0 ? t->end[t->node[id].first_child] : id + 1;
+        for (k = MMS__TEXT_KINDS - 1; k >= 0 && ok; k--) ok = mms__token_trie_text(t, k);   /* UTF-8's first: the test of the count uses its list */
         for (k = 0; k < 256; k++) if (mms__token_plain((unsigned char)k)) t->plain_bytes[k >> 5] |= 1u << (k & 31);
     }
     MMS_FREE(tb);
@@ -19202,12 +19258,14 @@ static void mms__i32_sort(int32_t *v, int n) {
     }
 }
 
-/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. */
-static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) {
+/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. table: give
+   sid its table of successors (1 KB) if it has none; mms__cs_chars_next does not for the sets
+   inside a character, which a walk seldom meets again. */
+static int32_t mms__cs_set_step_table(struct mms_constraint *c, int32_t sid, unsigned char byte, bool table) {
     int32_t *next = c->set_next[sid], nid;
     int i, k;
     if (next && next[byte] != -2) return next[byte];
-    if (!next && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
+    if (!next && table && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
         uint32_t first[8];   /* the bytes some stack can take; the others lead nowhere */
         memset(first, 0, sizeof first);
         for (i = 0; i < c->set_len.v[sid]; i++) {
@@ -19231,8 +19289,13 @@ static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned 
     return nid;
 }
 
-/* Marks every token under trie node tnode whose bytes can follow set sid. */
-static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) { return mms__cs_set_step_table(c, sid, byte, true); }
+
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask);
+
+/* Marks every token under trie node tnode whose bytes can follow set sid; with shortcuts, a
+   subtree whose set reaches into free text is taken as mms__cs_subtree says. */
+static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, bool shortcuts, uint32_t *mask) {
     int32_t ch;
     const struct mms__trie_node *node = c->trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
@@ -19240,7 +19303,7 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
         int32_t t;
         if (nid < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        if (node[ch].first_child >= 0 && !(shortcuts && node[ch].shortcut && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
     }
 }
 
@@ -19282,15 +19345,16 @@ static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
    to one set (mms__cs_uniform), so the characters are checked a run at a time. */
 static int32_t mms__cs_chars_next(struct mms_constraint *c, int32_t s, int q) {
     int32_t to = -1;
-    unsigned b = 0x80, e;
-    while (b <= 0xFF && !c->oom) {
+    const unsigned top = q == 0 ? 0xF4 : 0xBF;   /* past these no byte begins or goes on a character */
+    unsigned b = q == 0 ? 0xC2 : 0x80, e;
+    while (b <= top && !c->oom) {
         const int nq = mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)b);
         uint32_t run[8];
         int32_t nid, r;
         if (nq < 0) { b++; continue; }
         memset(run, 0, sizeof run);
-        for (e = b; e <= 0xFF && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
-        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step(c, s, (unsigned char)b)) < 0) return -1;
+        for (e = b; e <= top && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
+        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step_table(c, s, (unsigned char)b, q == 0)) < 0) return -1;
         r = nq == 0 ? nid : mms__cs_chars_next(c, nid, nq);
         if (r < 0 || (to >= 0 && r != to)) return -1;
         to = r;
@@ -19344,30 +19408,105 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
-    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+    const bool only_none = skip >= MMS__TEXT_MAX_LEN;   /* every listed subtree skipped: visit only the others */
+    for (ch = only_none ? x->first_none[tnode] : node[tnode].first_child; ch >= 0 && !c->oom; ch = only_none ? x->next_none[ch] : node[ch].next_sibling) {
         int32_t nid, t;
         if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
         if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
         if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
-        else mms__cs_walk(c, ch, nid, mask);
+        else if (!node[ch].shortcut || !mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
     }
 }
 
+/* The shortcut from inside the trie: at node tnode, where the walk's set is sid and the path so
+   far is whole characters of a kind (pos[tnode] of them), the tokens under it listed with at most
+   pos[tnode] + reach(sid) characters are marked from the trie-ordered list, and the rest of the
+   subtree is walked by mms__cs_walk_text. This takes an object's first key beside named ones:
+   the key's first byte leaves the names behind, and the set after it is a free string's. Tried
+   only where the trie says it may pay (mms__trie_node.shortcut); false (nothing done) where it
+   does not apply. */
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+    const struct mms__token_trie *trie = c->trie;
+    const unsigned sc = trie->node[tnode].shortcut;
+    int reach[MMS__TEXT_KINDS], kind, k, bound, skip;
+    int32_t last[MMS__TEXT_KINDS], i, hi, end;
+    const struct mms__text_tokens *x;
+    if (!sc) return false;
+    for (k = 0; k < MMS__TEXT_KINDS; k++) {
+        reach[k] = 0;
+        last[k] = -1;
+        /* UTF-8's reach is never past plain bytes' (its step must agree with theirs): skip it where plain reaches 0 */
+        if (!((sc >> k) & 1u) || (k == MMS__TEXT_UTF8 && (sc & 1u) && reach[MMS__TEXT_PLAIN] == 0)) continue;
+        reach[k] = mms__cs_text_reach(c, sid, k, &last[k]);
+    }
+    kind = reach[MMS__TEXT_UTF8] >= reach[MMS__TEXT_PLAIN] ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN;
+    if (reach[kind] == 0 || c->oom) return false;
+    x = &trie->text[kind];
+    end = trie->end[tnode];
+    bound = x->pos[tnode] + reach[kind];
+    if (bound > MMS__TEXT_MAX_LEN) bound = MMS__TEXT_MAX_LEN;
+    for (i = x->first[tnode], hi = x->first[end]; i < hi; i++)
+        if (x->order_len[i] <= bound) mask[x->order[i] >> 5] |= 1u << (x->order[i] & 31);
+    skip = last[kind] >= 0 && mms__cs_takes_none(c, last[kind], x->starts) ? MMS__TEXT_MAX_LEN : bound;
+    mms__cs_walk_text(c, x, tnode, sid, bound, skip, mask);
+    return true;
+}
+
+#define MMS__PART_MAX 64   /* stacks in a set for its parts to be tried */
+
+/* The furthest reach of a part of set sid: its stacks under one parent (a mask is the union of
+   its stacks' masks, so the text tokens within a part's reach are allowed by the whole set); the
+   text `.*` after a pattern's match reaches free text where the set, still matching the pattern
+   again, does not. 0 where no part reaches; *kind: the part's kind of text. */
+static int mms__cs_part_reach(struct mms_constraint *c, int32_t sid, int *kind) {
+    int32_t ids[MMS__PART_MAX], part[MMS__PART_MAX], last;
+    const int n = c->set_len.v[sid];
+    int best = 0, i, j, k, m, r = 0;
+    if (n < 2 || n > MMS__PART_MAX) return 0;
+    memcpy(ids, c->set_pool.v + c->set_off.v[sid], sizeof(int32_t) * (size_t)n);   /* interning moves the pool */
+    for (i = 0; i < n && !c->oom; i++) {
+        bool seen = false;
+        if (ids[i] == 0) continue;
+        for (j = 0; j < i && !seen; j++) seen = ids[j] != 0 && c->node_parent.v[ids[j]] == c->node_parent.v[ids[i]];
+        if (seen) continue;
+        for (j = i, m = 0; j < n; j++) if (ids[j] != 0 && c->node_parent.v[ids[j]] == c->node_parent.v[ids[i]]) part[m++] = ids[j];
+        if (m == n - (ids[0] == 0)) return 0;   /* one part: the set itself */
+        {
+            const int32_t pid = mms__cs_set_intern(c, part, m);
+            if (pid < 0) return 0;
+            for (k = 0; k < MMS__TEXT_KINDS; k++) {
+                if (k == MMS__TEXT_UTF8 && r == 0) break;   /* UTF-8 reaches no further than plain bytes */
+                r = mms__cs_text_reach(c, pid, k, &last);
+                if (r > best || (r == best && r > 0)) { best = r; *kind = k; }
+            }
+        }
+    }
+    return c->oom ? 0 : best;
+}
+
 /* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
-   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes). */
+   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes), of the
+   set or, where that reaches further and the set refuses nothing unwalked, of a part. */
 static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
     int32_t last_utf8, last_plain, k;
     const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8, &last_utf8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN, &last_plain);
-    const int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain;
+    int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain, skip, part_kind = kind, part;
     const int32_t last = kind == MMS__TEXT_UTF8 ? last_utf8 : last_plain;
     const struct mms__text_tokens *x = &c->trie->text[kind];
+    if (c->oom) return;
+    skip = last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach;
+    if (skip < MMS__TEXT_MAX_LEN && reach < x->max_len && (part = mms__cs_part_reach(c, sid, &part_kind)) > reach) {
+        kind = part_kind;
+        x = &c->trie->text[kind];
+        reach = skip = part < MMS__TEXT_MAX_LEN ? part : MMS__TEXT_MAX_LEN;
+    }
     if (c->oom) return;
     if (reach >= x->max_len) memcpy(mask, x->all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
     else
         for (k = 0; k < x->len_end[reach]; k++) mask[x->by_len[k] >> 5] |= 1u << (x->by_len[k] & 31);
-    mms__cs_walk_text(c, x, 0, sid, reach, last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach, mask);
+    mms__cs_walk_text(c, x, 0, sid, reach, skip, mask);
 }
 
 /* mask and check differ: the first token they disagree on, else -1. */
@@ -19399,7 +19538,7 @@ static const uint32_t *mms__cs_checked(struct mms_constraint *c, const uint32_t 
     if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
     {
         const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
-        if (!c->oom) mms__cs_walk(c, 0, sid, c->mask_check);
+        if (!c->oom) mms__cs_walk(c, 0, sid, false, c->mask_check);
     }
     mms__cs_mark_end(c, c->mask_check);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }

@@ -443,6 +443,71 @@ static void test_utf8_shortcut(void) {
     }
 }
 
+/* The shortcut from inside the trie (a subtree whose set, after its first bytes, reaches into free
+   text): an object's key beside named ones (the names' first letters lead elsewhere, every other
+   first character to a free key), with additionalProperties true or a schema, at the first key and
+   after one; grammars where a subtree's reach is a count (the bound is its characters after the
+   subtree's own: " " then 3 more, where a 5th character must be a letter: " that"), where the set after
+   the count takes no character (longer tokens refused unwalked), and where it is a subtree of
+   characters beyond ASCII. Each mask against the byte matcher, token by token, and MMS_CONSTRAIN_CHECK
+   (set here) against the plain walk. */
+static void test_subtree_shortcut(void) {
+    static const struct { const char *grammar, *prefix; } cases_[] = {
+        { "root ::= \"the\" \"!\" | [a-z ] [\\x20-\\x7F]{3} [a-z]", "" },
+        { "root ::= \"the\" \"!\" | [a-z ] [\\x20-\\x7F]{0,3} \"\\\"\"", "" },
+        { "root ::= \"in\" [0-9] | [a-z ] [^\"\\\\\\x00-\\x1F]{0,2} \"\\\"\"", "" },
+        { "root ::= \" t\" \"?\" | [a-z ] [^\"\\\\\\x00-\\x1F]* \"\\\"\"", "" },
+        { "root ::= \"\\u00e9t\" \"!\" | [^\"\\\\\\x00-\\x1F] [^\"\\\\\\x00-\\x1F]{0,2} \"\\\"\"", "" },
+    };
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},\"body\":{\"type\":\"string\"},\"assignee\":{\"type\":\"null\"}}}",
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"boolean\"}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"s\":{\"type\":\"integer\"},\"t\":{\"type\":\"integer\"}}}",
+    };
+    static const char *const schema_prefix[] = { "{\"", "{\"name\":\"x\",\"", "{\"" };
+    size_t k;
+    if (!vocab) return;
+    for (k = 0; k < sizeof cases_ / sizeof cases_[0]; k++) {
+        struct mms_grammar *g = mms_grammar_parse(cases_[k].grammar, strlen(cases_[k].grammar));
+        EXPECT(g != NULL, "%s: %s", cases_[k].grammar, mms_last_error());
+        free(mask_against_bytes(g, cases_[k].grammar, cases_[k].prefix, 100));
+        mms_grammar_free(g);
+    }
+    for (k = 0; k < sizeof schemas / sizeof schemas[0]; k++) {
+        struct mms_grammar *g = mms_grammar_from_json_schema(schemas[k], strlen(schemas[k]));
+        EXPECT(g != NULL, "%s: %s", schemas[k], mms_last_error());
+        free(mask_against_bytes(g, schemas[k], schema_prefix[k], 1000));
+        mms_grammar_free(g);
+    }
+}
+
+/* The shortcut taken from a part of the set (its stacks under one parent): after a pattern's
+   match, where the text after it reaches free text but the set, still able to match again, does
+   not; a part whose reach is a count ("urgent", then up to 2 characters, then a letter: a third
+   character must be a letter, and the text before "urgent" takes only a-t and spaces, so it
+   allows no more), where neither the part's reach nor the set's refusals may be taken for more
+   than they say. Each mask against the byte matcher and the plain walk. */
+static void test_part_shortcut(void) {
+    static const struct { const char *grammar, *prefix; } cases_[] = {
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]* \"urgent\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"", "\"ab urgent" },
+        { "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]* \"urgent\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"", "\"urgent urg" },
+        { "root ::= \"\\\"\" [a-t ]* \"urgent\" [\\x20-\\x21\\x23-\\x5B\\x5D-\\x7F]{0,2} [a-z] \"\\\"\"", "\"urgent" },
+    };
+    static const char *const schema = "{\"type\":\"string\",\"pattern\":\"urgent\"}";
+    struct mms_grammar *g;
+    size_t k;
+    if (!vocab) return;
+    for (k = 0; k < sizeof cases_ / sizeof cases_[0]; k++) {
+        g = mms_grammar_parse(cases_[k].grammar, strlen(cases_[k].grammar));
+        EXPECT(g != NULL, "%s: %s", cases_[k].grammar, mms_last_error());
+        free(mask_against_bytes(g, cases_[k].grammar, cases_[k].prefix, 100));
+        mms_grammar_free(g);
+    }
+    g = mms_grammar_from_json_schema(schema, strlen(schema));
+    free(mask_against_bytes(g, schema, "\"an urgent", 1000));
+    mms_grammar_free(g);
+}
+
 static void test_grammar_notation(void) {
     static const struct { const char *text, *yes[4], *no[4]; } cases_[] = {
         { "root ::= \"yes\" | \"no\"", { "yes", "no" }, { "y", "yesno", "maybe" } },
@@ -630,6 +695,8 @@ int main(void) {
     RUN(test_utf8_across_tokens);
     RUN(test_plain_shortcut);
     RUN(test_utf8_shortcut);
+    RUN(test_subtree_shortcut);
+    RUN(test_part_shortcut);
     RUN(test_corpus_verdicts);
     RUN(test_json_write);
     RUN(test_vocab_walks);

@@ -1014,12 +1014,14 @@ static void mms__i32_sort(int32_t *v, int n) {
     }
 }
 
-/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. */
-static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) {
+/* The set after one byte from set sid: its id, or -1 when no stack takes the byte. table: give
+   sid its table of successors (1 KB) if it has none; mms__cs_chars_next does not for the sets
+   inside a character, which a walk seldom meets again. */
+static int32_t mms__cs_set_step_table(struct mms_constraint *c, int32_t sid, unsigned char byte, bool table) {
     int32_t *next = c->set_next[sid], nid;
     int i, k;
     if (next && next[byte] != -2) return next[byte];
-    if (!next && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
+    if (!next && table && c->set_next_bytes < MMS__SET_NEXT_MAX && (next = (int32_t *)MMS_MALLOC(256 * sizeof(int32_t))) != NULL) {
         uint32_t first[8];   /* the bytes some stack can take; the others lead nowhere */
         memset(first, 0, sizeof first);
         for (i = 0; i < c->set_len.v[sid]; i++) {
@@ -1043,8 +1045,13 @@ static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned 
     return nid;
 }
 
-/* Marks every token under trie node tnode whose bytes can follow set sid. */
-static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+static int32_t mms__cs_set_step(struct mms_constraint *c, int32_t sid, unsigned char byte) { return mms__cs_set_step_table(c, sid, byte, true); }
+
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask);
+
+/* Marks every token under trie node tnode whose bytes can follow set sid; with shortcuts, a
+   subtree whose set reaches into free text is taken as mms__cs_subtree says. */
+static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, bool shortcuts, uint32_t *mask) {
     int32_t ch;
     const struct mms__trie_node *node = c->trie->node;
     for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
@@ -1052,7 +1059,7 @@ static void mms__cs_walk(struct mms_constraint *c, int32_t tnode, int32_t sid, u
         int32_t t;
         if (nid < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = c->trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
-        if (node[ch].first_child >= 0) mms__cs_walk(c, ch, nid, mask);
+        if (node[ch].first_child >= 0 && !(shortcuts && node[ch].shortcut && mms__cs_subtree(c, ch, nid, mask))) mms__cs_walk(c, ch, nid, shortcuts, mask);
     }
 }
 
@@ -1094,15 +1101,16 @@ static int32_t mms__cs_plain_next(struct mms_constraint *c, int32_t s) {
    to one set (mms__cs_uniform), so the characters are checked a run at a time. */
 static int32_t mms__cs_chars_next(struct mms_constraint *c, int32_t s, int q) {
     int32_t to = -1;
-    unsigned b = 0x80, e;
-    while (b <= 0xFF && !c->oom) {
+    const unsigned top = q == 0 ? 0xF4 : 0xBF;   /* past these no byte begins or goes on a character */
+    unsigned b = q == 0 ? 0xC2 : 0x80, e;
+    while (b <= top && !c->oom) {
         const int nq = mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)b);
         uint32_t run[8];
         int32_t nid, r;
         if (nq < 0) { b++; continue; }
         memset(run, 0, sizeof run);
-        for (e = b; e <= 0xFF && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
-        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step(c, s, (unsigned char)b)) < 0) return -1;
+        for (e = b; e <= top && mms__text_step(MMS__TEXT_UTF8, q, (unsigned char)e) == nq; e++) run[e >> 5] |= 1u << (e & 31);
+        if (!mms__cs_uniform(c, s, run) || (nid = mms__cs_set_step_table(c, s, (unsigned char)b, q == 0)) < 0) return -1;
         r = nq == 0 ? nid : mms__cs_chars_next(c, nid, nq);
         if (r < 0 || (to >= 0 && r != to)) return -1;
         to = r;
@@ -1156,30 +1164,105 @@ static void mms__cs_walk_text(struct mms_constraint *c, const struct mms__text_t
     int32_t ch;
     const struct mms__token_trie *trie = c->trie;
     const struct mms__trie_node *node = trie->node;
-    for (ch = node[tnode].first_child; ch >= 0 && !c->oom; ch = node[ch].next_sibling) {
+    const bool only_none = skip >= MMS__TEXT_MAX_LEN;   /* every listed subtree skipped: visit only the others */
+    for (ch = only_none ? x->first_none[tnode] : node[tnode].first_child; ch >= 0 && !c->oom; ch = only_none ? x->next_none[ch] : node[ch].next_sibling) {
         int32_t nid, t;
         if (x->most[ch] <= skip) continue;   /* every token under it listed, marked or refused (MMS__TEXT_NONE > skip) */
         if ((nid = mms__cs_set_step(c, sid, node[ch].byte)) < 0) continue;
         for (t = node[ch].first_token; t >= 0; t = trie->token_next[t]) mask[t >> 5] |= 1u << (t & 31);
         if (node[ch].first_child < 0) continue;
         if (x->pos[ch] <= reach) mms__cs_walk_text(c, x, ch, nid, reach, skip, mask);
-        else mms__cs_walk(c, ch, nid, mask);
+        else if (!node[ch].shortcut || !mms__cs_subtree(c, ch, nid, mask)) mms__cs_walk(c, ch, nid, true, mask);
     }
 }
 
+/* The shortcut from inside the trie: at node tnode, where the walk's set is sid and the path so
+   far is whole characters of a kind (pos[tnode] of them), the tokens under it listed with at most
+   pos[tnode] + reach(sid) characters are marked from the trie-ordered list, and the rest of the
+   subtree is walked by mms__cs_walk_text. This takes an object's first key beside named ones:
+   the key's first byte leaves the names behind, and the set after it is a free string's. Tried
+   only where the trie says it may pay (mms__trie_node.shortcut); false (nothing done) where it
+   does not apply. */
+static bool mms__cs_subtree(struct mms_constraint *c, int32_t tnode, int32_t sid, uint32_t *mask) {
+    const struct mms__token_trie *trie = c->trie;
+    const unsigned sc = trie->node[tnode].shortcut;
+    int reach[MMS__TEXT_KINDS], kind, k, bound, skip;
+    int32_t last[MMS__TEXT_KINDS], i, hi, end;
+    const struct mms__text_tokens *x;
+    if (!sc) return false;
+    for (k = 0; k < MMS__TEXT_KINDS; k++) {
+        reach[k] = 0;
+        last[k] = -1;
+        /* UTF-8's reach is never past plain bytes' (its step must agree with theirs): skip it where plain reaches 0 */
+        if (!((sc >> k) & 1u) || (k == MMS__TEXT_UTF8 && (sc & 1u) && reach[MMS__TEXT_PLAIN] == 0)) continue;
+        reach[k] = mms__cs_text_reach(c, sid, k, &last[k]);
+    }
+    kind = reach[MMS__TEXT_UTF8] >= reach[MMS__TEXT_PLAIN] ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN;
+    if (reach[kind] == 0 || c->oom) return false;
+    x = &trie->text[kind];
+    end = trie->end[tnode];
+    bound = x->pos[tnode] + reach[kind];
+    if (bound > MMS__TEXT_MAX_LEN) bound = MMS__TEXT_MAX_LEN;
+    for (i = x->first[tnode], hi = x->first[end]; i < hi; i++)
+        if (x->order_len[i] <= bound) mask[x->order[i] >> 5] |= 1u << (x->order[i] & 31);
+    skip = last[kind] >= 0 && mms__cs_takes_none(c, last[kind], x->starts) ? MMS__TEXT_MAX_LEN : bound;
+    mms__cs_walk_text(c, x, tnode, sid, bound, skip, mask);
+    return true;
+}
+
+#define MMS__PART_MAX 64   /* stacks in a set for its parts to be tried */
+
+/* The furthest reach of a part of set sid: its stacks under one parent (a mask is the union of
+   its stacks' masks, so the text tokens within a part's reach are allowed by the whole set); the
+   text `.*` after a pattern's match reaches free text where the set, still matching the pattern
+   again, does not. 0 where no part reaches; *kind: the part's kind of text. */
+static int mms__cs_part_reach(struct mms_constraint *c, int32_t sid, int *kind) {
+    int32_t ids[MMS__PART_MAX], part[MMS__PART_MAX], last;
+    const int n = c->set_len.v[sid];
+    int best = 0, i, j, k, m, r = 0;
+    if (n < 2 || n > MMS__PART_MAX) return 0;
+    memcpy(ids, c->set_pool.v + c->set_off.v[sid], sizeof(int32_t) * (size_t)n);   /* interning moves the pool */
+    for (i = 0; i < n && !c->oom; i++) {
+        bool seen = false;
+        if (ids[i] == 0) continue;
+        for (j = 0; j < i && !seen; j++) seen = ids[j] != 0 && c->node_parent.v[ids[j]] == c->node_parent.v[ids[i]];
+        if (seen) continue;
+        for (j = i, m = 0; j < n; j++) if (ids[j] != 0 && c->node_parent.v[ids[j]] == c->node_parent.v[ids[i]]) part[m++] = ids[j];
+        if (m == n - (ids[0] == 0)) return 0;   /* one part: the set itself */
+        {
+            const int32_t pid = mms__cs_set_intern(c, part, m);
+            if (pid < 0) return 0;
+            for (k = 0; k < MMS__TEXT_KINDS; k++) {
+                if (k == MMS__TEXT_UTF8 && r == 0) break;   /* UTF-8 reaches no further than plain bytes */
+                r = mms__cs_text_reach(c, pid, k, &last);
+                if (r > best || (r == best && r > 0)) { best = r; *kind = k; }
+            }
+        }
+    }
+    return c->oom ? 0 : best;
+}
+
 /* The mask of set sid: the text tokens within reach from the vocabulary's list, the rest walked;
-   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes). */
+   the kind of text that reaches further (UTF-8 where it reaches as far as plain bytes), of the
+   set or, where that reaches further and the set refuses nothing unwalked, of a part. */
 static void mms__cs_mask(struct mms_constraint *c, int32_t sid, uint32_t *mask) {
     int32_t last_utf8, last_plain, k;
     const int reach_utf8 = mms__cs_text_reach(c, sid, MMS__TEXT_UTF8, &last_utf8), reach_plain = mms__cs_text_reach(c, sid, MMS__TEXT_PLAIN, &last_plain);
-    const int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain;
+    int kind = reach_utf8 >= reach_plain ? MMS__TEXT_UTF8 : MMS__TEXT_PLAIN, reach = kind == MMS__TEXT_UTF8 ? reach_utf8 : reach_plain, skip, part_kind = kind, part;
     const int32_t last = kind == MMS__TEXT_UTF8 ? last_utf8 : last_plain;
     const struct mms__text_tokens *x = &c->trie->text[kind];
+    if (c->oom) return;
+    skip = last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach;
+    if (skip < MMS__TEXT_MAX_LEN && reach < x->max_len && (part = mms__cs_part_reach(c, sid, &part_kind)) > reach) {
+        kind = part_kind;
+        x = &c->trie->text[kind];
+        reach = skip = part < MMS__TEXT_MAX_LEN ? part : MMS__TEXT_MAX_LEN;
+    }
     if (c->oom) return;
     if (reach >= x->max_len) memcpy(mask, x->all, sizeof(uint32_t) * ((size_t)c->n_vocab / 32 + 1));
     else
         for (k = 0; k < x->len_end[reach]; k++) mask[x->by_len[k] >> 5] |= 1u << (x->by_len[k] & 31);
-    mms__cs_walk_text(c, x, 0, sid, reach, last >= 0 && mms__cs_takes_none(c, last, x->starts) ? MMS__TEXT_MAX_LEN : reach, mask);
+    mms__cs_walk_text(c, x, 0, sid, reach, skip, mask);
 }
 
 /* mask and check differ: the first token they disagree on, else -1. */
@@ -1211,7 +1294,7 @@ static const uint32_t *mms__cs_checked(struct mms_constraint *c, const uint32_t 
     if (c->set_next_bytes >= MMS__SET_NEXT_MAX) mms__cs_sets_clear(c);
     {
         const int32_t sid = mms__cs_set_intern(c, c->state.v, c->state.n);
-        if (!c->oom) mms__cs_walk(c, 0, sid, c->mask_check);
+        if (!c->oom) mms__cs_walk(c, 0, sid, false, c->mask_check);
     }
     mms__cs_mark_end(c, c->mask_check);
     if (c->oom) { mms_set_error(MMS_ERR_OOM, "mms_constraint_allowed: out of host memory"); return NULL; }

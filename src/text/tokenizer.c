@@ -1030,16 +1030,23 @@ MMS_API int mms_detokenizer_flush(struct mms_detokenizer *d, char *buf, int cap)
    bytes and whole UTF-8 characters beyond ASCII (a JSON string's unescaped characters). */
 enum { MMS__TEXT_PLAIN, MMS__TEXT_UTF8, MMS__TEXT_KINDS };
 
+#define MMS__SUBTREE_MIN 64   /* listed tokens under a node for the matcher's shortcut to be tried there */
+
 struct mms__trie_node {
     int32_t       first_child, next_sibling, first_token;   /* tokens ending here: first_token, then token_next */
     unsigned char byte;
+    unsigned char shortcut;   /* bit k: the path is whole characters of kind k, with MMS__SUBTREE_MIN listed tokens under it */
 };
 
 /* The tokens made of whole characters of one kind of text ("listed"), by their count of characters:
    those of at most L characters are by_len[0 .. len_end[L]). Per trie node, pos: which character
    of the text its byte belongs to (1 the first), MMS__TEXT_NONE where the path from the root leaves
    the text; most: the most characters of a token under it (itself included) where every token
-   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed. */
+   under it is listed, else MMS__TEXT_NONE. A token that ends inside a character is not listed.
+   The listed tokens again in trie order (nodes are numbered in preorder, so a subtree is the nodes
+   ch .. end[ch] - 1): order[first[ch] .. first[end[ch]]) are those under ch, order_len their counts
+   of characters. first_none, next_none: a node's children whose most is MMS__TEXT_NONE, in
+   sibling order (what a walk that skips every listed subtree visits), -1 ended. */
 struct mms__text_tokens {
     int32_t       *by_len;
     int32_t        len_end[MMS__TEXT_MAX_LEN + 1];
@@ -1047,12 +1054,15 @@ struct mms__text_tokens {
     uint32_t      *all;       /* the listed tokens as a mask */
     uint32_t       starts[8]; /* the bytes a character of the kind begins with, as a class */
     unsigned char *pos, *most;
+    int32_t       *order, *first, *first_none, *next_none;
+    unsigned char *order_len;
 };
 
 struct mms__token_trie {
     struct mms__trie_node  *node;      /* node 0 is the root (no bytes) */
     int32_t                 n_node, cap_node;
     int32_t                *token_next;   /* per token id: the next token ending at the same node, or -1 */
+    int32_t                *end;          /* per node: the first node past its subtree (preorder) */
     int32_t                *eog;          /* the end tokens, kept out of the trie: they end the output */
     int                     n_eog;
     int32_t                 n_vocab;
@@ -1090,12 +1100,18 @@ static void mms__token_trie_free(struct mms__token_trie *t) {
     if (!t) return;
     MMS_FREE(t->node);
     MMS_FREE(t->token_next);
+    MMS_FREE(t->end);
     MMS_FREE(t->eog);
     for (k = 0; k < MMS__TEXT_KINDS; k++) {
         MMS_FREE(t->text[k].by_len);
         MMS_FREE(t->text[k].all);
         MMS_FREE(t->text[k].pos);
         MMS_FREE(t->text[k].most);
+        MMS_FREE(t->text[k].order);
+        MMS_FREE(t->text[k].first);
+        MMS_FREE(t->text[k].first_none);
+        MMS_FREE(t->text[k].next_none);
+        MMS_FREE(t->text[k].order_len);
     }
     MMS_FREE(t);
 }
@@ -1130,6 +1146,7 @@ static bool mms__token_trie_add(struct mms__token_trie *t, const struct mms__tok
             ch = t->n_node++;
             t->node[ch].first_child = t->node[ch].first_token = -1;
             t->node[ch].byte = tb->bytes[i];
+            t->node[ch].shortcut = 0;
             t->node[ch].next_sibling = t->node[node].first_child;
             t->node[node].first_child = ch;
         }
@@ -1151,7 +1168,12 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
     x->all = (uint32_t *)mms__vocab_alloc((size_t)t->n_vocab / 32 + 1, sizeof(uint32_t));
     x->pos = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
     x->most = (unsigned char *)mms__vocab_alloc((size_t)t->n_node, 1);
-    if (!state || !x->by_len || !x->all || !x->pos || !x->most) { MMS_FREE(state); return false; }
+    x->order = (int32_t *)mms__vocab_alloc((size_t)t->n_vocab + 1, sizeof(int32_t));
+    x->order_len = (unsigned char *)mms__vocab_alloc((size_t)t->n_vocab + 1, 1);
+    x->first = (int32_t *)mms__vocab_alloc((size_t)t->n_node + 1, sizeof(int32_t));
+    x->first_none = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t));
+    x->next_none = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t));
+    if (!state || !x->by_len || !x->all || !x->pos || !x->most || !x->order || !x->order_len || !x->first || !x->first_none || !x->next_none) { MMS_FREE(state); return false; }
     memset(x->all, 0, sizeof(uint32_t) * ((size_t)t->n_vocab / 32 + 1));
     memset(count, 0, sizeof count);
     for (i = 0; i < 256; i++) if (mms__text_step(kind, 0, (unsigned char)i) >= 0) x->starts[i >> 5] |= 1u << (i & 31);
@@ -1167,6 +1189,14 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
                 for (tok = t->node[ch].first_token; tok >= 0; tok = t->token_next[tok]) count[x->pos[ch]]++;
         }
     for (i = 0, k = 0; i <= MMS__TEXT_MAX_LEN; i++) { k += count[i]; x->len_end[i] = k; count[i] = k - count[i]; }
+    for (i = 0, k = 0; i < t->n_node; i++) {
+        x->first[i] = k;
+        if (state[i] == 0 && x->pos[i] != MMS__TEXT_NONE)
+            for (tok = t->node[i].first_token; tok >= 0; tok = t->token_next[tok]) { x->order[k] = tok; x->order_len[k++] = x->pos[i]; }
+    }
+    x->first[t->n_node] = k;
+    for (i = 0; i < t->n_node; i++)
+        if (state[i] == 0 && x->pos[i] != MMS__TEXT_NONE && t->text[MMS__TEXT_UTF8].first[t->end[i]] - t->text[MMS__TEXT_UTF8].first[i] >= MMS__SUBTREE_MIN) t->node[i].shortcut |= (unsigned char)(1u << kind);
     for (i = t->n_node - 1; i >= 0; i--) {
         const bool listed = state[i] == 0 && x->pos[i] != MMS__TEXT_NONE;
         int m = 0;
@@ -1181,6 +1211,16 @@ static bool mms__token_trie_text(struct mms__token_trie *t, int kind) {
             if (ch <= i || x->most[ch] == MMS__TEXT_NONE) m = MMS__TEXT_NONE;
             else if (x->most[ch] > m) m = x->most[ch];
         x->most[i] = (unsigned char)m;
+    }
+    for (i = 0; i < t->n_node; i++) x->first_none[i] = x->next_none[i] = -1;
+    for (i = 0; i < t->n_node; i++) {
+        int32_t prev = -1;
+        for (ch = t->node[i].first_child; ch >= 0 && x->most[i] == MMS__TEXT_NONE; ch = t->node[ch].next_sibling)
+            if (x->most[ch] == MMS__TEXT_NONE) {
+                if (prev < 0) x->first_none[i] = ch;
+                else x->next_none[prev] = ch;
+                prev = ch;
+            }
     }
     MMS_FREE(state);
     return true;
@@ -1205,6 +1245,7 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         t->n_node = 1;
         t->node[0].first_child = t->node[0].next_sibling = t->node[0].first_token = -1;
         t->node[0].byte = 0;
+        t->node[0].shortcut = 0;
         for (id = 0; id < v->n_tokens; id++) {
             size_t len = 0;
             const unsigned char *p = mms__tok_piece(v, id, false, &len);
@@ -1216,7 +1257,10 @@ static struct mms__token_trie *mms__token_trie_build(const struct mms_vocab *v) 
         }
         qsort(tb, (size_t)n_tb, sizeof *tb, mms__token_bytes_cmp);
         for (k = 0; k < n_tb && ok; k++) ok = mms__token_trie_add(t, &tb[k]);
-        for (k = 0; k < MMS__TEXT_KINDS && ok; k++) ok = mms__token_trie_text(t, k);
+        if (ok && !(t->end = (int32_t *)mms__vocab_alloc((size_t)t->n_node, sizeof(int32_t)))) ok = false;
+        for (id = t->n_node - 1; id >= 0 && ok; id--)   /* the newest child holds the subtree's last nodes */
+            t->end[id] = t->node[id].first_child >= 0 ? t->end[t->node[id].first_child] : id + 1;
+        for (k = MMS__TEXT_KINDS - 1; k >= 0 && ok; k--) ok = mms__token_trie_text(t, k);   /* UTF-8's first: the test of the count uses its list */
         for (k = 0; k < 256; k++) if (mms__token_plain((unsigned char)k)) t->plain_bytes[k >> 5] |= 1u << (k & 31);
     }
     MMS_FREE(tb);
