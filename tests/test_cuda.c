@@ -24,6 +24,17 @@ static struct mms_cuda_mock_stats mock_stats(void) {
 
 static int n_devices;
 
+/* y = x * scale over n floats, as a graph of ctx (no memory yet). */
+static struct mms_tensor *scale_graph(struct mms_context *ctx, int64_t n, float scale, struct mms_tensor **x, struct mms_cgraph **g) {
+    struct mms_tensor *y;
+    *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, n);
+    y = mms_scale(ctx, *x, scale);
+    *g = mms_new_graph(ctx);
+    mms_build_forward_expand(*g, y);
+    return y;
+}
+
+
 static bool need_device(const char *test) {
     (void)test;
     if (n_devices > 0) return false;
@@ -100,10 +111,7 @@ static void test_async_copies_and_events(void) {
     gpu = mms_backend_cuda_init(0);
     cpu = mms_backend_cpu_init();
     ctx = test_ctx(true);
-    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4096);
-    y = mms_scale(ctx, x, 2.0f);
-    g = mms_new_graph(ctx);
-    mms_build_forward_expand(g, y);
+    y = scale_graph(ctx, 4096, 2.0f, &x, &g);
     buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
     fill_pattern(in, 4096, 1.0f);
     EXPECT(mms_backend_tensor_set_async(gpu, x, in, 0, sizeof in) == MMS_OK, "set async: %s", mms_last_error());
@@ -539,11 +547,8 @@ static void test_changed_graph_not_replayed(void) {
     if (need_device(__func__)) return;
     gpu = mms_backend_cuda_init(0);
     ctx = test_ctx(true);
-    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 16);
+    y = scale_graph(ctx, 16, 2.0f, &x, &g);
     mms_set_input(x);
-    y = mms_scale(ctx, x, 2.0f);
-    g = mms_new_graph(ctx);
-    mms_build_forward_expand(g, y);
     s = mms_backend_sched_new(&gpu, NULL, 1, false, false);
     for (i = 0; i < 16; i++) xs[i] = (float)(i - 5);
     before = mms_cuda_mock_unchanged_replays(gpu);
@@ -565,10 +570,7 @@ static void test_changed_graph_not_replayed(void) {
     mms_free(ctx);
     /* straight on the backend: captured after two computations, then the parameter changed in place */
     ctx = test_ctx(true);
-    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 16);
-    y = mms_scale(ctx, x, 3.0f);
-    g = mms_new_graph(ctx);
-    mms_build_forward_expand(g, y);
+    y = scale_graph(ctx, 16, 3.0f, &x, &g);
     buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
     mms_backend_tensor_set(x, xs, 0, sizeof xs);
     for (k = 0; k < 6; k++) {
