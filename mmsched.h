@@ -1035,7 +1035,7 @@
        they are marked unchanged and a CUDA backend replays them with one launch and no per-node
        work (section 10's CUDA graphs; test_cuda_mock test_decode_reuse_same_logits: logits
        bit for bit those of rebuild_graphs across a new sequence and a 256-token step, and
-       test_changed_graph_not_replayed). Any other shape (a new picture's token,
+       test_changed_graph_not_replayed, test_moved_leaf_not_replayed). Any other shape (a new picture's token,
        another sequence, a crossing of a 256-token step, a trim or clear that changes the width, another
        batch size) builds its graph; so does a graph the scheduler cannot keep (another graph
        allocated in between, a pin, an eval callback or a dump set). mms_mllama_timings.n_decode_builds

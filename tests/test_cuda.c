@@ -587,6 +587,62 @@ static void test_changed_graph_not_replayed(void) {
     mms_free(ctx);
     mms_backend_free(gpu);
 }
+/* A weight placed anew at another address between two allocations again of the same graph (its
+   caller wrote a new copy elsewhere): the split graph is not marked unchanged, so the product
+   reads the new copy, not the address a captured CUDA graph holds. Expected: x * w, computed here. */
+static void test_moved_leaf_not_replayed(void) {
+    mms_backend_t gpu;
+    mms_backend_sched_t s;
+    struct mms_context *ctx, *wctx;
+    struct mms_tensor *x, *w, *y;
+    struct mms_cgraph *g;
+    mms_backend_buffer_t a, b;
+    float xs[16], ws[16], ys[16];
+    long long before;
+    int i, k, bad;
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    wctx = test_ctx(true);
+    w = mms_new_tensor_1d(wctx, MMS_TYPE_F32, 16);
+    a = mms_backend_alloc_ctx_tensors(wctx, gpu);
+    b = mms_backend_alloc_buffer(gpu, 4096);
+    ctx = test_ctx(true);
+    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 16);
+    mms_set_input(x);
+    y = mms_mul(ctx, x, w);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, y);
+    s = mms_backend_sched_new(&gpu, NULL, 1, false, false);
+    for (i = 0; i < 16; i++) { xs[i] = (float)(i - 5); ws[i] = 2.0f; }
+    mms_backend_tensor_set(w, ws, 0, sizeof ws);
+    before = mms_cuda_mock_unchanged_replays(gpu);
+    for (k = 0; k < 8; k++) {                  /* 0-3: w in buffer a, all 2; 4-7: w in buffer b, all 3 */
+        enum mms_status st = MMS_OK;
+        if (k == 4) {                          /* a new placement of the same tensor (a still holds the old copy) */
+            memset(&w->placement, 0, sizeof w->placement);
+            w->data = NULL;
+            w->buffer = NULL;
+            for (i = 0; i < 16; i++) ws[i] = 3.0f;
+            st = mms_backend_tensor_alloc(b, w, mms_backend_buffer_get_base(b));
+            if (st == MMS_OK) st = mms_backend_tensor_set(w, ws, 0, sizeof ws);
+        }
+        if (st == MMS_OK) st = k == 0 ? mms_backend_sched_alloc_graph(s, g) : mms__sched_alloc_again(s, g);
+        if (st == MMS_OK) st = mms_backend_tensor_set(x, xs, 0, sizeof xs);
+        if (st == MMS_OK) st = mms_backend_sched_graph_compute(s, g);
+        if (st == MMS_OK) st = mms_backend_tensor_get(y, ys, 0, sizeof ys);
+        EXPECT(st == MMS_OK, "computation %d: %s", k, mms_last_error());
+        for (i = 0, bad = 0; st == MMS_OK && i < 16; i++) bad += ys[i] != xs[i] * ws[i];
+        EXPECT(st != MMS_OK || bad == 0, "computation %d (w %g): %d of 16 values are not x * w", k, ws[0], bad);
+    }
+    EXPECT(mms_cuda_mock_unchanged_replays(gpu) - before >= 2, "%lld graphs replayed as unchanged in 7 allocations again",
+           mms_cuda_mock_unchanged_replays(gpu) - before);
+    mms_backend_sched_free(s);
+    mms_backend_buffer_free(b);
+    mms_backend_buffer_free(a);
+    mms_free(ctx);
+    mms_free(wctx);
+    mms_backend_free(gpu);
+}
 #endif
 
 /* Several GPUs are several backends: a tensor copied from GPU 0 to GPU 1 asynchronously. */
@@ -666,6 +722,7 @@ int main(void) {
 #ifdef MMS_CUDA_MOCK
     RUN(test_decode_reuse_same_logits);
     RUN(test_changed_graph_not_replayed);
+    RUN(test_moved_leaf_not_replayed);
 #endif
     RUN(test_two_devices);
     RUN(test_devices_past_the_tables);
