@@ -709,7 +709,14 @@
        launch. The cached graphs are found by a key mixed from a few words per node (op, address,
        shape) and replayed only when the graph's whole signature (every node's and source's op, type,
        shape, strides, address, parameters and name) equals the captured one's; a stride, address or
-       shape changed is a different graph (test_cuda_mock checks each). The host's work per decode
+       shape changed is a different graph (test_cuda_mock checks each). A split graph its scheduler
+       allocates again unchanged, every address as when it was last computed (mms_graph_unchanged,
+       the decode graphs below), is replayed from the CUDA graph its last compute used, without the
+       scratch scan, the signature or the key; any other compute of that graph (changed, or run
+       without a CUDA graph) unbinds it, and grown scratch memory drops every captured graph. The
+       scheduler's generic checks of such a graph keep the lifetime check of every node and skip only
+       what its buffers and ops decided last time (the backend's buffer type, supports_op).
+       The host's work per decode
        step, phase by phase, and the launches are measured without a GPU by
        build/cuda/bench_decode_host (figures: docs/measurements.md).
        MMS_CUDA_FUSE=0 and MMS_CUDA_GRAPHS=0 turn these off. A decode step of the mllama
@@ -1041,7 +1048,12 @@
        graph and computes it again: no graph built, and the scheduler keeps its split and plan and
        only places the tensors again in a new generation of its compute memory, so a result of the
        previous step is stale exactly as after a full allocation, and every check of what the graph
-       reads (weights, caches, kept tensors) runs as before. Any other shape (a new picture's token,
+       reads (weights, caches, kept tensors) runs as before. When every address (the graph's leafs
+       and nodes, the split inputs' copies) is also the one the split graphs were last computed at,
+       they are marked unchanged and a CUDA backend replays them with one launch and no per-node
+       work (section 10's CUDA graphs; test_cuda_mock test_decode_reuse_same_logits: logits
+       bit for bit those of rebuild_graphs across a new sequence and a 256-token step, and
+       test_changed_graph_not_replayed, test_moved_leaf_not_replayed). Any other shape (a new picture's token,
        another sequence, a crossing of a 256-token step, a trim or clear that changes the width, another
        batch size) builds its graph; so does a graph the scheduler cannot keep (another graph
        allocated in between, a pin, an eval callback or a dump set). mms_mllama_timings.n_decode_builds
@@ -1729,6 +1741,12 @@ MMS_API uint64_t           mms_graph_id(const struct mms_cgraph *graph);   /* un
 /* A name for messages and traces ("vision encoder"); graphs are "graph #<id>" without one. */
 MMS_API void               mms_graph_set_name(struct mms_cgraph *graph, const char *name);
 MMS_API const char        *mms_graph_get_name(const struct mms_cgraph *graph);
+/* For backends: true when the graph's owner vouches that nothing a kernel sees has changed since
+   the graph was last computed (its nodes, ops, parameters, shapes, strides and every address;
+   only the memory's contents differ), so a backend may replay what it recorded for it then. Only
+   a scheduler sets it, on its split graphs when it allocates the same graph again (the manual,
+   "Decode graphs"); any other graph answers false. */
+MMS_API bool               mms_graph_unchanged(const struct mms_cgraph *graph);
 /* The first error met while building (a NULL tensor from a failed op, a graph cycle), with its message. */
 MMS_API enum mms_status    mms_graph_status(const struct mms_cgraph *graph);
 MMS_API const char        *mms_graph_error(const struct mms_cgraph *graph);
@@ -5542,6 +5560,7 @@ struct mms_cgraph {
     enum mms_status     status;
     char                error[MMS__ERROR_MAX];
     char                name[MMS_MAX_NAME];
+    bool                unchanged;   /* mms_graph_unchanged: set by a scheduler on its own split graphs only */
 };
 
 static volatile uint64_t mms__graph_id_counter = 0;
@@ -5680,6 +5699,8 @@ MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *g, cons
 MMS_API uint64_t        mms_graph_id(const struct mms_cgraph *g)     { return g ? g->id : 0; }
 MMS_API void            mms_graph_set_name(struct mms_cgraph *g, const char *name) { if (g) mms__copy_str(g->name, sizeof g->name, name ? name : ""); }
 MMS_API const char     *mms_graph_get_name(const struct mms_cgraph *g) { return g ? g->name : ""; }
+MMS_API bool            mms_graph_unchanged(const struct mms_cgraph *g) { return g && g->unchanged; }
+MMS__MAYBE_UNUSED static void mms__graph_set_unchanged(struct mms_cgraph *g, bool v) { g->unchanged = v; }
 
 /* A graph of exactly these nodes, in this order, without walking sources (the scheduler's splits
    and its allocation graph). Leafs are given separately. */
@@ -6018,6 +6039,7 @@ static enum mms_status mms__tensor_check_as(const struct mms_tensor *t, const ch
     char from[48] = "";
     if (!t) return fail(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
     m = mms__memory_of(t);
+    if (m.state == MMS__MEMORY_LIVE && m.kind != MMS_MEMORY_RESERVE) return MMS_OK;   /* checked per tensor per compute: no formatting */
     if (m.culprit->placement.graph_id)
         snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)m.culprit->placement.graph_id);
     switch (m.state) {
@@ -6333,6 +6355,7 @@ static bool mms__backend_can_use(mms_backend_t b, const struct mms_tensor *t) {
 }
 
 static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *g, const char *who) {
+    const bool unchanged = mms_graph_unchanged(g);
     int i, n;
     if (!b || !g) return mms_set_error(MMS_ERR_INVALID_ARG, "%s: backend and graph are required", who);
     if (mms_graph_status(g) != MMS_OK)
@@ -6347,6 +6370,7 @@ static enum mms_status mms__graph_check_for(mms_backend_t b, struct mms_cgraph *
                 (st = mms_backend_view_init(t)) != MMS_OK) return st;
             st = n == 0 ? mms__tensor_check_read(t, who) : mms__tensor_check(t, who);
             if (st != MMS_OK) return st;
+            if (unchanged) continue;           /* same buffers and ops as when this passed last time */
             if (!mms__backend_can_use(b, t))
                 return mms_set_error(MMS_ERR_INVALID_ARG, "%s: tensor %s lives in a '%s' buffer that backend %s cannot use",
                                      who, mms__tensor_desc(t).s, t->buffer ? mms_backend_buffer_name(t->buffer) : "host", mms_backend_name(b));
@@ -13275,6 +13299,9 @@ struct mms_backend_sched {
     char                       dump_dir[512];
 
     int                        n_again;             /* allocations that kept the last split (mms__sched_alloc_again) */
+    void                     **addrs;               /* the graph's leafs', nodes' and split copies' addresses, last allocation */
+    int                        n_addrs, cap_addrs;
+    bool                       addrs_computed;      /* the split graphs were computed at those addresses */
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
@@ -13361,7 +13388,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     mms__ptrmap_free(&s->pos);
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
-    MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist); MMS_FREE(s->addrs);
     MMS_FREE(s->kept); MMS_FREE(s->kept_leafs);
     MMS_FREE(s);
 }
@@ -13943,6 +13970,23 @@ static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgra
     return MMS_OK;
 }
 
+/* Records the addresses of everything the split graphs read or write (the caller's leafs and
+   nodes, the split inputs' copies); true when they are those recorded last time. */
+static bool mms__sched_same_addresses(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const int n = s->n_leafs + s->n_nodes + s->n_inputs;
+    bool same = s->n_addrs == n;
+    int i;
+    if (!mms__grow((void **)&s->addrs, &s->cap_addrs, n, sizeof *s->addrs)) { s->n_addrs = 0; return false; }
+    for (i = 0; i < n; i++) {
+        void *d = i < s->n_leafs ? mms_graph_leaf(g, i)->data
+                : i < s->n_leafs + s->n_nodes ? mms_graph_node(g, i - s->n_leafs)->data
+                : s->inputs[i - s->n_leafs - s->n_nodes].copies[s->cur_copy]->data;
+        if (!same || s->addrs[i] != d) { same = false; s->addrs[i] = d; }
+    }
+    s->n_addrs = n;
+    return same;
+}
+
 /* -- public: reserve, alloc, compute -- */
 
 MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -13971,6 +14015,8 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
     if (st == MMS_OK) st = mms__galloc_place(s->galloc, s->alloc_graph);
     if (st == MMS_OK) st = mms__sched_publish(s, g);
     if (st != MMS_OK) { mms__sched_drop_fresh(s); return st; }
+    (void)mms__sched_same_addresses(s, g);     /* the split graphs are new: none is unchanged */
+    s->addrs_computed = false;
     if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->reserved_only = false;
@@ -13986,7 +14032,9 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
    dump, whose partial graphs live in the scheduler's context until the next split), the splits,
    clones and plan stand. Only what makes earlier results stale is redone, as a full allocation
    does it: the checks of step 1, a new generation of the compute buffers with every tensor
-   placed again at its planned offset, and step 6. Otherwise it is a full allocation. */
+   placed again at its planned offset, and step 6. Otherwise it is a full allocation.
+   When every address is also the one its split graphs were last computed at, they are marked
+   unchanged (mms_graph_unchanged): a backend may replay what it recorded for them. */
 MMS__MAYBE_UNUSED static enum mms_status mms__sched_alloc_again(mms_backend_sched_t s, struct mms_cgraph *g) {
     const char *who = "mms_backend_sched_alloc_graph";
     enum mms_status st;
@@ -14006,6 +14054,9 @@ MMS__MAYBE_UNUSED static enum mms_status mms__sched_alloc_again(mms_backend_sche
     if ((st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
     if ((st = mms__galloc_place(s->galloc, s->alloc_graph)) != MMS_OK) return st;
     if ((st = mms__sched_publish(s, g)) != MMS_OK) return st;
+    same = mms__sched_same_addresses(s, g) && s->addrs_computed;
+    s->addrs_computed = same;
+    for (i = 0; i < s->n_splits; i++) mms__graph_set_unchanged(s->splits[i].graph, same);
     if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->n_again++;
@@ -14072,6 +14123,7 @@ static enum mms_status mms__sched_computed(mms_backend_sched_t s) {
 static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
     int k, j, i;
     enum mms_status st;
+    s->addrs_computed = true;                    /* what a backend records now, it records at these addresses */
     for (i = 0; i < s->n_leafs; i++) {           /* weights, kept tensors, inputs: all still valid and up to date? */
         struct mms_tensor *t = mms_graph_leaf(s->graph, i);
         if (mms_nelements(t) > 0 && (st = mms__tensor_check_read(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;

@@ -2027,6 +2027,7 @@ struct cu_backend {
     bool           fuse, use_graphs;          // MMS_CUDA_FUSE=0, MMS_CUDA_GRAPHS=0 turn them off
     struct cu_graph_cache *graphs;
     double         signature_us, key_us;      // host time building graph signatures and their keys (read by the mock's bench)
+    int64_t        n_unchanged;               // graphs replayed as unchanged, without a signature (read by the mock's tests)
 };
 
 // -- 8. buffers -----------------------------------------------------------------------------------
@@ -2229,9 +2230,12 @@ static bool cu_supports_op(mms_backend_t backend, const struct mms_tensor *t) {
 // shape; all in the signature, so equal signatures have equal keys) instead of every byte of the
 // signature. A replay needs the whole signature equal, so graphs sharing a key (say, differing
 // only in a stride) are never confused; a shared key can only get a graph seen once captured.
+// Each entry also names the graph (mms_graph_id) whose last compute it replayed or captured: a
+// graph its scheduler marks unchanged since then (mms_graph_unchanged) is replayed from it
+// without the scratch scan, the signature or the key. Any other compute of that graph unbinds it.
 #define CU_GRAPHS 8
 #define CU_GRAPH_RECENT 8
-struct cu_graph_entry { uint64_t key, last_use; size_t size; unsigned char *sig; cudaGraphExec_t exec; };
+struct cu_graph_entry { uint64_t key, last_use, graph_id; size_t size; unsigned char *sig; cudaGraphExec_t exec; };
 struct cu_graph_cache {
     cu_graph_entry entries[CU_GRAPHS];
     uint64_t recent[CU_GRAPH_RECENT], clock;
@@ -2321,6 +2325,12 @@ static uint64_t cu_graph_key(struct mms_cgraph *g) {
     return h;
 }
 
+// Entry en (or none) holds what graph id was last computed as: no other entry may say so.
+static void cu_graphs_bind(struct cu_graph_cache *c, uint64_t id, cu_graph_entry *en) {
+    for (int i = 0; i < CU_GRAPHS; i++) if (c->entries[i].graph_id == id) c->entries[i].graph_id = 0;
+    if (en) en->graph_id = id;
+}
+
 static enum mms_status cu_check_fault(struct cu_backend *cb) {
     if (!cb->fault->set) return MMS_OK;
     cu_fault f = *cb->fault;
@@ -2385,6 +2395,7 @@ static bool cu_capture(struct cu_backend *cb, struct mms_cgraph *g, uint64_t key
     en->sig = sig;
     en->exec = exec;
     en->last_use = ++c->clock;
+    cu_graphs_bind(c, mms_graph_id(g), en);
     return true;
 }
 
@@ -2395,6 +2406,17 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
     size_t need = 0, need_q8 = 0;
     bool moved = false;
     if (st != MMS_OK) return st;
+    if (cb->use_graphs && mms_graph_unchanged(g)) {    // same kernels, arguments and scratch needs as its last compute
+        for (int i = 0; i < CU_GRAPHS; i++) {
+            cu_graph_entry *en = &c->entries[i];
+            if (en->exec && en->graph_id == mms_graph_id(g)) {
+                en->last_use = ++c->clock;
+                cb->n_unchanged++;
+                CU_TRY(cudaGraphLaunch(en->exec, cb->stream));
+                return MMS_OK;
+            }
+        }
+    }
     for (int i = 0; i < mms_graph_n_nodes(g); i++) {
         const struct mms_tensor *t = mms_graph_node(g, i);
         const size_t n1 = cu_scratch_need(t), n2 = cu_q8_need(t);
@@ -2405,7 +2427,7 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
         (st = cu_grow(cb, (void **)&cb->q8.area, &cb->q8_size, need_q8, &moved)) != MMS_OK) return st;
     if (moved) cu_graphs_clear(c);
     const int64_t t0 = cu_now_ns();
-    if (!cb->use_graphs || !cu_signature(cb, g)) return cu_run_graph(cb, g);
+    if (!cb->use_graphs || !cu_signature(cb, g)) { cu_graphs_bind(c, mms_graph_id(g), NULL); return cu_run_graph(cb, g); }
     const int64_t t1 = cu_now_ns();
     const uint64_t key = cu_graph_key(g);
     cb->signature_us += (double)(t1 - t0) * 1e-3;
@@ -2414,10 +2436,12 @@ static enum mms_status cu_graph_compute(mms_backend_t backend, struct mms_cgraph
         cu_graph_entry *en = &c->entries[i];
         if (en->exec && en->key == key && en->size == c->size && memcmp(en->sig, c->sig, c->size) == 0) {
             en->last_use = ++c->clock;
+            cu_graphs_bind(c, mms_graph_id(g), en);
             CU_TRY(cudaGraphLaunch(en->exec, cb->stream));
             return MMS_OK;
         }
     }
+    cu_graphs_bind(c, mms_graph_id(g), NULL);
     for (int i = 0; i < c->n_recent; i++)
         if (c->recent[i] == key && cu_capture(cb, g, key)) return MMS_OK;
     c->recent[c->n_recent < CU_GRAPH_RECENT ? c->n_recent++ : (int)(c->clock++ % CU_GRAPH_RECENT)] = key;

@@ -10,8 +10,9 @@
    token: host microseconds in all (the decode call), building the text graph, the scheduler's
    allocation, the CUDA backend's graph signature and its replay key, and the rest (the CPU's
    kernels on --cpu); the launches (kernels + cuBLAS calls) of a token computed without a CUDA
-   graph replay, and the graph launches of a replayed one. Medians over the tokens; one line
-   starting "BENCH ".
+   graph replay, and the graph launches of a replayed one; the graphs the backend replayed as
+   unchanged (no signature, no key) in the whole run. Medians over the tokens; one line starting
+   "BENCH ".
    usage: bench_decode_host [--weights f16|q4_k_m] [--text-layers N] [--tokens N] [--cpu] */
 #define MMS_CUDA
 #define MMSCHED_IMPLEMENTATION
@@ -128,8 +129,9 @@ int main(int argc, char **argv) {
     printf("BENCH decode_host backend=%s weights=%s text_layers=%d tiles=%d tokens=%d", gpu ? "cuda-mock" : "cpu", weights, n_text,
            side == 1120 ? 4 : 1, n_tokens);
     for (i = 0; i < N_PHASES; i++) printf(" %s=%.1f", phase_names[i], median_of(phase[i], n_tokens));
-    if (gpu) printf(" launches_unreplayed=%.0f (%d tokens) graph_launches_replayed=%.0f (%d tokens)",
-                    median_of(launches, n_plain), n_plain, median_of(graph_launches, n_replayed), n_replayed);
+    if (gpu) printf(" launches_unreplayed=%.0f (%d tokens) graph_launches_replayed=%.0f (%d tokens) unchanged_replays=%lld",
+                    median_of(launches, n_plain), n_plain, median_of(graph_launches, n_replayed), n_replayed,
+                    mms_cuda_mock_unchanged_replays(gpu));
     printf("\n");
     ok = 1;
 done:

@@ -100,6 +100,7 @@ void mms_cuda_mock_host_times(struct mms_backend *b, double *signature_us, doubl
     *signature_us = cu_of(b)->signature_us;
     *key_us = cu_of(b)->key_us;
 }
+long long mms_cuda_mock_unchanged_replays(struct mms_backend *b) { return (long long)cu_of(b)->n_unchanged; }
 void mms_cuda_mock_fail_next(const char *call) {
     snprintf(mock.fail_call, sizeof mock.fail_call, "%s", call);
     mock.fail_error = cudaErrorInvalidValue;

@@ -35,6 +35,9 @@ void mms_cuda_mock_fail_next(const char *call);
    signatures and their replay keys (tests/bench_decode_host.c splits a decode step with them). */
 struct mms_backend;
 void mms_cuda_mock_host_times(struct mms_backend *cuda_backend, double *signature_us, double *key_us);
+/* Graphs the backend replayed because their scheduler marked them unchanged (mms_graph_unchanged),
+   skipping the signature and the key. */
+long long mms_cuda_mock_unchanged_replays(struct mms_backend *cuda_backend);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,17 @@ static struct mms_cuda_mock_stats mock_stats(void) {
 
 static int n_devices;
 
+/* y = x * scale over n floats, as a graph of ctx (no memory yet). */
+static struct mms_tensor *scale_graph(struct mms_context *ctx, int64_t n, float scale, struct mms_tensor **x, struct mms_cgraph **g) {
+    struct mms_tensor *y;
+    *x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, n);
+    y = mms_scale(ctx, *x, scale);
+    *g = mms_new_graph(ctx);
+    mms_build_forward_expand(*g, y);
+    return y;
+}
+
+
 static bool need_device(const char *test) {
     (void)test;
     if (n_devices > 0) return false;
@@ -100,10 +111,7 @@ static void test_async_copies_and_events(void) {
     gpu = mms_backend_cuda_init(0);
     cpu = mms_backend_cpu_init();
     ctx = test_ctx(true);
-    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 4096);
-    y = mms_scale(ctx, x, 2.0f);
-    g = mms_new_graph(ctx);
-    mms_build_forward_expand(g, y);
+    y = scale_graph(ctx, 4096, 2.0f, &x, &g);
     buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
     fill_pattern(in, 4096, 1.0f);
     EXPECT(mms_backend_tensor_set_async(gpu, x, in, 0, sizeof in) == MMS_OK, "set async: %s", mms_last_error());
@@ -448,6 +456,195 @@ static void test_demo_model_on_the_gpu(void) {
     mms_backend_free(gpu);
 }
 
+#ifdef MMS_CUDA_MOCK
+/* Decode with the graph computed again while its shape holds (its split graphs replayed as
+   unchanged, without a signature) against decode that builds and allocates every graph anew
+   (rebuild_graphs): the same logits, bit for bit, token after token, across a new sequence
+   without a picture (another graph) and a KV window growing past 256 positions (another n_kv).
+   The reference is the rebuilt path, which never replays a graph marked unchanged; each context
+   has its own device backend, so no CUDA graph is shared between them. */
+static void test_decode_reuse_same_logits(void) {
+    struct mms_gguf *ref;
+    mms_backend_t cpu, gpu[2] = { NULL, NULL };
+    struct mms_mllama_model *m[2] = { NULL, NULL };
+    struct mms_mllama_context *ctx[2] = { NULL, NULL };
+    struct mms_mllama_context_params cp;
+    struct mms_mllama_image img;
+    int32_t prompt[96], text[250];
+    int n_prompt = 0, i, t, phase, n_vocab = 0, n_steps = 0, n_equal = 0;
+    long long unchanged[2];
+    if (need_device(__func__)) return;
+    ref = mms_gguf_open(test_src_path("fixtures/demo/demo-ref.gguf"));
+    EXPECT(ref != NULL, "fixture: %s", mms_last_error());
+    if (!ref) return;
+    cpu = mms_backend_cpu_init();
+    memset(&cp, 0, sizeof cp);
+    cp.n_ctx = 384;
+    cp.n_batch = 256;
+    cp.max_images = 1;
+    for (i = 0; i < 2; i++) {
+        gpu[i] = mms_backend_cuda_init(0);
+        m[i] = test_load_mllama(cpu, test_src_path("../models/mllama-demo.gguf"), NULL, gpu[i], 1000, true);
+        cp.rebuild_graphs = i == 1;
+        ctx[i] = m[i] ? mms_mllama_context_new(m[i], &cp) : NULL;
+        EXPECT(ctx[i] != NULL, "context %d: %s", i, mms_last_error());
+    }
+    memset(&img, 0, sizeof img);
+    if (!ctx[0] || !ctx[1] || !demo_case(ref, 0, m[0], &img, prompt, &n_prompt)) { EXPECT(0, "setup: %s", mms_last_error()); goto done; }
+    n_vocab = mms_mllama_model_get_hparams(m[0])->n_vocab;
+    for (i = 0; i < 250; i++) text[i] = (int32_t)(1 + (i * 37) % 200);
+    for (phase = 0; phase < 2; phase++) {      /* 0: the picture and its prompt, 8 tokens; 1: text only, 250 + 12 tokens */
+        for (i = 0; i < 2; i++) {
+            enum mms_status st;
+            mms_mllama_seq_clear(ctx[i], 0);
+            st = phase == 0 ? mms_mllama_seq_add_image(ctx[i], 0, &img) : MMS_OK;
+            if (st == MMS_OK) st = phase == 0 ? test_decode(ctx[i], prompt, n_prompt, NULL) : test_decode(ctx[i], text, 250, NULL);
+            EXPECT(st == MMS_OK, "phase %d, context %d, prompt: %s", phase, i, mms_last_error());
+            if (st != MMS_OK) goto done;
+        }
+        for (t = 0; t < (phase == 0 ? 8 : 12); t++) {
+            const int32_t tok = (int32_t)(3 + t * 11);
+            const float *l[2];
+            for (i = 0; i < 2; i++) {
+                const enum mms_status st = test_decode(ctx[i], &tok, 1, NULL);
+                EXPECT(st == MMS_OK, "phase %d, token %d, context %d: %s", phase, t, i, mms_last_error());
+                if (st != MMS_OK) goto done;
+                l[i] = mms_mllama_get_logits(ctx[i], 0);
+            }
+            n_steps++;
+            if (memcmp(l[0], l[1], sizeof(float) * (size_t)n_vocab) == 0) n_equal++;
+            else EXPECT(0, "phase %d, token %d (position %d): the reused graph's logits differ from the rebuilt graph's", phase, t,
+                        mms_mllama_seq_get_n_past(ctx[0], 0) - 1);
+        }
+    }
+    for (i = 0; i < 2; i++) unchanged[i] = mms_cuda_mock_unchanged_replays(gpu[i]);
+    EXPECT(unchanged[0] >= 10, "%lld graphs replayed as unchanged in 20 decode steps with reuse: the fast path was not taken", unchanged[0]);
+    EXPECT(unchanged[1] == 0, "%lld graphs replayed as unchanged with rebuild_graphs", unchanged[1]);
+    printf("    decode with reuse vs rebuild_graphs: %d/%d steps with equal logits; %lld graphs replayed as unchanged\n", n_equal, n_steps,
+           unchanged[0]);
+done:
+    mms_mllama_image_free(&img);
+    for (i = 0; i < 2; i++) { mms_mllama_context_free(ctx[i]); mms_mllama_model_free(m[i]); if (gpu[i]) mms_backend_free(gpu[i]); }
+    mms_backend_free(cpu);
+    mms_gguf_close(ref);
+}
+
+/* A scheduler's graph allocated again (mms__sched_alloc_again) is replayed as unchanged; after an
+   op parameter changes, the graph allocated anew gives the new parameter's result, not the
+   replayed old one; and a graph computed straight on the backend (never marked unchanged) with a
+   parameter changed in place is not replayed from its stale CUDA graph. Expected values: x times
+   the scale, computed here. */
+static void test_changed_graph_not_replayed(void) {
+    mms_backend_t gpu;
+    mms_backend_sched_t s;
+    struct mms_context *ctx;
+    struct mms_tensor *x, *y;
+    struct mms_cgraph *g;
+    mms_backend_buffer_t buf;
+    float xs[16], ys[16];
+    long long before;
+    int i, k, bad;
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    ctx = test_ctx(true);
+    y = scale_graph(ctx, 16, 2.0f, &x, &g);
+    mms_set_input(x);
+    s = mms_backend_sched_new(&gpu, NULL, 1, false, false);
+    for (i = 0; i < 16; i++) xs[i] = (float)(i - 5);
+    before = mms_cuda_mock_unchanged_replays(gpu);
+    for (k = 0; k < 8; k++) {                  /* 0-3: scale 2; 4-7: scale 3 (set at 4, allocated anew) */
+        const float scale = k < 4 ? 2.0f : 3.0f;
+        enum mms_status st;
+        if (k == 4) memcpy(y->op_params, &scale, sizeof scale);
+        st = k == 0 || k == 4 ? mms_backend_sched_alloc_graph(s, g) : mms__sched_alloc_again(s, g);
+        if (st == MMS_OK) st = mms_backend_tensor_set(x, xs, 0, sizeof xs);
+        if (st == MMS_OK) st = mms_backend_sched_graph_compute(s, g);
+        if (st == MMS_OK) st = mms_backend_tensor_get(y, ys, 0, sizeof ys);
+        EXPECT(st == MMS_OK, "computation %d: %s", k, mms_last_error());
+        for (i = 0, bad = 0; st == MMS_OK && i < 16; i++) bad += ys[i] != xs[i] * scale;
+        EXPECT(st != MMS_OK || bad == 0, "computation %d (scale %g): %d of 16 values are not x * scale", k, scale, bad);
+    }
+    EXPECT(mms_cuda_mock_unchanged_replays(gpu) - before >= 2, "%lld graphs replayed as unchanged in 6 allocations again",
+           mms_cuda_mock_unchanged_replays(gpu) - before);
+    mms_backend_sched_free(s);
+    mms_free(ctx);
+    /* straight on the backend: captured after two computations, then the parameter changed in place */
+    ctx = test_ctx(true);
+    y = scale_graph(ctx, 16, 3.0f, &x, &g);
+    buf = mms_backend_alloc_ctx_tensors(ctx, gpu);
+    mms_backend_tensor_set(x, xs, 0, sizeof xs);
+    for (k = 0; k < 6; k++) {
+        const float scale = k < 3 ? 3.0f : 5.0f;
+        enum mms_status st;
+        if (k == 3) memcpy(y->op_params, &scale, sizeof scale);
+        st = mms_backend_graph_compute(gpu, g);
+        if (st == MMS_OK) st = mms_backend_tensor_get(y, ys, 0, sizeof ys);
+        for (i = 0, bad = 0; st == MMS_OK && i < 16; i++) bad += ys[i] != xs[i] * scale;
+        EXPECT(st == MMS_OK && bad == 0, "backend computation %d (scale %g): %d of 16 values are not x * scale (%s)", k, scale, bad,
+               st == MMS_OK ? "" : mms_last_error());
+    }
+    mms_backend_buffer_free(buf);
+    mms_free(ctx);
+    mms_backend_free(gpu);
+}
+/* A weight placed anew at another address between two allocations again of the same graph (its
+   caller wrote a new copy elsewhere): the split graph is not marked unchanged, so the product
+   reads the new copy, not the address a captured CUDA graph holds. Expected: x * w, computed here. */
+static void test_moved_leaf_not_replayed(void) {
+    mms_backend_t gpu;
+    mms_backend_sched_t s;
+    struct mms_context *ctx, *wctx;
+    struct mms_tensor *x, *w, *y;
+    struct mms_cgraph *g;
+    mms_backend_buffer_t a, b;
+    float xs[16], ws[16], ys[16];
+    long long before;
+    int i, k, bad;
+    if (need_device(__func__)) return;
+    gpu = mms_backend_cuda_init(0);
+    wctx = test_ctx(true);
+    w = mms_new_tensor_1d(wctx, MMS_TYPE_F32, 16);
+    a = mms_backend_alloc_ctx_tensors(wctx, gpu);
+    b = mms_backend_alloc_buffer(gpu, 4096);
+    ctx = test_ctx(true);
+    x = mms_new_tensor_1d(ctx, MMS_TYPE_F32, 16);
+    mms_set_input(x);
+    y = mms_mul(ctx, x, w);
+    g = mms_new_graph(ctx);
+    mms_build_forward_expand(g, y);
+    s = mms_backend_sched_new(&gpu, NULL, 1, false, false);
+    for (i = 0; i < 16; i++) { xs[i] = (float)(i - 5); ws[i] = 2.0f; }
+    mms_backend_tensor_set(w, ws, 0, sizeof ws);
+    before = mms_cuda_mock_unchanged_replays(gpu);
+    for (k = 0; k < 8; k++) {                  /* 0-3: w in buffer a, all 2; 4-7: w in buffer b, all 3 */
+        enum mms_status st = MMS_OK;
+        if (k == 4) {                          /* a new placement of the same tensor (a still holds the old copy) */
+            memset(&w->placement, 0, sizeof w->placement);
+            w->data = NULL;
+            w->buffer = NULL;
+            for (i = 0; i < 16; i++) ws[i] = 3.0f;
+            st = mms_backend_tensor_alloc(b, w, mms_backend_buffer_get_base(b));
+            if (st == MMS_OK) st = mms_backend_tensor_set(w, ws, 0, sizeof ws);
+        }
+        if (st == MMS_OK) st = k == 0 ? mms_backend_sched_alloc_graph(s, g) : mms__sched_alloc_again(s, g);
+        if (st == MMS_OK) st = mms_backend_tensor_set(x, xs, 0, sizeof xs);
+        if (st == MMS_OK) st = mms_backend_sched_graph_compute(s, g);
+        if (st == MMS_OK) st = mms_backend_tensor_get(y, ys, 0, sizeof ys);
+        EXPECT(st == MMS_OK, "computation %d: %s", k, mms_last_error());
+        for (i = 0, bad = 0; st == MMS_OK && i < 16; i++) bad += ys[i] != xs[i] * ws[i];
+        EXPECT(st != MMS_OK || bad == 0, "computation %d (w %g): %d of 16 values are not x * w", k, ws[0], bad);
+    }
+    EXPECT(mms_cuda_mock_unchanged_replays(gpu) - before >= 2, "%lld graphs replayed as unchanged in 7 allocations again",
+           mms_cuda_mock_unchanged_replays(gpu) - before);
+    mms_backend_sched_free(s);
+    mms_backend_buffer_free(b);
+    mms_backend_buffer_free(a);
+    mms_free(ctx);
+    mms_free(wctx);
+    mms_backend_free(gpu);
+}
+#endif
+
 /* Several GPUs are several backends: a tensor copied from GPU 0 to GPU 1 asynchronously. */
 static void test_two_devices(void) {
     mms_backend_t g0, g1;
@@ -522,6 +719,11 @@ int main(void) {
 #endif
     RUN(test_copy_on_another_device);
     RUN(test_demo_model_on_the_gpu);
+#ifdef MMS_CUDA_MOCK
+    RUN(test_decode_reuse_same_logits);
+    RUN(test_changed_graph_not_replayed);
+    RUN(test_moved_leaf_not_replayed);
+#endif
     RUN(test_two_devices);
     RUN(test_devices_past_the_tables);
     return test_summary();

@@ -368,6 +368,12 @@ MMS_API uint64_t           mms_graph_id(const struct mms_cgraph *graph);   /* un
 /* A name for messages and traces ("vision encoder"); graphs are "graph #<id>" without one. */
 MMS_API void               mms_graph_set_name(struct mms_cgraph *graph, const char *name);
 MMS_API const char        *mms_graph_get_name(const struct mms_cgraph *graph);
+/* For backends: true when the graph's owner vouches that nothing a kernel sees has changed since
+   the graph was last computed (its nodes, ops, parameters, shapes, strides and every address;
+   only the memory's contents differ), so a backend may replay what it recorded for it then. Only
+   a scheduler sets it, on its split graphs when it allocates the same graph again (the manual,
+   "Decode graphs"); any other graph answers false. */
+MMS_API bool               mms_graph_unchanged(const struct mms_cgraph *graph);
 /* The first error met while building (a NULL tensor from a failed op, a graph cycle), with its message. */
 MMS_API enum mms_status    mms_graph_status(const struct mms_cgraph *graph);
 MMS_API const char        *mms_graph_error(const struct mms_cgraph *graph);

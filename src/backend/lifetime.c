@@ -145,6 +145,7 @@ static enum mms_status mms__tensor_check_as(const struct mms_tensor *t, const ch
     char from[48] = "";
     if (!t) return fail(MMS_ERR_INVALID_ARG, "%s: tensor is NULL", who);
     m = mms__memory_of(t);
+    if (m.state == MMS__MEMORY_LIVE && m.kind != MMS_MEMORY_RESERVE) return MMS_OK;   /* checked per tensor per compute: no formatting */
     if (m.culprit->placement.graph_id)
         snprintf(from, sizeof from, " by graph #%llu", (unsigned long long)m.culprit->placement.graph_id);
     switch (m.state) {

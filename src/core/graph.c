@@ -16,6 +16,7 @@ struct mms_cgraph {
     enum mms_status     status;
     char                error[MMS__ERROR_MAX];
     char                name[MMS_MAX_NAME];
+    bool                unchanged;   /* mms_graph_unchanged: set by a scheduler on its own split graphs only */
 };
 
 static volatile uint64_t mms__graph_id_counter = 0;
@@ -154,6 +155,8 @@ MMS_API struct mms_tensor *mms_graph_get_tensor(const struct mms_cgraph *g, cons
 MMS_API uint64_t        mms_graph_id(const struct mms_cgraph *g)     { return g ? g->id : 0; }
 MMS_API void            mms_graph_set_name(struct mms_cgraph *g, const char *name) { if (g) mms__copy_str(g->name, sizeof g->name, name ? name : ""); }
 MMS_API const char     *mms_graph_get_name(const struct mms_cgraph *g) { return g ? g->name : ""; }
+MMS_API bool            mms_graph_unchanged(const struct mms_cgraph *g) { return g && g->unchanged; }
+MMS__MAYBE_UNUSED static void mms__graph_set_unchanged(struct mms_cgraph *g, bool v) { g->unchanged = v; }
 
 /* A graph of exactly these nodes, in this order, without walking sources (the scheduler's splits
    and its allocation graph). Leafs are given separately. */

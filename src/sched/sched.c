@@ -103,6 +103,9 @@ struct mms_backend_sched {
     char                       dump_dir[512];
 
     int                        n_again;             /* allocations that kept the last split (mms__sched_alloc_again) */
+    void                     **addrs;               /* the graph's leafs', nodes' and split copies' addresses, last allocation */
+    int                        n_addrs, cap_addrs;
+    bool                       addrs_computed;      /* the split graphs were computed at those addresses */
     struct { uint64_t id; char name[MMS_MAX_NAME]; } recent[8];   /* names of graphs allocated lately, for messages */
     int                        n_recent;
 };
@@ -189,7 +192,7 @@ MMS_API void mms_backend_sched_free(mms_backend_sched_t s) {
     mms__ptrmap_free(&s->pos);
     MMS_FREE(s->backends); MMS_FREE(s->bufts); MMS_FREE(s->events);
     MMS_FREE(s->node_backend); MMS_FREE(s->leaf_backend); MMS_FREE(s->node_why); MMS_FREE(s->leaf_why);
-    MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist);
+    MMS_FREE(s->clones); MMS_FREE(s->leaf_clones); MMS_FREE(s->splits); MMS_FREE(s->inputs); MMS_FREE(s->persist); MMS_FREE(s->addrs);
     MMS_FREE(s->kept); MMS_FREE(s->kept_leafs);
     MMS_FREE(s);
 }
@@ -771,6 +774,23 @@ static enum mms_status mms__sched_publish(mms_backend_sched_t s, struct mms_cgra
     return MMS_OK;
 }
 
+/* Records the addresses of everything the split graphs read or write (the caller's leafs and
+   nodes, the split inputs' copies); true when they are those recorded last time. */
+static bool mms__sched_same_addresses(mms_backend_sched_t s, struct mms_cgraph *g) {
+    const int n = s->n_leafs + s->n_nodes + s->n_inputs;
+    bool same = s->n_addrs == n;
+    int i;
+    if (!mms__grow((void **)&s->addrs, &s->cap_addrs, n, sizeof *s->addrs)) { s->n_addrs = 0; return false; }
+    for (i = 0; i < n; i++) {
+        void *d = i < s->n_leafs ? mms_graph_leaf(g, i)->data
+                : i < s->n_leafs + s->n_nodes ? mms_graph_node(g, i - s->n_leafs)->data
+                : s->inputs[i - s->n_leafs - s->n_nodes].copies[s->cur_copy]->data;
+        if (!same || s->addrs[i] != d) { same = false; s->addrs[i] = d; }
+    }
+    s->n_addrs = n;
+    return same;
+}
+
 /* -- public: reserve, alloc, compute -- */
 
 MMS_API enum mms_status mms_backend_sched_reserve(mms_backend_sched_t s, struct mms_cgraph *g) {
@@ -799,6 +819,8 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
     if (st == MMS_OK) st = mms__galloc_place(s->galloc, s->alloc_graph);
     if (st == MMS_OK) st = mms__sched_publish(s, g);
     if (st != MMS_OK) { mms__sched_drop_fresh(s); return st; }
+    (void)mms__sched_same_addresses(s, g);     /* the split graphs are new: none is unchanged */
+    s->addrs_computed = false;
     if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->reserved_only = false;
@@ -814,7 +836,9 @@ MMS_API enum mms_status mms_backend_sched_alloc_graph(mms_backend_sched_t s, str
    dump, whose partial graphs live in the scheduler's context until the next split), the splits,
    clones and plan stand. Only what makes earlier results stale is redone, as a full allocation
    does it: the checks of step 1, a new generation of the compute buffers with every tensor
-   placed again at its planned offset, and step 6. Otherwise it is a full allocation. */
+   placed again at its planned offset, and step 6. Otherwise it is a full allocation.
+   When every address is also the one its split graphs were last computed at, they are marked
+   unchanged (mms_graph_unchanged): a backend may replay what it recorded for them. */
 MMS__MAYBE_UNUSED static enum mms_status mms__sched_alloc_again(mms_backend_sched_t s, struct mms_cgraph *g) {
     const char *who = "mms_backend_sched_alloc_graph";
     enum mms_status st;
@@ -834,6 +858,9 @@ MMS__MAYBE_UNUSED static enum mms_status mms__sched_alloc_again(mms_backend_sche
     if ((st = mms__galloc_check_reuse(g, who, mms__sched_graph_name, s)) != MMS_OK) return st;
     if ((st = mms__galloc_place(s->galloc, s->alloc_graph)) != MMS_OK) return st;
     if ((st = mms__sched_publish(s, g)) != MMS_OK) return st;
+    same = mms__sched_same_addresses(s, g) && s->addrs_computed;
+    s->addrs_computed = same;
+    for (i = 0; i < s->n_splits; i++) mms__graph_set_unchanged(s->splits[i].graph, same);
     if (s->poison) mms__galloc_fill(s->galloc, 0xff);
     s->allocated = true;
     s->n_again++;
@@ -900,6 +927,7 @@ static enum mms_status mms__sched_computed(mms_backend_sched_t s) {
 static enum mms_status mms__sched_compute_splits(mms_backend_sched_t s) {
     int k, j, i;
     enum mms_status st;
+    s->addrs_computed = true;                    /* what a backend records now, it records at these addresses */
     for (i = 0; i < s->n_leafs; i++) {           /* weights, kept tensors, inputs: all still valid and up to date? */
         struct mms_tensor *t = mms_graph_leaf(s->graph, i);
         if (mms_nelements(t) > 0 && (st = mms__tensor_check_read(t, "mms_backend_sched_graph_compute")) != MMS_OK) return st;
