@@ -16922,27 +16922,40 @@ static size_t mms__tok_put_utf8(uint32_t cp, unsigned char *o) {
     return 4;
 }
 
+/* UTF-8 as Unicode defines it (no overlong forms, no surrogates, nothing past U+10FFFF), for the
+   decoder below and the trie's text kinds (mms__text_step): after lead byte b0, how many
+   continuation bytes follow (0: ASCII; -1: b0 cannot lead) and the range the first of them must lie
+   in, mms__utf8_lo/hi[*range] (the others: range 0, 0x80..0xBF). */
+static const unsigned char mms__utf8_lo[5] = { 0x80, 0xA0, 0x80, 0x90, 0x80 }, mms__utf8_hi[5] = { 0xBF, 0xBF, 0x9F, 0xBF, 0x8F };
+static int mms__utf8_lead(unsigned b0, int *range) {
+    *range = 0;
+    if (b0 < 0x80) return 0;
+    if (b0 < 0xC2 || b0 > 0xF4) return -1;
+    if (b0 < 0xE0) return 1;
+    if (b0 < 0xF0) { *range = b0 == 0xE0 ? 1 : b0 == 0xED ? 2 : 0; return 2; }
+    *range = b0 == 0xF0 ? 3 : b0 == 0xF4 ? 4 : 0;
+    return 3;
+}
+
 /* One UTF-8 unit at s[0..n), n >= 1: returns its length > 0 with *cp for a valid character, or
    -len for an invalid maximal subpart (Unicode's "best practice", which Python and Rust follow);
    *incomplete is set when that subpart is a valid prefix cut by the end of the data. */
 static int mms__tok_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp, bool *incomplete) {
-    unsigned b0 = s[0], lo, hi, need, k;
+    int range, need = mms__utf8_lead(s[0], &range), k;
     uint32_t c;
     *incomplete = false;
-    if (b0 < 0x80) { *cp = b0; return 1; }
-    if (b0 < 0xC2 || b0 > 0xF4) return -1;
-    if (b0 < 0xE0) { need = 1; lo = 0x80; hi = 0xBF; c = b0 & 0x1F; }
-    else if (b0 < 0xF0) { need = 2; lo = b0 == 0xE0 ? 0xA0 : 0x80; hi = b0 == 0xED ? 0x9F : 0xBF; c = b0 & 0x0F; }
-    else { need = 3; lo = b0 == 0xF0 ? 0x90 : 0x80; hi = b0 == 0xF4 ? 0x8F : 0xBF; c = b0 & 0x07; }
+    if (need == 0) { *cp = s[0]; return 1; }
+    if (need < 0) return -1;
+    c = s[0] & (0x3Fu >> need);
     for (k = 1; k <= need; k++) {
         unsigned b;
-        if (k >= n) { *incomplete = true; return -(int)k; }
+        if ((size_t)k >= n) { *incomplete = true; return -k; }
         b = s[k];
-        if (b < (k == 1 ? lo : 0x80u) || b > (k == 1 ? hi : 0xBFu)) return -(int)k;
+        if (b < (k == 1 ? mms__utf8_lo[range] : 0x80u) || b > (k == 1 ? mms__utf8_hi[range] : 0xBFu)) return -k;
         c = (c << 6) | (b & 0x3F);
     }
     *cp = c;
-    return (int)need + 1;
+    return need + 1;
 }
 
 /* -- the vocabulary -- */
@@ -17961,24 +17974,17 @@ struct mms__token_trie {
 static bool mms__token_plain(unsigned char b) { return b >= 0x20 && b <= 0x7F && b != '"' && b != '\\'; }
 
 /* A decoder of one kind of text, byte by byte: the state after byte b from state (0: between
-   characters; else the continuation bytes left << 4 | which range the next one must lie in), or -1
-   where b cannot come next. UTF-8 as the grammar's classes write it: no overlong forms, no
-   surrogates, nothing past U+10FFFF. */
+   characters; else the continuation bytes left << 4 | the range the next one must lie in, as
+   mms__utf8_lead gives it), or -1 where b cannot come next. */
 static int mms__text_step(int kind, int state, unsigned char b) {
-    static const unsigned char lo[5] = { 0x80, 0xA0, 0x80, 0x90, 0x80 }, hi[5] = { 0xBF, 0xBF, 0x9F, 0xBF, 0x8F };
     if (state == 0) {
+        int range, need;
         if (mms__token_plain(b)) return 0;
-        if (kind == MMS__TEXT_PLAIN) return -1;
-        if (b >= 0xC2 && b <= 0xDF) return 1 << 4;
-        if (b == 0xE0) return 2 << 4 | 1;
-        if (b == 0xED) return 2 << 4 | 2;
-        if (b >= 0xE1 && b <= 0xEF) return 2 << 4;
-        if (b == 0xF0) return 3 << 4 | 3;
-        if (b >= 0xF1 && b <= 0xF3) return 3 << 4;
-        if (b == 0xF4) return 3 << 4 | 4;
-        return -1;
+        if (kind == MMS__TEXT_PLAIN || b < 0x80) return -1;
+        need = mms__utf8_lead(b, &range);
+        return need < 0 ? -1 : need << 4 | range;
     }
-    if (b < lo[state & 15] || b > hi[state & 15]) return -1;
+    if (b < mms__utf8_lo[state & 15] || b > mms__utf8_hi[state & 15]) return -1;
     return ((state >> 4) - 1) << 4;
 }
 
